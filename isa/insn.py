@@ -209,7 +209,9 @@ def _enum(enum_type, value: int, what: str, index: int | None):
         return enum_type(value)
     except ValueError:
         allowed = ", ".join(f"{m.name}={m.value}" for m in enum_type)
-        raise DecodeError(f"{_where(index)}{what} {value} is not valid (allowed: {allowed})") from None
+        raise DecodeError(
+            f"{_where(index)}{what} {value} is not valid (allowed: {allowed})"
+        ) from None
 
 
 def _where(index: int | None) -> str:

@@ -67,7 +67,9 @@ class DepQueue(enum.Enum):
 
 # Which queue each of a module's four header flags refers to; None: the flag must be 0.
 #   module: (pop_prev, pop_next, push_prev, push_next)
-DEP_QUEUES: dict[Module, tuple[DepQueue | None, DepQueue | None, DepQueue | None, DepQueue | None]] = {
+DEP_QUEUES: dict[
+    Module, tuple[DepQueue | None, DepQueue | None, DepQueue | None, DepQueue | None]
+] = {
     Module.LOAD: (None, DepQueue.C2L, None, DepQueue.L2C),
     Module.COMPUTE: (DepQueue.L2C, DepQueue.S2C, DepQueue.C2L, DepQueue.C2S),
     Module.STORE: (DepQueue.C2S, None, DepQueue.S2C, None),

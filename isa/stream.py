@@ -36,7 +36,9 @@ def encode_insns(insns: Iterable[Insn], cfg: HwConfig) -> bytes:
 
 def insn_words(data: bytes | np.ndarray) -> list[int]:
     """Split raw bytes into 128-bit instruction words."""
-    raw = bytes(np.asarray(data, dtype=np.uint8).tobytes()) if isinstance(data, np.ndarray) else data
+    raw = (
+        bytes(np.asarray(data, dtype=np.uint8).tobytes()) if isinstance(data, np.ndarray) else data
+    )
     if len(raw) % INSN_BYTES:
         raise DecodeError(
             f"instruction stream of {len(raw)} bytes is not a multiple of {INSN_BYTES} bytes"
