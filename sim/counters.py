@@ -1,0 +1,49 @@
+"""Work counters the functional simulator accumulates."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Counters:
+    """What a program did: instructions per module and opcode, bytes per memory type, MACs, ALU ops.
+
+    ``dram_read_bytes`` / ``dram_write_bytes`` are keyed by memory type name (INP, WGT, ACC,
+    ACC_8BIT, UOP for loads; OUT for stores) and count DRAM bytes, not padding.
+    """
+
+    insns_by_module: Counter = field(default_factory=Counter)
+    insns_by_opcode: Counter = field(default_factory=Counter)
+    dram_read_bytes: Counter = field(default_factory=Counter)
+    dram_write_bytes: Counter = field(default_factory=Counter)
+    pad_elems: Counter = field(default_factory=Counter)
+    gemm_uop_iters: int = 0
+    gemm_reset_iters: int = 0
+    macs: int = 0
+    alu_uop_iters: int = 0
+    alu_lane_ops: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "insns_by_module": dict(self.insns_by_module),
+            "insns_by_opcode": dict(self.insns_by_opcode),
+            "dram_read_bytes": dict(self.dram_read_bytes),
+            "dram_write_bytes": dict(self.dram_write_bytes),
+            "pad_elems": dict(self.pad_elems),
+            "gemm_uop_iters": self.gemm_uop_iters,
+            "gemm_reset_iters": self.gemm_reset_iters,
+            "macs": self.macs,
+            "alu_uop_iters": self.alu_uop_iters,
+            "alu_lane_ops": self.alu_lane_ops,
+        }
+
+    def summary(self) -> str:
+        mods = ", ".join(f"{k} {v}" for k, v in sorted(self.insns_by_module.items()))
+        rd = sum(self.dram_read_bytes.values())
+        wr = sum(self.dram_write_bytes.values())
+        return (
+            f"instructions: {mods}; DRAM read {rd} B, written {wr} B;"
+            f" MACs {self.macs}; ALU lane ops {self.alu_lane_ops}"
+        )

@@ -1,0 +1,69 @@
+"""DRAM: a flat byte array with a bump allocator."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.errors import OutOfBoundsError
+
+
+class Dram:
+    """A little-endian byte-addressed memory of ``size_bytes`` with a simple bump allocator.
+
+    Address 0 is never handed out (a null pointer stays invalid); allocations are aligned.
+    """
+
+    def __init__(self, size_bytes: int, data: np.ndarray | None = None):
+        if data is not None:
+            data = np.ascontiguousarray(data, dtype=np.uint8).reshape(-1)
+            size_bytes = data.size
+        if size_bytes <= 0:
+            raise ValueError(f"DRAM size must be positive, got {size_bytes} bytes")
+        self.data = np.zeros(size_bytes, dtype=np.uint8) if data is None else data.copy()
+        self._next = 64
+
+    @property
+    def size_bytes(self) -> int:
+        return self.data.size
+
+    def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
+        """Reserve ``nbytes`` and return the byte address; raises when DRAM is full."""
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate a negative size ({nbytes} bytes)")
+        if align_bytes <= 0 or align_bytes & (align_bytes - 1):
+            raise ValueError(f"alignment must be a power of two, got {align_bytes}")
+        addr = -(-self._next // align_bytes) * align_bytes
+        if addr + nbytes > self.size_bytes:
+            raise OutOfBoundsError(
+                f"DRAM full: cannot allocate {nbytes} bytes at {addr:#x}"
+                f" (DRAM is {self.size_bytes} bytes, {self.size_bytes - self._next} free)"
+            )
+        self._next = addr + nbytes
+        return addr
+
+    def _check(self, addr: int, nbytes: int) -> None:
+        if addr < 0 or addr + nbytes > self.size_bytes:
+            raise OutOfBoundsError(
+                f"DRAM access [{addr:#x}, {addr + nbytes:#x}) is outside DRAM of"
+                f" {self.size_bytes} bytes"
+            )
+
+    def write(self, addr: int, array: np.ndarray | bytes) -> None:
+        raw = np.frombuffer(bytes(array), np.uint8) if isinstance(array, bytes) else None
+        if raw is None:
+            raw = np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+        self._check(addr, raw.size)
+        self.data[addr : addr + raw.size] = raw
+
+    def read(self, addr: int, nbytes: int) -> np.ndarray:
+        self._check(addr, nbytes)
+        return self.data[addr : addr + nbytes].copy()
+
+    def put(self, array: np.ndarray, align_bytes: int = 64) -> int:
+        """Allocate and write an array (little-endian); returns its byte address."""
+        arr = np.ascontiguousarray(array)
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        addr = self.alloc(arr.nbytes, align_bytes)
+        self.write(addr, arr)
+        return addr
