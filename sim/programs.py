@@ -209,3 +209,207 @@ def matmul_program(
     b_used = b[x0 * bi : x0 * bi + k].astype(np.int64)
     expected = (a.astype(np.int64) @ b_used).astype(np.int32)
     return Example(program, readback, expected)
+
+
+def _identity_wgt(cfg: HwConfig) -> np.ndarray:
+    return np.eye(cfg.block_out, cfg.block_in, dtype=np.int8)[None]
+
+
+def padded_load_program(
+    data: np.ndarray, pads: tuple[int, int, int, int], cfg: HwConfig = DEFAULT_CONFIG
+) -> Example:
+    """LOAD INP with zero padding (y_pad_0, y_pad_1, x_pad_0, x_pad_1), copied to OUT by a GEMM
+    with identity weights, then stored: the result is ``np.pad`` of the (rows, cols, block_in)
+    int8 ``data`` (batch 1)."""
+    rows, cols, _ = data.shape
+    y0, y1, x0, x1 = pads
+    out_rows, out_cols = y0 + rows + y1, x0 + cols + x1
+    total = out_rows * out_cols
+    pb = ProgramBuilder(cfg)
+    d_addr = pb.put(np.ascontiguousarray(data, np.int8), "inp")
+    w_addr = pb.put(_identity_wgt(cfg), "wgt")
+    o_addr = pb.alloc(total, "out")
+    pb.emit(Load(MemType.WGT, sram_base=3, dram_base=w_addr, y_size=1, x_size=1, x_stride=1))
+    pb.emit(
+        Load(
+            MemType.INP,
+            sram_base=5,
+            dram_base=d_addr,
+            y_size=rows,
+            x_size=cols,
+            x_stride=cols,
+            y_pad_0=y0,
+            y_pad_1=y1,
+            x_pad_0=x0,
+            x_pad_1=x1,
+            push_next_dep=True,
+        )
+    )
+    pb.load_uops([Uop(dst=0, src=5, wgt=3)], sram_base=0)
+    pb.emit(
+        GemmInsn(reset_reg=True, uop_bgn=0, uop_end=1, iter_out=total, iter_in=1, dst_factor_out=1)
+    )
+    pb.emit(
+        GemmInsn(
+            uop_bgn=0,
+            uop_end=1,
+            iter_out=total,
+            iter_in=1,
+            dst_factor_out=1,
+            src_factor_out=1,
+            pop_prev_dep=True,
+            push_next_dep=True,
+        )
+    )
+    pb.emit(
+        Store(
+            sram_base=0,
+            dram_base=o_addr,
+            y_size=1,
+            x_size=total,
+            x_stride=total,
+            pop_prev_dep=True,
+            push_prev_dep=True,
+        )
+    )
+    pb.emit(FinishInsn(pop_next_dep=True))
+    program = pb.build()
+    expected = np.pad(data, ((y0, y1), (x0, x1), (0, 0)))
+
+    def readback(dram: np.ndarray) -> np.ndarray:
+        raw = pb.read(dram, o_addr, "out", total).view(np.int8)
+        return raw.reshape(out_rows, out_cols, cfg.block_out)
+
+    return Example(program, readback, expected)
+
+
+def acc_load_program(
+    data: np.ndarray,
+    pads: tuple[int, int, int, int],
+    eight_bit: bool = False,
+    cfg: HwConfig = DEFAULT_CONFIG,
+) -> Example:
+    """LOAD ACC (int32 rows) or ACC_8BIT (int8 rows, sign-extended) with padding, ALU ADD 0 to
+    copy into OUT, STORE: the result is the low byte of ``np.pad(data)``. ``data`` is
+    (rows, cols, block_out) int32 or int8."""
+    rows, cols, _ = data.shape
+    y0, y1, x0, x1 = pads
+    out_rows, out_cols = y0 + rows + y1, x0 + cols + x1
+    total = out_rows * out_cols
+    pb = ProgramBuilder(cfg)
+    mem = MemType.ACC_8BIT if eight_bit else MemType.ACC
+    d_addr = pb.put(
+        np.ascontiguousarray(data, np.int8 if eight_bit else "<i4"), "out" if eight_bit else "acc"
+    )
+    o_addr = pb.alloc(total, "out")
+    pb.load_uops([Uop(dst=7, src=7)], sram_base=2)
+    pb.emit(
+        Load(
+            mem,
+            sram_base=7,
+            dram_base=d_addr,
+            y_size=rows,
+            x_size=cols,
+            x_stride=cols,
+            y_pad_0=y0,
+            y_pad_1=y1,
+            x_pad_0=x0,
+            x_pad_1=x1,
+        )
+    )
+    pb.emit(
+        AluInsn(
+            alu_opcode=AluOp.ADD,
+            use_imm=True,
+            imm=0,
+            uop_bgn=2,
+            uop_end=3,
+            iter_out=total,
+            iter_in=1,
+            dst_factor_out=1,
+            src_factor_out=1,
+            push_next_dep=True,
+        )
+    )
+    pb.emit(
+        Store(
+            sram_base=7,
+            dram_base=o_addr,
+            y_size=1,
+            x_size=total,
+            x_stride=total,
+            pop_prev_dep=True,
+            push_prev_dep=True,
+        )
+    )
+    pb.emit(FinishInsn(pop_next_dep=True))
+    program = pb.build()
+    expected = np.pad(data.astype(np.int32), ((y0, y1), (x0, x1), (0, 0))).astype(np.int8)
+
+    def readback(dram: np.ndarray) -> np.ndarray:
+        raw = pb.read(dram, o_addr, "out", total).view(np.int8)
+        return raw.reshape(out_rows, out_cols, cfg.block_out)
+
+    return Example(program, readback, expected)
+
+
+# (opcode, use_imm, imm) steps of the ALU chain example.
+ALU_CHAIN = (
+    (AluOp.ADD, False, 0),
+    (AluOp.MUL, True, 3),
+    (AluOp.SHR, True, 2),
+    (AluOp.ADD, True, -5),
+    (AluOp.MAX, True, -128),
+    (AluOp.MIN, True, 127),
+)
+
+
+def alu_chain_program(
+    a: np.ndarray, b: np.ndarray, steps=ALU_CHAIN, cfg: HwConfig = DEFAULT_CONFIG
+) -> Example:
+    """Load ACC rows ``a`` and ``b`` ((rows, block_out) int32, batch 1), then for each step apply
+    ``a = op(a, imm if use_imm else b)`` with one ALU instruction, and store ``a``'s low bytes.
+    The expected value is left to the caller (a numpy reference of the same steps)."""
+    rows = a.shape[0]
+    pb = ProgramBuilder(cfg)
+    a_addr = pb.put(np.ascontiguousarray(a, "<i4"), "acc")
+    b_addr = pb.put(np.ascontiguousarray(b, "<i4"), "acc")
+    o_addr = pb.alloc(rows, "out")
+    pb.load_uops([Uop(dst=0, src=rows)], sram_base=0)
+    pb.emit(Load(MemType.ACC, sram_base=0, dram_base=a_addr, y_size=1, x_size=rows, x_stride=rows))
+    pb.emit(
+        Load(MemType.ACC, sram_base=rows, dram_base=b_addr, y_size=1, x_size=rows, x_stride=rows)
+    )
+    for n, (op, use_imm, imm) in enumerate(steps):
+        pb.emit(
+            AluInsn(
+                alu_opcode=op,
+                use_imm=use_imm,
+                imm=imm,
+                uop_bgn=0,
+                uop_end=1,
+                iter_out=rows,
+                iter_in=1,
+                dst_factor_out=1,
+                src_factor_out=1,
+                push_next_dep=n == len(steps) - 1,
+            )
+        )
+    pb.emit(
+        Store(
+            sram_base=0,
+            dram_base=o_addr,
+            y_size=1,
+            x_size=rows,
+            x_stride=rows,
+            pop_prev_dep=True,
+            push_prev_dep=True,
+        )
+    )
+    pb.emit(FinishInsn(pop_next_dep=True))
+    program = pb.build()
+
+    def readback(dram: np.ndarray) -> np.ndarray:
+        return pb.read(dram, o_addr, "out", rows).view(np.int8).reshape(rows, cfg.block_out)
+
+    return Example(program, readback)
