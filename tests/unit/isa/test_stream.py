@@ -1,0 +1,69 @@
+import pytest
+
+from isa import (
+    DecodeError,
+    FieldRangeError,
+    FinishInsn,
+    GemmInsn,
+    HwConfig,
+    Load,
+    MemType,
+    Uop,
+    decode_insns,
+    decode_uops,
+    disassemble,
+    encode_insns,
+    encode_uops,
+)
+
+CFG = HwConfig()
+
+
+def test_stream_round_trip_and_little_endian():
+    insns = [
+        Load(MemType.WGT, y_size=1, x_size=2, x_stride=2, push_next_dep=True),
+        GemmInsn(uop_end=1, iter_out=1, iter_in=1, pop_prev_dep=True),
+        FinishInsn(),
+    ]
+    raw = encode_insns(insns, CFG)
+    assert len(raw) == 48
+    assert raw[32] == 3  # FINISH opcode in the first byte of the third word
+    assert int.from_bytes(raw[:16], "little") == insns[0].encode(CFG)
+    assert decode_insns(raw, CFG) == insns
+
+
+def test_stream_errors_name_the_instruction():
+    with pytest.raises(FieldRangeError, match="instruction 1: GemmInsn.iter_in"):
+        encode_insns([FinishInsn(), GemmInsn(iter_in=1 << 14)], CFG)
+    raw = encode_insns([FinishInsn(), FinishInsn()], CFG) + (6).to_bytes(16, "little")
+    with pytest.raises(DecodeError, match="instruction 2: opcode 6 is not valid"):
+        decode_insns(raw, CFG)
+    with pytest.raises(DecodeError, match="17 bytes is not a multiple of 16"):
+        decode_insns(b"\0" * 17, CFG)
+
+
+def test_uops_bytes():
+    uops = [Uop(1, 2, 3), Uop(2047, 0, 1023)]
+    assert decode_uops(encode_uops(uops, CFG), CFG) == uops
+
+
+def test_disassembly_text():
+    text = disassemble(
+        [
+            Load(
+                MemType.INP,
+                sram_base=1,
+                dram_base=2,
+                y_size=3,
+                x_size=4,
+                x_stride=5,
+                x_pad_0=1,
+                push_next_dep=True,
+            ),
+            FinishInsn(pop_prev_dep=True),
+        ]
+    )
+    assert text.splitlines() == [
+        "     0  load     LOAD INP sram=1 dram=2 y=3 x=4 stride=5 pad(y=0,0 x=1,0) [push:l2c]",
+        "     1  compute  FINISH [pop:l2c]",
+    ]
