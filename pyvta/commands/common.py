@@ -1,0 +1,17 @@
+"""Helpers shared by subcommands."""
+
+from __future__ import annotations
+
+import argparse
+
+from isa import HwConfig
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", metavar="FILE", help="hardware config JSON (VTA's vta_config.json keys)"
+    )
+
+
+def config_from(args: argparse.Namespace) -> HwConfig:
+    return HwConfig.load(args.config) if getattr(args, "config", None) else HwConfig()

@@ -1,0 +1,35 @@
+"""pyvta disasm: print an instruction stream as readable text."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from isa import decode_insns, disassemble
+from pyvta.commands.common import add_config_argument, config_from
+
+HELP = "disassemble an instruction stream (raw .bin of 16-byte words, or a program bundle .npz)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="raw instruction stream or program bundle (.npz)")
+    add_config_argument(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    if path.suffix == ".npz":
+        from sim import Program
+
+        program = Program.load(path)
+        insns = program.insns()
+        print(
+            f"# {path}: {program.insn_count} instructions at {program.insn_addr:#x},"
+            f" config {program.config.tag}"
+        )
+    else:
+        cfg = config_from(args)
+        insns = decode_insns(path.read_bytes(), cfg)
+        print(f"# {path}: {len(insns)} instructions, config {cfg.tag}")
+    print(disassemble(insns))
+    return 0

