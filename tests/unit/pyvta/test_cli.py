@@ -1,0 +1,46 @@
+import numpy as np
+
+import sim
+from pyvta.cli import main
+from sim.random_program import random_program
+
+
+def test_demo_runs_and_checks(capsys):
+    assert main(["demo", "--m", "64", "--k", "32", "--n", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "EXACT MATCH" in out
+    assert "GEMM utilisation" in out
+
+
+def test_sim_round_trip_and_disasm(tmp_path, capsys):
+    program = random_program(np.random.default_rng(3))
+    bundle, result, trace = tmp_path / "p.npz", tmp_path / "r.npz", tmp_path / "t.json"
+    program.save(bundle)
+    assert main(["sim", str(bundle), "--out", str(result), "--cycles", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "total cycles" in out and trace.exists()
+    written = sim.Program.load(result)
+    assert np.array_equal(written.dram, sim.run(program).dram)
+    with np.load(result) as z:
+        assert "counters" in z.files and "cycles" in z.files
+    assert main(["disasm", str(bundle)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == program.insn_count + 1
+    raw = tmp_path / "insns.bin"
+    raw.write_bytes(program.insn_bytes().tobytes())
+    assert main(["disasm", str(raw)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == lines[1:]
+
+
+def test_errors_exit_2_with_message(tmp_path, capsys):
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes((5).to_bytes(16, "little"))
+    assert main(["disasm", str(bad)]) == 2
+    assert "instruction 0: opcode 5 is not valid" in capsys.readouterr().err
+    assert main(["sim", str(tmp_path / "missing.npz")]) == 2
+
+
+def test_isa_command(capsys):
+    assert main(["isa"]) == 0
+    out = capsys.readouterr().out
+    assert "config 1x16_i8w8a32_15_15_18_17" in out and "wgt_factor_in" in out
