@@ -1,0 +1,64 @@
+"""The simulator backend: the functional simulator for results, the cycle model for cycles."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+import sim
+from driver.device import Device, RunResult
+from isa import HwConfig
+
+DEFAULT_DRAM_BYTES = 1 << 28
+
+
+class SimDevice(Device):
+    """A simulated accelerator with ``dram_bytes`` of DRAM (allocated lazily by the OS).
+
+    ``cycles=True`` also runs the cycle model on every launch (cheap next to the functional run);
+    ``trace=True`` keeps its per-instruction events for a Perfetto trace.
+    """
+
+    def __init__(
+        self,
+        config: HwConfig | None = None,
+        dram_bytes: int = DEFAULT_DRAM_BYTES,
+        cycles: bool = True,
+        trace: bool = False,
+        timing: sim.Timing | None = None,
+        limits: sim.SimLimits | None = None,
+    ):
+        super().__init__(config or HwConfig())
+        self.dram = sim.Dram(dram_bytes)
+        self.cycles, self.trace, self.timing, self.limits = cycles, trace, timing, limits
+        self.last_program: sim.Program | None = None
+
+    def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
+        return self.dram.alloc(nbytes, align_bytes)
+
+    def write(self, addr: int, data: np.ndarray | bytes) -> None:
+        self.dram.write(addr, data)
+
+    def read(self, addr: int, nbytes: int) -> np.ndarray:
+        return self.dram.read(addr, nbytes)
+
+    def snapshot(self, insn_addr: int, insn_count: int) -> sim.Program:
+        """The current DRAM image as a program bundle (to rerun on the RTL or a board)."""
+        return sim.Program(self.dram.data.copy(), insn_addr, insn_count, self.config)
+
+    def launch(self, insn_addr: int, insn_count: int) -> RunResult:
+        program = sim.Program(self.dram.data, insn_addr, insn_count, self.config)
+        insns = program.insns()
+        t0 = time.perf_counter()
+        result = sim.run_insns(insns, self.dram.data, self.config, self.limits)
+        wall_s = time.perf_counter() - t0
+        report = None
+        if self.cycles:
+            report = sim.cycles_of(insns, self.config, self.timing, trace=self.trace)
+        return RunResult(
+            cycles=report.total_cycles if report else None,
+            counters=result.counters.to_dict(),
+            wall_s=wall_s,
+            report=report,
+        )

@@ -1,0 +1,46 @@
+import numpy as np
+
+from driver import SimDevice
+from isa import AluInsn, AluOp, FinishInsn, Load, MemType, Store, Uop, encode_uops
+
+
+def test_run_alu_program_through_the_device():
+    dev = SimDevice(dram_bytes=1 << 20)
+    cfg = dev.config
+    rows = np.arange(-8, 8, dtype=np.int32)[:, None].repeat(cfg.block_out, axis=1)
+    src = dev.put(rows)
+    dst = dev.alloc(16 * cfg.out_elem_bytes)
+    uop = dev.put(np.frombuffer(encode_uops([Uop(dst=0, src=0)], cfg), np.uint8))
+    result = dev.run(
+        [
+            Load(MemType.UOP, dram_base=uop // 4, y_size=1, x_size=1, x_stride=1),
+            Load(
+                MemType.ACC, dram_base=src // cfg.acc_elem_bytes, y_size=1, x_size=16, x_stride=16
+            ),
+            AluInsn(
+                alu_opcode=AluOp.MAX,
+                use_imm=True,
+                imm=0,
+                uop_bgn=0,
+                uop_end=1,
+                iter_out=16,
+                iter_in=1,
+                dst_factor_out=1,
+                src_factor_out=1,
+                push_next_dep=True,
+            ),
+            Store(
+                dram_base=dst // cfg.out_elem_bytes,
+                y_size=1,
+                x_size=16,
+                x_stride=16,
+                pop_prev_dep=True,
+                push_prev_dep=True,
+            ),
+            FinishInsn(pop_next_dep=True),
+        ]
+    )
+    out = dev.read(dst, 16 * cfg.out_elem_bytes).view(np.int8).reshape(16, cfg.block_out)
+    assert np.array_equal(out, np.maximum(rows, 0).astype(np.int8))
+    assert result.cycles and result.cycles > 0
+    assert result.counters["alu_lane_ops"] == 16 * cfg.block_out
