@@ -178,9 +178,10 @@ def cycles_of(
         best = None  # (start, kind, module)
         if fetched < len(insns):
             m, pos = position[fetched]
-            slot_free = started[m][pos - t.cmd_queue_depth] if pos >= t.cmd_queue_depth else 0
-            if pos < t.cmd_queue_depth or pos - t.cmd_queue_depth < len(started[m]):
-                best = (max(fetch_free, slot_free), 0, None)
+            if pos < t.cmd_queue_depth:
+                best = (fetch_free, 0, None)
+            elif pos - t.cmd_queue_depth < len(started[m]):  # a command-queue slot is free
+                best = (max(fetch_free, started[m][pos - t.cmd_queue_depth]), 0, None)
         for m in Module:
             h = heads[m]
             if h >= len(queues[m]):

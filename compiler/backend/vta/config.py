@@ -1,0 +1,138 @@
+"""The knobs of the VTA conv2d template (the config space a tuner searches) and the fit check."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import asdict, dataclass
+
+from compiler.backend.vta.workload import ConvWorkload, Epilogue
+from isa import HwConfig, PyvtaError
+
+# (outer, inner) dimensions of the GEMM's two hardware loops; the other dimensions of
+# (co, ci, kh, kw, oh, ow) are enumerated in the micro-op kernel.
+GEMM_LOOPS = (("ci", "co"), ("oh", "co"), ("ci", "oh"))
+
+
+class FitError(PyvtaError, ValueError):
+    """A config whose tiles do not fit the on-chip buffers (says what it needs and has)."""
+
+
+@dataclass(frozen=True)
+class ConvConfig:
+    """Tile sizes (output rows/cols in pixels, channels in blocks), virtual threads, and the
+    assignment of dimensions to the GEMM's hardware loops."""
+
+    tile_h: int
+    tile_w: int
+    tile_ci: int
+    tile_co: int
+    vthreads: int = 2
+    gemm_loops: tuple[str, str] = ("ci", "co")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["gemm_loops"] = list(self.gemm_loops)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ConvConfig:
+        d = dict(d)
+        d["gemm_loops"] = tuple(d.get("gemm_loops", ("ci", "co")))
+        return cls(**d)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Sizes one tile occupies, per virtual thread (rows of each buffer)."""
+
+    pixels: int
+    in_h: int
+    in_w: int
+    inp_rows: int
+    wgt_rows: int
+    acc_rows: int  # output rows + bias rows + residual rows
+
+
+def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
+    s = wl.stride
+    in_h = (c.tile_h - 1) * s + wl.kernel_h
+    in_w = (c.tile_w - 1) * s + wl.kernel_w
+    pixels = c.tile_h * c.tile_w
+    acc = (
+        c.tile_co * pixels
+        + (c.tile_co if ep.bias else 0)
+        + (c.tile_co * pixels if ep.residual else 0)
+    )
+    return Geometry(
+        pixels,
+        in_h,
+        in_w,
+        c.tile_ci * in_h * in_w,
+        c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w,
+        acc,
+    )
+
+
+def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Geometry:
+    """Raise FitError unless the config tiles the workload and fits the buffers."""
+    problems = []
+    for name, n, total in (
+        ("tile_h", c.tile_h, wl.out_h),
+        ("tile_w", c.tile_w, wl.out_w),
+        ("tile_ci", c.tile_ci, wl.ci_blocks),
+        ("tile_co", c.tile_co, wl.co_blocks),
+    ):
+        if n <= 0 or total % n:
+            problems.append(f"{name} {n} does not divide {total}")
+    if c.vthreads not in (1, 2, 3, 4):
+        problems.append(f"vthreads {c.vthreads} not in 1..4")
+    if c.gemm_loops not in GEMM_LOOPS:
+        problems.append(f"gemm_loops {c.gemm_loops} not one of {GEMM_LOOPS}")
+    if problems:
+        raise FitError(f"config {c.to_dict()} is invalid for {wl}: " + "; ".join(problems))
+    g = geometry(wl, ep, c)
+    v = c.vthreads
+    needs = {
+        "INP": (v * g.inp_rows, hw.inp_depth),
+        "WGT": (v * g.wgt_rows, hw.wgt_depth),
+        "ACC": (v * g.acc_rows, hw.acc_depth),
+    }
+    over = [f"{b} needs {n} rows, has {have}" for b, (n, have) in needs.items() if n > have]
+    if over:
+        raise FitError(
+            f"config {c.to_dict()} does not fit the buffers for {wl}: "
+            + "; ".join(over)
+            + f" ({v} virtual thread(s))"
+        )
+    if c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w >= 1 << 10:
+        raise FitError(
+            f"config {c.to_dict()}: a weight tile of {g.wgt_rows} rows exceeds the"
+            " 10-bit wgt factor field"
+        )
+    return g
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def config_space(wl: ConvWorkload) -> dict[str, list]:
+    """Knob name -> candidate values (every combination is a point; some do not fit)."""
+    return {
+        "tile_h": divisors(wl.out_h),
+        "tile_w": divisors(wl.out_w),
+        "tile_ci": divisors(wl.ci_blocks),
+        "tile_co": divisors(wl.co_blocks),
+        "vthreads": [1, 2],
+        "gemm_loops": list(GEMM_LOOPS),
+    }
+
+
+def all_configs(wl: ConvWorkload):
+    space = config_space(wl)
+    for values in itertools.product(*space.values()):
+        yield ConvConfig(**dict(zip(space, values, strict=True)))

@@ -1,0 +1,283 @@
+"""The VTA conv2d template: a tiled, virtual-threaded loop program lowered to instructions.
+
+For each output tile (tile_co blocks x tile_h x tile_w pixels), assigned round-robin to
+``vthreads`` virtual threads that own separate halves of the INP, WGT and ACC buffers:
+    reset the ACC tile (GEMM reset); load the bias rows (ACC load)
+    for each input-channel chunk (tile_ci blocks):
+        LOAD INP: one 2-D strided load per channel block, the spatial zero padding folded
+                  into the pad fields
+        LOAD WGT: one 2-D load of the chunk's weights (skipped when unchanged)
+        GEMM:     one instruction; two dimensions in its hardware loops, the rest in its
+                  micro-op kernel
+    ALU epilogue: + bias, + residual << residual_shift, >> shift, max lo, min hi
+    STORE the int8 OUT rows.
+The threads' streams are interleaved chunk by chunk so one thread's loads overlap another's
+GEMMs; ``insert_dep_tokens`` then derives every dependency token from the accesses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.backend.vta.config import ConvConfig, FitError, Geometry, check_fit
+from compiler.backend.vta.deps import insert_dep_tokens
+from compiler.backend.vta.emitter import Emitter, UopOverflowError
+from compiler.backend.vta.workload import ConvWorkload, Epilogue
+from isa import AluInsn, AluOp, GemmInsn, HwConfig, Insn, MemType, Uop
+
+
+@dataclass(frozen=True)
+class DramMap:
+    """Where the operands live in DRAM, in element units of their memory type."""
+
+    data: int  # INP elements
+    weights: int  # WGT elements
+    bias: int  # ACC elements
+    output: int  # OUT elements
+    residual: int = 0  # OUT-sized (int8) elements, read with ACC_8BIT loads
+    uops: int = 0  # micro-op units
+
+
+@dataclass
+class LoweredConv:
+    insns: list[Insn]
+    uops: list[Uop]
+    geometry: Geometry
+
+
+def _gemm_dims(
+    wl: ConvWorkload, c: ConvConfig, g: Geometry
+) -> dict[str, tuple[int, int, int, int]]:
+    """dimension -> (extent, dst stride, src stride, wgt stride) inside one thread's buffers."""
+    kk = wl.kernel_h * wl.kernel_w
+    s = wl.stride
+    return {
+        "co": (c.tile_co, g.pixels, 0, c.tile_ci * kk),
+        "ci": (c.tile_ci, 0, g.in_h * g.in_w, kk),
+        "kh": (wl.kernel_h, 0, g.in_w, wl.kernel_w),
+        "kw": (wl.kernel_w, 0, 1, 1),
+        "oh": (c.tile_h, c.tile_w, s * g.in_w, 0),
+        "ow": (c.tile_w, 1, s, 0),
+    }
+
+
+_KERNEL_ORDER = ("co", "ci", "kh", "kw", "oh", "ow")  # outermost first; pixels innermost
+
+
+def _gemm(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: int, wgt0: int):
+    dims = _gemm_dims(wl, c, g)
+    outer, inner = c.gemm_loops
+    kernel_dims = [d for d in _KERNEL_ORDER if d not in (outer, inner)]
+    grids = np.meshgrid(*[np.arange(dims[d][0]) for d in kernel_dims], indexing="ij")
+    flat = [x.reshape(-1) for x in grids]
+    base = {}
+    for k, (name, off) in enumerate((("dst", acc0), ("src", inp0), ("wgt", wgt0))):
+        base[name] = off + sum(f * dims[d][1 + k] for f, d in zip(flat, kernel_dims, strict=True))
+    kernel = [
+        Uop(int(a), int(b), int(w))
+        for a, b, w in zip(base["dst"], base["src"], base["wgt"], strict=True)
+    ]
+    eo, ei = dims[outer], dims[inner]
+    insn = GemmInsn(
+        iter_out=eo[0],
+        iter_in=ei[0],
+        dst_factor_out=eo[1],
+        src_factor_out=eo[2],
+        wgt_factor_out=eo[3],
+        dst_factor_in=ei[1],
+        src_factor_in=ei[2],
+        wgt_factor_in=ei[3],
+    )
+    _check_hazard(insn, base["dst"], c)
+    return insn, kernel
+
+
+def _check_hazard(insn: GemmInsn, dst: np.ndarray, c: ConvConfig) -> None:
+    seq = (
+        dst[None, None, :]
+        + np.arange(insn.iter_out)[:, None, None] * insn.dst_factor_out
+        + np.arange(insn.iter_in)[None, :, None] * insn.dst_factor_in
+    ).reshape(-1)
+    if seq.size > 1 and (seq[1:] == seq[:-1]).any():
+        raise FitError(
+            f"config {c.to_dict()}: consecutive GEMM micro-ops would write one ACC row"
+            " (a pipeline hazard); use a wider tile or other gemm_loops"
+        )
+
+
+def lower_conv2d(
+    wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, dram: DramMap
+) -> LoweredConv:
+    """Instruction stream (with dependency tokens and a final FINISH) for one conv2d."""
+    g = check_fit(wl, ep, c, hw)
+    if hw.batch != 1:
+        raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
+    em = Emitter(hw)
+    v_count = c.vthreads
+    slot = {
+        "inp": hw.inp_depth // v_count,
+        "wgt": hw.wgt_depth // v_count,
+        "acc": hw.acc_depth // v_count,
+    }
+    tiles = [
+        (co, oh, ow)
+        for co in range(0, wl.co_blocks, c.tile_co)
+        for oh in range(0, wl.out_h, c.tile_h)
+        for ow in range(0, wl.out_w, c.tile_w)
+    ]
+    n_chunks = wl.ci_blocks // c.tile_ci
+    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(v_count)}
+    try:
+        for g0 in range(0, len(tiles), v_count):
+            group = list(enumerate(tiles[g0 : g0 + v_count]))
+            for v, tile in group:
+                _prologue(em, wl, ep, c, g, dram, v * slot["acc"], tile)
+            for k in range(n_chunks):
+                for v, tile in group:
+                    bases = (v * slot["acc"], v * slot["inp"], v * slot["wgt"])
+                    _chunk(em, wl, c, g, dram, bases, tile, k, wgt_loaded, v)
+            for v, tile in group:
+                _epilogue(em, wl, ep, c, g, dram, v * slot["acc"], tile)
+        em.finish()
+    except UopOverflowError as exc:
+        raise FitError(f"config {c.to_dict()}: {exc}") from None
+    insns, accesses = em.program(dram.uops)
+    return LoweredConv(insert_dep_tokens(insns, accesses, hw), list(em.uops), g)
+
+
+def _prologue(
+    em: Emitter, wl, ep: Epilogue, c: ConvConfig, g: Geometry, dram: DramMap, acc0: int, tile
+) -> None:
+    co0, _, _ = tile
+    rows = c.tile_co * g.pixels
+    em.loop(GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1), [Uop(dst=acc0)])
+    if ep.bias:
+        em.load(MemType.ACC, acc0 + rows, dram.bias + co0, 1, c.tile_co, c.tile_co)
+
+
+def _chunk(
+    em: Emitter,
+    wl: ConvWorkload,
+    c: ConvConfig,
+    g: Geometry,
+    dram: DramMap,
+    bases,
+    tile,
+    k: int,
+    wgt_loaded: dict,
+    v: int,
+) -> None:
+    acc0, inp0, wgt0 = bases
+    co0, oh0, ow0 = tile
+    ci0 = k * c.tile_ci
+    s, pad = wl.stride, wl.pad
+    # input rows/cols the tile needs, in unpadded coordinates, and how much falls in the padding
+    top, left = oh0 * s - pad, ow0 * s - pad
+    y0, x0 = max(0, -top), max(0, -left)
+    y1 = max(0, top + g.in_h - wl.height)
+    x1 = max(0, left + g.in_w - wl.width)
+    ys, xs = g.in_h - y0 - y1, g.in_w - x0 - x1
+    if ys <= 0 or xs <= 0:
+        raise FitError(f"config {c.to_dict()}: a tile of {wl} lies entirely in the padding")
+    for ci in range(c.tile_ci):
+        plane = (ci0 + ci) * wl.height * wl.width
+        em.load(
+            MemType.INP,
+            inp0 + ci * g.in_h * g.in_w,
+            dram.data + plane + (top + y0) * wl.width + (left + x0),
+            ys,
+            xs,
+            wl.width,
+            (y0, y1, x0, x1),
+        )
+    key = (co0, ci0)
+    if wgt_loaded[v] != key:
+        kk = wl.kernel_h * wl.kernel_w
+        em.load(
+            MemType.WGT,
+            wgt0,
+            dram.weights + (co0 * wl.ci_blocks + ci0) * kk,
+            c.tile_co,
+            c.tile_ci * kk,
+            wl.ci_blocks * kk,
+        )
+        wgt_loaded[v] = key
+    insn, kernel = _gemm(wl, c, g, acc0, inp0, wgt0)
+    em.loop(insn, kernel)
+
+
+def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
+    em.loop(
+        AluInsn(
+            alu_opcode=op,
+            use_imm=True,
+            imm=imm,
+            iter_out=rows,
+            iter_in=1,
+            dst_factor_out=1,
+            src_factor_out=1,
+        ),
+        [Uop(dst=acc0, src=acc0)],
+    )
+
+
+def _epilogue(
+    em: Emitter,
+    wl: ConvWorkload,
+    ep: Epilogue,
+    c: ConvConfig,
+    g: Geometry,
+    dram: DramMap,
+    acc0: int,
+    tile,
+) -> None:
+    co0, oh0, ow0 = tile
+    p = g.pixels
+    rows = c.tile_co * p
+    if ep.bias:
+        em.loop(
+            AluInsn(
+                alu_opcode=AluOp.ADD,
+                iter_out=c.tile_co,
+                iter_in=p,
+                dst_factor_out=p,
+                src_factor_out=1,
+                dst_factor_in=1,
+            ),
+            [Uop(dst=acc0, src=acc0 + rows)],
+        )
+    if ep.residual:
+        res0 = acc0 + rows + (c.tile_co if ep.bias else 0)
+        for co in range(c.tile_co):
+            em.load(
+                MemType.ACC_8BIT,
+                res0 + co * p,
+                dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
+                c.tile_h,
+                c.tile_w,
+                wl.out_w,
+            )
+        if ep.residual_shift:
+            _alu_rows(em, AluOp.SHR, res0, rows, -ep.residual_shift)
+        em.loop(
+            AluInsn(
+                alu_opcode=AluOp.ADD, iter_out=rows, iter_in=1, dst_factor_out=1, src_factor_out=1
+            ),
+            [Uop(dst=acc0, src=res0)],
+        )
+    if ep.shift:
+        _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift)
+    _alu_rows(em, AluOp.MAX, acc0, rows, ep.lo)
+    _alu_rows(em, AluOp.MIN, acc0, rows, ep.hi)
+    out_plane = wl.out_h * wl.out_w
+    if c.tile_w == wl.out_w and c.tile_h == wl.out_h:
+        em.store(acc0, dram.output + co0 * out_plane, 1, rows, rows)
+        return
+    for co in range(c.tile_co):
+        base = dram.output + (co0 + co) * out_plane + oh0 * wl.out_w + ow0
+        if c.tile_w == wl.out_w:
+            em.store(acc0 + co * p, base, 1, p, p)
+        else:
+            em.store(acc0 + co * p, base, c.tile_h, c.tile_w, wl.out_w)

@@ -1,0 +1,94 @@
+"""A compiled VTA conv2d/dense: lowered once per device, then run on packed int8 tensors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.backend.vta.config import ConvConfig
+from compiler.backend.vta.conv2d import DramMap, LoweredConv, lower_conv2d
+from compiler.backend.vta.default import default_config
+from compiler.backend.vta.workload import ConvWorkload, Epilogue
+from isa import HwConfig, encode_insns, encode_uops
+
+
+@dataclass
+class ConvRun:
+    output: np.ndarray  # packed (co_blocks, OH, OW, b) int8
+    cycles: int | None
+    counters: dict
+    wall_s: float
+    report: object | None
+
+
+class VtaConv2d:
+    """conv2d (+ fused epilogue) compiled for one device.
+
+    ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8; ``bias`` packed (co_b, b) int32.
+    ``device`` is any ``driver.Device``-like object (alloc / write / read / launch).
+    """
+
+    def __init__(
+        self,
+        wl: ConvWorkload,
+        ep: Epilogue,
+        weights: np.ndarray,
+        bias: np.ndarray | None,
+        device,
+        config: ConvConfig | None = None,
+    ):
+        self.wl, self.ep, self.device = wl, ep, device
+        hw: HwConfig = device.config
+        self.config = config or default_config(wl, ep, hw)
+        expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
+        if weights.shape != expect or weights.dtype != np.int8:
+            raise ValueError(f"weights must be int8 {expect}, got {weights.dtype} {weights.shape}")
+        if ep.bias and (bias is None or bias.shape != (wl.co_blocks, wl.block)):
+            raise ValueError(
+                f"bias must be int32 {(wl.co_blocks, wl.block)} for an epilogue with bias"
+            )
+        d = device
+        self.in_addr = d.alloc(wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes, 64)
+        self.out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
+        self.out_addr = d.alloc(self.out_bytes, 64)
+        self.res_addr = d.alloc(self.out_bytes, 64) if ep.residual else 0
+        self.w_addr = d.put(weights, hw.wgt_elem_bytes)
+        self.b_addr = d.put(bias.astype("<i4"), 64) if ep.bias else 0
+        probe = self._lower(0)  # micro-op count, to place them
+        self.uop_addr = d.alloc(max(len(probe.uops), 1) * 4, 64)
+        self.lowered: LoweredConv = self._lower(self.uop_addr // 4)
+        if self.lowered.uops:
+            d.write(self.uop_addr, encode_uops(self.lowered.uops, hw))
+        raw = encode_insns(self.lowered.insns, hw)
+        self.insn_addr = d.alloc(len(raw), 16)
+        d.write(self.insn_addr, raw)
+        self.insn_count = len(self.lowered.insns)
+
+    def _lower(self, uop_base: int) -> LoweredConv:
+        hw = self.device.config
+        dram = DramMap(
+            data=self.in_addr // hw.inp_elem_bytes,
+            weights=self.w_addr // hw.wgt_elem_bytes,
+            bias=self.b_addr // hw.acc_elem_bytes,
+            output=self.out_addr // hw.out_elem_bytes,
+            residual=self.res_addr // hw.out_elem_bytes,
+            uops=uop_base,
+        )
+        return lower_conv2d(self.wl, self.ep, self.config, hw, dram)
+
+    def __call__(self, data: np.ndarray, residual: np.ndarray | None = None) -> ConvRun:
+        """Run on packed int8 data (ci_b, H, W, b) [+ residual (co_b, OH, OW, b)]."""
+        wl = self.wl
+        expect = (wl.ci_blocks, wl.height, wl.width, wl.block)
+        if data.shape != expect or data.dtype != np.int8:
+            raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
+        self.device.write(self.in_addr, np.ascontiguousarray(data))
+        if self.ep.residual:
+            if residual is None or residual.shape != (wl.co_blocks, wl.out_h, wl.out_w, wl.block):
+                raise ValueError("this conv fuses a residual add: pass the packed int8 residual")
+            self.device.write(self.res_addr, np.ascontiguousarray(residual, np.int8))
+        r = self.device.launch(self.insn_addr, self.insn_count)
+        out = self.device.read(self.out_addr, self.out_bytes).view(np.int8)
+        out = out.reshape(wl.co_blocks, wl.out_h, wl.out_w, wl.block)
+        return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)

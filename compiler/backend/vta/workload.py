@@ -1,0 +1,145 @@
+"""What the accelerator computes: a conv2d (dense is the 1x1, 1-pixel case) with a fused
+integer epilogue, on the packed layouts.
+
+Layouts (batch 1; ``b`` = block = 16 channels, zero-padded):
+    data      (ci_blocks, H, W, b)               int8   NCHW1n16c without the batch axes
+    weights   (co_blocks, ci_blocks, KH, KW, b_out, b_in)   int8   OIHW16o16i
+    bias      (co_blocks, b)                     int32
+    residual  (co_blocks, OH, OW, b)             int8   (optional)
+    output    (co_blocks, OH, OW, b)             int8
+
+Epilogue arithmetic, exactly (int32 wrapping, arithmetic shifts):
+    acc = sum_{ci,kh,kw} data * weights          (int32)
+    acc = acc + bias                             (if bias)
+    acc = acc + (residual << residual_shift)     (if residual)
+    acc = acc >> shift                           (arithmetic; shift 0..31)
+    out = int8(min(max(acc, lo), hi))            (relu: lo = 0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from isa import PyvtaError
+
+
+class WorkloadError(PyvtaError, ValueError):
+    """A workload the accelerator cannot run as described."""
+
+
+def _pos(name: str, v: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise WorkloadError(f"{name} must be a positive int, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class ConvWorkload:
+    height: int
+    width: int
+    in_channels: int
+    out_channels: int
+    kernel_h: int
+    kernel_w: int
+    stride: int = 1
+    pad: int = 0
+    block: int = 16
+
+    def __post_init__(self):
+        for name in (
+            "height",
+            "width",
+            "in_channels",
+            "out_channels",
+            "kernel_h",
+            "kernel_w",
+            "stride",
+            "block",
+        ):
+            _pos(name, getattr(self, name))
+        if not isinstance(self.pad, int) or not 0 <= self.pad <= 15:
+            raise WorkloadError(
+                f"pad must be an int in 0..15 (the 4-bit pad fields), got {self.pad!r}"
+            )
+        if self.out_h <= 0 or self.out_w <= 0:
+            raise WorkloadError(
+                f"kernel {self.kernel_h}x{self.kernel_w} is larger than the padded input"
+                f" {self.height + 2 * self.pad}x{self.width + 2 * self.pad}"
+            )
+
+    @classmethod
+    def dense(cls, in_features: int, out_features: int, block: int = 16) -> ConvWorkload:
+        return cls(1, 1, in_features, out_features, 1, 1, 1, 0, block)
+
+    @property
+    def out_h(self) -> int:
+        return (self.height + 2 * self.pad - self.kernel_h) // self.stride + 1
+
+    @property
+    def out_w(self) -> int:
+        return (self.width + 2 * self.pad - self.kernel_w) // self.stride + 1
+
+    @property
+    def ci_blocks(self) -> int:
+        return -(-self.in_channels // self.block)
+
+    @property
+    def co_blocks(self) -> int:
+        return -(-self.out_channels // self.block)
+
+    @property
+    def macs(self) -> int:
+        """MACs of the padded (block-aligned) problem: what the GEMM core performs."""
+        return (
+            self.co_blocks
+            * self.ci_blocks
+            * self.block
+            * self.block
+            * self.kernel_h
+            * self.kernel_w
+            * self.out_h
+            * self.out_w
+        )
+
+    @property
+    def useful_macs(self) -> int:
+        return (
+            self.out_channels
+            * self.in_channels
+            * self.kernel_h
+            * self.kernel_w
+            * self.out_h
+            * self.out_w
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"conv {self.height}x{self.width} {self.in_channels}->{self.out_channels}"
+            f" k{self.kernel_h}x{self.kernel_w} s{self.stride} p{self.pad}"
+        )
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """The fused integer epilogue (see the module docstring for the exact arithmetic)."""
+
+    bias: bool = True
+    shift: int = 0
+    lo: int = -128
+    hi: int = 127
+    residual: bool = False
+    residual_shift: int = 0
+
+    def __post_init__(self):
+        if not 0 <= self.shift <= 31:
+            raise WorkloadError(f"shift must be in 0..31, got {self.shift}")
+        if not 0 <= self.residual_shift <= 31:
+            raise WorkloadError(f"residual_shift must be in 0..31, got {self.residual_shift}")
+        if not -128 <= self.lo <= self.hi <= 127:
+            raise WorkloadError(
+                f"clip bounds must satisfy -128 <= lo <= hi <= 127, got {self.lo}, {self.hi}"
+            )
+
+    @classmethod
+    def requant(cls, shift: int, relu: bool = False, bias: bool = True, **kw) -> Epilogue:
+        return cls(bias=bias, shift=shift, lo=0 if relu else -128, hi=127, **kw)
