@@ -119,7 +119,8 @@ def _compute_cycles(insn: Insn, t: Timing) -> int:
         )
     if isinstance(insn, AluInsn):
         n = n_iters(insn)
-        return t.alu_setup_cycles + (n * t.alu_cycles_per_uop + t.alu_pipeline_cycles if n else 0)
+        per_uop = t.alu_imm_cycles_per_uop if insn.use_imm else t.alu_cycles_per_uop
+        return t.alu_setup_cycles + (n * per_uop + t.alu_pipeline_cycles if n else 0)
     return t.finish_cycles
 
 

@@ -30,6 +30,7 @@ class Timing:
     alu_setup_cycles: int = 2
     alu_pipeline_cycles: int = 4
     alu_cycles_per_uop: int = 2  # one ACC read port: read dst and src in turn
+    alu_imm_cycles_per_uop: int = 1  # an immediate operand needs only the dst read
     finish_cycles: int = 1
     dep_only_cycles: int = 1  # a LOAD/STORE with x_size 0 (tokens only)
 

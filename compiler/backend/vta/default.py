@@ -7,13 +7,16 @@ loads and stores overlap compute) without running it; the tuner measures for rea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler.backend.vta.config import ConvConfig, FitError, all_configs, check_fit
 from compiler.backend.vta.workload import ConvWorkload, Epilogue
-from isa import HwConfig
+from isa import HwConfig, Insn
 
 DMA_LATENCY_CYCLES = 34
 INSN_OVERHEAD_CYCLES = 8
-ALU_CYCLES_PER_ROW = 2
+ALU_CYCLES_PER_ROW = 2  # an ALU op with a register operand (bias, residual add)
+ALU_IMM_CYCLES_PER_ROW = 1
 
 
 def estimate_cycles(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> float:
@@ -26,10 +29,10 @@ def estimate_cycles(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig)
     bus = hw.bus_width_bytes
     rows = c.tile_co * g.pixels
     gemm = wl.co_blocks * wl.ci_blocks * kk * wl.out_h * wl.out_w
-    n_alu = 2 + (1 if ep.bias else 0) + (1 if ep.shift else 0) + (2 if ep.residual else 0)
-    compute = gemm + tiles * (
-        rows * (1 + n_alu * ALU_CYCLES_PER_ROW) + (chunks + n_alu + 1) * INSN_OVERHEAD_CYCLES
-    )
+    n_reg = (1 if ep.bias else 0) + (1 if ep.residual else 0)
+    n_imm = 2 + (1 if ep.shift else 0) + (1 if ep.residual and ep.residual_shift else 0)
+    per_row = 1 + n_reg * ALU_CYCLES_PER_ROW + n_imm * ALU_IMM_CYCLES_PER_ROW
+    compute = gemm + tiles * (rows * per_row + (chunks + n_reg + n_imm + 1) * INSN_OVERHEAD_CYCLES)
     inp_bytes = tiles * chunks * g.inp_rows * hw.inp_elem_bytes
     wgt_loads = tiles * chunks if chunks > 1 else co_tiles * min(c.vthreads, sp_tiles)
     wgt_bytes = wgt_loads * g.wgt_rows * hw.wgt_elem_bytes
@@ -42,13 +45,17 @@ def estimate_cycles(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig)
     store = tiles * (rows * hw.out_elem_bytes / bus + n_stores * DMA_LATENCY_CYCLES)
     if c.vthreads == 1:
         return compute + load + store
-    return max(compute, load, store) + (compute + load + store) / max(tiles, 1)
+    return max(compute, load, store) + (load + store) / max(tiles, 1)
 
 
-def ranked_configs(wl: ConvWorkload, ep: Epilogue, hw: HwConfig) -> list[tuple[float, ConvConfig]]:
-    """Every fitting config with its estimate, best first."""
+def ranked_configs(
+    wl: ConvWorkload, ep: Epilogue, hw: HwConfig, vthreads: int | None = None
+) -> list[tuple[float, ConvConfig]]:
+    """Every fitting config (with ``vthreads`` threads, if given) with its estimate, best first."""
     scored = []
     for c in all_configs(wl):
+        if vthreads is not None and c.vthreads != vthreads:
+            continue
         try:
             scored.append((estimate_cycles(wl, ep, c, hw), c))
         except FitError:
@@ -57,18 +64,53 @@ def ranked_configs(wl: ConvWorkload, ep: Epilogue, hw: HwConfig) -> list[tuple[f
     return scored
 
 
-def default_config(wl: ConvWorkload, ep: Epilogue, hw: HwConfig) -> ConvConfig:
-    """The best-estimated config that also lowers (no micro-op overflow or hazard)."""
+def default_config(
+    wl: ConvWorkload,
+    ep: Epilogue,
+    hw: HwConfig,
+    vthreads: int | None = None,
+    measure: Callable[[list[Insn]], float] | None = None,
+    candidates: int = 12,
+) -> ConvConfig:
+    """The best config that also lowers (no micro-op overflow or hazard).
+
+    Without ``measure`` the analytic estimate decides. With it (e.g. the cycle model:
+    ``lambda insns: sim.cycles_of(insns, hw).total_cycles``), the best ``candidates`` by estimate
+    are lowered and measured, and the fastest wins.
+    """
     from compiler.backend.vta.conv2d import DramMap, lower_conv2d
 
-    ranked = ranked_configs(wl, ep, hw)
+    ranked = ranked_configs(wl, ep, hw, vthreads)
+    if measure is not None:
+        # Also try the largest tiles: the estimate under-rates their weight reuse.
+        big = sorted(
+            ranked, key=lambda t: (-t[1].tile_h * t[1].tile_w * t[1].tile_co, -t[1].tile_ci, t[0])
+        )
+        ranked = _interleave(ranked, big)
+    lowered = []
     for _, c in ranked[:64]:
         try:
-            lower_conv2d(wl, ep, c, hw, DramMap(0, 0, 0, 0, 0, 0))
-            return c
+            low = lower_conv2d(wl, ep, c, hw, DramMap(0, 0, 0, 0, 0, 0))
         except FitError:
             continue
+        if measure is None:
+            return c
+        lowered.append((measure(low.insns), c))
+        if len(lowered) >= candidates:
+            break
+    if lowered:
+        return min(lowered, key=lambda t: t[0])[1]
     raise FitError(
         f"no config of the conv2d template fits {wl} on {hw.tag}"
         f" ({len(ranked)} fit the buffers, none of the best 64 lowers)"
     )
+
+
+def _interleave(a: list, b: list) -> list:
+    seen, out = set(), []
+    for pair in zip(a, b, strict=False):
+        for item in pair:
+            if item[1] not in seen:
+                seen.add(item[1])
+                out.append(item)
+    return out
