@@ -14,6 +14,7 @@ COMMANDS = {
     "sim": "simulate",
     "disasm": "disasm",
     "isa": "isa_info",
+    "conv": "conv",
 }
 
 

@@ -44,3 +44,23 @@ def test_isa_command(capsys):
     assert main(["isa"]) == 0
     out = capsys.readouterr().out
     assert "config 1x16_i8w8a32_15_15_18_17" in out and "wgt_factor_in" in out
+
+
+def test_conv_command_compiles_checks_and_traces(tmp_path, capsys):
+    trace, bundle = tmp_path / "t.json", tmp_path / "c.npz"
+    args = [
+        "conv",
+        "--shape",
+        "10,10,20,24,3,1,1",
+        "--disasm",
+        "5",
+        "--trace",
+        str(trace),
+        "--save",
+        str(bundle),
+    ]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "EXACT MATCH" in out and "GEMM" in out and trace.exists()
+    program = sim.Program.load(bundle)
+    assert sim.run(program).finish_index == program.insn_count - 1

@@ -1,0 +1,131 @@
+"""pyvta conv: compile one conv2d layer for the accelerator, show its instruction stream, run it
+on the simulator against a numpy reference, and write a Perfetto trace."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from compiler.backend.vta import (
+    ConvConfig,
+    ConvWorkload,
+    Epilogue,
+    VtaConv2d,
+    pack_bias,
+    pack_data,
+    pack_weights,
+    unpack_data,
+)
+from compiler.backend.vta.reference import reference_conv
+from driver import SimDevice
+from isa import disassemble
+from pyvta.commands.common import add_config_argument, config_from
+
+HELP = "compile a conv2d layer for VTA, print its instructions, simulate it, write a trace"
+
+# ResNet-18 layers (H=W, in channels, out channels, kernel, stride), "same" padding.
+RESNET18 = {
+    "C2": (56, 64, 64, 3, 1),
+    "C3": (56, 64, 64, 1, 1),
+    "C4": (56, 64, 128, 3, 2),
+    "C5": (56, 64, 128, 1, 2),
+    "C6": (28, 128, 128, 3, 1),
+    "C7": (28, 128, 256, 3, 2),
+    "C8": (28, 128, 256, 1, 2),
+    "C9": (14, 256, 256, 3, 1),
+    "C10": (14, 256, 512, 3, 2),
+    "C11": (14, 256, 512, 1, 2),
+    "C12": (7, 512, 512, 3, 1),
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--layer", choices=sorted(RESNET18), help="a ResNet-18 layer (default C9)")
+    p.add_argument("--shape", metavar="H,W,CI,CO,K,STRIDE,PAD", help="any conv2d shape instead")
+    p.add_argument("--vthreads", type=int, choices=(1, 2, 3, 4), help="virtual threads")
+    p.add_argument("--tile", metavar="TH,TW,TCI,TCO", help="tile sizes (pixels, channel blocks)")
+    p.add_argument("--shift", type=int, default=8, help="requantization shift (default 8)")
+    p.add_argument("--no-relu", action="store_true")
+    p.add_argument(
+        "--disasm",
+        metavar="N",
+        type=int,
+        default=40,
+        help="print the first N instructions (default 40; -1: all)",
+    )
+    p.add_argument("--trace", metavar="T.json", help="write a Perfetto trace of the cycle model")
+    p.add_argument(
+        "--save", metavar="BUNDLE.npz", help="save the program bundle (for pyvta sim / hw run)"
+    )
+    p.add_argument("--seed", type=int, default=0)
+    add_config_argument(p)
+
+
+def _workload(args) -> ConvWorkload:
+    if args.shape:
+        try:
+            h, w, ci, co, k, s, pad = (int(v) for v in args.shape.split(","))
+        except ValueError:
+            raise SystemExit(
+                f"--shape wants 7 integers H,W,CI,CO,K,STRIDE,PAD, got {args.shape!r}"
+            ) from None
+        return ConvWorkload(h, w, ci, co, k, k, s, pad)
+    h, ci, co, k, s = RESNET18[args.layer or "C9"]
+    return ConvWorkload(h, h, ci, co, k, k, s, k // 2)
+
+
+def _config(args, wl, ep, hw) -> ConvConfig | None:
+    from compiler.backend.vta import default_config
+
+    if not args.tile and not args.vthreads:
+        return None
+    base = default_config(wl, ep, hw, vthreads=args.vthreads)
+    if args.tile:
+        th, tw, tci, tco = (int(v) for v in args.tile.split(","))
+        base = ConvConfig(
+            th, tw, tci, tco, base.vthreads if not args.vthreads else args.vthreads, base.gemm_loops
+        )
+    return base
+
+
+def run(args: argparse.Namespace) -> int:
+    hw = config_from(args)
+    wl = _workload(args)
+    ep = Epilogue.requant(shift=args.shift, relu=not args.no_relu)
+    rng = np.random.default_rng(args.seed)
+    print(f"{wl} (seed {args.seed}); epilogue: bias, >> {ep.shift}, clip [{ep.lo}, {ep.hi}]")
+    x = rng.integers(-128, 128, (1, wl.in_channels, wl.height, wl.width), dtype=np.int8)
+    w = rng.integers(
+        -128, 128, (wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w), dtype=np.int8
+    )
+    b = rng.integers(-(1 << 14), 1 << 14, wl.out_channels).astype(np.int32)
+    dev = SimDevice(hw, trace=bool(args.trace))
+    t0 = time.perf_counter()
+    op = VtaConv2d(wl, ep, pack_weights(w), pack_bias(b), dev, _config(args, wl, ep, hw))
+    print(f"compiled in {time.perf_counter() - t0:.2f} s: config {op.config.to_dict()}")
+    print(f"{op.insn_count} instructions, {len(op.lowered.uops)} micro-ops")
+    insns = op.lowered.insns
+    shown = insns if args.disasm < 0 else insns[: args.disasm]
+    print(disassemble(shown))
+    if len(shown) < len(insns):
+        print(f"   ... {len(insns) - len(shown)} more (--disasm -1 shows all)")
+    if args.save:
+        dev.write(op.in_addr, pack_data(x))
+        dev.snapshot(op.insn_addr, op.insn_count).save(args.save)
+        print(f"bundle saved to {args.save}")
+    result = op(pack_data(x))
+    got = unpack_data(result.output, wl.out_channels)
+    ok = np.array_equal(got, reference_conv(x, w, b, ep, wl))
+    print(
+        f"functional simulation {result.wall_s * 1e3:.1f} ms; check against numpy:"
+        f" {'EXACT MATCH' if ok else 'MISMATCH'}"
+    )
+    print(result.report.table())
+    if args.trace:
+        import sim
+
+        sim.write_trace(result.report, args.trace)
+        print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    return 0 if ok else 1

@@ -1,0 +1,140 @@
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import reference_conv
+
+import sim
+from compiler.backend.vta import (
+    ConvConfig,
+    ConvWorkload,
+    DramMap,
+    Epilogue,
+    FitError,
+    VtaConv2d,
+    default_config,
+    lower_conv2d,
+    pack_bias,
+    pack_data,
+    pack_weights,
+    unpack_data,
+)
+from driver import SimDevice
+from isa import HwConfig, encode_uops
+
+RESNET18 = {
+    "C2": (56, 64, 64, 3, 1),
+    "C3": (56, 64, 64, 1, 1),
+    "C4": (56, 64, 128, 3, 2),
+    "C5": (56, 64, 128, 1, 2),
+    "C6": (28, 128, 128, 3, 1),
+    "C7": (28, 128, 256, 3, 2),
+    "C8": (28, 128, 256, 1, 2),
+    "C9": (14, 256, 256, 3, 1),
+    "C10": (14, 256, 512, 3, 2),
+    "C11": (14, 256, 512, 1, 2),
+    "C12": (7, 512, 512, 3, 1),
+}
+
+
+def run_and_check(
+    wl: ConvWorkload, ep: Epilogue, rng, config: ConvConfig | None = None, bias_range: int = 20000
+):
+    x = rng.integers(-128, 128, (1, wl.in_channels, wl.height, wl.width), dtype=np.int8)
+    w = rng.integers(
+        -128, 128, (wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w), dtype=np.int8
+    )
+    b = rng.integers(-bias_range, bias_range, wl.out_channels).astype(np.int32)
+    res = None
+    if ep.residual:
+        res = rng.integers(-128, 128, (1, wl.out_channels, wl.out_h, wl.out_w), dtype=np.int8)
+    dev = SimDevice(dram_bytes=1 << 26)
+    op = VtaConv2d(wl, ep, pack_weights(w), pack_bias(b), dev, config)
+    run = op(pack_data(x), None if res is None else pack_data(res))
+    got = unpack_data(run.output, wl.out_channels)
+    expected = reference_conv(x, w, b, ep, wl, res)
+    assert np.array_equal(got, expected), f"{wl} {op.config.to_dict()}: result differs"
+    assert run.counters["macs"] == wl.macs
+    return op, run
+
+
+@pytest.mark.parametrize("name", list(RESNET18))
+def test_resnet18_layers_exact(name, rng):
+    h, ci, co, k, s = RESNET18[name]
+    wl = ConvWorkload(h, h, ci, co, k, k, s, k // 2)
+    run_and_check(wl, Epilogue.requant(shift=9, relu=True), rng)
+
+
+def test_dense_512_to_1000(rng):
+    wl = ConvWorkload.dense(512, 1000)
+    op, _ = run_and_check(wl, Epilogue.requant(shift=6), rng)
+    assert wl.co_blocks == 63  # 1000 padded to 1008
+
+
+def test_random_conv_shapes(rng):
+    for i in range(10):
+        k = int(rng.choice([1, 3, 5, 7]))
+        s = int(rng.integers(1, 3))
+        h = int(rng.integers(k, 20))
+        pad = int(rng.integers(0, min(3, k - 1) + 1)) if k > 1 else int(rng.integers(0, 2))
+        ci, co = int(rng.integers(1, 50)) | 1, int(rng.integers(1, 50)) | 1
+        wl = ConvWorkload(h, h + int(rng.integers(0, 3)), ci, co, k, k, s, pad)
+        ep = Epilogue.requant(shift=int(rng.integers(0, 12)), relu=bool(rng.integers(0, 2)))
+        print(i, wl, ep)
+        run_and_check(wl, ep, rng)
+
+
+@pytest.mark.parametrize("vthreads", [1, 2, 3])
+@pytest.mark.parametrize("loops", [("ci", "co"), ("oh", "co"), ("ci", "oh")])
+def test_every_thread_count_and_loop_assignment(vthreads, loops, rng):
+    wl = ConvWorkload(12, 12, 48, 64, 3, 3, 1, 1)
+    c = ConvConfig(tile_h=4, tile_w=6, tile_ci=1, tile_co=2, vthreads=vthreads, gemm_loops=loops)
+    run_and_check(wl, Epilogue.requant(shift=8, relu=True), rng, c)
+
+
+def test_fused_residual_add(rng):
+    wl = ConvWorkload(14, 14, 64, 64, 3, 3, 1, 1)
+    ep = Epilogue(bias=True, shift=7, lo=0, hi=127, residual=True, residual_shift=3)
+    run_and_check(wl, ep, rng)
+
+
+def test_no_bias_and_narrow_clip(rng):
+    wl = ConvWorkload(8, 8, 16, 32, 3, 3, 2, 1)
+    run_and_check(wl, Epilogue(bias=False, shift=10, lo=-7, hi=9), rng)
+
+
+def test_tokens_balanced_and_two_threads_overlap():
+    hw = HwConfig()
+    wl = ConvWorkload(28, 28, 128, 128, 3, 3, 1, 1)
+    ep = Epilogue.requant(8, relu=True)
+    cycles = {}
+    for v in (1, 2):
+        c = default_config(wl, ep, hw, vthreads=v)
+        low = lower_conv2d(wl, ep, c, hw, DramMap(1 << 12, 1 << 8, 1 << 8, 1 << 18, 0, 16))
+        dram = np.zeros(1 << 24, np.uint8)
+        uops = np.frombuffer(encode_uops(low.uops, hw), np.uint8)
+        dram[64 : 64 + uops.size] = uops
+        result = sim.run_insns(low.insns, dram, hw)
+        assert result.leftover_tokens == {}
+        cycles[v] = sim.cycles_of(low.insns, hw).total_cycles
+    assert cycles[2] < cycles[1]
+
+
+def test_config_that_does_not_fit_is_rejected_with_sizes():
+    hw = HwConfig()
+    wl = ConvWorkload(56, 56, 64, 64, 3, 3, 1, 1)
+    c = ConvConfig(tile_h=56, tile_w=56, tile_ci=4, tile_co=4, vthreads=2)
+    with pytest.raises(
+        FitError, match=r"INP needs \d+ rows, has 2048; .*ACC needs \d+ rows, has 2048"
+    ):
+        lower_conv2d(wl, Epilogue(), c, hw, DramMap(0, 0, 0, 0))
+    with pytest.raises(FitError, match="tile_h 5 does not divide 56"):
+        lower_conv2d(wl, Epilogue(), dataclasses.replace(c, tile_h=5), hw, DramMap(0, 0, 0, 0))
+
+
+def test_hazard_config_rejected():
+    hw = HwConfig()
+    wl = ConvWorkload.dense(64, 16)  # one output block: consecutive micro-ops hit one ACC row
+    c = ConvConfig(tile_h=1, tile_w=1, tile_ci=4, tile_co=1, vthreads=1)
+    with pytest.raises(FitError, match="pipeline hazard"):
+        lower_conv2d(wl, Epilogue(), c, hw, DramMap(0, 0, 0, 0))
