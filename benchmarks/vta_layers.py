@@ -73,7 +73,7 @@ def main() -> None:
                 else None
             )
             c = default_config(wl, ep, hw, vthreads=v, measure=measure)
-            low = lower_conv2d(wl, ep, c, hw, DramMap(0, 0, 0, 0, 0, 0))
+            low = lower_conv2d(wl, ep, c, hw, DramMap.disjoint(wl, hw))
             row[v] = sim.cycles_of(low.insns, hw, timing)
         r1, r2 = row[1], row[2]
         gemm_cycles = r2.gemm_cycles

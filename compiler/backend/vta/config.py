@@ -54,7 +54,7 @@ class Geometry:
     in_w: int
     inp_rows: int
     wgt_rows: int
-    acc_rows: int  # output rows + bias rows + residual rows
+    acc_rows: int  # output rows + residual rows (the bias of all blocks is held once, apart)
 
 
 def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
@@ -62,11 +62,7 @@ def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
     in_h = (c.tile_h - 1) * s + wl.kernel_h
     in_w = (c.tile_w - 1) * s + wl.kernel_w
     pixels = c.tile_h * c.tile_w
-    acc = (
-        c.tile_co * pixels
-        + (c.tile_co if ep.bias else 0)
-        + (c.tile_co * pixels if ep.residual else 0)
-    )
+    acc = c.tile_co * pixels * (2 if ep.residual else 1)
     return Geometry(
         pixels,
         in_h,
@@ -99,7 +95,7 @@ def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Ge
     needs = {
         "INP": (v * g.inp_rows, hw.inp_depth),
         "WGT": (v * g.wgt_rows, hw.wgt_depth),
-        "ACC": (v * g.acc_rows, hw.acc_depth),
+        "ACC": (v * g.acc_rows + (wl.co_blocks if ep.bias else 0), hw.acc_depth),
     }
     over = [f"{b} needs {n} rows, has {have}" for b, (n, have) in needs.items() if n > have]
     if over:

@@ -39,6 +39,31 @@ class DramMap:
     residual: int = 0  # OUT-sized (int8) elements, read with ACC_8BIT loads
     uops: int = 0  # micro-op units
 
+    @classmethod
+    def disjoint(cls, wl: ConvWorkload, hw: HwConfig) -> DramMap:
+        """Non-overlapping regions for every operand (for measuring a config without a device)."""
+        sizes = {
+            "data": wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes,
+            "weights": wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes,
+            "bias": wl.co_blocks * hw.acc_elem_bytes,
+            "output": wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
+            "residual": wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
+            "uops": hw.uop_buff_bytes,
+        }
+        elem = {
+            "data": hw.inp_elem_bytes,
+            "weights": hw.wgt_elem_bytes,
+            "bias": hw.acc_elem_bytes,
+            "output": hw.out_elem_bytes,
+            "residual": hw.out_elem_bytes,
+            "uops": hw.uop_elem_bytes,
+        }
+        addr, bases = 1 << 12, {}
+        for name, size in sizes.items():
+            bases[name] = addr // elem[name]
+            addr += -(-size // 4096) * 4096
+        return cls(**bases)
+
 
 @dataclass
 class LoweredConv:
@@ -116,30 +141,33 @@ def lower_conv2d(
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
     em = Emitter(hw)
     v_count = c.vthreads
+    bias_rows = wl.co_blocks if ep.bias else 0
     slot = {
         "inp": hw.inp_depth // v_count,
         "wgt": hw.wgt_depth // v_count,
-        "acc": hw.acc_depth // v_count,
+        "acc": (hw.acc_depth - bias_rows) // v_count,
     }
-    tiles = [
-        (co, oh, ow)
-        for co in range(0, wl.co_blocks, c.tile_co)
-        for oh in range(0, wl.out_h, c.tile_h)
-        for ow in range(0, wl.out_w, c.tile_w)
-    ]
+    bias0 = hw.acc_depth - bias_rows  # every output block's bias, loaded once, at the top of ACC
+    groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(v_count)}
     try:
-        for g0 in range(0, len(tiles), v_count):
-            group = list(enumerate(tiles[g0 : g0 + v_count]))
-            for v, tile in group:
-                _prologue(em, wl, ep, c, g, dram, v * slot["acc"], tile)
+        if ep.bias:
+            em.load(MemType.ACC, bias0, dram.bias, 1, bias_rows, bias_rows)
+        for tiles in groups:
+            group = list(enumerate(tiles))
+            for v, _ in group:
+                rows = c.tile_co * g.pixels
+                em.loop(
+                    GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1),
+                    [Uop(dst=v * slot["acc"])],
+                )
             for k in range(n_chunks):
                 for v, tile in group:
                     bases = (v * slot["acc"], v * slot["inp"], v * slot["wgt"])
                     _chunk(em, wl, c, g, dram, bases, tile, k, wgt_loaded, v)
             for v, tile in group:
-                _epilogue(em, wl, ep, c, g, dram, v * slot["acc"], tile)
+                _epilogue(em, wl, ep, c, g, dram, v * slot["acc"], bias0 + tile[0], tile)
         em.finish()
     except UopOverflowError as exc:
         raise FitError(f"config {c.to_dict()}: {exc}") from None
@@ -147,14 +175,24 @@ def lower_conv2d(
     return LoweredConv(insert_dep_tokens(insns, accesses, hw), list(em.uops), g)
 
 
-def _prologue(
-    em: Emitter, wl, ep: Epilogue, c: ConvConfig, g: Geometry, dram: DramMap, acc0: int, tile
-) -> None:
-    co0, _, _ = tile
-    rows = c.tile_co * g.pixels
-    em.loop(GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1), [Uop(dst=acc0)])
-    if ep.bias:
-        em.load(MemType.ACC, acc0 + rows, dram.bias + co0, 1, c.tile_co, c.tile_co)
+def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, int]]]:
+    """Output tiles (co, oh, ow) in groups of ``vthreads``, one tile per thread.
+
+    When the output-channel tiles divide among the threads, each thread keeps its own channel
+    tiles (its weights change only when its channel tile does, while the others compute);
+    otherwise the threads take consecutive spatial tiles of one channel tile.
+    """
+    v = c.vthreads
+    cos = list(range(0, wl.co_blocks, c.tile_co))
+    sps = [(oh, ow) for oh in range(0, wl.out_h, c.tile_h) for ow in range(0, wl.out_w, c.tile_w)]
+    if len(cos) % v == 0:
+        return [
+            [(cos[i + t], oh, ow) for t in range(v)]
+            for i in range(0, len(cos), v)
+            for oh, ow in sps
+        ]
+    tiles = [(co, oh, ow) for co in cos for oh, ow in sps]
+    return [tiles[i : i + v] for i in range(0, len(tiles), v)]
 
 
 def _chunk(
@@ -231,6 +269,7 @@ def _epilogue(
     g: Geometry,
     dram: DramMap,
     acc0: int,
+    bias_row: int,
     tile,
 ) -> None:
     co0, oh0, ow0 = tile
@@ -246,10 +285,10 @@ def _epilogue(
                 src_factor_out=1,
                 dst_factor_in=1,
             ),
-            [Uop(dst=acc0, src=acc0 + rows)],
+            [Uop(dst=acc0, src=bias_row)],
         )
     if ep.residual:
-        res0 = acc0 + rows + (c.tile_co if ep.bias else 0)
+        res0 = acc0 + rows
         for co in range(c.tile_co):
             em.load(
                 MemType.ACC_8BIT,

@@ -90,7 +90,7 @@ def default_config(
     lowered = []
     for _, c in ranked[:64]:
         try:
-            low = lower_conv2d(wl, ep, c, hw, DramMap(0, 0, 0, 0, 0, 0))
+            low = lower_conv2d(wl, ep, c, hw, DramMap.disjoint(wl, hw))
         except FitError:
             continue
         if measure is None:
