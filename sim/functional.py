@@ -67,8 +67,15 @@ def run_insns(
     cfg,
     limits: SimLimits | None = None,
     state: SramState | None = None,
+    module_order: tuple[Module, ...] = tuple(Module),
 ) -> SimResult:
-    """Run decoded instructions against ``dram`` (modified in place) and return the result."""
+    """Run decoded instructions against ``dram`` (modified in place) and return the result.
+
+    ``module_order`` is the round-robin order of the modules; a program whose tokens order all
+    its conflicting accesses gives the same result for every order (tests use this to catch a
+    missing token: loads running ahead expose a missing write-after-read token, compute running
+    first a missing read-after-write one).
+    """
     limits = limits or SimLimits()
     st = state or SramState(cfg)
     queues = dispatch(insns)
@@ -80,7 +87,7 @@ def run_insns(
     remaining = len(insns)
     while remaining:
         progressed = False
-        for module in Module:
+        for module in module_order:
             q = queues[module]
             while heads[module] < len(q):
                 d = q[heads[module]]

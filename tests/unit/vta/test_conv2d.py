@@ -1,4 +1,5 @@
 import dataclasses
+import itertools
 
 import numpy as np
 import pytest
@@ -20,7 +21,7 @@ from compiler.backend.vta import (
     unpack_data,
 )
 from driver import SimDevice
-from isa import HwConfig, encode_uops
+from isa import HwConfig, Module, encode_uops
 
 RESNET18 = {
     "C2": (56, 64, 64, 3, 1),
@@ -111,11 +112,16 @@ def test_tokens_balanced_and_two_threads_overlap():
     for v in (1, 2):
         c = default_config(wl, ep, hw, vthreads=v)
         low = lower_conv2d(wl, ep, c, hw, DramMap(1 << 12, 1 << 8, 1 << 8, 1 << 18, 0, 16))
-        dram = np.zeros(1 << 24, np.uint8)
+        initial = np.random.default_rng(5).integers(0, 256, 1 << 24, dtype=np.uint8)
         uops = np.frombuffer(encode_uops(low.uops, hw), np.uint8)
-        dram[64 : 64 + uops.size] = uops
+        initial[64 : 64 + uops.size] = uops
+        dram = initial.copy()
         result = sim.run_insns(low.insns, dram, hw)
         assert result.leftover_tokens == {}
+        for order in itertools.permutations(Module):  # same DRAM under every interleaving
+            other = initial.copy()
+            sim.run_insns(low.insns, other, hw, module_order=order)
+            assert np.array_equal(other, dram), f"tokens miss an ordering: {order}"
         cycles[v] = sim.cycles_of(low.insns, hw).total_cycles
     assert cycles[2] < cycles[1]
 
