@@ -68,13 +68,15 @@ def run_insns(
     limits: SimLimits | None = None,
     state: SramState | None = None,
     module_order: tuple[Module, ...] = tuple(Module),
+    one_per_turn: bool = False,
 ) -> SimResult:
     """Run decoded instructions against ``dram`` (modified in place) and return the result.
 
     ``module_order`` is the round-robin order of the modules; a program whose tokens order all
     its conflicting accesses gives the same result for every order (tests use this to catch a
     missing token: loads running ahead expose a missing write-after-read token, compute running
-    first a missing read-after-write one).
+    first a missing read-after-write one). ``one_per_turn`` lets each module run a single
+    instruction per round instead of running until it blocks (a finer interleaving).
     """
     limits = limits or SimLimits()
     st = state or SramState(cfg)
@@ -106,6 +108,8 @@ def run_insns(
                 heads[module] += 1
                 remaining -= 1
                 progressed = True
+                if one_per_turn:
+                    break
         if not progressed:
             raise deadlock_error(queues, heads, tokens)
     if finish_index is None:

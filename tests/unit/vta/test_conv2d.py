@@ -119,9 +119,10 @@ def test_tokens_balanced_and_two_threads_overlap():
         result = sim.run_insns(low.insns, dram, hw)
         assert result.leftover_tokens == {}
         for order in itertools.permutations(Module):  # same DRAM under every interleaving
-            other = initial.copy()
-            sim.run_insns(low.insns, other, hw, module_order=order)
-            assert np.array_equal(other, dram), f"tokens miss an ordering: {order}"
+            for one in (False, True):
+                other = initial.copy()
+                sim.run_insns(low.insns, other, hw, module_order=order, one_per_turn=one)
+                assert np.array_equal(other, dram), f"tokens miss an ordering: {order}, {one}"
         cycles[v] = sim.cycles_of(low.insns, hw).total_cycles
     assert cycles[2] < cycles[1]
 
