@@ -62,15 +62,26 @@ def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
     in_h = (c.tile_h - 1) * s + wl.kernel_h
     in_w = (c.tile_w - 1) * s + wl.kernel_w
     pixels = c.tile_h * c.tile_w
-    acc = c.tile_co * pixels * (2 if ep.residual else 1)
+    acc = c.tile_co * pixels * (2 if ep.residual and not ep.residual_via_gemm else 1)
+    inp = c.tile_ci * in_h * in_w + (c.tile_co * pixels if ep.residual_via_gemm else 0)
     return Geometry(
         pixels,
         in_h,
         in_w,
-        c.tile_ci * in_h * in_w,
+        inp,
         c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w,
         acc,
     )
+
+
+def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
+    """Rows at the top of each buffer that hold constants for the whole program."""
+    return {
+        "inp": 1 if ep.bias and ep.bias_via_gemm else 0,  # the "ones" row of bias digits
+        "wgt": (wl.co_blocks if ep.bias and ep.bias_via_gemm else 0)
+        + (1 if ep.residual_via_gemm else 0),  # bias digit blocks, scaled identity
+        "acc": wl.co_blocks if ep.bias and not ep.bias_via_gemm else 0,  # bias rows
+    }
 
 
 def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Geometry:
@@ -92,10 +103,11 @@ def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Ge
         raise FitError(f"config {c.to_dict()} is invalid for {wl}: " + "; ".join(problems))
     g = geometry(wl, ep, c)
     v = c.vthreads
+    fixed = reserved_rows(wl, ep)
     needs = {
-        "INP": (v * g.inp_rows, hw.inp_depth),
-        "WGT": (v * g.wgt_rows, hw.wgt_depth),
-        "ACC": (v * g.acc_rows + (wl.co_blocks if ep.bias else 0), hw.acc_depth),
+        "INP": (v * g.inp_rows + fixed["inp"], hw.inp_depth),
+        "WGT": (v * g.wgt_rows + fixed["wgt"], hw.wgt_depth),
+        "ACC": (v * g.acc_rows + fixed["acc"], hw.acc_depth),
     }
     over = [f"{b} needs {n} rows, has {have}" for b, (n, have) in needs.items() if n > have]
     if over:

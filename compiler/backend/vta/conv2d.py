@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backend.vta.config import ConvConfig, FitError, Geometry, check_fit
+from compiler.backend.vta.config import ConvConfig, FitError, Geometry, check_fit, reserved_rows
 from compiler.backend.vta.deps import insert_dep_tokens
 from compiler.backend.vta.emitter import Emitter, UopOverflowError
 from compiler.backend.vta.workload import ConvWorkload, Epilogue
@@ -36,8 +36,10 @@ class DramMap:
     weights: int  # WGT elements
     bias: int  # ACC elements
     output: int  # OUT elements
-    residual: int = 0  # OUT-sized (int8) elements, read with ACC_8BIT loads
+    residual: int = 0  # int8 rows: INP elements (GEMM path) / OUT-sized ACC_8BIT elements
     uops: int = 0  # micro-op units
+    wgt_consts: int = 0  # WGT elements: bias digit blocks (co_blocks), then 2^k * identity
+    ones: int = 0  # INP element: the bias digits' input row (1, 127, ..., 127)
 
     @classmethod
     def disjoint(cls, wl: ConvWorkload, hw: HwConfig) -> DramMap:
@@ -49,6 +51,8 @@ class DramMap:
             "output": wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
             "residual": wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
             "uops": hw.uop_buff_bytes,
+            "wgt_consts": (wl.co_blocks + 1) * hw.wgt_elem_bytes,
+            "ones": hw.inp_elem_bytes,
         }
         elem = {
             "data": hw.inp_elem_bytes,
@@ -57,6 +61,8 @@ class DramMap:
             "output": hw.out_elem_bytes,
             "residual": hw.out_elem_bytes,
             "uops": hw.uop_elem_bytes,
+            "wgt_consts": hw.wgt_elem_bytes,
+            "ones": hw.inp_elem_bytes,
         }
         addr, bases = 1 << 12, {}
         for name, size in sizes.items():
@@ -141,38 +147,103 @@ def lower_conv2d(
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
     em = Emitter(hw)
     v_count = c.vthreads
-    bias_rows = wl.co_blocks if ep.bias else 0
-    slot = {
-        "inp": hw.inp_depth // v_count,
-        "wgt": hw.wgt_depth // v_count,
-        "acc": (hw.acc_depth - bias_rows) // v_count,
-    }
-    bias0 = hw.acc_depth - bias_rows  # every output block's bias, loaded once, at the top of ACC
+    fixed = reserved_rows(wl, ep)
+    lay = _Layout(
+        inp_slot=(hw.inp_depth - fixed["inp"]) // v_count,
+        wgt_slot=(hw.wgt_depth - fixed["wgt"]) // v_count,
+        acc_slot=(hw.acc_depth - fixed["acc"]) // v_count,
+        ones=hw.inp_depth - 1,
+        bias_wgt=hw.wgt_depth - fixed["wgt"],
+        ident=hw.wgt_depth - 1,
+        bias_acc=hw.acc_depth - fixed["acc"],
+    )
     groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(v_count)}
     try:
-        if ep.bias:
-            em.load(MemType.ACC, bias0, dram.bias, 1, bias_rows, bias_rows)
+        _load_constants(em, wl, ep, dram, lay, fixed)
         for tiles in groups:
             group = list(enumerate(tiles))
-            for v, _ in group:
-                rows = c.tile_co * g.pixels
-                em.loop(
-                    GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1),
-                    [Uop(dst=v * slot["acc"])],
-                )
+            for v, tile in group:
+                _tile_start(em, wl, ep, c, g, dram, lay, v, tile)
             for k in range(n_chunks):
                 for v, tile in group:
-                    bases = (v * slot["acc"], v * slot["inp"], v * slot["wgt"])
+                    bases = (v * lay.acc_slot, v * lay.inp_slot, v * lay.wgt_slot)
                     _chunk(em, wl, c, g, dram, bases, tile, k, wgt_loaded, v)
             for v, tile in group:
-                _epilogue(em, wl, ep, c, g, dram, v * slot["acc"], bias0 + tile[0], tile)
+                _epilogue(em, wl, ep, c, g, dram, lay, v, tile)
         em.finish()
     except UopOverflowError as exc:
         raise FitError(f"config {c.to_dict()}: {exc}") from None
     insns, accesses = em.program(dram.uops)
     return LoweredConv(insert_dep_tokens(insns, accesses, hw), list(em.uops), g)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """SRAM placement: per-thread slots from row 0, program-wide constants at the top."""
+
+    inp_slot: int
+    wgt_slot: int
+    acc_slot: int
+    ones: int  # INP row of the bias digits' input
+    bias_wgt: int  # first WGT row of the bias digit blocks
+    ident: int  # WGT row of the scaled identity (residual GEMM)
+    bias_acc: int  # first ACC row of the biases (ALU path)
+
+
+def _load_constants(
+    em: Emitter, wl: ConvWorkload, ep: Epilogue, dram: DramMap, lay: _Layout, fixed: dict[str, int]
+) -> None:
+    if fixed["inp"]:
+        em.load(MemType.INP, lay.ones, dram.ones, 1, 1, 1)
+    if fixed["wgt"]:
+        n = fixed["wgt"]
+        first = dram.wgt_consts + (0 if ep.bias and ep.bias_via_gemm else wl.co_blocks)
+        em.load(MemType.WGT, lay.bias_wgt, first, 1, n, n)
+    if fixed["acc"]:
+        em.load(MemType.ACC, lay.bias_acc, dram.bias, 1, fixed["acc"], fixed["acc"])
+
+
+def _tile_start(
+    em: Emitter,
+    wl: ConvWorkload,
+    ep: Epilogue,
+    c: ConvConfig,
+    g: Geometry,
+    dram: DramMap,
+    lay: _Layout,
+    v: int,
+    tile,
+) -> None:
+    """Reset the tile's ACC rows; add the bias and the residual with GEMM passes if chosen."""
+    co0, oh0, ow0 = tile
+    p = g.pixels
+    rows = c.tile_co * p
+    acc0 = v * lay.acc_slot
+    em.loop(GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1), [Uop(dst=acc0)])
+    if ep.bias and ep.bias_via_gemm:
+        em.loop(
+            GemmInsn(
+                iter_out=c.tile_co, iter_in=p, dst_factor_out=p, wgt_factor_out=1, dst_factor_in=1
+            ),
+            [Uop(dst=acc0, src=lay.ones, wgt=lay.bias_wgt + co0)],
+        )
+    if ep.residual_via_gemm:
+        res0 = v * lay.inp_slot + g.inp_rows - rows  # after the data rows of the slot
+        for co in range(c.tile_co):
+            em.load(
+                MemType.INP,
+                res0 + co * p,
+                dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
+                c.tile_h,
+                c.tile_w,
+                wl.out_w,
+            )
+        em.loop(
+            GemmInsn(iter_out=ep.residual_passes, iter_in=rows, dst_factor_in=1, src_factor_in=1),
+            [Uop(dst=acc0, src=res0, wgt=lay.ident)],
+        )
 
 
 def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, int]]]:
@@ -268,14 +339,16 @@ def _epilogue(
     c: ConvConfig,
     g: Geometry,
     dram: DramMap,
-    acc0: int,
-    bias_row: int,
+    lay: _Layout,
+    v: int,
     tile,
 ) -> None:
     co0, oh0, ow0 = tile
     p = g.pixels
     rows = c.tile_co * p
-    if ep.bias:
+    acc0 = v * lay.acc_slot
+    bias_row = lay.bias_acc + co0
+    if ep.bias and not ep.bias_via_gemm:
         em.loop(
             AluInsn(
                 alu_opcode=AluOp.ADD,
@@ -287,7 +360,7 @@ def _epilogue(
             ),
             [Uop(dst=acc0, src=bias_row)],
         )
-    if ep.residual:
+    if ep.residual and not ep.residual_via_gemm:
         res0 = acc0 + rows
         for co in range(c.tile_co):
             em.load(

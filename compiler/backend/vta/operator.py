@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backend.vta.config import ConvConfig
+from compiler.backend.vta.config import ConvConfig, FitError, check_fit
+from compiler.backend.vta.constants import bias_digit_blocks, identity_block, ones_row
 from compiler.backend.vta.conv2d import DramMap, LoweredConv, lower_conv2d
 from compiler.backend.vta.default import default_config
 from compiler.backend.vta.workload import ConvWorkload, Epilogue
@@ -38,8 +40,15 @@ class VtaConv2d:
         device,
         config: ConvConfig | None = None,
     ):
-        self.wl, self.ep, self.device = wl, ep, device
         hw: HwConfig = device.config
+        digits = bias_digit_blocks(bias) if ep.bias and bias is not None else None
+        ep = dataclasses.replace(ep, bias_via_gemm=digits is not None)
+        if config is not None and digits is not None:
+            try:
+                check_fit(wl, ep, config, hw)
+            except FitError:  # the digit rows do not fit beside this config's tiles: use the ALU
+                ep, digits = dataclasses.replace(ep, bias_via_gemm=False), None
+        self.wl, self.ep, self.device = wl, ep, device
         self.config = config or default_config(wl, ep, hw)
         expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
         if weights.shape != expect or weights.dtype != np.int8:
@@ -55,6 +64,12 @@ class VtaConv2d:
         self.res_addr = d.alloc(self.out_bytes, 64) if ep.residual else 0
         self.w_addr = d.put(weights, hw.wgt_elem_bytes)
         self.b_addr = d.put(bias.astype("<i4"), 64) if ep.bias else 0
+        consts = [
+            digits if digits is not None else np.zeros((wl.co_blocks, wl.block, wl.block), np.int8),
+            identity_block(wl.block, ep.residual_shift),
+        ]
+        self.consts_addr = d.put(np.concatenate(consts), hw.wgt_elem_bytes)
+        self.ones_addr = d.put(ones_row(wl.block), 64)
         probe = self._lower(0)  # micro-op count, to place them
         self.uop_addr = d.alloc(max(len(probe.uops), 1) * 4, 64)
         self.lowered: LoweredConv = self._lower(self.uop_addr // 4)
@@ -74,6 +89,8 @@ class VtaConv2d:
             output=self.out_addr // hw.out_elem_bytes,
             residual=self.res_addr // hw.out_elem_bytes,
             uops=uop_base,
+            wgt_consts=self.consts_addr // hw.wgt_elem_bytes,
+            ones=self.ones_addr // hw.inp_elem_bytes,
         )
         return lower_conv2d(self.wl, self.ep, self.config, hw, dram)
 

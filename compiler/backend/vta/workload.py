@@ -129,6 +129,21 @@ class Epilogue:
     hi: int = 127
     residual: bool = False
     residual_shift: int = 0
+    # Lowering choices (not arithmetic): add the bias with one GEMM pass over "bias digit"
+    # weights instead of an ALU ADD (possible when |bias| is small enough, see bias_digits).
+    bias_via_gemm: bool = False
+
+    # The residual is added by a GEMM against 2^k * identity weights (k <= 6, in
+    # 2^(shift - 6) passes above that) when its shift is at most this; else by the ALU.
+    RESIDUAL_GEMM_MAX_SHIFT = 9
+
+    @property
+    def residual_via_gemm(self) -> bool:
+        return self.residual and self.residual_shift <= self.RESIDUAL_GEMM_MAX_SHIFT
+
+    @property
+    def residual_passes(self) -> int:
+        return 1 << max(self.residual_shift - 6, 0)
 
     def __post_init__(self):
         if not 0 <= self.shift <= 31:

@@ -1,0 +1,111 @@
+"""RTL simulation speed under Verilator, and the cycle model's error against the RTL.
+
+    python benchmarks/rtl_speed.py [--sim verilator] [--random 20]
+
+Prints simulated cycles per second for a GEMM-heavy program (a tiled int8 matrix multiply) and, per
+program, the RTL cycle count (CYCLES register), ``sim.run_cycles`` and the relative error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import isa
+import sim
+from hw import runner
+from sim.programs import matmul_program
+from sim.random_program import random_program
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hw"))
+
+# Timing constants fitted to this RTL behind cocotbext-axi's AxiRam (a few cycles of DRAM latency,
+# bursts up to 256 beats); proposed for sim/timing.py except the DRAM latency, which is the board's.
+RTL_TIMING = dict(
+    dram_latency_cycles=5,
+    burst_max_beats=256,
+    burst_overhead_cycles=1,
+    fetch_insn_cycles=3,
+    load_setup_cycles=2,
+    store_setup_cycles=2,
+    gemm_setup_cycles=3,
+    gemm_pipeline_cycles=4,
+    alu_setup_cycles=3,
+    alu_pipeline_cycles=4,
+    finish_cycles=0,
+    dep_only_cycles=3,
+)
+
+
+def gemm_heavy(cfg: isa.HwConfig, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-128, 128, (64, 256), dtype=np.int8)
+    b = rng.integers(-128, 128, (256, 256), dtype=np.int8)
+    return matmul_program(a, b, cfg).program
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sim", default="verilator", choices=runner.SIMULATORS)
+    ap.add_argument("--random", type=int, default=20, help="random programs in the cycle table")
+    args = ap.parse_args(argv)
+    cfg = isa.DEFAULT_CONFIG
+
+    t0 = time.monotonic()
+    built = runner.build(cfg, args.sim)
+    print(f"build ({args.sim}, cached if unchanged): {time.monotonic() - t0:.1f} s")
+
+    program = gemm_heavy(cfg)
+    t0 = time.monotonic()
+    (res,) = runner.run_programs([program], built=built, clear_srams=False)
+    wall = time.monotonic() - t0
+    assert res.status == "done", res.message
+    assert np.array_equal(res.dram, sim.run(program).dram), "RTL result differs from sim.run"
+    fitted = dataclasses.replace(sim.Timing(), **RTL_TIMING)
+    print(
+        f"GEMM-heavy program (64x256 @ 256x256 int8): {res.cycles} RTL cycles,"
+        f" {res.counters['GEMM_UOPS']} GEMM micro-ops, {wall:.1f} s wall incl. simulator start"
+        f" -> {res.cycles / wall:,.0f} simulated cycles/s"
+        f" (GEMM utilisation {res.counters['GEMM_UOPS'] / res.cycles:.1%})"
+    )
+    for label, timing in (("default", sim.Timing()), ("RTL-fitted", fitted)):
+        model = sim.run_cycles(program, timing).total_cycles
+        print(f"cycle model ({label} Timing): {model} ({_pct(model, res.cycles)} vs RTL)")
+
+    from directed import directed_programs
+
+    progs = {"gemm_heavy": program} | directed_programs(cfg)
+    progs |= {f"random_{s}": random_program(np.random.default_rng(s)) for s in range(args.random)}
+    results = runner.run_programs(progs.values(), built=built)
+    print(f"\n{'program':<26} {'rtl':>8} {'default':>8} {'error':>8} {'fitted':>8} {'error':>8}")
+    errors = {"default": [], "RTL-fitted": []}
+    for (name, p), r in zip(progs.items(), results, strict=True):
+        m0 = sim.run_cycles(p).total_cycles
+        m1 = sim.run_cycles(p, fitted).total_cycles
+        errors["default"].append(abs(m0 - r.cycles) / r.cycles)
+        errors["RTL-fitted"].append(abs(m1 - r.cycles) / r.cycles)
+        print(
+            f"{name:<26} {r.cycles:>8} {m0:>8} {_pct(m0, r.cycles):>8}"
+            f" {m1:>8} {_pct(m1, r.cycles):>8}"
+        )
+    for label, errs in errors.items():
+        e = np.array(errs)
+        print(
+            f"{label:>10} Timing: |error| mean {100 * e.mean():.1f}%, median"
+            f" {100 * np.median(e):.1f}%, max {100 * e.max():.1f}%;"
+            f" within 5%: {(e <= 0.05).sum()}/{e.size}"
+        )
+    return 0
+
+
+def _pct(model: int, rtl: int) -> str:
+    return f"{100 * (model - rtl) / rtl:+.1f}%"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

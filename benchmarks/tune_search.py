@@ -1,0 +1,148 @@
+"""Search comparison: XGB-rank + SA vs random vs GA (and optionally XGB regression), best-so-far
+curves over several seeds, and trials needed to reach 95% of the best cost found by any run.
+
+    .venv/bin/python benchmarks/tune_search.py                     # synthetic GEMM, ~1 min
+    .venv/bin/python benchmarks/tune_search.py --task gemm         # CPU GEMM 512^3, a few min
+    .venv/bin/python benchmarks/tune_search.py --task gemm --trials 200 --seeds 5 --plot s.png
+
+On the CPU each distinct config is measured once per benchmark run and the cost is shared by
+all tuners and seeds (same noise for everyone, fewer measurements). VTA tasks (C2..C12 via the
+cycle model) plug in with their own ``Task`` and ``Measurer``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tuner.measure import InProcessMeasurer, Measurer  # noqa: E402
+from tuner.synthetic import SyntheticBackend, tiled_gemm_task  # noqa: E402
+from tuner.tune import tune  # noqa: E402
+
+
+class SharedMeasurements(Measurer):
+    """Measures each config of a task once; later requests reuse the result."""
+
+    def __init__(self, inner: Measurer):
+        self.inner, self.cache, self.n_measured = inner, {}, 0
+
+    def measure(self, task, configs, callback=None):
+        todo = [c for c in configs if (task.key, c.index) not in self.cache]
+        if todo:
+            for c, r in zip(todo, self.inner.measure(task, todo), strict=True):
+                self.cache[(task.key, c.index)] = r
+            self.n_measured += len(todo)
+        out = [self.cache[(task.key, c.index)] for c in configs]
+        if callback is not None:
+            for pos, r in enumerate(out):
+                callback(pos, r)
+        return out
+
+    def close(self):
+        self.inner.close()
+
+
+def trials_to_reach(curve, target: float) -> int | None:
+    for i, c in enumerate(curve):
+        if c <= target:
+            return i + 1
+    return None
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", choices=["synthetic", "gemm"], default="synthetic")
+    p.add_argument("--shape", default=None, help="M,N,K (default 256,256,256 / 512,512,512)")
+    p.add_argument("--trials", type=int, default=None, help="default 256 synthetic, 64 gemm")
+    p.add_argument("--batch", type=int, default=None, help="default 32 synthetic, 16 gemm")
+    p.add_argument("--seeds", type=int, default=None, help="default 5 synthetic, 3 gemm")
+    p.add_argument("--tuners", default="xgb,random,ga", help="comma list of xgb,xgb-reg,random,ga")
+    p.add_argument("--plot", default=None, help="PNG of the best-so-far curves")
+    a = p.parse_args(argv)
+
+    gemm = a.task == "gemm"
+    shape = tuple(
+        int(v) for v in (a.shape or ("512,512,512" if gemm else "256,256,256")).split(",")
+    )
+    trials = a.trials or (64 if gemm else 256)
+    batch = a.batch or (16 if gemm else 32)
+    a.seeds = a.seeds or (3 if gemm else 5)
+    if gemm:
+        from tuner.cpu import CpuBackend, cpu_target_info, gemm_task
+        from tuner.measure import LocalMeasurer
+
+        task = gemm_task(*shape)
+        inner = LocalMeasurer(CpuBackend(min_repeat_ms=5.0), repeats=3)
+        print(f"host: {cpu_target_info()}")
+    else:
+        task = tiled_gemm_task(*shape)
+        inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
+    meas = SharedMeasurements(inner)
+    print(f"task {task.key}: {task.space}")
+    print(f"{trials} trials, batch {batch}, seeds 0..{a.seeds - 1}")
+
+    curves: dict[str, list[list[float]]] = {}
+    tuner_s: dict[str, float] = {}
+    t_all = time.perf_counter()
+    try:
+        for name in a.tuners.split(","):
+            curves[name] = []
+            for seed in range(a.seeds):
+                t0 = time.perf_counter()
+                res = tune(
+                    task, trials, meas, tuner=name, batch_size=batch, seed=seed, progress=False
+                )
+                curves[name].append(res.best_curve)
+                tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
+                print(
+                    f"  {name:8s} seed {seed}: best {res.best_cost:.6g} {task.cost_unit} "
+                    f"({res.n_errors} errors)",
+                    flush=True,
+                )
+    finally:
+        meas.close()
+    best = min(min(c[-1] for c in runs) for runs in curves.values())
+    target = best / 0.95
+    print(
+        f"\nbest cost over all runs: {best:.6g} {task.cost_unit}; "
+        f"distinct configs measured: {meas.n_measured}; wall {time.perf_counter() - t_all:.1f} s"
+    )
+    checks = [c for c in (16, 32, 64, 128, 256, 512, 1024) if c <= trials]
+    print("\nbest-so-far / best (mean over seeds) at trials " + ", ".join(map(str, checks)))
+    reach = {}
+    for name, runs in curves.items():
+        arr = np.array([r + [r[-1]] * (trials - len(r)) for r in runs]) / best
+        row = "  ".join(f"{arr[:, c - 1].mean():6.3f}" for c in checks)
+        hits = [trials_to_reach(r, target) for r in runs]
+        reach[name] = hits
+        got = [h for h in hits if h is not None]
+        mean = f"{np.mean(got):.1f}" if len(got) == len(hits) else "n/a"
+        print(
+            f"  {name:8s} {row}   trials to 95% of best: {hits} (mean {mean})"
+            f"   search+measure time {tuner_s[name]:.1f} s"
+        )
+    base = reach.get("random")
+    if base:
+        # a run that never reached the target counts as `trials` (so the ratio is a lower bound)
+        rnd = np.mean([h if h is not None else trials for h in base])
+        bound = "" if all(h is not None for h in base) else " (lower bound: random missed)"
+        for name, hits in reach.items():
+            if name != "random" and all(h is not None for h in hits):
+                print(f"  random / {name} trials to 95%: {rnd / np.mean(hits):.2f}x{bound}")
+    if a.plot:
+        from tuner.plot import plot_curves
+
+        plot_curves(curves, a.plot, title=task.key, unit=task.cost_unit)
+        print(f"curves: {a.plot}")
+    return 0 if math.isfinite(best) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
