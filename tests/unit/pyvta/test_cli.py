@@ -64,3 +64,9 @@ def test_conv_command_compiles_checks_and_traces(tmp_path, capsys):
     assert "EXACT MATCH" in out and "GEMM" in out and trace.exists()
     program = sim.Program.load(bundle)
     assert sim.run(program).finish_index == program.insn_count - 1
+    import json
+
+    spans = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
+    loads = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["cat"] == "load"]
+    gemms = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["name"] == "GEMM"]
+    assert any(a < d and c < b for a, b in loads for c, d in gemms), "no load overlaps a GEMM"
