@@ -47,6 +47,10 @@ class Device(abc.ABC):
     def launch(self, insn_addr: int, insn_count: int) -> RunResult:
         """Run ``insn_count`` instructions already in DRAM at ``insn_addr`` until FINISH."""
 
+    def estimate_cycles(self, insns: Sequence[Insn]) -> int | None:
+        """Cycles the stream would take, if this backend can tell without running it."""
+        return None
+
     def put(self, array: np.ndarray, align_bytes: int = 64) -> int:
         """Allocate and copy in an array; returns its byte address."""
         arr = np.ascontiguousarray(array)

@@ -43,6 +43,10 @@ class SimDevice(Device):
     def read(self, addr: int, nbytes: int) -> np.ndarray:
         return self.dram.read(addr, nbytes)
 
+    def estimate_cycles(self, insns) -> int:
+        """The cycle model's total for an instruction stream (nothing is executed)."""
+        return sim.cycles_of(list(insns), self.config, self.timing).total_cycles
+
     def snapshot(self, insn_addr: int, insn_count: int) -> sim.Program:
         """The current DRAM image as a program bundle (to rerun on the RTL or a board)."""
         return sim.Program(self.dram.data.copy(), insn_addr, insn_count, self.config)

@@ -29,6 +29,8 @@ class VtaConv2d:
 
     ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8; ``bias`` packed (co_b, b) int32.
     ``device`` is any ``driver.Device``-like object (alloc / write / read / launch).
+    Without ``config``, a default is derived for the shape; with ``search`` > 0 it is the fastest
+    of that many candidates on the device's ``estimate_cycles`` (the simulator's cycle model).
     """
 
     def __init__(
@@ -49,7 +51,10 @@ class VtaConv2d:
             except FitError:  # the digit rows do not fit beside this config's tiles: use the ALU
                 ep, digits = dataclasses.replace(ep, bias_via_gemm=False), None
         self.wl, self.ep, self.device = wl, ep, device
-        self.config = config or default_config(wl, ep, hw)
+        measure = getattr(device, "estimate_cycles", None) if search else None
+        self.config = config or default_config(
+            wl, ep, hw, measure=measure, candidates=max(search, 1)
+        )
         expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
         if weights.shape != expect or weights.dtype != np.int8:
             raise ValueError(f"weights must be int8 {expect}, got {weights.dtype} {weights.shape}")
