@@ -41,6 +41,7 @@ class VtaConv2d:
         bias: np.ndarray | None,
         device,
         config: ConvConfig | None = None,
+        search: int = 0,
     ):
         hw: HwConfig = device.config
         digits = bias_digit_blocks(bias) if ep.bias and bias is not None else None
