@@ -82,11 +82,17 @@ def default_config(
 
     ranked = ranked_configs(wl, ep, hw, vthreads)
     if measure is not None:
-        # Also try the largest tiles: the estimate under-rates their weight reuse.
-        big = sorted(
-            ranked, key=lambda t: (-t[1].tile_h * t[1].tile_w * t[1].tile_co, -t[1].tile_ci, t[0])
-        )
-        ranked = _interleave(ranked, big)
+        # Per thread count, alternate the best estimates with the largest tiles (the estimate
+        # under-rates their weight reuse); more threads first.
+        lists = []
+        for v in sorted({c.vthreads for _, c in ranked}, reverse=True):
+            mine = [t for t in ranked if t[1].vthreads == v]
+            big = sorted(
+                mine, key=lambda t: (-t[1].tile_h * t[1].tile_w * t[1].tile_co, -t[1].tile_ci, t[0])
+            )
+            lists.append(_interleave(mine, big)[: max(candidates // 2, 4)])
+        ranked = [t for group in lists for t in group]
+        candidates = len(ranked)
     lowered = []
     for _, c in ranked[:64]:
         try:
