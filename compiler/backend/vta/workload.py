@@ -42,8 +42,10 @@ class ConvWorkload:
     kernel_h: int
     kernel_w: int
     stride: int = 1
-    pad: int = 0
+    pad: int = 0  # top and left (and bottom/right unless given)
     block: int = 16
+    pad_bottom: int | None = None
+    pad_right: int | None = None
 
     def __post_init__(self):
         for name in (
@@ -57,14 +59,16 @@ class ConvWorkload:
             "block",
         ):
             _pos(name, getattr(self, name))
-        if not isinstance(self.pad, int) or not 0 <= self.pad <= 15:
-            raise WorkloadError(
-                f"pad must be an int in 0..15 (the 4-bit pad fields), got {self.pad!r}"
-            )
+        for name in ("pad", "pad_bottom", "pad_right"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or not 0 <= v <= 15):
+                raise WorkloadError(
+                    f"{name} must be an int in 0..15 (the 4-bit pad fields), got {v!r}"
+                )
         if self.out_h <= 0 or self.out_w <= 0:
             raise WorkloadError(
                 f"kernel {self.kernel_h}x{self.kernel_w} is larger than the padded input"
-                f" {self.height + 2 * self.pad}x{self.width + 2 * self.pad}"
+                f" {self.height + self.pad + self.pad_b}x{self.width + self.pad + self.pad_r}"
             )
 
     @classmethod
@@ -73,11 +77,19 @@ class ConvWorkload:
 
     @property
     def out_h(self) -> int:
-        return (self.height + 2 * self.pad - self.kernel_h) // self.stride + 1
+        return (self.height + self.pad + self.pad_b - self.kernel_h) // self.stride + 1
 
     @property
     def out_w(self) -> int:
-        return (self.width + 2 * self.pad - self.kernel_w) // self.stride + 1
+        return (self.width + self.pad + self.pad_r - self.kernel_w) // self.stride + 1
+
+    @property
+    def pad_b(self) -> int:
+        return self.pad if self.pad_bottom is None else self.pad_bottom
+
+    @property
+    def pad_r(self) -> int:
+        return self.pad if self.pad_right is None else self.pad_right
 
     @property
     def ci_blocks(self) -> int:
