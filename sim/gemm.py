@@ -32,6 +32,22 @@ def _batched_products(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return prod.astype(np.int32)
 
 
+def _grouped_products(x: np.ndarray, w_idx: np.ndarray, wgt_sram: np.ndarray) -> np.ndarray:
+    """x (g, r, bi) with one weight row per group -> (g, r, bo) int32. Groups that share a weight
+    row are merged into one taller product (fewer, larger matrix products)."""
+    uniq, inv = np.unique(w_idx, return_inverse=True)
+    counts = np.bincount(inv)
+    if uniq.size == w_idx.size or counts.min() != counts.max():
+        return _batched_products(x, wgt_sram[w_idx])
+    g, r, bi = x.shape
+    order = np.argsort(inv, kind="stable")
+    merged = x[order].reshape(uniq.size, counts[0] * r, bi)
+    prod = _batched_products(merged, wgt_sram[uniq]).reshape(g, r, -1)
+    out = np.empty_like(prod)
+    out[order] = prod
+    return out
+
+
 def products(
     st: SramState,
     src: np.ndarray,
@@ -53,8 +69,8 @@ def products(
         x = np.moveaxis(x, wgt_shared_axis, 2)  # (other, uops, shared, batch, bi)
         g_other, g_uops, g_shared = x.shape[:3]
         w_idx = np.moveaxis(wgt.reshape(shape), wgt_shared_axis, 2)[:, :, 0]
-        prod = _batched_products(
-            x.reshape(g_other * g_uops, g_shared * batch, bi), st.wgt[w_idx.reshape(-1)]
+        prod = _grouped_products(
+            x.reshape(g_other * g_uops, g_shared * batch, bi), w_idx.reshape(-1), st.wgt
         ).reshape(g_other, g_uops, g_shared, batch, bo)
         prod = np.moveaxis(prod, 2, wgt_shared_axis)  # back to (outer, inner, uops, ...)
         return np.ascontiguousarray(prod).reshape(-1, batch, bo)
