@@ -15,6 +15,7 @@ COMMANDS = {
     "disasm": "disasm",
     "isa": "isa_info",
     "conv": "conv",
+    "hw": "hw",
 }
 
 

