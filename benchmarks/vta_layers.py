@@ -18,35 +18,17 @@ import time
 import numpy as np
 
 import sim
-from compiler.backend.vta import ConvWorkload, Epilogue, default_config, lower_conv2d
+from compiler.backend.vta import Epilogue, default_config, lower_conv2d
 from compiler.backend.vta.conv2d import DramMap
+from compiler.backend.vta.workload import resnet18_workload
+from compiler.workloads import VTA_LAYERS
 from isa import HwConfig
-
-# name: (H=W, in channels, out channels, kernel, stride); "same" padding
-RESNET18 = {
-    "C2": (56, 64, 64, 3, 1),
-    "C3": (56, 64, 64, 1, 1),
-    "C4": (56, 64, 128, 3, 2),
-    "C5": (56, 64, 128, 1, 2),
-    "C6": (28, 128, 128, 3, 1),
-    "C7": (28, 128, 256, 3, 2),
-    "C8": (28, 128, 256, 1, 2),
-    "C9": (14, 256, 256, 3, 1),
-    "C10": (14, 256, 512, 3, 2),
-    "C11": (14, 256, 512, 1, 2),
-    "C12": (7, 512, 512, 3, 1),
-}
-
-
-def workload(name: str) -> ConvWorkload:
-    h, ci, co, k, s = RESNET18[name]
-    return ConvWorkload(h, h, ci, co, k, k, s, k // 2)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--measure", action="store_true", help="pick configs with the cycle model")
-    ap.add_argument("--layers", default=",".join(RESNET18))
+    ap.add_argument("--layers", default=",".join(VTA_LAYERS))
     args = ap.parse_args()
     hw = HwConfig()
     timing = sim.Timing()
@@ -64,7 +46,7 @@ def main() -> None:
     utils, all_faster = [], True
     t0 = time.perf_counter()
     for name in args.layers.split(","):
-        wl = workload(name)
+        wl = resnet18_workload(name)
         row = {}
         for v in (1, 2):
             measure = (

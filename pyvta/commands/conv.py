@@ -19,30 +19,17 @@ from compiler.backend.vta import (
     unpack_data,
 )
 from compiler.backend.vta.reference import reference_conv
+from compiler.backend.vta.workload import resnet18_workload
+from compiler.workloads import VTA_LAYERS
 from driver import SimDevice
 from isa import disassemble
 from pyvta.commands.common import add_config_argument, config_from
 
 HELP = "compile a conv2d layer for VTA, print its instructions, simulate it, write a trace"
 
-# ResNet-18 layers (H=W, in channels, out channels, kernel, stride), "same" padding.
-RESNET18 = {
-    "C2": (56, 64, 64, 3, 1),
-    "C3": (56, 64, 64, 1, 1),
-    "C4": (56, 64, 128, 3, 2),
-    "C5": (56, 64, 128, 1, 2),
-    "C6": (28, 128, 128, 3, 1),
-    "C7": (28, 128, 256, 3, 2),
-    "C8": (28, 128, 256, 1, 2),
-    "C9": (14, 256, 256, 3, 1),
-    "C10": (14, 256, 512, 3, 2),
-    "C11": (14, 256, 512, 1, 2),
-    "C12": (7, 512, 512, 3, 1),
-}
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--layer", choices=sorted(RESNET18), help="a ResNet-18 layer (default C9)")
+    p.add_argument("--layer", choices=VTA_LAYERS, help="a ResNet-18 layer (default C9)")
     p.add_argument("--shape", metavar="H,W,CI,CO,K,STRIDE,PAD", help="any conv2d shape instead")
     p.add_argument("--vthreads", type=int, choices=(1, 2, 3, 4), help="virtual threads")
     p.add_argument("--tile", metavar="TH,TW,TCI,TCO", help="tile sizes (pixels, channel blocks)")
@@ -72,8 +59,7 @@ def _workload(args) -> ConvWorkload:
                 f"--shape wants 7 integers H,W,CI,CO,K,STRIDE,PAD, got {args.shape!r}"
             ) from None
         return ConvWorkload(h, w, ci, co, k, k, s, pad)
-    h, ci, co, k, s = RESNET18[args.layer or "C9"]
-    return ConvWorkload(h, h, ci, co, k, k, s, k // 2)
+    return resnet18_workload(args.layer or "C9")
 
 
 def _config(args, wl, ep, hw) -> ConvConfig | None:

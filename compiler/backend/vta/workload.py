@@ -170,3 +170,18 @@ class Epilogue:
     @classmethod
     def requant(cls, shift: int, relu: bool = False, bias: bool = True, **kw) -> Epilogue:
         return cls(bias=bias, shift=shift, lo=0 if relu else -128, hi=127, **kw)
+
+
+def resnet18_workload(name: str) -> ConvWorkload:
+    """The VTA workload of a ResNet-18 layer ("C2".."C12", see ``compiler.workloads``)."""
+    from compiler.workloads import RESNET18_LAYERS
+
+    try:
+        s = RESNET18_LAYERS[name]
+    except KeyError:
+        raise WorkloadError(
+            f"unknown layer {name!r} (known: {', '.join(RESNET18_LAYERS)})"
+        ) from None
+    return ConvWorkload(
+        s.height, s.width, s.in_channels, s.out_channels, s.kernel, s.kernel, s.stride, s.pad
+    )

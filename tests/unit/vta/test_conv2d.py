@@ -20,22 +20,10 @@ from compiler.backend.vta import (
     pack_weights,
     unpack_data,
 )
+from compiler.backend.vta.workload import resnet18_workload
+from compiler.workloads import VTA_LAYERS
 from driver import SimDevice
 from isa import HwConfig, Module, encode_uops
-
-RESNET18 = {
-    "C2": (56, 64, 64, 3, 1),
-    "C3": (56, 64, 64, 1, 1),
-    "C4": (56, 64, 128, 3, 2),
-    "C5": (56, 64, 128, 1, 2),
-    "C6": (28, 128, 128, 3, 1),
-    "C7": (28, 128, 256, 3, 2),
-    "C8": (28, 128, 256, 1, 2),
-    "C9": (14, 256, 256, 3, 1),
-    "C10": (14, 256, 512, 3, 2),
-    "C11": (14, 256, 512, 1, 2),
-    "C12": (7, 512, 512, 3, 1),
-}
 
 
 def run_and_check(
@@ -57,15 +45,16 @@ def run_and_check(
     assert np.array_equal(got, expected), f"{wl} {op.config.to_dict()}: result differs"
     # the conv's MACs, plus the epilogue passes the GEMM core does (bias digits, residual)
     rows = wl.co_blocks * wl.out_h * wl.out_w
-    extra = rows * (int(op.ep.bias_via_gemm) + (op.ep.residual_passes if op.ep.residual_via_gemm else 0))
+    extra = rows * (
+        int(op.ep.bias_via_gemm) + (op.ep.residual_passes if op.ep.residual_via_gemm else 0)
+    )
     assert run.counters["macs"] == wl.macs + extra * wl.block * wl.block
     return op, run
 
 
-@pytest.mark.parametrize("name", list(RESNET18))
+@pytest.mark.parametrize("name", VTA_LAYERS)
 def test_resnet18_layers_exact(name, rng):
-    h, ci, co, k, s = RESNET18[name]
-    wl = ConvWorkload(h, h, ci, co, k, k, s, k // 2)
+    wl = resnet18_workload(name)
     run_and_check(wl, Epilogue.requant(shift=9, relu=True), rng)
 
 
