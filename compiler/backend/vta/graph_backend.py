@@ -36,6 +36,16 @@ class AcceleratorBackend:
         self.configs = configs or {}  # ConvWorkload -> ConvConfig (e.g. from a tuning log)
         self._ops: dict[tuple, VtaConv2d] = {}
         self.runs: list[LayerRun] = []
+        self._last_cycles: int | None = None
+
+    @property
+    def last_cycles(self) -> int | None:
+        """Cycles of the most recent node (all its batch items); read by the graph executor."""
+        return self._last_cycles
+
+    @property
+    def total_cycles(self) -> int:
+        return sum(r.cycles or 0 for r in self.runs)
 
     # -- the contract ------------------------------------------------------------------------------
     def conv2d(self, x, w, bias, res, p) -> np.ndarray:
@@ -51,9 +61,10 @@ class AcceleratorBackend:
             )
         wl = ConvWorkload(h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr)
         outs = []
+        self._last_cycles = 0
         for i in range(n):
             r = None if res is None else res[i, :, :, :, 0, :]
-            outs.append(self._run(wl, w, bias, r, p, x[i, :, :, :, 0, :]))
+            outs.append(self._run(wl, w, bias, r, p, x[i, :, :, :, 0, :], id(w)))
         return np.stack(outs)[:, :, :, :, None, :]
 
     def dense(self, x, w, bias, res, p) -> np.ndarray:
@@ -63,14 +74,15 @@ class AcceleratorBackend:
         wl = ConvWorkload.dense(ib * b, ob * b, b)
         w4 = w[:, :, None, None, :, :]
         outs = []
+        self._last_cycles = 0
         for i in range(n):
             r = None if res is None else res[i][:, None, :, :]
             data = x[i][:, None, :, :]  # (I/B, 1, 1, B)
-            outs.append(self._run(wl, w4, bias, r, p, data)[:, 0])  # (O/B, 1, B)
+            outs.append(self._run(wl, w4, bias, r, p, data, id(w))[:, 0])  # (O/B, 1, B)
         return np.stack(outs)
 
     # -- compile once, run many ---------------------------------------------------------------------
-    def _run(self, wl: ConvWorkload, w, bias, res, p, data) -> np.ndarray:
+    def _run(self, wl: ConvWorkload, w, bias, res, p, data, w_id: int) -> np.ndarray:
         ep = Epilogue(
             bias=True,
             shift=p.shift,
@@ -79,7 +91,7 @@ class AcceleratorBackend:
             residual=res is not None,
             residual_shift=p.res_shift,
         )
-        key = (id(w), w.shape, wl, ep)
+        key = (w_id, wl, ep)
         op = self._ops.get(key)
         if op is None:
             weights = np.ascontiguousarray(w, np.int8)
@@ -98,4 +110,5 @@ class AcceleratorBackend:
             None if res is None else np.ascontiguousarray(res, np.int8),
         )
         self.runs.append(LayerRun(wl, op.config.to_dict(), run.cycles, run.wall_s, op.insn_count))
+        self._last_cycles = (self._last_cycles or 0) + (run.cycles or 0)
         return run.output
