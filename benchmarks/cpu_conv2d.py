@@ -48,7 +48,7 @@ KNOBS = {
 WINOGRAD_KNOBS = {
     "C2": WinogradKnobs(p_block=14, k_block=32),
     "C6": WinogradKnobs(p_block=14, k_block=32),
-    "C9": WinogradKnobs(p_block=7, k_block=32),
+    "C9": WinogradKnobs(p_block=7, k_block=64),
     "C12": WinogradKnobs(p_block=8, k_block=32),
 }
 

@@ -1,0 +1,30 @@
+"""Build a lowered function for the host CPU, going through the kernel cache."""
+
+from __future__ import annotations
+
+from compiler.backend.llvm.cache import KernelCache, kernel_key
+from compiler.backend.llvm.codegen import CodeGen
+from compiler.backend.llvm.jit import JitFunction, optimize
+from compiler.backend.llvm.module import Module
+from compiler.backend.llvm.target import CpuTarget, cpu_scopes
+from compiler.ir.stmt import PrimFunc
+from compiler.passes.pipeline import LLVM_PASSES, run_passes
+
+
+def build_llvm(func: PrimFunc, target: CpuTarget, cache: KernelCache) -> Module:
+    """Run ``LLVM_PASSES`` on ``func``, generate, optimise and JIT it (or reuse a cached copy)."""
+    func = run_passes(func, LLVM_PASSES)
+    key = kernel_key(str(func), target.key)
+    hit = cache.get_memory(key)
+    if hit is not None:
+        return Module(func, hit, target, "memory")
+    text = cache.read_ir(key)
+    source = "disk"
+    if text is None:
+        source = "none"
+        llmod = CodeGen(func, target, cpu_scopes()).generate()
+        text = optimize(str(llmod), target)
+        cache.write_ir(key, text)
+    jit = JitFunction(text, func.name, target)
+    cache.put_memory(key, jit)
+    return Module(func, jit, target, source)

@@ -1,0 +1,52 @@
+"""Kernel cache: in memory per process, and on disk as optimised LLVM IR.
+
+The key is a SHA-256 of the printed loop IR, the target key and ``CODEGEN_VERSION``; bump the
+version whenever code generation changes what it emits for the same IR.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+CODEGEN_VERSION = "9"
+
+
+def kernel_key(ir_text: str, target_key: str) -> str:
+    h = hashlib.sha256()
+    for part in (CODEGEN_VERSION, target_key, ir_text):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class KernelCache:
+    """``directory=None`` keeps the cache in memory only."""
+
+    def __init__(self, directory: str | os.PathLike | None):
+        self.directory = Path(directory) if directory is not None else None
+        self._mem: dict = {}
+
+    def get_memory(self, key: str):
+        return self._mem.get(key)
+
+    def put_memory(self, key: str, value) -> None:
+        self._mem[key] = value
+
+    def read_ir(self, key: str) -> str | None:
+        if self.directory is None:
+            return None
+        p = self.directory / f"{key}.ll"
+        try:
+            return p.read_text()
+        except FileNotFoundError:
+            return None
+
+    def write_ir(self, key: str, text: str) -> None:
+        if self.directory is None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / f".{key}.{os.getpid()}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.directory / f"{key}.ll")

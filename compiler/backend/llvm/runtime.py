@@ -1,0 +1,181 @@
+"""Parallel runtime: a persistent pool of POSIX threads, written in LLVM IR and JIT-compiled once
+per process (on first use, never at import).
+
+Kernels call ``void pyvta_parallel_launch(i8* (i8*)* fn, i8* arg, i32 nthreads)``: the caller
+and up to ``nthreads - 1`` pool workers each run ``fn(arg)``; ``fn`` takes chunks of iterations
+from an atomic counter in ``arg`` until none are left, so any number of participants is correct.
+Workers spin briefly after a task (a following launch then starts at once) and then sleep on a
+condition variable. Launches are serialised by a lock, so kernels may be called from several
+Python threads; a process forked after the pool started gets a fresh pool on its first launch.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+LAUNCH_SYMBOL = "pyvta_parallel_launch"
+SPIN_ITERS = 20000
+_SYNC_BYTES = 64  # >= sizeof(pthread_mutex_t) and sizeof(pthread_cond_t) on glibc
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+I8P = I8.as_pointer()
+TASK = ir.FunctionType(I8P, [I8P]).as_pointer()
+
+
+def _global(mod, name, ty, init):
+    g = ir.GlobalVariable(mod, ty, name)
+    g.initializer = init
+    g.align = 16
+    return g
+
+
+def _runtime_module() -> ir.Module:
+    mod = ir.Module(name="pyvta_runtime")
+    sync = ir.ArrayType(I8, _SYNC_BYTES)
+    zero = ir.Constant(sync, None)
+    mu, launch_mu = _global(mod, "mu", sync, zero), _global(mod, "launch_mu", sync, zero)
+    cv_work, cv_done = _global(mod, "cv_work", sync, zero), _global(mod, "cv_done", sync, zero)
+    gen = _global(mod, "gen", I64, ir.Constant(I64, 0))
+    task_fn = _global(mod, "task_fn", TASK, ir.Constant(TASK, None))
+    task_arg = _global(mod, "task_arg", I8P, ir.Constant(I8P, None))
+    limit = _global(mod, "limit", I32, ir.Constant(I32, 0))
+    pending = _global(mod, "pending", I32, ir.Constant(I32, 0))
+    nworkers = _global(mod, "nworkers", I32, ir.Constant(I32, 0))
+    owner = _global(mod, "owner_pid", I32, ir.Constant(I32, 0))
+
+    def decl(name, ret, args):
+        return ir.Function(mod, ir.FunctionType(ret, args), name=name)
+
+    lock = decl("pthread_mutex_lock", I32, [I8P])
+    unlock = decl("pthread_mutex_unlock", I32, [I8P])
+    wait = decl("pthread_cond_wait", I32, [I8P, I8P])
+    broadcast = decl("pthread_cond_broadcast", I32, [I8P])
+    signal = decl("pthread_cond_signal", I32, [I8P])
+    worker_ty = ir.FunctionType(I8P, [I8P])
+    create = decl("pthread_create", I32, [I8P, I8P, worker_ty.as_pointer(), I8P])
+    detach = decl("pthread_detach", I32, [I64])
+    getpid = decl("getpid", I32, [])
+
+    def p(g):
+        return g.bitcast(I8P)
+
+    # -- worker(arg): arg packs (index << 32) | generation-at-creation
+    worker = ir.Function(mod, worker_ty, name="pyvta_worker")
+    b = ir.IRBuilder(worker.append_basic_block("entry"))
+    packed = b.ptrtoint(worker.args[0], I64)
+    index = b.trunc(b.lshr(packed, ir.Constant(I64, 32)), I32)
+    my = b.alloca(I64)
+    b.store(b.and_(packed, ir.Constant(I64, 0xFFFFFFFF)), my)
+    spin_ctr = b.alloca(I32)
+    spin, locked, waitb, run, done = (
+        worker.append_basic_block(n) for n in ("spin", "locked", "wait", "run", "done")
+    )
+    b.store(ir.Constant(I32, 0), spin_ctr)
+    b.branch(spin)
+    # spin a while on the generation counter before sleeping
+    b.position_at_end(spin)
+    g = b.load_atomic(gen, "acquire", 8)
+    n = b.load(spin_ctr)
+    b.store(b.add(n, ir.Constant(I32, 1)), spin_ctr)
+    keep = b.and_(
+        b.icmp_unsigned("==", g, b.load(my)), b.icmp_signed("<", n, ir.Constant(I32, SPIN_ITERS))
+    )
+    b.cbranch(keep, spin, locked)
+    b.position_at_end(locked)
+    b.call(lock, [p(mu)])
+    b.branch(waitb)
+    b.position_at_end(waitb)
+    g = b.load(gen)
+    with b.if_then(b.icmp_unsigned("==", g, b.load(my))):
+        b.call(wait, [p(cv_work), p(mu)])
+    g2 = b.load(gen)
+    b.cbranch(b.icmp_unsigned("==", g2, b.load(my)), waitb, run)
+    b.position_at_end(run)
+    b.store(g2, my)
+    fn, arg = b.load(task_fn), b.load(task_arg)
+    takes_part = b.icmp_signed("<", index, b.load(limit))
+    b.call(unlock, [p(mu)])
+    with b.if_then(takes_part):
+        b.call(fn, [arg])
+        b.call(lock, [p(mu)])
+        left = b.sub(b.load(pending), ir.Constant(I32, 1))
+        b.store(left, pending)
+        with b.if_then(b.icmp_signed("==", left, ir.Constant(I32, 0))):
+            b.call(signal, [p(cv_done)])
+        b.call(unlock, [p(mu)])
+    b.store(ir.Constant(I32, 0), spin_ctr)
+    b.branch(spin)
+    b.position_at_end(done)
+    b.ret(ir.Constant(I8P, None))
+
+    # -- launch(fn, arg, nthreads)
+    launch = ir.Function(mod, ir.FunctionType(ir.VoidType(), [TASK, I8P, I32]), LAUNCH_SYMBOL)
+    fn_a, arg_a, nthreads = launch.args
+    b = ir.IRBuilder(launch.append_basic_block("entry"))
+    tid = b.alloca(I64)
+    # after a fork() the child has none of the parent's workers: start a fresh pool
+    pid = b.call(getpid, [])
+    with b.if_then(b.icmp_signed("!=", pid, b.load(owner))):
+        for g in (mu, launch_mu, cv_work, cv_done):
+            b.store(zero, g)
+        b.store(ir.Constant(I32, 0), nworkers)
+        b.store(pid, owner)
+    b.call(lock, [p(launch_mu)])
+    want = b.sub(nthreads, ir.Constant(I32, 1))
+    grow, grown = launch.append_basic_block("grow"), launch.append_basic_block("grown")
+    b.branch(grow)
+    b.position_at_end(grow)
+    have = b.load(nworkers)
+    more = launch.append_basic_block("more")
+    b.cbranch(b.icmp_signed("<", have, want), more, grown)
+    b.position_at_end(more)
+    b.call(lock, [p(mu)])
+    cur = b.load(gen)
+    b.call(unlock, [p(mu)])
+    word = b.or_(b.shl(b.zext(have, I64), ir.Constant(I64, 32)), cur)
+    b.call(create, [b.bitcast(tid, I8P), ir.Constant(I8P, None), worker, b.inttoptr(word, I8P)])
+    b.call(detach, [b.load(tid)])
+    b.store(b.add(have, ir.Constant(I32, 1)), nworkers)
+    b.branch(grow)
+    b.position_at_end(grown)
+    b.call(lock, [p(mu)])
+    b.store(fn_a, task_fn)
+    b.store(arg_a, task_arg)
+    b.store(want, limit)
+    b.store(want, pending)
+    b.store_atomic(b.add(b.load(gen), ir.Constant(I64, 1)), gen, "release", 8)
+    b.call(broadcast, [p(cv_work)])
+    b.call(unlock, [p(mu)])
+    b.call(fn_a, [arg_a])
+    b.call(lock, [p(mu)])
+    waitd, fin = launch.append_basic_block("wait_done"), launch.append_basic_block("fin")
+    b.branch(waitd)
+    b.position_at_end(waitd)
+    with b.if_then(b.icmp_signed(">", b.load(pending), ir.Constant(I32, 0))):
+        b.call(wait, [p(cv_done), p(mu)])
+    b.cbranch(b.icmp_signed(">", b.load(pending), ir.Constant(I32, 0)), waitd, fin)
+    b.position_at_end(fin)
+    b.call(unlock, [p(mu)])
+    b.call(unlock, [p(launch_mu)])
+    b.ret_void()
+    return mod
+
+
+@cache
+def ensure_runtime() -> int:
+    """JIT the runtime once per process and make ``LAUNCH_SYMBOL`` resolvable by kernels."""
+    from compiler.backend.llvm.jit import JitFunction, optimize
+    from compiler.backend.llvm.target import CpuTarget
+
+    target = CpuTarget.host(1)
+    text = optimize(str(_runtime_module()), target)
+    jit = JitFunction(text, LAUNCH_SYMBOL, target)
+    _KEEP.append(jit)
+    llvm.add_symbol(LAUNCH_SYMBOL, jit.address)
+    return jit.address
+
+
+_KEEP: list = []

@@ -1,0 +1,74 @@
+"""Analysis for explicit SIMD code generation: how an index moves with the vector lane, and
+whether a ``vectorized`` loop body can be emitted as straight-line vector code."""
+
+from __future__ import annotations
+
+from compiler.ir.expr import IntImm, Load, Select, children, free_vars
+from compiler.ir.simplify import linear_form, simplify, var_coef
+from compiler.ir.stmt import Allocate, For, IfThenElse, Store, stmt_children, stmt_exprs
+
+
+def walk_stmts(s):
+    yield s
+    for c in stmt_children(s):
+        yield from walk_stmts(c)
+
+
+def walk_exprs(e):
+    yield e
+    for c in children(e):
+        yield from walk_exprs(c)
+
+
+def stmt_exprs_deep(s):
+    for st in walk_stmts(s):
+        for e in stmt_exprs(st):
+            yield from walk_exprs(e)
+
+
+def lane_coef(index, var) -> int | None:
+    """Coefficient of ``var`` in affine ``index`` (0 when absent), None when not affine."""
+    if var not in free_vars(index):
+        return 0
+    return var_coef(linear_form(simplify(index)), var)
+
+
+def has_load(e) -> bool:
+    return any(isinstance(x, Load) for x in walk_exprs(e))
+
+
+MAX_SHUFFLED_STRIDE = 4  # strided vector loads up to this stride: one wide load + a shuffle
+
+
+def masked_load_ok(e: Select, var) -> bool:
+    """``select(c, A[stride 1..4], no-loads)``: emitted as one masked vector load."""
+    return (
+        isinstance(e.t, Load)
+        and not has_load(e.t.index)
+        and lane_coef(e.t.index, var) in range(1, MAX_SHUFFLED_STRIDE + 1)
+        and not has_load(e.f)
+        and not has_load(e.cond)
+    )
+
+
+def vectorizable(s: For) -> bool:
+    """Whether loop ``s`` can be emitted as straight-line SIMD code (else: a scalar loop)."""
+    if not isinstance(s.extent, IntImm) or not isinstance(s.min, IntImm) or s.min.value:
+        return False
+    v = s.var
+    for st in walk_stmts(s.body):
+        if isinstance(st, For | Allocate):
+            return False
+        if isinstance(st, IfThenElse) and v in free_vars(st.cond):
+            return False
+        if isinstance(st, Store) and lane_coef(st.index, v) == 0 and v in free_vars(st.value):
+            return False
+    for e in stmt_exprs_deep(s.body):
+        if (
+            isinstance(e, Select)
+            and v in free_vars(e.cond)
+            and not masked_load_ok(e, v)
+            and (has_load(e.t) or has_load(e.f))
+        ):
+            return False
+    return True

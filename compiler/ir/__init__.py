@@ -1,0 +1,66 @@
+"""Loop IR: one node family (``expr``, ``stmt``), a stable printer, a checker and a simplifier."""
+
+from compiler.ir.expr import (
+    BinOp,
+    Call,
+    Cast,
+    Compare,
+    Expr,
+    FloatImm,
+    IntImm,
+    Load,
+    Not,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    const,
+)
+from compiler.ir.printer import expr_str, func_str, stmt_str
+from compiler.ir.simplify import simplify
+from compiler.ir.stmt import (
+    Allocate,
+    Buffer,
+    Evaluate,
+    For,
+    IfThenElse,
+    Let,
+    PrimFunc,
+    Seq,
+    Stmt,
+    Store,
+)
+from compiler.ir.verify import IRError, verify
+
+__all__ = [
+    "Allocate",
+    "BinOp",
+    "Buffer",
+    "Call",
+    "Cast",
+    "Compare",
+    "Evaluate",
+    "Expr",
+    "FloatImm",
+    "For",
+    "IRError",
+    "IfThenElse",
+    "IntImm",
+    "Let",
+    "Load",
+    "Not",
+    "PrimFunc",
+    "Reduce",
+    "Select",
+    "Seq",
+    "Stmt",
+    "Store",
+    "TensorRead",
+    "Var",
+    "const",
+    "expr_str",
+    "func_str",
+    "simplify",
+    "stmt_str",
+    "verify",
+]

@@ -1,0 +1,1 @@
+"""Lowering from schedules to loop IR (bound inference, loop nests)."""

@@ -1,0 +1,108 @@
+"""Conv2d schedule for the CPU: NCHW in and out, blocked weights, register-tiled accumulators.
+
+Data ``[1, C, H, W]`` is zero-padded in one parallel, vectorized pass (rows as masked vector
+loads). Weights arrive packed as OIHW{ic}i{oc}o ``[O/oc, C/ic, KH, KW, ic, oc]`` (constants,
+packed once by ``pack_weights``). Each tile of one output row x ``ow_block`` columns x
+``oc`` output channels accumulates in a ``local`` NCHW{oc}c buffer held in registers: the
+micro-kernel broadcasts one input value and FMAs it into ``oc / lanes`` vector accumulators
+per output column (``ow_block`` columns unrolled), then the tile is transposed back to NCHW
+``[1, O, OH, OW]``. Tiles (output-channel block x row) run in parallel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from compiler.ir.expr import all_, const
+from compiler.ops.conv2d import _out_size
+from compiler.schedule.schedule import create_schedule
+from compiler.te.expr_ops import select
+from compiler.te.tensor import compute, placeholder, reduce_axis
+from compiler.te.tensor import sum as te_sum
+
+
+@dataclass(frozen=True)
+class Conv2dKnobs:
+    """Tuning knobs (the tuner's search space): ``ic``/``oc`` channel blocks (``oc`` a multiple
+    of the vector lanes); ``ow_block`` unrolled output columns per register tile (it must
+    divide the output width; ``oc / lanes * ow_block`` accumulators should fit the 32 vector
+    registers); ``parallel`` run tiles across threads; ``unroll_rci`` unroll the innermost
+    input-channel loop."""
+
+    ic: int = 16
+    oc: int = 32
+    ow_block: int = 14
+    parallel: bool = True
+    unroll_rci: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def pack_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
+    """OIHW numpy weights -> OIHW{ic}i{oc}o ``[O/oc, C/ic, KH, KW, ic, oc]``."""
+    o, c, kh, kw = kernel.shape
+    w = kernel.reshape(o // oc, oc, c // ic, ic, kh, kw)
+    return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 3, 1))
+
+
+def conv2d_nchw_blocked(
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: int,
+    stride: int,
+    padding: int,
+    knobs: Conv2dKnobs = Conv2dKnobs(),
+):
+    """Schedule and arguments ``(sch, [data, packed_weights, out])`` for batch 1 float32."""
+    ic, oc, owb = knobs.ic, knobs.oc, knobs.ow_block
+    if c % ic or o % oc:
+        raise ValueError(f"channels {c}/{o} must be multiples of the blocks ic={ic}/oc={oc}")
+    oh = _out_size("conv2d", h, kernel, stride, padding)
+    ow = _out_size("conv2d", w, kernel, stride, padding)
+    if ow % owb:
+        raise ValueError(f"ow_block {owb} must divide the output width {ow}")
+    hp, wp = h + 2 * padding, w + 2 * padding
+    data = placeholder((1, c, h, w), "float32", "data")
+    wgt = placeholder((o // oc, c // ic, kernel, kernel, ic, oc), "float32", "weight")
+
+    def pad_fn(n, ch, y, x):
+        inside = all_(y >= padding, y < h + padding, x >= padding, x < w + padding)
+        return select(inside, data[n, ch, y - padding, x - padding], const(0.0))
+
+    dp = compute((1, c, hp, wp), pad_fn, name="data.pad") if padding else data
+    rco, ry, rx = reduce_axis(c // ic, "rco"), reduce_axis(kernel, "ry"), reduce_axis(kernel, "rx")
+    rci = reduce_axis(ic, "rci")
+    conv = compute(
+        (1, o // oc, oh, ow, oc),
+        lambda n, f, y, x, fi: te_sum(
+            dp[n, rco * ic + rci, y * stride + ry, x * stride + rx] * wgt[f, rco, ry, rx, rci, fi],
+            [rco, ry, rx, rci],
+        ),
+        name="conv",
+    )
+    out = compute((1, o, oh, ow), lambda n, f, y, x: conv[n, f // oc, y, x, f % oc], name="out")
+    s = create_schedule(out)
+    s[conv].set_scope("local")
+    fo, fi = s[out].split("f", oc)
+    xo, xi = s[out].split("x", owb)
+    s[out].reorder("n", fo, "y", xo, fi, xi)
+    s[conv].compute_at(s[out], xo)
+    s[conv].reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
+    s[conv].vectorize("fi")
+    s[conv].unroll("x")
+    if knobs.unroll_rci:
+        s[conv].unroll("rci")
+    s[out].vectorize(xi)
+    s[out].unroll(fi)  # constant indices: the whole tile stays in registers
+    if padding:
+        s[dp].vectorize("x")
+    if knobs.parallel:
+        s[out].parallel(s[out].fuse(fo, "y"))
+        if padding:
+            s[dp].parallel(s[dp].fuse("ch", "y"))
+    return s, [data, wgt, out]

@@ -1,0 +1,56 @@
+"""GEMM schedule for the CPU: packed B panels, register-blocked micro-kernel, parallel rows.
+
+``C[M, N] = A[M, K] @ B[K, N]``; B is repacked to ``[N/bn, K, bn]`` so the micro-kernel reads
+unit-stride vectors; each ``bm x bn`` tile of C is accumulated in a ``local`` buffer (registers)
+with ``bm`` unrolled rows and ``bn`` vector lanes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from compiler.schedule.schedule import create_schedule
+from compiler.te.tensor import compute, placeholder, reduce_axis
+from compiler.te.tensor import sum as te_sum
+
+
+@dataclass(frozen=True)
+class GemmKnobs:
+    """``bm``: rows per register tile; ``bn``: columns per tile (a multiple of the vector
+    lanes); ``bk``: unroll of the reduction; ``parallel``: run row tiles across threads."""
+
+    bm: int = 8
+    bn: int = 32
+    bk: int = 4
+    parallel: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def matmul_packed(m: int, n: int, k: int, knobs: GemmKnobs = GemmKnobs(), dtype="float32"):
+    """Schedule and arguments ``(sch, [A, B, C])`` of a float32 GEMM. ``n`` must be a multiple
+    of ``knobs.bn``; ``m`` and ``k`` may be anything (tails are guarded)."""
+    bm, bn, bk = knobs.bm, knobs.bn, knobs.bk
+    if n % bn:
+        raise ValueError(f"n={n} must be a multiple of bn={bn}")
+    a = placeholder((m, k), dtype, "A")
+    b = placeholder((k, n), dtype, "B")
+    bp = compute((n // bn, k, bn), lambda jo, kk, ji: b[kk, jo * bn + ji], name="B.packed")
+    r = reduce_axis(k, "k")
+    c = compute((m, n), lambda i, j: te_sum(a[i, r] * bp[j // bn, r, j % bn], r), name="C")
+    s = create_schedule(c)
+    cc = s.cache_write(c, "local")
+    io, jo, ii, ji = s[c].tile("i", "j", bm, bn)
+    s[cc].compute_at(s[c], jo)
+    ko, ki = s[cc].split("k", bk)
+    s[cc].reorder(ko, ki, "i.c", "j.c")
+    s[cc].vectorize("j.c")
+    s[cc].unroll("i.c")
+    s[cc].unroll(ki)
+    s[c].vectorize(ji)
+    s[bp].vectorize("ji")
+    if knobs.parallel:
+        s[c].parallel(io)
+        s[bp].parallel("jo")
+    return s, [a, b, c]

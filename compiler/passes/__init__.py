@@ -1,0 +1,5 @@
+"""Loop-IR passes and the ordered pipelines that run them (see ``pipeline``)."""
+
+from compiler.passes.pipeline import LLVM_PASSES, PASSES, run_passes
+
+__all__ = ["LLVM_PASSES", "PASSES", "run_passes"]

@@ -1,0 +1,27 @@
+"""``unroll_loops``: replace each ``unrolled`` loop by copies of its body, one per iteration."""
+
+from __future__ import annotations
+
+from compiler.ir.expr import IntImm, substitute
+from compiler.ir.stmt import For, PrimFunc, Seq, stmt_map
+
+MAX_UNROLL = 256
+
+
+def unroll_loops(func: PrimFunc) -> PrimFunc:
+    def f(s):
+        if isinstance(s, For) and s.kind == "unrolled":
+            n = s.extent.value
+            if n > MAX_UNROLL:
+                raise ValueError(
+                    f"unrolled loop {s.var.name} has extent {n}; at most {MAX_UNROLL} is allowed"
+                )
+            return Seq(
+                [
+                    stmt_map(s.body, None, lambda e, i=i: substitute(e, {s.var: IntImm(i)}))
+                    for i in range(n)
+                ]
+            )
+        return None
+
+    return func.with_body(stmt_map(func.body, f))

@@ -1,0 +1,55 @@
+"""Tensor expressions: declare computations independently of how they are scheduled."""
+
+from compiler.ir.expr import const
+from compiler.te.expr_ops import (
+    cast,
+    equal,
+    exp,
+    if_then_else,
+    logical_and,
+    logical_not,
+    logical_or,
+    maximum,
+    minimum,
+    not_equal,
+    select,
+    sqrt,
+)
+from compiler.te.tensor import (
+    ComputeOp,
+    IterVar,
+    PlaceholderOp,
+    Tensor,
+    compute,
+    max,
+    min,
+    placeholder,
+    reduce_axis,
+    sum,
+)
+
+__all__ = [
+    "ComputeOp",
+    "IterVar",
+    "PlaceholderOp",
+    "Tensor",
+    "cast",
+    "compute",
+    "const",
+    "equal",
+    "exp",
+    "if_then_else",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "max",
+    "maximum",
+    "min",
+    "minimum",
+    "not_equal",
+    "placeholder",
+    "reduce_axis",
+    "select",
+    "sqrt",
+    "sum",
+]

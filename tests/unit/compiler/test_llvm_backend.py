@@ -1,0 +1,228 @@
+"""The llvmlite CPU backend: argument checks, SIMD and threads in the generated code, caching."""
+
+import importlib
+
+import numpy as np
+import pytest
+
+import compiler
+from compiler import te
+from compiler.backend.llvm import CpuTarget
+
+
+def _axpy(n=37):
+    x = te.placeholder((n,), "float32", "X")
+    y = te.placeholder((n,), "float32", "Y")
+    z = te.compute((n,), lambda i: x[i] * 2.0 + y[i], name="Z")
+    return x, y, z
+
+
+def test_host_target_uses_host_cpu_features():
+    t = CpuTarget.host()
+    assert t.triple and t.cpu
+    assert t.vector_bits in (128, 256, 512)
+    assert t.vector_lanes("float32") == t.vector_bits // 32
+    if "+avx512f" in t.features:
+        assert t.vector_bits == 512
+    with pytest.raises(ValueError, match="positive int"):
+        CpuTarget.host(num_threads=0)
+
+
+def test_argument_checks(build):
+    x, y, z = _axpy()
+    s = compiler.create_schedule(z)
+    mod = build(s, [x, y, z])
+    a = np.ones(37, np.float32)
+    with pytest.raises(TypeError, match="takes 3 arrays"):
+        mod(a, a)
+    with pytest.raises(TypeError, match="dtype float64, expected float32"):
+        mod(a, a, np.ones(37))
+    with pytest.raises(ValueError, match=r"shape \(36,\), expected \(37,\)"):
+        mod(a, a, np.ones(36, np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        mod(a, a, np.ones(74, np.float32)[::2])
+    with pytest.raises(ValueError, match="not supported"):
+        compiler.build(s, [x, y, z], target="cuda")
+
+
+def test_vectorized_and_parallel_code(build, rng):
+    x, y, z = _axpy(4096)
+    s = compiler.create_schedule(z)
+    xo, xi = s[z].split("i", 16)
+    s[z].vectorize(xi)
+    s[z].parallel(xo)
+    mod = build(s, [x, y, z], num_threads=2)
+    assert "<16 x float>" in mod.llvm_ir
+    assert "pyvta_parallel_launch" in mod.llvm_ir
+    a, b = (
+        rng.standard_normal(4096).astype(np.float32),
+        rng.standard_normal(4096).astype(np.float32),
+    )
+    out = np.zeros(4096, np.float32)
+    mod(a, b, out)
+    np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
+    serial = build(s, [x, y, z], num_threads=1)
+    assert "pyvta_parallel_launch" not in serial.llvm_ir
+    out2 = np.zeros(4096, np.float32)
+    serial(a, b, out2)
+    np.testing.assert_array_equal(out, out2)
+
+
+def test_parallel_with_uneven_chunks(build, rng):
+    x, y, z = _axpy(7)
+    s = compiler.create_schedule(z)
+    s[z].parallel("i")
+    mod = build(s, [x, y, z], num_threads=3)
+    a, b = rng.standard_normal(7).astype(np.float32), rng.standard_normal(7).astype(np.float32)
+    out = np.zeros(7, np.float32)
+    mod(a, b, out)
+    np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
+
+
+def test_padding_rows_become_masked_vector_loads(build, rng):
+    d = te.placeholder((3, 5), "float32", "D")
+    p = te.compute(
+        (3, 9),
+        lambda i, j: te.select(te.logical_and(j >= 2, j < 7), d[i, j - 2], te.const(0.0)),
+        name="P",
+    )
+    s = compiler.create_schedule(p)
+    s[p].vectorize("j")
+    mod = build(s, [d, p])
+    assert "llvm.masked.load" in mod.llvm_ir
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    out = np.full((3, 9), 5.0, np.float32)
+    mod(x, out)
+    np.testing.assert_array_equal(out, np.pad(x, ((0, 0), (2, 2))))
+
+
+def test_strided_vector_access_and_math_intrinsics(build, rng):
+    a = te.placeholder((8, 6), "float32", "A")
+    b = te.compute((6, 8), lambda i, j: te.exp(a[j, i]) + te.sqrt(a[j, i] * a[j, i]), name="B")
+    s = compiler.create_schedule(b)
+    s[b].vectorize("j")  # a gather: stride 6
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    out = np.zeros((6, 8), np.float32)
+    build(s, [a, b])(x, out)
+    np.testing.assert_allclose(out, np.exp(x.T) + np.abs(x.T), rtol=1e-5)
+
+
+def test_kernel_cache_memory_and_disk(tmp_path, rng):
+    x, y, z = _axpy(19)
+    s = compiler.create_schedule(z)
+    first = compiler.build(s, [x, y, z], cache_dir=tmp_path)
+    assert first.from_cache == "none"
+    assert len(list(tmp_path.glob("*.ll"))) == 1
+    again = compiler.build(s, [x, y, z], cache_dir=tmp_path)
+    assert again.from_cache == "memory"
+    importlib.import_module("compiler.api")._CACHES.pop(tmp_path)  # as in a fresh process
+    reloaded = compiler.build(s, [x, y, z], cache_dir=tmp_path)
+    assert reloaded.from_cache == "disk"
+    a, b = rng.standard_normal(19).astype(np.float32), rng.standard_normal(19).astype(np.float32)
+    out = np.zeros(19, np.float32)
+    reloaded(a, b, out)
+    np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
+
+
+def test_cache_dir_from_environment_at_top_level(monkeypatch, tmp_path):
+    from compiler.api import default_cache_dir
+
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
+    assert default_cache_dir() == str(tmp_path / "llvm")
+    monkeypatch.delenv("PYVTA_CACHE_DIR")
+    assert default_cache_dir().endswith("pyvta/llvm")
+
+
+def test_thread_pool_is_reused_and_safe_from_python_threads(build, rng):
+    """Many launches from several Python threads at once give correct results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    x, y, z = _axpy(1000)
+    s = compiler.create_schedule(z)
+    s[z].parallel("i")
+    mod = build(s, [x, y, z], num_threads=2)
+    a, b = (
+        rng.standard_normal(1000).astype(np.float32),
+        rng.standard_normal(1000).astype(np.float32),
+    )
+
+    def job(_):
+        out = np.zeros(1000, np.float32)
+        for _ in range(50):
+            mod(a, b, out)
+        return out
+
+    with ThreadPoolExecutor(3) as pool:
+        for out in pool.map(job, range(6)):
+            np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
+
+
+def test_hand_written_loop_ir_with_let_if_else_and_vthread(build):
+    """Loop IR built directly (no schedule) compiles: Let, IfThenElse with else, vthread loops,
+    int8 arithmetic with explicit casts, min/max."""
+    from compiler.ir import Buffer, Cast, For, IfThenElse, IntImm, Let, Load, PrimFunc, Store, Var
+    from compiler.ir.expr import max_, min_
+
+    a = Buffer("A", "int8", (10,))
+    out = Buffer("Out", "int32", (10,))
+    i, t = Var("i"), Var("t")
+    widened = Cast("int32", Load(a, i))
+    body = Let(
+        t,
+        widened * 3,
+        IfThenElse(i < 5, Store(out, i, min_(t, IntImm(50))), Store(out, i, max_(t, IntImm(-7)))),
+    )
+    func = PrimFunc("hand", [a, out], For(i, 0, 10, "vthread", body))
+    mod = build(func, None)
+    x = np.arange(-5, 5, dtype=np.int8) * 9
+    res = np.zeros(10, np.int32)
+    mod(x, res)
+    ref = x.astype(np.int32) * 3
+    np.testing.assert_array_equal(
+        res, np.where(np.arange(10) < 5, np.minimum(ref, 50), np.maximum(ref, -7))
+    )
+
+
+@pytest.mark.parametrize("stride", [2, 3])
+def test_strided_vector_loads_use_one_masked_wide_load(build, rng, stride):
+    n = 9
+    a = te.placeholder((n * stride + 1,), "float32", "A")
+    b = te.compute((n,), lambda i: a[i * stride + 1] * 2.0, name="B")
+    c = te.compute(
+        (n,), lambda i: te.select(i >= 2, a[i * stride - 4 + stride * 2], te.const(-1.0)), name="C"
+    )
+    for out, ref in ((b, lambda x: x[1::stride][:n] * 2), (c, None)):
+        s = compiler.create_schedule(out)
+        s[out].vectorize("i")
+        mod = build(s, [a, out])
+        assert f"llvm.masked.load.v{n * stride}f32" in mod.llvm_ir
+        x = rng.standard_normal(a.shape).astype(np.float32)
+        res = np.zeros(n, np.float32)
+        mod(x, res)
+        if ref is None:
+            idx = np.arange(n) * stride - 4 + stride * 2
+            want = np.where(np.arange(n) >= 2, x[np.clip(idx, 0, None)], -1.0)
+        else:
+            want = ref(x)
+        np.testing.assert_array_equal(res, want)
+
+
+def test_parallel_kernels_work_in_a_forked_child(build, rng):
+    """A child forked after the thread pool started (e.g. a tuner's measurement process)
+    starts its own pool instead of waiting for the parent's workers."""
+    import os
+
+    x, y, z = _axpy(512)
+    s = compiler.create_schedule(z)
+    s[z].parallel("i")
+    mod = build(s, [x, y, z], num_threads=2)
+    a, b = rng.standard_normal(512).astype(np.float32), rng.standard_normal(512).astype(np.float32)
+    out = np.zeros(512, np.float32)
+    mod(a, b, out)  # the pool now exists in this process
+    pid = os.fork()
+    if pid == 0:  # child: must finish, and correctly
+        res = np.zeros(512, np.float32)
+        mod(a, b, res)
+        os._exit(0 if np.allclose(res, a * 2 + b) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

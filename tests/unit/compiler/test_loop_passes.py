@@ -1,0 +1,83 @@
+"""The ordered pass pipelines and the individual loop-IR passes."""
+
+import pytest
+
+from compiler.ir import Buffer, For, IntImm, Load, PrimFunc, Seq, Store, Var, func_str
+from compiler.passes import LLVM_PASSES, PASSES, run_passes
+from compiler.passes.lower_vthread import lower_vthread
+from compiler.passes.simplify_stmt import simplify_stmt
+from compiler.passes.unroll_loops import unroll_loops
+
+
+def _copy(kind: str, extent: int = 3):
+    a, b = Buffer("A", "float32", (6,)), Buffer("B", "float32", (6,))
+    i = Var("i")
+    return PrimFunc("f", [a, b], For(i, 0, extent, kind, Store(b, i * 2, Load(a, i * 2 + 1))))
+
+
+def test_pipelines_are_explicit_ordered_named_lists():
+    assert [n for n, _ in PASSES] == ["simplify_stmt"]
+    assert [n for n, _ in LLVM_PASSES] == [
+        "lift_workspace",
+        "lower_vthread",
+        "unroll_loops",
+        "simplify_stmt",
+    ]
+    assert all(callable(fn) for _, fn in PASSES + LLVM_PASSES)
+
+
+def test_unroll_loops_expands_with_constant_indices():
+    out = unroll_loops(_copy("unrolled"))
+    assert isinstance(out.body, Seq) and len(out.body.stmts) == 3
+    assert func_str(simplify_stmt(out)).splitlines()[1:] == [
+        "  B[0] = A[1]",
+        "  B[2] = A[3]",
+        "  B[4] = A[5]",
+    ]
+
+
+def test_simplify_drops_unit_loops_and_lower_vthread_makes_serial():
+    assert "for" not in func_str(simplify_stmt(_copy("serial", 1)))
+    assert " serial:" in func_str(lower_vthread(_copy("vthread")))
+
+
+def test_run_passes_verifies_after_each_pass_and_names_the_pass():
+    def breaks_ir(func):
+        buf = Buffer("Nowhere", "float32", (1,))
+        return PrimFunc(func.name, func.params, Store(buf, IntImm(0), Load(buf, IntImm(0))))
+
+    with pytest.raises(ValueError, match="neither a parameter") as info:
+        run_passes(_copy("serial"), [("simplify_stmt", simplify_stmt), ("breaks_ir", breaks_ir)])
+    assert "in pass breaks_ir" in "".join(getattr(info.value, "__notes__", []))
+
+
+def test_lift_workspace_turns_root_allocations_into_reused_scratch(build, rng):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    import compiler
+    from compiler import te
+    from compiler.passes.lift_workspace import lift_workspace
+
+    a = te.placeholder((64,), "float32", "A")
+    b = te.compute((64,), lambda i: a[i] * 2.0, name="B")
+    c = te.compute((64,), lambda i: b[63 - i] + 1.0, name="C")
+    s = compiler.create_schedule(c)
+    func = compiler.lower(s, [a, c])
+    assert "allocate B" in str(func)
+    lifted = lift_workspace(func)
+    assert [w.name for w in lifted.workspace] == ["B"]
+    assert "allocate" not in str(lifted) and "; workspace B: float32[64]" in str(lifted)
+    mod = build(s, [a, c])
+    x = rng.standard_normal(64).astype(np.float32)
+
+    def job(k):
+        out = np.zeros(64, np.float32)
+        for _ in range(20):
+            mod(x * k, out)
+        return k, out
+
+    with ThreadPoolExecutor(3) as pool:
+        for k, out in pool.map(job, range(1, 7)):
+            np.testing.assert_allclose(out, (x * k)[::-1] * 2 + 1, rtol=1e-6)
