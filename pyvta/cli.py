@@ -16,6 +16,8 @@ COMMANDS = {
     "isa": "isa_info",
     "conv": "conv",
     "hw": "hw",
+    "run": "run_model",
+    "compile": "compile_model",
 }
 
 

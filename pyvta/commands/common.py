@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from isa import HwConfig
+from isa import HwConfig, PyvtaError
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
@@ -15,3 +15,7 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
 
 def config_from(args: argparse.Namespace) -> HwConfig:
     return HwConfig.load(args.config) if getattr(args, "config", None) else HwConfig()
+
+
+class CommandError(PyvtaError, ValueError):
+    """A command-line request that cannot be carried out as asked."""

@@ -94,7 +94,7 @@ def _gemm_dims(
     }
 
 
-_KERNEL_ORDER = ("co", "ci", "kh", "kw", "oh", "ow")  # outermost first; pixels innermost
+_KERNEL_ORDER = ("ci", "kh", "kw", "co", "oh", "ow")  # outermost first; outputs innermost
 
 
 def _gemm(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: int, wgt0: int):

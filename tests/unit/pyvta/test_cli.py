@@ -5,8 +5,8 @@ from pyvta.cli import main
 from sim.random_program import random_program
 
 
-def test_demo_runs_and_checks(capsys):
-    assert main(["demo", "--m", "64", "--k", "32", "--n", "32"]) == 0
+def test_demo_gemm_runs_and_checks(capsys):
+    assert main(["demo", "gemm", "--m", "64", "--k", "32", "--n", "32"]) == 0
     out = capsys.readouterr().out
     assert "EXACT MATCH" in out
     assert "GEMM utilisation" in out
@@ -70,3 +70,19 @@ def test_conv_command_compiles_checks_and_traces(tmp_path, capsys):
     loads = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["cat"] == "load"]
     gemms = [(e["ts"], e["ts"] + e["dur"]) for e in spans if e["name"] == "GEMM"]
     assert any(a < d and c < b for a, b in loads for c, d in gemms), "no load overlaps a GEMM"
+
+
+def test_compile_and_run_a_small_network(tmp_path, capsys):
+    from compiler.graph.zoo import save_model
+
+    onnx_path = str(tmp_path / "r.onnx")
+    save_model("resnet18", onnx_path, size=32, classes=10, width=16)
+    artifact = tmp_path / "r.npz"
+    assert main(["compile", onnx_path, "--target", "vta-sim", "-o", str(artifact)]) == 0
+    assert "on the accelerator" in capsys.readouterr().out
+    assert main(["run", str(artifact), "--target", "vta-sim", "--top", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "vta_conv2d" in out and "accelerator:" in out and "M cycles" in out
+    assert main(["run", onnx_path, "--target", "cpu"]) == 0
+    assert main(["run", str(artifact), "--target", "cpu"]) == 2  # compiled for vta, not cpu
+    assert "was compiled for 'vta'" in capsys.readouterr().err

@@ -1,0 +1,96 @@
+"""Calibration: value ranges on sample inputs and power-of-two scales from them.
+
+A power-of-two scale is stored as ``frac_bits``: ``real = int * 2**-frac_bits``. For a tensor whose
+calibrated range is ``[-m, m]``, ``frac_bits = floor(log2(127 / m))`` is the finest scale that still
+represents ``m`` without clipping. A power of two can waste up to one bit of that range, so
+:func:`choose_frac_bits` also tries one and two bits finer (clipping the largest values) and keeps
+the candidate with the smallest squared quantization error over the samples.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.graph.cpu_ops import run_cpu_op
+from compiler.graph.ir import Graph
+
+MIN_FRAC_BITS, MAX_FRAC_BITS = -16, 30
+
+
+def frac_bits_for(max_abs: float, qmax: int = 127) -> int:
+    """Largest ``f`` with ``max_abs * 2**f <= qmax`` (clamped to -16..30; 0-range -> 7)."""
+    if not max_abs > 0 or not math.isfinite(max_abs):
+        return 7
+    f = math.floor(math.log2(qmax / max_abs))
+    return max(MIN_FRAC_BITS, min(MAX_FRAC_BITS, f))
+
+
+def quantization_error(a: np.ndarray, frac_bits: int) -> float:
+    """Sum of squared errors of quantizing ``a`` to int8 at ``frac_bits`` (round half even)."""
+    scale = 2.0**frac_bits
+    q = np.clip(np.round(a * scale), -128, 127) / scale
+    return float(np.sum((q - a) ** 2, dtype=np.float64))
+
+
+def _forward(graph: Graph, sample: dict[str, np.ndarray]):
+    """Yield ``(name, array)`` for every graph input and node output of one float run."""
+    env = dict(graph.constants)
+    for name in graph.inputs:
+        env[name] = np.asarray(sample[name], np.float32)
+        yield name, env[name]
+    for n in graph.nodes:
+        env[n.outputs[0]] = run_cpu_op(n.op, [env[i] for i in n.inputs], n.attrs)
+        yield n.outputs[0], env[n.outputs[0]]
+
+
+@dataclass
+class Calibration:
+    """Per float value: chosen ``frac_bits`` and the mean over samples of each channel (axis 1)."""
+
+    frac_bits: dict[str, int]
+    channel_means: dict[str, np.ndarray]
+
+
+def calibrate(
+    graph: Graph, samples: list[dict[str, np.ndarray]], extra_bits: int = 2
+) -> Calibration:
+    """Frac bits per float value: the max-range choice or up to ``extra_bits`` finer, whichever
+    gives the least squared int8 quantization error over ``samples``; and channel means (two
+    float runs per sample)."""
+    ranges = collect_ranges(graph, samples)
+    base = {k: frac_bits_for(m) for k, m in ranges.items()}
+    errors = {k: np.zeros(extra_bits + 1) for k in base}
+    sums: dict[str, np.ndarray] = {}
+    for sample in samples:
+        for name, a in _forward(graph, sample):
+            if name in base:
+                for i in range(extra_bits + 1):
+                    errors[name][i] += quantization_error(a, base[name] + i)
+                if a.ndim >= 2:
+                    axes = (0, *range(2, a.ndim))
+                    sums[name] = sums.get(name, 0.0) + a.mean(axis=axes, dtype=np.float64)
+    fracs = {k: base[k] + int(np.argmin(errors[k])) for k in base}
+    return Calibration(fracs, {k: v / len(samples) for k, v in sums.items()})
+
+
+def collect_ranges(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """Max ``|x|`` of every float value (inputs and node outputs) over the sample inputs.
+
+    Runs the (float, cpu) graph with the numpy kernels, keeping no more than one sample's
+    intermediates alive.
+    """
+    if not samples:
+        raise ValueError("calibration needs at least one sample input (got none)")
+    ranges: dict[str, float] = {}
+
+    def note(name: str, a: np.ndarray) -> None:
+        if a.dtype.kind == "f":
+            ranges[name] = max(ranges.get(name, 0.0), float(np.max(np.abs(a))) if a.size else 0.0)
+
+    for sample in samples:
+        for name, a in _forward(graph, sample):
+            note(name, a)
+    return ranges

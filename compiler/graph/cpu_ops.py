@@ -1,0 +1,163 @@
+"""numpy kernels for every graph op on the ``"cpu"`` target (float and quantized).
+
+Float ops compute in float32 (im2col + BLAS for conv2d/dense). Quantized ``qconv2d``/``qdense``
+(NCHW / NC int8, any group count) use float64 im2col products, exact for int8 operands (see
+:func:`compiler.graph.vta_ops.exact_dot_terms_ok`), and the contract's shared
+:func:`~compiler.graph.vta_ops.requantize`, so they equal the VTA golden model bit for bit.
+Packed ``vta_*`` ops are not here: the executor sends them to the VTA backend.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.graph import layout
+from compiler.graph.vta_ops import FusedParams, exact_dot_terms_ok, requantize
+
+
+def _windows(x: np.ndarray, kernel, strides, pads, dilations=(1, 1), fill=0.0) -> np.ndarray:
+    """``(N, C, H, W)`` -> ``(N, C, KH, KW, OH, OW)`` sliding windows (a copy)."""
+    t, l, b, r = pads
+    if any(pads):
+        x = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=fill)
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
+    oh = (h - (kh - 1) * dh - 1) // sh + 1
+    ow = (w - (kw - 1) * dw - 1) // sw + 1
+    cols = np.empty((n, c, kh, kw, oh, ow), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, i, j] = x[
+                :,
+                :,
+                i * dh : i * dh + sh * (oh - 1) + 1 : sh,
+                j * dw : j * dw + sw * (ow - 1) + 1 : sw,
+            ]
+    return cols
+
+
+def _conv_sum(x, w, attrs, dtype) -> np.ndarray:
+    """Grouped convolution without bias in ``dtype`` arithmetic: ``(N, O, OH, OW)``."""
+    o, cg, kh, kw = w.shape
+    g = attrs["group"]
+    cols = _windows(x.astype(dtype), (kh, kw), attrs["strides"], attrs["pads"], attrs["dilations"])
+    n, c, _, _, oh, ow = cols.shape
+    cols = cols.reshape(n, g, cg * kh * kw, oh * ow)
+    wm = w.astype(dtype).reshape(g, o // g, cg * kh * kw)
+    return np.matmul(wm, cols).reshape(n, o, oh, ow)
+
+
+def conv2d(ins, attrs):
+    x, w, b = ins[:3]
+    y = _conv_sum(x, w, attrs, np.float32) + b.reshape(1, -1, 1, 1)
+    return _epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
+
+
+def dense(ins, attrs):
+    x, w, b = ins[:3]
+    y = x.astype(np.float32) @ w.T + b
+    return _epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
+
+
+def _epilogue(y, res, attrs):
+    if res is not None:
+        y = y + res
+    clip = attrs.get("clip")
+    if clip is not None:
+        y = np.clip(y, clip[0], clip[1])
+    return y.astype(np.float32)
+
+
+def qconv2d(ins, attrs):
+    x, w, b = ins[:3]
+    o, cg, kh, kw = w.shape
+    if not exact_dot_terms_ok(cg * kh * kw):
+        raise ValueError(f"reduction of {cg * kh * kw} terms is too long for exact float64")
+    acc = _conv_sum(x, w, attrs, np.float64).astype(np.int64)
+    acc += b.astype(np.int64).reshape(1, -1, 1, 1)
+    return requantize(acc, ins[3] if len(ins) > 3 else None, FusedParams.from_attrs(attrs))
+
+
+def qdense(ins, attrs):
+    x, w, b = ins[:3]
+    acc = (x.astype(np.float64) @ w.astype(np.float64).T).astype(np.int64) + b.astype(np.int64)
+    return requantize(acc, ins[3] if len(ins) > 3 else None, FusedParams.from_attrs(attrs))
+
+
+def batch_norm(ins, attrs):
+    x, scale, bias, mean, var = ins
+    s = (scale / np.sqrt(var + attrs["epsilon"])).astype(np.float32)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return (x - mean.reshape(shape)) * s.reshape(shape) + bias.reshape(shape)
+
+
+def max_pool(ins, attrs):
+    x = ins[0]
+    fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    cols = _windows(x, attrs["kernel"], attrs["strides"], attrs["pads"], fill=fill)
+    return cols.max(axis=(2, 3))
+
+
+def avg_pool(ins, attrs):
+    x = ins[0].astype(np.float32)
+    kh, kw = attrs["kernel"]
+    cols = _windows(x, (kh, kw), attrs["strides"], attrs["pads"])
+    total = cols.sum(axis=(2, 3))
+    if attrs["count_include_pad"] or not any(attrs["pads"]):
+        return (total / np.float32(kh * kw)).astype(np.float32)
+    ones = np.ones((1, 1) + x.shape[2:], np.float32)
+    count = _windows(ones, (kh, kw), attrs["strides"], attrs["pads"]).sum(axis=(2, 3))
+    return (total / count).astype(np.float32)
+
+
+def softmax(ins, attrs):
+    x = ins[0]
+    e = np.exp(x - x.max(axis=attrs["axis"], keepdims=True))
+    return (e / e.sum(axis=attrs["axis"], keepdims=True)).astype(np.float32)
+
+
+def quantize(ins, attrs):
+    """``int8(clip(round_half_even(x * 2**frac_bits), -128, 127))``."""
+    q = np.round(ins[0].astype(np.float32) * np.float32(2.0 ** attrs["frac_bits"]))
+    return np.clip(q, -128, 127).astype(np.int8)
+
+
+def dequantize(ins, attrs):
+    """``float32(q) * 2**-frac_bits``."""
+    return ins[0].astype(np.float32) * np.float32(2.0 ** -attrs["frac_bits"])
+
+
+KERNELS = {
+    "conv2d": conv2d,
+    "dense": dense,
+    "qconv2d": qconv2d,
+    "qdense": qdense,
+    "matmul": lambda ins, a: np.matmul(ins[0], ins[1]),
+    "add": lambda ins, a: ins[0] + ins[1],
+    "mul": lambda ins, a: ins[0] * ins[1],
+    "relu": lambda ins, a: np.maximum(ins[0], 0).astype(ins[0].dtype),
+    "clip": lambda ins, a: np.clip(ins[0], a["min"], a["max"]).astype(ins[0].dtype),
+    "identity": lambda ins, a: ins[0],
+    "softmax": softmax,
+    "batch_norm": batch_norm,
+    "max_pool": max_pool,
+    "avg_pool": avg_pool,
+    "global_avg_pool": lambda ins, a: ins[0].astype(np.float32).mean(axis=(2, 3), keepdims=True),
+    "flatten": lambda ins, a: ins[0].reshape(int(np.prod(ins[0].shape[: a["axis"]])), -1),
+    "reshape": lambda ins, a: ins[0].reshape(a["shape"]),
+    "concat": lambda ins, a: np.concatenate(ins, axis=a["axis"]),
+    "quantize": quantize,
+    "dequantize": dequantize,
+    "pack_nchw": lambda ins, a: layout.pack_nchw(ins[0], a["block"]),
+    "unpack_nchw": lambda ins, a: layout.unpack_nchw(ins[0], a["channels"]),
+    "pack_nc": lambda ins, a: layout.pack_nc(ins[0], a["block"]),
+    "unpack_nc": lambda ins, a: layout.unpack_nc(ins[0], a["channels"]),
+}
+
+
+def run_cpu_op(op: str, ins: list[np.ndarray], attrs: dict) -> np.ndarray:
+    """Run one op with numpy; raises ``NotImplementedError`` naming the ops the CPU runs."""
+    kernel = KERNELS.get(op)
+    if kernel is None:
+        raise NotImplementedError(f"op {op!r} has no cpu kernel (cpu runs: {sorted(KERNELS)})")
+    return kernel(ins, attrs)

@@ -1,0 +1,135 @@
+"""Graph executor: runs a (partitioned) graph node by node with one backend per target.
+
+``"cpu"`` nodes run the numpy kernels of :mod:`compiler.graph.cpu_ops`; ``"vta"`` nodes
+(``vta_conv2d``, ``vta_dense``) call an object implementing the operator contract
+(:class:`compiler.graph.vta_ops.VtaBackend`), by default the numpy golden model. A VTA backend
+may expose ``last_cycles`` (int) after each call; the timing table then shows cycles too.
+
+Buffers are freed after their last use (the plan is computed once per graph), and the run
+reports the peak of live intermediate bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from compiler.graph.cpu_ops import run_cpu_op
+from compiler.graph.ir import Graph, GraphError
+from compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
+
+
+@dataclass(frozen=True)
+class LayerTiming:
+    """One executed node: where it ran and how long it took (``ms``; ``cycles`` from VTA)."""
+
+    node: str
+    op: str
+    target: str
+    ms: float
+    cycles: int | None = None
+
+
+@dataclass
+class TimingTable:
+    """Per-layer timings of one run, plus the peak of live intermediate buffers in bytes."""
+
+    rows: list[LayerTiming] = field(default_factory=list)
+    peak_live_bytes: int = 0
+
+    @property
+    def total_ms(self) -> float:
+        return sum(r.ms for r in self.rows)
+
+    def by_target_ms(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in self.rows:
+            out[r.target] = out.get(r.target, 0.0) + r.ms
+        return out
+
+    def format(self, top: int | None = None) -> str:
+        """A text table: node, op, target, ms, cycles, share of the total time."""
+        total = self.total_ms or 1.0
+        rows = sorted(self.rows, key=lambda r: -r.ms)[:top] if top else self.rows
+        lines = [f"{'node':<32} {'op':<16} {'target':<6} {'ms':>9} {'cycles':>10} {'share':>7}"]
+        for r in rows:
+            cyc = "" if r.cycles is None else str(r.cycles)
+            lines.append(
+                f"{r.node[:32]:<32} {r.op:<16} {r.target:<6} {r.ms:>9.3f} {cyc:>10} "
+                f"{100 * r.ms / total:>6.1f}%"
+            )
+        split = ", ".join(f"{t} {ms:.2f} ms" for t, ms in sorted(self.by_target_ms().items()))
+        lines.append(f"total {self.total_ms:.2f} ms ({split}); peak live {self.peak_live_bytes} B")
+        return "\n".join(lines)
+
+
+def plan_frees(graph: Graph) -> list[list[str]]:
+    """For each node index, the values whose last reader it is (never inputs/constants/outputs)."""
+    keep = set(graph.outputs) | set(graph.constants) | set(graph.inputs)
+    last: dict[str, int] = {}
+    for i, n in enumerate(graph.nodes):
+        for name in n.inputs:
+            last[name] = i
+        for name in n.outputs:
+            last.setdefault(name, i)  # a value nobody reads dies where it is made
+    frees: list[list[str]] = [[] for _ in graph.nodes]
+    for name, i in last.items():
+        if name not in keep:
+            frees[i].append(name)
+    return frees
+
+
+class Executor:
+    """Runs ``graph``; ``vta`` is the backend for ``"vta"`` nodes (default :class:`GoldenVta`)."""
+
+    def __init__(self, graph: Graph, vta: VtaBackend | None = None) -> None:
+        self.graph = graph
+        self.vta = vta if vta is not None else GoldenVta()
+        self._frees = plan_frees(graph)
+
+    def _run_vta(self, op: str, args: list[np.ndarray], attrs: dict) -> np.ndarray:
+        res = args[3] if len(args) > 3 else None
+        params = FusedParams.from_attrs(attrs)
+        if op == "vta_conv2d":
+            return self.vta.conv2d(args[0], args[1], args[2], res, params)
+        if op == "vta_dense":
+            return self.vta.dense(args[0], args[1], args[2], res, params)
+        raise GraphError(f"op {op!r} cannot run on vta (allowed: vta_conv2d, vta_dense)")
+
+    def run(self, inputs: dict[str, np.ndarray]) -> tuple[list[np.ndarray], TimingTable]:
+        """Execute once. ``inputs`` maps graph input names to arrays of the recorded shape."""
+        g = self.graph
+        env: dict[str, np.ndarray] = dict(g.constants)
+        for name in g.inputs:
+            if name not in inputs:
+                raise GraphError(f"missing graph input {name!r} (inputs: {g.inputs})")
+            v, a = g.values[name], np.asarray(inputs[name])
+            if tuple(a.shape) != v.shape or str(a.dtype) != v.dtype:
+                raise GraphError(f"input {name!r} is {a.dtype}{list(a.shape)}, expected {v}")
+            env[name] = a
+        table = TimingTable()
+        live = 0
+        for node, frees in zip(g.nodes, self._frees, strict=True):
+            args = [env[i] for i in node.inputs]
+            start = time.perf_counter()
+            if node.target == "vta":
+                out = self._run_vta(node.op, args, node.attrs)
+            else:
+                out = run_cpu_op(node.op, args, node.attrs)
+            ms = 1e3 * (time.perf_counter() - start)
+            cycles = getattr(self.vta, "last_cycles", None) if node.target == "vta" else None
+            table.rows.append(LayerTiming(node.name, node.op, node.target, ms, cycles))
+            expect = g.values[node.outputs[0]]
+            if tuple(out.shape) != expect.shape or str(out.dtype) != expect.dtype:
+                raise GraphError(
+                    f"node {node.name!r} ({node.op}@{node.target}) produced "
+                    f"{out.dtype}{list(out.shape)}, expected {expect}"
+                )
+            env[node.outputs[0]] = out
+            live += out.nbytes
+            table.peak_live_bytes = max(table.peak_live_bytes, live)
+            for name in frees:
+                live -= env.pop(name).nbytes
+        return [env[o] for o in g.outputs], table

@@ -1,0 +1,24 @@
+"""Graph passes. Each is ``pass_name(graph, options) -> graph`` and leaves its input untouched.
+
+The order they run in is :data:`compiler.graph.pipeline.PIPELINE`.
+"""
+
+from compiler.graph.passes.eliminate_identities import eliminate_identities
+from compiler.graph.passes.fold_batch_norm import fold_batch_norm
+from compiler.graph.passes.fold_constants import fold_constants
+from compiler.graph.passes.fuse_operators import fuse_operators
+from compiler.graph.passes.pack_layouts import pack_layouts
+from compiler.graph.passes.partition_targets import partition_targets
+from compiler.graph.passes.quantize_int8 import quantize_int8
+from compiler.graph.passes.remove_dead_code import remove_dead_code
+
+__all__ = [
+    "eliminate_identities",
+    "fold_batch_norm",
+    "fold_constants",
+    "fuse_operators",
+    "pack_layouts",
+    "partition_targets",
+    "quantize_int8",
+    "remove_dead_code",
+]

@@ -1,0 +1,91 @@
+"""The graph compilation pipeline: one explicit, ordered list of named passes.
+
+``run_pipeline`` runs :data:`PIPELINE` in order and checks the graph after every pass. Which
+passes change anything depends on :class:`PipelineOptions` (built by :func:`options_for`):
+
+- ``"cpu"``: float graph, everything on the CPU (quantize/partition/pack are no-ops),
+- ``"cpu-int8"``: int8 quantized, everything on the CPU (numpy, same arithmetic as VTA),
+- ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.graph import layout
+from compiler.graph.ir import Graph, check_graph
+from compiler.graph.passes import (
+    eliminate_identities,
+    fold_batch_norm,
+    fold_constants,
+    fuse_operators,
+    pack_layouts,
+    partition_targets,
+    quantize_int8,
+    remove_dead_code,
+)
+from compiler.graph.passes.quantize_int8 import QuantConfig
+
+TARGETS = ("cpu", "cpu-int8", "vta")
+
+
+@dataclass
+class PipelineOptions:
+    """``quant`` None keeps float; ``use_vta`` places conv2d/dense on VTA; ``block`` in elems."""
+
+    quant: QuantConfig | None = None
+    use_vta: bool = False
+    block: int = layout.BLOCK_ELEMS
+
+
+PassFn = Callable[[Graph, PipelineOptions], Graph]
+
+PIPELINE: list[tuple[str, PassFn]] = [
+    ("fold_constants", fold_constants),
+    ("eliminate_identities", eliminate_identities),
+    ("fold_batch_norm", fold_batch_norm),
+    ("fuse_operators", fuse_operators),
+    ("remove_dead_code", remove_dead_code),
+    ("quantize_int8", quantize_int8),
+    ("partition_targets", partition_targets),
+    ("pack_layouts", pack_layouts),
+    ("remove_dead_code", remove_dead_code),
+]
+
+
+def options_for(
+    target: str,
+    samples: list[dict[str, np.ndarray]] | None = None,
+    keep_float: tuple[str, ...] | None = None,
+) -> PipelineOptions:
+    """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``."""
+    if target not in TARGETS:
+        raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
+    if target == "cpu":
+        return PipelineOptions()
+    if not samples:
+        raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
+    return PipelineOptions(QuantConfig(list(samples), keep_float), use_vta=target == "vta")
+
+
+def run_pipeline(
+    graph: Graph,
+    options: PipelineOptions,
+    trace: Callable[[str, Graph], None] | None = None,
+) -> Graph:
+    """Run every pass of :data:`PIPELINE` in order, checking the graph after each one.
+
+    ``trace(pass_name, graph)`` is called after each pass (e.g. to print the IR)."""
+    check_graph(graph)
+    for name, fn in PIPELINE:
+        graph = fn(graph, options)
+        try:
+            check_graph(graph)
+        except ValueError as e:
+            raise type(e)(f"after pass {name}: {e}") from e
+        if trace is not None:
+            trace(name, graph)
+    return graph

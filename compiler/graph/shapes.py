@@ -1,0 +1,212 @@
+"""Shape and dtype inference for every graph op (the single list of ops the IR knows).
+
+Each rule maps the input :class:`Value` records and the node's attrs to a list of
+``(shape, dtype)`` pairs, one per output. Layouts: activations NCHW, conv weights OIHW, dense
+weights (out, in); packed activations ``(N, C/B, H, W, 1, B)``, packed conv weights
+``(O/B, I/B, KH, KW, B, B)``, packed dense inputs ``(N, C/B, 1, B)``, packed biases ``(O/B, B)``,
+with ``B`` the block size (16 on the default VTA).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.graph.ir import Graph, GraphError, Node, Value
+
+
+def conv_out_hw(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple, dilations=(1, 1)):
+    """Output (OH, OW) for pads ``[top, left, bottom, right]`` (floor mode)."""
+    kh = (kernel[0] - 1) * dilations[0] + 1
+    kw = (kernel[1] - 1) * dilations[1] + 1
+    oh = (h + pads[0] + pads[2] - kh) // strides[0] + 1
+    ow = (w + pads[1] + pads[3] - kw) // strides[1] + 1
+    if oh < 1 or ow < 1:
+        raise GraphError(f"window {kernel} does not fit input {h}x{w} with pads {pads}")
+    return oh, ow
+
+
+def _need(node: Node, ins: list[Value], counts: tuple[int, ...]) -> None:
+    if len(ins) not in counts:
+        raise GraphError(f"node {node.name!r} ({node.op}) takes {counts} inputs, got {len(ins)}")
+
+
+def _conv(node, ins, out_dtype):
+    _need(node, ins, (3, 4))
+    x, w, b = ins[:3]
+    a = node.attrs
+    n, c, h, wd = x.shape
+    o, ci, kh, kw = w.shape
+    if ci * a["group"] != c or o % a["group"]:
+        raise GraphError(f"node {node.name!r}: weight {w.shape} does not fit input {x.shape}")
+    if b.shape != (o,):
+        raise GraphError(f"node {node.name!r}: bias shape {b.shape}, expected ({o},)")
+    oh, ow = conv_out_hw(h, wd, (kh, kw), a["strides"], a["pads"], a["dilations"])
+    out = (n, o, oh, ow)
+    if len(ins) == 4 and ins[3].shape != out:
+        raise GraphError(f"node {node.name!r}: residual {ins[3].shape} != output {out}")
+    return [(out, out_dtype)]
+
+
+def _dense(node, ins, out_dtype):
+    _need(node, ins, (3, 4))
+    x, w, b = ins[:3]
+    if len(x.shape) != 2 or w.shape[1] != x.shape[1] or b.shape != (w.shape[0],):
+        raise GraphError(f"node {node.name!r}: dense shapes x{x.shape} w{w.shape} b{b.shape}")
+    out = (x.shape[0], w.shape[0])
+    if len(ins) == 4 and ins[3].shape != out:
+        raise GraphError(f"node {node.name!r}: residual {ins[3].shape} != output {out}")
+    return [(out, out_dtype)]
+
+
+def _vta_conv(node, ins):
+    _need(node, ins, (3, 4))
+    x, w, b = ins[:3]
+    a = node.attrs
+    n, cb, h, wd, bn, blk = x.shape
+    ob, ib, kh, kw, bo, bi = w.shape
+    if ib != cb or bi != blk or bo != blk or b.shape != (ob, blk):
+        raise GraphError(f"node {node.name!r}: packed shapes x{x.shape} w{w.shape} b{b.shape}")
+    oh, ow = conv_out_hw(h, wd, (kh, kw), a["strides"], a["pads"])
+    out = (n, ob, oh, ow, bn, blk)
+    if len(ins) == 4 and ins[3].shape != out:
+        raise GraphError(f"node {node.name!r}: residual {ins[3].shape} != output {out}")
+    return [(out, "int8")]
+
+
+def _vta_dense(node, ins):
+    _need(node, ins, (3, 4))
+    x, w, b = ins[:3]
+    n, ib, bn, blk = x.shape
+    ob, wib, bo, bi = w.shape
+    if wib != ib or bi != blk or bo != blk or b.shape != (ob, blk):
+        raise GraphError(f"node {node.name!r}: packed shapes x{x.shape} w{w.shape} b{b.shape}")
+    out = (n, ob, bn, blk)
+    if len(ins) == 4 and ins[3].shape != out:
+        raise GraphError(f"node {node.name!r}: residual {ins[3].shape} != output {out}")
+    return [(out, "int8")]
+
+
+def _pool(node, ins):
+    _need(node, ins, (1,))
+    n, c, h, w = ins[0].shape
+    a = node.attrs
+    oh, ow = conv_out_hw(h, w, a["kernel"], a["strides"], a["pads"])
+    return [((n, c, oh, ow), ins[0].dtype)]
+
+
+def _flatten(node, ins):
+    s = ins[0].shape
+    ax = node.attrs["axis"]
+    return [((math.prod(s[:ax]), math.prod(s[ax:])), ins[0].dtype)]
+
+
+def _reshape(node, ins):
+    shape = tuple(node.attrs["shape"])
+    if math.prod(shape) != math.prod(ins[0].shape):
+        raise GraphError(f"node {node.name!r}: cannot reshape {ins[0].shape} to {shape}")
+    return [(shape, ins[0].dtype)]
+
+
+def _concat(node, ins):
+    ax = node.attrs["axis"]
+    first = list(ins[0].shape)
+    for v in ins[1:]:
+        if len(v.shape) != len(first) or any(
+            d != e for i, (d, e) in enumerate(zip(v.shape, first, strict=True)) if i != ax
+        ):
+            raise GraphError(f"node {node.name!r}: concat shapes {[v.shape for v in ins]}")
+    first[ax] = sum(v.shape[ax] for v in ins)
+    return [(tuple(first), ins[0].dtype)]
+
+
+def _matmul(node, ins):
+    a, b = ins
+    if len(a.shape) < 2 or len(b.shape) < 2 or a.shape[-1] != b.shape[-2]:
+        raise GraphError(f"node {node.name!r}: matmul shapes {a.shape} x {b.shape}")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return [((*batch, a.shape[-2], b.shape[-1]), a.dtype)]
+
+
+def _broadcast(node, ins):
+    try:
+        shape = np.broadcast_shapes(*(v.shape for v in ins))
+    except ValueError as e:
+        raise GraphError(f"node {node.name!r} ({node.op}): {e}") from None
+    return [(tuple(shape), ins[0].dtype)]
+
+
+def _pack_nchw(node, ins):
+    n, c, h, w = ins[0].shape
+    blk = node.attrs["block"]
+    return [((n, -(-c // blk), h, w, 1, blk), ins[0].dtype)]
+
+
+def _unpack_nchw(node, ins):
+    n, cb, h, w, bn, blk = ins[0].shape
+    if not cb * blk - blk < node.attrs["channels"] <= cb * blk:
+        raise GraphError(f"node {node.name!r}: {node.attrs['channels']} channels from {cb} blocks")
+    return [((n * bn, node.attrs["channels"], h, w), ins[0].dtype)]
+
+
+def _pack_nc(node, ins):
+    n, c = ins[0].shape
+    blk = node.attrs["block"]
+    return [((n, -(-c // blk), 1, blk), ins[0].dtype)]
+
+
+def _unpack_nc(node, ins):
+    n, cb, bn, blk = ins[0].shape
+    return [((n * bn, node.attrs["channels"]), ins[0].dtype)]
+
+
+def _same(node, ins):
+    return [(ins[0].shape, ins[0].dtype)]
+
+
+RULES = {
+    "conv2d": lambda n, i: _conv(n, i, "float32"),
+    "qconv2d": lambda n, i: _conv(n, i, "int8"),
+    "dense": lambda n, i: _dense(n, i, "float32"),
+    "qdense": lambda n, i: _dense(n, i, "int8"),
+    "vta_conv2d": _vta_conv,
+    "vta_dense": _vta_dense,
+    "matmul": _matmul,
+    "add": _broadcast,
+    "mul": _broadcast,
+    "relu": _same,
+    "clip": _same,
+    "identity": _same,
+    "softmax": _same,
+    "batch_norm": _same,
+    "max_pool": _pool,
+    "avg_pool": _pool,
+    "global_avg_pool": lambda n, i: [((*i[0].shape[:2], 1, 1), i[0].dtype)],
+    "flatten": _flatten,
+    "reshape": _reshape,
+    "concat": _concat,
+    "quantize": lambda n, i: [(i[0].shape, "int8")],
+    "dequantize": lambda n, i: [(i[0].shape, "float32")],
+    "pack_nchw": _pack_nchw,
+    "unpack_nchw": _unpack_nchw,
+    "pack_nc": _pack_nc,
+    "unpack_nc": _unpack_nc,
+}
+OPS = tuple(sorted(RULES))
+
+
+def infer_node(node: Node, ins: list[Value]) -> list[tuple[tuple[int, ...], str]]:
+    """Output ``(shape, dtype)`` pairs of ``node`` given its input value records."""
+    rule = RULES.get(node.op)
+    if rule is None:
+        raise GraphError(f"node {node.name!r} has unknown op {node.op!r} (known: {OPS})")
+    return [(tuple(int(d) for d in s), t) for s, t in rule(node, ins)]
+
+
+def record_outputs(graph: Graph, node: Node) -> Node:
+    """Infer ``node``'s output values and record them in ``graph.values``; returns the node."""
+    ins = [graph.values[i] for i in node.inputs]
+    for out, (shape, dtype) in zip(node.outputs, infer_node(node, ins), strict=True):
+        graph.values[out] = Value(out, shape, dtype)
+    return node

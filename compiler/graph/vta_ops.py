@@ -1,0 +1,210 @@
+"""The operator contract for the accelerator, with numpy golden implementations.
+
+A quantized fused conv2d / dense node that runs on VTA carries int8 packed weights, an int32
+packed bias, stride/padding, and a :class:`FusedParams` record. Its integer arithmetic is, per
+output element (``n, o, y, x``), exactly::
+
+    acc  = sum_{c, kh, kw} int32(x[n, c, y*sh + kh - pt, x*sw + kw - pl]) * int32(w[o, c, kh, kw])
+           + bias[o]                                     # zero padding outside the input
+    acc  = acc + (int32(res[n, o, y, x]) << res_shift)   # only with a residual input
+    acc  = wrap_int32(acc)                               # two's complement, like the accumulator
+    y    = clip(acc >> shift, clip_lo, clip_hi)          # arithmetic shift right (floor)
+    out  = int8(y)
+
+``wrap_int32`` is applied to the exact (int64) sum; since the hardware adds in wrapping int32,
+any order of additions gives the same bits. ReLU is ``clip_lo = 0``; no activation is
+``clip_lo, clip_hi = -128, 127``. The shift floors: round-to-nearest is obtained by the
+quantizer adding ``1 << (shift - 1)`` into the bias, so the hardware only shifts. The residual is
+int8 on the output's packed layout; ``res_shift`` aligns its scale with the accumulator's.
+
+Layouts (block ``B`` = 16, batch block 1), see :mod:`compiler.graph.layout`:
+
+- conv2d: ``x`` int8 ``(N, I/B, H, W, 1, B)``, ``w`` int8 ``(O/B, I/B, KH, KW, B, B)``,
+  ``bias`` int32 ``(O/B, B)``, ``res``/output int8 ``(N, O/B, OH, OW, 1, B)``.
+- dense: ``x`` int8 ``(N, I/B, 1, B)``, ``w`` int8 ``(O/B, I/B, B, B)``, ``bias`` int32
+  ``(O/B, B)``, ``res``/output int8 ``(N, O/B, 1, B)``.
+
+A backend for ``"vta"`` is any object with ``conv2d`` and ``dense`` methods of the signatures
+below (:class:`VtaBackend`); :class:`GoldenVta` is the reference the accelerator path must equal
+bit for bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+INT8_MIN, INT8_MAX = -128, 127
+MAX_SHIFT = 31
+
+
+@dataclass(frozen=True)
+class FusedParams:
+    """Requantization and window parameters of a fused quantized conv2d / dense.
+
+    ``strides`` (sh, sw) and ``pads`` (top, left, bottom, right) are ignored by dense.
+    ``shift`` and ``res_shift`` in 0..31; ``-128 <= clip_lo <= clip_hi <= 127``.
+    """
+
+    shift: int
+    clip_lo: int = INT8_MIN
+    clip_hi: int = INT8_MAX
+    res_shift: int = 0
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    def __post_init__(self) -> None:
+        for name in ("shift", "res_shift"):
+            v = getattr(self, name)
+            if not isinstance(v, int | np.integer) or not 0 <= v <= MAX_SHIFT:
+                raise ValueError(f"{name} = {v!r} is out of range (allowed: int 0..{MAX_SHIFT})")
+        if not INT8_MIN <= self.clip_lo <= self.clip_hi <= INT8_MAX:
+            raise ValueError(
+                f"clip bounds [{self.clip_lo}, {self.clip_hi}] are not within int8 "
+                f"(allowed: -128 <= clip_lo <= clip_hi <= 127)"
+            )
+        if len(self.strides) != 2 or min(self.strides) < 1:
+            raise ValueError(f"strides {self.strides} must be two ints >= 1")
+        if len(self.pads) != 4 or min(self.pads) < 0:
+            raise ValueError(f"pads {self.pads} must be four ints >= 0 (top, left, bottom, right)")
+
+    @classmethod
+    def from_attrs(cls, attrs: dict) -> FusedParams:
+        """Build from a graph node's attrs (``qconv2d``/``qdense``/``vta_*`` nodes)."""
+        return cls(
+            shift=int(attrs["shift"]),
+            clip_lo=int(attrs["clip_lo"]),
+            clip_hi=int(attrs["clip_hi"]),
+            res_shift=int(attrs.get("res_shift", 0)),
+            strides=tuple(attrs.get("strides", (1, 1))),
+            pads=tuple(attrs.get("pads", (0, 0, 0, 0))),
+        )
+
+
+class VtaBackend(Protocol):
+    """What the executor calls for nodes placed on ``"vta"``."""
+
+    def conv2d(
+        self, x: np.ndarray, w: np.ndarray, bias: np.ndarray, res: np.ndarray | None, p: FusedParams
+    ) -> np.ndarray: ...
+
+    def dense(
+        self, x: np.ndarray, w: np.ndarray, bias: np.ndarray, res: np.ndarray | None, p: FusedParams
+    ) -> np.ndarray: ...
+
+
+def wrap_int32(acc: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap of an int64 array to int32."""
+    acc = acc.astype(np.int64)
+    return (((acc + 2**31) & 0xFFFFFFFF) - 2**31).astype(np.int32)
+
+
+def requantize(acc: np.ndarray, res: np.ndarray | None, p: FusedParams) -> np.ndarray:
+    """int64 accumulator (+ residual) -> int8, the tail of the contract above."""
+    acc = acc.astype(np.int64)
+    if res is not None:
+        acc = acc + (res.astype(np.int64) << p.res_shift)
+    y = wrap_int32(acc) >> np.int32(p.shift)
+    return np.clip(y, p.clip_lo, p.clip_hi).astype(np.int8)
+
+
+def exact_dot_terms_ok(terms: int) -> bool:
+    """float64 sums of ``terms`` int8*int8 products are exact (every partial sum < 2**53)."""
+    return terms * (128 * 128) < 2**53
+
+
+def _check_dtypes(x, w, bias, res) -> None:
+    if x.dtype != np.int8 or w.dtype != np.int8 or bias.dtype != np.int32:
+        raise TypeError(f"need int8 x, int8 w, int32 bias; got {x.dtype}, {w.dtype}, {bias.dtype}")
+    if res is not None and res.dtype != np.int8:
+        raise TypeError(f"residual must be int8, got {res.dtype}")
+
+
+def conv_weight_matrix(w: np.ndarray) -> np.ndarray:
+    """Packed conv weights ``(O/B, I/B, KH, KW, B, B)`` -> float64 ``(O, KH*KW*I)`` GEMM operand
+    (rows: output channel; columns ordered kh, kw, input block, input lane)."""
+    ob, ib, kh, kw, bo, bi = w.shape
+    return (
+        np.ascontiguousarray(w.transpose(0, 4, 2, 3, 1, 5)).reshape(ob * bo, -1).astype(np.float64)
+    )
+
+
+def conv2d_packed(
+    x: np.ndarray,
+    w: np.ndarray,
+    bias: np.ndarray,
+    res: np.ndarray | None,
+    p: FusedParams,
+    w_matrix: np.ndarray | None = None,
+) -> np.ndarray:
+    """Golden fused conv2d on the packed layouts (shapes in the module docstring).
+
+    ``w_matrix`` may pass ``conv_weight_matrix(w)`` computed once (it is pure layout work)."""
+    _check_dtypes(x, w, bias, res)
+    n, cb, h, wd, bn, blk = x.shape
+    ob, ib, kh, kw, bo, bi = w.shape
+    if ib != cb or bi != blk or bias.shape != (ob, bo):
+        raise ValueError(f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape}")
+    terms = cb * blk * kh * kw
+    if not exact_dot_terms_ok(terms):
+        raise ValueError(f"reduction of {terms} terms is too long for exact float64")
+    (sh, sw), (pt, pl, pb, pr) = p.strides, p.pads
+    xp = np.zeros((n, h + pt + pb, wd + pl + pr, bn, cb, blk), np.float64)
+    xp[:, pt : pt + h, pl : pl + wd] = x.transpose(0, 2, 3, 4, 1, 5)
+    oh = (h + pt + pb - kh) // sh + 1
+    ow = (wd + pl + pr - kw) // sw + 1
+    cols = np.empty((n, oh, ow, bn, kh, kw, cb, blk), np.float64)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, :, :, i, j] = xp[
+                :, i : i + sh * (oh - 1) + 1 : sh, j : j + sw * (ow - 1) + 1 : sw
+            ]
+    wm = conv_weight_matrix(w) if w_matrix is None else w_matrix
+    acc = cols.reshape(-1, terms) @ wm.T  # exact: integer partial sums below 2**53
+    acc = acc.reshape(n, oh, ow, bn, ob, bo).transpose(0, 4, 1, 2, 3, 5).astype(np.int64)
+    acc += bias.astype(np.int64)[None, :, None, None, None, :]
+    if res is not None and res.shape != acc.shape:
+        raise ValueError(f"residual shape {res.shape} != output shape {acc.shape}")
+    return requantize(acc, res, p)
+
+
+def dense_packed(
+    x: np.ndarray, w: np.ndarray, bias: np.ndarray, res: np.ndarray | None, p: FusedParams
+) -> np.ndarray:
+    """Golden fused dense on the packed layouts (shapes in the module docstring)."""
+    _check_dtypes(x, w, bias, res)
+    n, ib, bn, blk = x.shape
+    ob, wib, bo, bi = w.shape
+    if wib != ib or bi != blk or bias.shape != (ob, bo):
+        raise ValueError(f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape}")
+    if not exact_dot_terms_ok(ib * blk):
+        raise ValueError(f"reduction of {ib * blk} terms is too long for exact float64")
+    acc = np.tensordot(x.astype(np.float64), w.astype(np.float64), axes=([1, 3], [1, 3]))
+    acc = acc.transpose(0, 2, 1, 3).astype(np.int64)  # (n, bn, ob, bo) -> (n, ob, bn, bo)
+    acc += bias.astype(np.int64)[None, :, None, :]
+    if res is not None and res.shape != acc.shape:
+        raise ValueError(f"residual shape {res.shape} != output shape {acc.shape}")
+    return requantize(acc, res, p)
+
+
+class GoldenVta:
+    """The default ``"vta"`` backend: the numpy golden model of the contract.
+
+    Keeps each weight tensor's GEMM matrix (layout work only) between calls."""
+
+    name = "golden"
+
+    def __init__(self) -> None:
+        self._matrices: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def conv2d(self, x, w, bias, res, p: FusedParams) -> np.ndarray:
+        hit = self._matrices.get(id(w))
+        if hit is None or hit[0] is not w:
+            hit = (w, conv_weight_matrix(w))  # holding w keeps its id from being reused
+            self._matrices[id(w)] = hit
+        return conv2d_packed(x, w, bias, res, p, hit[1])
+
+    def dense(self, x, w, bias, res, p: FusedParams) -> np.ndarray:
+        return dense_packed(x, w, bias, res, p)

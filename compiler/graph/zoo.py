@@ -1,0 +1,210 @@
+"""Model zoo built in code: ResNet-18/34 and a MobileNet-v1-style net as ONNX models.
+
+Weights are seeded (He-initialised convs). Batch-norm statistics are set from seeded sample
+inputs: the builder runs the float network layer by layer on the samples (numpy kernels) and
+gives every BatchNormalization the per-channel mean/variance of the activations it sees, so
+activations stay normalised at any depth. The classifier is made input-dependent the same way:
+its weights are divided by the pooled features' (root mean) standard deviation and its bias
+cancels their per-feature mean, so the logits are not dominated by a constant (top-1 varies across inputs).
+Inputs are ``float32[batch, 3, size, size]`` drawn from a standard normal distribution.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.graph import cpu_ops
+
+OPSET = 17
+IR_VERSION = 8
+
+
+class _NetBuilder:
+    """Emits ONNX nodes and tracks the float activations of the sample inputs alongside."""
+
+    def __init__(self, name: str, samples: np.ndarray, seed: int) -> None:
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.acts: dict[str, np.ndarray] = {"input": samples}
+        self.count = 0
+
+    def _name(self, kind: str) -> str:
+        self.count += 1
+        return f"{kind}{self.count}"
+
+    def _init(self, name: str, a: np.ndarray) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(a), name))
+        return name
+
+    def conv(self, x: str, out_ch: int, k: int, stride: int, group: int = 1) -> str:
+        c = self.acts[x].shape[1]
+        fan_in = c // group * k * k
+        w = self.rng.standard_normal((out_ch, c // group, k, k)) * np.sqrt(2.0 / fan_in)
+        w = w.astype(np.float32)
+        y = self._name("conv")
+        pads = [k // 2] * 4
+        self.nodes.append(
+            helper.make_node(
+                "Conv", [x, self._init(f"{y}.weight", w)], [y], name=y,
+                kernel_shape=[k, k], strides=[stride, stride], pads=pads, group=group,
+            )
+        )  # fmt: skip
+        attrs = {"strides": [stride] * 2, "pads": pads, "dilations": [1, 1], "group": group}
+        self.acts[y] = cpu_ops.conv2d([self.acts[x], w, np.zeros(out_ch, np.float32)], attrs)
+        return y
+
+    def bn(self, x: str, gamma_range: tuple[float, float] = (0.8, 1.2)) -> str:
+        a = self.acts[x]
+        mean = a.mean(axis=(0, 2, 3)).astype(np.float32)
+        var = a.var(axis=(0, 2, 3)).astype(np.float32)
+        c = a.shape[1]
+        gamma = self.rng.uniform(*gamma_range, c).astype(np.float32)
+        beta = (0.1 * self.rng.standard_normal(c)).astype(np.float32)
+        y = self._name("bn")
+        ins = [x] + [
+            self._init(f"{y}.{k}", v)
+            for k, v in (("scale", gamma), ("bias", beta), ("mean", mean), ("var", var))
+        ]
+        self.nodes.append(helper.make_node("BatchNormalization", ins, [y], name=y, epsilon=1e-5))
+        self.acts[y] = cpu_ops.batch_norm([a, gamma, beta, mean, var], {"epsilon": 1e-5})
+        return y
+
+    def relu(self, x: str) -> str:
+        y = self._name("relu")
+        self.nodes.append(helper.make_node("Relu", [x], [y], name=y))
+        self.acts[y] = np.maximum(self.acts[x], 0)
+        return y
+
+    def relu6(self, x: str) -> str:
+        y = self._name("relu6")
+        lo = self._init(f"{y}.min", np.array(0.0, np.float32))
+        hi = self._init(f"{y}.max", np.array(6.0, np.float32))
+        self.nodes.append(helper.make_node("Clip", [x, lo, hi], [y], name=y))
+        self.acts[y] = np.clip(self.acts[x], 0, 6)
+        return y
+
+    def add(self, a: str, b: str) -> str:
+        y = self._name("add")
+        self.nodes.append(helper.make_node("Add", [a, b], [y], name=y))
+        self.acts[y] = self.acts[a] + self.acts[b]
+        return y
+
+    def max_pool(self, x: str) -> str:
+        y = self._name("maxpool")
+        self.nodes.append(
+            helper.make_node(
+                "MaxPool", [x], [y], name=y, kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4
+            )
+        )
+        attrs = {"kernel": [3, 3], "strides": [2, 2], "pads": [1] * 4}
+        self.acts[y] = cpu_ops.max_pool([self.acts[x]], attrs)
+        return y
+
+    def classifier(self, x: str, classes: int) -> str:
+        """GlobalAveragePool -> Flatten -> Gemm, normalised on the sample features."""
+        gap, flat, y = "pool", "flatten", "logits"
+        self.nodes.append(helper.make_node("GlobalAveragePool", [x], [gap], name=gap))
+        self.nodes.append(helper.make_node("Flatten", [gap], [flat], name=flat, axis=1))
+        f = self.acts[x].mean(axis=(2, 3))
+        mean, std = f.mean(axis=0), float(np.sqrt(f.var(axis=0).mean())) + 1e-6
+        w = self.rng.standard_normal((classes, f.shape[1])) / np.sqrt(f.shape[1]) / std
+        b = -(w @ mean)
+        ins = [flat, self._init("fc.weight", w.astype(np.float32))]
+        ins.append(self._init("fc.bias", b.astype(np.float32)))
+        self.nodes.append(helper.make_node("Gemm", ins, [y], name="fc", transB=1))
+        return y
+
+    def model(self, batch: int, size: int, classes: int) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            self.nodes,
+            self.name,
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, size, size])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])],
+            self.inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+        m.ir_version = IR_VERSION
+        onnx.checker.check_model(m)
+        return m
+
+
+def sample_inputs(count: int, size: int, seed: int, batch: int = 1) -> list[np.ndarray]:
+    """``count`` seeded standard-normal inputs of shape ``(batch, 3, size, size)``."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((batch, 3, size, size)).astype(np.float32) for _ in range(count)]
+
+
+def _stat_samples(size: int, seed: int, count: int) -> np.ndarray:
+    return np.concatenate(sample_inputs(count, size, seed + 1_000_003))
+
+
+def resnet(
+    depth: int = 18,
+    size: int = 224,
+    classes: int = 1000,
+    width: int = 64,
+    seed: int = 0,
+    stat_samples: int = 8,
+    residual_gamma: tuple[float, float] = (0.2, 0.5),
+) -> onnx.ModelProto:
+    """ResNet-18 (``depth=18``) or ResNet-34 (``depth=34``) with basic blocks.
+
+    ``width`` is the first stage's channel count (64 in the paper; stages double it). The last
+    batch norm of each residual branch draws its scale from ``residual_gamma`` (small, as in
+    trained ResNets and zero-gamma initialisation), so the identity path dominates and the
+    random network is not chaotic (tiny input changes do not flip its output)."""
+    blocks = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3)}
+    if depth not in blocks:
+        raise ValueError(f"depth {depth} is not supported (allowed: 18, 34)")
+    nb = _NetBuilder(f"resnet{depth}", _stat_samples(size, seed, stat_samples), seed)
+    x = nb.max_pool(nb.relu(nb.bn(nb.conv("input", width, 7, 2))))
+    for stage, count in enumerate(blocks[depth]):
+        ch = width * 2**stage
+        for i in range(count):
+            stride = 2 if stage > 0 and i == 0 else 1
+            shortcut = x
+            if stride != 1 or nb.acts[x].shape[1] != ch:
+                shortcut = nb.bn(nb.conv(x, ch, 1, stride))
+            h = nb.relu(nb.bn(nb.conv(x, ch, 3, stride)))
+            h = nb.bn(nb.conv(h, ch, 3, 1), residual_gamma)
+            x = nb.relu(nb.add(h, shortcut))
+    nb.classifier(x, classes)
+    return nb.model(1, size, classes)
+
+
+def mobilenet(
+    size: int = 224, classes: int = 1000, width: int = 32, seed: int = 0, stat_samples: int = 8
+) -> onnx.ModelProto:
+    """MobileNet-v1 style: 3x3 stem, 13 (depthwise 3x3 + pointwise 1x1) blocks, relu6 (Clip).
+
+    Depthwise convs run on the CPU after partitioning; pointwise convs go to VTA."""
+    nb = _NetBuilder("mobilenet", _stat_samples(size, seed, stat_samples), seed)
+    x = nb.relu6(nb.bn(nb.conv("input", width, 3, 2)))
+    plan = [(2, 1), (4, 2), (4, 1), (8, 2), (8, 1), (16, 2)] + [(16, 1)] * 5 + [(32, 2), (32, 1)]
+    for mult, stride in plan:
+        c = nb.acts[x].shape[1]
+        x = nb.relu6(nb.bn(nb.conv(x, c, 3, stride, group=c)))
+        x = nb.relu6(nb.bn(nb.conv(x, width * mult, 1, 1)))
+    nb.classifier(x, classes)
+    return nb.model(1, size, classes)
+
+
+ZOO = {"resnet18": lambda **kw: resnet(18, **kw), "resnet34": lambda **kw: resnet(34, **kw)}
+ZOO["mobilenet"] = mobilenet
+
+
+def build_model(name: str, **kwargs) -> onnx.ModelProto:
+    """A zoo model by name (``resnet18``, ``resnet34``, ``mobilenet``)."""
+    if name not in ZOO:
+        raise ValueError(f"model {name!r} is not in the zoo (allowed: {', '.join(sorted(ZOO))})")
+    return ZOO[name](**kwargs)
+
+
+def save_model(name: str, path: str, **kwargs) -> str:
+    """Build a zoo model and write it as an ONNX file; returns the path."""
+    onnx.save(build_model(name, **kwargs), path)
+    return path

@@ -1,0 +1,67 @@
+"""Shared by ``pyvta run``, ``pyvta compile`` and the ResNet-18 demo: compile an ONNX model for a
+target, run it on the simulated accelerator or the CPU, and report per layer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pyvta.commands.common import CommandError
+
+# What a user asks for -> (compile target of compiler.graph, where "vta" nodes run)
+TARGETS = {"vta-sim": ("vta", "sim"), "cpu": ("cpu", None), "cpu-int8": ("cpu-int8", None)}
+
+
+def compile_for(path: str | Path, target: str, log=print):
+    """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``."""
+    from compiler.graph.compiled_model import CompiledModel, compile_model
+
+    if target not in TARGETS:
+        raise CommandError(f"unknown target {target!r} (allowed: {', '.join(TARGETS)})")
+    path = Path(path)
+    t0 = time.perf_counter()
+    if path.suffix == ".npz":
+        cm = CompiledModel.load(path)
+        want = TARGETS[target][0]
+        if cm.target != want:
+            raise CommandError(f"{path} was compiled for {cm.target!r}, not {want!r} ({target})")
+        log(f"loaded compiled model {path} ({cm.target}) in {time.perf_counter() - t0:.1f} s")
+        return cm
+    log(f"compiling {path} for {target} (import, fold, fuse, quantize, pack, partition)...")
+    cm = compile_model(path, TARGETS[target][0])
+    log(f"compiled in {time.perf_counter() - t0:.1f} s")
+    return cm
+
+
+def accelerator(search: int = 0, trace: bool = False):
+    """The "vta" backend on a fresh simulated device."""
+    from compiler.backend.vta.graph_backend import AcceleratorBackend
+    from driver import SimDevice
+
+    return AcceleratorBackend(SimDevice(trace=trace), search=search)
+
+
+def run_on(cm, target: str, x: np.ndarray, vta=None):
+    """Run a compiled model once: (outputs, timing table, backend used for vta nodes)."""
+    from compiler.graph.compiled_model import run_model
+
+    if TARGETS[target][1] == "sim" and vta is None:
+        vta = accelerator()
+    outputs, table = run_model(cm, x, vta)
+    return outputs, table, vta
+
+
+def vta_summary(vta) -> str:
+    if vta is None or not getattr(vta, "runs", None):
+        return ""
+    cycles = sum(r.cycles or 0 for r in vta.runs)
+    sim_s = sum(r.sim_wall_s for r in vta.runs)
+    macs = sum(r.workload.macs for r in vta.runs)
+    util = macs / 256 / cycles if cycles else 0.0
+    return (
+        f"accelerator: {len(vta.runs)} launches, {cycles / 1e6:.2f} M cycles"
+        f" ({cycles / 100e6 * 1e3:.1f} ms at 100 MHz), GEMM utilisation {100 * util:.1f}%;"
+        f" functional simulation {sim_s:.2f} s wall"
+    )

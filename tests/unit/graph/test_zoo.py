@@ -1,0 +1,48 @@
+"""Zoo models are valid ONNX, match onnxruntime when imported, and are not degenerate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import ort_run
+
+from compiler.graph import zoo
+from compiler.graph.executor import Executor
+from compiler.graph.onnx_import import import_onnx
+
+MODELS = {
+    "resnet18": lambda: zoo.resnet(18, size=32, width=16, classes=10, seed=1),
+    "resnet34": lambda: zoo.resnet(34, size=32, width=16, classes=10, seed=1),
+    "mobilenet": lambda: zoo.mobilenet(size=32, width=8, classes=10, seed=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_top1_varies_and_import_matches_onnxruntime(name):
+    model = MODELS[name]()
+    xs = zoo.sample_inputs(12, 32, seed=21)
+    refs = [ort_run(model, {"input": x})[0][0] for x in xs]
+    top1 = [int(r.argmax()) for r in refs]
+    print(name, "top-1 over 12 inputs:", top1)
+    assert len(set(top1)) >= 3
+    spread = np.std(refs, axis=0).mean() / (np.abs(np.mean(refs, axis=0)).mean() + 1e-9)
+    assert spread > 0.5  # logits vary with the input at least as much as their mean offset
+    g = import_onnx(model)
+    (out,), _ = Executor(g).run({"input": xs[0]})
+    np.testing.assert_allclose(out[0], refs[0], rtol=1e-4, atol=1e-4)
+
+
+def test_full_size_resnet18_shapes():
+    g = import_onnx(zoo.resnet(18, stat_samples=1))
+    assert g.values["input"].shape == (1, 3, 224, 224)
+    assert g.values["logits"].shape == (1, 1000)
+    convs = [n for n in g.nodes if n.op == "conv2d"]
+    assert len(convs) == 20  # 17 3x3/7x7 + 3 downsampling 1x1
+    w = g.constants[convs[1].inputs[1]]
+    assert w.shape == (64, 64, 3, 3)
+    assert abs(w.std() - np.sqrt(2 / (64 * 9))) < 0.01  # He initialisation
+
+
+def test_unknown_model_name():
+    with pytest.raises(ValueError, match="allowed"):
+        zoo.build_model("vgg16")
