@@ -1,8 +1,6 @@
 import numpy as np
 import pytest
 
-from compiler.backend.vta.reference import reference_conv  # noqa: F401 - used by the tests
-
 
 @pytest.fixture
 def rng(request):

@@ -3,7 +3,6 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import reference_conv
 
 import sim
 from compiler.backend.vta import (
@@ -20,6 +19,7 @@ from compiler.backend.vta import (
     pack_weights,
     unpack_data,
 )
+from compiler.backend.vta.reference import reference_conv
 from compiler.backend.vta.workload import resnet18_workload
 from compiler.workloads import VTA_LAYERS
 from driver import SimDevice

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
-from conftest import reference_conv
 
 import compiler
 from compiler.backend.vta import ConvConfig, ConvWorkload, Epilogue
 from compiler.backend.vta.packing import pack_bias, pack_data, pack_weights, unpack_data
+from compiler.backend.vta.reference import reference_conv
 from compiler.backend.vta.te_template import (
     build_conv2d,
     config_from_steps,
