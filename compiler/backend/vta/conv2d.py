@@ -240,10 +240,16 @@ def _tile_start(
                 c.tile_w,
                 wl.out_w,
             )
-        em.loop(
-            GemmInsn(iter_out=ep.residual_passes, iter_in=rows, dst_factor_in=1, src_factor_in=1),
-            [Uop(dst=acc0, src=res0, wgt=lay.ident)],
-        )
+        if not ep.residual_after_shift:
+            _residual_gemm(em, ep, acc0, res0, rows, lay.ident)
+
+
+def _residual_gemm(em: Emitter, ep: Epilogue, acc0: int, res0: int, rows: int, ident: int) -> None:
+    """acc += residual * 2^e (the scaled identity weights), in ``residual_passes`` passes."""
+    em.loop(
+        GemmInsn(iter_out=ep.residual_passes, iter_in=rows, dst_factor_in=1, src_factor_in=1),
+        [Uop(dst=acc0, src=res0, wgt=ident)],
+    )
 
 
 def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, int]]]:
@@ -379,7 +385,14 @@ def _epilogue(
             ),
             [Uop(dst=acc0, src=res0)],
         )
-    if ep.shift:
+    if ep.residual_via_gemm and ep.residual_after_shift:
+        pre = ep.residual_pre_shift
+        if pre:
+            _alu_rows(em, AluOp.SHR, acc0, rows, pre)
+        _residual_gemm(em, ep, acc0, v * lay.inp_slot + g.inp_rows - rows, rows, lay.ident)
+        if ep.shift - pre:
+            _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift - pre)
+    elif ep.shift:
         _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift)
     _alu_rows(em, AluOp.MAX, acc0, rows, ep.lo)
     _alu_rows(em, AluOp.MIN, acc0, rows, ep.hi)

@@ -46,6 +46,12 @@ class VtaConv2d:
         hw: HwConfig = device.config
         digits = bias_digit_blocks(bias) if ep.bias and bias is not None else None
         ep = dataclasses.replace(ep, bias_via_gemm=digits is not None)
+        if ep.residual:
+            # (acc + r << k) >> s == ((acc >> a) + (r << (k - a))) >> (s - a) when nothing wraps
+            terms = wl.ci_blocks * wl.block * wl.kernel_h * wl.kernel_w
+            top = terms * 128 * 128 + (int(np.abs(bias).max()) if ep.bias else 0)
+            if top + (128 << ep.residual_shift) < 2**31:
+                ep = dataclasses.replace(ep, residual_after_shift=True)
         if config is not None and digits is not None:
             try:
                 check_fit(wl, ep, config, hw)
@@ -72,7 +78,7 @@ class VtaConv2d:
         self.b_addr = d.put(bias.astype("<i4"), 64) if ep.bias else 0
         consts = [
             digits if digits is not None else np.zeros((wl.co_blocks, wl.block, wl.block), np.int8),
-            identity_block(wl.block, ep.residual_shift),
+            identity_block(wl.block, max(ep.residual_gemm_shift, 0)),
         ]
         self.consts_addr = d.put(np.concatenate(consts), hw.wgt_elem_bytes)
         self.ones_addr = d.put(ones_row(wl.block), 64)

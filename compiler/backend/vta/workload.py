@@ -144,18 +144,33 @@ class Epilogue:
     # Lowering choices (not arithmetic): add the bias with one GEMM pass over "bias digit"
     # weights instead of an ALU ADD (possible when |bias| is small enough, see bias_digits).
     bias_via_gemm: bool = False
+    # Split the shift around the residual: (acc >> a) + (res << (k - a)), then >> (s - a) with
+    # a = min(k, s). Equal to the contract when the int32 sum cannot wrap (the caller checks).
+    residual_after_shift: bool = False
 
-    # The residual is added by a GEMM against 2^k * identity weights (k <= 6, in
-    # 2^(shift - 6) passes above that) when its shift is at most this; else by the ALU.
-    RESIDUAL_GEMM_MAX_SHIFT = 9
+    # The residual is added by a GEMM against 2^e * identity weights (e <= 6, in 2^(e - 6)
+    # passes above that) when e is at most this (cheaper than the ALU path); else by the ALU.
+    RESIDUAL_GEMM_MAX_SHIFT = 8
+
+    @property
+    def residual_gemm_shift(self) -> int:
+        """The power of two the residual is multiplied by in the GEMM path."""
+        if self.residual_after_shift:
+            return self.residual_shift - self.residual_pre_shift
+        return self.residual_shift
+
+    @property
+    def residual_pre_shift(self) -> int:
+        """With ``residual_after_shift``: the part of the shift applied before the residual."""
+        return min(self.residual_shift, self.shift)
 
     @property
     def residual_via_gemm(self) -> bool:
-        return self.residual and self.residual_shift <= self.RESIDUAL_GEMM_MAX_SHIFT
+        return self.residual and 0 <= self.residual_gemm_shift <= self.RESIDUAL_GEMM_MAX_SHIFT
 
     @property
     def residual_passes(self) -> int:
-        return 1 << max(self.residual_shift - 6, 0)
+        return 1 << max(self.residual_gemm_shift - 6, 0)
 
     def __post_init__(self):
         if not 0 <= self.shift <= 31:

@@ -137,3 +137,13 @@ def test_hazard_config_rejected():
     c = ConvConfig(tile_h=1, tile_w=1, tile_ci=4, tile_co=1, vthreads=1)
     with pytest.raises(FitError, match="pipeline hazard"):
         lower_conv2d(wl, Epilogue(), c, hw, DramMap(0, 0, 0, 0))
+
+
+@pytest.mark.parametrize("shift, res_shift", [(11, 11), (10, 12), (11, 10), (4, 9), (2, 14)])
+def test_residual_paths(shift, res_shift, rng):
+    # between the two parts of a split shift (GEMM), or by the ALU when 2^(k - s) is too large
+    wl = ConvWorkload(8, 8, 32, 32, 3, 3, 1, 1)
+    ep = Epilogue(bias=True, shift=shift, lo=0, hi=127, residual=True, residual_shift=res_shift)
+    op, _ = run_and_check(wl, ep, rng)
+    assert op.ep.residual_after_shift
+    assert op.ep.residual_via_gemm == (res_shift - min(res_shift, shift) <= 8)
