@@ -145,7 +145,6 @@ def lower_conv2d(
     g = check_fit(wl, ep, c, hw)
     if hw.batch != 1:
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
-    em = Emitter(hw)
     v_count = c.vthreads
     fixed = reserved_rows(wl, ep)
     lay = _Layout(
@@ -157,26 +156,43 @@ def lower_conv2d(
         ident=hw.wgt_depth - 1,
         bias_acc=hw.acc_depth - fixed["acc"],
     )
-    groups = _tile_groups(wl, c)
-    n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(v_count)}
-    try:
-        _load_constants(em, wl, ep, dram, lay, fixed)
-        for tiles in groups:
-            group = list(enumerate(tiles))
-            for v, tile in group:
-                _tile_start(em, wl, ep, c, g, dram, lay, v, tile)
-            for k in range(n_chunks):
-                for v, tile in group:
-                    bases = (v * lay.acc_slot, v * lay.inp_slot, v * lay.wgt_slot)
-                    _chunk(em, wl, c, g, dram, bases, tile, k, wgt_loaded, v)
-            for v, tile in group:
-                _epilogue(em, wl, ep, c, g, dram, lay, v, tile)
-        em.finish()
-    except UopOverflowError as exc:
-        raise FitError(f"config {c.to_dict()}: {exc}") from None
+    try:  # all micro-op kernels resident at once; else loaded on demand into a ring
+        em = _emit(wl, ep, c, g, dram, lay, fixed, Emitter(hw))
+    except UopOverflowError:
+        try:
+            em = _emit(wl, ep, c, g, dram, lay, fixed, Emitter(hw, dynamic_uops=True))
+        except UopOverflowError as exc:
+            raise FitError(f"config {c.to_dict()}: {exc}") from None
     insns, accesses = em.program(dram.uops)
     return LoweredConv(insert_dep_tokens(insns, accesses, hw), list(em.uops), g)
+
+
+def _emit(
+    wl: ConvWorkload,
+    ep: Epilogue,
+    c: ConvConfig,
+    g: Geometry,
+    dram: DramMap,
+    lay: _Layout,
+    fixed: dict[str, int],
+    em: Emitter,
+) -> Emitter:
+    groups = _tile_groups(wl, c)
+    n_chunks = wl.ci_blocks // c.tile_ci
+    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
+    _load_constants(em, wl, ep, dram, lay, fixed)
+    for tiles in groups:
+        group = list(enumerate(tiles))
+        for v, tile in group:
+            _tile_start(em, wl, ep, c, g, dram, lay, v, tile)
+        for k in range(n_chunks):
+            for v, tile in group:
+                bases = (v * lay.acc_slot, v * lay.inp_slot, v * lay.wgt_slot)
+                _chunk(em, wl, c, g, dram, bases, tile, k, wgt_loaded, v)
+        for v, tile in group:
+            _epilogue(em, wl, ep, c, g, dram, lay, v, tile)
+    em.finish()
+    return em
 
 
 @dataclass(frozen=True)

@@ -25,26 +25,66 @@ class UopOverflowError(ValueError):
 
 
 class Emitter:
-    def __init__(self, hw: HwConfig):
+    """``dynamic_uops=False``: every distinct kernel gets its own place in the micro-op buffer
+    and all are loaded once, first (UopOverflowError if they do not fit together).
+    ``dynamic_uops=True``: kernels are placed in the buffer as a ring and loaded on first use
+    after they were evicted, so a program may use more micro-ops than the buffer holds. UOP
+    loads run on the compute module, in order with the GEMMs, so no token is needed.
+    ``self.uops`` is the DRAM image of the distinct kernels in both modes."""
+
+    def __init__(self, hw: HwConfig, dynamic_uops: bool = False):
         self.hw = hw
+        self.dynamic = dynamic_uops
         self.insns: list[Insn] = []
         self.accesses: list[list[Access]] = []
         self.uops: list[Uop] = []
-        self._kernels: dict[tuple[Uop, ...], int] = {}
+        self._kernels: dict[tuple[Uop, ...], int] = {}  # kernel -> offset in self.uops (DRAM)
+        self._resident: dict[tuple[Uop, ...], int] = {}  # kernel -> SRAM offset (dynamic mode)
+        self._ring = 0
+        self._uop_loads: list[int] = []  # indices of UOP loads whose dram_base is relative
 
     # -- micro-op kernels ----------------------------------------------------------------------
     def kernel(self, uops: list[Uop]) -> int:
-        """Offset in the micro-op buffer of this kernel (deduplicated)."""
+        """Offset in the micro-op buffer of this kernel (deduplicated; loaded if needed)."""
         key = tuple(uops)
+        if len(key) > self.hw.uop_depth:
+            raise UopOverflowError(
+                f"a micro-op kernel of {len(key)} entries exceeds the UOP buffer"
+                f" ({self.hw.uop_depth})"
+            )
         if key not in self._kernels:
             self._kernels[key] = len(self.uops)
             self.uops.extend(uops)
-            if len(self.uops) > self.hw.uop_depth:
+            if not self.dynamic and len(self.uops) > self.hw.uop_depth:
                 raise UopOverflowError(
                     f"micro-op kernels need {len(self.uops)} entries, the UOP buffer has"
                     f" {self.hw.uop_depth}"
                 )
-        return self._kernels[key]
+        if not self.dynamic:
+            return self._kernels[key]
+        if key not in self._resident:
+            n = len(key)
+            if self._ring + n > self.hw.uop_depth:
+                self._ring = 0
+            lo, hi = self._ring, self._ring + n
+            for other, off in list(self._resident.items()):  # evict what the new one overlaps
+                if off < hi and lo < off + len(other):
+                    del self._resident[other]
+            self._resident[key] = lo
+            self._ring = hi
+            self._uop_loads.append(len(self.insns))
+            self.emit(
+                Load(
+                    MemType.UOP,
+                    sram_base=lo,
+                    dram_base=self._kernels[key],
+                    y_size=1,
+                    x_size=n,
+                    x_stride=n,
+                ),
+                [Access("uop", lo, hi, True)],
+            )
+        return self._resident[key]
 
     # -- instructions ----------------------------------------------------------------------------
     def emit(self, insn: Insn, accesses: list[Access]) -> None:
@@ -130,8 +170,15 @@ class Emitter:
         self.emit(FinishInsn(), everything)
 
     def program(self, uop_dram_base: int) -> tuple[list[Insn], list[list[Access]]]:
-        """The stream with the micro-op load prepended (micro-ops at ``uop_dram_base``, in
-        micro-op units)."""
+        """The instruction stream, micro-ops at ``uop_dram_base`` (micro-op units): one load of
+        every kernel first, or (dynamic mode) the loads placed where kernels were needed."""
+        if self.dynamic:
+            insns = list(self.insns)
+            for i in self._uop_loads:
+                insns[i] = dataclasses.replace(
+                    insns[i], dram_base=insns[i].dram_base + uop_dram_base
+                )
+            return insns, list(self.accesses)
         n = len(self.uops)
         head: list[Insn] = []
         head_acc: list[list[Access]] = []

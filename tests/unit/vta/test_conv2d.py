@@ -147,3 +147,24 @@ def test_residual_paths(shift, res_shift, rng):
     op, _ = run_and_check(wl, ep, rng)
     assert op.ep.residual_after_shift
     assert op.ep.residual_via_gemm == (res_shift - min(res_shift, shift) <= 8)
+
+
+def test_micro_op_kernels_beyond_the_buffer_are_loaded_on_demand(rng):
+    # a 1-block UOP buffer of 2048 micro-ops cannot hold both threads' 9 x 14 x 14 kernels
+    hw = HwConfig(LOG_UOP_BUFF_SIZE=13)
+    wl = ConvWorkload(14, 14, 32, 32, 3, 3, 1, 1)
+    ep = Epilogue.requant(shift=8, relu=True)
+    c = ConvConfig(14, 14, 1, 1, 2, ("ci", "co"))
+    low = lower_conv2d(wl, ep, c, hw, DramMap.disjoint(wl, hw))
+    uop_loads = [
+        i
+        for i in low.insns
+        if getattr(i, "memory_type", None) is not None and i.memory_type.name == "UOP" and i.x_size
+    ]
+    assert len(uop_loads) > 1 and len(low.uops) > hw.uop_depth
+    x = rng.integers(-128, 128, (1, 32, 14, 14), dtype=np.int8)
+    w = rng.integers(-128, 128, (32, 32, 3, 3), dtype=np.int8)
+    b = rng.integers(-999, 999, 32).astype(np.int32)
+    op = VtaConv2d(wl, ep, pack_weights(w), pack_bias(b), SimDevice(hw, dram_bytes=1 << 24), c)
+    got = unpack_data(op(pack_data(x)).output, 32)
+    assert np.array_equal(got, reference_conv(x, w, b, ep, wl))
