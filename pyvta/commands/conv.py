@@ -47,6 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--save", metavar="BUNDLE.npz", help="save the program bundle (for pyvta sim / hw run)"
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--search",
+        type=int,
+        default=6,
+        help="configs measured on the cycle model for the default (0: analytic only)",
+    )
     add_config_argument(p)
 
 
@@ -89,7 +95,9 @@ def run(args: argparse.Namespace) -> int:
     b = rng.integers(-(1 << 14), 1 << 14, wl.out_channels).astype(np.int32)
     dev = SimDevice(hw, trace=bool(args.trace))
     t0 = time.perf_counter()
-    op = VtaConv2d(wl, ep, pack_weights(w), pack_bias(b), dev, _config(args, wl, ep, hw))
+    op = VtaConv2d(
+        wl, ep, pack_weights(w), pack_bias(b), dev, _config(args, wl, ep, hw), search=args.search
+    )
     print(f"compiled in {time.perf_counter() - t0:.2f} s: config {op.config.to_dict()}")
     print(f"{op.insn_count} instructions, {len(op.lowered.uops)} micro-ops")
     insns = op.lowered.insns
