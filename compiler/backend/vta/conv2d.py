@@ -156,41 +156,34 @@ def lower_conv2d(
         ident=hw.wgt_depth - 1,
         bias_acc=hw.acc_depth - fixed["acc"],
     )
+    ctx = _Ctx(wl, ep, c, g, dram, lay, fixed)
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
-        em = _emit(wl, ep, c, g, dram, lay, fixed, Emitter(hw))
+        em = _emit(ctx, Emitter(hw))
     except UopOverflowError:
         try:
-            em = _emit(wl, ep, c, g, dram, lay, fixed, Emitter(hw, dynamic_uops=True))
+            em = _emit(ctx, Emitter(hw, dynamic_uops=True))
         except UopOverflowError as exc:
             raise FitError(f"config {c.to_dict()}: {exc}") from None
     insns, accesses = em.program(dram.uops)
     return LoweredConv(insert_dep_tokens(insns, accesses, hw), list(em.uops), g)
 
 
-def _emit(
-    wl: ConvWorkload,
-    ep: Epilogue,
-    c: ConvConfig,
-    g: Geometry,
-    dram: DramMap,
-    lay: _Layout,
-    fixed: dict[str, int],
-    em: Emitter,
-) -> Emitter:
+def _emit(x: _Ctx, em: Emitter) -> Emitter:
+    wl, c, lay = x.wl, x.c, x.lay
     groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
-    _load_constants(em, wl, ep, dram, lay, fixed)
+    _load_constants(em, x)
     for tiles in groups:
         group = list(enumerate(tiles))
         for v, tile in group:
-            _tile_start(em, wl, ep, c, g, dram, lay, v, tile)
+            _tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
                 bases = (v * lay.acc_slot, v * lay.inp_slot, v * lay.wgt_slot)
-                _chunk(em, wl, c, g, dram, bases, tile, k, wgt_loaded, v)
+                _chunk(em, x, bases, tile, k, wgt_loaded, v)
         for v, tile in group:
-            _epilogue(em, wl, ep, c, g, dram, lay, v, tile)
+            _epilogue(em, x, v, tile)
     em.finish()
     return em
 
@@ -208,9 +201,21 @@ class _Layout:
     bias_acc: int  # first ACC row of the biases (ALU path)
 
 
-def _load_constants(
-    em: Emitter, wl: ConvWorkload, ep: Epilogue, dram: DramMap, lay: _Layout, fixed: dict[str, int]
-) -> None:
+@dataclass(frozen=True)
+class _Ctx:
+    """Everything the emitting helpers share for one lowering."""
+
+    wl: ConvWorkload
+    ep: Epilogue
+    c: ConvConfig
+    g: Geometry
+    dram: DramMap
+    lay: _Layout
+    fixed: dict
+
+
+def _load_constants(em: Emitter, x: _Ctx) -> None:
+    wl, ep, dram, lay, fixed = x.wl, x.ep, x.dram, x.lay, x.fixed
     if fixed["inp"]:
         em.load(MemType.INP, lay.ones, dram.ones, 1, 1, 1)
     if fixed["wgt"]:
@@ -221,18 +226,9 @@ def _load_constants(
         em.load(MemType.ACC, lay.bias_acc, dram.bias, 1, fixed["acc"], fixed["acc"])
 
 
-def _tile_start(
-    em: Emitter,
-    wl: ConvWorkload,
-    ep: Epilogue,
-    c: ConvConfig,
-    g: Geometry,
-    dram: DramMap,
-    lay: _Layout,
-    v: int,
-    tile,
-) -> None:
+def _tile_start(em: Emitter, x: _Ctx, v: int, tile) -> None:
     """Reset the tile's ACC rows; add the bias and the residual with GEMM passes if chosen."""
+    wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
     co0, oh0, ow0 = tile
     p = g.pixels
     rows = c.tile_co * p
@@ -288,18 +284,8 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     return [tiles[i : i + v] for i in range(0, len(tiles), v)]
 
 
-def _chunk(
-    em: Emitter,
-    wl: ConvWorkload,
-    c: ConvConfig,
-    g: Geometry,
-    dram: DramMap,
-    bases,
-    tile,
-    k: int,
-    wgt_loaded: dict,
-    v: int,
-) -> None:
+def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) -> None:
+    wl, c, g, dram = x.wl, x.c, x.g, x.dram
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
     ci0 = k * c.tile_ci
@@ -354,17 +340,8 @@ def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
     )
 
 
-def _epilogue(
-    em: Emitter,
-    wl: ConvWorkload,
-    ep: Epilogue,
-    c: ConvConfig,
-    g: Geometry,
-    dram: DramMap,
-    lay: _Layout,
-    v: int,
-    tile,
-) -> None:
+def _epilogue(em: Emitter, x: _Ctx, v: int, tile) -> None:
+    wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
     co0, oh0, ow0 = tile
     p = g.pixels
     rows = c.tile_co * p
