@@ -15,6 +15,7 @@ from sim.errors import (
 )
 from sim.functional import SimLimits, SimResult, run, run_insns
 from sim.program import Program
+from sim.races import RaceError
 from sim.timing import Timing
 from sim.trace import trace_json, write_trace
 
@@ -30,6 +31,7 @@ __all__ = [
     "ProgramBuilder",
     "ProgramError",
     "QueueUsageError",
+    "RaceError",
     "SimError",
     "SimLimitError",
     "SimLimits",

@@ -21,6 +21,7 @@ from sim.dispatch import Dispatched, deadlock_error, dispatch
 from sim.errors import ProgramError, SimLimitError
 from sim.loops import n_iters
 from sim.program import Program
+from sim.races import RaceDetector, accesses
 from sim.state import SramState
 
 
@@ -69,6 +70,7 @@ def run_insns(
     state: SramState | None = None,
     module_order: tuple[Module, ...] = tuple(Module),
     one_per_turn: bool = False,
+    check_races: bool = False,
 ) -> SimResult:
     """Run decoded instructions against ``dram`` (modified in place) and return the result.
 
@@ -77,6 +79,8 @@ def run_insns(
     missing token: loads running ahead expose a missing write-after-read token, compute running
     first a missing read-after-write one). ``one_per_turn`` lets each module run a single
     instruction per round instead of running until it blocks (a finer interleaving).
+    ``check_races`` raises ``RaceError`` for conflicting accesses of two modules that no chain
+    of tokens orders (whatever this interleaving did).
     """
     limits = limits or SimLimits()
     st = state or SramState(cfg)
@@ -87,6 +91,7 @@ def run_insns(
     finish_index = None
     order: list[int] = []
     remaining = len(insns)
+    races = RaceDetector(cfg) if check_races else None
     while remaining:
         progressed = False
         for module in module_order:
@@ -97,9 +102,14 @@ def run_insns(
                     break
                 for p in d.pops:
                     tokens[p] -= 1
+                if races:
+                    races.before(module, d.pops)
+                    races.access(module, d.index, accesses(d.insn, st))
                 _execute(st, dram, d, counters, limits)
                 for p in d.pushes:
                     tokens[p] += 1
+                if races:
+                    races.after(module, d.pushes)
                 if isinstance(d.insn, FinishInsn):
                     finish_index = d.index
                 counters.insns_by_module[module.value] += 1
@@ -121,7 +131,7 @@ def run_insns(
     return SimResult(dram, counters, finish_index, leftover, order)
 
 
-def run(program: Program, limits: SimLimits | None = None) -> SimResult:
+def run(program: Program, limits: SimLimits | None = None, check_races: bool = False) -> SimResult:
     """Run a program bundle; returns the final DRAM image (a copy) and the counters."""
     dram = program.dram.copy()
-    return run_insns(program.insns(), dram, program.config, limits)
+    return run_insns(program.insns(), dram, program.config, limits, check_races=check_races)

@@ -108,7 +108,7 @@ def test_tokens_balanced_and_two_threads_overlap():
         uops = np.frombuffer(encode_uops(low.uops, hw), np.uint8)
         initial[64 : 64 + uops.size] = uops
         dram = initial.copy()
-        result = sim.run_insns(low.insns, dram, hw)
+        result = sim.run_insns(low.insns, dram, hw, check_races=True)
         assert result.leftover_tokens == {}
         for order in itertools.permutations(Module):  # same DRAM under every interleaving
             for one in (False, True):
