@@ -19,6 +19,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="RESULT.npz", help="write the final DRAM image and counters")
     p.add_argument("--cycles", action="store_true", help="also run the cycle model and report it")
     p.add_argument(
+        "--check-races",
+        action="store_true",
+        help="fail on accesses of two modules that no dependency token orders",
+    )
+    p.add_argument(
         "--trace", metavar="T.json", help="write a Perfetto/Chrome trace (implies --cycles)"
     )
 
@@ -26,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     program = Program.load(args.bundle)
     t0 = time.perf_counter()
-    result = sim.run(program)
+    result = sim.run(program, check_races=args.check_races)
     wall_s = time.perf_counter() - t0
     print(f"{args.bundle}: {program.insn_count} instructions, config {program.config.tag}")
     print(f"functional: {result.counters.summary()}  ({wall_s * 1e3:.1f} ms wall)")
