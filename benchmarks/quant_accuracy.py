@@ -111,6 +111,12 @@ def main() -> None:
     print(f"{'vs float (onnxruntime fp32)':<28} {'cos mean':>9} {'cos min':>9} {'top-1 agree':>12}")
     for r in rows:
         print(f"{r['name']:<28} {r['cos_mean']:>9.5f} {r['cos_min']:>9.5f} {r['top1']:>11.0%}")
+    ours_ok = np.array([int(r.argmax()) == int(o.argmax()) for r, o in zip(ref, mine, strict=True)])
+    ort_ok = np.array([int(r.argmax()) == int(o.argmax()) for r, o in zip(ref, ort_q, strict=True)])
+    print(
+        f"top-1 paired: both agree {np.sum(ours_ok & ort_ok)}, only ours {np.sum(ours_ok & ~ort_ok)},"
+        f" only onnxruntime {np.sum(~ours_ok & ort_ok)} (of {len(ref)})"
+    )
     ok = rows[0]["cos_mean"] >= rows[1]["cos_mean"] and rows[0]["top1"] >= rows[1]["top1"]
     print(f"ours at least as close to float as onnxruntime int8 (default): {'yes' if ok else 'NO'}")
     print(

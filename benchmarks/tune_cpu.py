@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tuner.cli_support import parse_workload  # noqa: E402
 from tuner.cpu import CpuBackend, cpu_target_info  # noqa: E402
 from tuner.log import apply_best  # noqa: E402
-from tuner.measure import LocalMeasurer  # noqa: E402
+from tuner.measure import LocalMeasurer, MeasureResult  # noqa: E402
 from tuner.tune import tune  # noqa: E402
 from tuner.tuners import make_tuner  # noqa: E402
 
@@ -71,6 +71,7 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log", default=None)
     p.add_argument("--plot", default="tune_cpu.png")
+    p.add_argument("--recheck", type=int, default=5, help="alternate re-measurements at the end")
     a = p.parse_args(argv)
 
     task = parse_workload(a.workload)
@@ -91,8 +92,13 @@ def main(argv=None) -> int:
             plot=a.plot,
             progress=sys.stderr.isatty(),
         )
-        # re-measure the best next to the default, so both see the same machine state
-        again = meas.measure(task, [res.best_config, default] if default else [res.best_config])
+        # re-measure the best and the default alternately, so both see the same machine state
+        pair = [res.best_config, default] if default else [res.best_config]
+        rounds_again = [meas.measure(task, pair) for _ in range(a.recheck)]
+        again = [
+            MeasureResult(costs=tuple(statistics.median(r[i].costs) for r in rounds_again))
+            for i in range(len(pair))
+        ]
     np_s = _numpy_s(task, a.repeats)
     flop = 2.0 * np.prod(task.args) if task.name == "cpu.gemm" else None
     rounds = max(1, -(-a.trials // a.batch) - 1)
@@ -102,6 +108,9 @@ def main(argv=None) -> int:
         return f"  {name:28s} {s * 1e3:9.4f} ms{gf}"
 
     print(f"\n{len(res.history)} trials in {res.wall_s:.1f} s, {res.n_errors} errors")
+    print(f"  during tuning: best {res.best_cost * 1e3:.4f} ms", end="")
+    print(f", default {base.cost * 1e3:.4f} ms (before tuning)" if base is not None else "")
+    print(f"  re-measured {a.recheck}x alternately (median of medians):")
     print(line(f"tuned {res.best_config.to_dict()}", again[0].cost))
     if base is not None and base.ok:
         print(line(f"default {default.to_dict()}", again[1].cost))

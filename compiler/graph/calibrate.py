@@ -35,7 +35,7 @@ def quantization_error(a: np.ndarray, frac_bits: int) -> float:
     return float(np.sum((q - a) ** 2, dtype=np.float64))
 
 
-def _forward(graph: Graph, sample: dict[str, np.ndarray]):
+def forward_values(graph: Graph, sample: dict[str, np.ndarray]):
     """Yield ``(name, array)`` for every graph input and node output of one float run."""
     env = dict(graph.constants)
     for name in graph.inputs:
@@ -65,7 +65,7 @@ def calibrate(
     errors = {k: np.zeros(extra_bits + 1) for k in base}
     sums: dict[str, np.ndarray] = {}
     for sample in samples:
-        for name, a in _forward(graph, sample):
+        for name, a in forward_values(graph, sample):
             if name in base:
                 for i in range(extra_bits + 1):
                     errors[name][i] += quantization_error(a, base[name] + i)
@@ -91,6 +91,6 @@ def collect_ranges(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[s
             ranges[name] = max(ranges.get(name, 0.0), float(np.max(np.abs(a))) if a.size else 0.0)
 
     for sample in samples:
-        for name, a in _forward(graph, sample):
+        for name, a in forward_values(graph, sample):
             note(name, a)
     return ranges

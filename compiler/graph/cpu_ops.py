@@ -68,19 +68,25 @@ def _epilogue(y, res, attrs):
     return y.astype(np.float32)
 
 
-def qconv2d(ins, attrs):
+def qaccumulate(op: str, ins, attrs) -> np.ndarray:
+    """int64 ``sum(x * w) + bias`` of a ``qconv2d``/``qdense`` (before residual and shift)."""
     x, w, b = ins[:3]
+    if op == "qdense":
+        return (x.astype(np.float64) @ w.astype(np.float64).T).astype(np.int64) + b
     o, cg, kh, kw = w.shape
     if not exact_dot_terms_ok(cg * kh * kw):
         raise ValueError(f"reduction of {cg * kh * kw} terms is too long for exact float64")
     acc = _conv_sum(x, w, attrs, np.float64).astype(np.int64)
-    acc += b.astype(np.int64).reshape(1, -1, 1, 1)
+    return acc + b.astype(np.int64).reshape(1, -1, 1, 1)
+
+
+def qconv2d(ins, attrs):
+    acc = qaccumulate("qconv2d", ins, attrs)
     return requantize(acc, ins[3] if len(ins) > 3 else None, FusedParams.from_attrs(attrs))
 
 
 def qdense(ins, attrs):
-    x, w, b = ins[:3]
-    acc = (x.astype(np.float64) @ w.astype(np.float64).T).astype(np.int64) + b.astype(np.int64)
+    acc = qaccumulate("qdense", ins, attrs)
     return requantize(acc, ins[3] if len(ins) > 3 else None, FusedParams.from_attrs(attrs))
 
 

@@ -12,7 +12,7 @@ For a node ``y = act(x * w + b [+ r])`` with calibrated frac bits ``fx`` (input)
 - ``[clip_lo, clip_hi] = clip(round([lo, hi] * 2**fy), -128, 127)``; ``relu`` gives ``clip_lo = 0``.
 
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
-:mod:`compiler.graph.vta_ops`. Float readers of a quantized value get a ``dequantize`` node that
+:mod:`compiler.graph.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
 produces the original float name; quantized readers of a float value get a ``quantize`` node.
 Which nodes stay float: ``keep_float`` names, or by default the first conv2d and the last dense.
 """
@@ -128,6 +128,7 @@ class _Rewriter:
         attrs["clip_hi"] = int(max(attrs["clip_lo"], min(127, _scaled(clip[1], fy))))
         attrs["shift"] = shift
         attrs["res_shift"] = 0
+        attrs["acc_frac_bits"] = fa
         ins = [
             xq,
             g.add_constant(g.fresh_name(f"{n.inputs[1]}_int8"), wq),

@@ -1,0 +1,84 @@
+"""Config spaces: index <-> config bijection, neighbours stay valid, JSON round trip."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from tuner.space import (
+    BoolKnob,
+    ChoiceKnob,
+    ConfigSpace,
+    ReorderKnob,
+    SplitKnob,
+    divisors,
+)
+
+
+@pytest.fixture
+def space():
+    return ConfigSpace(
+        [
+            SplitKnob("tile_i", 48, 3),
+            SplitKnob("tile_k", 64, 2, max_inner=16),
+            ReorderKnob("order", ("i", "j", "k")),
+            ChoiceKnob("vthread", [1, 2, 4]),
+            ChoiceKnob("unroll", ["none", "inner", "all"]),
+            BoolKnob("vectorize"),
+        ]
+    )
+
+
+def test_knob_values():
+    assert divisors(12) == [1, 2, 3, 4, 6, 12]
+    k = SplitKnob("s", 12, 2)
+    assert all(math.prod(v) == 12 for v in k.values) and len(k) == 6
+    assert len(SplitKnob("s", 48, 3)) == sum(len(divisors(48 // d)) for d in divisors(48))
+    assert all(v[1] <= 16 for v in SplitKnob("s", 64, 2, max_inner=16).values)
+    assert len(ReorderKnob("o", ("a", "b", "c"))) == 6
+    with pytest.raises(ValueError, match="not a candidate"):
+        k.encode((5, 3))
+    with pytest.raises(ValueError, match="unique"):
+        ConfigSpace([BoolKnob("a"), BoolKnob("a")])
+
+
+def test_index_config_bijection(space):
+    assert space.size == math.prod(len(k) for k in space.knobs)
+    idx = np.arange(space.size)
+    ch = space.to_choices(idx)
+    assert (space.to_index(ch) == idx).all()
+    assert len({tuple(r) for r in ch}) == space.size  # injective
+    for i in [0, 1, 17, space.size // 2, space.size - 1]:
+        cfg = space.get(i)
+        text = json.dumps(cfg.to_dict())
+        back = space.config(json.loads(text))
+        assert back.index == i and back == cfg
+    with pytest.raises(IndexError):
+        space.get(space.size)
+
+
+def test_neighbours_are_valid_and_one_knob_away(space, rng):
+    ch = space.to_choices(space.sample(rng, 500))
+    nb = space.neighbours(ch, rng)
+    assert ((nb >= 0) & (nb < space.radix)).all()
+    diff = (nb != ch).sum(axis=1)
+    assert (diff == 1).all()
+    idx = space.to_index(nb)
+    assert ((idx >= 0) & (idx < space.size)).all()
+
+
+def test_sample_unique_excludes(space, rng):
+    exclude = set(range(0, space.size, 2))
+    got = space.sample_unique(rng, 50, exclude)
+    assert len(got) == len(set(got)) == 50 and not set(got) & exclude
+    small = ConfigSpace([BoolKnob("a"), ChoiceKnob("b", [1, 2, 3])])
+    assert sorted(small.sample_unique(rng, 10, {0})) == [1, 2, 3, 4, 5]
+
+
+def test_knob_features_and_signature(space, rng):
+    idx = space.sample(rng, 7)
+    f = space.knob_features(space.to_choices(idx))
+    assert f.shape == (7, space.knob_feature_width) and f.dtype == np.float32
+    other = ConfigSpace([SplitKnob("tile_i", 48, 2)])
+    assert other.signature() != space.signature()

@@ -1,0 +1,94 @@
+"""Measurement isolation: a crashing, a hanging and a raising candidate are recorded with their
+error and tuning goes on; the CPU backend measures real kernels."""
+
+import math
+import time
+
+import pytest
+
+from tuner.log import read_records
+from tuner.measure import LocalMeasurer
+from tuner.synthetic import FaultyBackend, tiled_gemm_task
+from tuner.tune import tune
+
+
+def _valid_indices(task, n):
+    out = []
+    i = 0
+    while len(out) < n:
+        c = task.space.get(i)
+        if c["tile_i"][2] * c["tile_j"][2] <= 256:
+            out.append(i)
+        i += 1
+    return out
+
+
+def test_crash_hang_and_error_in_run_are_survived():
+    task = tiled_gemm_task(64, 64, 64)
+    idx = _valid_indices(task, 6)
+    backend = FaultyBackend(crash=[idx[1]], hang=[idx[2]], raise_=[idx[3]])
+    with LocalMeasurer(backend, repeats=2, run_timeout_s=2.0) as m:
+        t0 = time.perf_counter()
+        res = m.measure(task, [task.space.get(i) for i in idx])
+        wall = time.perf_counter() - t0
+    print(f"measured 6 candidates (crash, hang, raise among them) in {wall:.1f} s")
+    errors = [r.error for r in res]
+    assert errors == [None, "crash", "run_timeout", "run", None, None], errors
+    assert "exit code 77" in res[1].msg
+    assert "injected failure" in res[3].msg
+    assert all(math.isfinite(r.cost) for r in (res[0], res[4], res[5]))
+    assert wall < 30
+
+
+def test_crash_and_hang_in_build_are_survived_while_tuning(tmp_path, seed):
+    task = tiled_gemm_task(64, 64, 64)
+    crash = task.space.sample_unique(__import__("numpy").random.default_rng(seed), 20)
+    backend = FaultyBackend(crash=crash[:10], hang=crash[10:12], in_build=True)
+    log = tmp_path / "faulty.jsonl"
+    with LocalMeasurer(backend, repeats=1, build_timeout_s=2.0) as m:
+        # the tuner draws the same random points first: its first batch hits the faults
+        res = tune(
+            task, 24, m, tuner="random", batch_size=24, log=str(log), seed=seed, progress=False
+        )
+    recs = read_records(log, task)
+    assert len(recs) == 24
+    by_err = {}
+    for r in recs:
+        by_err.setdefault(r.result.error, []).append(r.index)
+    print({k: len(v) for k, v in by_err.items()})
+    assert set(by_err.get("crash", [])) == set(crash[:10])
+    assert set(by_err.get("build_timeout", [])) == set(crash[10:12])
+    assert res.best_index is not None
+
+
+@pytest.mark.parametrize("n", [64])
+def test_cpu_backend_measures_gemm(n):
+    from tuner.cpu import CpuBackend, gemm_task
+
+    task = gemm_task(n, n, n)
+    cfgs = [
+        task.space.config({"bm": 4, "bn": 16, "bk": 4, "parallel": False}),
+        task.space.config({"bm": 1, "bn": 4, "bk": 1, "parallel": False}),
+    ]
+    with LocalMeasurer(CpuBackend(min_repeat_ms=2.0), repeats=3) as m:
+        res = m.measure(task, cfgs)
+    print([(c.to_dict(), r.cost) for c, r in zip(cfgs, res, strict=True)])
+    assert all(r.ok and len(r.costs) == 3 for r in res), [r.msg[-600:] for r in res]
+    assert all(0 < r.cost < 0.1 for r in res)
+
+
+def test_wrong_answer_is_recorded():
+    from tuner import cpu
+    from tuner.measure import InProcessMeasurer
+    from tuner.task import Template
+
+    bad = Template(
+        "test.badgemm",
+        cpu._gemm_space,
+        cpu._gemm_instantiate,
+        reference_fn=lambda arrays, m, n, k: arrays[0] @ arrays[1] + 1.0,
+    )
+    task = bad.task(16, 16, 16)
+    cfg = task.space.config({"bm": 4, "bn": 16, "bk": 4, "parallel": False})
+    res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(task, [cfg])
+    assert res[0].error == "wrong_answer" and "relative error" in res[0].msg

@@ -1,0 +1,122 @@
+"""The tune() loop: progress, plot, early stopping, exhausted spaces, the CLI entry point."""
+
+import argparse
+
+import pytest
+
+from tuner.cli_support import add_tune_arguments, parse_workload, tune_command
+from tuner.log import read_records
+from tuner.measure import InProcessMeasurer
+from tuner.space import ChoiceKnob, ConfigSpace
+from tuner.synthetic import SyntheticBackend, tiled_gemm_task
+from tuner.task import Template
+from tuner.tune import tune
+
+
+def test_tune_writes_log_and_plot(tmp_path, seed):
+    task = tiled_gemm_task(64, 64, 64)
+    png = tmp_path / "curve.png"
+    res = tune(
+        task,
+        40,
+        InProcessMeasurer(SyntheticBackend(noise=0.02)),
+        tuner="xgb",
+        batch_size=16,
+        log=str(tmp_path / "l.jsonl"),
+        plot=str(png),
+        seed=seed,
+    )
+    assert png.exists() and png.read_bytes()[:4] == b"\x89PNG"
+    assert len(res.history) == 40 and len(read_records(tmp_path / "l.jsonl", task)) == 40
+    curve = res.best_curve
+    assert all(a >= b for a, b in zip(curve, curve[1:], strict=False))
+    assert res.best_config is not None and res.best_cost == curve[-1]
+
+
+class _Const(SyntheticBackend):
+    def run(self, task, config, artifact, repeats):
+        return [1.0 + config["a"]] * repeats
+
+
+def _small_space():
+    return ConfigSpace([ChoiceKnob("a", [0, 1, 2]), ChoiceKnob("b", [0, 1])])
+
+
+SMALL = Template("test.small", _small_space, lambda config: config, target="synthetic")
+
+
+@pytest.mark.parametrize("name", ["random", "ga", "xgb", "xgb-reg"])
+def test_small_space_is_exhausted_without_repeats(name, seed):
+    task = SMALL.task()
+    res = tune(
+        task, 50, InProcessMeasurer(_Const()), tuner=name, batch_size=4, seed=seed, progress=False
+    )
+    idx = [i for _, i, _ in res.history]
+    assert sorted(idx) == list(range(6))
+    assert res.best_cost == 1.0
+
+
+def test_early_stopping(seed):
+    res = tune(
+        SMALL.task(),
+        50,
+        InProcessMeasurer(_Const()),
+        tuner="random",
+        batch_size=1,
+        seed=seed,
+        progress=False,
+        early_stopping=2,
+    )
+    assert len(res.history) < 6 or res.best_cost == 1.0
+
+
+def test_parse_workload():
+    assert parse_workload("gemm:64,32,16").args == (64, 32, 16)
+    assert parse_workload("C6").args == (128, 28, 28, 128, 3, 1, 1)
+    assert parse_workload("conv2d:16,14,14,32,3,1,1").name == "cpu.conv2d"
+    with pytest.raises(ValueError, match="not understood"):
+        parse_workload("gemm:1,2")
+
+
+def test_tune_command_on_a_small_gemm(tmp_path, capsys):
+    args = add_tune_arguments(argparse.ArgumentParser()).parse_args(
+        [
+            "gemm:32,32,32",
+            "--trials",
+            "4",
+            "--batch",
+            "4",
+            "--repeats",
+            "2",
+            "--no-progress",
+            "--log",
+            str(tmp_path / "g.jsonl"),
+            "--tuner",
+            "random",
+        ]
+    )
+    assert tune_command(args) == 0
+    out = capsys.readouterr().out
+    print(out)
+    assert "best" in out and len(read_records(tmp_path / "g.jsonl")) == 4
+    args.resume = True
+    args.trials = 6
+    assert tune_command(args) == 0
+    assert len(read_records(tmp_path / "g.jsonl")) == 6
+
+
+def test_initial_configs_are_measured_first(seed):
+    task = tiled_gemm_task(64, 64, 64)
+    start = [task.space.get(5), 9]
+    res = tune(
+        task,
+        10,
+        InProcessMeasurer(SyntheticBackend()),
+        tuner="random",
+        batch_size=4,
+        seed=seed,
+        progress=False,
+        initial=start,
+    )
+    idx = [i for _, i, _ in res.history]
+    assert idx[:2] == [5, 9] and len(set(idx)) == 10

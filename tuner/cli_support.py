@@ -1,0 +1,158 @@
+"""Entry points for a ``pyvta tune`` subcommand (wired by ``pyvta/``; nothing here reads
+``sys.argv``).
+
+    parser = subparsers.add_parser("tune"); add_tune_arguments(parser)
+    ...; return tune_command(args)
+
+Workloads: ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,STRIDE,PAD``, or a ResNet-18 layer ``C1``..``C12``
+(batch 1, "same" padding) on the CPU; ``vta:C2``..``vta:C12`` or
+``vta:H,W,IC,OC,K,STRIDE,PAD`` for the VTA conv2d template on the simulator's cycle model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+# ResNet-18 conv2d layers (H=W, IC, OC, K, stride) from the AutoTVM / TVM papers
+RESNET18 = {
+    "C1": (224, 3, 64, 7, 2),
+    "C2": (56, 64, 64, 3, 1),
+    "C3": (56, 64, 64, 1, 1),
+    "C4": (56, 64, 128, 3, 2),
+    "C5": (56, 64, 128, 1, 2),
+    "C6": (28, 128, 128, 3, 1),
+    "C7": (28, 128, 256, 3, 2),
+    "C8": (28, 128, 256, 1, 2),
+    "C9": (14, 256, 256, 3, 1),
+    "C10": (14, 256, 512, 3, 2),
+    "C11": (14, 256, 512, 1, 2),
+    "C12": (7, 512, 512, 3, 1),
+}
+
+
+def parse_workload(text: str):
+    """A CPU ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12``."""
+    from tuner.cpu import conv2d_task, gemm_task
+
+    if text.startswith("vta:"):
+        from tuner.vta import vta_conv2d_task
+
+        rest = text[4:]
+        if rest.upper() in RESNET18:
+            hw, ic, oc, k, s = RESNET18[rest.upper()]
+            return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
+        try:
+            return vta_conv2d_task(*[int(v) for v in rest.split(",")])
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"workload {text!r} not understood (vta:C2..C12 | vta:H,W,IC,OC,K,STRIDE,PAD)"
+            ) from None
+    if text.upper() in RESNET18:
+        hw, ic, oc, k, s = RESNET18[text.upper()]
+        return conv2d_task(ic, hw, hw, oc, k, s, k // 2)
+    kind, _, rest = text.partition(":")
+    try:
+        nums = [int(v) for v in rest.split(",")] if rest else []
+    except ValueError:
+        nums = None
+    if kind == "gemm" and nums and len(nums) == 3:
+        return gemm_task(*nums)
+    if kind == "conv2d" and nums and len(nums) == 7:
+        return conv2d_task(*nums)
+    raise ValueError(
+        f"workload {text!r} not understood (allowed: gemm:M,N,K | conv2d:C,H,W,O,K,STRIDE,PAD"
+        f" | {', '.join(RESNET18)} | vta:C2..C12)"
+    )
+
+
+def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument(
+        "workload", help="gemm:M,N,K | conv2d:C,H,W,O,K,STRIDE,PAD | C1..C12 | vta:C2..C12"
+    )
+    p.add_argument("--trials", type=int, default=200, help="measurements in all (default 200)")
+    p.add_argument("--tuner", default="xgb", choices=["xgb", "xgb-reg", "random", "ga"])
+    p.add_argument("--batch", type=int, default=64, help="candidates measured per round")
+    p.add_argument("--log", default=None, help="JSON-lines tuning log to append to")
+    p.add_argument("--resume", action="store_true", help="continue the run recorded in --log")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=5, help="timed repeats per candidate")
+    p.add_argument("--plot", default=None, help="write the tuning curve to this PNG")
+    p.add_argument("--early-stopping", type=int, default=None, dest="early_stopping")
+    p.add_argument(
+        "--transfer-log",
+        default=None,
+        dest="transfer_log",
+        help="log of other workloads of the same template: train a global model on it",
+    )
+    p.add_argument("--no-progress", action="store_true", dest="no_progress")
+    return p
+
+
+def tune_command(args: argparse.Namespace) -> int:
+    """Run ``tune`` for ``args`` (from ``add_tune_arguments``); prints the best config.
+    Returns a process exit code."""
+    from tuner.tune import default_measurer, tune
+
+    try:
+        task = parse_workload(args.workload)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.resume and not args.log:
+        print("error: --resume needs --log", file=sys.stderr)
+        return 2
+    print(f"tuning {task.key}: {task.space}  (seed {args.seed})")
+    extra = {}
+    if getattr(args, "transfer_log", None) and args.tuner.startswith("xgb"):
+        from tuner.log import tasks_in_log, training_data
+        from tuner.model import global_model
+
+        same = {task.name: task.template}  # knob features: transfer within one template
+        data = training_data(args.transfer_log, tasks_in_log(args.transfer_log, same, task))
+        if data:
+            extra["base"] = global_model(data, seed=args.seed)
+            n = sum(len(d[1]) for d in data)
+            print(f"transfer: global model on {n} records of {len(data)} other workloads")
+    m = default_measurer(task)
+    if task.target == "llvm":
+        m.repeats = args.repeats
+    with m:
+        res = tune(
+            task,
+            args.trials,
+            m,
+            tuner=args.tuner,
+            batch_size=args.batch,
+            log=args.log,
+            resume=args.resume,
+            seed=args.seed,
+            progress=not args.no_progress,
+            plot=args.plot,
+            early_stopping=args.early_stopping,
+            **extra,
+        )
+    if res.best_index is None:
+        print(f"no valid config in {len(res.history)} trials ({res.n_errors} errors)")
+        return 1
+    best = (
+        f"{res.best_cost * 1e3:.4f} ms" if task.cost_unit == "s" else f"{res.best_cost:.0f} cycles"
+    )
+    print(
+        f"best {best} after {len(res.history)} trials "
+        f"({res.n_resumed} resumed, {res.n_errors} errors, {res.wall_s:.1f} s): "
+        f"{res.best_config.to_dict()}"
+    )
+    if args.plot:
+        print(f"tuning curve: {args.plot}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """``python -m tuner.cli_support gemm:512,512,512 --trials 64``."""
+    p = add_tune_arguments(argparse.ArgumentParser(prog="tune"))
+    return tune_command(p.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""CPU adapter: the compiler's CPU schedule templates as tuning tasks, and the llvmlite backend
+as a measurement ``Backend``. This module and ``tuner.irfeatures`` are the only places that
+import ``compiler``.
+
+Tasks: ``gemm_task(m, n, k)`` (``C[m, n] = A[m, k] @ B[k, n]``, float32) and
+``conv2d_task(c, h, w, o, kernel, stride, padding)`` (NCHW, batch 1, float32).
+Costs are seconds per call (median of ``repeats``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+
+from tuner.measure import Backend
+from tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, divisors
+from tuner.task import InvalidConfig, Task, Template, WrongAnswer
+
+
+def _gemm_space(m: int, n: int, k: int) -> ConfigSpace:
+    bm = [v for v in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16) if v <= m]
+    bn = [d for d in divisors(n) if 4 <= d <= 256] or [n]
+    bk = [d for d in divisors(k) if d <= 32]
+    return ConfigSpace(
+        [ChoiceKnob("bm", bm), ChoiceKnob("bn", bn), ChoiceKnob("bk", bk), BoolKnob("parallel")]
+    )
+
+
+def _gemm_instantiate(config, m: int, n: int, k: int):
+    from compiler.ops.cpu import GemmKnobs, matmul_packed
+
+    knobs = GemmKnobs(config["bm"], config["bn"], config["bk"], config["parallel"])
+    try:
+        return matmul_packed(m, n, k, knobs)
+    except ValueError as e:
+        raise InvalidConfig(str(e)) from None
+
+
+def _conv2d_space(c, h, w, o, kernel, stride, padding) -> ConfigSpace:
+    ow = (w + 2 * padding - kernel) // stride + 1
+    return ConfigSpace(
+        [
+            ChoiceKnob("ic", [d for d in divisors(c) if d <= 64]),
+            ChoiceKnob("oc", [d for d in divisors(o) if 4 <= d <= 64] or [o]),
+            ChoiceKnob("ow_block", [d for d in divisors(ow) if d <= 32]),
+            BoolKnob("parallel"),
+        ]
+    )
+
+
+def _conv2d_instantiate(config, c, h, w, o, kernel, stride, padding):
+    from compiler.ops.cpu import Conv2dKnobs, conv2d_nchw_blocked
+
+    knobs = Conv2dKnobs(config["ic"], config["oc"], config["ow_block"], config["parallel"])
+    try:
+        return conv2d_nchw_blocked(c, h, w, o, kernel, stride, padding, knobs)
+    except ValueError as e:
+        raise InvalidConfig(str(e)) from None
+
+
+def _gemm_lower(config, *args):
+    from compiler import lower
+
+    return lower(*_gemm_instantiate(config, *args))
+
+
+def _conv2d_lower(config, *args):
+    from compiler import lower
+
+    return lower(*_conv2d_instantiate(config, *args))
+
+
+def _gemm_reference(arrays, m, n, k):
+    a, b, _ = arrays
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+GEMM = Template(
+    "cpu.gemm", _gemm_space, _gemm_instantiate, lower_fn=_gemm_lower, reference_fn=_gemm_reference
+)
+CONV2D = Template("cpu.conv2d", _conv2d_space, _conv2d_instantiate, lower_fn=_conv2d_lower)
+TEMPLATES = {t.name: t for t in (GEMM, CONV2D)}
+
+
+def gemm_task(m: int, n: int, k: int) -> Task:
+    return GEMM.task(m, n, k)
+
+
+def conv2d_task(c, h, w, o, kernel, stride=1, padding=0) -> Task:
+    return CONV2D.task(c, h, w, o, kernel, stride, padding)
+
+
+class CpuBackend(Backend):
+    """Build with ``compiler.build`` (target ``llvm``) into a kernel cache in ``cache_dir``
+    (a fresh temporary folder by default), run on random inputs and time it.
+
+    With ``check`` the output is compared with the template's ``reference_fn`` (if any); a
+    mismatch is recorded as ``wrong_answer``. One repeat calls the kernel ``number`` times, with
+    ``number`` chosen so that a repeat lasts about ``min_repeat_ms``; its cost is the mean
+    seconds per call."""
+
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        num_threads: int | None = None,
+        min_repeat_ms: float = 20.0,
+        check: bool = True,
+    ):
+        self.check = check
+        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="pyvta-tune-")
+        self.num_threads = num_threads or os.cpu_count() or 1
+        self.min_repeat_ms = min_repeat_ms
+
+    def _module(self, task, config):
+        from compiler import build
+
+        sch, args = task.instantiate(config)
+        return build(sch, args, cache_dir=self.cache_dir, num_threads=self.num_threads), args
+
+    def build(self, task, config):
+        self._module(task, config)
+        return None  # the optimised kernel is in the disk cache, keyed by its loop IR
+
+    def run(self, task, config, artifact, repeats):
+        mod, args = self._module(task, config)
+        rng = np.random.default_rng(0)
+        arrays = [rng.standard_normal(t.shape).astype(t.dtype) for t in args]
+        est_ms = mod.time_ms(*arrays, number=1, repeat=1)
+        ref_fn = task.template.reference_fn
+        if self.check and ref_fn is not None:
+            want = ref_fn(arrays, *task.args)
+            err = float(np.max(np.abs(arrays[-1] - want)) / (np.max(np.abs(want)) + 1e-30))
+            if not err < 1e-4:
+                raise WrongAnswer(f"relative error {err:.3g} against the reference (max 1e-4)")
+        number = max(1, min(10_000, int(self.min_repeat_ms / max(est_ms, 1e-4))))
+        out = []
+        for _ in range(repeats):
+            out.append(mod.time_ms(*arrays, number=number, repeat=1) * 1e-3)
+        return out
+
+
+def cpu_target_info() -> str:
+    """One line naming the host CPU target (for benchmark output)."""
+    from compiler.backend.llvm import CpuTarget
+
+    t = CpuTarget.host()
+    return f"{t.cpu} vector_bits={t.vector_bits} threads={t.num_threads} ({time.strftime('%F')})"

@@ -1,0 +1,179 @@
+"""The tuning log: append-only JSON lines, one measurement per line, flushed (and fsynced)
+per record, so a killed run loses at most the measurement in flight.
+
+A record::
+
+    {"v": 1, "task": "cpu.gemm[512, 512, 512]@llvm", "space": "<signature>",
+     "index": 17, "config": {"bm": 8, ...}, "costs": [...], "cost": 0.0012,
+     "error": null, "msg": "", "build_s": 0.3, "ts": 1764470000.0, "unit": "s"}
+
+``read_records`` skips (with one warning each) lines that are not JSON (e.g. a line cut short by
+a kill), that lack fields or that have another format version. ``apply_best(log, task)`` is the
+best valid config measured for ``task`` (same key and space signature).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.measure import MeasureResult
+from tuner.space import Config
+from tuner.task import Task
+
+VERSION = 1
+_FIELDS = ("task", "space", "index", "config", "costs", "error")
+
+
+@dataclass(frozen=True)
+class Record:
+    task_key: str
+    space_sig: str
+    index: int
+    config: dict
+    result: MeasureResult
+    unit: str = "s"
+
+    def to_json(self) -> str:
+        r = self.result
+        return json.dumps(
+            {
+                "v": VERSION,
+                "task": self.task_key,
+                "space": self.space_sig,
+                "index": self.index,
+                "config": self.config,
+                "costs": list(r.costs),
+                "cost": r.cost if r.ok else None,
+                "error": r.error,
+                "msg": r.msg[-2000:],
+                "build_s": round(r.build_s, 4),
+                "ts": round(r.timestamp, 3),
+                "unit": self.unit,
+            }
+        )
+
+    @staticmethod
+    def from_json(line: str) -> Record:
+        d = json.loads(line)
+        if not isinstance(d, dict) or d.get("v") != VERSION:
+            raise ValueError(f"not a version-{VERSION} tuning record")
+        missing = [f for f in _FIELDS if f not in d]
+        if missing:
+            raise ValueError(f"record lacks fields {missing}")
+        res = MeasureResult(
+            costs=tuple(float(c) for c in d["costs"]),
+            error=d["error"],
+            msg=d.get("msg", ""),
+            build_s=float(d.get("build_s", 0.0)),
+            timestamp=float(d.get("ts", 0.0)),
+        )
+        return Record(d["task"], d["space"], int(d["index"]), d["config"], res, d.get("unit", "s"))
+
+    def matches(self, task: Task) -> bool:
+        return self.task_key == task.key and self.space_sig == task.space.signature()
+
+
+def make_record(task: Task, config: Config, result: MeasureResult) -> Record:
+    return Record(
+        task.key, task.space.signature(), config.index, config.to_dict(), result, task.cost_unit
+    )
+
+
+class TuningLog:
+    """Appends records to ``path`` (created with its folder if missing)."""
+
+    def __init__(self, path: str | os.PathLike, fsync: bool = True):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.fsync = fsync
+        self._f = open(self.path, "a+b")  # noqa: SIM115 - kept open for appends
+        self._f.seek(0, os.SEEK_END)
+        if self._f.tell() > 0:  # a kill may have left a partial last line: start a fresh one
+            self._f.seek(-1, os.SEEK_END)
+            if self._f.read(1) != b"\n":
+                self._f.write(b"\n")
+        self._f.seek(0, os.SEEK_END)
+
+    def append(self, record: Record) -> None:
+        self._f.write(record.to_json().encode() + b"\n")
+        self._f.flush()
+        if self.fsync:
+            os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Record]:
+    """Records of ``path`` (only those of ``task`` if given); bad lines are skipped with a
+    warning. A missing file has no records."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    out = []
+    with open(p, encoding="utf-8", errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = Record.from_json(line)
+            except (ValueError, TypeError, KeyError) as e:
+                warnings.warn(f"{p}:{lineno}: skipped line ({e})", stacklevel=2)
+                continue
+            if task is None or rec.matches(task):
+                out.append(rec)
+    return out
+
+
+def best_record(records) -> Record | None:
+    ok = [r for r in records if r.result.ok]
+    return min(ok, key=lambda r: r.result.cost) if ok else None
+
+
+def apply_best(log: str | os.PathLike, task: Task) -> Config | None:
+    """The best valid config of ``task`` in ``log`` (None if it has no valid record)."""
+    rec = best_record(read_records(log, task))
+    return None if rec is None else task.space.config(rec.config)
+
+
+def training_data(log: str | os.PathLike, tasks) -> list[tuple[Task, list[int], list[float]]]:
+    """``[(task, indices, costs), ...]`` for each of ``tasks`` with records in ``log`` (for a
+    global transfer-learning model, ``tuner.model.global_model``)."""
+    recs = read_records(log)
+    out = []
+    for t in tasks:
+        mine = [r for r in recs if r.matches(t)]
+        if mine:
+            out.append((t, [r.index for r in mine], [r.result.cost for r in mine]))
+    return out
+
+
+def tasks_in_log(log: str | os.PathLike, templates: dict, exclude: Task | None = None) -> list:
+    """The tasks recorded in ``log`` whose template is in ``templates`` (name -> ``Template``),
+    rebuilt from their keys; ``exclude`` (e.g. the task being tuned) is left out."""
+    out, seen = [], set()
+    for r in read_records(log):
+        if r.task_key in seen:
+            continue
+        seen.add(r.task_key)
+        name, _, rest = r.task_key.partition("[")
+        if name not in templates:
+            continue
+        try:
+            args = json.loads("[" + rest.rsplit("@", 1)[0])
+        except ValueError:
+            continue
+        t = templates[name].task(*args)
+        if t.key == r.task_key and (exclude is None or t.key != exclude.key):
+            out.append(t)
+    return out

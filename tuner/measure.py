@@ -1,0 +1,189 @@
+"""Measurement: turn configs into costs.
+
+A ``Backend`` says how to build and run one candidate (module-level, picklable):
+
+- ``build(task, config) -> artifact``: instantiate and compile (runs in a build worker);
+- ``run(task, config, artifact, repeats) -> list[float]``: measure ``repeats`` costs in
+  ``task.cost_unit`` (runs in the single run worker).
+
+Measurers drive a backend:
+
+- ``LocalMeasurer``: builds in parallel in ``n_build_workers`` processes, then runs the built
+  candidates one at a time in a separate process, so timings see an idle machine; a crash, an
+  exception or a timeout in either stage becomes a ``MeasureResult`` with ``error`` set.
+- ``InProcessMeasurer``: builds and runs in this process (cheap synthetic or simulated costs).
+
+The CPU backend is ``tuner.cpu.CpuBackend``; a VTA backend returning cycle counts from the
+simulator plugs in behind the same two functions.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+import traceback
+from dataclasses import dataclass, field
+
+from tuner.space import Config
+from tuner.task import InvalidConfig, Task, WrongAnswer
+from tuner.workers import WorkerPool
+
+ERRORS = ("invalid", "build", "build_timeout", "run", "run_timeout", "crash", "wrong_answer")
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """``costs``: one per repeat (empty on error); ``error``: None or one of ``ERRORS``."""
+
+    costs: tuple = ()
+    error: str | None = None
+    msg: str = ""
+    build_s: float = 0.0
+    timestamp: float = field(default_factory=time.time)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and len(self.costs) > 0
+
+    @property
+    def cost(self) -> float:
+        """Median cost, ``inf`` for a failed candidate."""
+        return statistics.median(self.costs) if self.ok else float("inf")
+
+
+class Backend:
+    """Interface (see the module docstring)."""
+
+    def build(self, task: Task, config: Config):
+        raise NotImplementedError
+
+    def run(self, task: Task, config: Config, artifact, repeats: int) -> list[float]:
+        raise NotImplementedError
+
+
+def _build_job(backend: Backend, task: Task, config: Config):
+    t0 = time.perf_counter()
+    try:
+        artifact = backend.build(task, config)
+    except InvalidConfig as e:
+        return ("invalid", str(e), time.perf_counter() - t0)
+    return ("ok", artifact, time.perf_counter() - t0)
+
+
+def _run_job(backend: Backend, task: Task, config: Config, artifact, repeats: int):
+    return [float(c) for c in backend.run(task, config, artifact, repeats)]
+
+
+class Measurer:
+    """``measure(task, configs, callback)`` -> list of ``MeasureResult`` in order; ``callback(
+    position, result)`` is called as each result is known (the tuner logs it at once)."""
+
+    def measure(self, task: Task, configs, callback=None) -> list[MeasureResult]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class InProcessMeasurer(Measurer):
+    def __init__(self, backend: Backend, repeats: int = 3):
+        self.backend, self.repeats = backend, repeats
+
+    def measure(self, task, configs, callback=None):
+        out = []
+        for pos, cfg in enumerate(configs):
+            status, value, build_s = _build_job(self.backend, task, cfg)
+            if status == "invalid":
+                res = MeasureResult(error="invalid", msg=value, build_s=build_s)
+            else:
+                try:
+                    costs = _run_job(self.backend, task, cfg, value, self.repeats)
+                    res = MeasureResult(costs=tuple(costs), build_s=build_s)
+                except InvalidConfig as e:
+                    res = MeasureResult(error="invalid", msg=str(e), build_s=build_s)
+                except WrongAnswer as e:
+                    res = MeasureResult(error="wrong_answer", msg=str(e), build_s=build_s)
+                except Exception:  # noqa: BLE001 - recorded, tuning goes on
+                    res = MeasureResult(error="run", msg=traceback.format_exc(limit=4))
+            out.append(res)
+            if callback is not None:
+                callback(pos, res)
+        return out
+
+
+class LocalMeasurer(Measurer):
+    """Isolated measurement on this machine: parallel builds, one run at a time.
+
+    ``build_timeout_s`` / ``run_timeout_s`` bound one candidate's build / run (a hanging
+    candidate is killed and recorded as ``build_timeout`` / ``run_timeout``).
+    ``n_run_workers``: 1 for wall-clock timing (runs alone); more when the cost does not depend
+    on machine load (a cycle model)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        repeats: int = 5,
+        n_build_workers: int = 2,
+        build_timeout_s: float = 30.0,
+        run_timeout_s: float = 10.0,
+        n_run_workers: int = 1,
+    ):
+        self.backend, self.repeats = backend, repeats
+        self.build_timeout_s, self.run_timeout_s = build_timeout_s, run_timeout_s
+        self._builders = WorkerPool(n_build_workers)
+        self._runner = WorkerPool(n_run_workers)
+
+    def measure(self, task, configs, callback=None):
+        configs = list(configs)
+        results: list[MeasureResult | None] = [None] * len(configs)
+        built: dict[int, tuple] = {}
+
+        def done(pos, res):
+            results[pos] = res
+            if callback is not None:
+                callback(pos, res)
+
+        jobs = [(_build_job, (self.backend, task, c)) for c in configs]
+        for pos, status, value in self._builders.map(jobs, self.build_timeout_s):
+            if status == "ok" and value[0] == "ok":
+                built[pos] = (value[1], value[2])
+            elif status == "ok":
+                done(pos, MeasureResult(error="invalid", msg=value[1], build_s=value[2]))
+            elif status == "error":
+                done(pos, MeasureResult(error="build", msg=value))
+            elif status == "timeout":
+                done(pos, MeasureResult(error="build_timeout", msg=value))
+            else:
+                done(pos, MeasureResult(error="crash", msg="build: " + value))
+
+        order = sorted(built)
+        run_jobs = [
+            (_run_job, (self.backend, task, configs[p], built[p][0], self.repeats)) for p in order
+        ]
+        for i, status, value in self._runner.map(run_jobs, self.run_timeout_s):
+            pos = order[i]
+            build_s = built[pos][1]
+            if status == "ok":
+                done(pos, MeasureResult(costs=tuple(value), build_s=build_s))
+            elif status == "error":
+                err = "run"
+                if "InvalidConfig" in value:
+                    err = "invalid"
+                elif "WrongAnswer" in value:
+                    err = "wrong_answer"
+                done(pos, MeasureResult(error=err, msg=value, build_s=build_s))
+            elif status == "timeout":
+                done(pos, MeasureResult(error="run_timeout", msg=value, build_s=build_s))
+            else:
+                done(pos, MeasureResult(error="crash", msg="run: " + value, build_s=build_s))
+        return results
+
+    def close(self) -> None:
+        self._builders.close()
+        self._runner.close()

@@ -1,0 +1,87 @@
+"""Model-guided search over a config space: parallel simulated annealing.
+
+``SimulatedAnnealing.find_maximums(task, score_fn, n, exclude)`` returns up to ``n`` distinct
+indices with the highest scores seen, none in ``exclude``. All chains move together: one
+vectorised neighbour move per chain per step (``ConfigSpace.neighbours``), one batched
+``score_fn`` call per step, Metropolis acceptance ``exp((new - old) / (T * scale))`` with the
+temperature falling linearly from ``t0`` to 0 and ``scale`` the spread of the chains' scores at
+the start.
+Chains persist between calls (the next round starts where the last ended). The search stops
+early once the top ``n`` has not changed for ``early_stop`` steps.
+
+Defaults follow the AutoTVM paper: 128 chains, up to 500 steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuner.task import Task
+
+
+class SimulatedAnnealing:
+    def __init__(
+        self,
+        n_chains: int = 128,
+        n_steps: int = 500,
+        early_stop: int = 50,
+        t0: float = 1.0,
+        seed: int = 0,
+        persistent: bool = True,
+    ):
+        self.n_chains, self.n_steps, self.early_stop = n_chains, n_steps, early_stop
+        self.t0, self.persistent = t0, persistent
+        self.rng = np.random.default_rng(seed)
+        self._points: np.ndarray | None = None
+        self.last_steps = 0
+
+    def find_maximums(self, task: Task, score_fn, n: int, exclude=()) -> list[int]:
+        space = task.space
+        exclude = set(exclude)
+        if self._points is None or not self.persistent:
+            self._points = space.to_choices(space.sample(self.rng, self.n_chains))
+        pts = self._points
+        cur_idx = space.to_index(pts)
+        cur = np.asarray(score_fn(cur_idx), dtype=np.float64)
+        top: dict[int, float] = {}
+        self._merge(top, cur_idx, cur, exclude, n)
+        scale = float(np.std(cur)) or 1.0  # temperature in units of the scores' spread
+        still = 0
+        step = 0
+        for step in range(1, self.n_steps + 1):
+            temp = self.t0 * (1.0 - (step - 1) / self.n_steps)
+            new = space.neighbours(pts, self.rng)
+            new_idx = space.to_index(new)
+            score = np.asarray(score_fn(new_idx), dtype=np.float64)
+            with np.errstate(over="ignore"):
+                prob = np.exp(np.minimum(0.0, (score - cur) / (temp * scale + 1e-12)))
+            accept = self.rng.random(prob.shape) < prob
+            pts[accept] = new[accept]
+            cur[accept] = score[accept]
+            changed = self._merge(top, new_idx, score, exclude, n)
+            still = 0 if changed or len(top) < n else still + 1
+            if still >= self.early_stop:
+                break
+        self.last_steps = step
+        self._points = pts
+        return [i for i, _ in sorted(top.items(), key=lambda kv: -kv[1])]
+
+    @staticmethod
+    def _merge(top: dict, idx: np.ndarray, score: np.ndarray, exclude: set, n: int) -> bool:
+        floor = min(top.values()) if len(top) >= n else -np.inf
+        changed = False
+        order = np.argsort(-score)
+        for j in order:
+            s = float(score[j])
+            if s <= floor:
+                break
+            i = int(idx[j])
+            if i in exclude or i in top:
+                continue
+            top[i] = s
+            changed = True
+            if len(top) > n:
+                worst = min(top, key=top.get)
+                del top[worst]
+                floor = min(top.values())
+        return changed

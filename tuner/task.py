@@ -1,0 +1,82 @@
+"""Tuning tasks: a workload (template + arguments) and its configuration space.
+
+A ``Template`` is a pair of module-level functions, so tasks pickle into worker processes:
+
+- ``space_fn(*args) -> ConfigSpace``: the knobs for this workload;
+- ``instantiate_fn(config, *args) -> instance``: something a measurement backend can build
+  (for compiler templates a ``(schedule, tensors)`` pair). It raises ``InvalidConfig`` for a
+  point that does not fit (the tuner records it and never retries it).
+
+VTA templates plug in the same way: their ``instantiate_fn`` returns a schedule for the VTA
+backend and their measurer counts cycles (``cost_unit="cycles"``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from tuner.space import Config, ConfigSpace
+
+
+class InvalidConfig(ValueError):
+    """A point of the space that cannot be instantiated (does not fit the buffers, ...)."""
+
+
+class WrongAnswer(RuntimeError):
+    """A candidate that built and ran but computed a wrong result."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """``name`` e.g. ``"cpu.gemm"``; ``target`` the backend it is written for."""
+
+    name: str
+    space_fn: Callable[..., ConfigSpace]
+    instantiate_fn: Callable[..., object]
+    target: str = "llvm"
+    cost_unit: str = "s"
+    lower_fn: Callable[..., object] | None = None  # (config, *args) -> loop IR, for features
+    reference_fn: Callable[..., object] | None = None  # (arrays, *args) -> expected output
+
+    def task(self, *args) -> Task:
+        return Task(self, tuple(args), self.space_fn(*args))
+
+
+@dataclass(frozen=True)
+class Task:
+    """One workload to tune: ``template`` applied to JSON-able ``args``."""
+
+    template: Template
+    args: tuple
+    space: ConfigSpace = field(compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.template.name
+
+    @property
+    def target(self) -> str:
+        return self.template.target
+
+    @property
+    def cost_unit(self) -> str:
+        return self.template.cost_unit
+
+    @property
+    def key(self) -> str:
+        """Identifies the workload in logs: name, arguments and target."""
+        return f"{self.name}{json.dumps(list(self.args))}@{self.target}"
+
+    def instantiate(self, config: Config):
+        return self.template.instantiate_fn(config, *self.args)
+
+    def lower(self, config: Config):
+        """Loop IR of ``config`` (for IR features); None if the template has no ``lower_fn``."""
+        if self.template.lower_fn is None:
+            return None
+        return self.template.lower_fn(config, *self.args)
+
+    def __repr__(self):
+        return f"Task({self.key}, {self.space})"

@@ -1,0 +1,192 @@
+"""``tune(task, n_trials, ...)``: the tuning loop.
+
+Each round the tuner proposes a batch, the measurer measures it, every result is appended to
+the log as soon as it is known, and the tuner (its cost model) is updated. With
+``resume=True`` the log's records of this task count as trials already done: they are fed to
+the tuner and never measured again, so a killed run continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from tuner.log import TuningLog, make_record, read_records
+from tuner.measure import Measurer, MeasureResult
+from tuner.task import Task
+from tuner.tuners import Tuner, make_tuner
+
+
+@dataclass
+class TuneResult:
+    """``history``: ``(trial, index, cost)`` per measurement in order (``inf`` = failed);
+    ``best_curve[i]``: best cost after ``i + 1`` trials."""
+
+    task: Task
+    best_index: int | None
+    best_cost: float
+    history: list = field(default_factory=list)
+    n_resumed: int = 0
+    n_errors: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def best_config(self):
+        return None if self.best_index is None else self.task.space.get(self.best_index)
+
+    @property
+    def best_curve(self) -> list[float]:
+        out, best = [], math.inf
+        for _, _, c in self.history:
+            best = min(best, c)
+            out.append(best)
+        return out
+
+
+def default_measurer(task: Task) -> Measurer:
+    """An isolated ``LocalMeasurer`` for the task's target: ``llvm`` (wall time on this CPU) or
+    ``vta-sim`` (the cycle model; runs in parallel since load does not change cycles)."""
+    from tuner.measure import LocalMeasurer
+
+    if task.target == "llvm":
+        from tuner.cpu import CpuBackend
+
+        return LocalMeasurer(CpuBackend())
+    if task.target == "vta-sim":
+        from tuner.vta import VtaCycleBackend
+
+        return LocalMeasurer(VtaCycleBackend(), repeats=1, n_run_workers=2, run_timeout_s=120)
+    raise ValueError(f"no default measurer for target {task.target!r}: pass measurer=")
+
+
+def _fmt(cost: float, unit: str) -> str:
+    if not math.isfinite(cost):
+        return "-"
+    if unit == "s":
+        return f"{cost * 1e3:.4g} ms"
+    return f"{cost:.4g} {unit}"
+
+
+def tune(
+    task: Task,
+    n_trials: int,
+    measurer: Measurer | None = None,
+    tuner: str | Tuner = "xgb",
+    batch_size: int = 64,
+    log: str | None = None,
+    resume: bool = False,
+    seed: int = 0,
+    progress: bool = True,
+    plot: str | None = None,
+    early_stopping: int | None = None,
+    initial=(),
+    **tuner_kw,
+) -> TuneResult:
+    """Measure up to ``n_trials`` configs of ``task`` (including those resumed from ``log``).
+
+    ``measurer``: defaults to ``default_measurer(task)`` (CPU or VTA cycle model);
+    ``tuner``: a ``Tuner`` or a name for ``make_tuner`` (``xgb``, ``xgb-reg``, ``random``,
+    ``ga``), with ``tuner_kw`` passed on (``features``, ``base`` for transfer learning, ``sa``,
+    ``eps``, ``diversity``); ``log``: JSON-lines path appended to (and read back with
+    ``resume``); ``plot``: PNG path for the tuning curve; ``early_stopping``: stop after this
+    many trials without improvement; ``initial``: configs (or indices) measured first, e.g. a
+    backend's default, so the result is never worse than it."""
+    t_start = time.perf_counter()
+    tn = (
+        tuner if isinstance(tuner, Tuner) else make_tuner(tuner, task, seed, batch_size, **tuner_kw)
+    )
+    own_measurer = measurer is None
+    if own_measurer:
+        measurer = default_measurer(task)
+    result = TuneResult(task, None, math.inf)
+
+    def note(index: int, res: MeasureResult) -> None:
+        result.history.append((len(result.history), index, res.cost))
+        if res.error is not None:
+            result.n_errors += 1
+        if res.cost < result.best_cost:
+            result.best_cost, result.best_index = res.cost, index
+
+    if resume and log is not None:
+        old = read_records(log, task)
+        seen: dict[int, MeasureResult] = {}
+        for r in old:
+            seen.setdefault(r.index, r.result)
+        if seen:
+            tn.update(list(seen), list(seen.values()))
+            for i, r in seen.items():
+                note(i, r)
+            result.n_resumed = len(seen)
+
+    writer = TuningLog(log) if log is not None else None
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(
+            total=n_trials,
+            initial=min(result.n_resumed, n_trials),
+            desc=task.key,
+            unit="trial",
+            dynamic_ncols=True,
+        )
+    last_improved = len(result.history)
+    live = {"best": result.best_cost, "errors": result.n_errors}
+    first = []
+    for c in initial:
+        i = int(getattr(c, "index", c))
+        if i not in tn.visited and i not in first:
+            first.append(i)
+    first = first[: max(0, n_trials - len(result.history))]
+    try:
+        while len(result.history) < n_trials:
+            if early_stopping is not None and len(result.history) - last_improved >= early_stopping:
+                break
+            if first:
+                batch, first = first, []
+            else:
+                batch = tn.next_batch(min(batch_size, n_trials - len(result.history)))
+            if not batch:
+                break  # the space is exhausted
+            configs = [task.space.get(i) for i in batch]
+
+            def on_result(pos, res, configs=configs):
+                if writer is not None:
+                    writer.append(make_record(task, configs[pos], res))
+                if bar is not None:  # live: one tick per measured candidate
+                    live["best"] = min(live["best"], res.cost)
+                    live["errors"] += res.error is not None
+                    bar.update(1)
+                    bar.set_postfix(
+                        best=_fmt(live["best"], task.cost_unit),
+                        errors=live["errors"],
+                        refresh=False,
+                    )
+
+            results = measurer.measure(task, configs, on_result)
+            before = result.best_cost
+            for cfg, res in zip(configs, results, strict=True):
+                note(cfg.index, res)
+                if res.cost < before:
+                    last_improved = len(result.history)
+                    before = res.cost
+            tn.update(batch, results)
+    finally:
+        if bar is not None:
+            bar.close()
+        if writer is not None:
+            writer.close()
+        if own_measurer:
+            measurer.close()
+    result.wall_s = time.perf_counter() - t_start
+    if plot is not None:
+        from tuner.plot import plot_curves
+
+        plot_curves(
+            {str(tuner if isinstance(tuner, str) else type(tuner).__name__): [result.best_curve]},
+            plot,
+            title=task.key,
+            unit=task.cost_unit,
+        )
+    return result

@@ -1,0 +1,211 @@
+"""Tuners: which configs to measure next. One interface for all:
+
+- ``next_batch(n) -> list[int]``: up to ``n`` indices never proposed before (empty when the
+  space is exhausted);
+- ``update(indices, results)``: the measured ``MeasureResult``s (failed ones included: an
+  invalid point is remembered and never proposed again).
+
+``RandomTuner`` and ``GATuner`` are baselines; ``ModelTuner`` is the AutoTVM loop: a cost
+model retrained after every measured batch, parallel simulated annealing on its scores,
+``eps`` of each batch picked at random, optional diversity-aware selection.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tuner.model import CostModel, XGBCostModel, labels_of
+from tuner.search import SimulatedAnnealing
+from tuner.task import Task
+
+
+class Tuner:
+    def __init__(self, task: Task, seed: int = 0):
+        self.task, self.seed = task, seed
+        self.rng = np.random.default_rng(seed)
+        self.visited: set[int] = set()
+        self.xs: list[int] = []
+        self.costs: list[float] = []
+        self.best_cost = float("inf")
+        self.best_index: int | None = None
+
+    def next_batch(self, n: int) -> list[int]:
+        raise NotImplementedError
+
+    def update(self, indices, results) -> None:
+        for i, r in zip(indices, results, strict=True):
+            i = int(i)
+            self.visited.add(i)
+            self.xs.append(i)
+            self.costs.append(r.cost)
+            if r.cost < self.best_cost:
+                self.best_cost, self.best_index = r.cost, i
+        self._after_update()
+
+    def _after_update(self) -> None:
+        pass
+
+    def _random(self, n: int, extra_exclude=()) -> list[int]:
+        return self.task.space.sample_unique(self.rng, n, self.visited | set(extra_exclude))
+
+
+class RandomTuner(Tuner):
+    def next_batch(self, n):
+        return self._random(n)
+
+
+class GATuner(Tuner):
+    """Genetic algorithm: a population of ``pop_size``; each generation keeps ``elite`` best,
+    fills the rest by fitness-proportional parents, uniform crossover per knob and per-knob
+    mutation with ``mutation_prob``; children already measured are replaced by random points."""
+
+    def __init__(
+        self, task, seed=0, pop_size: int = 64, elite: int = 4, mutation_prob: float = 0.1
+    ):
+        super().__init__(task, seed)
+        self.pop_size, self.elite, self.mutation_prob = pop_size, elite, mutation_prob
+        self._pending: list[int] = []
+        self._gen_measured: list[tuple[int, float]] = []
+
+    def next_batch(self, n):
+        out: list[int] = []
+        while len(out) < n:
+            if not self._pending:
+                self._pending = self._next_generation(set(out))
+                if not self._pending:
+                    break
+            i = self._pending.pop()
+            if i not in self.visited and i not in out:
+                out.append(i)
+        return out
+
+    def _after_update(self) -> None:
+        self._gen_measured = list(zip(self.xs, self.costs, strict=True))[-4 * self.pop_size :]
+
+    def _next_generation(self, taken: set) -> list[int]:
+        space = self.task.space
+        pool = self._gen_measured
+        if len(pool) < 2:
+            return self._random(self.pop_size, taken)
+        idx = np.array([i for i, _ in pool], dtype=np.int64)
+        fit = labels_of([c for _, c in pool]).astype(np.float64) ** 2 + 1e-6
+        elite = idx[np.argsort(-fit)[: self.elite]]
+        genes = space.to_choices(idx)
+        p = fit / fit.sum()
+        n_child = self.pop_size
+        a = genes[self.rng.choice(len(idx), n_child, p=p)]
+        b = genes[self.rng.choice(len(idx), n_child, p=p)]
+        mask = self.rng.random(a.shape) < 0.5
+        child = np.where(mask, a, b)
+        mut = self.rng.random(child.shape) < self.mutation_prob
+        rand = self.rng.integers(0, space.radix, size=child.shape)
+        child = np.where(mut, rand, child)
+        kids = [int(i) for i in space.to_index(child)]
+        kids += [
+            int(space.to_index(space.neighbours(space.to_choices([e]), self.rng))[0]) for e in elite
+        ]
+        seen = set(self.visited) | taken
+        out = []
+        for k in kids:
+            if k not in seen:
+                seen.add(k)
+                out.append(k)
+        out += space.sample_unique(self.rng, self.pop_size - len(out), seen)
+        return out[::-1]
+
+
+class ModelTuner(Tuner):
+    """``model``: an XGB rank model on knob features by default. ``sa``: the search.
+    ``eps``: share of each batch picked at random. ``diversity``: pick the batch greedily from
+    ``3 n`` SA candidates, trading predicted score against knob values not yet in the batch.
+    The first batch is random, unless the model has a trained ``base`` (transfer learning)."""
+
+    def __init__(
+        self,
+        task,
+        seed=0,
+        model: CostModel | None = None,
+        sa: SimulatedAnnealing | None = None,
+        eps: float = 0.05,
+        diversity: bool = False,
+        diversity_weight: float = 0.5,
+    ):
+        super().__init__(task, seed)
+        self.model = model or XGBCostModel("rank", seed=seed)
+        self.sa = sa or SimulatedAnnealing(seed=seed)
+        self.eps, self.diversity, self.diversity_weight = eps, diversity, diversity_weight
+        self.fit_s = self.search_s = 0.0
+
+    def _after_update(self) -> None:
+        import time
+
+        t0 = time.perf_counter()
+        if any(np.isfinite(self.costs)):
+            self.model.fit(self.task, self.xs, self.costs)
+        self.fit_s += time.perf_counter() - t0
+
+    def next_batch(self, n):
+        import time
+
+        base = getattr(self.model, "base", None)
+        if not (self.model.trained or (base is not None and base.trained)):
+            return self._random(n)
+        n_rand = int(round(self.eps * n))
+        n_model = n - n_rand
+        t0 = time.perf_counter()
+        k = 3 * n_model if self.diversity else n_model
+        cands = self.sa.find_maximums(
+            self.task, lambda idx: self.model.predict(self.task, idx), k, self.visited
+        )
+        if self.diversity and cands:
+            picked = self._diverse(cands, n_model)
+        else:
+            picked = cands[:n_model]
+        self.search_s += time.perf_counter() - t0
+        picked += self._random(n - len(picked), picked)
+        return picked
+
+    def _diverse(self, cands: list[int], n: int) -> list[int]:
+        space = self.task.space
+        ch = space.to_choices(cands)
+        score = self.model.predict(self.task, cands).astype(np.float64)
+        span = float(score.max() - score.min()) or 1.0
+        score = (score - score.min()) / span
+        covered = [set() for _ in space.knobs]
+        chosen: list[int] = []
+        free = np.ones(len(cands), bool)
+        for _ in range(min(n, len(cands))):
+            novelty = np.array(
+                [sum(int(c[j]) not in covered[j] for j in range(ch.shape[1])) for c in ch],
+                dtype=np.float64,
+            ) / max(1, ch.shape[1])
+            gain = np.where(free, score + self.diversity_weight * novelty, -np.inf)
+            j = int(np.argmax(gain))
+            free[j] = False
+            chosen.append(cands[j])
+            for kk in range(ch.shape[1]):
+                covered[kk].add(int(ch[j, kk]))
+        return chosen
+
+
+def make_tuner(name: str, task: Task, seed: int = 0, batch_size: int | None = None, **kw) -> Tuner:
+    """``"xgb"`` (rank + SA), ``"xgb-reg"``, ``"random"`` or ``"ga"``. For the XGB tuners,
+    ``features`` names the featurizer (``knob``, ``curve``, ``loop``, ``curve+knob``, ...),
+    ``base`` a global model for transfer learning; other keywords go to ``ModelTuner``.
+    ``batch_size`` sets the GA's population (one generation per measured batch)."""
+    if name == "random":
+        return RandomTuner(task, seed)
+    if name == "ga":
+        kw.setdefault("pop_size", batch_size or 64)
+        return GATuner(task, seed, **kw)
+    if name in ("xgb", "xgb-rank", "xgb-reg"):
+        from tuner.features import make_featurizer
+
+        loss = "reg" if name == "xgb-reg" else "rank"
+        feats = kw.pop("features", None)
+        featurizer = kw.pop("featurizer", None) or (make_featurizer(feats) if feats else None)
+        model = kw.pop("model", None) or XGBCostModel(
+            loss, featurizer, seed=seed, base=kw.pop("base", None)
+        )
+        return ModelTuner(task, seed, model=model, **kw)
+    raise ValueError(f"unknown tuner {name!r} (xgb, xgb-reg, random, ga)")

@@ -1,0 +1,101 @@
+"""VTA adapter: the VTA conv2d template (``compiler.backend.vta``) as a tuning task, measured
+by the simulator's cycle model (``sim.cycles_of``). Costs are cycles (deterministic: one repeat
+is enough).
+
+``vta_conv2d_task(h, w, ic, oc, k, stride, pad)``: batch 1, fused epilogue with bias, on the
+default ``isa.HwConfig`` (the PYNQ-Z1 build). Knobs: ``tile_h``, ``tile_w`` (output pixels),
+``tile_ci``, ``tile_co`` (16-channel blocks), ``vthreads`` and ``gemm_loops`` (which two
+dimensions the GEMM's hardware loops take). Points that do not fit the on-chip buffers are
+``InvalidConfig`` (recorded, never retried).
+
+This module is the tuner's only coupling to the VTA backend; it follows that backend's API as of
+this writing (``ConvWorkload``, ``Epilogue``, ``ConvConfig``, ``check_fit``, ``config_space``,
+``lower_conv2d``, ``DramMap.disjoint``, ``default_config``).
+"""
+
+from __future__ import annotations
+
+from tuner.measure import Backend
+from tuner.space import ChoiceKnob, ConfigSpace
+from tuner.task import InvalidConfig, Task, Template
+
+
+def _workload(h, w, ic, oc, k, stride, pad):
+    from compiler.backend.vta.workload import ConvWorkload, Epilogue
+
+    return ConvWorkload(h, w, ic, oc, k, k, stride, pad), Epilogue(bias=True)
+
+
+def _loops_key(loops) -> str:
+    return ",".join(loops)
+
+
+def _space(h, w, ic, oc, k, stride, pad) -> ConfigSpace:
+    from compiler.backend.vta.config import config_space
+
+    wl, _ = _workload(h, w, ic, oc, k, stride, pad)
+    knobs = []
+    for name, values in config_space(wl).items():
+        if name == "gemm_loops":
+            knobs.append(ChoiceKnob(name, [_loops_key(v) for v in values]))
+        else:
+            knobs.append(ChoiceKnob(name, list(values)))
+    return ConfigSpace(knobs)
+
+
+def _instantiate(config, h, w, ic, oc, k, stride, pad):
+    """``(workload, epilogue, ConvConfig, HwConfig)``; ``InvalidConfig`` if it does not fit."""
+    from compiler.backend.vta.config import ConvConfig, FitError, check_fit
+    from isa import HwConfig
+
+    wl, ep = _workload(h, w, ic, oc, k, stride, pad)
+    d = dict(config)
+    d["gemm_loops"] = tuple(d["gemm_loops"].split(","))
+    cfg = ConvConfig(**d)
+    hw = HwConfig()
+    try:
+        check_fit(wl, ep, cfg, hw)
+    except FitError as e:
+        raise InvalidConfig(str(e)) from None
+    return wl, ep, cfg, hw
+
+
+CONV2D = Template("vta.conv2d", _space, _instantiate, target="vta-sim", cost_unit="cycles")
+
+
+def vta_conv2d_task(h, w, ic, oc, k, stride=1, pad=0) -> Task:
+    return CONV2D.task(h, w, ic, oc, k, stride, pad)
+
+
+def default_vta_config(task: Task):
+    """The backend's analytic default for this workload, as a point of the task's space."""
+    from compiler.backend.vta.default import default_config
+    from isa import HwConfig
+
+    wl, ep = _workload(*task.args)
+    c = default_config(wl, ep, HwConfig())
+    d = c.to_dict()
+    d["gemm_loops"] = _loops_key(d["gemm_loops"])
+    return task.space.config(d)
+
+
+class VtaCycleBackend(Backend):
+    """``build``: lower to a VTA instruction stream (``FitError`` -> invalid); ``run``: the cycle
+    model's total for that stream (no execution, no data)."""
+
+    def build(self, task, config):
+        from compiler.backend.vta.config import FitError
+        from compiler.backend.vta.conv2d import DramMap, lower_conv2d
+
+        wl, ep, cfg, hw = task.instantiate(config)
+        try:
+            return lower_conv2d(wl, ep, cfg, hw, DramMap.disjoint(wl, hw)).insns
+        except FitError as e:
+            raise InvalidConfig(str(e)) from None
+
+    def run(self, task, config, artifact, repeats):
+        import sim
+
+        hw = task.instantiate(config)[3]
+        cycles = float(sim.cycles_of(list(artifact), hw).total_cycles)
+        return [cycles]  # deterministic: repeats add nothing

@@ -1,0 +1,146 @@
+"""A small pool of killable worker processes.
+
+Each job is a picklable ``(fn, args)`` run in a worker; the pool reports per job either
+``("ok", value)``, ``("error", traceback_text)``, ``("timeout", msg)`` or
+``("crash", msg)``. A worker that exceeds the job's timeout is killed, one that dies (segfault,
+``os._exit``) is noticed through its sentinel; both are replaced and the pool goes on.
+Workers start with the ``spawn`` method (no state inherited from the tuner process).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import sys
+import time
+import traceback
+from multiprocessing.connection import wait
+from pathlib import Path
+
+_ENV = {"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": "1"}
+
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+
+
+def _worker_main(conn) -> None:
+    for k, v in _ENV.items():
+        os.environ.setdefault(k, v)
+    # The parent's sys.path may start with folders whose subfolders shadow our packages as
+    # namespace packages (pytest puts tests/unit first: tests/unit/compiler, tests/unit/sim).
+    # Put the folder this package lives in first, so `import compiler` finds the real one.
+    if sys.path[:1] != [_ROOT]:
+        sys.path.insert(0, _ROOT)
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        fn, args = job
+        try:
+            out = ("ok", fn(*args))
+        except BaseException:  # noqa: BLE001 - any failure is a result to record
+            out = ("error", traceback.format_exc(limit=8))
+        try:
+            conn.send(out)
+        except Exception:  # noqa: BLE001 - unpicklable result
+            conn.send(("error", traceback.format_exc(limit=4)))
+
+
+class _Worker:
+    def __init__(self, ctx):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job = None  # (job_id, deadline)
+
+    def kill(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(BrokenPipeError, OSError):
+            self.conn.send(None)
+        self.proc.join(2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(2)
+        self.conn.close()
+
+
+class WorkerPool:
+    """``n_workers`` processes; ``map(jobs, timeout_s)`` runs ``[(fn, args), ...]`` and yields
+    ``(job_position, status, value)`` as jobs finish."""
+
+    def __init__(self, n_workers: int = 1):
+        if n_workers < 1:
+            raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+        self._ctx = mp.get_context("spawn")
+        self.n_workers = n_workers
+        self._workers: list[_Worker] = []
+
+    def _ensure(self) -> None:
+        self._workers = [w for w in self._workers if w.proc.is_alive()]
+        while len(self._workers) < self.n_workers:
+            self._workers.append(_Worker(self._ctx))
+
+    def map(self, jobs, timeout_s: float):
+        self._ensure()
+        todo = list(enumerate(jobs))[::-1]
+        busy: dict[_Worker, tuple[int, float]] = {}
+        while todo or busy:
+            for w in self._workers:
+                if todo and w not in busy:
+                    pos, job = todo.pop()
+                    try:
+                        w.conn.send(job)
+                    except Exception as e:  # noqa: BLE001 - e.g. an unpicklable job
+                        yield pos, "error", f"could not send the job to a worker: {e!r}"
+                        continue
+                    busy[w] = (pos, time.monotonic() + timeout_s)
+            if not busy:
+                continue
+            now = time.monotonic()
+            wait_s = max(0.0, min(d for _, d in busy.values()) - now)
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], wait_s)
+            replaced = []
+            for w, (pos, deadline) in list(busy.items()):
+                if w.conn in ready:
+                    try:
+                        status, value = w.conn.recv()
+                    except (EOFError, OSError):
+                        w.proc.join(1)
+                        status, value = "crash", f"worker died (exit code {w.proc.exitcode})"
+                        replaced.append(w)
+                    del busy[w]
+                    yield pos, status, value
+                elif w.proc.sentinel in ready:
+                    w.proc.join(1)
+                    del busy[w]
+                    replaced.append(w)
+                    yield pos, "crash", f"worker died (exit code {w.proc.exitcode})"
+                elif time.monotonic() >= deadline:
+                    del busy[w]
+                    replaced.append(w)
+                    yield pos, "timeout", f"no result within {timeout_s:g} s; worker killed"
+            for w in replaced:
+                w.kill()
+                self._workers.remove(w)
+                self._workers.append(_Worker(self._ctx))
+
+    def close(self) -> None:
+        for w in self._workers:
+            w.close()
+        self._workers = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
