@@ -18,6 +18,7 @@ COMMANDS = {
     "hw": "hw",
     "run": "run_model",
     "compile": "compile_model",
+    "tune": "tune",
 }
 
 

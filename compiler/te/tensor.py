@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 import inspect
-import itertools
 
 from compiler.ir.expr import (
     INDEX_DTYPE,
@@ -20,8 +19,6 @@ from compiler.ir.expr import (
     children,
     const,
 )
-
-_uid = itertools.count()
 
 
 class IterVar:
@@ -201,7 +198,3 @@ def max(expr, axis) -> Reduce:  # noqa: A001
 def min(expr, axis) -> Reduce:  # noqa: A001
     """Min-reduce ``expr`` over ``axis``."""
     return _reduce("min", expr, axis)
-
-
-def unique_name(prefix: str) -> str:
-    return f"{prefix}_{next(_uid)}"

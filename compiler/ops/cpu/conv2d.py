@@ -29,16 +29,28 @@ class Conv2dKnobs:
     of the vector lanes); ``ow_block`` unrolled output columns per register tile (it must
     divide the output width; ``oc / lanes * ow_block`` accumulators should fit the 32 vector
     registers); ``parallel`` run tiles across threads; ``unroll_rci`` unroll the innermost
-    input-channel loop."""
+    input-channel loop; ``unroll_rx`` put the kernel-width loop innermost and unroll it, so
+    the columns of a tile share their input loads (stride 1)."""
 
     ic: int = 16
     oc: int = 32
     ow_block: int = 14
     parallel: bool = True
     unroll_rci: bool = False
+    unroll_rx: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @staticmethod
+    def for_target(target, out_width: int) -> Conv2dKnobs:
+        """A starting point sized to ``target``'s SIMD registers: two vectors of output
+        channels and the widest divisor of ``out_width`` whose accumulators fit."""
+        lanes = target.vector_lanes("float32")
+        regs = 32 if target.vector_bits >= 512 else 16
+        fit = (regs - 4) // 2
+        owb = max(d for d in range(1, fit + 1) if out_width % d == 0)
+        return Conv2dKnobs(ic=lanes, oc=2 * lanes, ow_block=owb)
 
 
 def pack_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
@@ -92,7 +104,11 @@ def conv2d_nchw_blocked(
     xo, xi = s[out].split("x", owb)
     s[out].reorder("n", fo, "y", xo, fi, xi)
     s[conv].compute_at(s[out], xo)
-    s[conv].reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
+    if knobs.unroll_rx:  # rx inside rci, unrolled: neighbouring columns share input loads
+        s[conv].reorder("n", "f", "y", "rco", "ry", "rci", "rx", "x", "fi")
+        s[conv].unroll("rx")
+    else:
+        s[conv].reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
     s[conv].vectorize("fi")
     s[conv].unroll("x")
     if knobs.unroll_rci:

@@ -27,6 +27,15 @@ class GemmKnobs:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @staticmethod
+    def for_target(target) -> GemmKnobs:
+        """A starting point sized to ``target``'s SIMD registers: two vectors of columns and
+        as many rows as keep the accumulators within the register file (32 registers with
+        AVX-512, 16 otherwise)."""
+        lanes = target.vector_lanes("float32")
+        regs = 32 if target.vector_bits >= 512 else 16
+        return GemmKnobs(bm=min(8, (regs - 4) // 2), bn=2 * lanes, bk=4)
+
 
 def matmul_packed(m: int, n: int, k: int, knobs: GemmKnobs = GemmKnobs(), dtype="float32"):
     """Schedule and arguments ``(sch, [A, B, C])`` of a float32 GEMM. ``n`` must be a multiple

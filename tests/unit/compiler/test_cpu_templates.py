@@ -79,3 +79,14 @@ def test_winograd_template(build, rng, conv_reference, c, h, k, knobs):
     np.testing.assert_allclose(out, conv_reference(x, w, 1, 1), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="must divide"):
         conv2d_winograd(c, h, h, k, WinogradKnobs(p_block=1000))
+
+
+def test_default_knobs_follow_the_host_vector_width():
+    from compiler.backend.llvm import CpuTarget
+
+    t = CpuTarget.host()
+    lanes = t.vector_lanes("float32")
+    g = GemmKnobs.for_target(t)
+    assert g.bn == 2 * lanes and 2 * g.bm <= (32 if t.vector_bits >= 512 else 16)
+    c = Conv2dKnobs.for_target(t, 56)
+    assert c.oc == 2 * lanes and 56 % c.ow_block == 0 and 2 * c.ow_block <= 28
