@@ -24,21 +24,23 @@ from sim.random_program import random_program
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hw"))
 
-# Timing constants fitted to this RTL behind cocotbext-axi's AxiRam (a few cycles of DRAM latency,
-# bursts up to 256 beats); proposed for sim/timing.py except the DRAM latency, which is the board's.
+# Timing constants fitted (coordinate descent on mean |error|) to this RTL behind cocotbext-axi's
+# AxiRam (a few cycles of DRAM latency, bursts up to 256 beats) over the directed programs and
+# random seeds 0..59; proposed for sim/timing.py except the DRAM latency, which is the board's.
+# The table below uses held-out random seeds (--seed, default 1000).
 RTL_TIMING = dict(
-    dram_latency_cycles=5,
+    dram_latency_cycles=3,
     burst_max_beats=256,
     burst_overhead_cycles=1,
     fetch_insn_cycles=3,
-    load_setup_cycles=2,
-    store_setup_cycles=2,
-    gemm_setup_cycles=3,
+    load_setup_cycles=1,
+    store_setup_cycles=5,
+    gemm_setup_cycles=2,
     gemm_pipeline_cycles=4,
     alu_setup_cycles=3,
     alu_pipeline_cycles=4,
-    finish_cycles=0,
-    dep_only_cycles=3,
+    finish_cycles=3,
+    dep_only_cycles=0,
 )
 
 
@@ -53,6 +55,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", default="verilator", choices=runner.SIMULATORS)
     ap.add_argument("--random", type=int, default=20, help="random programs in the cycle table")
+    ap.add_argument("--seed", type=int, default=1000, help="first seed of the random programs")
     args = ap.parse_args(argv)
     cfg = isa.DEFAULT_CONFIG
 
@@ -80,7 +83,8 @@ def main(argv=None) -> int:
     from directed import directed_programs
 
     progs = {"gemm_heavy": program} | directed_programs(cfg)
-    progs |= {f"random_{s}": random_program(np.random.default_rng(s)) for s in range(args.random)}
+    seeds = range(args.seed, args.seed + args.random)
+    progs |= {f"random_{s}": random_program(np.random.default_rng(s)) for s in seeds}
     results = runner.run_programs(progs.values(), built=built)
     print(f"\n{'program':<26} {'rtl':>8} {'default':>8} {'error':>8} {'fitted':>8} {'error':>8}")
     errors = {"default": [], "RTL-fitted": []}

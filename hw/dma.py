@@ -1,0 +1,319 @@
+"""DMA engines: 2-D strided, zero-padded loads into the SRAMs, and strided stores from OUT.
+
+Both take one 128-bit LOAD/STORE word (latched on ``start``) and report ``busy`` until it is done.
+Throughput: one AXI beat (chunk) or one padding row element per cycle; DRAM rows are requested
+ahead of the SRAM writer, as far as the read arbiter allows.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+import isa
+from hw.axi import ADDR_BITS, read_client_signature, write_client_signature
+from hw.burst import BurstSplitter
+from hw.fields import INSN_WORD_BITS, insn_view
+from hw.sram import (
+    SramShape,
+    mem_type_info,
+    sram_read_signature,
+    sram_write_signature,
+)
+
+ROW_BITS = 18  # rows and columns incl. padding: 16-bit sizes plus two 4-bit pads
+
+
+def _sel(m, mem_type, infos, attr, width):
+    """A signal holding ``getattr(info, attr)`` of the memory type currently in ``mem_type``."""
+    sig = Signal(width, name=f"sel_{attr}")
+    with m.Switch(mem_type):
+        for info in infos:
+            with m.Case(info.mem):
+                m.d.comb += sig.eq(int(getattr(info, attr)))
+    return sig
+
+
+class DmaLoad(wiring.Component):
+    """LOAD of the memory types in ``srams`` ({MemType: SramShape}) from DRAM into SRAM write ports.
+
+    Padded types write y_pad_0 zero rows, then rows of (x_pad_0 zeros, x_size elements, x_pad_1 zeros),
+    then y_pad_1 zero rows, densely from sram_base. x_size == 0 moves nothing.
+    """
+
+    def __init__(self, cfg: isa.HwConfig, srams: dict[isa.MemType, SramShape]):
+        self.cfg = cfg
+        self.srams = srams
+        self.infos = [mem_type_info(cfg, mem) for mem in srams]
+        members = {
+            "start": In(1),
+            "insn": In(INSN_WORD_BITS),
+            "busy": Out(1),
+            "rd": Out(read_client_signature(cfg.bus_width_bits)),
+        }
+        self.targets = {}
+        for shape in srams.values():
+            self.targets[shape.name] = shape
+            members[f"{shape.name}_wr"] = Out(sram_write_signature(shape))
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        bus_bytes = cfg.bus_width_bytes
+        log_bus = bus_bytes.bit_length() - 1
+        m.submodules.split = split = BurstSplitter()
+        wiring.connect(m, split.burst, wiring.flipped(self.rd.ar))
+
+        insn = Signal(INSN_WORD_BITS)
+        f = insn_view("mem", cfg, insn)
+        with m.If(self.start):
+            m.d.sync += insn.eq(self.insn)
+
+        infos = self.infos
+        padded = _sel(m, f.memory_type, infos, "padded", 1)
+        log_e = _sel(m, f.memory_type, infos, "log_elem_bytes", 4)
+        log_t = _sel(m, f.memory_type, infos, "log_chunk_bytes", 3)
+        log_cpe = _sel(m, f.memory_type, infos, "log_chunks_per_elem", 4)
+        y_pad_0 = Mux(padded, f.y_pad_0, 0)
+        y_pad_1 = Mux(padded, f.y_pad_1, 0)
+        x_pad_0 = Mux(padded, f.x_pad_0, 0)
+        x_pad_1 = Mux(padded, f.x_pad_1, 0)
+
+        # ---- issuer: one request per DRAM row ------------------------------------------------
+        iss_busy = Signal()
+        iss_y = Signal(16)
+        iss_row = Signal(ADDR_BITS)
+        m.d.comb += [
+            split.cmd.valid.eq(iss_busy),
+            split.cmd.payload.addr.eq(iss_row << log_e),
+            split.cmd.payload.beats.eq(f.x_size << log_cpe),
+            split.cmd.payload.size.eq(log_t),
+        ]
+        with m.If(split.cmd.valid & split.cmd.ready):
+            m.d.sync += [iss_y.eq(iss_y + 1), iss_row.eq(iss_row + f.x_stride)]
+            with m.If(iss_y + 1 == f.y_size):
+                m.d.sync += iss_busy.eq(0)
+
+        # ---- writer: walks the padded SRAM rectangle ------------------------------------------
+        w_busy = Signal()
+        r = Signal(ROW_BITS)
+        x = Signal(ROW_BITS)
+        c = Signal(6)
+        sram_addr = Signal(16)
+        row_elem = Signal(ADDR_BITS)
+        rows_total = Signal(ROW_BITS)
+        width = Signal(ROW_BITS)
+        m.d.comb += [
+            rows_total.eq(y_pad_0 + f.y_size + y_pad_1),
+            width.eq(x_pad_0 + f.x_size + x_pad_1),
+        ]
+        data_row = (r >= y_pad_0) & (r < y_pad_0 + f.y_size)
+        is_data = data_row & (x >= x_pad_0) & (x < x_pad_0 + f.x_size)
+        last_chunk = c == ((1 << log_cpe) - 1)[:6]
+        lane_byte = Signal(max(1, log_bus))
+        m.d.comb += lane_byte.eq(((row_elem + (x - x_pad_0)) << log_e) + (c << log_t))
+        beat = self.rd.r.payload.data
+        chunk = Signal(max(i.chunk_bytes for i in infos) * 8)
+        m.d.comb += chunk.eq(beat >> (lane_byte * 8) if log_bus > 0 else beat)
+
+        write = Signal()
+        advance = Signal()
+        with m.If(w_busy):
+            with m.If(~is_data):
+                m.d.comb += [write.eq(1), advance.eq(1)]
+            with m.Elif(self.rd.r.valid):
+                m.d.comb += [write.eq(1), self.rd.r.ready.eq(1), advance.eq(last_chunk)]
+                m.d.sync += c.eq(Mux(last_chunk, 0, c + 1))
+        with m.If(advance):
+            m.d.sync += [sram_addr.eq(sram_addr + 1), x.eq(x + 1)]
+            with m.If(x + 1 == width):
+                m.d.sync += [x.eq(0), r.eq(r + 1)]
+                with m.If(data_row):
+                    m.d.sync += row_elem.eq(row_elem + f.x_stride)
+                with m.If(r + 1 == rows_total):
+                    m.d.sync += w_busy.eq(0)
+
+        for name, shape in self.targets.items():
+            port = getattr(self, f"{name}_wr")
+            m.d.comb += port.addr.eq(sram_addr >> shape.log_elems_per_row)
+            for info in infos:
+                if info.sram != name:
+                    continue
+                with m.If(write & (f.memory_type == info.mem)):
+                    self._drive_write(m, port, shape, info, chunk, c, is_data, sram_addr)
+
+        # ---- start ----------------------------------------------------------------------------
+        start_f = insn_view("mem", cfg, self.insn)
+        with m.If(self.start):
+            m.d.sync += [
+                iss_busy.eq((start_f.x_size != 0) & (start_f.y_size != 0)),
+                iss_y.eq(0),
+                iss_row.eq(start_f.dram_base),
+                w_busy.eq((start_f.x_size != 0) & (start_f.y_size != 0)),
+                r.eq(0),
+                x.eq(0),
+                c.eq(0),
+                sram_addr.eq(start_f.sram_base),
+                row_elem.eq(start_f.dram_base),
+            ]
+        m.d.comb += self.busy.eq(iss_busy | ~split.idle | w_busy)
+        return m
+
+    @staticmethod
+    def _drive_write(m, port, shape: SramShape, info, chunk, c, is_data, sram_addr):
+        lanes_per_chunk = info.sram_chunk_bits // shape.granularity_bits
+        lanes_per_elem = shape.elem_bits // shape.granularity_bits
+        elem_lane = 0
+        if shape.elems_per_row > 1:
+            elem_lane = sram_addr[: shape.log_elems_per_row] * lanes_per_elem
+        copies = shape.row_bits // info.sram_chunk_bits
+        raw = chunk[: info.chunk_bytes * 8]
+        if info.sign_extend:
+            lane_bits = 8 * info.sram_chunk_bits // len(raw)
+            raw = Cat(
+                *(
+                    Cat(raw[i : i + 8], raw[i + 7].replicate(lane_bits - 8))
+                    for i in range(0, len(raw), 8)
+                )
+            )
+        lane_mask = (1 << lanes_per_chunk) - 1
+        with m.If(is_data):
+            m.d.comb += [
+                port.data.eq(raw.replicate(copies)),
+                port.en.eq(Const(lane_mask, shape.lanes) << (c * lanes_per_chunk + elem_lane)),
+            ]
+        with m.Else():
+            elem_mask = Const((1 << lanes_per_elem) - 1, shape.lanes)
+            m.d.comb += [port.data.eq(0), port.en.eq(elem_mask << elem_lane)]
+
+
+class DmaStore(wiring.Component):
+    """STORE of OUT rows to DRAM: y_size rows of x_size elements, read densely from sram_base."""
+
+    def __init__(self, cfg: isa.HwConfig, out: SramShape):
+        self.cfg = cfg
+        self.out = out
+        self.info = mem_type_info(cfg, isa.MemType.OUT)
+        super().__init__(
+            {
+                "start": In(1),
+                "insn": In(INSN_WORD_BITS),
+                "busy": Out(1),
+                "wr": Out(write_client_signature(cfg.bus_width_bits)),
+                "out_rd": Out(sram_read_signature(out)),
+                "out_data": In(out.row_bits),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        info = self.info
+        bus_bytes = cfg.bus_width_bytes
+        log_bus = bus_bytes.bit_length() - 1
+        cpe = 1 << info.log_chunks_per_elem
+        m.submodules.split = split = BurstSplitter()
+        m.submodules.lens = lens = fifo.SyncFIFOBuffered(width=8, depth=8)
+
+        insn = Signal(INSN_WORD_BITS)
+        f = insn_view("mem", cfg, insn)
+        start_f = insn_view("mem", cfg, self.insn)
+        go = (start_f.x_size != 0) & (start_f.y_size != 0)
+
+        # ---- AW: one request per DRAM row; burst lengths queued for the W side ---------------
+        iss_busy = Signal()
+        iss_y = Signal(16)
+        iss_row = Signal(ADDR_BITS)
+        m.d.comb += [
+            split.cmd.valid.eq(iss_busy),
+            split.cmd.payload.addr.eq(iss_row << info.log_elem_bytes),
+            split.cmd.payload.beats.eq(f.x_size << info.log_chunks_per_elem),
+            split.cmd.payload.size.eq(info.log_chunk_bytes),
+        ]
+        with m.If(split.cmd.valid & split.cmd.ready):
+            m.d.sync += [iss_y.eq(iss_y + 1), iss_row.eq(iss_row + f.x_stride)]
+            with m.If(iss_y + 1 == f.y_size):
+                m.d.sync += iss_busy.eq(0)
+        aw = self.wr.aw
+        m.d.comb += [
+            aw.payload.eq(split.burst.payload),
+            aw.valid.eq(split.burst.valid & lens.w_rdy),
+            split.burst.ready.eq(aw.ready & lens.w_rdy),
+            lens.w_en.eq(aw.valid & aw.ready),
+            lens.w_data.eq(split.burst.payload.len),
+        ]
+
+        # ---- OUT reads: the read port's data register holds the element being sent ------------
+        rd_x = Signal(16)
+        rd_y = Signal(16)
+        rd_left = Signal()
+        rd_addr = Signal(16)
+        have = Signal()
+        elem_sent = Signal()
+        issue = rd_left & (~have | elem_sent)
+        m.d.comb += [self.out_rd.en.eq(issue), self.out_rd.addr.eq(rd_addr)]
+        with m.If(issue):
+            m.d.sync += [rd_addr.eq(rd_addr + 1), rd_x.eq(rd_x + 1)]
+            with m.If(rd_x + 1 == f.x_size):
+                m.d.sync += [rd_x.eq(0), rd_y.eq(rd_y + 1)]
+                with m.If(rd_y + 1 == f.y_size):
+                    m.d.sync += rd_left.eq(0)
+        m.d.sync += have.eq(issue | (have & ~elem_sent))
+
+        # ---- W beats ----------------------------------------------------------------------
+        ex = Signal(16)
+        c = Signal(6)
+        row_elem = Signal(ADDR_BITS)
+        beat_n = Signal(8)
+        lane_byte = Signal(max(1, log_bus))
+        m.d.comb += lane_byte.eq(
+            ((row_elem + ex) << info.log_elem_bytes) + (c << info.log_chunk_bytes)
+        )
+        chunk_bits = info.chunk_bytes * 8
+        chunk = (self.out_data >> (c * chunk_bits))[:chunk_bits]
+        w = self.wr.w
+        m.d.comb += [
+            w.valid.eq(have & lens.r_rdy),
+            w.payload.data.eq(chunk.replicate(bus_bytes // info.chunk_bytes)),
+            w.payload.strb.eq(Const((1 << info.chunk_bytes) - 1, bus_bytes) << lane_byte),
+            w.payload.last.eq(beat_n == lens.r_data),
+        ]
+        last_chunk = c == cpe - 1
+        with m.If(w.valid & w.ready):
+            m.d.sync += [c.eq(Mux(last_chunk, 0, c + 1)), beat_n.eq(beat_n + 1)]
+            with m.If(w.payload.last):
+                m.d.sync += beat_n.eq(0)
+                m.d.comb += lens.r_en.eq(1)
+            with m.If(last_chunk):
+                m.d.comb += elem_sent.eq(1)
+                m.d.sync += ex.eq(ex + 1)
+                with m.If(ex + 1 == f.x_size):
+                    m.d.sync += [ex.eq(0), row_elem.eq(row_elem + f.x_stride)]
+
+        # ---- B responses ------------------------------------------------------------------
+        outstanding = Signal(16)
+        m.d.comb += self.wr.b.ready.eq(1)
+        aw_fire = aw.valid & aw.ready
+        b_fire = self.wr.b.valid
+        m.d.sync += outstanding.eq(outstanding + aw_fire - b_fire)
+
+        with m.If(self.start):
+            m.d.sync += [
+                insn.eq(self.insn),
+                iss_busy.eq(go),
+                iss_y.eq(0),
+                iss_row.eq(start_f.dram_base),
+                rd_left.eq(go),
+                rd_x.eq(0),
+                rd_y.eq(0),
+                rd_addr.eq(start_f.sram_base),
+                ex.eq(0),
+                c.eq(0),
+                row_elem.eq(start_f.dram_base),
+            ]
+        m.d.comb += self.busy.eq(
+            iss_busy | ~split.idle | rd_left | have | lens.r_rdy | (outstanding != 0)
+        )
+        return m

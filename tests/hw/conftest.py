@@ -1,0 +1,50 @@
+"""Fixtures of the hardware tests: one Verilog build per simulator per test run (session scope).
+
+Options: ``--hw-fuzz N`` random programs in the differential fuzz test (default 200),
+``--hw-seed S`` first seed (default 0), ``--hw-sim verilator|icarus`` (default verilator).
+"""
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("pyvta hardware")
+    group.addoption("--hw-fuzz", type=int, default=200, help="random programs to fuzz the RTL with")
+    group.addoption("--hw-seed", type=int, default=0, help="first seed of the RTL fuzz programs")
+    group.addoption("--hw-sim", default="verilator", help="RTL simulator: verilator or icarus")
+
+
+def _opt(config, name, default):
+    try:
+        return config.getoption(name)
+    except ValueError:  # options not registered (conftest loaded late): use the default
+        return default
+
+
+@pytest.fixture(scope="session")
+def hw_sim(pytestconfig) -> str:
+    return _opt(pytestconfig, "--hw-sim", "verilator")
+
+
+@pytest.fixture(scope="session")
+def hw_fuzz(pytestconfig) -> tuple[int, int]:
+    return _opt(pytestconfig, "--hw-fuzz", 200), _opt(pytestconfig, "--hw-seed", 0)
+
+
+@pytest.fixture(scope="session")
+def vta_build(tmp_path_factory, hw_sim):
+    """The default-config accelerator built once for this test run."""
+    pytest.importorskip("cocotb")
+    import isa
+    from hw import runner
+
+    t0 = time.monotonic()
+    built = runner.build(isa.DEFAULT_CONFIG, hw_sim, build_dir=tmp_path_factory.mktemp("vta_rtl"))
+    print(f"\n[hw] built {hw_sim} model in {time.monotonic() - t0:.1f} s: {built.build_dir}")
+    return built
