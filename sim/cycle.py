@@ -19,6 +19,7 @@ from isa import (
     HwConfig,
     Insn,
     MemInsn,
+    MemType,
     Module,
 )
 from sim.dispatch import Dispatched, deadlock_error, dispatch
@@ -137,6 +138,8 @@ def _mem_duration(
         (1, insn.y_size * insn.x_size * elem) if contiguous else (insn.y_size, insn.x_size * elem)
     )
     end, wait = port.transfer(start + setup, rows, row_bytes)
+    if insn.memory_type is MemType.UOP:  # one micro-op written per cycle, whatever the bus width
+        end = max(end, start + setup + insn.y_size * insn.x_size * t.uop_cycles_per_elem)
     if not insn.is_store and insn.memory_type in PADDED_MEM_TYPES:
         width = insn.x_pad_0 + insn.x_size + insn.x_pad_1
         total = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * width
