@@ -58,9 +58,7 @@ def main() -> None:
     )
     vta.runs.clear()
     run_model(cm, x, vta)  # the measured run
-    print(
-        f"\n{'#':>2} {'workload':36s} {'config':26s} {'cycles':>9s} {'util':>6s}"
-    )
+    print(f"\n{'#':>2} {'workload':36s} {'config':26s} {'cycles':>9s} {'util':>6s}")
     total = macs = 0
     for i, r in enumerate(vta.runs):
         c = r.config
