@@ -211,6 +211,32 @@ def matmul_program(
     return Example(program, readback, expected)
 
 
+def _store_and_finish(
+    pb: ProgramBuilder, sram_base: int, o_addr: int, shape: tuple[int, ...]
+) -> tuple[Program, Callable[[np.ndarray], np.ndarray]]:
+    """STORE the OUT rows holding ``shape`` (rows first) to ``o_addr`` after compute's token,
+    FINISH after the store's; returns the program and a readback of those rows as int8."""
+    rows = int(np.prod(shape[:-1]))
+    pb.emit(
+        Store(
+            sram_base=sram_base,
+            dram_base=o_addr,
+            y_size=1,
+            x_size=rows,
+            x_stride=rows,
+            pop_prev_dep=True,
+            push_prev_dep=True,
+        )
+    )
+    pb.emit(FinishInsn(pop_next_dep=True))
+    program = pb.build()
+
+    def readback(dram: np.ndarray) -> np.ndarray:
+        return pb.read(dram, o_addr, "out", rows).view(np.int8).reshape(shape)
+
+    return program, readback
+
+
 def _identity_wgt(cfg: HwConfig) -> np.ndarray:
     return np.eye(cfg.block_out, cfg.block_in, dtype=np.int8)[None]
 
@@ -261,24 +287,8 @@ def padded_load_program(
             push_next_dep=True,
         )
     )
-    pb.emit(
-        Store(
-            sram_base=0,
-            dram_base=o_addr,
-            y_size=1,
-            x_size=total,
-            x_stride=total,
-            pop_prev_dep=True,
-            push_prev_dep=True,
-        )
-    )
-    pb.emit(FinishInsn(pop_next_dep=True))
-    program = pb.build()
+    program, readback = _store_and_finish(pb, 0, o_addr, (out_rows, out_cols, cfg.block_out))
     expected = np.pad(data, ((y0, y1), (x0, x1), (0, 0)))
-
-    def readback(dram: np.ndarray) -> np.ndarray:
-        raw = pb.read(dram, o_addr, "out", total).view(np.int8)
-        return raw.reshape(out_rows, out_cols, cfg.block_out)
 
     return Example(program, readback, expected)
 
@@ -331,24 +341,8 @@ def acc_load_program(
             push_next_dep=True,
         )
     )
-    pb.emit(
-        Store(
-            sram_base=7,
-            dram_base=o_addr,
-            y_size=1,
-            x_size=total,
-            x_stride=total,
-            pop_prev_dep=True,
-            push_prev_dep=True,
-        )
-    )
-    pb.emit(FinishInsn(pop_next_dep=True))
-    program = pb.build()
+    program, readback = _store_and_finish(pb, 7, o_addr, (out_rows, out_cols, cfg.block_out))
     expected = np.pad(data.astype(np.int32), ((y0, y1), (x0, x1), (0, 0))).astype(np.int8)
-
-    def readback(dram: np.ndarray) -> np.ndarray:
-        raw = pb.read(dram, o_addr, "out", total).view(np.int8)
-        return raw.reshape(out_rows, out_cols, cfg.block_out)
 
     return Example(program, readback, expected)
 
@@ -395,21 +389,6 @@ def alu_chain_program(
                 push_next_dep=n == len(steps) - 1,
             )
         )
-    pb.emit(
-        Store(
-            sram_base=0,
-            dram_base=o_addr,
-            y_size=1,
-            x_size=rows,
-            x_stride=rows,
-            pop_prev_dep=True,
-            push_prev_dep=True,
-        )
-    )
-    pb.emit(FinishInsn(pop_next_dep=True))
-    program = pb.build()
-
-    def readback(dram: np.ndarray) -> np.ndarray:
-        return pb.read(dram, o_addr, "out", rows).view(np.int8).reshape(rows, cfg.block_out)
+    program, readback = _store_and_finish(pb, 0, o_addr, (rows, cfg.block_out))
 
     return Example(program, readback)
