@@ -35,6 +35,12 @@ def main() -> None:
         default=12,
         help="configs per layer measured on the cycle model (0: analytic default)",
     )
+    ap.add_argument(
+        "--explore",
+        type=int,
+        default=0,
+        help="extra random configs per layer measured on the cycle model",
+    )
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -49,11 +55,11 @@ def main() -> None:
         )
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
-    vta = AcceleratorBackend(SimDevice(), search=args.search)
+    vta = AcceleratorBackend(SimDevice(), search=args.search, explore=args.explore)
     t0 = time.perf_counter()
     run_model(cm, x, vta)
     print(
-        f"accelerator layers compiled (search {args.search}) and run in"
+        f"accelerator layers compiled (search {args.search}, explore {args.explore}) and run in"
         f" {time.perf_counter() - t0:.1f} s"
     )
     vta.runs.clear()

@@ -71,12 +71,15 @@ def default_config(
     vthreads: int | None = None,
     measure: Callable[[list[Insn]], float] | None = None,
     candidates: int = 12,
+    explore: int = 0,
+    seed: int = 0,
 ) -> ConvConfig:
     """The best config that also lowers (no micro-op overflow or hazard).
 
     Without ``measure`` the analytic estimate decides. With it (e.g. the cycle model:
     ``lambda insns: sim.cycles_of(insns, hw).total_cycles``), the best ``candidates`` by estimate
-    are lowered and measured, and the fastest wins.
+    are lowered and measured, plus ``explore`` configs drawn at random (``seed``) from the rest
+    of the fitting space, and the fastest wins. (The tuner searches the space properly.)
     """
     from compiler.backend.vta.conv2d import DramMap, lower_conv2d
 
@@ -91,10 +94,17 @@ def default_config(
                 mine, key=lambda t: (-t[1].tile_h * t[1].tile_w * t[1].tile_co, -t[1].tile_ci, t[0])
             )
             lists.append(_interleave(mine, big)[: max(candidates // 2, 4)])
-        ranked = [t for group in lists for t in group]
+        chosen = [t for group in lists for t in group]
+        if explore:
+            import numpy as np
+
+            rest = [t for t in ranked if t not in chosen]
+            picks = np.random.default_rng(seed).permutation(len(rest))[:explore]
+            chosen += [rest[i] for i in sorted(picks)]
+        ranked = chosen
         candidates = len(ranked)
     lowered = []
-    for _, c in ranked[:64]:
+    for _, c in ranked[: max(64, candidates)]:
         try:
             low = lower_conv2d(wl, ep, c, hw, DramMap.disjoint(wl, hw))
         except FitError:

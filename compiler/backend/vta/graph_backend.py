@@ -31,8 +31,8 @@ class AcceleratorBackend:
     """``device``: a ``driver.Device`` (e.g. ``SimDevice()``); ``search``: candidates measured on
     the device's cycle estimate when picking each layer's default config (0: analytic choice)."""
 
-    def __init__(self, device, search: int = 0, configs: dict | None = None):
-        self.device, self.search = device, search
+    def __init__(self, device, search: int = 0, configs: dict | None = None, explore: int = 0):
+        self.device, self.search, self.explore = device, search, explore
         self.configs = configs or {}  # ConvWorkload -> ConvConfig (e.g. from a tuning log)
         self._ops: dict[tuple, VtaConv2d] = {}
         self.runs: list[LayerRun] = []
@@ -103,6 +103,7 @@ class AcceleratorBackend:
                 self.device,
                 self.configs.get(wl),
                 search=self.search,
+                explore=self.explore,
             )
             self._ops[key] = op
         run = op(

@@ -42,6 +42,7 @@ class VtaConv2d:
         device,
         config: ConvConfig | None = None,
         search: int = 0,
+        explore: int = 0,
     ):
         hw: HwConfig = device.config
         digits = bias_digit_blocks(bias) if ep.bias and bias is not None else None
@@ -60,7 +61,7 @@ class VtaConv2d:
         self.wl, self.ep, self.device = wl, ep, device
         measure = getattr(device, "estimate_cycles", None) if search else None
         self.config = config or default_config(
-            wl, ep, hw, measure=measure, candidates=max(search, 1)
+            wl, ep, hw, measure=measure, candidates=max(search, 1), explore=explore
         )
         expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
         if weights.shape != expect or weights.dtype != np.int8:
