@@ -48,25 +48,9 @@ class LoadUnit(wiring.Component):
                 getattr(dma, f"{shape.name}_wr"),
                 wiring.flipped(getattr(self, f"{shape.name}_wr")),
             )
-        insn = Signal(INSN_WORD_BITS)
-        start = Signal()
-        idle, executing, stalled = sequence(
-            m,
-            self.cmd,
-            insn,
-            insn_view("mem", self.cfg, insn),
-            isa.Module.LOAD,
-            {isa.DepQueue.C2L: self.c2l, isa.DepQueue.L2C: self.l2c},
-            start=start,
-            finished=~dma.busy,
+        _sequence_dma(
+            m, self, dma, isa.Module.LOAD, {isa.DepQueue.C2L: self.c2l, isa.DepQueue.L2C: self.l2c}
         )
-        m.d.comb += [
-            dma.insn.eq(insn),
-            dma.start.eq(start),
-            self.idle.eq(idle),
-            self.executing.eq(executing),
-            self.stalled.eq(stalled),
-        ]
         return m
 
 
@@ -92,23 +76,30 @@ class StoreUnit(wiring.Component):
         wiring.connect(m, dma.wr, wiring.flipped(self.wr))
         wiring.connect(m, dma.out_rd, wiring.flipped(self.out_rd))
         m.d.comb += dma.out_data.eq(self.out_data)
-        insn = Signal(INSN_WORD_BITS)
-        start = Signal()
-        idle, executing, stalled = sequence(
-            m,
-            self.cmd,
-            insn,
-            insn_view("mem", self.cfg, insn),
-            isa.Module.STORE,
-            {isa.DepQueue.C2S: self.c2s, isa.DepQueue.S2C: self.s2c},
-            start=start,
-            finished=~dma.busy,
+        _sequence_dma(
+            m, self, dma, isa.Module.STORE, {isa.DepQueue.C2S: self.c2s, isa.DepQueue.S2C: self.s2c}
         )
-        m.d.comb += [
-            dma.insn.eq(insn),
-            dma.start.eq(start),
-            self.idle.eq(idle),
-            self.executing.eq(executing),
-            self.stalled.eq(stalled),
-        ]
         return m
+
+
+def _sequence_dma(m: Module, unit, dma, module: isa.Module, queues: dict) -> None:
+    """Run ``unit``'s command queue through the token sequencer, one DMA per instruction."""
+    insn = Signal(INSN_WORD_BITS)
+    start = Signal()
+    idle, executing, stalled = sequence(
+        m,
+        unit.cmd,
+        insn,
+        insn_view("mem", unit.cfg, insn),
+        module,
+        queues,
+        start=start,
+        finished=~dma.busy,
+    )
+    m.d.comb += [
+        dma.insn.eq(insn),
+        dma.start.eq(start),
+        unit.idle.eq(idle),
+        unit.executing.eq(executing),
+        unit.stalled.eq(stalled),
+    ]
