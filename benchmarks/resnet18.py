@@ -7,6 +7,11 @@ Published (TVM/VTA): original design 27.7 M cycles; with a pipelined GEMM 7.7 M;
 256 MACs/cycle for the offloaded layers about 6.6 M. Target (issue 7): <= 7.4 M (>= 90%).
 
     .venv/bin/python benchmarks/resnet18.py [--search 12] [--size 224]
+    .venv/bin/python benchmarks/resnet18.py --tune 200 --tuning-log r18.jsonl   # tuned configs
+
+``--tune N`` first tunes every accelerator layer for N trials on the cycle model (XGBoost rank
+model + simulated annealing, ``tuner.network``; appended to ``--tuning-log``, resumable); with
+``--tuning-log`` each layer then runs with the best config in that log.
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ def main() -> None:
         default=0,
         help="extra random configs per layer measured on the cycle model",
     )
+    ap.add_argument("--tune", type=int, default=0, help="tune each layer for N trials first")
+    ap.add_argument("--tuning-log", default=None, help="JSON-lines log of per-layer tuning")
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -55,13 +62,22 @@ def main() -> None:
         )
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
-    vta = AcceleratorBackend(SimDevice(), search=args.search, explore=args.explore)
+    configs = None
+    if args.tune or args.tuning_log:
+        from tuner.network import network_configs, network_layers, tune_network
+
+        layers = network_layers(cm)
+        log = args.tuning_log or os.path.join(tempfile.mkdtemp(), "resnet18.jsonl")
+        if args.tune:
+            summary = tune_network(layers, args.tune, log=log, seed=args.seed, resume=True)
+            print(summary.table())
+        configs = network_configs(log, layers)
+        print(f"tuned configs for {len(configs)} of {len(layers)} distinct layers from {log}")
+    vta = AcceleratorBackend(SimDevice(), search=args.search, explore=args.explore, configs=configs)
     t0 = time.perf_counter()
     run_model(cm, x, vta)
-    print(
-        f"accelerator layers compiled (search {args.search}, explore {args.explore}) and run in"
-        f" {time.perf_counter() - t0:.1f} s"
-    )
+    how = "tuned configs" if configs else f"search {args.search}, explore {args.explore}"
+    print(f"accelerator layers compiled ({how}) and run in {time.perf_counter() - t0:.1f} s")
     vta.runs.clear()
     run_model(cm, x, vta)  # the measured run
     print(f"\n{'#':>2} {'workload':36s} {'config':26s} {'cycles':>9s} {'util':>6s}")
@@ -94,4 +110,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main()  # (tuning workers are spawned processes: keep this guard)

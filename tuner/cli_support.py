@@ -6,13 +6,16 @@
 
 Workloads: ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,STRIDE,PAD``, or a ResNet-18 layer ``C1``..``C12``
 (batch 1, "same" padding) on the CPU; ``vta:C2``..``vta:C12`` or
-``vta:H,W,IC,OC,K,STRIDE,PAD`` for the VTA conv2d template on the simulator's cycle model.
+``vta:H,W,IC,OC,K,STRIDE,PAD`` for the VTA conv2d template on the simulator's cycle model; or a
+network, ``MODEL.onnx`` (or a compiled ``.npz``): every accelerator layer of it, each for
+``--trials`` (``tuner.network``), into one log that ``pyvta run --tuning-log`` applies.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 # ResNet-18 conv2d layers (H=W, IC, OC, K, stride) from the AutoTVM / TVM papers
 RESNET18 = {
@@ -68,9 +71,15 @@ def parse_workload(text: str):
 
 def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
-        "workload", help="gemm:M,N,K | conv2d:C,H,W,O,K,STRIDE,PAD | C1..C12 | vta:C2..C12"
+        "workload",
+        help="gemm:M,N,K | conv2d:C,H,W,O,K,STRIDE,PAD | C1..C12 | vta:C2..C12 | MODEL.onnx",
     )
-    p.add_argument("--trials", type=int, default=200, help="measurements in all (default 200)")
+    p.add_argument(
+        "--trials",
+        type=int,
+        default=200,
+        help="measurements in all; for a network, per layer (default 200)",
+    )
     p.add_argument("--tuner", default="xgb", choices=["xgb", "xgb-reg", "random", "ga"])
     p.add_argument("--batch", type=int, default=64, help="candidates measured per round")
     p.add_argument("--log", default=None, help="JSON-lines tuning log to append to")
@@ -94,6 +103,8 @@ def tune_command(args: argparse.Namespace) -> int:
     Returns a process exit code."""
     from tuner.tune import default_measurer, tune
 
+    if Path(args.workload).suffix in (".onnx", ".npz"):
+        return _tune_network(args)
     try:
         task = parse_workload(args.workload)
     except ValueError as e:
@@ -145,6 +156,45 @@ def tune_command(args: argparse.Namespace) -> int:
     )
     if args.plot:
         print(f"tuning curve: {args.plot}")
+    return 0
+
+
+def _tune_network(args: argparse.Namespace) -> int:
+    from tuner.network import layer_name, network_layers, tune_network
+
+    if args.resume and not args.log:
+        print("error: --resume needs --log", file=sys.stderr)
+        return 2
+    if not Path(args.workload).exists():
+        print(f"error: no model file {args.workload}", file=sys.stderr)
+        return 2
+    layers = network_layers(args.workload)
+    if not layers:
+        print(f"error: {args.workload} has no accelerator layers to tune", file=sys.stderr)
+        return 1
+    launches = sum(layer.count for layer in layers)
+    print(
+        f"tuning {len(layers)} distinct accelerator layers ({launches} launches per inference),"
+        f" {args.trials} trials each, {args.tuner}, seed {args.seed}"
+    )
+    for layer in layers:
+        print(f"  {layer_name(layer)} x{layer.count}")
+    summary = tune_network(
+        layers,
+        args.trials,
+        log=args.log,
+        tuner=args.tuner,
+        seed=args.seed,
+        resume=args.resume,
+        batch_size=args.batch,
+        progress=not args.no_progress,
+        plot=args.plot,
+    )
+    print(summary.table())
+    if args.log:
+        print(f"log: {args.log} (apply with: pyvta run {args.workload} --tuning-log {args.log})")
+    if args.plot:
+        print(f"tuning curves: {args.plot}")
     return 0
 
 

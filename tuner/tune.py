@@ -81,6 +81,7 @@ def tune(
     plot: str | None = None,
     early_stopping: int | None = None,
     initial=(),
+    desc: str | None = None,
     **tuner_kw,
 ) -> TuneResult:
     """Measure up to ``n_trials`` configs of ``task`` (including those resumed from ``log``).
@@ -91,7 +92,8 @@ def tune(
     ``eps``, ``diversity``); ``log``: JSON-lines path appended to (and read back with
     ``resume``); ``plot``: PNG path for the tuning curve; ``early_stopping``: stop after this
     many trials without improvement; ``initial``: configs (or indices) measured first, e.g. a
-    backend's default, so the result is never worse than it."""
+    backend's default, so the result is never worse than it; ``desc``: the progress bar's
+    label (default: the task's key)."""
     t_start = time.perf_counter()
     tn = (
         tuner if isinstance(tuner, Tuner) else make_tuner(tuner, task, seed, batch_size, **tuner_kw)
@@ -127,7 +129,7 @@ def tune(
         bar = tqdm(
             total=n_trials,
             initial=min(result.n_resumed, n_trials),
-            desc=task.key,
+            desc=desc or task.key,
             unit="trial",
             dynamic_ncols=True,
         )

@@ -35,12 +35,28 @@ def compile_for(path: str | Path, target: str, log=print):
     return cm
 
 
-def accelerator(search: int = 0, trace: bool = False):
-    """The "vta" backend on a fresh simulated device."""
+def accelerator(search: int = 0, trace: bool = False, configs: dict | None = None):
+    """The "vta" backend on a fresh simulated device (``configs``: per-layer configs, e.g.
+    ``tuned_configs``)."""
     from compiler.backend.vta.graph_backend import AcceleratorBackend
     from driver import SimDevice
 
-    return AcceleratorBackend(SimDevice(trace=trace), search=search)
+    return AcceleratorBackend(SimDevice(trace=trace), search=search, configs=configs)
+
+
+def tuned_configs(cm, log_path: str | Path, log=print) -> dict:
+    """The best config of each accelerator layer of ``cm`` in a ``pyvta tune MODEL`` log."""
+    from tuner.network import network_configs, network_layers
+
+    if not Path(log_path).exists():
+        raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
+    layers = network_layers(cm)
+    configs = network_configs(str(log_path), layers)
+    log(
+        f"tuning log {log_path}: tuned configs for {len(configs)} of {len(layers)} accelerator"
+        " layers (the others use the default)"
+    )
+    return configs
 
 
 def run_on(cm, target: str, x: np.ndarray, vta=None):

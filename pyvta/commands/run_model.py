@@ -7,7 +7,14 @@ import argparse
 
 import numpy as np
 
-from pyvta.commands.network import TARGETS, accelerator, compile_for, run_on, vta_summary
+from pyvta.commands.network import (
+    TARGETS,
+    accelerator,
+    compile_for,
+    run_on,
+    tuned_configs,
+    vta_summary,
+)
 
 HELP = "run MODEL.onnx (or a compiled .npz) on vta-sim or cpu; per-layer report"
 
@@ -24,6 +31,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         help="vta-sim: configs measured on the cycle model per layer (0: analytic)",
     )
+    p.add_argument(
+        "--tuning-log",
+        metavar="LOG.jsonl",
+        dest="tuning_log",
+        help="vta-sim: use each layer's best config from a `pyvta tune MODEL --log` log",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
         print(f"input: seeded standard-normal {list(shape)} (seed {args.seed})")
-    vta = accelerator(search=args.search) if args.target == "vta-sim" else None
+    vta = None
+    if args.target == "vta-sim":
+        configs = tuned_configs(cm, args.tuning_log) if args.tuning_log else None
+        vta = accelerator(search=args.search, configs=configs)
     outputs, table, vta = run_on(cm, args.target, x, vta)
     print(table.format(top=args.top or None))
     if vta is not None:

@@ -12,8 +12,75 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backend.vta.operator import VtaConv2d
+from compiler.backend.vta.config import ConvConfig
+from compiler.backend.vta.operator import VtaConv2d, lowering_epilogue
 from compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
+
+
+def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
+    """The VTA workload of a packed conv2d node (x (N, I/B, H, W, 1, B), w (O/B, I/B, KH, KW,
+    B, B)) with fused parameters ``p``."""
+    _, ib, h, wd, bn, b = x_shape
+    ob, _, kh, kw, _, _ = w_shape
+    sh, sw = p.strides
+    pt, pl, pb, pr = p.pads
+    if sh != sw or pt != pl or bn != 1:
+        raise WorkloadError(
+            f"the VTA conv2d template needs equal strides, equal top/left padding and batch"
+            f" block 1; got strides {p.strides}, pads {p.pads}, batch block {bn}"
+        )
+    return ConvWorkload(h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr)
+
+
+def fused_epilogue(p, residual: bool) -> Epilogue:
+    """The epilogue of a node's ``FusedParams`` (before the lowering choices)."""
+    return Epilogue(
+        bias=True,
+        shift=p.shift,
+        lo=p.clip_lo,
+        hi=p.clip_hi,
+        residual=residual,
+        residual_shift=p.res_shift,
+    )
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One distinct accelerator layer of a network: what a tuner needs to measure it."""
+
+    workload: ConvWorkload
+    epilogue: Epilogue  # with the lowering choices its bias values allow
+    count: int  # launches per inference
+
+
+class LayerCollector:
+    """A stand-in "vta" backend that runs nothing: it records each accelerator node's workload
+    and lowering epilogue and returns zeros of the right shape (the graph's shifts and weights
+    are compile-time constants, so every layer is still seen exactly as it will run)."""
+
+    def __init__(self):
+        self._counts: dict[tuple[ConvWorkload, Epilogue], int] = {}
+        self.last_cycles = None
+
+    @property
+    def layers(self) -> list[Layer]:
+        return [Layer(wl, ep, n) for (wl, ep), n in self._counts.items()]
+
+    def _note(self, wl, bias, res, p, n: int) -> None:
+        bias = np.asarray(bias, np.int32)
+        ep = lowering_epilogue(wl, fused_epilogue(p, res is not None), bias)[0]
+        self._counts[(wl, ep)] = self._counts.get((wl, ep), 0) + n
+
+    def conv2d(self, x, w, bias, res, p) -> np.ndarray:
+        wl = conv_workload(x.shape, w.shape, p)
+        self._note(wl, bias, res, p, x.shape[0])
+        return np.zeros((x.shape[0], wl.co_blocks, wl.out_h, wl.out_w, 1, wl.block), np.int8)
+
+    def dense(self, x, w, bias, res, p) -> np.ndarray:
+        n, ib, _, b = x.shape
+        wl = ConvWorkload.dense(ib * b, w.shape[0] * b, b)
+        self._note(wl, bias, res, p, n)
+        return np.zeros((n, w.shape[0], 1, b), np.int8)
 
 
 @dataclass
@@ -50,28 +117,18 @@ class AcceleratorBackend:
     # -- the contract ------------------------------------------------------------------------------
     def conv2d(self, x, w, bias, res, p) -> np.ndarray:
         """x (N, I/B, H, W, 1, B), w (O/B, I/B, KH, KW, B, B), bias (O/B, B), res like the output."""
-        n, ib, h, wd, bn, b = x.shape
-        ob, _, kh, kw, _, _ = w.shape
-        sh, sw = p.strides
-        pt, pl, pb, pr = p.pads
-        if sh != sw or pt != pl or bn != 1:
-            raise WorkloadError(
-                f"the VTA conv2d template needs equal strides, equal top/left padding and batch"
-                f" block 1; got strides {p.strides}, pads {p.pads}, batch block {bn}"
-            )
-        wl = ConvWorkload(h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr)
+        wl = conv_workload(x.shape, w.shape, p)
         outs = []
         self._last_cycles = 0
-        for i in range(n):
+        for i in range(x.shape[0]):
             r = None if res is None else res[i, :, :, :, 0, :]
             outs.append(self._run(wl, w, bias, r, p, x[i, :, :, :, 0, :], id(w)))
         return np.stack(outs)[:, :, :, :, None, :]
 
     def dense(self, x, w, bias, res, p) -> np.ndarray:
         """x (N, I/B, 1, B), w (O/B, I/B, B, B), bias (O/B, B) -> (N, O/B, 1, B)."""
-        n, ib, bn, b = x.shape
-        ob = w.shape[0]
-        wl = ConvWorkload.dense(ib * b, ob * b, b)
+        n, ib, _, b = x.shape
+        wl = ConvWorkload.dense(ib * b, w.shape[0] * b, b)
         w4 = w[:, :, None, None, :, :]
         outs = []
         self._last_cycles = 0
@@ -81,27 +138,28 @@ class AcceleratorBackend:
             outs.append(self._run(wl, w4, bias, r, p, data, id(w))[:, 0])  # (O/B, 1, B)
         return np.stack(outs)
 
+    def config_for(self, wl: ConvWorkload, ep: Epilogue, bias) -> ConvConfig | None:
+        """The given config of this layer: keyed by ``(workload, lowering epilogue)`` (as a
+        network tuning log gives them) or by the workload alone; None: derive a default."""
+        if not self.configs:
+            return None
+        key = (wl, lowering_epilogue(wl, ep, bias)[0])
+        return self.configs.get(key) or self.configs.get(wl)
+
     # -- compile once, run many ---------------------------------------------------------------------
     def _run(self, wl: ConvWorkload, w, bias, res, p, data, w_id: int) -> np.ndarray:
-        ep = Epilogue(
-            bias=True,
-            shift=p.shift,
-            lo=p.clip_lo,
-            hi=p.clip_hi,
-            residual=res is not None,
-            residual_shift=p.res_shift,
-        )
+        ep = fused_epilogue(p, res is not None)
         key = (w_id, wl, ep)
         op = self._ops.get(key)
         if op is None:
-            weights = np.ascontiguousarray(w, np.int8)
+            bias = np.ascontiguousarray(bias, np.int32)
             op = VtaConv2d(
                 wl,
                 ep,
-                weights,
-                np.ascontiguousarray(bias, np.int32),
+                np.ascontiguousarray(w, np.int8),
+                bias,
                 self.device,
-                self.configs.get(wl),
+                self.config_for(wl, ep, bias),
                 search=self.search,
                 explore=self.explore,
             )

@@ -24,6 +24,25 @@ class ConvRun:
     report: object | None
 
 
+def lowering_epilogue(
+    wl: ConvWorkload, ep: Epilogue, bias: np.ndarray | None
+) -> tuple[Epilogue, np.ndarray | None]:
+    """``ep`` with the lowering choices these bias values allow, and the bias digit blocks.
+
+    The bias is added by one GEMM pass over "bias digit" weights when its values are small
+    enough; with a residual, the shift is split around the residual add when the int32 sum
+    cannot wrap. (A tuner measuring a network layer uses this same epilogue.)"""
+    digits = bias_digit_blocks(bias) if ep.bias and bias is not None else None
+    ep = dataclasses.replace(ep, bias_via_gemm=digits is not None)
+    if ep.residual:
+        # (acc + r << k) >> s == ((acc >> a) + (r << (k - a))) >> (s - a) when nothing wraps
+        terms = wl.ci_blocks * wl.block * wl.kernel_h * wl.kernel_w
+        top = terms * 128 * 128 + (int(np.abs(bias).max()) if ep.bias else 0)
+        if top + (128 << ep.residual_shift) < 2**31:
+            ep = dataclasses.replace(ep, residual_after_shift=True)
+    return ep, digits
+
+
 class VtaConv2d:
     """conv2d (+ fused epilogue) compiled for one device.
 
@@ -45,14 +64,7 @@ class VtaConv2d:
         explore: int = 0,
     ):
         hw: HwConfig = device.config
-        digits = bias_digit_blocks(bias) if ep.bias and bias is not None else None
-        ep = dataclasses.replace(ep, bias_via_gemm=digits is not None)
-        if ep.residual:
-            # (acc + r << k) >> s == ((acc >> a) + (r << (k - a))) >> (s - a) when nothing wraps
-            terms = wl.ci_blocks * wl.block * wl.kernel_h * wl.kernel_w
-            top = terms * 128 * 128 + (int(np.abs(bias).max()) if ep.bias else 0)
-            if top + (128 << ep.residual_shift) < 2**31:
-                ep = dataclasses.replace(ep, residual_after_shift=True)
+        ep, digits = lowering_epilogue(wl, ep, bias)
         if config is not None and digits is not None:
             try:
                 check_fit(wl, ep, config, hw)

@@ -86,3 +86,21 @@ def test_compile_and_run_a_small_network(tmp_path, capsys):
     assert main(["run", onnx_path, "--target", "cpu"]) == 0
     assert main(["run", str(artifact), "--target", "cpu"]) == 2  # compiled for vta, not cpu
     assert "was compiled for 'vta'" in capsys.readouterr().err
+
+
+def test_tune_a_network_then_run_with_its_log(tmp_path, capsys):
+    from compiler.graph.zoo import save_model
+
+    onnx_path = str(tmp_path / "r.onnx")
+    save_model("resnet18", onnx_path, size=32, classes=10, width=16)
+    log, plot = tmp_path / "net.jsonl", tmp_path / "net.png"
+    args = ["tune", onnx_path, "--trials", "6", "--batch", "6", "--log", str(log)]
+    assert main([*args, "--plot", str(plot), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "distinct accelerator layers" in out and "one inference: default" in out
+    assert plot.stat().st_size > 0 and log.stat().st_size > 0
+    assert main(["run", onnx_path, "--tuning-log", str(log), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "tuned configs for" in out and "accelerator:" in out
+    assert main(["run", onnx_path, "--tuning-log", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no tuning log" in capsys.readouterr().err

@@ -1,0 +1,66 @@
+"""Tuning a whole network: the layers found without running the accelerator are the layers that
+run; tuned configs are applied per layer and keep the result bit exact."""
+
+import numpy as np
+import pytest
+
+from compiler.backend.vta.graph_backend import AcceleratorBackend
+from compiler.graph.compiled_model import compile_model, run_model
+from compiler.graph.zoo import save_model
+from driver import SimDevice
+from tuner.log import read_records
+from tuner.network import best_cycles, network_configs, network_layers, tune_network
+
+SEED = 7
+
+
+@pytest.fixture(scope="module")
+def small_net(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("net") / "r18.onnx")
+    save_model("resnet18", path, size=32, classes=10, width=16, seed=SEED)
+    return compile_model(path, "vta")
+
+
+def _input(cm):
+    print(f"seed {SEED}")
+    shape = cm.graph.values[cm.input_names[0]].shape
+    return np.random.default_rng(SEED).standard_normal(shape).astype(np.float32)
+
+
+def test_collected_layers_are_the_layers_that_run(small_net):
+    layers = network_layers(small_net)
+    acc = AcceleratorBackend(SimDevice())
+    run_model(small_net, _input(small_net), acc)
+    ran = {}
+    for op in acc._ops.values():
+        ran[(op.wl, op.ep)] = ran.get((op.wl, op.ep), 0) + 1
+    assert {(la.workload, la.epilogue): la.count for la in layers} == ran
+    assert sum(la.count for la in layers) == len(acc.runs)
+    assert any(la.epilogue.residual for la in layers)
+
+
+def test_tuned_configs_are_applied_and_exact(small_net, tmp_path):
+    layers = network_layers(small_net)
+    log = str(tmp_path / "net.jsonl")
+    summary = tune_network(layers, 14, log=log, first=4, batch_size=8, progress=False, seed=SEED)
+    assert len(summary.layers) == len(layers)
+    assert summary.cycles("tuned") <= summary.cycles("default")  # the default is a trial
+    assert len(read_records(log)) == 14 * len(layers)
+    configs = network_configs(log, layers)
+    assert len(configs) == len(layers)
+    assert best_cycles(log, layers) == pytest.approx(summary.cycles("tuned"))
+
+    x = _input(small_net)
+    tuned = AcceleratorBackend(SimDevice(), configs=configs)
+    (out,), _ = run_model(small_net, x, tuned)
+    (ref,), _ = run_model(small_net, x)  # the golden integer model on the CPU
+    assert np.array_equal(out, ref)
+    for op in tuned._ops.values():
+        assert op.config == configs[(op.wl, op.ep)]
+    # the device runs cost what the tuner measured (same stream, other DRAM addresses)
+    assert tuned.total_cycles == pytest.approx(summary.cycles("tuned"), rel=0.02)
+
+    # resuming a finished run measures nothing new
+    again = tune_network(layers, 14, log=log, resume=True, first=4, batch_size=8, progress=False)
+    assert len(read_records(log)) == 14 * len(layers)
+    assert again.cycles("tuned") == summary.cycles("tuned")

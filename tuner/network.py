@@ -1,0 +1,215 @@
+"""Tune every accelerator layer of a network, and hand the best configs back to the compiler.
+
+    layers = network_layers("resnet18.onnx")          # distinct (workload, epilogue), counts
+    summary = tune_network(layers, 200, log="resnet18.jsonl", plot="resnet18.png")
+    configs = network_configs("resnet18.jsonl", layers) # for AcceleratorBackend(configs=...)
+
+A layer is tuned exactly as it runs in the network: its padding, its fused epilogue and the
+lowering choices its bias values allow (``compiler.backend.vta.graph_backend.LayerCollector``
+finds them without running the accelerator). The first trials of each layer are the backend's
+analytic best candidates, so the tuned config is never worse than the untuned default. All
+layers append to one log; ``resume=True`` continues a killed run layer by layer.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from tuner.log import apply_best
+from tuner.task import Task
+from tuner.tune import TuneResult, tune
+from tuner.vta import conv_config, ranked_vta_configs, vta_layer_task
+
+
+def network_layers(model, progress=print) -> list:
+    """The distinct accelerator layers (``graph_backend.Layer``) of ``model``: an ONNX path, a
+    compiled artifact (``.npz``) or a ``CompiledModel`` (compiled for ``"vta"``)."""
+    from compiler.backend.vta.graph_backend import LayerCollector
+    from compiler.graph.compiled_model import CompiledModel, compile_model, run_model
+
+    if not isinstance(model, CompiledModel):
+        path = Path(model)
+        if not path.exists():
+            raise FileNotFoundError(f"no model file {path}")
+        if path.suffix == ".npz":
+            model = CompiledModel.load(path)
+        else:
+            t0 = time.perf_counter()
+            model = compile_model(path, "vta")
+            if progress:
+                progress(f"compiled {path.name} for VTA in {time.perf_counter() - t0:.1f} s")
+    if model.target != "vta":
+        raise ValueError(f"the model was compiled for {model.target!r}; tuning needs 'vta'")
+    shape = model.graph.values[model.input_names[0]].shape
+    collector = LayerCollector()
+    run_model(model, np.zeros(shape, np.float32), collector)
+    return collector.layers
+
+
+def layer_task(layer) -> Task:
+    return vta_layer_task(layer.workload, layer.epilogue)
+
+
+def layer_name(layer) -> str:
+    ep = layer.epilogue
+    extra = "+res" if ep.residual else ""
+    return f"{layer.workload}{extra}"
+
+
+@dataclass
+class LayerResult:
+    layer: object
+    task: Task
+    default_cycles: float  # the backend's analytic default (its first candidate)
+    result: TuneResult
+
+    @property
+    def tuned_cycles(self) -> float:
+        return self.result.best_cost
+
+
+@dataclass
+class NetworkTuneSummary:
+    layers: list = field(default_factory=list)  # LayerResult per distinct layer
+    wall_s: float = 0.0
+
+    def cycles(self, which: str = "tuned") -> float:
+        """Accelerator cycles of one inference (each layer times its launches)."""
+        attr = "tuned_cycles" if which == "tuned" else "default_cycles"
+        return sum(getattr(r, attr) * r.layer.count for r in self.layers)
+
+    def table(self) -> str:
+        rows = [
+            f"{'layer':44s} {'n':>2s} {'default':>10s} {'tuned':>10s} {'speedup':>7s}"
+            f" {'util':>6s} {'trials':>6s}"
+        ]
+        for r in self.layers:
+            macs = r.layer.workload.macs
+            rows.append(
+                f"{layer_name(r.layer):44s} {r.layer.count:2d} {r.default_cycles:10.0f}"
+                f" {r.tuned_cycles:10.0f} {r.default_cycles / r.tuned_cycles:7.3f}"
+                f" {100 * macs / 256 / r.tuned_cycles:5.1f}% {len(r.result.history):6d}"
+            )
+        d, t = self.cycles("default"), self.cycles("tuned")
+        rows.append(
+            f"one inference: default {d / 1e6:.3f} M cycles, tuned {t / 1e6:.3f} M cycles"
+            f" ({d / t:.3f}x); tuning took {self.wall_s:.0f} s"
+        )
+        return "\n".join(rows)
+
+
+def tune_network(
+    layers,
+    n_trials: int,
+    log: str | None = None,
+    tuner: str = "xgb",
+    seed: int = 0,
+    resume: bool = False,
+    first: int = 12,
+    batch_size: int = 32,
+    progress: bool = True,
+    plot: str | None = None,
+    measurer=None,
+) -> NetworkTuneSummary:
+    """Tune each layer for ``n_trials`` (the first ``first`` are the backend's best analytic
+    candidates). Layers are tuned largest first (by cycles x launches of their default)."""
+    from tuner.tune import default_measurer
+
+    t0 = time.perf_counter()
+    summary = NetworkTuneSummary()
+    tasks = [layer_task(layer) for layer in layers]
+    own = measurer is None
+    if own:
+        measurer = default_measurer(tasks[0]) if tasks else None
+    try:
+        starts = []
+        for task in tasks:
+            cands = ranked_vta_configs(task, max(first, 1))
+            default_res = measurer.measure(task, cands[:1])[0]
+            starts.append((cands, default_res.cost))
+        order = sorted(range(len(tasks)), key=lambda i: -starts[i][1] * layers[i].count)
+        for n, i in enumerate(order):
+            layer, task = layers[i], tasks[i]
+            cands, default_cycles = starts[i]
+            if progress:
+                print(f"[{n + 1}/{len(tasks)}] {layer_name(layer)} x{layer.count}", flush=True)
+            res = tune(
+                task,
+                n_trials,
+                measurer,
+                tuner=tuner,
+                batch_size=batch_size,
+                log=log,
+                resume=resume,
+                seed=seed,
+                progress=progress,
+                initial=cands,
+                desc=layer_name(layer),
+            )
+            summary.layers.append(LayerResult(layer, task, default_cycles, res))
+    finally:
+        if own and measurer is not None:
+            measurer.close()
+    summary.wall_s = time.perf_counter() - t0
+    if plot is not None and summary.layers:
+        plot_network(summary, plot)
+    return summary
+
+
+def plot_network(summary: NetworkTuneSummary, path: str) -> str:
+    """Per layer: the best-so-far speed-up over the default against trials, and the whole
+    network's cycles (sum over layers) after the same number of trials per layer."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 4.2), dpi=100)
+    ax, ax2 = fig.subplots(1, 2)
+    n = max(len(r.result.best_curve) for r in summary.layers)
+    total = np.zeros(n)
+    for r in summary.layers:
+        curve = np.array(r.result.best_curve, dtype=float)
+        curve = np.concatenate([curve, np.full(n - len(curve), curve[-1] if len(curve) else 0)])
+        ok = np.isfinite(curve)
+        ax.plot(np.arange(1, n + 1)[ok], r.default_cycles / curve[ok], lw=1)
+        total += np.where(ok, curve, r.default_cycles) * r.layer.count
+    ax.set_xlabel("trials per layer")
+    ax.set_ylabel("speed-up over the default config")
+    ax.set_title(f"{len(summary.layers)} layers")
+    ax.grid(alpha=0.3)
+    ax2.plot(np.arange(1, n + 1), total / 1e6, color="k")
+    ax2.axhline(summary.cycles("default") / 1e6, ls="--", color="gray", label="default configs")
+    ax2.set_xlabel("trials per layer")
+    ax2.set_ylabel("M cycles per inference")
+    ax2.set_title("network")
+    ax2.grid(alpha=0.3)
+    ax2.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    return path
+
+
+def network_configs(log: str, layers) -> dict:
+    """``{(ConvWorkload, Epilogue): ConvConfig}``: the best logged config of each layer (layers
+    without a valid record are left out), for ``AcceleratorBackend(configs=...)``."""
+    out = {}
+    for layer in layers:
+        best = apply_best(log, layer_task(layer))
+        if best is not None:
+            out[(layer.workload, layer.epilogue)] = conv_config(best)
+    return out
+
+
+def best_cycles(log: str, layers) -> float:
+    """Cycles of one inference with the best logged config of every layer (inf if any layer
+    has none)."""
+    from tuner.log import best_record, read_records
+
+    total = 0.0
+    for layer in layers:
+        rec = best_record(read_records(log, layer_task(layer)))
+        total += math.inf if rec is None else rec.result.cost * layer.count
+    return total
