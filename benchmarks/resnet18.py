@@ -7,11 +7,13 @@ Published (TVM/VTA): original design 27.7 M cycles; with a pipelined GEMM 7.7 M;
 256 MACs/cycle for the offloaded layers about 6.6 M. Target (issue 7): <= 7.4 M (>= 90%).
 
     .venv/bin/python benchmarks/resnet18.py [--search 12] [--size 224]
-    .venv/bin/python benchmarks/resnet18.py --tune 200 --tuning-log r18.jsonl   # tuned configs
+    .venv/bin/python benchmarks/resnet18.py --tune 400 --tuning-log r18.jsonl   # tune, then run
+    .venv/bin/python benchmarks/resnet18.py --tuning-log tuner/pretuned/resnet18_224_vta-sim.jsonl
 
 ``--tune N`` first tunes every accelerator layer for N trials on the cycle model (XGBoost rank
 model + simulated annealing, ``tuner.network``; appended to ``--tuning-log``, resumable); with
-``--tuning-log`` each layer then runs with the best config in that log.
+``--tuning-log`` each layer then runs with the best config in that log (the shipped
+``tuner/pretuned`` log is the best of such a run, ``tuner.log.write_best``).
 """
 
 from __future__ import annotations

@@ -140,6 +140,24 @@ def best_record(records) -> Record | None:
     return min(ok, key=lambda r: r.result.cost) if ok else None
 
 
+def write_best(src: str | os.PathLike, dst: str | os.PathLike) -> int:
+    """Write the best valid record of every task (and space) in ``src`` to ``dst``, one line
+    each, in the order the tasks first appear: a small log to ship beside a model, which
+    ``apply_best`` reads like any other. Returns the number of records written."""
+    best: dict[tuple[str, str], Record] = {}
+    for r in read_records(src):
+        if not r.result.ok:
+            continue
+        key = (r.task_key, r.space_sig)
+        if key not in best or r.result.cost < best[key].result.cost:
+            best[key] = r
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(f"{dst}.tmp")
+    tmp.write_text("".join(r.to_json() + "\n" for r in best.values()), encoding="utf-8")
+    tmp.replace(dst)
+    return len(best)
+
+
 def apply_best(log: str | os.PathLike, task: Task) -> Config | None:
     """The best valid config of ``task`` in ``log`` (None if it has no valid record)."""
     rec = best_record(read_records(log, task))

@@ -3,12 +3,14 @@
     layers = network_layers("resnet18.onnx")          # distinct (workload, epilogue), counts
     summary = tune_network(layers, 200, log="resnet18.jsonl", plot="resnet18.png")
     configs = network_configs("resnet18.jsonl", layers) # for AcceleratorBackend(configs=...)
+    write_best("resnet18.jsonl", "best.jsonl")          # one line per layer, to ship (tuner.log)
 
 A layer is tuned exactly as it runs in the network: its padding, its fused epilogue and the
 lowering choices its bias values allow (``compiler.backend.vta.graph_backend.LayerCollector``
 finds them without running the accelerator). The first trials of each layer are the backend's
 analytic best candidates, so the tuned config is never worse than the untuned default. All
 layers append to one log; ``resume=True`` continues a killed run layer by layer.
+``pretuned/`` holds such best-config logs for the zoo's models (``pretuned_log``).
 """
 
 from __future__ import annotations
@@ -190,6 +192,16 @@ def plot_network(summary: NetworkTuneSummary, path: str) -> str:
     fig.tight_layout()
     fig.savefig(path)
     return path
+
+
+PRETUNED = Path(__file__).resolve().parent / "pretuned"
+
+
+def pretuned_log(model: str) -> Path | None:
+    """The shipped best-config log for a zoo model (e.g. ``"resnet18_224"``), if there is one.
+    Made with ``pyvta tune`` (400 trials per layer) and ``tuner.log.write_best``."""
+    path = PRETUNED / f"{model}_vta-sim.jsonl"
+    return path if path.exists() else None
 
 
 def network_configs(log: str, layers) -> dict:

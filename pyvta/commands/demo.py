@@ -28,6 +28,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=6,
         help="configs measured on the cycle model per layer (0: analytic default)",
     )
+    p.add_argument(
+        "--untuned",
+        action="store_true",
+        help="ignore the shipped per-layer tuned configs (use --search per layer instead)",
+    )
     p.add_argument("--m", type=int, default=256, help="gemm: rows of A")
     p.add_argument("--k", type=int, default=256, help="gemm: columns of A (multiple of 16)")
     p.add_argument("--n", type=int, default=256, help="gemm: columns of B (multiple of 16)")
@@ -58,20 +63,21 @@ def _model_path(size: int) -> Path:
 
 def _resnet18(args) -> int:
     from compiler.graph.compiled_model import run_model
-    from pyvta.commands.network import accelerator, compile_for, vta_summary
+    from pyvta.commands.network import accelerator, compile_for, tuned_configs, vta_summary
+    from tuner.network import pretuned_log
 
     path = _model_path(args.size)
     cm = compile_for(path, "vta-sim")
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
     print(f"input: seeded standard-normal {list(shape)} (seed {args.seed})")
-    vta = accelerator(search=args.search)
+    log = None if args.untuned else pretuned_log(f"resnet18_{args.size}")
+    configs = tuned_configs(cm, log) if log else None
+    vta = accelerator(search=args.search, configs=configs)
     t0 = time.perf_counter()
     run_model(cm, x, vta)  # first run: compiles each accelerator layer once
-    print(
-        f"accelerator layers compiled (config search {args.search}) and run once in"
-        f" {time.perf_counter() - t0:.1f} s"
-    )
+    how = "shipped tuned configs" if configs else f"config search {args.search}"
+    print(f"accelerator layers compiled ({how}) and run once in {time.perf_counter() - t0:.1f} s")
     vta.runs.clear()
     t0 = time.perf_counter()
     (out_vta,), table = run_model(cm, x, vta)

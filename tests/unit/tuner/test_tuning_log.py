@@ -155,3 +155,19 @@ def test_tasks_in_log_rebuild_other_workloads(tmp_path):
     assert [t.key for t in others] == [b.key]
     data = training_data(log, others)
     assert data[0][1] == [1, 2] and data[0][2] == [1.0, 2.0]
+
+
+def test_write_best_keeps_the_best_valid_record_per_task(tmp_path):
+    from tuner.log import write_best
+
+    a, b = tiled_gemm_task(64, 64, 64), tiled_gemm_task(32, 64, 64)
+    src, dst = tmp_path / "all.jsonl", tmp_path / "best.jsonl"
+    with TuningLog(src) as log:
+        for task, costs in ((a, (3.0, 1.0, 2.0)), (b, (5.0, 4.0))):
+            for i, c in enumerate(costs):
+                log.append(make_record(task, task.space.get(i), MeasureResult((c,))))
+        log.append(make_record(a, a.space.get(7), MeasureResult((), error="crash")))
+    assert write_best(src, dst) == 2
+    best = read_records(dst)
+    assert [(r.task_key, r.result.cost) for r in best] == [(a.key, 1.0), (b.key, 4.0)]
+    assert apply_best(dst, a) == apply_best(src, a) == a.space.get(1)

@@ -1,0 +1,34 @@
+"""The shipped tuned configs still fit the zoo's ResNet-18 and still reach the cycle target.
+
+If the model generator, the quantizer or the VTA template changes, the layers' keys or costs
+change and this test says so: re-tune with ``pyvta tune resnet18.onnx --trials 400 --log L`` and
+ship ``tuner.log.write_best(L, ...)``."""
+
+import pytest
+
+from compiler.backend.vta.conv2d import DramMap, lower_conv2d
+from compiler.graph.zoo import save_model
+from isa import HwConfig
+from sim import cycles_of
+from tuner.network import network_configs, network_layers, pretuned_log
+
+TARGET_CYCLES = 7.4e6  # issue 7: one ResNet-18 inference, accelerator side
+
+
+@pytest.mark.slow
+def test_shipped_resnet18_log_covers_every_layer_and_meets_the_target(tmp_path):
+    log = pretuned_log("resnet18_224")
+    assert log is not None
+    path = str(tmp_path / "resnet18.onnx")
+    save_model("resnet18", path, size=224)
+    layers = network_layers(path, progress=None)
+    configs = network_configs(str(log), layers)
+    missing = [str(la.workload) for la in layers if (la.workload, la.epilogue) not in configs]
+    assert not missing, f"no shipped config for {missing}"
+    hw, total = HwConfig(), 0
+    for la in layers:
+        c = configs[(la.workload, la.epilogue)]
+        low = lower_conv2d(la.workload, la.epilogue, c, hw, DramMap.disjoint(la.workload, hw))
+        total += cycles_of(low.insns, hw).total_cycles * la.count
+    print(f"ResNet-18 with the shipped configs: {total / 1e6:.3f} M cycles")
+    assert total <= TARGET_CYCLES
