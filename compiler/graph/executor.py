@@ -31,6 +31,11 @@ class LayerTiming:
     ms: float
     cycles: int | None = None
 
+    def device_ms(self, clock_mhz: float) -> float:
+        """Time on the target system: accelerator cycles at ``clock_mhz`` when the node has them
+        (its wall ``ms`` is then the simulator's), else the measured wall time."""
+        return self.ms if self.cycles is None else self.cycles / (clock_mhz * 1e3)
+
 
 @dataclass
 class TimingTable:
@@ -49,19 +54,27 @@ class TimingTable:
             out[r.target] = out.get(r.target, 0.0) + r.ms
         return out
 
-    def format(self, top: int | None = None) -> str:
-        """A text table: node, op, target, ms, cycles, share of the total time."""
-        total = self.total_ms or 1.0
-        rows = sorted(self.rows, key=lambda r: -r.ms)[:top] if top else self.rows
-        lines = [f"{'node':<32} {'op':<16} {'target':<6} {'ms':>9} {'cycles':>10} {'share':>7}"]
-        for r in rows:
+    def format(self, top: int | None = None, clock_mhz: float = 100.0) -> str:
+        """A text table: node, op, target, wall ms, cycles, device ms and its share of one
+        inference. Device ms: accelerator cycles at ``clock_mhz`` for nodes with cycles (their
+        wall time is the simulator's), the CPU wall time for the others."""
+        dev = [r.device_ms(clock_mhz) for r in self.rows]
+        total = sum(dev) or 1.0
+        order = sorted(range(len(self.rows)), key=lambda i: -dev[i])[:top] if top else None
+        head = f"{'node':<32} {'op':<16} {'target':<6} {'wall ms':>9} {'cycles':>10}"
+        lines = [f"{head} {'device ms':>9} {'share':>6}"]
+        for i in order if order is not None else range(len(self.rows)):
+            r = self.rows[i]
             cyc = "" if r.cycles is None else str(r.cycles)
             lines.append(
-                f"{r.node[:32]:<32} {r.op:<16} {r.target:<6} {r.ms:>9.3f} {cyc:>10} "
-                f"{100 * r.ms / total:>6.1f}%"
+                f"{r.node[:32]:<32} {r.op:<16} {r.target:<6} {r.ms:>9.3f} {cyc:>10}"
+                f" {dev[i]:>9.3f} {100 * dev[i] / total:>5.1f}%"
             )
         split = ", ".join(f"{t} {ms:.2f} ms" for t, ms in sorted(self.by_target_ms().items()))
-        lines.append(f"total {self.total_ms:.2f} ms ({split}); peak live {self.peak_live_bytes} B")
+        lines.append(
+            f"device time {sum(dev):.2f} ms (accelerator at {clock_mhz:g} MHz + CPU);"
+            f" wall {self.total_ms:.2f} ms ({split}); peak live {self.peak_live_bytes} B"
+        )
         return "\n".join(lines)
 
 

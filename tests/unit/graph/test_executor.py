@@ -46,7 +46,11 @@ def test_pluggable_backend_and_timing_table(vta_graph):
     assert {r.target for r in table.rows} == {"cpu", "vta"}
     text = table.format()
     print(text)
-    assert "vta_conv2d" in text and "share" in text and "total" in text
+    assert "vta_conv2d" in text and "share" in text and "device time" in text
+    row = vta_rows[-1]
+    assert row.device_ms(100.0) == pytest.approx(row.cycles / 1e5)  # cycles at 100 MHz
+    cpu_row = next(r for r in table.rows if r.target == "cpu")
+    assert cpu_row.device_ms(100.0) == cpu_row.ms
     assert table.total_ms == pytest.approx(sum(table.by_target_ms().values()))
 
 
