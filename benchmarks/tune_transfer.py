@@ -1,0 +1,382 @@
+"""Transfer learning on the VTA conv2d template (cycle model): a global cost model trained on
+the tuning logs of ResNet-18 layers C2-C6 guides tuning of C7-C9, compared with XGB from scratch
+and random search (AutoTVM paper, Fig. 10: 2x-10x fewer trials to a given speed).
+
+    .venv/bin/python benchmarks/tune_transfer.py                         # 3 seeds, 200 trials
+    .venv/bin/python benchmarks/tune_transfer.py --source-log out/src.jsonl --cache out/tgt.jsonl
+    .venv/bin/python benchmarks/tune_transfer.py --features knob,curve --seeds 5
+
+1. Source: C2-C6 are tuned with XGB (``--source-trials`` each, ``--source-seed``) into
+   ``--source-log``; a log that already holds them is reused (an unfinished one is resumed).
+2. Targets (``--targets``, default C7,C8,C9), for each seed and each feature kind of
+   ``--features``: ``scratch[f]`` (XGB-rank + SA, first batch random), ``transfer[f]`` (the same
+   with the global model on the source log as ``base``), and ``random``. ``--trials`` each; pure
+   search (the backend's analytic default is NOT measured first).
+3. Per layer "best" is the best cost found by any method and seed. Printed: median over seeds
+   of the trials to reach 95% (also 99%, 100%) of it; a run that never does counts as
+   ``trials + 1`` (the median then says ``never`` if most runs missed, and ratios with such a
+   median are lower bounds, marked ``>``). Ratios scratch/transfer and random/transfer.
+4. How hard the target is: the share of the space within 95% (99%) of the best, estimated from
+   the random-search samples (uniform, unbiased; invalid points count, since random search
+   spends trials on them too) and from all distinct points measured (biased towards good ones).
+
+Each distinct config of a target is measured once per benchmark run (the cycle model is
+deterministic) and shared by all methods and seeds; ``--cache`` keeps these measurements in a
+JSON-lines tuning log across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tuner.cli_support import RESNET18  # noqa: E402
+from tuner.log import TuningLog, make_record, read_records, training_data  # noqa: E402
+from tuner.measure import LocalMeasurer, Measurer  # noqa: E402
+from tuner.tune import tune  # noqa: E402
+from tuner.vta import VtaCycleBackend, vta_conv2d_task  # noqa: E402
+
+FRACS = (0.95, 0.99, 1.0)
+
+
+def _layers(text: str) -> list[str]:
+    if "-" in text:
+        lo, hi = (int(v.strip().upper().lstrip("C")) for v in text.split("-"))
+        return [f"C{i}" for i in range(lo, hi + 1)]
+    return [v.strip().upper() for v in text.split(",")]
+
+
+def layer_task(name: str):
+    hw, ic, oc, k, s = RESNET18[name]
+    return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
+
+
+class CachedMeasurer(Measurer):
+    """Measures each (task, config) once; later requests reuse the result. With ``log``, the
+    measurements are appended there and the ones already in it are reused."""
+
+    def __init__(self, inner: Measurer, log: str | None = None):
+        self.inner, self.cache, self.n_measured, self.n_reused = inner, {}, 0, 0
+        self.log = log
+        self._preloaded: set[str] = set()
+        self._writer = TuningLog(log) if log else None
+
+    def _preload(self, task) -> None:
+        if self.log is None or task.key in self._preloaded:
+            return
+        self._preloaded.add(task.key)
+        for r in read_records(self.log, task):
+            if r.result.error not in (None, "invalid"):
+                continue  # a crash or timeout is measured again
+            self.cache.setdefault((task.key, r.index), r.result)
+
+    def measure(self, task, configs, callback=None):
+        self._preload(task)
+        todo = [c for c in configs if (task.key, c.index) not in self.cache]
+        todo = list({c.index: c for c in todo}.values())
+        if todo:
+            for c, r in zip(todo, self.inner.measure(task, todo), strict=True):
+                self.cache[(task.key, c.index)] = r
+                if self._writer is not None:
+                    self._writer.append(make_record(task, c, r))
+            self.n_measured += len(todo)
+        out = [self.cache[(task.key, c.index)] for c in configs]
+        if callback is not None:
+            for pos, r in enumerate(out):
+                callback(pos, r)
+        return out
+
+    def costs(self, task) -> dict[int, float]:
+        """index -> cost (``inf`` if invalid/failed) of every point of ``task`` measured."""
+        return {i: r.cost for (k, i), r in self.cache.items() if k == task.key}
+
+    def close(self):
+        if self._writer is not None:
+            self._writer.close()
+        self.inner.close()
+
+
+def trials_to_reach(curve, target: float) -> int | None:
+    for i, c in enumerate(curve):
+        if c <= target:
+            return i + 1
+    return None
+
+
+def _median_hits(hits: list[int | None], n_trials: int) -> tuple[float, bool]:
+    """Median over seeds with misses as ``n_trials + 1``; and whether it is only a lower bound
+    (the median itself is a miss)."""
+    vals = [h if h is not None else n_trials + 1 for h in hits]
+    med = float(np.median(vals))
+    return med, med > n_trials
+
+
+def _fmt_med(med: float, censored: bool) -> str:
+    if censored:
+        return "never"
+    return f"{med:.0f}" if med == int(med) else f"{med:.1f}"
+
+
+def _source(a, raw: Measurer) -> list:
+    """Tune (or reuse) the source layers into ``a.source_log``; the training data."""
+    tasks = [layer_task(n) for n in _layers(a.sources)]
+    for n, t in zip(_layers(a.sources), tasks, strict=True):
+        have = len({r.index for r in read_records(a.source_log, t)})
+        if have >= a.source_trials:
+            print(f"  source {n}: {have} records in {a.source_log} (reused)")
+            continue
+        t0 = time.perf_counter()
+        res = tune(
+            t,
+            a.source_trials,
+            raw,
+            tuner="xgb",
+            batch_size=a.batch,
+            seed=a.source_seed,
+            log=a.source_log,
+            resume=True,
+            progress=False,
+        )
+        print(
+            f"  source {n}: tuned xgb seed {a.source_seed}, {len(res.history)} trials "
+            f"({res.n_resumed} resumed), best {res.best_cost:.0f} cycles, "
+            f"{time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+    return training_data(a.source_log, tasks)
+
+
+def _plot(path: str, layers: dict, n_trials: int) -> None:
+    from matplotlib.figure import Figure  # Agg canvas; no pyplot global state
+
+    names = list(layers)
+    fig = Figure(figsize=(5 * len(names), 4), dpi=100)
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names, strict=True):
+        info = layers[name]
+        best = info["best"]
+        for method, curves in info["curves"].items():
+            arr = np.array([c + [c[-1]] * (n_trials - len(c)) for c in curves]) / best
+            arr[~np.isfinite(arr)] = np.nan
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # all-invalid start: NaN
+                med = np.nanmedian(arr, axis=0)
+            x = np.arange(1, arr.shape[1] + 1)
+            ax.plot(x, med, label=f"{method} (median of {len(curves)})")
+        ax.axhline(1 / 0.95, color="grey", ls="--", lw=0.8, label="95% of best")
+        ax.set_yscale("log")
+        ax.set_xscale("log")
+        ax.set_xlabel("trials")
+        ax.set_ylabel("best-so-far cycles / best")
+        ax.set_title(f"{name}: best {best:.0f} cycles")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sources", default="C2-C6", help="layers whose logs train the global model")
+    p.add_argument("--targets", default="C7,C8,C9")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per target and method")
+    p.add_argument("--trials", type=int, default=200, help="trials per target run")
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--source-log", default="out/transfer_source.jsonl", dest="source_log")
+    p.add_argument("--source-trials", type=int, default=200, dest="source_trials")
+    p.add_argument("--source-seed", type=int, default=0, dest="source_seed")
+    p.add_argument(
+        "--features", default="knob", help="comma list of knob,curve,curve+knob (XGB features)"
+    )
+    p.add_argument("--no-random", action="store_true", dest="no_random")
+    p.add_argument("--cache", default=None, help="JSON-lines log of target measurements to reuse")
+    p.add_argument("--plot", default="out/tune_transfer.png", help="PNG of median curves")
+    p.add_argument("--json", default=None, help="write curves and the table here")
+    a = p.parse_args(argv)
+
+    from tuner.features import make_featurizer
+    from tuner.model import global_model
+
+    t_all = time.perf_counter()
+    feats = [f.strip() for f in a.features.split(",") if f.strip()]
+    seeds = list(range(a.seeds))
+    targets = _layers(a.targets)
+    print(
+        f"VTA conv2d on the cycle model; sources {a.sources} -> targets {','.join(targets)}; "
+        f"{a.trials} trials, batch {a.batch}, seeds {seeds}, features {feats}"
+    )
+    raw = LocalMeasurer(
+        VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=300, run_timeout_s=300
+    )
+    meas = CachedMeasurer(raw, a.cache)
+    layers: dict = {}
+    try:
+        t0 = time.perf_counter()
+        data = _source(a, raw)
+        target_keys = {layer_task(n).key for n in targets}
+        data = [d for d in data if d[0].key not in target_keys]  # never train on a target
+        n_rec = sum(len(d[1]) for d in data)
+        src_s = time.perf_counter() - t0
+        print(f"source: {n_rec} records of {len(data)} layers ({src_s:.0f} s)")
+        # one featurizer per kind, shared by every model (IR features are cached per point)
+        featurizers = {f: make_featurizer(f) for f in feats}
+        bases = {}
+        for f in feats:
+            t0 = time.perf_counter()
+            for seed in seeds:
+                bases[(f, seed)] = global_model(data, featurizer=featurizers[f], seed=seed)
+            print(f"global models [{f}]: {time.perf_counter() - t0:.1f} s")
+
+        methods = []
+        for f in feats:
+            methods += [(f"scratch[{f}]", f, False), (f"transfer[{f}]", f, True)]
+        if not a.no_random:
+            methods.append(("random", None, False))
+        for name in targets:
+            task = layer_task(name)
+            print(f"\n{name} {task.key}: {task.space}", flush=True)
+            curves: dict[str, list] = {m: [] for m, _, _ in methods}
+            random_pts: list[int] = []
+            for seed in seeds:
+                for m, f, transfer in methods:
+                    t0 = time.perf_counter()
+                    kw = {}
+                    if f is not None:
+                        kw["featurizer"] = featurizers[f]
+                        if transfer:
+                            kw["base"] = bases[(f, seed)]
+                    res = tune(
+                        task,
+                        a.trials,
+                        meas,
+                        tuner="random" if f is None else "xgb",
+                        batch_size=a.batch,
+                        seed=seed,
+                        progress=False,
+                        **kw,
+                    )
+                    curves[m].append(res.best_curve)
+                    if f is None:
+                        random_pts += [i for _, i, _ in res.history]
+                    print(
+                        f"  seed {seed} {m:18s} best {res.best_cost:10.0f} "
+                        f"({res.n_errors} invalid, {time.perf_counter() - t0:5.0f} s; "
+                        f"measured so far {meas.n_measured})",
+                        flush=True,
+                    )
+            costs = meas.costs(task)
+            best = min(min(c[-1] for c in runs) for runs in curves.values())
+            layers[name] = {
+                "best": best,
+                "curves": curves,
+                "space": task.space.size,
+                "measured": costs,
+                "random_pts": random_pts,
+            }
+    finally:
+        meas.close()
+
+    # ---- the table
+    n = a.trials
+    print(
+        f"\ntrials to reach X% of the best (median over {len(seeds)} seeds; a run that never "
+        f"reaches it counts as {n + 1}; 'never' = the median run missed)"
+    )
+    print(
+        f"{'layer':5s} {'method':18s} {'to95%':>6s} {'to99%':>6s} {'to100%':>6s}"
+        f"  {'final/best (median)':>19s}  per-seed to95%"
+    )
+    summary = {}
+    for name, info in layers.items():
+        best = info["best"]
+        meds = {}
+        for m, runs in info["curves"].items():
+            row = []
+            for frac in FRACS:
+                hits = [trials_to_reach(c, best / frac) for c in runs]
+                meds[(m, frac)] = (_median_hits(hits, n), hits)
+                row.append(_fmt_med(*meds[(m, frac)][0]))
+            final = float(np.median([c[-1] / best for c in runs]))
+            per = [h if h is not None else "never" for h in meds[(m, 0.95)][1]]
+            print(f"{name:5s} {m:18s} {row[0]:>6s} {row[1]:>6s} {row[2]:>6s}  {final:19.4f}  {per}")
+        summary[name] = meds
+    print(
+        "\nratios of median trials (to95% / to99% / to100%); '>' = lower bound (the other "
+        "method's median missed), '?' = undefined (transfer's median missed)"
+    )
+    ratio_log = {}
+    for name, meds in summary.items():
+        for f in feats:
+            tr = f"transfer[{f}]"
+            for other in (f"scratch[{f}]", "random"):
+                if (other, 0.95) not in meds:
+                    continue
+                parts = []
+                for frac in FRACS:
+                    (mo, co), _ = meds[(other, frac)]
+                    (mt, ct), _ = meds[(tr, frac)]
+                    r = mo / mt
+                    mark = ">" if co and not ct else ("?" if ct else "")
+                    parts.append(f"{mark}{r:.2f}x")
+                    ratio_log.setdefault((f, other.split("[")[0], frac), []).append(r)
+                print(f"  {name:5s} {other:14s} / {tr:16s}: {' / '.join(parts)}")
+    if len(summary) > 1:
+        print("  geometric mean over layers:")
+        for (f, other, frac), rs in sorted(ratio_log.items()):
+            if frac == 0.95:
+                g = math.exp(np.mean(np.log(rs)))
+                print(f"    {other}/transfer[{f}] to95%: {g:.2f}x  (per layer {np.round(rs, 2)})")
+
+    print("\nhow hard is 95% of best? share of the space within X% of the per-layer best")
+    print(
+        f"{'layer':5s} {'space':>6s} {'best':>9s}  {'random sample: n, in95%, in99%':>32s}"
+        f"  {'all measured: n, valid, in95%, in99%':>38s}  1/share95 (random)"
+    )
+    for name, info in layers.items():
+        best, costs = info["best"], info["measured"]
+        rc = np.array([costs[i] for i in info["random_pts"]], dtype=np.float64)
+        allc = np.array(list(costs.values()), dtype=np.float64)
+        r95, r99 = (float(np.mean(rc <= best / f)) if rc.size else math.nan for f in (0.95, 0.99))
+        a95, a99 = (int(np.sum(allc <= best / f)) for f in (0.95, 0.99))
+        valid = int(np.sum(np.isfinite(allc)))
+        inv = f"{1 / r95:.0f}" if r95 > 0 else "inf"
+        print(
+            f"{name:5s} {info['space']:6d} {best:9.0f}  "
+            f"{f'{rc.size}, {r95:.2%}, {r99:.2%}':>32s}  "
+            f"{f'{allc.size}, {valid}, {a95} ({a95 / allc.size:.1%}), {a99}':>38s}  {inv}"
+        )
+    wall = time.perf_counter() - t_all
+    print(
+        f"\ndistinct target configs: {len(meas.cache)} ({meas.n_measured} measured in this run, "
+        f"the rest from --cache); wall {wall:.0f} s ({wall / 60:.1f} min)"
+    )
+    if a.plot:
+        Path(a.plot).parent.mkdir(parents=True, exist_ok=True)
+        _plot(a.plot, layers, n)
+        print(f"curves: {a.plot}")
+    if a.json:
+        out = {
+            name: {
+                "best": info["best"],
+                "space": info["space"],
+                "curves": info["curves"],
+            }
+            for name, info in layers.items()
+        }
+        Path(a.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.json).write_text(json.dumps(out, default=float))
+        print(f"json: {a.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
