@@ -18,7 +18,31 @@ import traceback
 from multiprocessing.connection import wait
 from pathlib import Path
 
-_ENV = {"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": "1"}
+# Library thread pools in a worker stay single-threaded: a candidate is timed with the machine's
+# cores to itself, and a multi-threaded BLAS call (e.g. a reference check) would leave spinning
+# threads that halve a parallel kernel's measured speed. Set before the worker starts, since a
+# spawned worker imports the parent's main module (and numpy's OpenBLAS) before any of our code.
+_ENV = {
+    "OMP_WAIT_POLICY": "passive",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+}
+
+
+@contextlib.contextmanager
+def _child_env():
+    """``_ENV`` in ``os.environ`` while a worker process starts (it inherits it), then restored."""
+    old = {k: os.environ.get(k) for k in _ENV}
+    os.environ.update(_ENV)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 _ROOT = str(Path(__file__).resolve().parents[1])
@@ -54,7 +78,8 @@ class _Worker:
     def __init__(self, ctx):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        self.proc.start()
+        with _child_env():
+            self.proc.start()
         child.close()
         self.job = None  # (job_id, deadline)
 

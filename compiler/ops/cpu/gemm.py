@@ -1,4 +1,4 @@
-"""GEMM schedule for the CPU: packed B panels, register-blocked micro-kernel, parallel rows.
+"""GEMM schedule for the CPU: packed B panels, register-blocked micro-kernel, parallel tiles.
 
 ``C[M, N] = A[M, K] @ B[K, N]``; B is repacked to ``[N/bn, K, bn]`` so the micro-kernel reads
 unit-stride vectors; each ``bm x bn`` tile of C is accumulated in a ``local`` buffer (registers)
@@ -17,12 +17,15 @@ from compiler.te.tensor import sum as te_sum
 @dataclass(frozen=True)
 class GemmKnobs:
     """``bm``: rows per register tile; ``bn``: columns per tile (a multiple of the vector
-    lanes); ``bk``: unroll of the reduction; ``parallel``: run row tiles across threads."""
+    lanes); ``bk``: unroll of the reduction; ``parallel``: run the outer tiles across threads;
+    ``panels_outer``: loop over B's column panels outside the row tiles (each panel stays in
+    the core's cache while every row tile uses it; A is streamed once per panel instead)."""
 
     bm: int = 8
     bn: int = 32
     bk: int = 4
     parallel: bool = True
+    panels_outer: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -51,7 +54,10 @@ def matmul_packed(m: int, n: int, k: int, knobs: GemmKnobs = GemmKnobs(), dtype=
     s = create_schedule(c)
     cc = s.cache_write(c, "local")
     io, jo, ii, ji = s[c].tile("i", "j", bm, bn)
-    s[cc].compute_at(s[c], jo)
+    outer, inner = (jo, io) if knobs.panels_outer else (io, jo)
+    if knobs.panels_outer:
+        s[c].reorder(jo, io, ii, ji)
+    s[cc].compute_at(s[c], inner)
     ko, ki = s[cc].split("k", bk)
     s[cc].reorder(ko, ki, "i.c", "j.c")
     s[cc].vectorize("j.c")
@@ -60,6 +66,6 @@ def matmul_packed(m: int, n: int, k: int, knobs: GemmKnobs = GemmKnobs(), dtype=
     s[c].vectorize(ji)
     s[bp].vectorize("ji")
     if knobs.parallel:
-        s[c].parallel(io)
+        s[c].parallel(outer)
         s[bp].parallel("jo")
     return s, [a, b, c]

@@ -67,8 +67,8 @@ def test_cpu_backend_measures_gemm(n):
 
     task = gemm_task(n, n, n)
     cfgs = [
-        task.space.config({"bm": 4, "bn": 16, "bk": 4, "parallel": False}),
-        task.space.config({"bm": 1, "bn": 4, "bk": 1, "parallel": False}),
+        task.space.config({"bm": 4, "bn": 16, "bk": 4, "parallel": False, "panels_outer": False}),
+        task.space.config({"bm": 1, "bn": 4, "bk": 1, "parallel": False, "panels_outer": False}),
     ]
     with LocalMeasurer(CpuBackend(min_repeat_ms=2.0), repeats=3) as m:
         res = m.measure(task, cfgs)
@@ -89,6 +89,23 @@ def test_wrong_answer_is_recorded():
         reference_fn=lambda arrays, m, n, k: arrays[0] @ arrays[1] + 1.0,
     )
     task = bad.task(16, 16, 16)
-    cfg = task.space.config({"bm": 4, "bn": 16, "bk": 4, "parallel": False})
+    cfg = task.space.config({"bm": 4, "bn": 16, "bk": 4, "parallel": False, "panels_outer": False})
     res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(task, [cfg])
     assert res[0].error == "wrong_answer" and "relative error" in res[0].msg
+
+
+def test_workers_start_with_single_threaded_library_pools(monkeypatch):
+    """A BLAS call in a worker (e.g. a reference check) must not leave threads spinning beside
+    the kernel being timed; the parent's own environment is left as it was."""
+    import os
+
+    from tuner.workers import WorkerPool
+
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
+    pool = WorkerPool(1)
+    try:
+        got = list(pool.map([(os.getenv, ("OPENBLAS_NUM_THREADS",))], timeout_s=60))
+    finally:
+        pool.close()
+    assert got == [(0, "ok", "1")]
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "7"
