@@ -109,3 +109,29 @@ def test_workers_start_with_single_threaded_library_pools(monkeypatch):
         pool.close()
     assert got == [(0, "ok", "1")]
     assert os.environ["OPENBLAS_NUM_THREADS"] == "7"
+
+
+def test_conv2d_reference_matches_a_naive_convolution():
+    """The reference every tuned conv2d candidate is checked against (blocked weights)."""
+    import numpy as np
+
+    from tuner.cpu import _conv2d_reference
+
+    c, h, w, o, k, stride, pad, ic, oc = 4, 7, 6, 8, 3, 2, 1, 2, 4
+    rng = np.random.default_rng(11)
+    print("seed 11")
+    data = rng.standard_normal((1, c, h, w))
+    wgt = rng.standard_normal((o // oc, c // ic, k, k, ic, oc))
+    oh, ow = (h + 2 * pad - k) // stride + 1, (w + 2 * pad - k) // stride + 1
+    x = np.pad(data[0], ((0, 0), (pad, pad), (pad, pad)))
+    want = np.zeros((1, o, oh, ow))
+    for f in range(o):
+        for ch in range(c):
+            for y in range(oh):
+                for xx in range(ow):
+                    for ky in range(k):
+                        for kx in range(k):
+                            v = x[ch, y * stride + ky, xx * stride + kx]
+                            want[0, f, y, xx] += v * wgt[f // oc, ch // ic, ky, kx, ch % ic, f % oc]
+    got = _conv2d_reference([data, wgt, None], c, h, w, o, k, stride, pad)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
