@@ -103,15 +103,15 @@ def tune_command(args: argparse.Namespace) -> int:
     Returns a process exit code."""
     from tuner.tune import default_measurer, tune
 
+    if args.resume and not args.log:
+        print("error: --resume needs --log", file=sys.stderr)
+        return 2
     if Path(args.workload).suffix in (".onnx", ".npz"):
         return _tune_network(args)
     try:
         task = parse_workload(args.workload)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.resume and not args.log:
-        print("error: --resume needs --log", file=sys.stderr)
         return 2
     print(f"tuning {task.key}: {task.space}  (seed {args.seed})")
     extra = {}
@@ -162,9 +162,6 @@ def tune_command(args: argparse.Namespace) -> int:
 def _tune_network(args: argparse.Namespace) -> int:
     from tuner.network import layer_name, network_layers, tune_network
 
-    if args.resume and not args.log:
-        print("error: --resume needs --log", file=sys.stderr)
-        return 2
     if not Path(args.workload).exists():
         print(f"error: no model file {args.workload}", file=sys.stderr)
         return 2

@@ -107,12 +107,7 @@ def ranked_vta_configs(task: Task, n: int):
     from isa import HwConfig
 
     wl, ep = _workload(*task.args)
-    out = []
-    for _, c in ranked_configs(wl, ep, HwConfig())[:n]:
-        d = c.to_dict()
-        d["gemm_loops"] = _loops_key(d["gemm_loops"])
-        out.append(task.space.config(d))
-    return out
+    return [space_point(task, c) for _, c in ranked_configs(wl, ep, HwConfig())[:n]]
 
 
 def conv_config(config):
@@ -124,16 +119,20 @@ def conv_config(config):
     return ConvConfig(**d)
 
 
+def space_point(task: Task, conv):
+    """The point of a VTA task's space for a backend ``ConvConfig`` (``conv_config``'s inverse)."""
+    d = conv.to_dict()
+    d["gemm_loops"] = _loops_key(d["gemm_loops"])
+    return task.space.config(d)
+
+
 def default_vta_config(task: Task):
     """The backend's analytic default for this workload, as a point of the task's space."""
     from compiler.backend.vta.default import default_config
     from isa import HwConfig
 
     wl, ep = _workload(*task.args)
-    c = default_config(wl, ep, HwConfig())
-    d = c.to_dict()
-    d["gemm_loops"] = _loops_key(d["gemm_loops"])
-    return task.space.config(d)
+    return space_point(task, default_config(wl, ep, HwConfig()))
 
 
 class VtaCycleBackend(Backend):

@@ -32,6 +32,12 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
     return ConvWorkload(h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr)
 
 
+def dense_workload(x_shape, w_shape) -> ConvWorkload:
+    """The VTA workload of a packed dense node (x (N, I/B, 1, B), w (O/B, I/B, B, B))."""
+    _, ib, _, b = x_shape
+    return ConvWorkload.dense(ib * b, w_shape[0] * b, b)
+
+
 def fused_epilogue(p, residual: bool) -> Epilogue:
     """The epilogue of a node's ``FusedParams`` (before the lowering choices)."""
     return Epilogue(
@@ -77,10 +83,9 @@ class LayerCollector:
         return np.zeros((x.shape[0], wl.co_blocks, wl.out_h, wl.out_w, 1, wl.block), np.int8)
 
     def dense(self, x, w, bias, res, p) -> np.ndarray:
-        n, ib, _, b = x.shape
-        wl = ConvWorkload.dense(ib * b, w.shape[0] * b, b)
-        self._note(wl, bias, res, p, n)
-        return np.zeros((n, w.shape[0], 1, b), np.int8)
+        wl = dense_workload(x.shape, w.shape)
+        self._note(wl, bias, res, p, x.shape[0])
+        return np.zeros((x.shape[0], wl.co_blocks, 1, wl.block), np.int8)
 
 
 @dataclass
@@ -127,12 +132,11 @@ class AcceleratorBackend:
 
     def dense(self, x, w, bias, res, p) -> np.ndarray:
         """x (N, I/B, 1, B), w (O/B, I/B, B, B), bias (O/B, B) -> (N, O/B, 1, B)."""
-        n, ib, _, b = x.shape
-        wl = ConvWorkload.dense(ib * b, w.shape[0] * b, b)
+        wl = dense_workload(x.shape, w.shape)
         w4 = w[:, :, None, None, :, :]
         outs = []
         self._last_cycles = 0
-        for i in range(n):
+        for i in range(x.shape[0]):
             r = None if res is None else res[i][:, None, :, :]
             data = x[i][:, None, :, :]  # (I/B, 1, 1, B)
             outs.append(self._run(wl, w4, bias, r, p, data, id(w))[:, 0])  # (O/B, 1, B)
