@@ -31,6 +31,7 @@ def _gemm_space(m: int, n: int, k: int) -> ConfigSpace:
             ChoiceKnob("bk", bk),
             BoolKnob("parallel"),
             BoolKnob("panels_outer"),
+            BoolKnob("pack_b"),
         ]
     )
 
@@ -38,9 +39,7 @@ def _gemm_space(m: int, n: int, k: int) -> ConfigSpace:
 def _gemm_instantiate(config, m: int, n: int, k: int):
     from compiler.ops.cpu import GemmKnobs, matmul_packed
 
-    knobs = GemmKnobs(
-        config["bm"], config["bn"], config["bk"], config["parallel"], config["panels_outer"]
-    )
+    knobs = GemmKnobs(**{name: config[name] for name in GemmKnobs.__dataclass_fields__})
     try:
         return matmul_packed(m, n, k, knobs)
     except ValueError as e:

@@ -10,6 +10,7 @@ from compiler.ir.stmt import PrimFunc
 from compiler.ir.verify import verify
 from compiler.passes.lift_workspace import lift_workspace
 from compiler.passes.lower_vthread import lower_vthread
+from compiler.passes.partition_loops import partition_loops
 from compiler.passes.simplify_stmt import simplify_stmt
 from compiler.passes.unroll_loops import unroll_loops
 
@@ -20,6 +21,7 @@ PASSES = [
 LLVM_PASSES = [
     ("lift_workspace", lift_workspace),
     ("lower_vthread", lower_vthread),
+    ("partition_loops", partition_loops),
     ("unroll_loops", unroll_loops),
     ("simplify_stmt", simplify_stmt),
 ]

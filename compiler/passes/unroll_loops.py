@@ -11,14 +11,14 @@ MAX_UNROLL = 256
 def unroll_loops(func: PrimFunc) -> PrimFunc:
     def f(s):
         if isinstance(s, For) and s.kind == "unrolled":
-            n = s.extent.value
+            n, lo = s.extent.value, s.min.value
             if n > MAX_UNROLL:
                 raise ValueError(
                     f"unrolled loop {s.var.name} has extent {n}; at most {MAX_UNROLL} is allowed"
                 )
             return Seq(
                 [
-                    stmt_map(s.body, None, lambda e, i=i: substitute(e, {s.var: IntImm(i)}))
+                    stmt_map(s.body, None, lambda e, i=i: substitute(e, {s.var: IntImm(lo + i)}))
                     for i in range(n)
                 ]
             )

@@ -19,13 +19,16 @@ class GemmKnobs:
     """``bm``: rows per register tile; ``bn``: columns per tile (a multiple of the vector
     lanes); ``bk``: unroll of the reduction; ``parallel``: run the outer tiles across threads;
     ``panels_outer``: loop over B's column panels outside the row tiles (each panel stays in
-    the core's cache while every row tile uses it; A is streamed once per panel instead)."""
+    the core's cache while every row tile uses it; A is streamed once per panel instead);
+    ``pack_b``: repack B into column panels first (unit-stride vectors for the micro-kernel; it
+    pays off when several row tiles reuse a panel, not for a single row)."""
 
     bm: int = 8
     bn: int = 32
     bk: int = 4
     parallel: bool = True
     panels_outer: bool = False
+    pack_b: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,9 +51,12 @@ def matmul_packed(m: int, n: int, k: int, knobs: GemmKnobs = GemmKnobs(), dtype=
         raise ValueError(f"n={n} must be a multiple of bn={bn}")
     a = placeholder((m, k), dtype, "A")
     b = placeholder((k, n), dtype, "B")
-    bp = compute((n // bn, k, bn), lambda jo, kk, ji: b[kk, jo * bn + ji], name="B.packed")
     r = reduce_axis(k, "k")
-    c = compute((m, n), lambda i, j: te_sum(a[i, r] * bp[j // bn, r, j % bn], r), name="C")
+    if knobs.pack_b:
+        bp = compute((n // bn, k, bn), lambda jo, kk, ji: b[kk, jo * bn + ji], name="B.packed")
+        c = compute((m, n), lambda i, j: te_sum(a[i, r] * bp[j // bn, r, j % bn], r), name="C")
+    else:
+        c = compute((m, n), lambda i, j: te_sum(a[i, r] * b[r, j], r), name="C")
     s = create_schedule(c)
     cc = s.cache_write(c, "local")
     io, jo, ii, ji = s[c].tile("i", "j", bm, bn)
@@ -64,8 +70,10 @@ def matmul_packed(m: int, n: int, k: int, knobs: GemmKnobs = GemmKnobs(), dtype=
     s[cc].unroll("i.c")
     s[cc].unroll(ki)
     s[c].vectorize(ji)
-    s[bp].vectorize("ji")
+    if knobs.pack_b:
+        s[bp].vectorize("ji")
     if knobs.parallel:
         s[c].parallel(outer)
-        s[bp].parallel("jo")
+        if knobs.pack_b:
+            s[bp].parallel("jo")
     return s, [a, b, c]

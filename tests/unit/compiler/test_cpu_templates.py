@@ -17,6 +17,9 @@ from compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd, transform_
         (64, 64, 32, GemmKnobs()),
         (37, 48, 19, GemmKnobs(bm=4, bn=16, bk=2)),
         (16, 32, 8, GemmKnobs(bm=2, bn=32, bk=8, parallel=False)),
+        # row tiles and k steps that do not divide: partitioned main loops plus guarded tails
+        (50, 64, 33, GemmKnobs(bm=6, bn=32, bk=4, panels_outer=True)),
+        (50, 64, 33, GemmKnobs(bm=7, bn=16, bk=5, pack_b=False)),
     ],
 )
 def test_gemm_template(build, rng, m, n, k, knobs):

@@ -5,6 +5,7 @@ import pytest
 from compiler.ir import Buffer, For, IntImm, Load, PrimFunc, Seq, Store, Var, func_str
 from compiler.passes import LLVM_PASSES, PASSES, run_passes
 from compiler.passes.lower_vthread import lower_vthread
+from compiler.passes.partition_loops import partition_loops
 from compiler.passes.simplify_stmt import simplify_stmt
 from compiler.passes.unroll_loops import unroll_loops
 
@@ -20,6 +21,7 @@ def test_pipelines_are_explicit_ordered_named_lists():
     assert [n for n, _ in LLVM_PASSES] == [
         "lift_workspace",
         "lower_vthread",
+        "partition_loops",
         "unroll_loops",
         "simplify_stmt",
     ]
@@ -34,6 +36,52 @@ def test_unroll_loops_expands_with_constant_indices():
         "  B[2] = A[3]",
         "  B[4] = A[5]",
     ]
+
+
+def test_unroll_loops_starts_at_the_loop_min():
+    a, b = Buffer("A", "float32", (6,)), Buffer("B", "float32", (6,))
+    i = Var("i")
+    f = PrimFunc("f", [a, b], For(i, 2, 2, "unrolled", Store(b, i, Load(a, i))))
+    assert func_str(simplify_stmt(unroll_loops(f))).splitlines()[1:] == [
+        "  B[2] = A[2]",
+        "  B[3] = A[3]",
+    ]
+
+
+def _guarded_tiles(kind: str = "serial"):
+    """for io in 0..4: for ii in 0..3: if io * 3 + ii < 10: B[io * 3 + ii] = A[...]"""
+    from compiler.ir import IfThenElse
+    from compiler.ir.expr import compare
+
+    a, b = Buffer("A", "float32", (12,)), Buffer("B", "float32", (12,))
+    io, ii = Var("io"), Var("ii")
+    row = io * 3 + ii
+    guarded = IfThenElse(compare("<", row, IntImm(10)), Store(b, row, Load(a, row)))
+    return PrimFunc("f", [a, b], For(io, 0, 4, kind, For(ii, 0, 3, "unrolled", guarded)))
+
+
+def test_partition_loops_splits_off_the_guarded_tail():
+    out = func_str(simplify_stmt(partition_loops(_guarded_tiles()))).splitlines()[1:]
+    # main part: 3 full tiles without a guard; tail: io = 3, where only row 9 is valid
+    assert out == [
+        "  for io in range(0, 3) serial:",
+        "    for ii in range(0, 3) unrolled:",
+        "      B[((io * 3) + ii)] = A[((io * 3) + ii)]",
+        "  B[9] = A[9]",
+    ]
+
+
+def test_partition_loops_keeps_parallel_loops_and_unprovable_guards():
+    assert func_str(partition_loops(_guarded_tiles("parallel"))).count("for io") == 1
+    from compiler.ir import IfThenElse
+    from compiler.ir.expr import compare
+
+    a, b = Buffer("A", "float32", (4,)), Buffer("B", "float32", (4,))
+    i, n = Var("i"), Var("n")
+    f = PrimFunc(
+        "f", [a, b], For(i, 0, 4, "serial", IfThenElse(compare("<", i, n), Store(b, i, Load(a, i))))
+    )
+    assert func_str(partition_loops(f)) == func_str(f)
 
 
 def test_simplify_drops_unit_loops_and_lower_vthread_makes_serial():

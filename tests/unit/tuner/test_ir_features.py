@@ -27,8 +27,12 @@ def test_curve_features_have_one_length_across_workloads(rng):
 
 def test_features_follow_the_knobs():
     t = gemm_task(64, 64, 64)
-    a = t.space.config({"bm": 4, "bn": 16, "bk": 4, "parallel": False, "panels_outer": False})
-    b = t.space.config({"bm": 8, "bn": 32, "bk": 4, "parallel": True, "panels_outer": False})
+    a = t.space.config(
+        {"bm": 4, "bn": 16, "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+    )
+    b = t.space.config(
+        {"bm": 8, "bn": 32, "bk": 4, "parallel": True, "panels_outer": False, "pack_b": True}
+    )
     f = make_featurizer("curve")
     fa, fb = f(t, [a.index, b.index])
     assert not np.allclose(fa, fb)
