@@ -32,14 +32,18 @@ from tuner.tuners import make_tuner  # noqa: E402
 def _default_config(task):
     if task.name == "cpu.gemm":
         from compiler.ops.cpu import GemmKnobs
+        from tuner.cpu import gemm_point
 
-        d = GemmKnobs().to_dict()
+        def point():
+            return gemm_point(task, GemmKnobs())
     else:
         from compiler.ops.cpu import Conv2dKnobs
 
-        d = Conv2dKnobs().to_dict()
+        def point():
+            return task.space.config(Conv2dKnobs().to_dict())
+
     try:
-        return task.space.config(d)
+        return point()
     except ValueError:
         return None  # the default knobs do not fit this shape
 

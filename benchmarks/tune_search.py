@@ -7,7 +7,9 @@ curves over several seeds, and trials needed to reach 95% of the best cost found
     .venv/bin/python benchmarks/tune_search.py --task gemm --trials 200 --seeds 5 --plot s.png
 
 Each distinct config is measured once per benchmark run and the cost is shared by all tuners
-and seeds (same noise for everyone, fewer measurements). The VTA task is the conv2d template on
+and seeds (same noise for everyone, fewer measurements); ``--cache LOG`` keeps them across runs.
+When the cache holds every point of the space (``benchmarks/vta_space_census.py``), "best" is the
+true optimum and random search's trials to 95% are also given exactly. The VTA task is the conv2d template on
 a ResNet-18 layer, costed by the simulator's cycle model (deterministic, noise-free).
 """
 
@@ -23,31 +25,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.measure import InProcessMeasurer, Measurer  # noqa: E402
+from tuner.measure import CachedMeasurer, InProcessMeasurer  # noqa: E402
 from tuner.synthetic import SyntheticBackend, tiled_gemm_task  # noqa: E402
 from tuner.tune import tune  # noqa: E402
-
-
-class SharedMeasurements(Measurer):
-    """Measures each config of a task once; later requests reuse the result."""
-
-    def __init__(self, inner: Measurer):
-        self.inner, self.cache, self.n_measured = inner, {}, 0
-
-    def measure(self, task, configs, callback=None):
-        todo = [c for c in configs if (task.key, c.index) not in self.cache]
-        if todo:
-            for c, r in zip(todo, self.inner.measure(task, todo), strict=True):
-                self.cache[(task.key, c.index)] = r
-            self.n_measured += len(todo)
-        out = [self.cache[(task.key, c.index)] for c in configs]
-        if callback is not None:
-            for pos, r in enumerate(out):
-                callback(pos, r)
-        return out
-
-    def close(self):
-        self.inner.close()
 
 
 def trials_to_reach(curve, target: float) -> int | None:
@@ -67,6 +47,11 @@ def main(argv=None) -> int:
     p.add_argument("--seeds", type=int, default=None, help="default 5 synthetic, 3 gemm")
     p.add_argument("--tuners", default="xgb,random,ga", help="comma list of xgb,xgb-reg,random,ga")
     p.add_argument("--plot", default=None, help="PNG of the best-so-far curves")
+    p.add_argument(
+        "--cache",
+        default=None,
+        help="tuning log of measurements to reuse and extend (e.g. benchmarks/vta_space_census.py's)",
+    )
     a = p.parse_args(argv)
 
     gemm = a.task == "gemm"
@@ -96,7 +81,7 @@ def main(argv=None) -> int:
     else:
         task = tiled_gemm_task(*shape)
         inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
-    meas = SharedMeasurements(inner)
+    meas = CachedMeasurer(inner, a.cache)
     print(f"task {task.key}: {task.space}")
     print(f"{trials} trials, batch {batch}, seeds 0..{a.seeds - 1}")
 
@@ -121,35 +106,57 @@ def main(argv=None) -> int:
     finally:
         meas.close()
     best = min(min(c[-1] for c in runs) for runs in curves.values())
+    known = meas.costs(task)
+    exact = len(known) == len(task.space)
+    if exact:  # every point measured: the true optimum, and random search's exact odds
+        best = min(known.values())
     target = best / 0.95
     print(
-        f"\nbest cost over all runs: {best:.6g} {task.cost_unit}; "
-        f"distinct configs measured: {meas.n_measured}; wall {time.perf_counter() - t_all:.1f} s"
+        f"\nbest cost {'of the whole space' if exact else 'over all runs'}: {best:.6g} "
+        f"{task.cost_unit}; distinct configs measured in this run: {meas.n_measured}; "
+        f"wall {time.perf_counter() - t_all:.1f} s"
     )
     checks = [c for c in (16, 32, 64, 128, 256, 512, 1024) if c <= trials]
     print("\nbest-so-far / best (mean over seeds) at trials " + ", ".join(map(str, checks)))
-    reach = {}
+    medians = {}
     for name, runs in curves.items():
         arr = np.array([r + [r[-1]] * (trials - len(r)) for r in runs]) / best
         row = "  ".join(f"{arr[:, c - 1].mean():6.3f}" for c in checks)
         hits = [trials_to_reach(r, target) for r in runs]
         hits99 = [trials_to_reach(r, best / 0.99) for r in runs]
-        reach[name] = hits
-        got = [h for h in hits if h is not None]
-        mean = f"{np.mean(got):.1f}" if len(got) == len(hits) else "n/a"
-        row += f"   to 99%: {hits99}"
+        # a run that never reaches the target counts as trials + 1 (a median of those is ">")
+        med = float(np.median([h if h is not None else trials + 1 for h in hits]))
+        medians[name] = med
+        shown = f">{trials}" if med > trials else f"{med:g}"
         print(
-            f"  {name:8s} {row}   trials to 95% of best: {hits} (mean {mean})"
+            f"  {name:8s} {row}   trials to 95%: {hits} (median {shown})   to 99%: {hits99}"
             f"   search+measure time {tuner_s[name]:.1f} s"
         )
-    base = reach.get("random")
-    if base:
-        # a run that never reached the target counts as `trials` (so the ratio is a lower bound)
-        rnd = np.mean([h if h is not None else trials for h in base])
-        bound = "" if all(h is not None for h in base) else " (lower bound: random missed)"
-        for name, hits in reach.items():
-            if name != "random" and all(h is not None for h in hits):
-                print(f"  random / {name} trials to 95%: {rnd / np.mean(hits):.2f}x{bound}")
+    if exact:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from vta_space_census import random_hit_trials
+
+        k = sum(c <= target for c in known.values())
+        mean, med = random_hit_trials(len(known), k)
+        medians["random (exact)"] = med
+        print(
+            f"  random search, exact: {k} of {len(known)} points within 95%; "
+            f"median {med} trials, mean {mean:.1f}"
+        )
+    base_name = "random (exact)" if exact else "random"
+    base = medians.get(base_name)
+    if base is not None:
+        for name, med in medians.items():
+            if name.startswith("random"):
+                continue
+            bound = ">=" if base > trials and not exact else ""
+            note = " (lower bound: random missed)" if bound else ""
+            if med > trials:
+                print(f"  {base_name} / {name} median trials to 95%: n/a ({name} missed)")
+            else:
+                print(
+                    f"  {base_name} / {name} median trials to 95%: {bound}{base / med:.2f}x{note}"
+                )
     if a.plot:
         from tuner.plot import plot_curves
 

@@ -26,7 +26,15 @@ A VTA template is a ``Template`` whose ``instantiate_fn`` returns a VTA schedule
 """
 
 from tuner.log import apply_best
-from tuner.space import BoolKnob, ChoiceKnob, Config, ConfigSpace, ReorderKnob, SplitKnob
+from tuner.space import (
+    BoolKnob,
+    ChoiceKnob,
+    Config,
+    ConfigSpace,
+    ReorderKnob,
+    SplitKnob,
+    TileKnob,
+)
 from tuner.task import InvalidConfig, Task, Template
 from tuner.tune import TuneResult, tune
 
@@ -38,6 +46,7 @@ __all__ = [
     "InvalidConfig",
     "ReorderKnob",
     "SplitKnob",
+    "TileKnob",
     "Task",
     "Template",
     "TuneResult",

@@ -16,18 +16,33 @@ import time
 import numpy as np
 
 from tuner.measure import Backend
-from tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, divisors
+from tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, TileKnob, divisors
 from tuner.task import InvalidConfig, Task, Template, WrongAnswer
 
 
+def register_tiles(m: int, n: int) -> list[tuple[int, int]]:
+    """``(bm, bn)`` register tiles of a GEMM's ``C`` on the host: ``bn`` a divisor of ``n`` in
+    whole SIMD vectors (at most 8), and the ``bm x bn`` accumulators within the register file
+    with 4 registers to spare (for B's vectors and A's broadcast). Without whole vectors (``n``
+    too small) any divisor of ``n`` from 4 up, one row of vectors' worth of rows."""
+    from compiler.backend.llvm import CpuTarget
+
+    target = CpuTarget.host()
+    lanes = target.vector_lanes("float32")
+    room = (32 if target.vector_bits >= 512 else 16) - 4
+    rows = [v for v in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28) if v <= m] or [m]
+    cols = [d for d in divisors(n) if d % lanes == 0 and d // lanes <= 8]
+    if cols:
+        return [(bm, bn) for bn in cols for bm in rows if bm * (bn // lanes) <= room]
+    cols = [d for d in divisors(n) if d >= 4] or [n]
+    return [(bm, bn) for bn in cols for bm in rows if bm <= room]
+
+
 def _gemm_space(m: int, n: int, k: int) -> ConfigSpace:
-    bm = [v for v in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16) if v <= m]
-    bn = [d for d in divisors(n) if 4 <= d <= 256] or [n]
     bk = [d for d in divisors(k) if d <= 32]
     return ConfigSpace(
         [
-            ChoiceKnob("bm", bm),
-            ChoiceKnob("bn", bn),
+            TileKnob("tile", ("bm", "bn"), register_tiles(m, n)),
             ChoiceKnob("bk", bk),
             BoolKnob("parallel"),
             BoolKnob("panels_outer"),
@@ -36,12 +51,28 @@ def _gemm_space(m: int, n: int, k: int) -> ConfigSpace:
     )
 
 
-def _gemm_instantiate(config, m: int, n: int, k: int):
-    from compiler.ops.cpu import GemmKnobs, matmul_packed
+def gemm_knobs(config):
+    """The ``compiler.ops.cpu.GemmKnobs`` of a point of a GEMM task's space."""
+    from compiler.ops.cpu import GemmKnobs
 
-    knobs = GemmKnobs(**{name: config[name] for name in GemmKnobs.__dataclass_fields__})
+    d = dict(config)
+    d["bm"], d["bn"] = d.pop("tile")
+    return GemmKnobs(**d)
+
+
+def gemm_point(task: Task, knobs):
+    """The point of a GEMM task's space for ``GemmKnobs`` (``gemm_knobs``' inverse);
+    ``ValueError`` if the space has no such point (e.g. a tile too big for the registers)."""
+    d = knobs.to_dict()
+    d["tile"] = (d.pop("bm"), d.pop("bn"))
+    return task.space.config(d)
+
+
+def _gemm_instantiate(config, m: int, n: int, k: int):
+    from compiler.ops.cpu import matmul_packed
+
     try:
-        return matmul_packed(m, n, k, knobs)
+        return matmul_packed(m, n, k, gemm_knobs(config))
     except ValueError as e:
         raise InvalidConfig(str(e)) from None
 

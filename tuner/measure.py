@@ -187,3 +187,56 @@ class LocalMeasurer(Measurer):
     def close(self) -> None:
         self._builders.close()
         self._runner.close()
+
+
+class CachedMeasurer(Measurer):
+    """Measures each (task, config) once through ``inner``; later requests reuse the result
+    (for deterministic costs, or to give every tuner of a comparison the same measurements).
+    With ``log`` (a JSON-lines tuning log) the measurements are appended there and those
+    already in it are reused; crashed or timed-out records are measured again."""
+
+    def __init__(self, inner: Measurer, log: str | None = None):
+        from tuner.log import TuningLog
+
+        self.inner, self.cache, self.n_measured = inner, {}, 0
+        self.log = log
+        self._preloaded: set[str] = set()
+        self._writer = TuningLog(log) if log else None
+
+    def _preload(self, task: Task) -> None:
+        from tuner.log import read_records
+
+        if self.log is None or task.key in self._preloaded:
+            return
+        self._preloaded.add(task.key)
+        for r in read_records(self.log, task):
+            if r.result.error in (None, "invalid"):
+                self.cache.setdefault((task.key, r.index), r.result)
+
+    def measure(self, task, configs, callback=None):
+        from tuner.log import make_record
+
+        self._preload(task)
+        todo = [c for c in configs if (task.key, c.index) not in self.cache]
+        todo = list({c.index: c for c in todo}.values())
+        if todo:
+            for c, r in zip(todo, self.inner.measure(task, todo), strict=True):
+                self.cache[(task.key, c.index)] = r
+                if self._writer is not None:
+                    self._writer.append(make_record(task, c, r))
+            self.n_measured += len(todo)
+        out = [self.cache[(task.key, c.index)] for c in configs]
+        if callback is not None:
+            for pos, r in enumerate(out):
+                callback(pos, r)
+        return out
+
+    def costs(self, task: Task) -> dict[int, float]:
+        """index -> cost (``inf`` if invalid or failed) of every point of ``task`` known."""
+        self._preload(task)
+        return {i: r.cost for (k, i), r in self.cache.items() if k == task.key}
+
+    def close(self):
+        if self._writer is not None:
+            self._writer.close()
+        self.inner.close()

@@ -129,6 +129,28 @@ class ReorderKnob(Knob):
         return [float(v.index(a)) for a in self.axes]
 
 
+class TileKnob(Knob):
+    """A joint choice of several sizes (e.g. a register tile's rows and columns), listing only
+    the combinations that make sense together (``parts`` names the components). Features: log2
+    of each component."""
+
+    kind = "tile"
+
+    def __init__(self, name: str, parts: Sequence[str], values: Sequence[Sequence[int]]):
+        self.parts = tuple(parts)
+        vals = [tuple(int(x) for x in v) for v in values]
+        bad = [v for v in vals if len(v) != len(self.parts) or min(v) < 1]
+        if bad:
+            raise ValueError(
+                f"tile knob {name!r}: {bad[:3]} are not {len(self.parts)} positive sizes"
+                f" ({', '.join(self.parts)})"
+            )
+        super().__init__(name, vals)
+
+    def _features(self, v) -> list[float]:
+        return [math.log2(f) for f in v]
+
+
 class ChoiceKnob(Knob):
     """One of ``values`` (ints, floats, bools or strings): unroll depths, virtual threads,
     vector widths, on/off. Features: the value itself if numeric (log2 when all values are

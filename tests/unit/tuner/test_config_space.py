@@ -12,6 +12,7 @@ from tuner.space import (
     ConfigSpace,
     ReorderKnob,
     SplitKnob,
+    TileKnob,
     divisors,
 )
 
@@ -82,3 +83,25 @@ def test_knob_features_and_signature(space, rng):
     assert f.shape == (7, space.knob_feature_width) and f.dtype == np.float32
     other = ConfigSpace([SplitKnob("tile_i", 48, 2)])
     assert other.signature() != space.signature()
+
+
+def test_tile_knob_lists_joint_sizes_with_log_features():
+    knob = TileKnob("tile", ("bm", "bn"), [(4, 16), (8, 32)])
+    assert knob.encode([8, 32]) == 1  # as read back from JSON
+    assert knob.feature_table.tolist() == [[2.0, 4.0], [3.0, 5.0]]
+    with pytest.raises(ValueError, match="2 positive sizes"):
+        TileKnob("tile", ("bm", "bn"), [(4, 0)])
+
+
+def test_gemm_register_tiles_fit_the_register_file():
+    from compiler.backend.llvm import CpuTarget
+    from tuner.cpu import register_tiles
+
+    target = CpuTarget.host()
+    lanes = target.vector_lanes("float32")
+    room = (32 if target.vector_bits >= 512 else 16) - 4
+    tiles = register_tiles(512, 512)
+    assert tiles and all(bn % lanes == 0 and bm * bn // lanes <= room for bm, bn in tiles)
+    assert (1, lanes) in tiles and (room, lanes) in tiles
+    assert all(512 % bn == 0 for _, bn in register_tiles(512, 512))
+    assert {bn for _, bn in register_tiles(8, 12)} <= {4, 6, 12}  # narrower than a vector

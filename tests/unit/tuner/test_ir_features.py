@@ -28,10 +28,10 @@ def test_curve_features_have_one_length_across_workloads(rng):
 def test_features_follow_the_knobs():
     t = gemm_task(64, 64, 64)
     a = t.space.config(
-        {"bm": 4, "bn": 16, "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
     )
     b = t.space.config(
-        {"bm": 8, "bn": 32, "bk": 4, "parallel": True, "panels_outer": False, "pack_b": True}
+        {"tile": (2, 32), "bk": 4, "parallel": True, "panels_outer": False, "pack_b": True}
     )
     f = make_featurizer("curve")
     fa, fb = f(t, [a.index, b.index])
@@ -67,7 +67,8 @@ class _KnobCost:
     def run(self, task, config, artifact, repeats):
         import math
 
-        c = abs(config["bm"] - 8) + abs(math.log2(config["bn"]) - 6) + abs(config["bk"] - 4) / 4
+        bm, bn = config["tile"]
+        c = abs(bm - 8) + abs(math.log2(bn) - 6) + abs(config["bk"] - 4) / 4
         return [1.0 + c + (0 if config["parallel"] else 2)] * repeats
 
 

@@ -68,10 +68,10 @@ def test_cpu_backend_measures_gemm(n):
     task = gemm_task(n, n, n)
     cfgs = [
         task.space.config(
-            {"bm": 4, "bn": 16, "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+            {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
         ),
         task.space.config(
-            {"bm": 1, "bn": 4, "bk": 1, "parallel": False, "panels_outer": False, "pack_b": True}
+            {"tile": (1, 16), "bk": 1, "parallel": False, "panels_outer": False, "pack_b": True}
         ),
     ]
     with LocalMeasurer(CpuBackend(min_repeat_ms=2.0), repeats=3) as m:
@@ -94,7 +94,7 @@ def test_wrong_answer_is_recorded():
     )
     task = bad.task(16, 16, 16)
     cfg = task.space.config(
-        {"bm": 4, "bn": 16, "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
     )
     res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(task, [cfg])
     assert res[0].error == "wrong_answer" and "relative error" in res[0].msg

@@ -1,0 +1,133 @@
+"""Census of the VTA conv2d template's search spaces: every point of each ResNet-18 layer's
+space measured on the cycle model, so the optimum and random search's odds are exact.
+
+    .venv/bin/python benchmarks/vta_space_census.py --layers C5,C8,C11     # the 1x1 layers
+    .venv/bin/python benchmarks/vta_space_census.py --layers C2-C12 --log out/vta_census.jsonl
+
+Per layer: points in the space, how many fit (the rest are invalid, and random search spends
+trials on them too), the optimum in cycles, how many points lie within 95% / 99% of it, and the
+trials random search needs to hit one: the mean (N + 1) / (K + 1) and the median, exact for
+uniform sampling without replacement from N points of which K hit. A search method beats
+random by 3x at 95% only if its median trials are a third of random's median.
+
+The measurements go to ``--log`` (a tuning log; an interrupted census resumes from it) and
+``benchmarks/tune_search.py --task vta --cache LOG`` then compares tuners on these exact costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tuner.cli_support import RESNET18  # noqa: E402
+from tuner.measure import CachedMeasurer, LocalMeasurer  # noqa: E402
+from tuner.vta import VtaCycleBackend, vta_conv2d_task  # noqa: E402
+
+
+def layer_names(text: str) -> list[str]:
+    """``"C2-C12"`` or ``"C5,C8"`` -> layer names (checked against ResNet-18's table)."""
+    if "-" in text:
+        lo, hi = (int(v.strip().upper().lstrip("C")) for v in text.split("-"))
+        names = [f"C{i}" for i in range(lo, hi + 1)]
+    else:
+        names = [v.strip().upper() for v in text.split(",") if v.strip()]
+    bad = [n for n in names if n not in RESNET18]
+    if bad:
+        raise SystemExit(f"unknown layers {bad}; ResNet-18 has {sorted(RESNET18)}")
+    return names
+
+
+def layer_task(name: str):
+    hw, ic, oc, k, s = RESNET18[name]
+    return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
+
+
+def random_hit_trials(n: int, k: int) -> tuple[float, int]:
+    """(mean, median) trials until uniform sampling without replacement from ``n`` points, ``k``
+    of them hits, draws its first hit."""
+    if k <= 0:
+        return math.inf, n + 1
+    mean = (n + 1) / (k + 1)
+    miss = 1.0  # P(no hit in the first t draws)
+    for t in range(1, n - k + 2):
+        miss *= (n - k - t + 1) / (n - t + 1)
+        if miss <= 0.5:
+            return mean, t
+    return mean, n - k + 1
+
+
+def census(task, meas: CachedMeasurer, chunk: int = 64, progress: bool = True) -> dict[int, float]:
+    """index -> cycles (``inf`` if invalid) of every point of ``task``'s space."""
+    from tqdm import tqdm
+
+    known = meas.costs(task)
+    todo = [i for i in range(len(task.space)) if i not in known]
+    bar = tqdm(total=len(task.space), initial=len(known), desc=task.key[:40], disable=not progress)
+    for start in range(0, len(todo), chunk):
+        part = [task.space.get(i) for i in todo[start : start + chunk]]
+        meas.measure(task, part)
+        bar.update(len(part))
+    bar.close()
+    return meas.costs(task)
+
+
+def summarize(costs: dict[int, float]) -> dict:
+    n = len(costs)
+    valid = sorted(c for c in costs.values() if math.isfinite(c))
+    best = valid[0]
+    row = {"points": n, "fit": len(valid), "best_cycles": best}
+    for frac in (0.95, 0.99):
+        k = sum(c <= best / frac for c in valid)
+        mean, median = random_hit_trials(n, k)
+        row[f"within_{frac}"] = k
+        row[f"random_mean_{frac}"] = mean
+        row[f"random_median_{frac}"] = median
+    row["median_over_best"] = valid[len(valid) // 2] / best
+    return row
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--layers", default="C5,C8,C11", help="e.g. C2-C12 or C5,C8")
+    p.add_argument("--log", default="out/vta_census.jsonl", help="tuning log of measurements")
+    p.add_argument("--workers", type=int, default=2, help="measurement processes")
+    a = p.parse_args(argv)
+    Path(a.log).parent.mkdir(parents=True, exist_ok=True)
+    inner = LocalMeasurer(
+        VtaCycleBackend(),
+        repeats=1,
+        n_run_workers=a.workers,
+        build_timeout_s=300,
+        run_timeout_s=300,
+    )
+    meas = CachedMeasurer(inner, a.log)
+    rows = {}
+    t0 = time.perf_counter()
+    try:
+        for name in layer_names(a.layers):
+            rows[name] = summarize(census(layer_task(name), meas))
+    finally:
+        meas.close()
+    print(f"\nmeasured {meas.n_measured} points in {time.perf_counter() - t0:.0f} s; log {a.log}")
+    print(
+        "| layer | points | fit | optimum cycles | within 95% | random median (mean) to 95% "
+        "| within 99% | random median (mean) to 99% | median point / optimum |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        print(
+            f"| {name} | {r['points']} | {r['fit']} | {r['best_cycles']:,.0f} "
+            f"| {r['within_0.95']} | {r['random_median_0.95']} ({r['random_mean_0.95']:.1f}) "
+            f"| {r['within_0.99']} | {r['random_median_0.99']} ({r['random_mean_0.99']:.1f}) "
+            f"| {r['median_over_best']:.2f}x |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
