@@ -40,6 +40,7 @@ def test_sa_finds_optimum_faster_than_random(seed):
         return bowl_score(task.space, idx)
 
     sa = SimulatedAnnealing(n_chains=128, n_steps=500, early_stop=60, seed=seed)
+    assert task.space.size > sa.exhaustive_below  # 1e6 points: the chains do the search
     top = sa.find_maximums(task, score, 8)
     print(f"SA: {evals['n']} evaluations, {sa.last_steps} steps, top {top[:3]} (optimum {opt})")
     assert top[0] == opt
@@ -51,6 +52,24 @@ def test_sa_finds_optimum_faster_than_random(seed):
     exclude = set(top)
     again = sa.find_maximums(task, score, 8, exclude)
     assert not set(again) & exclude and len(again) == 8
+
+
+def test_small_spaces_are_scored_whole(seed):
+    small = ConfigSpace([ChoiceKnob(f"k{j}", list(range(10)), log_scale=False) for j in range(3)])
+    task = Template("synthetic.small", lambda: small, _bowl_inst, target="synthetic").task()
+    calls = []
+
+    def score(idx):
+        calls.append(len(idx))
+        return -np.abs(small.to_choices(idx) - TARGET[:3]).sum(axis=1)
+
+    sa = SimulatedAnnealing(seed=seed)  # 1,000 points: below exhaustive_below
+    exclude = {int(small.to_index([TARGET[:3]])[0])}
+    top = sa.find_maximums(task, score, 5, exclude)
+    every = -np.abs(small.to_choices(np.arange(small.size)) - TARGET[:3]).sum(axis=1)
+    every[list(exclude)] = -99
+    assert calls == [small.size - 1] and sa.last_steps == 0
+    assert sorted(every[top]) == sorted(np.sort(every)[-5:])  # the exact top 5, optimum excluded
 
 
 def test_xgb_sa_beats_random_and_ga_on_synthetic_gemm(seed):
