@@ -195,7 +195,9 @@ def main(argv=None) -> int:
     p.add_argument("--source-trials", type=int, default=200, dest="source_trials")
     p.add_argument("--source-seed", type=int, default=0, dest="source_seed")
     p.add_argument(
-        "--features", default="knob", help="comma list of knob,curve,curve+knob (XGB features)"
+        "--features",
+        default="knob",
+        help="comma list of knob,curve,curve+knob,context,context+knob (XGB features)",
     )
     p.add_argument("--no-random", action="store_true", dest="no_random")
     p.add_argument("--cache", default=None, help="JSON-lines log of target measurements to reuse")

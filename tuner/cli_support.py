@@ -116,13 +116,16 @@ def tune_command(args: argparse.Namespace) -> int:
     print(f"tuning {task.key}: {task.space}  (seed {args.seed})")
     extra = {}
     if getattr(args, "transfer_log", None) and args.tuner.startswith("xgb"):
+        from tuner.features import make_featurizer
         from tuner.log import tasks_in_log, training_data
         from tuner.model import global_model
+        from tuner.tuners import default_features
 
-        same = {task.name: task.template}  # knob features: transfer within one template
+        same = {task.name: task.template}  # knob/context features: within one template
         data = training_data(args.transfer_log, tasks_in_log(args.transfer_log, same, task))
         if data:
-            extra["base"] = global_model(data, seed=args.seed)
+            feats = make_featurizer(default_features(task))
+            extra["base"] = global_model(data, featurizer=feats, seed=args.seed)
             n = sum(len(d[1]) for d in data)
             print(f"transfer: global model on {n} records of {len(data)} other workloads")
     m = default_measurer(task)

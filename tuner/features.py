@@ -5,6 +5,10 @@
 - ``IRFeaturizer("curve" | "loop")``: features of the lowered loop IR (``tuner.irfeatures``),
   one lowering per config (milliseconds), cached per (task, index). ``"curve"`` has the same
   width for every workload (used for transfer across shapes and operators).
+- ``ContextFeaturizer``: the template's ``context_fn`` (workload-relative tile fractions, buffer
+  occupancy, DMA bytes per MAC, the analytic estimate, per-module cycle counts; ~0.1 ms per row,
+  no lowering), cached per task. Same width for every workload of the template (for transfer
+  between shapes of one template); ``"context+knob"`` appends the knob features.
 
 A point that cannot be instantiated gets an all-zero row.
 """
@@ -73,11 +77,86 @@ class IRFeaturizer(Featurizer):
         return out
 
 
+class ContextFeaturizer(Featurizer):
+    """Rows of ``task.context`` (the template's ``context_fn``), computed once per (task, index)
+    and kept in a per-task table (spaces up to ``max_table`` points; larger ones are computed
+    per call). ``with_knobs`` appends the knob features. A ``ValueError`` names the templates
+    that have a ``context_fn`` if the task's has none."""
+
+    def __init__(self, with_knobs: bool = False, max_table: int = 1 << 20):
+        self.with_knobs = with_knobs
+        self.name = "context" + ("+knob" if with_knobs else "")
+        self._max_table = max_table
+        self._tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key -> (rows, known)
+
+    def _rows(self, task, idx: np.ndarray) -> np.ndarray:
+        if task.template.context_fn is None:
+            raise ValueError(
+                f"template {task.name!r} has no context_fn; the context features need one"
+                f" (templates with one: {', '.join(_context_templates()) or 'none'})"
+            )
+
+        def compute(todo) -> np.ndarray:
+            return np.stack([task.context(task.space.get(int(i))) for i in todo]).astype(
+                np.float32, copy=False
+            )
+
+        if task.space.size > self._max_table:
+            return compute(idx)
+        table = self._tables.get(task.key)
+        if table is None:
+            first = compute(idx[:1])
+            rows = np.zeros((task.space.size, first.shape[1]), np.float32)
+            known = np.zeros(task.space.size, bool)
+            rows[idx[0]], known[idx[0]] = first[0], True
+            table = self._tables[task.key] = (rows, known)
+        rows, known = table
+        todo = np.unique(idx[~known[idx]])
+        if todo.size:
+            rows[todo] = compute(todo)
+            known[todo] = True
+        return rows[idx]
+
+    def __call__(self, task, indices):
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if idx.size == 0:
+            out = np.zeros((0, self._rows(task, np.zeros(1, np.int64)).shape[1]), np.float32)
+        else:
+            out = self._rows(task, idx)
+        if self.with_knobs:
+            out = np.concatenate([out, KnobFeaturizer()(task, idx)], axis=1)
+        return out
+
+
+def _context_templates() -> list[str]:
+    """Names of the tuner's templates that have a ``context_fn`` (for error messages)."""
+    import importlib
+
+    from tuner.task import Template
+
+    names = []
+    for mod in ("tuner.vta", "tuner.cpu", "tuner.synthetic"):
+        try:
+            m = importlib.import_module(mod)
+        except ImportError:
+            continue
+        for v in vars(m).values():
+            if isinstance(v, Template) and v.context_fn is not None and v.name not in names:
+                names.append(v.name)
+    return names
+
+
 def make_featurizer(name: str) -> Featurizer:
-    """``"knob"``, ``"curve"``, ``"loop"``, ``"curve+knob"`` or ``"loop+knob"``."""
+    """``"knob"``, ``"curve"``, ``"loop"``, ``"curve+knob"``, ``"loop+knob"``, ``"context"`` or
+    ``"context+knob"`` (the last two need a template with a ``context_fn``)."""
     if name == "knob":
         return KnobFeaturizer()
+    if name in ("context", "context+knob"):
+        return ContextFeaturizer(with_knobs=name == "context+knob")
     kind, _, extra = name.partition("+")
     if kind in ("curve", "loop") and extra in ("", "knob"):
         return IRFeaturizer(kind, with_knobs=extra == "knob")
-    raise ValueError(f"unknown feature kind {name!r} (knob, curve, loop, curve+knob, loop+knob)")
+    raise ValueError(
+        f"unknown feature kind {name!r}"
+        " (knob, curve, loop, curve+knob, loop+knob, context, context+knob)"
+    )

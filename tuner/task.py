@@ -7,6 +7,12 @@ A ``Template`` is a pair of module-level functions, so tasks pickle into worker 
   (for compiler templates a ``(schedule, tensors)`` pair). It raises ``InvalidConfig`` for a
   point that does not fit (the tuner records it and never retries it).
 
+Optional: ``lower_fn(config, *args)`` (loop IR, for IR features), ``reference_fn`` and
+``context_fn(config, *args) -> float32 [width]``: cheap workload-aware ("context") features of a
+point, the same width for every workload of the template (tile fractions, buffer occupancy, DMA
+bytes per MAC, ...; no lowering), so a cost model trained on some workloads transfers to
+others; an all-zero row for a point that does not fit.
+
 VTA templates plug in the same way: their ``instantiate_fn`` returns a schedule for the VTA
 backend and their measurer counts cycles (``cost_unit="cycles"``).
 """
@@ -16,6 +22,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from tuner.space import Config, ConfigSpace
 
@@ -39,6 +47,7 @@ class Template:
     cost_unit: str = "s"
     lower_fn: Callable[..., object] | None = None  # (config, *args) -> loop IR, for features
     reference_fn: Callable[..., object] | None = None  # (arrays, *args) -> expected output
+    context_fn: Callable[..., np.ndarray] | None = None  # (config, *args) -> float32 [width]
 
     def task(self, *args) -> Task:
         return Task(self, tuple(args), self.space_fn(*args))
@@ -77,6 +86,13 @@ class Task:
         if self.template.lower_fn is None:
             return None
         return self.template.lower_fn(config, *self.args)
+
+    def context(self, config: Config) -> np.ndarray | None:
+        """Context features of ``config`` (``float32 [width]``, zeros if it does not fit); None if
+        the template has no ``context_fn``."""
+        if self.template.context_fn is None:
+            return None
+        return self.template.context_fn(config, *self.args)
 
     def __repr__(self):
         return f"Task({self.key}, {self.space})"

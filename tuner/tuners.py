@@ -188,9 +188,16 @@ class ModelTuner(Tuner):
         return chosen
 
 
+def default_features(task: Task) -> str:
+    """``"context"`` for a template with a ``context_fn`` (workload-aware, cheap; they also
+    transfer between workloads), else ``"knob"``."""
+    return "context" if task.template.context_fn is not None else "knob"
+
+
 def make_tuner(name: str, task: Task, seed: int = 0, batch_size: int | None = None, **kw) -> Tuner:
     """``"xgb"`` (rank + SA), ``"xgb-reg"``, ``"random"`` or ``"ga"``. For the XGB tuners,
-    ``features`` names the featurizer (``knob``, ``curve``, ``loop``, ``curve+knob``, ...),
+    ``features`` names the featurizer (default ``default_features(task)``: ``context`` or
+    ``knob``; also ``curve``, ``loop``, ``curve+knob``, ...),
     ``base`` a global model for transfer learning; other keywords go to ``ModelTuner``.
     ``batch_size`` sets the GA's population (one generation per measured batch)."""
     if name == "random":
@@ -202,8 +209,8 @@ def make_tuner(name: str, task: Task, seed: int = 0, batch_size: int | None = No
         from tuner.features import make_featurizer
 
         loss = "reg" if name == "xgb-reg" else "rank"
-        feats = kw.pop("features", None)
-        featurizer = kw.pop("featurizer", None) or (make_featurizer(feats) if feats else None)
+        feats = kw.pop("features", None) or default_features(task)
+        featurizer = kw.pop("featurizer", None) or make_featurizer(feats)
         model = kw.pop("model", None) or XGBCostModel(
             loss, featurizer, seed=seed, base=kw.pop("base", None)
         )

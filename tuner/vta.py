@@ -10,7 +10,9 @@ see ``tuner.network``); its arguments are the two dataclasses' fields. Knobs: ``
 dimensions the GEMM's hardware loops take). Points that do not fit the on-chip buffers are
 ``InvalidConfig`` (recorded, never retried).
 The template has a ``lower_fn`` (the loop IR of its tensor-expression schedule), so the
-``curve`` / ``loop`` IR features work on it.
+``curve`` / ``loop`` IR features work on it, and a ``context_fn`` (``CONTEXT_NAMES``): workload-
+relative features from the fit check and the analytic estimate, without lowering, the same width
+for every layer (the ``context`` features, for transfer between layers).
 
 This module is the tuner's only coupling to the VTA backend; it follows that backend's API as of
 this writing (``ConvWorkload``, ``Epilogue``, ``ConvConfig``, ``check_fit``, ``config_space``,
@@ -18,6 +20,10 @@ this writing (``ConvWorkload``, ``Epilogue``, ``ConvConfig``, ``check_fit``, ``c
 """
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from tuner.measure import Backend
 from tuner.space import ChoiceKnob, ConfigSpace
@@ -80,8 +86,232 @@ def _lower(config, *args):
     return lower(sch, tensors)
 
 
+CONTEXT_NAMES = (
+    # the workload (constant within a task)
+    "log2_kernel_elems",  # kh * kw: how much one input row is reused
+    "stride",  # > 1: loaded input windows hold pixels the kernel skips
+    # the tiles relative to the workload
+    "log2_frac_h",  # tile_h / out_h (0: the whole dimension)
+    "log2_frac_w",
+    "log2_frac_ci",
+    "log2_frac_co",
+    "log2_tiles",  # output tiles: channel tiles x spatial tiles (DMA/instruction rounds)
+    "log2_chunks",  # input-channel chunks per tile (weight reloads when > 1)
+    # on-chip buffers (rows used by all threads and constants / depth)
+    "inp_occupancy",
+    "wgt_occupancy",
+    "acc_occupancy",
+    "uop_occupancy",  # the GEMM micro-op kernels of all threads / UOP depth (> 1: reloaded)
+    "log2_kernel_uops",  # micro-ops per GEMM kernel (the two hardware loops take the rest)
+    # DRAM traffic (the estimate's counting) per block MAC (one GEMM micro-op)
+    "inp_bytes_per_mac",
+    "wgt_bytes_per_mac",
+    "out_bytes_per_mac",
+    "log2_inp_reload",  # input bytes loaded / input size (halos, channel tiles)
+    "log2_wgt_reload",  # weight bytes loaded / weight size (chunks, spatial tiles)
+    "log2_dma_per_mac",  # DMA transfers per GEMM micro-op
+    "alu_per_gemm",  # ALU row-op cycles / GEMM micro-ops (the epilogue's share of compute)
+    # the analytic estimate (compiler.backend.vta.default)
+    "est_compute_share",  # compute / (compute + load + store)
+    "est_load_share",
+    "est_store_share",
+    "log2_est_over_gemm",  # estimate / ideal GEMM cycles (1: GEMM-bound, no overhead)
+    # each module's busy time, costed like the cycle model (``_module_cycles``), / ideal GEMM
+    "log2_compute_over_gemm",  # GEMM/ALU instructions with their setup and pipeline fill
+    "log2_load_over_gemm",  # the load module: a latency per transfer, beats, bursts, padding
+    "log2_store_over_gemm",
+    "log2_port_over_gemm",  # the one DRAM port that loads and stores share (beats, bursts)
+    "log2_bound_over_gemm",  # in sequence (1 thread), else the busiest + fill and drain
+    "dma_latency_share",  # per-transfer setup and latency / the DMA modules' time
+    # the schedule
+    "vthreads",
+    "gemm_loops_ci_co",
+    "gemm_loops_oh_co",
+    "gemm_loops_ci_oh",
+)
+
+
+def _gemm_hazard(c, dims: dict) -> bool:
+    """Whether consecutive GEMM micro-ops write one ACC row (the lowering's FitError): in the
+    loop nest (two hardware loops, then the kernel's dimensions), an increment of some counter
+    with its inner counters wrapping moves the destination by zero rows. ``dims``: the
+    lowering's ``gemm_dims`` (dimension -> extent, dst stride, ...)."""
+    from compiler.backend.vta.conv2d import KERNEL_ORDER
+
+    order = list(c.gemm_loops) + [d for d in KERNEL_ORDER if d not in c.gemm_loops]
+    inner_span = 0  # destination rows the inner counters move from all-zero to all-max
+    for d in reversed(order):
+        extent, dst_stride = dims[d][0], dims[d][1]
+        if extent > 1 and dst_stride - inner_span == 0:
+            return True
+        inner_span += (extent - 1) * dst_stride
+    return False
+
+
+def _context(config, *args) -> np.ndarray:
+    """``float32 [len(CONTEXT_NAMES)]``: workload-relative features of ``config`` (see
+    ``CONTEXT_NAMES``), zeros for a point that does not lower (buffers, GEMM hazard, a micro-op
+    kernel larger than the UOP buffer). About 0.1 ms; no lowering and no cycle model."""
+    from compiler.backend.vta.config import GEMM_LOOPS, FitError, geometry, reserved_rows
+    from compiler.backend.vta.conv2d import gemm_dims
+    from compiler.backend.vta.default import estimate_parts
+    from isa import HwConfig
+
+    wl, ep = _workload(*args)
+    c = conv_config(config)
+    hw = HwConfig()
+    out = np.zeros(len(CONTEXT_NAMES), np.float32)
+    try:
+        est = estimate_parts(wl, ep, c, hw)
+    except FitError:
+        return out
+    g = geometry(wl, ep, c)
+    dims = gemm_dims(wl, c, g)
+    kernel_uops = math.prod(e for d, (e, *_) in dims.items() if d not in c.gemm_loops)
+    kk = wl.kernel_h * wl.kernel_w
+    v = c.vthreads
+    if _gemm_hazard(c, dims) or kernel_uops > hw.uop_depth:
+        return out
+    fixed = reserved_rows(wl, ep)
+    macs = est.gemm_cycles
+    inp_size = wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes
+    wgt_size = wl.co_blocks * wl.ci_blocks * kk * hw.wgt_elem_bytes
+    parts = est.compute_cycles + est.load_cycles + est.store_cycles
+    vals = [
+        math.log2(kk),
+        wl.stride,
+        math.log2(c.tile_h / wl.out_h),
+        math.log2(c.tile_w / wl.out_w),
+        math.log2(c.tile_ci / wl.ci_blocks),
+        math.log2(c.tile_co / wl.co_blocks),
+        math.log2(est.tiles),
+        math.log2(est.chunks),
+        (v * g.inp_rows + fixed["inp"]) / hw.inp_depth,
+        (v * g.wgt_rows + fixed["wgt"]) / hw.wgt_depth,
+        (v * g.acc_rows + fixed["acc"]) / hw.acc_depth,
+        v * kernel_uops / hw.uop_depth,
+        math.log2(kernel_uops),
+        est.inp_bytes / macs,
+        est.wgt_bytes / macs,
+        est.out_bytes / macs,
+        math.log2(est.inp_bytes / inp_size),
+        math.log2(est.wgt_bytes / wgt_size),
+        math.log2((est.inp_loads + est.wgt_loads + est.stores) / macs),
+        est.alu_cycles / macs,
+        est.compute_cycles / parts,
+        est.load_cycles / parts,
+        est.store_cycles / parts,
+        math.log2(est.total_cycles / macs),
+        *_module_cycles(wl, ep, c, g, hw, est, kernel_uops),
+        v,
+        *(float(c.gemm_loops == loops) for loops in GEMM_LOOPS),
+    ]
+    out[:] = vals
+    return out
+
+
+def _module_cycles(wl, ep, c, g, hw, est, kernel_uops: int) -> list[float]:
+    """The ``log2_*_over_gemm`` features and ``dma_latency_share``: the instructions the lowering
+    emits (``compiler.backend.vta.conv2d``), costed per module with the cycle model's constants
+    (``sim.timing.Timing``). Not modelled: the overlap itself (dependency stalls)."""
+    from sim.timing import Timing
+
+    t = Timing()
+    dma = _dma_cycles(wl, ep, c, g, hw, t, est)
+    load = dma["load_port"] + dma["load_lat"] + dma["pad"]
+    store = dma["store_port"] + dma["store_lat"]
+    gemm_insn = t.gemm_setup_cycles + t.gemm_pipeline_cycles
+    alu_insn = t.alu_setup_cycles + t.alu_pipeline_cycles
+    rows = c.tile_co * g.pixels  # ACC rows of one tile
+    chunk_uops = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
+    per_tile = est.chunks * (gemm_insn + chunk_uops) + gemm_insn + rows  # + the ACC reset
+    if ep.bias and ep.bias_via_gemm:
+        per_tile += gemm_insn + rows
+    elif ep.bias:
+        per_tile += alu_insn + rows * t.alu_cycles_per_uop
+    n_imm = 2 + (1 if ep.shift else 0) + (1 if ep.residual and ep.residual_shift else 0)
+    per_tile += n_imm * (alu_insn + rows * t.alu_imm_cycles_per_uop)
+    if ep.residual and ep.residual_via_gemm:
+        per_tile += gemm_insn + ep.residual_passes * rows
+    elif ep.residual:  # its ACC_8BIT loads run on the compute module, then an ALU add
+        per_tile += alu_insn + rows * t.alu_cycles_per_uop
+    # micro-op loads, one cycle each: the threads' GEMM kernels once if they fit together,
+    # else (a ring) reloaded for every GEMM
+    kernels = min(c.vthreads, est.tiles) * kernel_uops
+    uops = kernels if kernels < hw.uop_depth else est.tiles * est.chunks * kernel_uops
+    compute = est.tiles * per_tile + dma["compute_dma"] + uops
+    port = dma["load_port"] + dma["store_port"] + dma["compute_dma"]
+    if c.vthreads == 1:
+        bound = compute + load + store
+    else:
+        bound = max(compute, load, store, port) + (load + store) / est.tiles
+    lat = dma["load_lat"] + dma["store_lat"]
+    return [
+        *(math.log2(x / est.gemm_cycles) for x in (compute, load, store, port, bound)),
+        lat / (load + store),
+    ]
+
+
+def _dma_cycles(wl, ep, c, g, hw, t, est) -> dict[str, float]:
+    """DMA cycles of the whole layer as the cycle model counts them: a transfer holds the DRAM
+    port for one cycle per bus beat and one per burst (a strided 2-D transfer is a burst per
+    row), and costs its module a setup and the DRAM latency too; padded input is zero-filled
+    one element per cycle. Keys: ``load_port``, ``load_lat``, ``pad``, ``store_port``,
+    ``store_lat``, ``compute_dma`` (residual rows loaded by the compute module)."""
+    bus = hw.bus_width_bytes
+
+    def busy(rows, row_bytes):
+        beats = -(-row_bytes // bus)
+        return rows * (beats + -(-beats // t.burst_max_beats) * t.burst_overhead_cycles)
+
+    def clipped(n_out, tile, window, size):  # the input extent each tile loads, per axis
+        start = np.arange(0, n_out, tile) * wl.stride - wl.pad
+        return window - np.maximum(0, -start) - np.maximum(0, start + window - size)
+
+    co_tiles, tiles, chunks = wl.co_blocks // c.tile_co, est.tiles, est.chunks
+    sp_tiles = tiles // co_tiles
+    ys = clipped(wl.out_h, c.tile_h, g.in_h, wl.height)[:, None]
+    xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
+    flat = (xs == wl.width) | (ys == 1)  # one contiguous block
+    inp = busy(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
+    n_inp = co_tiles * chunks * c.tile_ci  # input transfers per spatial tile
+    pad = n_inp * (g.in_h * g.in_w * sp_tiles - float((ys * xs).sum())) * t.pad_cycles_per_elem
+    if chunks > 1:
+        n_wgt = tiles * chunks
+    else:  # loaded once per channel tile and thread (``conv2d._tile_groups``)
+        n_wgt = co_tiles if co_tiles % c.vthreads == 0 else co_tiles * min(c.vthreads, sp_tiles)
+    wgt_row = c.tile_ci * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes
+    wgt = busy(1, c.tile_co * wgt_row) if chunks == 1 else busy(c.tile_co, wgt_row)
+    # per output channel block: tile_h rows of tile_w pixels (contiguous if whole rows)
+    plane = busy(1, g.pixels * hw.out_elem_bytes)
+    per_block = plane if c.tile_w == wl.out_w else busy(c.tile_h, c.tile_w * hw.out_elem_bytes)
+    if c.tile_h == wl.out_h and c.tile_w == wl.out_w:
+        n_out, out = 1, busy(1, c.tile_co * g.pixels * hw.out_elem_bytes)
+    else:
+        n_out, out = c.tile_co, per_block
+    res = tiles * c.tile_co * per_block if ep.residual else 0
+    n_res = tiles * c.tile_co if ep.residual else 0
+    via_gemm = ep.residual_via_gemm
+    latency = t.dram_latency_cycles
+    return {
+        "load_port": n_inp * float(inp.sum()) + n_wgt * wgt + (res if via_gemm else 0),
+        "load_lat": (n_inp * sp_tiles + n_wgt + (n_res if via_gemm else 0))
+        * (t.load_setup_cycles + latency),
+        "pad": pad,
+        "store_port": tiles * n_out * out,
+        "store_lat": tiles * n_out * (t.store_setup_cycles + latency),
+        "compute_dma": 0 if via_gemm else res + n_res * (t.load_setup_cycles + latency),
+    }
+
+
 CONV2D = Template(
-    "vta.conv2d", _space, _instantiate, target="vta-sim", cost_unit="cycles", lower_fn=_lower
+    "vta.conv2d",
+    _space,
+    _instantiate,
+    target="vta-sim",
+    cost_unit="cycles",
+    lower_fn=_lower,
+    context_fn=_context,
 )
 
 

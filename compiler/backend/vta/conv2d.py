@@ -78,9 +78,7 @@ class LoweredConv:
     geometry: Geometry
 
 
-def _gemm_dims(
-    wl: ConvWorkload, c: ConvConfig, g: Geometry
-) -> dict[str, tuple[int, int, int, int]]:
+def gemm_dims(wl: ConvWorkload, c: ConvConfig, g: Geometry) -> dict[str, tuple[int, int, int, int]]:
     """dimension -> (extent, dst stride, src stride, wgt stride) inside one thread's buffers."""
     kk = wl.kernel_h * wl.kernel_w
     s = wl.stride
@@ -94,13 +92,13 @@ def _gemm_dims(
     }
 
 
-_KERNEL_ORDER = ("ci", "kh", "kw", "co", "oh", "ow")  # outermost first; outputs innermost
+KERNEL_ORDER = ("ci", "kh", "kw", "co", "oh", "ow")  # outermost first; outputs innermost
 
 
 def _gemm(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: int, wgt0: int):
-    dims = _gemm_dims(wl, c, g)
+    dims = gemm_dims(wl, c, g)
     outer, inner = c.gemm_loops
-    kernel_dims = [d for d in _KERNEL_ORDER if d not in (outer, inner)]
+    kernel_dims = [d for d in KERNEL_ORDER if d not in (outer, inner)]
     grids = np.meshgrid(*[np.arange(dims[d][0]) for d in kernel_dims], indexing="ij")
     flat = [x.reshape(-1) for x in grids]
     base = {}

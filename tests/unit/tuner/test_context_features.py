@@ -1,0 +1,143 @@
+"""Context features of the VTA conv2d template (``tuner.vta.CONTEXT_NAMES``): one width for every
+layer, finite, zero exactly for the points that do not lower, moving the physical way when a
+knob changes, and their per-module cycle counts agreeing with the cycle model."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("compiler.backend.vta.conv2d")
+
+import sim  # noqa: E402
+from tuner.cli_support import RESNET18  # noqa: E402
+from tuner.features import ContextFeaturizer, make_featurizer  # noqa: E402
+from tuner.measure import InProcessMeasurer  # noqa: E402
+from tuner.synthetic import TILED_GEMM  # noqa: E402
+from tuner.task import InvalidConfig  # noqa: E402
+from tuner.tune import tune  # noqa: E402
+from tuner.vta import CONTEXT_NAMES, VtaCycleBackend, vta_conv2d_task  # noqa: E402
+
+SMALL = (14, 14, 64, 64, 3, 1, 1)
+
+
+def _layer(name: str):
+    hw, ic, oc, k, s = RESNET18[name]
+    return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
+
+
+def _feature(task, config: dict, name: str) -> float:
+    return float(task.context(task.space.config(config))[CONTEXT_NAMES.index(name)])
+
+
+def test_one_width_for_every_resnet_layer_and_finite_rows(rng):
+    ctx, both = make_featurizer("context"), make_featurizer("context+knob")
+    widths = set()
+    for name in [f"C{i}" for i in range(2, 13)]:
+        task = _layer(name)
+        idx = np.array(task.space.sample_unique(rng, 40))
+        x = ctx(task, idx)
+        assert x.shape == (idx.size, len(CONTEXT_NAMES)) and x.dtype == np.float32
+        assert np.isfinite(x).all(), name
+        assert x.any(axis=1).sum() > 0, f"{name}: no valid point among 40"
+        widths.add((x.shape[1], both(task, idx).shape[1]))
+    assert len(widths) == 1, widths
+    assert ctx(_layer("C8"), []).shape == (0, len(CONTEXT_NAMES))
+
+
+def test_zero_rows_exactly_for_points_that_do_not_lower(rng):
+    task = vta_conv2d_task(*SMALL)
+    backend = VtaCycleBackend()
+    idx = task.space.sample_unique(rng, 60)
+    x = make_featurizer("context")(task, idx)
+    n_invalid = 0
+    for i, row in zip(idx, x, strict=True):
+        try:
+            backend.build(task, task.space.get(i))
+            lowers = True
+        except InvalidConfig:
+            lowers, n_invalid = False, n_invalid + 1
+        assert row.any() == lowers, task.space.get(i)
+    assert 0 < n_invalid < len(idx)  # both kinds were checked
+    # a GEMM hazard (check_fit passes, the lowering refuses): one output pixel, a 3x3 kernel
+    # enumerated in the micro-op kernel, so consecutive micro-ops accumulate into one ACC row
+    hazard = {"tile_h": 1, "tile_w": 1, "tile_ci": 1, "tile_co": 1, "vthreads": 1}
+    config = task.space.config({**hazard, "gemm_loops": "ci,co"})
+    with pytest.raises(InvalidConfig, match="hazard"):
+        backend.build(task, config)
+    assert not task.context(config).any()
+
+
+def test_features_move_the_physical_way():
+    task = _layer("C8")  # 14x14 out, 8 input and 16 output channel blocks, 1x1, stride 2
+    base = {"tile_h": 7, "tile_w": 7, "tile_ci": 2, "tile_co": 4, "vthreads": 2}
+    base["gemm_loops"] = "oh,co"
+
+    def f(name, **change):
+        return _feature(task, {**base, **change}, name)
+
+    # wider channel tiles: the input is reloaded once per channel tile, so fewer input bytes
+    # per MAC; more weight and accumulator rows on chip
+    for name in ("inp_bytes_per_mac", "log2_inp_reload"):
+        vals = [f(name, tile_co=co) for co in (1, 2, 4, 8, 16)]
+        assert (np.diff(vals) < 0).all(), (name, vals)
+    assert f("wgt_occupancy", tile_co=8) == pytest.approx(2 * f("wgt_occupancy"))
+    assert f("acc_occupancy", tile_co=8) > f("acc_occupancy")  # (+ the biases, held once)
+    # larger spatial tiles (two chunks): weights are reloaded per tile, so fewer weight bytes
+    assert f("wgt_bytes_per_mac", tile_h=14) < f("wgt_bytes_per_mac", tile_h=7)
+    assert f("log2_tiles", tile_h=14) == f("log2_tiles") - 1
+    # one thread holds half the buffers and nothing overlaps: the bound is the modules' sum
+    assert f("inp_occupancy", vthreads=1) == pytest.approx(f("inp_occupancy") / 2)
+    assert f("log2_bound_over_gemm", vthreads=1) > f("log2_bound_over_gemm")
+    # whole dimensions: fraction 1 (log2 0), one chunk
+    assert f("log2_frac_co", tile_co=16) == 0 and f("log2_frac_h", tile_h=14) == 0
+    assert f("log2_chunks", tile_ci=8, tile_h=1) == 0 and f("log2_chunks") == 2
+    one_hot = [f(n) for n in ("gemm_loops_ci_co", "gemm_loops_oh_co", "gemm_loops_ci_oh")]
+    assert one_hot == [0, 1, 0]
+    assert f("stride") == 2 and f("log2_kernel_elems") == 0
+
+
+def test_module_cycles_agree_with_the_cycle_model(rng):
+    """The per-module counts are the cycle model's busy time less its waits for the DRAM port
+    (observed: within 0.5%; the overlap between modules is what they leave out)."""
+    task = vta_conv2d_task(*SMALL)
+    backend = VtaCycleBackend()
+    gemm = 4 * 4 * 9 * 14 * 14  # GEMM micro-ops of the layer
+    names = {m: CONTEXT_NAMES.index(f"log2_{m}_over_gemm") for m in ("compute", "load", "store")}
+    checked = 0
+    for i in task.space.sample_unique(rng, 30):
+        config = task.space.get(i)
+        row = task.context(config)
+        if not row.any():
+            continue
+        report = sim.cycles_of(list(backend.build(task, config)), task.instantiate(config)[3])
+        for m, j in names.items():
+            s = report.modules[m]
+            assert gemm * 2 ** float(row[j]) == pytest.approx(
+                s.busy_cycles - s.dram_stall_cycles, rel=0.01
+            ), (m, dict(config))
+        checked += 1
+    assert checked >= 10
+
+
+def test_a_template_without_context_fn_is_refused_by_name():
+    task = TILED_GEMM.task(64, 64, 64)
+    assert task.context(task.space.get(0)) is None
+    with pytest.raises(ValueError, match=r"synthetic\.tiled_gemm.*no context_fn.*vta\.conv2d"):
+        make_featurizer("context")(task, [0])
+    assert isinstance(make_featurizer("context+knob"), ContextFeaturizer)
+    with pytest.raises(ValueError, match="context, context\\+knob"):
+        make_featurizer("context+loop")
+
+
+def test_tune_with_context_features(seed):
+    task = vta_conv2d_task(*SMALL)
+    res = tune(
+        task,
+        16,
+        InProcessMeasurer(VtaCycleBackend(), repeats=1),
+        "xgb",
+        batch_size=8,
+        seed=seed,
+        progress=False,
+        features="context",
+    )
+    assert len(res.history) == 16 and np.isfinite(res.best_cost)
