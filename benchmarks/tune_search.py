@@ -30,6 +30,27 @@ from tuner.synthetic import SyntheticBackend, tiled_gemm_task  # noqa: E402
 from tuner.tune import tune  # noqa: E402
 
 
+def make_search(name: str, task, seed: int, batch: int):
+    """``(tuner, initial configs)`` for a ``--tuners`` entry: ``xgb`` (the task's default
+    features), ``xgb-knob`` / ``xgb-curve`` / ``xgb-context`` (those features), ``xgb+prior``
+    (VTA: the first batch is the backend's best analytic candidates instead of random points),
+    ``xgb-reg``, ``random``, ``ga``."""
+    from tuner.tuners import make_tuner
+
+    base, _, prior = name.partition("+")
+    if prior not in ("", "prior"):
+        raise SystemExit(f"unknown tuner {name!r}")
+    kind, _, feats = base.partition("-")
+    kw = {"features": feats} if kind == "xgb" and feats not in ("", "reg") else {}
+    tuner = make_tuner("xgb-reg" if base == "xgb-reg" else kind, task, seed, batch, **kw)
+    initial = ()
+    if prior:
+        from tuner.vta import ranked_vta_configs
+
+        initial = ranked_vta_configs(task, batch)
+    return tuner, initial
+
+
 def trials_to_reach(curve, target: float) -> int | None:
     for i, c in enumerate(curve):
         if c <= target:
@@ -45,7 +66,11 @@ def main(argv=None) -> int:
     p.add_argument("--trials", type=int, default=None, help="default 256 synthetic, 64 gemm")
     p.add_argument("--batch", type=int, default=None, help="default 32 synthetic, 16 gemm")
     p.add_argument("--seeds", type=int, default=None, help="default 5 synthetic, 3 gemm")
-    p.add_argument("--tuners", default="xgb,random,ga", help="comma list of xgb,xgb-reg,random,ga")
+    p.add_argument(
+        "--tuners",
+        default="xgb,random,ga",
+        help="comma list of xgb, xgb-knob, xgb-curve, xgb-context, xgb+prior (vta), xgb-reg, random, ga",
+    )
     p.add_argument("--plot", default=None, help="PNG of the best-so-far curves")
     p.add_argument(
         "--cache",
@@ -93,8 +118,16 @@ def main(argv=None) -> int:
             curves[name] = []
             for seed in range(a.seeds):
                 t0 = time.perf_counter()
+                tuner, initial = make_search(name, task, seed, batch)
                 res = tune(
-                    task, trials, meas, tuner=name, batch_size=batch, seed=seed, progress=False
+                    task,
+                    trials,
+                    meas,
+                    tuner=tuner,
+                    batch_size=batch,
+                    seed=seed,
+                    progress=False,
+                    initial=initial,
                 )
                 curves[name].append(res.best_curve)
                 tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0

@@ -5,8 +5,8 @@ A tile that does not divide its dimension leaves guards such as ``if i.o * 6 + i
 the innermost loops; evaluated every iteration they cost branches and register copies in the
 micro-kernel. For a guard ``a * v + rest < bound`` (``a > 0``, ``rest`` bounded by the loops
 around and inside it) the loop over ``v`` is split where the guard can first fail; the
-following ``simplify_stmt`` folds the guards of the main part away. Parallel and vectorized
-loops are left alone (splitting them would change how the work is divided or vectorized).
+following ``simplify_stmt`` folds the guards of the main part away. A parallel loop keeps its
+main part parallel; a one-iteration tail runs serially. Vectorized loops are left alone.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from compiler.ir.expr import Compare, IntImm, Var, substitute
 from compiler.ir.simplify import linear_bound, linear_form, var_coef
 from compiler.ir.stmt import For, IfThenElse, PrimFunc, Seq, stmt_children, stmt_map
 
-_SPLITTABLE = ("serial", "unrolled")
+_SPLITTABLE = ("serial", "unrolled", "parallel")
 
 
 def partition_loops(func: PrimFunc) -> PrimFunc:
@@ -70,9 +70,10 @@ def _split(loop: For, ranges: dict) -> list[For]:
         return [loop]
     tail_var = Var(loop.var.name + ".tail", loop.var.dtype)
     tail_body = stmt_map(loop.body, None, lambda e: substitute(e, {loop.var: tail_var}))
+    tail_kind = "serial" if loop.kind == "parallel" and hi - clean == 1 else loop.kind
     return [
         For(loop.var, lo, clean - lo, loop.kind, loop.body),
-        For(tail_var, clean, hi - clean, loop.kind, tail_body),
+        For(tail_var, clean, hi - clean, tail_kind, tail_body),
     ]
 
 
