@@ -40,8 +40,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.cli_support import RESNET18  # noqa: E402
-from tuner.log import TuningLog, make_record, read_records, training_data  # noqa: E402
-from tuner.measure import LocalMeasurer, Measurer  # noqa: E402
+from tuner.log import read_records, training_data  # noqa: E402
+from tuner.measure import CachedMeasurer, LocalMeasurer, Measurer  # noqa: E402
 from tuner.tune import tune  # noqa: E402
 from tuner.vta import VtaCycleBackend, vta_conv2d_task  # noqa: E402
 
@@ -58,51 +58,6 @@ def _layers(text: str) -> list[str]:
 def layer_task(name: str):
     hw, ic, oc, k, s = RESNET18[name]
     return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
-
-
-class CachedMeasurer(Measurer):
-    """Measures each (task, config) once; later requests reuse the result. With ``log``, the
-    measurements are appended there and the ones already in it are reused."""
-
-    def __init__(self, inner: Measurer, log: str | None = None):
-        self.inner, self.cache, self.n_measured, self.n_reused = inner, {}, 0, 0
-        self.log = log
-        self._preloaded: set[str] = set()
-        self._writer = TuningLog(log) if log else None
-
-    def _preload(self, task) -> None:
-        if self.log is None or task.key in self._preloaded:
-            return
-        self._preloaded.add(task.key)
-        for r in read_records(self.log, task):
-            if r.result.error not in (None, "invalid"):
-                continue  # a crash or timeout is measured again
-            self.cache.setdefault((task.key, r.index), r.result)
-
-    def measure(self, task, configs, callback=None):
-        self._preload(task)
-        todo = [c for c in configs if (task.key, c.index) not in self.cache]
-        todo = list({c.index: c for c in todo}.values())
-        if todo:
-            for c, r in zip(todo, self.inner.measure(task, todo), strict=True):
-                self.cache[(task.key, c.index)] = r
-                if self._writer is not None:
-                    self._writer.append(make_record(task, c, r))
-            self.n_measured += len(todo)
-        out = [self.cache[(task.key, c.index)] for c in configs]
-        if callback is not None:
-            for pos, r in enumerate(out):
-                callback(pos, r)
-        return out
-
-    def costs(self, task) -> dict[int, float]:
-        """index -> cost (``inf`` if invalid/failed) of every point of ``task`` measured."""
-        return {i: r.cost for (k, i), r in self.cache.items() if k == task.key}
-
-    def close(self):
-        if self._writer is not None:
-            self._writer.close()
-        self.inner.close()
 
 
 def trials_to_reach(curve, target: float) -> int | None:
