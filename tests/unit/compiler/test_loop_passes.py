@@ -71,6 +71,28 @@ def test_partition_loops_splits_off_the_guarded_tail():
     ]
 
 
+def test_partition_loops_splits_on_one_conjunct_and_keeps_the_other():
+    from compiler.ir import IfThenElse
+    from compiler.ir.expr import all_, compare
+
+    a, b = Buffer("A", "float32", (12,)), Buffer("B", "float32", (12,))
+    io, ii, n = Var("io"), Var("ii"), Var("n")
+    row = io * 3 + ii
+    cond = all_(compare("<", n, IntImm(7)), compare("<", row, IntImm(10)))
+    body = For(ii, 0, 3, "unrolled", IfThenElse(cond, Store(b, row, Load(a, row))))
+    out = func_str(
+        simplify_stmt(partition_loops(PrimFunc("f", [a, b], For(io, 0, 4, "serial", body))))
+    )
+    assert out.splitlines()[1:] == [
+        "  for io in range(0, 3) serial:",
+        "    for ii in range(0, 3) unrolled:",
+        "      if (n < 7):",
+        "        B[((io * 3) + ii)] = A[((io * 3) + ii)]",
+        "  if (n < 7):",
+        "    B[9] = A[9]",
+    ]
+
+
 def test_partition_loops_keeps_unprovable_guards_and_runs_a_parallel_tail_serially():
     out = func_str(simplify_stmt(partition_loops(_guarded_tiles("parallel"))))
     assert "for io in range(0, 3) parallel:" in out and out.endswith("B[9] = A[9]")
