@@ -94,6 +94,13 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         dest="transfer_log",
         help="log of other workloads of the same template: train a global model on it",
     )
+    p.add_argument(
+        "--features",
+        default=None,
+        choices=["knob", "context", "context+knob", "curve", "curve+knob", "loop", "loop+knob"],
+        help="cost-model features of one operator (default: context where the template has"
+        " them, as VTA's does, else knob)",
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 
@@ -114,18 +121,25 @@ def tune_command(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"tuning {task.key}: {task.space}  (seed {args.seed})")
-    extra = {}
+    from tuner.tuners import default_features
+
+    features = getattr(args, "features", None) or default_features(task)
+    if features.startswith("context") and task.template.context_fn is None:
+        print(
+            f"error: {task.name} has no context features (choose knob, curve or loop)",
+            file=sys.stderr,
+        )
+        return 2
+    extra = {"features": features} if args.tuner.startswith("xgb") else {}
     if getattr(args, "transfer_log", None) and args.tuner.startswith("xgb"):
         from tuner.features import make_featurizer
         from tuner.log import tasks_in_log, training_data
         from tuner.model import global_model
-        from tuner.tuners import default_features
 
         same = {task.name: task.template}  # knob/context features: within one template
         data = training_data(args.transfer_log, tasks_in_log(args.transfer_log, same, task))
         if data:
-            feats = make_featurizer(default_features(task))
-            extra["base"] = global_model(data, featurizer=feats, seed=args.seed)
+            extra["base"] = global_model(data, featurizer=make_featurizer(features), seed=args.seed)
             n = sum(len(d[1]) for d in data)
             print(f"transfer: global model on {n} records of {len(data)} other workloads")
     m = default_measurer(task)

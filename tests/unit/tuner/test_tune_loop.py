@@ -105,6 +105,16 @@ def test_tune_command_on_a_small_gemm(tmp_path, capsys):
     assert len(read_records(tmp_path / "g.jsonl")) == 6
 
 
+def test_tune_command_features_option(capsys):
+    parser = add_tune_arguments(argparse.ArgumentParser())
+    base = ["--trials", "2", "--batch", "2", "--no-progress"]
+    # context features need a template that has them: the CPU GEMM has not
+    assert tune_command(parser.parse_args(["gemm:32,32,32", "--features", "context", *base])) == 2
+    assert "no context features" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["gemm:32,32,32", "--features", "bogus"])
+
+
 def test_initial_configs_are_measured_first(seed):
     task = tiled_gemm_task(64, 64, 64)
     start = [task.space.get(5), 9]
