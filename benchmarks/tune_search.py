@@ -87,12 +87,11 @@ def main(argv=None) -> int:
     batch = a.batch or (32 if a.task == "synthetic" else 16)
     a.seeds = a.seeds or (5 if a.task == "synthetic" else 3)
     if a.task == "vta":
-        from tuner.cli_support import RESNET18
+        from tuner.cli_support import parse_workload
         from tuner.measure import LocalMeasurer
-        from tuner.vta import VtaCycleBackend, vta_conv2d_task
+        from tuner.vta import VtaCycleBackend
 
-        hw, ic, oc, k, s = RESNET18[a.layer.upper()]
-        task = vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
+        task = parse_workload(f"vta:{a.layer}")
         inner = LocalMeasurer(
             VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=120, run_timeout_s=120
         )
@@ -166,8 +165,7 @@ def main(argv=None) -> int:
             f"   search+measure time {tuner_s[name]:.1f} s"
         )
     if exact:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from vta_space_census import random_hit_trials
+        from tuner.tuners import random_hit_trials
 
         k = sum(c <= target for c in known.values())
         mean, med = random_hit_trials(len(known), k)

@@ -39,25 +39,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.cli_support import RESNET18  # noqa: E402
+from tuner.cli_support import layer_names, parse_workload  # noqa: E402
 from tuner.log import read_records, training_data  # noqa: E402
 from tuner.measure import CachedMeasurer, LocalMeasurer, Measurer  # noqa: E402
 from tuner.tune import tune  # noqa: E402
-from tuner.vta import VtaCycleBackend, vta_conv2d_task  # noqa: E402
+from tuner.vta import VtaCycleBackend  # noqa: E402
 
 FRACS = (0.95, 0.99, 1.0)
 
 
-def _layers(text: str) -> list[str]:
-    if "-" in text:
-        lo, hi = (int(v.strip().upper().lstrip("C")) for v in text.split("-"))
-        return [f"C{i}" for i in range(lo, hi + 1)]
-    return [v.strip().upper() for v in text.split(",")]
-
-
 def layer_task(name: str):
-    hw, ic, oc, k, s = RESNET18[name]
-    return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
+    return parse_workload(f"vta:{name}")
 
 
 def trials_to_reach(curve, target: float) -> int | None:
@@ -83,8 +75,8 @@ def _fmt_med(med: float, censored: bool) -> str:
 
 def _source(a, raw: Measurer) -> list:
     """Tune (or reuse) the source layers into ``a.source_log``; the training data."""
-    tasks = [layer_task(n) for n in _layers(a.sources)]
-    for n, t in zip(_layers(a.sources), tasks, strict=True):
+    tasks = [layer_task(n) for n in layer_names(a.sources)]
+    for n, t in zip(layer_names(a.sources), tasks, strict=True):
         have = len({r.index for r in read_records(a.source_log, t)})
         if have >= a.source_trials:
             print(f"  source {n}: {have} records in {a.source_log} (reused)")
@@ -166,7 +158,7 @@ def main(argv=None) -> int:
     t_all = time.perf_counter()
     feats = [f.strip() for f in a.features.split(",") if f.strip()]
     seeds = list(range(a.seeds))
-    targets = _layers(a.targets)
+    targets = layer_names(a.targets)
     print(
         f"VTA conv2d on the cycle model; sources {a.sources} -> targets {','.join(targets)}; "
         f"{a.trials} trials, batch {a.batch}, seeds {seeds}, features {feats}"

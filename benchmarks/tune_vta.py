@@ -20,17 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.cli_support import RESNET18  # noqa: E402
+from tuner.cli_support import layer_names, parse_workload  # noqa: E402
 from tuner.measure import LocalMeasurer  # noqa: E402
 from tuner.tune import tune  # noqa: E402
-from tuner.vta import VtaCycleBackend, default_vta_config, vta_conv2d_task  # noqa: E402
-
-
-def _layers(text: str) -> list[str]:
-    if "-" in text:
-        lo, hi = (int(v.strip().upper().lstrip("C")) for v in text.split("-"))
-        return [f"C{i}" for i in range(lo, hi + 1)]
-    return [v.strip().upper() for v in text.split(",")]
+from tuner.vta import VtaCycleBackend, default_vta_config  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -60,9 +53,8 @@ def main(argv=None) -> int:
     with LocalMeasurer(
         VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=120, run_timeout_s=120
     ) as meas:
-        for name in _layers(a.layers):
-            hw_, ic, oc, k, s = RESNET18[name]
-            task = vta_conv2d_task(hw_, hw_, ic, oc, k, s, k // 2)
+        for name in layer_names(a.layers):
+            task = parse_workload(f"vta:{name}")
             default = default_vta_config(task)
             wl_macs = task.instantiate(default)[0].macs
             t0 = time.perf_counter()

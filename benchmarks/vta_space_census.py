@@ -24,41 +24,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.cli_support import RESNET18  # noqa: E402
+from tuner.cli_support import layer_names, parse_workload  # noqa: E402
 from tuner.measure import CachedMeasurer, LocalMeasurer  # noqa: E402
-from tuner.vta import VtaCycleBackend, vta_conv2d_task  # noqa: E402
-
-
-def layer_names(text: str) -> list[str]:
-    """``"C2-C12"`` or ``"C5,C8"`` -> layer names (checked against ResNet-18's table)."""
-    if "-" in text:
-        lo, hi = (int(v.strip().upper().lstrip("C")) for v in text.split("-"))
-        names = [f"C{i}" for i in range(lo, hi + 1)]
-    else:
-        names = [v.strip().upper() for v in text.split(",") if v.strip()]
-    bad = [n for n in names if n not in RESNET18]
-    if bad:
-        raise SystemExit(f"unknown layers {bad}; ResNet-18 has {sorted(RESNET18)}")
-    return names
+from tuner.tuners import random_hit_trials  # noqa: E402
+from tuner.vta import VtaCycleBackend  # noqa: E402
 
 
 def layer_task(name: str):
-    hw, ic, oc, k, s = RESNET18[name]
-    return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
-
-
-def random_hit_trials(n: int, k: int) -> tuple[float, int]:
-    """(mean, median) trials until uniform sampling without replacement from ``n`` points, ``k``
-    of them hits, draws its first hit."""
-    if k <= 0:
-        return math.inf, n + 1
-    mean = (n + 1) / (k + 1)
-    miss = 1.0  # P(no hit in the first t draws)
-    for t in range(1, n - k + 2):
-        miss *= (n - k - t + 1) / (n - t + 1)
-        if miss <= 0.5:
-            return mean, t
-    return mean, n - k + 1
+    return parse_workload(f"vta:{name}")
 
 
 def census(task, meas: CachedMeasurer, chunk: int = 64, progress: bool = True) -> dict[int, float]:
@@ -109,7 +82,11 @@ def main(argv=None) -> int:
     rows = {}
     t0 = time.perf_counter()
     try:
-        for name in layer_names(a.layers):
+        names = layer_names(a.layers)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    try:
+        for name in names:
             rows[name] = summarize(census(layer_task(name), meas))
     finally:
         meas.close()

@@ -34,6 +34,20 @@ RESNET18 = {
 }
 
 
+def layer_names(text: str) -> list[str]:
+    """ResNet-18 layer names from ``"C2-C12"`` or ``"C5,C8"``; ``ValueError`` naming the
+    layers there are for an unknown one."""
+    if "-" in text:
+        lo, hi = (int(v.strip().upper().lstrip("C")) for v in text.split("-"))
+        names = [f"C{i}" for i in range(lo, hi + 1)]
+    else:
+        names = [v.strip().upper() for v in text.split(",") if v.strip()]
+    bad = [n for n in names if n not in RESNET18]
+    if bad:
+        raise ValueError(f"unknown layers {bad}; ResNet-18 has {', '.join(RESNET18)}")
+    return names
+
+
 def parse_workload(text: str):
     """A CPU ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12``."""
     from tuner.cpu import conv2d_task, gemm_task

@@ -23,13 +23,13 @@ from tuner.task import InvalidConfig, Task, Template, WrongAnswer
 def register_tiles(m: int, n: int) -> list[tuple[int, int]]:
     """``(bm, bn)`` register tiles of a GEMM's ``C`` on the host: ``bn`` a divisor of ``n`` in
     whole SIMD vectors (at most 8), and the ``bm x bn`` accumulators within the register file
-    with 4 registers to spare (for B's vectors and A's broadcast). Without whole vectors (``n``
-    too small) any divisor of ``n`` from 4 up, one row of vectors' worth of rows."""
+    with 4 registers to spare (for B's vectors and A's broadcast). When ``n`` has no divisor in
+    whole vectors: any divisor of ``n`` from 4 up, one vector per row."""
     from compiler.backend.llvm import CpuTarget
 
     target = CpuTarget.host()
     lanes = target.vector_lanes("float32")
-    room = (32 if target.vector_bits >= 512 else 16) - 4
+    room = target.vector_registers - 4
     rows = [v for v in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28) if v <= m] or [m]
     cols = [d for d in divisors(n) if d % lanes == 0 and d // lanes <= 8]
     if cols:

@@ -12,6 +12,8 @@ model retrained after every measured batch, parallel simulated annealing on its 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from tuner.model import CostModel, XGBCostModel, labels_of
@@ -52,6 +54,20 @@ class Tuner:
 class RandomTuner(Tuner):
     def next_batch(self, n):
         return self._random(n)
+
+
+def random_hit_trials(n: int, k: int) -> tuple[float, int]:
+    """(mean, median) trials random search needs for its first hit when it samples without
+    replacement from ``n`` points of which ``k`` are hits (exact, as ``RandomTuner`` draws)."""
+    if k <= 0:
+        return math.inf, n + 1
+    mean = (n + 1) / (k + 1)
+    miss = 1.0  # P(no hit in the first t draws)
+    for t in range(1, n - k + 2):
+        miss *= (n - k - t + 1) / (n - t + 1)
+        if miss <= 0.5:
+            return mean, t
+    return mean, n - k + 1
 
 
 class GATuner(Tuner):

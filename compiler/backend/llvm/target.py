@@ -47,6 +47,11 @@ class CpuTarget:
             llvm.get_process_triple(), llvm.get_host_cpu_name(), feats.flatten(), bits, n
         )
 
+    @property
+    def vector_registers(self) -> int:
+        """SIMD registers in the register file (32 with AVX-512, else 16)."""
+        return 32 if self.vector_bits >= 512 else 16
+
     def vector_lanes(self, dtype: str) -> int:
         """SIMD lanes of ``dtype`` in one register (16 float32 lanes with AVX-512)."""
         return self.vector_bits // _ELEM_BITS[dtype]

@@ -47,7 +47,7 @@ class Conv2dKnobs:
         """A starting point sized to ``target``'s SIMD registers: two vectors of output
         channels and the widest divisor of ``out_width`` whose accumulators fit."""
         lanes = target.vector_lanes("float32")
-        regs = 32 if target.vector_bits >= 512 else 16
+        regs = target.vector_registers
         fit = (regs - 4) // 2
         owb = max(d for d in range(1, fit + 1) if out_width % d == 0)
         return Conv2dKnobs(ic=lanes, oc=2 * lanes, ow_block=owb)

@@ -39,7 +39,7 @@ class GemmKnobs:
         as many rows as keep the accumulators within the register file (32 registers with
         AVX-512, 16 otherwise)."""
         lanes = target.vector_lanes("float32")
-        regs = 32 if target.vector_bits >= 512 else 16
+        regs = target.vector_registers
         return GemmKnobs(bm=min(8, (regs - 4) // 2), bn=2 * lanes, bk=4)
 
 

@@ -99,7 +99,7 @@ def test_gemm_register_tiles_fit_the_register_file():
 
     target = CpuTarget.host()
     lanes = target.vector_lanes("float32")
-    room = (32 if target.vector_bits >= 512 else 16) - 4
+    room = target.vector_registers - 4
     tiles = register_tiles(512, 512)
     assert tiles and all(bn % lanes == 0 and bm * bn // lanes <= room for bm, bn in tiles)
     assert (1, lanes) in tiles and (room, lanes) in tiles

@@ -84,3 +84,17 @@ def test_xgb_sa_beats_random_and_ga_on_synthetic_gemm(seed):
     ref = min(min(v) for v in best.values())
     print({k: [round(c / ref, 3) for c in v] for k, v in best.items()})
     assert np.mean(best["xgb"]) < np.mean(best["random"])  # GA is printed, compared in benchmarks
+
+
+def test_random_hit_trials_is_exact_for_sampling_without_replacement():
+    from math import comb
+
+    from tuner.tuners import random_hit_trials
+
+    n, k = 720, 9
+    mean, median = random_hit_trials(n, k)
+    assert mean == (n + 1) / (k + 1)
+    # P(no hit in t draws) = C(n - k, t) / C(n, t): the median is where it first drops to 1/2
+    miss = [comb(n - k, t) / comb(n, t) for t in range(n)]
+    assert miss[median] <= 0.5 < miss[median - 1]
+    assert random_hit_trials(10, 10) == (1.0, 1) and random_hit_trials(5, 0)[1] == 6

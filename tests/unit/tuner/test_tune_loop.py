@@ -105,6 +105,14 @@ def test_tune_command_on_a_small_gemm(tmp_path, capsys):
     assert len(read_records(tmp_path / "g.jsonl")) == 6
 
 
+def test_layer_names():
+    from tuner.cli_support import layer_names
+
+    assert layer_names("C2-C4") == ["C2", "C3", "C4"] and layer_names("c8, C11") == ["C8", "C11"]
+    with pytest.raises(ValueError, match="unknown layers.*C13"):
+        layer_names("C12,C13")
+
+
 def test_tune_command_features_option(capsys):
     parser = add_tune_arguments(argparse.ArgumentParser())
     base = ["--trials", "2", "--batch", "2", "--no-progress"]
