@@ -10,7 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 
-CODEGEN_VERSION = "9"
+CODEGEN_VERSION = "10"
 
 
 def kernel_key(ir_text: str, target_key: str) -> str:

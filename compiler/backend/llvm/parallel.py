@@ -15,13 +15,14 @@ from compiler.ir.stmt import For, Store
 
 
 def emit_parallel(self, s: For, lo, ext) -> None:
-    """Outline ``s``'s body; ``num_threads`` pool threads (the caller included) take
-    chunks of ``grain`` iterations from a shared atomic counter until none are left, so a
-    thread slowed down by other load does not hold the others back."""
+    """Outline ``s``'s body; ``num_threads`` pool threads (the caller included) claim
+    guided chunks (a share of what is left, at least one iteration) from a shared atomic
+    counter until none are left, so a thread slowed down by other load does not hold the
+    others back and all finish within about one iteration of each other."""
     nthreads = self.target.num_threads
     captured_vars = sorted((v for v in _used_vars(s) if v in self.st.vars), key=lambda v: v.name)
     captured_bufs = [bf for bf in _used_bufs(s) if bf in self.st.bufs]
-    nfixed = 4  # counter pointer, loop min, extent, grain
+    nfixed = 4  # counter pointer, loop min, extent, divisor of the iterations left
     slot_ty = ir.ArrayType(I64, nfixed + len(captured_vars) + len(captured_bufs))
     self._par_count += 1
     name = f"{self.func.name}_par{self._par_count}"
@@ -35,22 +36,30 @@ def emit_parallel(self, s: For, lo, ext) -> None:
         return ib.load(ib.gep(slots, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
 
     counter = ib.inttoptr(slot(0), I32.as_pointer())
-    p_lo, p_ext, grain = (ib.trunc(slot(i), I32) for i in (1, 2, 3))
+    p_lo, p_ext, share = (ib.trunc(slot(i), I32) for i in (1, 2, 3))
     for i, v in enumerate(captured_vars):
         inner.vars[v] = ib.trunc(slot(nfixed + i), LLTYPE[v.dtype])
     for i, bf in enumerate(captured_bufs):
         raw = slot(nfixed + len(captured_vars) + i)
         inner.bufs[bf] = ib.inttoptr(raw, MEM_TYPE[bf.dtype].as_pointer())
     grab = ib.append_basic_block("grab")
+    claim = ib.append_basic_block("claim")
     work = ib.append_basic_block("work")
     done = ib.append_basic_block("done")
     ib.branch(grab)
+    # guided chunks: claim max(1, left / share) iterations, so chunks shrink as the work runs
+    # out and the participants finish together (fixed chunks left one thread up to a chunk
+    # behind: 14% of a 512-row GEMM's time on two threads)
     ib.position_at_end(grab)
-    cur = ib.atomic_rmw("add", counter, grain, "monotonic")
-    ib.cbranch(ib.icmp_signed("<", cur, p_ext), work, done)
+    cur = ib.load_atomic(counter, "monotonic", 4)
+    ib.cbranch(ib.icmp_signed("<", cur, p_ext), claim, done)
+    ib.position_at_end(claim)
+    size = ib.sdiv(ib.sub(p_ext, cur), share)
+    size = ib.select(ib.icmp_signed(">", size, ir.Constant(I32, 0)), size, ir.Constant(I32, 1))
+    stop = ib.add(cur, size)
+    swapped = ib.extract_value(ib.cmpxchg(counter, cur, stop, "monotonic", "monotonic"), 1)
+    ib.cbranch(swapped, work, grab)
     ib.position_at_end(work)
-    stop = ib.add(cur, grain)
-    stop = ib.select(ib.icmp_signed("<", stop, p_ext), stop, p_ext)
     self._par_depth += 1
     self._serial_loop(s.var, ib.add(p_lo, cur), ib.sub(stop, cur), lambda: self.stmt(s.body))
     self._par_depth -= 1
@@ -64,8 +73,7 @@ def emit_parallel(self, s: For, lo, ext) -> None:
         args = b.alloca(slot_ty, name=f"{name}.args")
         ctr = b.alloca(I32, name=f"{name}.counter")
     b.store(ir.Constant(I32, 0), ctr)
-    g = b.sdiv(ext, ir.Constant(I32, 4 * nthreads))
-    g = b.select(b.icmp_signed(">", g, ir.Constant(I32, 0)), g, ir.Constant(I32, 1))
+    g = ir.Constant(I32, 2 * nthreads)  # divisor of the iterations left (see "claim")
     vals = [b.ptrtoint(ctr, I64), b.sext(lo, I64), b.sext(ext, I64), b.sext(g, I64)]
     vals += [
         b.sext(outer.vars[v], I64) if v.dtype != "bool" else b.zext(outer.vars[v], I64)

@@ -5,7 +5,8 @@ Kernels call ``void pyvta_parallel_launch(i8* (i8*)* fn, i8* arg, i32 nthreads)`
 and up to ``nthreads - 1`` pool workers each run ``fn(arg)``; ``fn`` takes chunks of iterations
 from an atomic counter in ``arg`` until none are left, so any number of participants is correct.
 Workers spin briefly after a task (a following launch then starts at once) and then sleep on a
-condition variable. Launches are serialised by a lock, so kernels may be called from several
+condition variable; the launcher likewise spins for the workers to finish before it sleeps.
+Launches are serialised by a lock, so kernels may be called from several
 Python threads; a process forked after the pool started gets a fresh pool on its first launch.
 """
 
@@ -102,7 +103,7 @@ def _runtime_module() -> ir.Module:
         b.call(fn, [arg])
         b.call(lock, [p(mu)])
         left = b.sub(b.load(pending), ir.Constant(I32, 1))
-        b.store(left, pending)
+        b.store_atomic(left, pending, "release", 4)  # the launcher spins on it (below)
         with b.if_then(b.icmp_signed("==", left, ir.Constant(I32, 0))):
             b.call(signal, [p(cv_done)])
         b.call(unlock, [p(mu)])
@@ -150,6 +151,18 @@ def _runtime_module() -> ir.Module:
     b.call(broadcast, [p(cv_work)])
     b.call(unlock, [p(mu)])
     b.call(fn_a, [arg_a])
+    # spin a while for the workers to finish before sleeping: a futex wake-up costs more
+    # than the tail of a balanced parallel loop
+    ctr = b.alloca(I32)
+    b.store(ir.Constant(I32, 0), ctr)
+    spin_done, spun = launch.append_basic_block("spin_done"), launch.append_basic_block("spun")
+    b.branch(spin_done)
+    b.position_at_end(spin_done)
+    n = b.load(ctr)
+    b.store(b.add(n, ir.Constant(I32, 1)), ctr)
+    busy = b.icmp_signed(">", b.load_atomic(pending, "acquire", 4), ir.Constant(I32, 0))
+    b.cbranch(b.and_(busy, b.icmp_signed("<", n, ir.Constant(I32, SPIN_ITERS))), spin_done, spun)
+    b.position_at_end(spun)
     b.call(lock, [p(mu)])
     waitd, fin = launch.append_basic_block("wait_done"), launch.append_basic_block("fin")
     b.branch(waitd)
