@@ -33,7 +33,8 @@ from tuner.tune import tune  # noqa: E402
 def make_search(name: str, task, seed: int, batch: int):
     """``(tuner, initial configs)`` for a ``--tuners`` entry: ``xgb`` (the task's default
     features), ``xgb-knob`` / ``xgb-curve`` / ``xgb-context`` (those features), ``xgb+prior``
-    (VTA: the first batch is the backend's best analytic candidates instead of random points),
+    (the first batch is the backend's best analytic candidates, ``task.prior``, as ``pyvta tune``
+    measures by default, instead of random points),
     ``xgb-reg``, ``random``, ``ga``."""
     from tuner.tuners import make_tuner
 
@@ -43,11 +44,9 @@ def make_search(name: str, task, seed: int, batch: int):
     kind, _, feats = base.partition("-")
     kw = {"features": feats} if kind == "xgb" and feats not in ("", "reg") else {}
     tuner = make_tuner("xgb-reg" if base == "xgb-reg" else kind, task, seed, batch, **kw)
-    initial = ()
-    if prior:
-        from tuner.vta import ranked_vta_configs
-
-        initial = ranked_vta_configs(task, batch)
+    initial = task.prior(batch) if prior else ()
+    if prior and not initial:
+        raise SystemExit(f"{name}: {task.name} has no analytic prior (prior_fn)")
     return tuner, initial
 
 

@@ -115,6 +115,13 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="cost-model features of one operator (default: context where the template has"
         " them, as VTA's does, else knob)",
     )
+    p.add_argument(
+        "--first",
+        type=int,
+        default=12,
+        help="measure the backend's N best configs by its analytic estimate first, where the"
+        " template has one (VTA); 0: the first batch is the tuner's own (default 12)",
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 
@@ -156,6 +163,12 @@ def tune_command(args: argparse.Namespace) -> int:
             extra["base"] = global_model(data, featurizer=make_featurizer(features), seed=args.seed)
             n = sum(len(d[1]) for d in data)
             print(f"transfer: global model on {n} records of {len(data)} other workloads")
+    if args.first < 0:
+        print(f"error: --first must be >= 0, got {args.first}", file=sys.stderr)
+        return 2
+    initial = task.prior(args.first)
+    if initial:
+        print(f"first: the backend's {len(initial)} best configs by its analytic estimate")
     m = default_measurer(task)
     if task.target == "llvm":
         m.repeats = args.repeats
@@ -172,6 +185,7 @@ def tune_command(args: argparse.Namespace) -> int:
             progress=not args.no_progress,
             plot=args.plot,
             early_stopping=args.early_stopping,
+            initial=initial,
             **extra,
         )
     if res.best_index is None:
@@ -217,6 +231,7 @@ def _tune_network(args: argparse.Namespace) -> int:
         batch_size=args.batch,
         progress=not args.no_progress,
         plot=args.plot,
+        first=args.first,
     )
     print(summary.table())
     if args.log:

@@ -25,7 +25,7 @@ import numpy as np
 from tuner.log import apply_best
 from tuner.task import Task
 from tuner.tune import TuneResult, tune
-from tuner.vta import conv_config, ranked_vta_configs, vta_layer_task
+from tuner.vta import conv_config, vta_layer_task
 
 
 def network_layers(model, progress=print) -> list:
@@ -131,7 +131,7 @@ def tune_network(
     try:
         starts = []
         for task in tasks:
-            cands = ranked_vta_configs(task, max(first, 1))
+            cands = task.prior(max(first, 1))
             default_res = measurer.measure(task, cands[:1])[0]
             starts.append((cands, default_res.cost))
         order = sorted(range(len(tasks)), key=lambda i: -starts[i][1] * layers[i].count)

@@ -11,7 +11,9 @@ Optional: ``lower_fn(config, *args)`` (loop IR, for IR features), ``reference_fn
 ``context_fn(config, *args) -> float32 [width]``: cheap workload-aware ("context") features of a
 point, the same width for every workload of the template (tile fractions, buffer occupancy, DMA
 bytes per MAC, ...; no lowering), so a cost model trained on some workloads transfers to
-others; an all-zero row for a point that does not fit.
+others; an all-zero row for a point that does not fit. ``prior_fn(task, n) -> [Config]``: the
+backend's own ``n`` best points by its analytic estimate, best first; ``pyvta tune`` measures
+them first (``--first``), so a run starts from what the compiler would pick untuned.
 
 VTA templates plug in the same way: their ``instantiate_fn`` returns a schedule for the VTA
 backend and their measurer counts cycles (``cost_unit="cycles"``).
@@ -48,6 +50,7 @@ class Template:
     lower_fn: Callable[..., object] | None = None  # (config, *args) -> loop IR, for features
     reference_fn: Callable[..., object] | None = None  # (arrays, *args) -> expected output
     context_fn: Callable[..., np.ndarray] | None = None  # (config, *args) -> float32 [width]
+    prior_fn: Callable[..., list] | None = None  # (task, n) -> the backend's n best points
 
     def task(self, *args) -> Task:
         return Task(self, tuple(args), self.space_fn(*args))
@@ -93,6 +96,13 @@ class Task:
         if self.template.context_fn is None:
             return None
         return self.template.context_fn(config, *self.args)
+
+    def prior(self, n: int) -> list[Config]:
+        """The backend's ``n`` best points by its own estimate, best first; empty if the
+        template has no ``prior_fn``."""
+        if self.template.prior_fn is None or n <= 0:
+            return []
+        return list(self.template.prior_fn(self, n))
 
     def __repr__(self):
         return f"Task({self.key}, {self.space})"

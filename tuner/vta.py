@@ -304,6 +304,10 @@ def _dma_cycles(wl, ep, c, g, hw, t, est) -> dict[str, float]:
     }
 
 
+def _prior(task: Task, n: int):
+    return ranked_vta_configs(task, n)
+
+
 CONV2D = Template(
     "vta.conv2d",
     _space,
@@ -312,6 +316,7 @@ CONV2D = Template(
     cost_unit="cycles",
     lower_fn=_lower,
     context_fn=_context,
+    prior_fn=_prior,
 )
 
 
