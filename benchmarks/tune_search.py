@@ -57,85 +57,38 @@ def trials_to_reach(curve, target: float) -> int | None:
     return None
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--task", choices=["synthetic", "gemm", "vta"], default="synthetic")
-    p.add_argument("--layer", default="C6", help="ResNet-18 layer for --task vta")
-    p.add_argument("--shape", default=None, help="M,N,K (default 256,256,256 / 512,512,512)")
-    p.add_argument("--trials", type=int, default=None, help="default 256 synthetic, 64 gemm")
-    p.add_argument("--batch", type=int, default=None, help="default 32 synthetic, 16 gemm")
-    p.add_argument("--seeds", type=int, default=None, help="default 5 synthetic, 3 gemm")
-    p.add_argument(
-        "--tuners",
-        default="xgb,random,ga",
-        help="comma list of xgb, xgb-knob, xgb-curve, xgb-context, xgb+prior (vta), xgb-reg, random, ga",
-    )
-    p.add_argument("--plot", default=None, help="PNG of the best-so-far curves")
-    p.add_argument(
-        "--cache",
-        default=None,
-        help="tuning log of measurements to reuse and extend (e.g. benchmarks/vta_space_census.py's)",
-    )
-    a = p.parse_args(argv)
-
-    gemm = a.task == "gemm"
-    shape = tuple(
-        int(v) for v in (a.shape or ("512,512,512" if gemm else "256,256,256")).split(",")
-    )
-    trials = a.trials or (256 if a.task == "synthetic" else 64)
-    batch = a.batch or (32 if a.task == "synthetic" else 16)
-    a.seeds = a.seeds or (5 if a.task == "synthetic" else 3)
-    if a.task == "vta":
-        from tuner.cli_support import parse_workload
-        from tuner.measure import LocalMeasurer
-        from tuner.vta import VtaCycleBackend
-
-        task = parse_workload(f"vta:{a.layer}")
-        inner = LocalMeasurer(
-            VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=120, run_timeout_s=120
-        )
-    elif gemm:
-        from tuner.cpu import CpuBackend, cpu_target_info, gemm_task
-        from tuner.measure import LocalMeasurer
-
-        task = gemm_task(*shape)
-        inner = LocalMeasurer(CpuBackend(min_repeat_ms=5.0), repeats=3)
-        print(f"host: {cpu_target_info()}")
-    else:
-        task = tiled_gemm_task(*shape)
-        inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
-    meas = CachedMeasurer(inner, a.cache)
-    print(f"task {task.key}: {task.space}")
-    print(f"{trials} trials, batch {batch}, seeds 0..{a.seeds - 1}")
-
+def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=None) -> dict:
+    """Run every tuner for every seed on ``task`` through ``meas``; print the curves' summary
+    and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
+    with ``"random (exact)"`` when ``meas`` knows every point of the space."""
+    print(f"\ntask {task.key}: {task.space}")
+    print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}")
     curves: dict[str, list[list[float]]] = {}
     tuner_s: dict[str, float] = {}
     t_all = time.perf_counter()
-    try:
-        for name in a.tuners.split(","):
-            curves[name] = []
-            for seed in range(a.seeds):
-                t0 = time.perf_counter()
-                tuner, initial = make_search(name, task, seed, batch)
-                res = tune(
-                    task,
-                    trials,
-                    meas,
-                    tuner=tuner,
-                    batch_size=batch,
-                    seed=seed,
-                    progress=False,
-                    initial=initial,
-                )
-                curves[name].append(res.best_curve)
-                tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
-                print(
-                    f"  {name:8s} seed {seed}: best {res.best_cost:.6g} {task.cost_unit} "
-                    f"({res.n_errors} errors)",
-                    flush=True,
-                )
-    finally:
-        meas.close()
+    n_before = meas.n_measured
+    for name in tuner_names:
+        curves[name] = []
+        for seed in range(seeds):
+            t0 = time.perf_counter()
+            tuner, initial = make_search(name, task, seed, batch)
+            res = tune(
+                task,
+                trials,
+                meas,
+                tuner=tuner,
+                batch_size=batch,
+                seed=seed,
+                progress=False,
+                initial=initial,
+            )
+            curves[name].append(res.best_curve)
+            tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
+            print(
+                f"  {name:8s} seed {seed}: best {res.best_cost:.6g} {task.cost_unit} "
+                f"({res.n_errors} errors)",
+                flush=True,
+            )
     best = min(min(c[-1] for c in runs) for runs in curves.values())
     known = meas.costs(task)
     exact = len(known) == len(task.space)
@@ -144,8 +97,8 @@ def main(argv=None) -> int:
     target = best / 0.95
     print(
         f"\nbest cost {'of the whole space' if exact else 'over all runs'}: {best:.6g} "
-        f"{task.cost_unit}; distinct configs measured in this run: {meas.n_measured}; "
-        f"wall {time.perf_counter() - t_all:.1f} s"
+        f"{task.cost_unit}; distinct configs measured in this run: {meas.n_measured - n_before};"
+        f" wall {time.perf_counter() - t_all:.1f} s"
     )
     checks = [c for c in (16, 32, 64, 128, 256, 512, 1024) if c <= trials]
     print("\nbest-so-far / best (mean over seeds) at trials " + ", ".join(map(str, checks)))
@@ -187,12 +140,110 @@ def main(argv=None) -> int:
                 print(
                     f"  {base_name} / {name} median trials to 95%: {bound}{base / med:.2f}x{note}"
                 )
-    if a.plot:
+    if plot:
         from tuner.plot import plot_curves
 
-        plot_curves(curves, a.plot, title=task.key, unit=task.cost_unit)
-        print(f"curves: {a.plot}")
-    return 0 if math.isfinite(best) else 1
+        plot_curves(curves, plot, title=task.key, unit=task.cost_unit)
+        print(f"curves: {plot}")
+    medians["best"] = best
+    return medians
+
+
+def summary_table(rows: dict, tuner_names, trials: int) -> str:
+    """Per layer: random's median trials to 95% (exact where the space is fully measured) and
+    each tuner's, with random / tuner; the last line is the geometric mean of the ratios."""
+    names = [n for n in tuner_names if n != "random"]
+    head = "| layer | random | " + " | ".join(f"{n} | random/{n}" for n in names) + " |"
+    out = [head, "|" + "---|" * (2 + 2 * len(names))]
+    logs = {n: [] for n in names}
+    for layer, med in rows.items():
+        exact = "random (exact)" in med
+        base = med.get("random (exact)", med.get("random"))
+        cells = [layer, f"{base:g}{'' if exact else ' (sampled)'}"]
+        for n in names:
+            m = med[n]
+            if m > trials:
+                cells += [f">{trials}", "-"]
+            else:
+                cells += [f"{m:g}", f"{base / m:.2f}x"]
+                logs[n].append(math.log(base / m))
+        out.append("| " + " | ".join(cells) + " |")
+    geo = ["geomean", ""]
+    for n in names:
+        geo += ["", f"{math.exp(sum(logs[n]) / len(logs[n])):.2f}x" if logs[n] else "-"]
+    out.append("| " + " | ".join(geo) + " |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--task", choices=["synthetic", "gemm", "vta"], default="synthetic")
+    p.add_argument(
+        "--layer", default="C6", help="ResNet-18 layer(s) for --task vta: C6, C5,C8 or C2-C12"
+    )
+    p.add_argument("--shape", default=None, help="M,N,K (default 256,256,256 / 512,512,512)")
+    p.add_argument("--trials", type=int, default=None, help="default 256 synthetic, 64 gemm")
+    p.add_argument("--batch", type=int, default=None, help="default 32 synthetic, 16 gemm")
+    p.add_argument("--seeds", type=int, default=None, help="default 5 synthetic, 3 gemm")
+    p.add_argument(
+        "--tuners",
+        default="xgb,random,ga",
+        help="comma list of xgb, xgb-knob, xgb-curve, xgb-context, xgb+prior (vta), xgb-reg, random, ga",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        help="PNG of the best-so-far curves (several layers: one PNG each, the layer appended)",
+    )
+    p.add_argument(
+        "--cache",
+        default=None,
+        help="tuning log of measurements to reuse and extend (e.g. benchmarks/vta_space_census.py's)",
+    )
+    a = p.parse_args(argv)
+
+    gemm = a.task == "gemm"
+    shape = tuple(
+        int(v) for v in (a.shape or ("512,512,512" if gemm else "256,256,256")).split(",")
+    )
+    trials = a.trials or (256 if a.task == "synthetic" else 64)
+    batch = a.batch or (32 if a.task == "synthetic" else 16)
+    seeds = a.seeds or (5 if a.task == "synthetic" else 3)
+    names = a.tuners.split(",")
+    if a.task == "vta":
+        from tuner.cli_support import layer_names, parse_workload
+        from tuner.measure import LocalMeasurer
+        from tuner.vta import VtaCycleBackend
+
+        tasks = {name: parse_workload(f"vta:{name}") for name in layer_names(a.layer)}
+        inner = LocalMeasurer(
+            VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=120, run_timeout_s=120
+        )
+    elif gemm:
+        from tuner.cpu import CpuBackend, cpu_target_info, gemm_task
+        from tuner.measure import LocalMeasurer
+
+        tasks = {"gemm": gemm_task(*shape)}
+        inner = LocalMeasurer(CpuBackend(min_repeat_ms=5.0), repeats=3)
+        print(f"host: {cpu_target_info()}")
+    else:
+        tasks = {"synthetic": tiled_gemm_task(*shape)}
+        inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
+    meas = CachedMeasurer(inner, a.cache)
+    rows = {}
+    try:
+        for label, task in tasks.items():
+            plot = a.plot
+            if plot and len(tasks) > 1:
+                stem = Path(plot)
+                plot = str(stem.with_name(f"{stem.stem}_{label}{stem.suffix}"))
+            rows[label] = compare(task, meas, names, trials, batch, seeds, plot)
+    finally:
+        meas.close()
+    if len(rows) > 1 and ("random" in names or all("random (exact)" in r for r in rows.values())):
+        print(f"\nmedian trials to 95% of the optimum, {seeds} seeds\n")
+        print(summary_table(rows, names, trials))
+    return 0 if all(math.isfinite(r["best"]) for r in rows.values()) else 1
 
 
 if __name__ == "__main__":
