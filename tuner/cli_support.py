@@ -120,7 +120,8 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=int,
         default=12,
         help="measure the backend's N best configs by its analytic estimate first, where the"
-        " template has one (VTA); 0: the first batch is the tuner's own (default 12)",
+        " template has one (VTA); 0: the first batch is the tuner's own (a network still"
+        " measures each layer's default first) (default 12)",
     )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
@@ -133,6 +134,9 @@ def tune_command(args: argparse.Namespace) -> int:
 
     if args.resume and not args.log:
         print("error: --resume needs --log", file=sys.stderr)
+        return 2
+    if args.first < 0:
+        print(f"error: --first must be >= 0, got {args.first}", file=sys.stderr)
         return 2
     if Path(args.workload).suffix in (".onnx", ".npz"):
         return _tune_network(args)
@@ -163,9 +167,6 @@ def tune_command(args: argparse.Namespace) -> int:
             extra["base"] = global_model(data, featurizer=make_featurizer(features), seed=args.seed)
             n = sum(len(d[1]) for d in data)
             print(f"transfer: global model on {n} records of {len(data)} other workloads")
-    if args.first < 0:
-        print(f"error: --first must be >= 0, got {args.first}", file=sys.stderr)
-        return 2
     initial = task.prior(args.first)
     if initial:
         print(f"first: the backend's {len(initial)} best configs by its analytic estimate")

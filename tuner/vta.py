@@ -304,8 +304,13 @@ def _dma_cycles(wl, ep, c, g, hw, t, est) -> dict[str, float]:
     }
 
 
-def _prior(task: Task, n: int):
-    return ranked_vta_configs(task, n)
+def ranked_vta_configs(task: Task, n: int):
+    """The backend's ``n`` best configs by its analytic estimate, as points of the space."""
+    from compiler.backend.vta.default import ranked_configs
+    from isa import HwConfig
+
+    wl, ep = _workload(*task.args)
+    return [space_point(task, c) for _, c in ranked_configs(wl, ep, HwConfig())[:n]]
 
 
 CONV2D = Template(
@@ -316,7 +321,7 @@ CONV2D = Template(
     cost_unit="cycles",
     lower_fn=_lower,
     context_fn=_context,
-    prior_fn=_prior,
+    prior_fn=ranked_vta_configs,
 )
 
 
@@ -334,15 +339,6 @@ def vta_layer_task(workload, epilogue) -> Task:
 def task_layer(task: Task):
     """``(ConvWorkload, Epilogue)`` a VTA task measures."""
     return _workload(*task.args)
-
-
-def ranked_vta_configs(task: Task, n: int):
-    """The backend's ``n`` best configs by its analytic estimate, as points of the space."""
-    from compiler.backend.vta.default import ranked_configs
-    from isa import HwConfig
-
-    wl, ep = _workload(*task.args)
-    return [space_point(task, c) for _, c in ranked_configs(wl, ep, HwConfig())[:n]]
 
 
 def conv_config(config):
