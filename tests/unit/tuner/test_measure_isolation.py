@@ -141,3 +141,26 @@ def test_conv2d_reference_matches_a_naive_convolution():
                             want[0, f, y, xx] += v * wgt[f // oc, ch // ic, ky, kx, ch % ic, f % oc]
     got = _conv2d_reference([data, wgt, None], c, h, w, o, k, stride, pad)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_cpu_backend_times_on_64_byte_aligned_arrays():
+    from tuner import cpu
+    from tuner.measure import InProcessMeasurer
+    from tuner.task import Template
+
+    seen = []
+
+    def reference(arrays, m, n, k):
+        seen.extend(a.ctypes.data % 64 for a in arrays)
+        return arrays[0] @ arrays[1]
+
+    probe = Template(
+        "test.alignedgemm", cpu._gemm_space, cpu._gemm_instantiate, reference_fn=reference
+    )
+    task = probe.task(48, 32, 40)  # odd sizes: numpy alone would not align these
+    cfg = task.space.config(
+        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+    )
+    res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(task, [cfg])
+    print("address % 64 of A, B, C:", seen)
+    assert res[0].ok and seen == [0, 0, 0]
