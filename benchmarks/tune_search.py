@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.measure import CachedMeasurer, InProcessMeasurer  # noqa: E402
 from tuner.synthetic import SyntheticBackend, tiled_gemm_task  # noqa: E402
-from tuner.tune import tune  # noqa: E402
+from tuner.tune import trials_to_reach, tune  # noqa: E402
 
 
 def make_search(name: str, task, seed: int, batch: int):
@@ -48,13 +48,6 @@ def make_search(name: str, task, seed: int, batch: int):
     if prior and not initial:
         raise SystemExit(f"{name}: {task.name} has no analytic prior (prior_fn)")
     return tuner, initial
-
-
-def trials_to_reach(curve, target: float) -> int | None:
-    for i, c in enumerate(curve):
-        if c <= target:
-            return i + 1
-    return None
 
 
 def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=None) -> dict:

@@ -42,21 +42,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tuner.cli_support import layer_names, parse_workload  # noqa: E402
 from tuner.log import read_records, training_data  # noqa: E402
 from tuner.measure import CachedMeasurer, LocalMeasurer, Measurer  # noqa: E402
-from tuner.tune import tune  # noqa: E402
+from tuner.tune import trials_to_reach, tune  # noqa: E402
 from tuner.vta import VtaCycleBackend  # noqa: E402
 
 FRACS = (0.95, 0.99, 1.0)
-
-
-def layer_task(name: str):
-    return parse_workload(f"vta:{name}")
-
-
-def trials_to_reach(curve, target: float) -> int | None:
-    for i, c in enumerate(curve):
-        if c <= target:
-            return i + 1
-    return None
 
 
 def _median_hits(hits: list[int | None], n_trials: int) -> tuple[float, bool]:
@@ -75,7 +64,7 @@ def _fmt_med(med: float, censored: bool) -> str:
 
 def _source(a, raw: Measurer) -> list:
     """Tune (or reuse) the source layers into ``a.source_log``; the training data."""
-    tasks = [layer_task(n) for n in layer_names(a.sources)]
+    tasks = [parse_workload(f"vta:{n}") for n in layer_names(a.sources)]
     for n, t in zip(layer_names(a.sources), tasks, strict=True):
         have = len({r.index for r in read_records(a.source_log, t)})
         if have >= a.source_trials:
@@ -171,7 +160,7 @@ def main(argv=None) -> int:
     try:
         t0 = time.perf_counter()
         data = _source(a, raw)
-        target_keys = {layer_task(n).key for n in targets}
+        target_keys = {parse_workload(f"vta:{n}").key for n in targets}
         data = [d for d in data if d[0].key not in target_keys]  # never train on a target
         n_rec = sum(len(d[1]) for d in data)
         src_s = time.perf_counter() - t0
@@ -191,7 +180,7 @@ def main(argv=None) -> int:
         if not a.no_random:
             methods.append(("random", None, False))
         for name in targets:
-            task = layer_task(name)
+            task = parse_workload(f"vta:{name}")
             print(f"\n{name} {task.key}: {task.space}", flush=True)
             curves: dict[str, list] = {m: [] for m, _, _ in methods}
             random_pts: list[int] = []

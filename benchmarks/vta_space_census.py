@@ -30,10 +30,6 @@ from tuner.tuners import random_hit_trials  # noqa: E402
 from tuner.vta import VtaCycleBackend  # noqa: E402
 
 
-def layer_task(name: str):
-    return parse_workload(f"vta:{name}")
-
-
 def census(task, meas: CachedMeasurer, chunk: int = 64, progress: bool = True) -> dict[int, float]:
     """index -> cycles (``inf`` if invalid) of every point of ``task``'s space."""
     from tqdm import tqdm
@@ -87,7 +83,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"error: {e}") from None
     try:
         for name in names:
-            rows[name] = summarize(census(layer_task(name), meas))
+            rows[name] = summarize(census(parse_workload(f"vta:{name}"), meas))
     finally:
         meas.close()
     print(f"\nmeasured {meas.n_measured} points in {time.perf_counter() - t0:.0f} s; log {a.log}")

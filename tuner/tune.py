@@ -44,6 +44,15 @@ class TuneResult:
         return out
 
 
+def trials_to_reach(curve, target: float) -> int | None:
+    """Trials a best-so-far ``curve`` (``TuneResult.best_curve``) needs to reach a cost of
+    ``target`` or less; None if it never does."""
+    for i, c in enumerate(curve):
+        if c <= target:
+            return i + 1
+    return None
+
+
 def default_measurer(task: Task) -> Measurer:
     """An isolated ``LocalMeasurer`` for the task's target: ``llvm`` (wall time on this CPU) or
     ``vta-sim`` (the cycle model; runs in parallel since load does not change cycles)."""

@@ -138,3 +138,11 @@ def test_initial_configs_are_measured_first(seed):
     )
     idx = [i for _, i, _ in res.history]
     assert idx[:2] == [5, 9] and len(set(idx)) == 10
+
+
+def test_trials_to_reach():
+    from tuner.tune import trials_to_reach
+
+    curve = [9.0, 7.0, 7.0, 4.0]
+    assert trials_to_reach(curve, 7.0) == 2 and trials_to_reach(curve, 5.0) == 4
+    assert trials_to_reach(curve, 3.9) is None
