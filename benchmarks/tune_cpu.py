@@ -76,6 +76,13 @@ def main(argv=None) -> int:
     p.add_argument("--log", default=None)
     p.add_argument("--plot", default="tune_cpu.png")
     p.add_argument("--recheck", type=int, default=5, help="alternate re-measurements at the end")
+    p.add_argument(
+        "--final-check",
+        type=int,
+        default=8,
+        dest="final_check",
+        help="the tuner re-measures its N best 3x at the end, as pyvta tune does; 0: off",
+    )
     a = p.parse_args(argv)
 
     task = parse_workload(a.workload)
@@ -95,6 +102,7 @@ def main(argv=None) -> int:
             seed=a.seed,
             plot=a.plot,
             progress=sys.stderr.isatty(),
+            final_check=a.final_check,
         )
         # re-measure the best and the default alternately, so both see the same machine state
         pair = [res.best_config, default] if default else [res.best_config]

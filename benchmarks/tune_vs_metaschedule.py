@@ -6,7 +6,8 @@ with numpy (OpenBLAS) and onnxruntime as the ceiling.
     .venv/bin/python benchmarks/tune_vs_metaschedule.py --seeds 3 --budgets 64 --workloads C2 gemm
 
 Each cell (workload, budget, seed) runs ``tuner.tune.tune`` (default ``xgb`` tuner, the CPU
-measurer, as in ``benchmarks/tune_cpu.py``), re-measures the best config ``--recheck`` times
+measurer, as in ``benchmarks/tune_cpu.py``; the final check of ``pyvta tune``: its 8 best
+re-measured 3 times, inside our tuning wall time), re-measures the best config ``--recheck`` times
 (median of medians), then runs ``.venv-tvm/bin/python benchmarks/metaschedule_side.py`` for the
 same workload and budget (``max_trials_global``; its best schedule is built, timed as the
 median of 25 repeats and exported). Then both best kernels are timed in turns, ``--recheck``
@@ -65,7 +66,9 @@ def uptime() -> str:
         return "load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run_ours(task, budget: int, seed: int, batch: int, repeats: int, recheck: int) -> dict:
+def run_ours(
+    task, budget: int, seed: int, batch: int, repeats: int, recheck: int, final_check: int
+) -> dict:
     t0 = time.perf_counter()
     with LocalMeasurer(CpuBackend(min_repeat_ms=10.0), repeats=repeats) as meas:
         res = tune(
@@ -76,6 +79,7 @@ def run_ours(task, budget: int, seed: int, batch: int, repeats: int, recheck: in
             batch_size=batch,
             seed=seed,
             progress=sys.stderr.isatty(),
+            final_check=final_check,
         )
         wall = time.perf_counter() - t0
         again = [meas.measure(task, [res.best_config])[0] for _ in range(recheck)]
@@ -87,6 +91,7 @@ def run_ours(task, budget: int, seed: int, batch: int, repeats: int, recheck: in
         "tuning_wall_s": wall,
         "trials_measured": len(res.history),
         "errors": res.n_errors,
+        "final_check": final_check,
         "config": res.best_config.to_dict(),
     }
 
@@ -245,6 +250,14 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=32, help="our candidates per round")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--recheck", type=int, default=5, help="re-measurements of our best")
+    p.add_argument(
+        "--final-check",
+        type=int,
+        default=8,
+        dest="final_check",
+        help="our tuner re-measures its N best 3x at the end (in its wall time), as pyvta tune"
+        " does; 0: off",
+    )
     p.add_argument("--out", default=None, help="append one JSON line per result here")
     p.add_argument("--skip-metaschedule", action="store_true")
     a = p.parse_args(argv)
@@ -301,7 +314,7 @@ def main(argv=None) -> int:
             for budget in budgets:
                 print(f"\n== {w} budget {budget} seed {seed}  [{uptime()}]")
                 sys.stdout.flush()
-                ours = run_ours(task, budget, seed, a.batch, a.repeats, a.recheck)
+                ours = run_ours(task, budget, seed, a.batch, a.repeats, a.recheck, a.final_check)
                 print(
                     f"  ours: {ours['best_gflops']:.1f} GFLOP/s, {ours['tuning_wall_s']:.1f} s, "
                     f"{ours['trials_measured']} trials, {ours['config']}"

@@ -9,13 +9,15 @@ A record::
 
 ``read_records`` skips (with one warning each) lines that are not JSON (e.g. a line cut short by
 a kill), that lack fields or that have another format version. ``apply_best(log, task)`` is the
-best valid config measured for ``task`` (same key and space signature).
+best valid config measured for ``task`` (same key and space signature; a config measured more
+than once counts with the median of its records).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,21 +138,32 @@ def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Reco
 
 
 def best_record(records) -> Record | None:
-    ok = [r for r in records if r.result.ok]
-    return min(ok, key=lambda r: r.result.cost) if ok else None
+    """The valid record of the config with the lowest median cost over all its records (a
+    config measured again, e.g. by ``tune``'s final check, is judged by all its measurements,
+    not its luckiest one); of that config's records, the one nearest that median."""
+    groups: dict[int, list[Record]] = {}
+    for r in records:
+        if r.result.ok:
+            groups.setdefault(r.index, []).append(r)
+    if not groups:
+        return None
+
+    def median(rs):
+        return statistics.median(r.result.cost for r in rs)
+
+    rs = min(groups.values(), key=median)
+    m = median(rs)
+    return min(rs, key=lambda r: abs(r.result.cost - m))
 
 
 def write_best(src: str | os.PathLike, dst: str | os.PathLike) -> int:
     """Write the best valid record of every task (and space) in ``src`` to ``dst``, one line
     each, in the order the tasks first appear: a small log to ship beside a model, which
     ``apply_best`` reads like any other. Returns the number of records written."""
-    best: dict[tuple[str, str], Record] = {}
+    groups: dict[tuple[str, str], list[Record]] = {}
     for r in read_records(src):
-        if not r.result.ok:
-            continue
-        key = (r.task_key, r.space_sig)
-        if key not in best or r.result.cost < best[key].result.cost:
-            best[key] = r
+        groups.setdefault((r.task_key, r.space_sig), []).append(r)
+    best = {k: b for k, rs in groups.items() if (b := best_record(rs)) is not None}
     Path(dst).parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(f"{dst}.tmp")
     tmp.write_text("".join(r.to_json() + "\n" for r in best.values()), encoding="utf-8")

@@ -9,6 +9,7 @@ the tuner and never measured again, so a killed run continues where it stopped.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -21,7 +22,9 @@ from tuner.tuners import Tuner, make_tuner
 @dataclass
 class TuneResult:
     """``history``: ``(trial, index, cost)`` per measurement in order (``inf`` = failed);
-    ``best_curve[i]``: best cost after ``i + 1`` trials."""
+    ``best_curve[i]``: best cost after ``i + 1`` trials. After a final check (``tune``'s
+    ``final_check``) ``best_index`` / ``best_cost`` are its pick and median, and ``rechecked``
+    holds every median measured of the configs it re-measured, the trial's own first."""
 
     task: Task
     best_index: int | None
@@ -30,6 +33,7 @@ class TuneResult:
     n_resumed: int = 0
     n_errors: int = 0
     wall_s: float = 0.0
+    rechecked: dict = field(default_factory=dict)  # index -> its medians (final check)
 
     @property
     def best_config(self):
@@ -91,6 +95,8 @@ def tune(
     early_stopping: int | None = None,
     initial=(),
     desc: str | None = None,
+    final_check: int = 0,
+    final_rounds: int = 3,
     **tuner_kw,
 ) -> TuneResult:
     """Measure up to ``n_trials`` configs of ``task`` (including those resumed from ``log``).
@@ -102,7 +108,10 @@ def tune(
     ``resume``); ``plot``: PNG path for the tuning curve; ``early_stopping``: stop after this
     many trials without improvement; ``initial``: configs (or indices) measured first, e.g. a
     backend's default, so the result is never worse than it; ``desc``: the progress bar's
-    label (default: the task's key)."""
+    label (default: the task's key); ``final_check``: for a noisy cost (wall time), after the
+    trials re-measure the ``final_check`` best configs ``final_rounds`` times in turns and pick
+    the one with the lowest median of its measurements, so that a config measured once in a
+    lucky moment is not chosen over a steadier one (logged; not counted as trials)."""
     t_start = time.perf_counter()
     tn = (
         tuner if isinstance(tuner, Tuner) else make_tuner(tuner, task, seed, batch_size, **tuner_kw)
@@ -183,6 +192,8 @@ def tune(
                     last_improved = len(result.history)
                     before = res.cost
             tn.update(batch, results)
+        if final_check > 1:
+            _final_check(task, measurer, result, final_check, final_rounds, writer)
     finally:
         if bar is not None:
             bar.close()
@@ -201,3 +212,26 @@ def tune(
             unit=task.cost_unit,
         )
     return result
+
+
+def _final_check(task, measurer, result: TuneResult, k: int, rounds: int, writer) -> None:
+    """Re-measure the ``k`` best distinct configs of ``result`` ``rounds`` times, all ``k`` in
+    each round (so that they see the same machine state); set the best to the lowest median
+    of each config's medians, its first trial's included."""
+    first: dict[int, float] = {}
+    for _, i, c in result.history:
+        if math.isfinite(c) and i not in first:
+            first[i] = c
+    top = sorted(first, key=first.get)[:k]
+    if len(top) < 2:
+        return
+    seen = {i: [first[i]] for i in top}
+    configs = [task.space.get(i) for i in top]
+    for _ in range(rounds):
+        for cfg, res in zip(configs, measurer.measure(task, configs), strict=True):
+            if writer is not None:
+                writer.append(make_record(task, cfg, res))
+            seen[cfg.index].append(res.cost)  # inf if it failed this time
+    pick = min(top, key=lambda i: statistics.median(seen[i]))
+    result.rechecked = seen
+    result.best_index, result.best_cost = pick, statistics.median(seen[pick])

@@ -93,16 +93,21 @@ def test_tune_command_on_a_small_gemm(tmp_path, capsys):
             str(tmp_path / "g.jsonl"),
             "--tuner",
             "random",
+            "--final-check",
+            "2",
         ]
     )
     assert tune_command(args) == 0
     out = capsys.readouterr().out
     print(out)
-    assert "best" in out and len(read_records(tmp_path / "g.jsonl")) == 4
+    recs = read_records(tmp_path / "g.jsonl")
+    assert "best" in out and "final check: the 2 best" in out
+    assert len({r.index for r in recs}) == 4 and len(recs) == 4 + 2 * 3  # 4 trials, 2 x 3 again
     args.resume = True
     args.trials = 6
     assert tune_command(args) == 0
-    assert len(read_records(tmp_path / "g.jsonl")) == 6
+    recs = read_records(tmp_path / "g.jsonl")
+    assert len({r.index for r in recs}) == 6 and len(recs) == 10 + 2 + 2 * 3
 
 
 def test_layer_names():
@@ -146,3 +151,35 @@ def test_trials_to_reach():
     curve = [9.0, 7.0, 7.0, 4.0]
     assert trials_to_reach(curve, 7.0) == 2 and trials_to_reach(curve, 5.0) == 4
     assert trials_to_reach(curve, 3.9) is None
+
+
+class _LuckyOnce(SyntheticBackend):
+    """Config a=0 costs 1.0 but measures 0.5 the first time; a=1 is a steady 0.8; a=2: 3.0."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = {}
+
+    def run(self, task, config, artifact, repeats):
+        n = self.calls[config.index] = self.calls.get(config.index, 0) + 1
+        cost = {0: 0.5 if n == 1 else 1.0, 1: 0.8, 2: 3.0}[config["a"]]
+        return [cost] * repeats
+
+
+@pytest.mark.parametrize("check", [0, 3])
+def test_final_check_picks_the_steady_config_over_the_lucky_one(check, tmp_path, seed):
+    task = SMALL.task()
+    log = tmp_path / "l.jsonl"
+    args = dict(tuner="random", batch_size=6, seed=seed, progress=False, log=str(log))
+    res = tune(task, 6, InProcessMeasurer(_LuckyOnce()), final_check=check, **args)
+    assert len(res.history) == 6  # the re-measurements are not trials
+    if check == 0:
+        assert task.space.get(res.best_index)["a"] == 0 and res.best_cost == 0.5
+        assert len(read_records(log, task)) == 6
+        return
+    assert task.space.get(res.best_index)["a"] == 1 and res.best_cost == 0.8
+    assert len(res.rechecked) == 3 and all(len(v) == 4 for v in res.rechecked.values())
+    assert len(read_records(log, task)) == 6 + 3 * 3  # logged, so apply_best agrees
+    from tuner.log import apply_best
+
+    assert apply_best(log, task)["a"] == 1

@@ -171,3 +171,17 @@ def test_write_best_keeps_the_best_valid_record_per_task(tmp_path):
     best = read_records(dst)
     assert [(r.task_key, r.result.cost) for r in best] == [(a.key, 1.0), (b.key, 4.0)]
     assert apply_best(dst, a) == apply_best(src, a) == a.space.get(1)
+
+
+def test_best_record_judges_a_config_by_the_median_of_its_records(tmp_path):
+    """A config measured once in a lucky moment (0.5, then 1.0 twice) loses to a steady 0.8."""
+    task = tiled_gemm_task(64, 64, 64)
+    log = tmp_path / "l.jsonl"
+    with TuningLog(log) as w:
+        for i, c in ((1, 0.5), (2, 0.8), (1, 1.0), (1, 1.0), (3, 0.9)):
+            w.append(make_record(task, task.space.get(i), MeasureResult((c,))))
+    assert apply_best(log, task) == task.space.get(2)
+    with TuningLog(log) as w:  # measured again and again: a median of 0.6 now wins
+        for c in (0.6, 0.6, 0.6):
+            w.append(make_record(task, task.space.get(1), MeasureResult((c,))))
+    assert apply_best(log, task) == task.space.get(1)
