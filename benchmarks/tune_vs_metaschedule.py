@@ -16,6 +16,9 @@ the same time. "wall" is the tuning wall time:
 for ours from creating the measurer to the end of ``tune``; for MetaSchedule the ``tune_tir``
 call. The machine may be shared: the load average is printed at the start and the end.
 
+The FMA peak of all cores (``benchmarks/cpu_peak.py``) is measured at the start and the end,
+and every kernel is also given as a share of it.
+
 numpy runs in a child process with ``OPENBLAS_CORETYPE``/``OPENBLAS_L2_SIZE`` removed, so that
 OpenBLAS picks its own kernel (printed), at the start and at the end (the better one counts); for C2 the ceiling is im2col + one OpenBLAS matmul
 (and the matmul alone), and onnxruntime's Conv (MLAS).
@@ -305,6 +308,17 @@ def main(argv=None) -> int:
             sys.stdout.flush()
 
     ceil: dict = {}
+    peaks: list = []
+
+    def measure_peak(when):
+        from cpu_peak import peak_gflops
+
+        got = statistics.median(peak_gflops(os.cpu_count() or 1, seconds=0.5))
+        peaks.append(got)
+        print(f"FMA peak of this host, all cores ({when}): {got:.1f} GFLOP/s")
+        record({"kind": "fma_peak", "when": when, "gflops": got})
+
+    measure_peak("start")
     measure_ceilings("start")
 
     rows = []
@@ -360,6 +374,7 @@ def main(argv=None) -> int:
                 rows.append((w, budget, seed, ours, ms))
 
     measure_ceilings("end")
+    measure_peak("end")
 
     def best_ceiling(w):
         return max(ceil[w].values()) if ceil[w] else float("nan")
@@ -400,6 +415,14 @@ def main(argv=None) -> int:
             f"ceiling {w} (better of start/end): "
             + ", ".join(f"{k} {v:.1f}" for k, v in ceil[w].items())
         )
+    peak = max(peaks)
+    print(
+        f"FMA peak (better of start/end): {peak:.1f} GFLOP/s; every kernel above as a share of it:"
+    )
+    for w, budget, seed, ours, ms in rows:
+        og = ours.get("alt_gflops", ours["best_gflops"])
+        m_g = "n/a" if "error" in ms else f"{ms.get('alt_gflops', ms['best_gflops']) / peak:.0%}"
+        print(f"  {w} budget {budget} seed {seed}: ours {og / peak:.0%}, MetaSchedule {m_g}")
     print(f"\nstart: {start_load}")
     print(f"end:   {uptime()}")
     return 0
