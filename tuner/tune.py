@@ -193,6 +193,8 @@ def tune(
                     before = res.cost
             tn.update(batch, results)
         if final_check > 1:
+            if bar is not None:
+                bar.set_description(f"{desc or task.key}: final check of the {final_check} best")
             _final_check(task, measurer, result, final_check, final_rounds, writer)
     finally:
         if bar is not None:
