@@ -25,7 +25,7 @@ import numpy as np
 from tuner.log import apply_best
 from tuner.task import Task
 from tuner.tune import TuneResult, tune
-from tuner.vta import conv_config, vta_layer_task
+from tuner.vta import conv_config, default_vta_config, vta_layer_task
 
 
 def network_layers(model, progress=print) -> list:
@@ -118,8 +118,9 @@ def tune_network(
     plot: str | None = None,
     measurer=None,
 ) -> NetworkTuneSummary:
-    """Tune each layer for ``n_trials`` (the first ``first`` are the backend's best analytic
-    candidates). Layers are tuned largest first (by cycles x launches of their default)."""
+    """Tune each layer for ``n_trials``: first the compiler's analytic default (the baseline
+    of the summary), then the backend's ``first`` most promising candidates (``task.prior``).
+    Layers are tuned largest first (by cycles x launches of their default)."""
     from tuner.tune import default_measurer
 
     t0 = time.perf_counter()
@@ -131,7 +132,8 @@ def tune_network(
     try:
         starts = []
         for task in tasks:
-            cands = task.prior(max(first, 1))
+            default = default_vta_config(task)  # what the untuned compiler runs
+            cands = [default] + [c for c in task.prior(first) if c != default]
             default_res = measurer.measure(task, cands[:1])[0]
             starts.append((cands, default_res.cost))
         order = sorted(range(len(tasks)), key=lambda i: -starts[i][1] * layers[i].count)

@@ -305,12 +305,24 @@ def _dma_cycles(wl, ep, c, g, hw, t, est) -> dict[str, float]:
 
 
 def ranked_vta_configs(task: Task, n: int):
-    """The backend's ``n`` best configs by its analytic estimate, as points of the space."""
-    from compiler.backend.vta.default import ranked_configs
+    """The backend's ``n`` most promising configs, as points of the space: the candidates its
+    measured default would try (``candidate_configs``: per thread count, the best analytic
+    estimates alternated with the largest tiles, best estimate first), then the rest of the
+    estimate's ranking."""
+    from compiler.backend.vta.default import candidate_configs, ranked_configs
     from isa import HwConfig
 
+    if n <= 0:
+        return []
     wl, ep = _workload(*task.args)
-    return [space_point(task, c) for _, c in ranked_configs(wl, ep, HwConfig())[:n]]
+    ranked = ranked_configs(wl, ep, HwConfig())
+    out = []
+    for _, c in candidate_configs(ranked, n) + ranked:
+        if c not in out:
+            out.append(c)
+        if len(out) == n:
+            break
+    return [space_point(task, c) for c in out]
 
 
 CONV2D = Template(

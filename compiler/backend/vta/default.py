@@ -133,16 +133,7 @@ def default_config(
 
     ranked = ranked_configs(wl, ep, hw, vthreads)
     if measure is not None:
-        # Per thread count, alternate the best estimates with the largest tiles (the estimate
-        # under-rates their weight reuse); more threads first.
-        lists = []
-        for v in sorted({c.vthreads for _, c in ranked}, reverse=True):
-            mine = [t for t in ranked if t[1].vthreads == v]
-            big = sorted(
-                mine, key=lambda t: (-t[1].tile_h * t[1].tile_w * t[1].tile_co, -t[1].tile_ci, t[0])
-            )
-            lists.append(_interleave(mine, big)[: max(candidates // 2, 4)])
-        chosen = [t for group in lists for t in group]
+        chosen = candidate_configs(ranked, candidates)
         if explore:
             import numpy as np
 
@@ -168,6 +159,20 @@ def default_config(
         f"no config of the conv2d template fits {wl} on {hw.tag}"
         f" ({len(ranked)} fit the buffers, none of the best 64 lowers)"
     )
+
+
+def candidate_configs(ranked: list, n: int = 12) -> list[tuple[float, ConvConfig]]:
+    """The configs worth measuring first, from ``ranked_configs``' list: per thread count (more
+    threads first), the best estimates alternated with the largest tiles (the estimate
+    under-rates their weight reuse), ``max(n // 2, 4)`` of each count."""
+    lists = []
+    for v in sorted({c.vthreads for _, c in ranked}, reverse=True):
+        mine = [t for t in ranked if t[1].vthreads == v]
+        big = sorted(
+            mine, key=lambda t: (-t[1].tile_h * t[1].tile_w * t[1].tile_co, -t[1].tile_ci, t[0])
+        )
+        lists.append(_interleave(mine, big)[: max(n // 2, 4)])
+    return [t for group in lists for t in group]
 
 
 def _interleave(a: list, b: list) -> list:

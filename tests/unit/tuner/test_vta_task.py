@@ -27,18 +27,28 @@ def test_vta_conv2d_tunes_on_the_cycle_model(seed):
     assert task.space.config(res.best_config.to_dict()) == res.best_config
 
 
-def test_prior_is_the_backends_analytic_ranking():
-    from compiler.backend.vta.default import estimate_cycles
+def test_prior_is_the_backends_candidate_list_then_its_analytic_ranking():
+    from compiler.backend.vta.default import candidate_configs, estimate_cycles, ranked_configs
     from isa import HwConfig
     from tuner.vta import conv_config, task_layer
 
     task = vta_conv2d_task(14, 14, 32, 32, 3, 1, 1)
-    first = task.prior(5)
-    assert len(first) == 5 and len({c.index for c in first}) == 5
     wl, ep = task_layer(task)
-    est = [estimate_cycles(wl, ep, conv_config(c), HwConfig()) for c in first]
-    print("analytic estimates of the prior:", [round(e) for e in est])
-    assert est == sorted(est)  # best first
+    ranked = ranked_configs(wl, ep, HwConfig())
+    cands = [c for _, c in candidate_configs(ranked, 6)]
+    first = [conv_config(c) for c in task.prior(6)]
+    assert first == cands[:6] and len(set(first)) == 6
+    # best estimate first; then the largest tile of the same thread count
+    v = first[0].vthreads
+    assert v == max(c.vthreads for _, c in ranked)  # more threads first
+    assert first[0] == next(c for _, c in ranked if c.vthreads == v)  # ranked: best first
+    area = [c.tile_h * c.tile_w * c.tile_co for c in first]
+    assert area[1] == max(c.tile_h * c.tile_w * c.tile_co for _, c in ranked if c.vthreads == v)
+    many = [conv_config(c) for c in task.prior(60)]
+    assert many == [c for _, c in candidate_configs(ranked, 60)][:60]
+    every = [conv_config(c) for c in task.prior(len(ranked))]  # candidates, then the rest
+    assert len(every) == len(ranked) and set(every) == {c for _, c in ranked}
+    assert estimate_cycles(wl, ep, first[0], HwConfig()) == ranked[0][0]
     assert task.prior(0) == []
 
 
