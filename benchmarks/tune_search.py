@@ -33,7 +33,7 @@ from tuner.tune import trials_to_reach, tune  # noqa: E402
 def make_search(name: str, task, seed: int, batch: int):
     """``(tuner, initial configs)`` for a ``--tuners`` entry: ``xgb`` (the task's default
     features), ``xgb-knob`` / ``xgb-curve`` / ``xgb-context`` (those features), ``xgb+prior``
-    (the first batch is the backend's best analytic candidates, ``task.prior``, as ``pyvta tune``
+    (the first batch is the backend's most promising candidates, ``task.prior``, as ``pyvta tune``
     measures by default, instead of random points),
     ``xgb-reg``, ``random``, ``ga``."""
     from tuner.tuners import make_tuner

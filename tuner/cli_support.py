@@ -119,9 +119,10 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--first",
         type=int,
         default=12,
-        help="measure the backend's N best configs by its analytic estimate first, where the"
-        " template has one (VTA); 0: the first batch is the tuner's own (a network still"
-        " measures each layer's default first) (default 12)",
+        help="measure the backend's N most promising configs first, where the template has"
+        " them (VTA: its best analytic estimates alternated with its largest tiles); 0: the"
+        " first batch is the tuner's own (a network still measures each layer's default"
+        " first) (default 12)",
     )
     p.add_argument(
         "--final-check",
@@ -178,7 +179,10 @@ def tune_command(args: argparse.Namespace) -> int:
             print(f"transfer: global model on {n} records of {len(data)} other workloads")
     initial = task.prior(args.first)
     if initial:
-        print(f"first: the backend's {len(initial)} best configs by its analytic estimate")
+        print(
+            f"first: the backend's {len(initial)} most promising configs"
+            " (its best analytic estimates and its largest tiles)"
+        )
     m = default_measurer(task)
     final_check = args.final_check
     if task.target == "llvm":

@@ -8,7 +8,8 @@
 A layer is tuned exactly as it runs in the network: its padding, its fused epilogue and the
 lowering choices its bias values allow (``compiler.backend.vta.graph_backend.LayerCollector``
 finds them without running the accelerator). The first trials of each layer are the backend's
-analytic best candidates, so the tuned config is never worse than the untuned default. All
+analytic default and its most promising candidates (``task.prior``), so the tuned config is
+never worse than the untuned default. All
 layers append to one log; ``resume=True`` continues a killed run layer by layer.
 ``pretuned/`` holds such best-config logs for the zoo's models (``pretuned_log``).
 """
@@ -67,7 +68,7 @@ def layer_name(layer) -> str:
 class LayerResult:
     layer: object
     task: Task
-    default_cycles: float  # the backend's analytic default (its first candidate)
+    default_cycles: float  # the backend's analytic default (``default_vta_config``)
     result: TuneResult
 
     @property

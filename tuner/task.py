@@ -12,8 +12,9 @@ Optional: ``lower_fn(config, *args)`` (loop IR, for IR features), ``reference_fn
 point, the same width for every workload of the template (tile fractions, buffer occupancy, DMA
 bytes per MAC, ...; no lowering), so a cost model trained on some workloads transfers to
 others; an all-zero row for a point that does not fit. ``prior_fn(task, n) -> [Config]``: the
-backend's own ``n`` best points by its analytic estimate, best first; ``pyvta tune`` measures
-them first (``--first``), so a run starts from what the compiler would pick untuned.
+backend's own ``n`` most promising points (for VTA: the candidates its measured default tries,
+then its analytic ranking), its analytic default first; ``pyvta tune`` measures them first
+(``--first``), so a run starts from what the compiler would pick untuned.
 
 VTA templates plug in the same way: their ``instantiate_fn`` returns a schedule for the VTA
 backend and their measurer counts cycles (``cost_unit="cycles"``).
@@ -98,7 +99,7 @@ class Task:
         return self.template.context_fn(config, *self.args)
 
     def prior(self, n: int) -> list[Config]:
-        """The backend's ``n`` best points by its own estimate, best first; empty if the
+        """The backend's ``n`` most promising points, most promising first; empty if the
         template has no ``prior_fn``."""
         if self.template.prior_fn is None or n <= 0:
             return []
