@@ -4,6 +4,7 @@ error and tuning goes on; the CPU backend measures real kernels."""
 import math
 import time
 
+import numpy as np
 import pytest
 
 from tuner.log import read_records
@@ -119,8 +120,6 @@ def test_workers_start_with_single_threaded_library_pools(monkeypatch):
 
 def test_conv2d_reference_matches_a_naive_convolution():
     """The reference every tuned conv2d candidate is checked against (blocked weights)."""
-    import numpy as np
-
     from tuner.cpu import _conv2d_reference
 
     c, h, w, o, k, stride, pad, ic, oc = 4, 7, 6, 8, 3, 2, 1, 2, 4
@@ -164,3 +163,30 @@ def test_cpu_backend_times_on_64_byte_aligned_arrays():
     res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(task, [cfg])
     print("address % 64 of A, B, C:", seen)
     assert res[0].ok and seen == [0, 0, 0]
+
+
+def test_cpu_backend_times_each_repeat_on_fresh_memory(monkeypatch):
+    from tuner import cpu
+    from tuner.measure import InProcessMeasurer
+
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    (b,) = cpu.fresh_copies([a])
+    assert np.array_equal(a, b) and not np.shares_memory(a, b) and b.ctypes.data % 4096 == 0
+    placements = []
+
+    def spy(arrays):
+        out = real(arrays)
+        placements.append(tuple(x.ctypes.data for x in out))
+        return out
+
+    real = cpu.fresh_copies
+    monkeypatch.setattr(cpu, "fresh_copies", spy)
+    task = cpu.gemm_task(48, 32, 40)
+    cfg = task.space.config(
+        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+    )
+    res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=3).measure(task, [cfg])
+    print("placements of A, B, C per repeat:", placements)
+    assert res[0].ok and len(res[0].costs) == 3  # the output of the last one was checked
+    assert len(placements) == 3
+    assert all(p != q for p, q in zip(placements, placements[1:], strict=False))
