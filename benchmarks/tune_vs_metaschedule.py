@@ -410,6 +410,21 @@ def main(argv=None) -> int:
             f"{mg:>6s} {mt:>6s} {msw:>5s} {mst:>4s} {c:6.1f} {ratio:>7s} {tratio:>6s} "
             f"{wratio:>9s} {og / c:8.2f}x"
         )
+    by_cell: dict = {}
+    for w, budget, _, ours, ms in rows:
+        if "error" not in ms:
+            og = ours.get("alt_gflops", ours["best_gflops"])
+            wall = ours["tuning_wall_s"] / ms["tuning_wall_s"]
+            by_cell.setdefault((w, budget), []).append(
+                (og / ms.get("alt_gflops", ms["best_gflops"]), wall)
+            )
+    for (w, budget), got in by_cell.items():
+        ratios = sorted(r for r, _ in got)
+        print(
+            f"{w} budget {budget}: ours / MS median {statistics.median(ratios):.2f}x over "
+            f"{len(ratios)} seed(s) ({', '.join(f'{r:.2f}' for r in ratios)}); tuning wall "
+            f"ours / MS median {statistics.median(w_ for _, w_ in got):.2f}x"
+        )
     for w in workloads:
         print(
             f"ceiling {w} (better of start/end): "
