@@ -114,6 +114,12 @@ def run_metaschedule(name: str, budget: int, seed: int, export: str) -> dict:
     return out
 
 
+def final_gflops(side: dict) -> float:
+    """A side's result: timed in turns with the other (``alt_gflops``) if that ran, else
+    re-measured alone."""
+    return side.get("alt_gflops", side["best_gflops"])
+
+
 def alternate(task, config, name: str, so: str, rounds: int, repeats: int) -> tuple:
     """Time our best config and MetaSchedule's exported kernel in turns, ``rounds`` times each,
     so that both see the same machine state; (ours, MetaSchedule) median seconds per call."""
@@ -394,12 +400,12 @@ def main(argv=None) -> int:
     for w, budget, seed, ours, ms in rows:
         c = best_ceiling(w)
         flop = flop_of(parse_workload(w))
-        og = ours.get("alt_gflops", ours["best_gflops"])
+        og = final_gflops(ours)
         ot = flop / ours["best_during_tuning_ms"] / 1e6
         if "error" in ms:
             mg = mt = msw = ratio = tratio = wratio = mst = "n/a"
         else:
-            m_g = ms.get("alt_gflops", ms["best_gflops"])
+            m_g = final_gflops(ms)
             m_t = flop / ms["best_during_tuning_ms"] / 1e6
             mg, mt, msw = f"{m_g:.1f}", f"{m_t:.1f}", f"{ms['tuning_wall_s']:.0f}"
             ratio, tratio = f"{og / m_g:.2f}x", f"{ot / m_t:.2f}x"
@@ -413,11 +419,9 @@ def main(argv=None) -> int:
     by_cell: dict = {}
     for w, budget, _, ours, ms in rows:
         if "error" not in ms:
-            og = ours.get("alt_gflops", ours["best_gflops"])
+            og = final_gflops(ours)
             wall = ours["tuning_wall_s"] / ms["tuning_wall_s"]
-            by_cell.setdefault((w, budget), []).append(
-                (og / ms.get("alt_gflops", ms["best_gflops"]), wall)
-            )
+            by_cell.setdefault((w, budget), []).append((og / final_gflops(ms), wall))
     for (w, budget), got in by_cell.items():
         ratios = sorted(r for r, _ in got)
         print(
@@ -435,7 +439,7 @@ def main(argv=None) -> int:
         f"FMA peak (better of start/end): {peak:.1f} GFLOP/s; every kernel above as a share of it:"
     )
     for w, budget, seed, ours, ms in rows:
-        og = ours.get("alt_gflops", ours["best_gflops"])
+        og = final_gflops(ours)
         m_g = "n/a" if "error" in ms else f"{ms.get('alt_gflops', ms['best_gflops']) / peak:.0%}"
         print(f"  {w} budget {budget} seed {seed}: ours {og / peak:.0%}, MetaSchedule {m_g}")
     print(f"\nstart: {start_load}")
