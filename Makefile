@@ -7,8 +7,9 @@ setup:
 demo: setup
 	.venv/bin/pyvta demo
 
+# -P: the checkout's folders are not on sys.path, so the tests import pyvta as installed.
 test: setup
-	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -m pytest -q
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q
 
 lint: setup
 	.venv/bin/ruff check . && .venv/bin/ruff format --check .

@@ -20,11 +20,11 @@ import time
 
 import numpy as np
 
-import compiler
-from compiler.backend.llvm.module import aligned_copy, aligned_empty
-from compiler.ops.cpu import Conv2dKnobs, conv2d_nchw_blocked
-from compiler.ops.cpu.conv2d import pack_weights
-from compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd, transform_weights
+from pyvta import compiler
+from pyvta.compiler.backend.llvm.module import aligned_copy, aligned_empty
+from pyvta.compiler.ops.cpu import Conv2dKnobs, conv2d_nchw_blocked
+from pyvta.compiler.ops.cpu.conv2d import pack_weights
+from pyvta.compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd, transform_weights
 
 THREADS = 2
 
@@ -62,25 +62,17 @@ def mean_ms(fn, number: int) -> float:
 
 
 def ort_conv(x: np.ndarray, w: np.ndarray, stride: int, pad: int):
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from onnx import helper
+
+    from pyvta.compiler.graph.reference import onnxruntime_session
+    from pyvta.compiler.graph.zoo import float_model
 
     n, _, h, wd = x.shape
     o, _, k, _ = w.shape
     oh, ow = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
     node = helper.make_node("Conv", ["X", "W"], ["Y"], pads=[pad] * 4, strides=[stride] * 2)
-    graph = helper.make_graph(
-        [node],
-        "conv",
-        [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x.shape))],
-        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [n, o, oh, ow])],
-        [helper.make_tensor("W", TensorProto.FLOAT, list(w.shape), w.flatten())],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = THREADS
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    model = float_model([node], {"X": x.shape}, {"Y": (n, o, oh, ow)}, {"W": w}, opset=13)
+    sess = onnxruntime_session(model, threads=THREADS, spin=False)
     return lambda: sess.run(None, {"X": x})[0]
 
 

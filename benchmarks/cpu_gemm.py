@@ -17,8 +17,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
 
-import compiler  # noqa: E402
-from compiler.ops.cpu import GemmKnobs, matmul_packed  # noqa: E402
+from pyvta import compiler  # noqa: E402
+from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed  # noqa: E402
 
 THREADS = 2
 
@@ -32,24 +32,17 @@ def best_ms(fn, number: int) -> float:
 
 
 def ort_matmul(a: np.ndarray, b: np.ndarray):
-    import onnxruntime as ort
-    from onnx import TensorProto, helper
+    from onnx import helper
+
+    from pyvta.compiler.graph.reference import onnxruntime_session
+    from pyvta.compiler.graph.zoo import float_model
 
     m, k = a.shape
     n = b.shape[1]
-    graph = helper.make_graph(
-        [helper.make_node("MatMul", ["A", "B"], ["C"])],
-        "gemm",
-        [helper.make_tensor_value_info("A", TensorProto.FLOAT, [m, k])],
-        [helper.make_tensor_value_info("C", TensorProto.FLOAT, [m, n])],
-        [helper.make_tensor("B", TensorProto.FLOAT, [k, n], b.flatten())],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = THREADS
+    node = helper.make_node("MatMul", ["A", "B"], ["C"])
+    model = float_model([node], {"A": (m, k)}, {"C": (m, n)}, {"B": b}, opset=13)
     # no busy-waiting between runs: spinning pool threads would slow the interleaved baselines
-    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = onnxruntime_session(model, threads=THREADS, spin=False)
     return lambda: sess.run(None, {"A": a})[0]
 
 

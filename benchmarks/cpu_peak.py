@@ -16,18 +16,13 @@ from __future__ import annotations
 import argparse
 import ctypes
 import statistics
-import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from llvmlite import ir
 
-from llvmlite import ir  # noqa: E402
-
-from compiler.backend.llvm.jit import JitFunction, optimize  # noqa: E402
-from compiler.backend.llvm.target import CpuTarget  # noqa: E402
+from pyvta.compiler.backend.llvm.jit import JitFunction, optimize
+from pyvta.compiler.backend.llvm.target import CpuTarget
 
 ACCUMULATORS = 16
 

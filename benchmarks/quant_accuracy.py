@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize_static
 
-from compiler.graph import compile_model, run_model
-from compiler.graph.zoo import build_model, sample_inputs
+from pyvta.compiler.graph import compile_model, run_model
+from pyvta.compiler.graph.reference import cosine, onnxruntime_session
+from pyvta.compiler.graph.zoo import build_model, sample_inputs
 
 CALIBRATION_SEED, EVAL_SEED, MODEL_SEED = 1, 2, 0
 
@@ -39,20 +39,12 @@ class _Reader(CalibrationDataReader):
         return next(self.items, None)
 
 
-def _cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.ravel().astype(np.float64), b.ravel().astype(np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
-def _session(path: Path) -> ort.InferenceSession:
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 2
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # leave numpy the cores
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+def _session(path: Path):
+    return onnxruntime_session(path, threads=2, spin=False)  # no spinning: leave numpy the cores
 
 
 def _summary(name: str, ref: list[np.ndarray], out: list[np.ndarray]) -> dict:
-    cos = np.array([_cosine(r, o) for r, o in zip(ref, out, strict=True)])
+    cos = np.array([cosine(r, o) for r, o in zip(ref, out, strict=True)])
     agree = np.mean([int(r.argmax()) == int(o.argmax()) for r, o in zip(ref, out, strict=True)])
     return {"name": name, "cos_mean": cos.mean(), "cos_min": cos.min(), "top1": agree}
 

@@ -25,10 +25,10 @@ import time
 
 import numpy as np
 
-from compiler.backend.vta.graph_backend import AcceleratorBackend
-from compiler.graph.compiled_model import compile_model, run_model
-from compiler.graph.zoo import save_model
-from driver import SimDevice
+from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.zoo import save_model
+from pyvta.driver import SimDevice
 
 PUBLISHED = {"original VTA": 27.7e6, "pipelined GEMM": 7.7e6, "ideal (256 MACs/cycle)": 6.6e6}
 MACS_PER_CYCLE = 256
@@ -66,7 +66,7 @@ def main() -> None:
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
     configs = None
     if args.tune or args.tuning_log:
-        from tuner.network import network_configs, network_layers, tune_network
+        from pyvta.tuner.network import network_configs, network_layers, tune_network
 
         layers = network_layers(cm)
         log = args.tuning_log or os.path.join(tempfile.mkdtemp(), "resnet18.jsonl")

@@ -9,19 +9,15 @@ program, the RTL cycle count (CYCLES register), ``sim.run_cycles`` and the relat
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-import isa
-import sim
-from hw import runner
-from sim.programs import matmul_program
-from sim.random_program import random_program
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "hw"))
+from pyvta import isa, sim
+from pyvta.hw import runner
+from pyvta.sim.directed import directed_programs
+from pyvta.sim.programs import matmul_program
+from pyvta.sim.random_program import random_program
 
 # sim.Timing's constants were fitted (coordinate descent on mean |error|) to this RTL behind
 # cocotbext-axi's AxiRam over the directed programs and random seeds 0..59; Timing() keeps the
@@ -64,8 +60,6 @@ def main(argv=None) -> int:
     for label, timing in (("board DRAM", sim.Timing()), ("RTL testbench", fitted)):
         model = sim.run_cycles(program, timing).total_cycles
         print(f"cycle model ({label} Timing): {model} ({_pct(model, res.cycles)} vs RTL)")
-
-    from directed import directed_programs
 
     progs = {"gemm_heavy": program} | directed_programs(cfg)
     seeds = range(args.seed, args.seed + args.random)

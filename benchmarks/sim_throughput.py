@@ -13,8 +13,8 @@ import time
 
 import numpy as np
 
-import sim
-from sim.programs import matmul_program
+from pyvta import sim
+from pyvta.sim.programs import matmul_program
 
 TARGET_MACS_PER_S = 2e9
 CPP_SIM_MACS_PER_S = 1.8e9  # ResNet-18, ~1.8e9 MACs in ~1 s

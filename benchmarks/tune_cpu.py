@@ -15,29 +15,26 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tuner.cli_support import parse_workload  # noqa: E402
-from tuner.cpu import CpuBackend, cpu_target_info  # noqa: E402
-from tuner.log import apply_best  # noqa: E402
-from tuner.measure import LocalMeasurer, MeasureResult  # noqa: E402
-from tuner.tune import tune  # noqa: E402
-from tuner.tuners import make_tuner  # noqa: E402
+from pyvta.tuner.cli_support import parse_workload
+from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+from pyvta.tuner.log import apply_best
+from pyvta.tuner.measure import LocalMeasurer, MeasureResult
+from pyvta.tuner.tune import tune
+from pyvta.tuner.tuners import make_tuner
 
 
 def _default_config(task):
     if task.name == "cpu.gemm":
-        from compiler.ops.cpu import GemmKnobs
-        from tuner.cpu import gemm_point
+        from pyvta.compiler.ops.cpu import GemmKnobs
+        from pyvta.tuner.cpu import gemm_point
 
         def point():
             return gemm_point(task, GemmKnobs())
     else:
-        from compiler.ops.cpu import Conv2dKnobs
+        from pyvta.compiler.ops.cpu import Conv2dKnobs
 
         def point():
             return task.space.config(Conv2dKnobs().to_dict())

@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tuner.measure import CachedMeasurer, InProcessMeasurer  # noqa: E402
-from tuner.synthetic import SyntheticBackend, tiled_gemm_task  # noqa: E402
-from tuner.tune import trials_to_reach, tune  # noqa: E402
+from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer
+from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
+from pyvta.tuner.tune import trials_to_reach, tune
 
 
 def make_search(name: str, task, seed: int, batch: int):
@@ -36,7 +33,7 @@ def make_search(name: str, task, seed: int, batch: int):
     (the first batch is the backend's most promising candidates, ``task.prior``, as ``pyvta tune``
     measures by default, instead of random points),
     ``xgb-reg``, ``random``, ``ga``."""
-    from tuner.tuners import make_tuner
+    from pyvta.tuner.tuners import make_tuner
 
     base, _, prior = name.partition("+")
     if prior not in ("", "prior"):
@@ -111,7 +108,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
             f"   search+measure time {tuner_s[name]:.1f} s"
         )
     if exact:
-        from tuner.tuners import random_hit_trials
+        from pyvta.tuner.tuners import random_hit_trials
 
         k = sum(c <= target for c in known.values())
         mean, med = random_hit_trials(len(known), k)
@@ -135,7 +132,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
                     f"  {base_name} / {name} median trials to 95%: {bound}{base / med:.2f}x{note}"
                 )
     if plot:
-        from tuner.plot import plot_curves
+        from pyvta.tuner.plot import plot_curves
 
         plot_curves(curves, plot, title=task.key, unit=task.cost_unit)
         print(f"curves: {plot}")
@@ -214,17 +211,17 @@ def main(argv=None) -> int:
     seeds = a.seeds or (5 if a.task == "synthetic" else 3)
     names = a.tuners.split(",")
     if a.task == "vta":
-        from tuner.cli_support import layer_names, parse_workload
-        from tuner.measure import LocalMeasurer
-        from tuner.vta import VtaCycleBackend
+        from pyvta.tuner.cli_support import layer_names, parse_workload
+        from pyvta.tuner.measure import LocalMeasurer
+        from pyvta.tuner.vta import VtaCycleBackend
 
         tasks = {name: parse_workload(f"vta:{name}") for name in layer_names(a.layer)}
         inner = LocalMeasurer(
             VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=120, run_timeout_s=120
         )
     elif gemm:
-        from tuner.cpu import CpuBackend, cpu_target_info, gemm_task
-        from tuner.measure import LocalMeasurer
+        from pyvta.tuner.cpu import CpuBackend, cpu_target_info, gemm_task
+        from pyvta.tuner.measure import LocalMeasurer
 
         tasks = {"gemm": gemm_task(*shape)}
         inner = LocalMeasurer(CpuBackend(min_repeat_ms=5.0), repeats=3)

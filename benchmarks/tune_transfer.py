@@ -30,20 +30,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tuner.cli_support import layer_names, parse_workload  # noqa: E402
-from tuner.log import read_records, training_data  # noqa: E402
-from tuner.measure import CachedMeasurer, LocalMeasurer, Measurer  # noqa: E402
-from tuner.tune import trials_to_reach, tune  # noqa: E402
-from tuner.vta import VtaCycleBackend  # noqa: E402
+from pyvta.tuner.cli_support import layer_names, parse_workload
+from pyvta.tuner.log import read_records, training_data
+from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer, Measurer
+from pyvta.tuner.tune import trials_to_reach, tune
+from pyvta.tuner.vta import VtaCycleBackend
 
 FRACS = (0.95, 0.99, 1.0)
 
@@ -141,8 +138,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write curves and the table here")
     a = p.parse_args(argv)
 
-    from tuner.features import make_featurizer
-    from tuner.model import global_model
+    from pyvta.tuner.features import make_featurizer
+    from pyvta.tuner.model import global_model
 
     t_all = time.perf_counter()
     feats = [f.strip() for f in a.features.split(",") if f.strip()]

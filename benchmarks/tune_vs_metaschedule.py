@@ -38,15 +38,13 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvta.tuner.cli_support import parse_workload
+from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+from pyvta.tuner.measure import LocalMeasurer
+from pyvta.tuner.tune import tune
+from pyvta.tuner.tuners import make_tuner
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tuner.cli_support import parse_workload  # noqa: E402
-from tuner.cpu import CpuBackend, cpu_target_info  # noqa: E402
-from tuner.measure import LocalMeasurer  # noqa: E402
-from tuner.tune import tune  # noqa: E402
-from tuner.tuners import make_tuner  # noqa: E402
-
 TVM_PY = ROOT / ".venv-tvm" / "bin" / "python"
 SIDE = ROOT / "benchmarks" / "metaschedule_side.py"
 WORKLOADS = {"gemm:512,512,512": "gemm", "C2": "C2"}  # ours -> metaschedule_side's name

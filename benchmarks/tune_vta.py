@@ -14,16 +14,12 @@ reports 70% -> 88% peak compute utilisation from latency hiding (virtual threads
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tuner.cli_support import layer_names, parse_workload  # noqa: E402
-from tuner.measure import LocalMeasurer  # noqa: E402
-from tuner.tune import tune  # noqa: E402
-from tuner.vta import VtaCycleBackend, default_vta_config  # noqa: E402
+from pyvta.tuner.cli_support import layer_names, parse_workload
+from pyvta.tuner.measure import LocalMeasurer
+from pyvta.tuner.tune import tune
+from pyvta.tuner.vta import VtaCycleBackend, default_vta_config
 
 
 def main(argv=None) -> int:
@@ -41,7 +37,7 @@ def main(argv=None) -> int:
     )
     a = p.parse_args(argv)
 
-    from isa import HwConfig
+    from pyvta.isa import HwConfig
 
     hw = HwConfig()
     macs_per_cycle = hw.gemm_macs_per_cycle

@@ -16,12 +16,12 @@ import time
 
 import numpy as np
 
-import sim
-from compiler.backend.vta import Epilogue, default_config, lower_conv2d
-from compiler.backend.vta.conv2d import DramMap
-from compiler.backend.vta.workload import resnet18_workload
-from compiler.workloads import VTA_LAYERS
-from isa import HwConfig
+from pyvta import sim
+from pyvta.compiler.backend.vta import Epilogue, default_config, lower_conv2d
+from pyvta.compiler.backend.vta.conv2d import DramMap
+from pyvta.compiler.backend.vta.workload import resnet18_workload
+from pyvta.compiler.workloads import VTA_LAYERS
+from pyvta.isa import HwConfig
 
 
 def main() -> None:

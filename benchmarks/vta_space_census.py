@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tuner.cli_support import layer_names, parse_workload  # noqa: E402
-from tuner.measure import CachedMeasurer, LocalMeasurer  # noqa: E402
-from tuner.tuners import random_hit_trials  # noqa: E402
-from tuner.vta import VtaCycleBackend  # noqa: E402
+from pyvta.tuner.cli_support import layer_names, parse_workload
+from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer
+from pyvta.tuner.tuners import random_hit_trials
+from pyvta.tuner.vta import VtaCycleBackend
 
 
 def census(task, meas: CachedMeasurer, chunk: int = 64, progress: bool = True) -> dict[int, float]:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from compiler.ir.stmt import PrimFunc
-from compiler.lower.schedule_ops import lower_schedule
-from compiler.passes.pipeline import PASSES, run_passes
+from pyvta.compiler.ir.stmt import PrimFunc
+from pyvta.compiler.lower.schedule_ops import lower_schedule
+from pyvta.compiler.passes.pipeline import PASSES, run_passes
 
 _CACHES: dict = {}
 
@@ -14,7 +14,7 @@ _CACHES: dict = {}
 def lower(sch, args, name: str = "main") -> PrimFunc:
     """Loop IR of schedule ``sch`` with parameters ``args`` (tensors, in call order).
     ``print(lower(...))`` shows its stable text."""
-    from compiler.ir.verify import verify
+    from pyvta.compiler.ir.verify import verify
 
     return run_passes(verify(lower_schedule(sch, args, name)), PASSES)
 
@@ -34,8 +34,8 @@ def build(sch, args, target: str = "llvm", name: str = "main", cache_dir=..., nu
     ``cache_dir``: where compiled kernels are kept on disk (default ``default_cache_dir()``;
     None keeps them in memory only). ``num_threads``: threads for ``parallel`` loops
     (default: all cores)."""
-    from compiler.backend.llvm import CpuTarget, build_llvm
-    from compiler.backend.llvm.cache import KernelCache
+    from pyvta.compiler.backend.llvm import CpuTarget, build_llvm
+    from pyvta.compiler.backend.llvm.cache import KernelCache
 
     if target != "llvm":
         raise ValueError(f"target {target!r} is not supported here (allowed: 'llvm')")

@@ -5,8 +5,8 @@ Run: .venv/bin/python docs/te_example.py
 
 import numpy as np
 
-import compiler
-from compiler import te
+from pyvta import compiler
+from pyvta.compiler import te
 
 # 1. Declare C = relu(A @ B) for A [M, K], B [K, N] (what to compute, not how).
 M, N, K = 128, 96, 64

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from isa import INSN_BYTES, HwConfig, Insn, encode_insns
+from pyvta.isa import INSN_BYTES, HwConfig, Insn, encode_insns
 
 
 @dataclass

@@ -6,9 +6,9 @@ import time
 
 import numpy as np
 
-import sim
-from driver.device import Device, RunResult
-from isa import HwConfig
+from pyvta import sim
+from pyvta.driver.device import Device, RunResult
+from pyvta.isa import HwConfig
 
 DEFAULT_DRAM_BYTES = 1 << 28
 

@@ -19,7 +19,7 @@ __all__ = list(_RUNNER_NAMES)
 
 def __getattr__(name: str):
     if name in _RUNNER_NAMES:
-        from hw import runner
+        from pyvta.hw import runner
 
         return getattr(runner, name)
     raise AttributeError(f"module 'hw' has no attribute {name!r}")

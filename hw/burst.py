@@ -10,7 +10,7 @@ from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from hw.axi import (
+from pyvta.hw.axi import (
     ADDR_BITS,
     AXI_BOUNDARY_BYTES,
     AXI_MAX_BURST_BEATS,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-import isa
-from hw import regmap
+from pyvta import isa
+from pyvta.hw import regmap
 
 
 def _config(config: str | Path | None) -> isa.HwConfig:
@@ -33,8 +33,8 @@ def run_bundle(
     """
     import json
 
-    from hw.runner import run_programs
-    from sim.program import Program
+    from pyvta.hw.runner import run_programs
+    from pyvta.sim.program import Program
 
     program = Program.load(bundle)
     (result,) = run_programs([program], simulator=simulator, backpressure=backpressure)
@@ -50,7 +50,7 @@ def run_bundle(
 
 
 def write_verilog(out: str | Path = "vta.v", config: str | Path | None = None) -> Path:
-    from hw.export import verilog
+    from pyvta.hw.export import verilog
 
     path = Path(out)
     path.write_text(verilog(_config(config)))
@@ -59,7 +59,7 @@ def write_verilog(out: str | Path = "vta.v", config: str | Path | None = None) -
 
 def synth_table(config: str | Path | None = None) -> str:
     """Synthesise for xc7z020 and return the resource table (markdown)."""
-    from hw.synth import synth
+    from pyvta.hw.synth import synth
 
     return synth(_config(config)).table()
 

@@ -14,7 +14,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
-from hw import regmap
+from pyvta.hw import regmap
 
 POLL_CYCLES = 200
 COUNTERS = (

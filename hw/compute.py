@@ -12,13 +12,13 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-import isa
-from hw.axi import read_client_signature
-from hw.core import Alu, GemmCore, lanes_add
-from hw.dma import DmaLoad
-from hw.fields import INSN_WORD_BITS, insn_view, uop_view
-from hw.queues import sequence, token_port
-from hw.sram import sram_read_signature, sram_shape, sram_write_signature
+from pyvta import isa
+from pyvta.hw.axi import read_client_signature
+from pyvta.hw.core import Alu, GemmCore, lanes_add
+from pyvta.hw.dma import DmaLoad
+from pyvta.hw.fields import INSN_WORD_BITS, insn_view, uop_view
+from pyvta.hw.queues import sequence, token_port
+from pyvta.hw.sram import sram_read_signature, sram_shape, sram_write_signature
 
 COMPUTE_LOADS = tuple(m for m, mod in isa.LOAD_MODULE.items() if mod is isa.Module.COMPUTE)
 

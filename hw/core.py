@@ -15,7 +15,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-import isa
+from pyvta import isa
 
 
 def tree_sum(values):

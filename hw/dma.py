@@ -11,11 +11,11 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-import isa
-from hw.axi import ADDR_BITS, read_client_signature, write_client_signature
-from hw.burst import BurstSplitter
-from hw.fields import INSN_WORD_BITS, insn_view
-from hw.sram import (
+from pyvta import isa
+from pyvta.hw.axi import ADDR_BITS, read_client_signature, write_client_signature
+from pyvta.hw.burst import BurstSplitter
+from pyvta.hw.fields import INSN_WORD_BITS, insn_view
+from pyvta.hw.sram import (
     SramShape,
     mem_type_info,
     sram_read_signature,

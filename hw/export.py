@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from amaranth.back import verilog as _verilog
 
-import isa
-from hw.top import Vta
+from pyvta import isa
+from pyvta.hw.top import Vta
 
 TOP_NAME = "vta"
 

@@ -12,10 +12,10 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-import isa
-from hw.axi import ADDR_BITS, read_client_signature
-from hw.burst import BurstSplitter
-from hw.fields import INSN_WORD_BITS, dispatch_module
+from pyvta import isa
+from pyvta.hw.axi import ADDR_BITS, read_client_signature
+from pyvta.hw.burst import BurstSplitter
+from pyvta.hw.fields import INSN_WORD_BITS, dispatch_module
 
 STAGE_DEPTH = 16
 BURST_INSNS = 8

@@ -10,8 +10,8 @@ from __future__ import annotations
 from amaranth.hdl import signed, unsigned
 from amaranth.lib import data
 
-import isa
-from isa.layout import INSN_BITS, finish_layout
+from pyvta import isa
+from pyvta.isa.layout import INSN_BITS, finish_layout
 
 
 def flexible_layout(layout: isa.Layout) -> data.FlexibleLayout:

@@ -10,11 +10,11 @@ import numpy as np
 from amaranth.hdl import Module, Signal, Value
 from amaranth.sim import Simulator
 
-import isa
-from hw.burst import BurstSplitter
-from hw.core import Alu, GemmCore
-from hw.fields import INSN_WORD_BITS, insn_view
-from hw.queues import TokenQueue
+from pyvta import isa
+from pyvta.hw.burst import BurstSplitter
+from pyvta.hw.core import Alu, GemmCore
+from pyvta.hw.fields import INSN_WORD_BITS, insn_view
+from pyvta.hw.queues import TokenQueue
 
 
 def _pack(values: np.ndarray, lane_bits: int) -> int:

@@ -10,7 +10,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-import isa
+from pyvta import isa
 
 TOKEN_QUEUE_DEPTH = 512
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-import isa
-from hw.sram import clear_rows
+from pyvta import isa
+from pyvta.hw.sram import clear_rows
 
 SIMULATORS = ("verilator", "icarus")
 HW_DIR = Path(__file__).resolve().parent
-BENCH_MODULE = "hw.cocotb_bench"
+BENCH_MODULE = "pyvta.hw.cocotb_bench"
 DEFAULT_WATCHDOG_CYCLES = 20_000
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include"
@@ -90,7 +90,7 @@ def build(
     """Export Verilog and build it for ``simulator``; reuses a build of identical sources."""
     from cocotb_tools.runner import get_runner
 
-    from hw.export import TOP_NAME, verilog
+    from pyvta.hw.export import TOP_NAME, verilog
 
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator {simulator!r} is not supported (allowed: {SIMULATORS})")
@@ -140,7 +140,7 @@ def run_programs(
     """
     from cocotb_tools.runner import get_runner
 
-    from hw.export import TOP_NAME
+    from pyvta.hw.export import TOP_NAME
 
     programs = list(programs)
     if not programs:

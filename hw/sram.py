@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-import isa
+from pyvta import isa
 
 
 @dataclass(frozen=True)

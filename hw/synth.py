@@ -14,8 +14,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import isa
-from hw.export import TOP_NAME, verilog
+from pyvta import isa
+from pyvta.hw.export import TOP_NAME, verilog
 
 
 @dataclass(frozen=True)

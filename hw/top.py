@@ -11,16 +11,16 @@ from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-import isa
-from hw import regmap
-from hw.axi import AXI_BURST_INCR, axi4_signature, axil_signature
-from hw.burst import ReadArbiter
-from hw.compute import ComputeUnit
-from hw.fetch import Fetch
-from hw.fields import INSN_WORD_BITS
-from hw.queues import TokenQueue, connect_tokens
-from hw.sram import clear_rows
-from hw.units import LoadUnit, StoreUnit
+from pyvta import isa
+from pyvta.hw import regmap
+from pyvta.hw.axi import AXI_BURST_INCR, axi4_signature, axil_signature
+from pyvta.hw.burst import ReadArbiter
+from pyvta.hw.compute import ComputeUnit
+from pyvta.hw.fetch import Fetch
+from pyvta.hw.fields import INSN_WORD_BITS
+from pyvta.hw.queues import TokenQueue, connect_tokens
+from pyvta.hw.sram import clear_rows
+from pyvta.hw.units import LoadUnit, StoreUnit
 
 CMD_QUEUE_DEPTH = 512
 

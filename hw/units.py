@@ -9,12 +9,12 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-import isa
-from hw.axi import read_client_signature, write_client_signature
-from hw.dma import DmaLoad, DmaStore
-from hw.fields import INSN_WORD_BITS, insn_view
-from hw.queues import sequence, token_port
-from hw.sram import sram_read_signature, sram_shape, sram_write_signature
+from pyvta import isa
+from pyvta.hw.axi import read_client_signature, write_client_signature
+from pyvta.hw.dma import DmaLoad, DmaStore
+from pyvta.hw.fields import INSN_WORD_BITS, insn_view
+from pyvta.hw.queues import sequence, token_port
+from pyvta.hw.sram import sram_read_signature, sram_shape, sram_write_signature
 
 LOAD_UNIT_TYPES = tuple(m for m, mod in isa.LOAD_MODULE.items() if mod is isa.Module.LOAD)
 

@@ -3,9 +3,9 @@
 The single source of truth for field widths and opcode numbers; imports nothing else of pyvta.
 """
 
-from isa.config import DEFAULT_CONFIG, ISA_VERSION, HwConfig
-from isa.errors import ConfigError, DecodeError, FieldRangeError, PyvtaError
-from isa.insn import (
+from pyvta.isa.config import DEFAULT_CONFIG, ISA_VERSION, HwConfig
+from pyvta.isa.errors import ConfigError, DecodeError, FieldRangeError, PyvtaError
+from pyvta.isa.insn import (
     AluInsn,
     FinishInsn,
     GemmInsn,
@@ -16,8 +16,8 @@ from isa.insn import (
     Uop,
     decode,
 )
-from isa.layout import Field, Layout, alu_layout, gemm_layout, mem_layout, uop_layout
-from isa.opcodes import (
+from pyvta.isa.layout import Field, Layout, alu_layout, gemm_layout, mem_layout, uop_layout
+from pyvta.isa.opcodes import (
     DEP_FLAG_NAMES,
     DEP_QUEUES,
     LOAD_MODULE,
@@ -28,7 +28,7 @@ from isa.opcodes import (
     Module,
     Opcode,
 )
-from isa.stream import (
+from pyvta.isa.stream import (
     INSN_BYTES,
     UOP_BYTES,
     decode_insns,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from isa.errors import ConfigError
+from pyvta.isa.errors import ConfigError
 
 ISA_VERSION = "0.0.2"
 
@@ -80,7 +80,7 @@ class HwConfig:
                     f" is smaller than one {name} element ({getattr(self, f'{name}_elem_bytes')} bytes)"
                 )
         # The instruction and micro-op layouts must fit their words; building them checks that.
-        from isa.layout import check_config_fits
+        from pyvta.isa.layout import check_config_fits
 
         check_config_fits(self)
 

@@ -11,9 +11,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from isa.errors import DecodeError
-from isa.layout import alu_layout, finish_layout, gemm_layout, mem_layout, uop_layout
-from isa.opcodes import (
+from pyvta.isa.errors import DecodeError
+from pyvta.isa.layout import alu_layout, finish_layout, gemm_layout, mem_layout, uop_layout
+from pyvta.isa.opcodes import (
     DEP_FLAG_NAMES,
     DEP_QUEUES,
     LOAD_MODULE,
@@ -25,8 +25,8 @@ from isa.opcodes import (
 )
 
 if TYPE_CHECKING:
-    from isa.config import HwConfig
-    from isa.layout import Layout
+    from pyvta.isa.config import HwConfig
+    from pyvta.isa.layout import Layout
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from isa.errors import ConfigError, FieldRangeError
+from pyvta.isa.errors import ConfigError, FieldRangeError
 
 if TYPE_CHECKING:
-    from isa.config import HwConfig
+    from pyvta.isa.config import HwConfig
 
 # Fixed widths of VTA ISA v0.0.2 (hw_spec.h).
 OPCODE_BITS = 3

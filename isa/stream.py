@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from isa.errors import DecodeError
-from isa.insn import Insn, Uop, decode
-from isa.layout import uop_layout
+from pyvta.isa.errors import DecodeError
+from pyvta.isa.insn import Insn, Uop, decode
+from pyvta.isa.layout import uop_layout
 
 if TYPE_CHECKING:
-    from isa.config import HwConfig
+    from pyvta.isa.config import HwConfig
 
 INSN_BYTES = 16
 UOP_BYTES = 4

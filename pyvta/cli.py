@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from isa.errors import PyvtaError
+from pyvta.isa.errors import PyvtaError
 
 # Subcommand name -> module in pyvta.commands with add_arguments(parser) and run(args) -> int.
 COMMANDS = {
@@ -19,6 +19,7 @@ COMMANDS = {
     "run": "run_model",
     "compile": "compile_model",
     "tune": "tune",
+    "zoo": "zoo",
 }
 
 

@@ -9,8 +9,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-if ! .venv/bin/python -c "import pyvta, numpy, amaranth, cocotb, xgboost, onnx" 2>/dev/null \
-   || [ pyproject.toml -nt .venv/.pyvta-installed ]; then
+if ! .venv/bin/python -P -c "import pyvta.sim, pyvta.compiler, numpy, amaranth, cocotb, xgboost, onnx" \
+     2>/dev/null || [ pyproject.toml -nt .venv/.pyvta-installed ] || [ setup.py -nt .venv/.pyvta-installed ]; then
   echo "setup: installing pyvta and its pinned dependencies into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[hw,tune,graph,dev]"
   touch .venv/.pyvta-installed

@@ -1,10 +1,10 @@
 """The golden model: a fast functional simulator and a cycle model of the four modules."""
 
-from sim.builder import ProgramBuilder
-from sim.counters import Counters
-from sim.cycle import CycleReport, ModuleStats, cycles_of, run_cycles
-from sim.dram import Dram
-from sim.errors import (
+from pyvta.sim.builder import ProgramBuilder
+from pyvta.sim.counters import Counters
+from pyvta.sim.cycle import CycleReport, ModuleStats, cycles_of, run_cycles
+from pyvta.sim.dram import Dram
+from pyvta.sim.errors import (
     DeadlockError,
     HazardError,
     OutOfBoundsError,
@@ -13,11 +13,11 @@ from sim.errors import (
     SimError,
     SimLimitError,
 )
-from sim.functional import SimLimits, SimResult, run, run_insns
-from sim.program import Program
-from sim.races import RaceError
-from sim.timing import Timing
-from sim.trace import trace_json, write_trace
+from pyvta.sim.functional import SimLimits, SimResult, run, run_insns
+from pyvta.sim.program import Program
+from pyvta.sim.races import RaceError
+from pyvta.sim.timing import Timing
+from pyvta.sim.trace import trace_json, write_trace
 
 __all__ = [
     "Counters",

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import AluInsn, AluOp
-from sim.counters import Counters
-from sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters
-from sim.state import SramState
+from pyvta.isa import AluInsn, AluOp
+from pyvta.sim.counters import Counters
+from pyvta.sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters
+from pyvta.sim.state import SramState
 
 SHIFT_MAX = 31
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import (
+from pyvta.isa import (
     DEFAULT_CONFIG,
     INSN_BYTES,
     FinishInsn,
@@ -16,8 +16,8 @@ from isa import (
     encode_insns,
     encode_uops,
 )
-from sim.dram import Dram
-from sim.program import Program
+from pyvta.sim.dram import Dram
+from pyvta.sim.program import Program
 
 DEFAULT_DRAM_BYTES = 1 << 26
 

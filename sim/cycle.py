@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from isa import (
+from pyvta.isa import (
     PADDED_MEM_TYPES,
     AluInsn,
     DepQueue,
@@ -22,10 +22,10 @@ from isa import (
     MemType,
     Module,
 )
-from sim.dispatch import Dispatched, deadlock_error, dispatch
-from sim.loops import n_iters
-from sim.program import Program
-from sim.timing import Timing
+from pyvta.sim.dispatch import Dispatched, deadlock_error, dispatch
+from pyvta.sim.loops import n_iters
+from pyvta.sim.program import Program
+from pyvta.sim.timing import Timing
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isa import DEP_FLAG_NAMES, DEP_QUEUES, DepQueue, Insn, Module
-from sim.errors import DeadlockError, QueueUsageError
+from pyvta.isa import DEP_FLAG_NAMES, DEP_QUEUES, DepQueue, Insn, Module
+from pyvta.sim.errors import DeadlockError, QueueUsageError
 
 
 @dataclass(frozen=True)

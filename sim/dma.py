@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from isa import PADDED_MEM_TYPES, MemInsn, MemType
-from sim.counters import Counters
-from sim.errors import OutOfBoundsError, ProgramError
-from sim.state import SramState
+from pyvta.isa import PADDED_MEM_TYPES, MemInsn, MemType
+from pyvta.sim.counters import Counters
+from pyvta.sim.errors import OutOfBoundsError, ProgramError
+from pyvta.sim.state import SramState
 
 # numpy element dtype of each SRAM, and of the DRAM rows an ACC_8BIT load reads.
 _DTYPE = {"inp": np.int8, "wgt": np.int8, "acc": np.dtype("<i4"), "out": np.int8, "uop": "<u4"}

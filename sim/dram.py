@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.errors import OutOfBoundsError
+from pyvta.sim.errors import OutOfBoundsError
 
 
 class Dram:

@@ -1,6 +1,6 @@
 """Errors the simulator raises for programs the hardware would run wrongly or never finish."""
 
-from isa.errors import PyvtaError
+from pyvta.isa.errors import PyvtaError
 
 
 class SimError(PyvtaError):

@@ -12,17 +12,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from isa import AluInsn, DepQueue, FinishInsn, GemmInsn, Insn, MemInsn, Module
-from sim import alu as alu_sem
-from sim import dma
-from sim import gemm as gemm_sem
-from sim.counters import Counters
-from sim.dispatch import Dispatched, deadlock_error, dispatch
-from sim.errors import ProgramError, SimLimitError
-from sim.loops import n_iters
-from sim.program import Program
-from sim.races import RaceDetector, accesses
-from sim.state import SramState
+from pyvta.isa import AluInsn, DepQueue, FinishInsn, GemmInsn, Insn, MemInsn, Module
+from pyvta.sim import alu as alu_sem
+from pyvta.sim import dma
+from pyvta.sim import gemm as gemm_sem
+from pyvta.sim.counters import Counters
+from pyvta.sim.dispatch import Dispatched, deadlock_error, dispatch
+from pyvta.sim.errors import ProgramError, SimLimitError
+from pyvta.sim.loops import n_iters
+from pyvta.sim.program import Program
+from pyvta.sim.races import RaceDetector, accesses
+from pyvta.sim.state import SramState
 
 
 @dataclass(frozen=True)

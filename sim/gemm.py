@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import GemmInsn
-from sim.counters import Counters
-from sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters, n_uops
-from sim.state import SramState
+from pyvta.isa import GemmInsn
+from pyvta.sim.counters import Counters
+from pyvta.sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters, n_uops
+from pyvta.sim.state import SramState
 
 
 def _group_starts(sorted_keys: np.ndarray) -> np.ndarray:

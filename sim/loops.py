@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import AluInsn, GemmInsn
-from sim.errors import HazardError, OutOfBoundsError
+from pyvta.isa import AluInsn, GemmInsn
+from pyvta.sim.errors import HazardError, OutOfBoundsError
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from isa import INSN_BYTES, HwConfig, Insn, decode_insns
-from sim.errors import ProgramError
+from pyvta.isa import INSN_BYTES, HwConfig, Insn, decode_insns
+from pyvta.sim.errors import ProgramError
 
 BUNDLE_KEYS = ("dram", "insn_addr", "insn_count", "config")
 

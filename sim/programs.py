@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import (
+from pyvta.isa import (
     DEFAULT_CONFIG,
     AluInsn,
     AluOp,
@@ -24,9 +24,9 @@ from isa import (
     Store,
     Uop,
 )
-from isa.layout import MEMOP_PAD_BITS
-from sim.builder import ProgramBuilder
-from sim.program import Program
+from pyvta.isa.layout import MEMOP_PAD_BITS
+from pyvta.sim.builder import ProgramBuilder
+from pyvta.sim.program import Program
 
 MAX_PAD = (1 << MEMOP_PAD_BITS) - 1
 

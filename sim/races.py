@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import (
+from pyvta.isa import (
     PADDED_MEM_TYPES,
     AluInsn,
     DepQueue,
@@ -25,9 +25,9 @@ from isa import (
     MemInsn,
     Module,
 )
-from sim.errors import SimError
-from sim.loops import n_iters
-from sim.state import SramState
+from pyvta.sim.errors import SimError
+from pyvta.sim.loops import n_iters
+from pyvta.sim.state import SramState
 
 _SPACES = ("uop", "inp", "wgt", "acc", "out")
 

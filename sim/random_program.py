@@ -12,7 +12,7 @@ import dataclasses
 
 import numpy as np
 
-from isa import (
+from pyvta.isa import (
     DEFAULT_CONFIG,
     AluInsn,
     AluOp,
@@ -28,10 +28,10 @@ from isa import (
     decode_uop_fields,
     encode_uops,
 )
-from sim.builder import ProgramBuilder
-from sim.errors import HazardError
-from sim.loops import check_hazard, expand
-from sim.program import Program
+from pyvta.sim.builder import ProgramBuilder
+from pyvta.sim.errors import HazardError
+from pyvta.sim.loops import check_hazard, expand
+from pyvta.sim.program import Program
 
 DATA_BYTES = 1 << 16
 OUT_BYTES = 1 << 14

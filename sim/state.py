@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa import HwConfig, decode_uop_fields
-from sim.errors import OutOfBoundsError
+from pyvta.isa import HwConfig, decode_uop_fields
+from pyvta.sim.errors import OutOfBoundsError
 
 
 class SramState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sim.cycle import CycleReport
+from pyvta.sim.cycle import CycleReport
 
 _TRACKS = ("fetch", "load", "compute", "store")
 

@@ -1,8 +1,8 @@
 """pyvta tuner: search spaces, features, cost models, search, measurement and tuning logs
 (AutoTVM style).
 
-    from tuner import tune, apply_best
-    from tuner.cpu import gemm_task
+    from pyvta.tuner import tune, apply_best
+    from pyvta.tuner.cpu import gemm_task
     res = tune(gemm_task(512, 512, 512), 200, log="gemm.jsonl", plot="gemm.png")
     cfg = apply_best("gemm.jsonl", gemm_task(512, 512, 512))
 
@@ -25,8 +25,8 @@ A VTA template is a ``Template`` whose ``instantiate_fn`` returns a VTA schedule
 ``Backend`` whose ``run`` returns cycle counts (``cost_unit="cycles"``).
 """
 
-from tuner.log import apply_best
-from tuner.space import (
+from pyvta.tuner.log import apply_best
+from pyvta.tuner.space import (
     BoolKnob,
     ChoiceKnob,
     Config,
@@ -35,8 +35,8 @@ from tuner.space import (
     SplitKnob,
     TileKnob,
 )
-from tuner.task import InvalidConfig, Task, Template
-from tuner.tune import TuneResult, tune
+from pyvta.tuner.task import InvalidConfig, Task, Template
+from pyvta.tuner.tune import TuneResult, tune
 
 __all__ = [
     "BoolKnob",

@@ -50,10 +50,10 @@ def layer_names(text: str) -> list[str]:
 
 def parse_workload(text: str):
     """A CPU ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12``."""
-    from tuner.cpu import conv2d_task, gemm_task
+    from pyvta.tuner.cpu import conv2d_task, gemm_task
 
     if text.startswith("vta:"):
-        from tuner.vta import vta_conv2d_task
+        from pyvta.tuner.vta import vta_conv2d_task
 
         rest = text[4:]
         if rest.upper() in RESNET18:
@@ -139,7 +139,7 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def tune_command(args: argparse.Namespace) -> int:
     """Run ``tune`` for ``args`` (from ``add_tune_arguments``); prints the best config.
     Returns a process exit code."""
-    from tuner.tune import default_measurer, tune
+    from pyvta.tuner.tune import default_measurer, tune
 
     if args.resume and not args.log:
         print("error: --resume needs --log", file=sys.stderr)
@@ -156,7 +156,7 @@ def tune_command(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"tuning {task.key}: {task.space}  (seed {args.seed})")
-    from tuner.tuners import default_features
+    from pyvta.tuner.tuners import default_features
 
     features = getattr(args, "features", None) or default_features(task)
     if features.startswith("context") and task.template.context_fn is None:
@@ -167,9 +167,9 @@ def tune_command(args: argparse.Namespace) -> int:
         return 2
     extra = {"features": features} if args.tuner.startswith("xgb") else {}
     if getattr(args, "transfer_log", None) and args.tuner.startswith("xgb"):
-        from tuner.features import make_featurizer
-        from tuner.log import tasks_in_log, training_data
-        from tuner.model import global_model
+        from pyvta.tuner.features import make_featurizer
+        from pyvta.tuner.log import tasks_in_log, training_data
+        from pyvta.tuner.model import global_model
 
         same = {task.name: task.template}  # knob/context features: within one template
         data = training_data(args.transfer_log, tasks_in_log(args.transfer_log, same, task))
@@ -224,7 +224,7 @@ def tune_command(args: argparse.Namespace) -> int:
 
 
 def _tune_network(args: argparse.Namespace) -> int:
-    from tuner.network import layer_name, network_layers, tune_network
+    from pyvta.tuner.network import layer_name, network_layers, tune_network
 
     if not Path(args.workload).exists():
         print(f"error: no model file {args.workload}", file=sys.stderr)

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from tuner.measure import Backend
-from tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, TileKnob, divisors
-from tuner.task import InvalidConfig, Task, Template, WrongAnswer
+from pyvta.tuner.measure import Backend
+from pyvta.tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, TileKnob, divisors
+from pyvta.tuner.task import InvalidConfig, Task, Template, WrongAnswer
 
 
 def register_tiles(m: int, n: int) -> list[tuple[int, int]]:
@@ -26,7 +26,7 @@ def register_tiles(m: int, n: int) -> list[tuple[int, int]]:
     whole SIMD vectors (at most 8), and the ``bm x bn`` accumulators within the register file
     with 4 registers to spare (for B's vectors and A's broadcast). When ``n`` has no divisor in
     whole vectors: any divisor of ``n`` from 4 up, one vector per row."""
-    from compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.backend.llvm import CpuTarget
 
     target = CpuTarget.host()
     lanes = target.vector_lanes("float32")
@@ -54,7 +54,7 @@ def _gemm_space(m: int, n: int, k: int) -> ConfigSpace:
 
 def gemm_knobs(config):
     """The ``compiler.ops.cpu.GemmKnobs`` of a point of a GEMM task's space."""
-    from compiler.ops.cpu import GemmKnobs
+    from pyvta.compiler.ops.cpu import GemmKnobs
 
     d = dict(config)
     d["bm"], d["bn"] = d.pop("tile")
@@ -70,7 +70,7 @@ def gemm_point(task: Task, knobs):
 
 
 def _gemm_instantiate(config, m: int, n: int, k: int):
-    from compiler.ops.cpu import matmul_packed
+    from pyvta.compiler.ops.cpu import matmul_packed
 
     try:
         return matmul_packed(m, n, k, gemm_knobs(config))
@@ -91,7 +91,7 @@ def _conv2d_space(c, h, w, o, kernel, stride, padding) -> ConfigSpace:
 
 
 def _conv2d_instantiate(config, c, h, w, o, kernel, stride, padding):
-    from compiler.ops.cpu import Conv2dKnobs, conv2d_nchw_blocked
+    from pyvta.compiler.ops.cpu import Conv2dKnobs, conv2d_nchw_blocked
 
     knobs = Conv2dKnobs(config["ic"], config["oc"], config["ow_block"], config["parallel"])
     try:
@@ -101,13 +101,13 @@ def _conv2d_instantiate(config, c, h, w, o, kernel, stride, padding):
 
 
 def _gemm_lower(config, *args):
-    from compiler import lower
+    from pyvta.compiler import lower
 
     return lower(*_gemm_instantiate(config, *args))
 
 
 def _conv2d_lower(config, *args):
-    from compiler import lower
+    from pyvta.compiler import lower
 
     return lower(*_conv2d_instantiate(config, *args))
 
@@ -174,7 +174,7 @@ class CpuBackend(Backend):
         self._refs: dict = {}  # (task, input shapes) -> reference output (inputs are seeded)
 
     def _module(self, task, config):
-        from compiler import build
+        from pyvta.compiler import build
 
         sch, args = task.instantiate(config)
         return build(sch, args, cache_dir=self.cache_dir, num_threads=self.num_threads), args
@@ -224,7 +224,7 @@ def fresh_copies(arrays) -> list[np.ndarray]:
 
 def cpu_target_info() -> str:
     """One line naming the host CPU target (for benchmark output)."""
-    from compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.backend.llvm import CpuTarget
 
     t = CpuTarget.host()
     return f"{t.cpu} vector_bits={t.vector_bits} threads={t.num_threads} ({time.strftime('%F')})"

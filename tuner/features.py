@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.task import InvalidConfig, Task
+from pyvta.tuner.task import InvalidConfig, Task
 
 
 class Featurizer:
@@ -39,7 +39,7 @@ class IRFeaturizer(Featurizer):
     appends the knob features (only for models used within one template)."""
 
     def __init__(self, kind: str = "curve", with_knobs: bool = False, max_cache: int = 200_000):
-        from tuner import irfeatures
+        from pyvta.tuner import irfeatures
 
         if kind not in ("curve", "loop"):
             raise ValueError(f"IR feature kind {kind!r} is not one of ('curve', 'loop')")
@@ -132,12 +132,12 @@ def _context_templates() -> list[str]:
     """Names of the tuner's templates that have a ``context_fn`` (for error messages)."""
     import importlib
 
-    from tuner.task import Template
+    from pyvta.tuner.task import Template
 
     names = []
-    for mod in ("tuner.vta", "tuner.cpu", "tuner.synthetic"):
+    for mod in ("vta", "cpu", "synthetic"):
         try:
-            m = importlib.import_module(mod)
+            m = importlib.import_module(f".{mod}", __package__)
         except ImportError:
             continue
         for v in vars(m).values():

@@ -28,8 +28,8 @@ import math
 
 import numpy as np
 
-from compiler.ir.expr import BinOp, Call, Cast, Compare, IntImm, Load, Not, Select, Var
-from compiler.ir.stmt import Allocate, Evaluate, For, IfThenElse, Let, Seq, Store
+from pyvta.compiler.ir.expr import BinOp, Call, Cast, Compare, IntImm, Load, Not, Select, Var
+from pyvta.compiler.ir.stmt import Allocate, Evaluate, For, IfThenElse, Let, Seq, Store
 
 KINDS = ("serial", "parallel", "vectorized", "unrolled", "vthread")
 MAX_DEPTH = 8

@@ -22,9 +22,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.measure import MeasureResult
-from tuner.space import Config
-from tuner.task import Task
+from pyvta.tuner.measure import MeasureResult
+from pyvta.tuner.space import Config
+from pyvta.tuner.task import Task
 
 VERSION = 1
 _FIELDS = ("task", "space", "index", "config", "costs", "error")

@@ -24,9 +24,9 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from tuner.space import Config
-from tuner.task import InvalidConfig, Task, WrongAnswer
-from tuner.workers import WorkerPool
+from pyvta.tuner.space import Config
+from pyvta.tuner.task import InvalidConfig, Task, WrongAnswer
+from pyvta.tuner.workers import WorkerPool
 
 ERRORS = ("invalid", "build", "build_timeout", "run", "run_timeout", "crash", "wrong_answer")
 
@@ -196,7 +196,7 @@ class CachedMeasurer(Measurer):
     already in it are reused; crashed or timed-out records are measured again."""
 
     def __init__(self, inner: Measurer, log: str | None = None):
-        from tuner.log import TuningLog
+        from pyvta.tuner.log import TuningLog
 
         self.inner, self.cache, self.n_measured = inner, {}, 0
         self.log = log
@@ -204,7 +204,7 @@ class CachedMeasurer(Measurer):
         self._writer = TuningLog(log) if log else None
 
     def _preload(self, task: Task) -> None:
-        from tuner.log import read_records
+        from pyvta.tuner.log import read_records
 
         if self.log is None or task.key in self._preloaded:
             return
@@ -214,7 +214,7 @@ class CachedMeasurer(Measurer):
                 self.cache.setdefault((task.key, r.index), r.result)
 
     def measure(self, task, configs, callback=None):
-        from tuner.log import make_record
+        from pyvta.tuner.log import make_record
 
         self._preload(task)
         todo = [c for c in configs if (task.key, c.index) not in self.cache]

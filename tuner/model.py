@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.features import Featurizer, KnobFeaturizer
-from tuner.task import Task
+from pyvta.tuner.features import Featurizer, KnobFeaturizer
+from pyvta.tuner.task import Task
 
 
 def labels_of(costs) -> np.ndarray:

@@ -23,17 +23,17 @@ from pathlib import Path
 
 import numpy as np
 
-from tuner.log import apply_best
-from tuner.task import Task
-from tuner.tune import TuneResult, tune
-from tuner.vta import conv_config, default_vta_config, vta_layer_task
+from pyvta.tuner.log import apply_best
+from pyvta.tuner.task import Task
+from pyvta.tuner.tune import TuneResult, tune
+from pyvta.tuner.vta import conv_config, default_vta_config, vta_layer_task
 
 
 def network_layers(model, progress=print) -> list:
     """The distinct accelerator layers (``graph_backend.Layer``) of ``model``: an ONNX path, a
     compiled artifact (``.npz``) or a ``CompiledModel`` (compiled for ``"vta"``)."""
-    from compiler.backend.vta.graph_backend import LayerCollector
-    from compiler.graph.compiled_model import CompiledModel, compile_model, run_model
+    from pyvta.compiler.backend.vta.graph_backend import LayerCollector
+    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model, run_model
 
     if not isinstance(model, CompiledModel):
         path = Path(model)
@@ -122,7 +122,7 @@ def tune_network(
     """Tune each layer for ``n_trials``: first the compiler's analytic default (the baseline
     of the summary), then the backend's ``first`` most promising candidates (``task.prior``).
     Layers are tuned largest first (by cycles x launches of their default)."""
-    from tuner.tune import default_measurer
+    from pyvta.tuner.tune import default_measurer
 
     t0 = time.perf_counter()
     summary = NetworkTuneSummary()
@@ -221,7 +221,7 @@ def network_configs(log: str, layers) -> dict:
 def best_cycles(log: str, layers) -> float:
     """Cycles of one inference with the best logged config of every layer (inf if any layer
     has none)."""
-    from tuner.log import best_record, read_records
+    from pyvta.tuner.log import best_record, read_records
 
     total = 0.0
     for layer in layers:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tuner.task import Task
+from pyvta.tuner.task import Task
 
 
 class SimulatedAnnealing:

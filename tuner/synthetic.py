@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from tuner.measure import Backend
-from tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, ReorderKnob, SplitKnob
-from tuner.task import InvalidConfig, Template
+from pyvta.tuner.measure import Backend
+from pyvta.tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, ReorderKnob, SplitKnob
+from pyvta.tuner.task import InvalidConfig, Template
 
 
 def _space(m: int, n: int, k: int) -> ConfigSpace:

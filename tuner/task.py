@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tuner.space import Config, ConfigSpace
+from pyvta.tuner.space import Config, ConfigSpace
 
 
 class InvalidConfig(ValueError):

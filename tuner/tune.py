@@ -13,10 +13,10 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from tuner.log import TuningLog, make_record, read_records
-from tuner.measure import Measurer, MeasureResult
-from tuner.task import Task
-from tuner.tuners import Tuner, make_tuner
+from pyvta.tuner.log import TuningLog, make_record, read_records
+from pyvta.tuner.measure import Measurer, MeasureResult
+from pyvta.tuner.task import Task
+from pyvta.tuner.tuners import Tuner, make_tuner
 
 
 @dataclass
@@ -60,14 +60,14 @@ def trials_to_reach(curve, target: float) -> int | None:
 def default_measurer(task: Task) -> Measurer:
     """An isolated ``LocalMeasurer`` for the task's target: ``llvm`` (wall time on this CPU) or
     ``vta-sim`` (the cycle model; runs in parallel since load does not change cycles)."""
-    from tuner.measure import LocalMeasurer
+    from pyvta.tuner.measure import LocalMeasurer
 
     if task.target == "llvm":
-        from tuner.cpu import CpuBackend
+        from pyvta.tuner.cpu import CpuBackend
 
         return LocalMeasurer(CpuBackend())
     if task.target == "vta-sim":
-        from tuner.vta import VtaCycleBackend
+        from pyvta.tuner.vta import VtaCycleBackend
 
         return LocalMeasurer(VtaCycleBackend(), repeats=1, n_run_workers=2, run_timeout_s=120)
     raise ValueError(f"no default measurer for target {task.target!r}: pass measurer=")
@@ -205,7 +205,7 @@ def tune(
             measurer.close()
     result.wall_s = time.perf_counter() - t_start
     if plot is not None:
-        from tuner.plot import plot_curves
+        from pyvta.tuner.plot import plot_curves
 
         plot_curves(
             {str(tuner if isinstance(tuner, str) else type(tuner).__name__): [result.best_curve]},

@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
-from tuner.model import CostModel, XGBCostModel, labels_of
-from tuner.search import SimulatedAnnealing
-from tuner.task import Task
+from pyvta.tuner.model import CostModel, XGBCostModel, labels_of
+from pyvta.tuner.search import SimulatedAnnealing
+from pyvta.tuner.task import Task
 
 
 class Tuner:
@@ -222,7 +222,7 @@ def make_tuner(name: str, task: Task, seed: int = 0, batch_size: int | None = No
         kw.setdefault("pop_size", batch_size or 64)
         return GATuner(task, seed, **kw)
     if name in ("xgb", "xgb-rank", "xgb-reg"):
-        from tuner.features import make_featurizer
+        from pyvta.tuner.features import make_featurizer
 
         loss = "reg" if name == "xgb-reg" else "rank"
         feats = kw.pop("features", None) or default_features(task)

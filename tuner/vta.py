@@ -25,15 +25,15 @@ import math
 
 import numpy as np
 
-from tuner.measure import Backend
-from tuner.space import ChoiceKnob, ConfigSpace
-from tuner.task import InvalidConfig, Task, Template
+from pyvta.tuner.measure import Backend
+from pyvta.tuner.space import ChoiceKnob, ConfigSpace
+from pyvta.tuner.task import InvalidConfig, Task, Template
 
 
 def _workload(*args):
     """``(ConvWorkload, Epilogue)`` from a task's arguments: ``(h, w, ic, oc, k, stride, pad)``
     or ``(workload fields, epilogue fields)`` (two dicts) for a network layer."""
-    from compiler.backend.vta.workload import ConvWorkload, Epilogue
+    from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 
     if len(args) == 2:
         return ConvWorkload(**args[0]), Epilogue(**args[1])
@@ -46,7 +46,7 @@ def _loops_key(loops) -> str:
 
 
 def _space(*args) -> ConfigSpace:
-    from compiler.backend.vta.config import config_space
+    from pyvta.compiler.backend.vta.config import config_space
 
     wl, _ = _workload(*args)
     knobs = []
@@ -60,8 +60,8 @@ def _space(*args) -> ConfigSpace:
 
 def _instantiate(config, *args):
     """``(workload, epilogue, ConvConfig, HwConfig)``; ``InvalidConfig`` if it does not fit."""
-    from compiler.backend.vta.config import FitError, check_fit
-    from isa import HwConfig
+    from pyvta.compiler.backend.vta.config import FitError, check_fit
+    from pyvta.isa import HwConfig
 
     wl, ep = _workload(*args)
     cfg = conv_config(config)
@@ -78,8 +78,8 @@ def _lower(config, *args):
     (``compiler.backend.vta.te_template.conv2d_schedule`` lowered with ``compiler.lower``): the
     loop program the instruction stream follows, for IR features (``tuner.features``).
     ``InvalidConfig`` if the point does not fit."""
-    from compiler import lower
-    from compiler.backend.vta.te_template import conv2d_schedule
+    from pyvta.compiler import lower
+    from pyvta.compiler.backend.vta.te_template import conv2d_schedule
 
     wl, _, cfg, hw = _instantiate(config, *args)
     sch, tensors = conv2d_schedule(wl, cfg, hw)
@@ -136,7 +136,7 @@ def _gemm_hazard(c, dims: dict) -> bool:
     loop nest (two hardware loops, then the kernel's dimensions), an increment of some counter
     with its inner counters wrapping moves the destination by zero rows. ``dims``: the
     lowering's ``gemm_dims`` (dimension -> extent, dst stride, ...)."""
-    from compiler.backend.vta.conv2d import KERNEL_ORDER
+    from pyvta.compiler.backend.vta.conv2d import KERNEL_ORDER
 
     order = list(c.gemm_loops) + [d for d in KERNEL_ORDER if d not in c.gemm_loops]
     inner_span = 0  # destination rows the inner counters move from all-zero to all-max
@@ -152,10 +152,10 @@ def _context(config, *args) -> np.ndarray:
     """``float32 [len(CONTEXT_NAMES)]``: workload-relative features of ``config`` (see
     ``CONTEXT_NAMES``), zeros for a point that does not lower (buffers, GEMM hazard, a micro-op
     kernel larger than the UOP buffer). About 0.1 ms; no lowering and no cycle model."""
-    from compiler.backend.vta.config import GEMM_LOOPS, FitError, geometry, reserved_rows
-    from compiler.backend.vta.conv2d import gemm_dims
-    from compiler.backend.vta.default import estimate_parts
-    from isa import HwConfig
+    from pyvta.compiler.backend.vta.config import GEMM_LOOPS, FitError, geometry, reserved_rows
+    from pyvta.compiler.backend.vta.conv2d import gemm_dims
+    from pyvta.compiler.backend.vta.default import estimate_parts
+    from pyvta.isa import HwConfig
 
     wl, ep = _workload(*args)
     c = conv_config(config)
@@ -214,7 +214,7 @@ def _module_cycles(wl, ep, c, g, hw, est, kernel_uops: int) -> list[float]:
     """The ``log2_*_over_gemm`` features and ``dma_latency_share``: the instructions the lowering
     emits (``compiler.backend.vta.conv2d``), costed per module with the cycle model's constants
     (``sim.timing.Timing``). Not modelled: the overlap itself (dependency stalls)."""
-    from sim.timing import Timing
+    from pyvta.sim.timing import Timing
 
     t = Timing()
     dma = _dma_cycles(wl, ep, c, g, hw, t, est)
@@ -309,8 +309,8 @@ def ranked_vta_configs(task: Task, n: int):
     measured default would try (``candidate_configs``: per thread count, the best analytic
     estimates alternated with the largest tiles, best estimate first), then the rest of the
     estimate's ranking."""
-    from compiler.backend.vta.default import candidate_configs, ranked_configs
-    from isa import HwConfig
+    from pyvta.compiler.backend.vta.default import candidate_configs, ranked_configs
+    from pyvta.isa import HwConfig
 
     if n <= 0:
         return []
@@ -355,7 +355,7 @@ def task_layer(task: Task):
 
 def conv_config(config):
     """The backend's ``ConvConfig`` of a point of a VTA task's space."""
-    from compiler.backend.vta.config import ConvConfig
+    from pyvta.compiler.backend.vta.config import ConvConfig
 
     d = dict(config)
     d["gemm_loops"] = tuple(d["gemm_loops"].split(","))
@@ -371,8 +371,8 @@ def space_point(task: Task, conv):
 
 def default_vta_config(task: Task):
     """The backend's analytic default for this workload, as a point of the task's space."""
-    from compiler.backend.vta.default import default_config
-    from isa import HwConfig
+    from pyvta.compiler.backend.vta.default import default_config
+    from pyvta.isa import HwConfig
 
     wl, ep = _workload(*task.args)
     return space_point(task, default_config(wl, ep, HwConfig()))
@@ -383,8 +383,8 @@ class VtaCycleBackend(Backend):
     model's total for that stream (no execution, no data)."""
 
     def build(self, task, config):
-        from compiler.backend.vta.config import FitError
-        from compiler.backend.vta.conv2d import DramMap, lower_conv2d
+        from pyvta.compiler.backend.vta.config import FitError
+        from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 
         wl, ep, cfg, hw = task.instantiate(config)
         try:
@@ -393,7 +393,7 @@ class VtaCycleBackend(Backend):
             raise InvalidConfig(str(e)) from None
 
     def run(self, task, config, artifact, repeats):
-        import sim
+        from pyvta import sim
 
         hw = task.instantiate(config)[3]
         cycles = float(sim.cycles_of(list(artifact), hw).total_cycles)

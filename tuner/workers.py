@@ -12,11 +12,9 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
-import sys
 import time
 import traceback
 from multiprocessing.connection import wait
-from pathlib import Path
 
 # Library thread pools in a worker stay single-threaded: a candidate is timed with the machine's
 # cores to itself, and a multi-threaded BLAS call (e.g. a reference check) would leave spinning
@@ -45,17 +43,9 @@ def _child_env():
                 os.environ[k] = v
 
 
-_ROOT = str(Path(__file__).resolve().parents[1])
-
-
 def _worker_main(conn) -> None:
     for k, v in _ENV.items():
         os.environ.setdefault(k, v)
-    # The parent's sys.path may start with folders whose subfolders shadow our packages as
-    # namespace packages (pytest puts tests/unit first: tests/unit/compiler, tests/unit/sim).
-    # Put the folder this package lives in first, so `import compiler` finds the real one.
-    if sys.path[:1] != [_ROOT]:
-        sys.path.insert(0, _ROOT)
     while True:
         try:
             job = conn.recv()

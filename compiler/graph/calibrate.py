@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.graph.cpu_ops import run_cpu_op
-from compiler.graph.ir import Graph
+from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.ir import Graph
 
 MIN_FRAC_BITS, MAX_FRAC_BITS = -16, 30
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.graph.executor import Executor, TimingTable
-from compiler.graph.ir import Graph, Node, Value, check_graph
-from compiler.graph.onnx_import import import_onnx
-from compiler.graph.pipeline import options_for, run_pipeline
-from compiler.graph.vta_ops import VtaBackend
+from pyvta.compiler.graph.executor import Executor, TimingTable
+from pyvta.compiler.graph.ir import Graph, Node, Value, check_graph
+from pyvta.compiler.graph.onnx_import import import_onnx
+from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+from pyvta.compiler.graph.vta_ops import VtaBackend
 
 FORMAT_VERSION = 1
 

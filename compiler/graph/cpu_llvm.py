@@ -15,9 +15,9 @@ _KERNELS: dict[tuple[int, int, int], tuple[object, int]] = {}
 def _kernel(m: int, n: int, k: int):
     key = (m, n, k)
     if key not in _KERNELS:
-        import compiler
-        from compiler.backend.llvm import CpuTarget
-        from compiler.ops.cpu import GemmKnobs, matmul_packed
+        from pyvta import compiler
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed
 
         knobs = GemmKnobs.for_target(CpuTarget.host())
         n_pad = -(-n // knobs.bn) * knobs.bn

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph import cpu_llvm, layout
-from compiler.graph.vta_ops import FusedParams, exact_dot_terms_ok, requantize
+from pyvta.compiler.graph import cpu_llvm, layout
+from pyvta.compiler.graph.vta_ops import FusedParams, exact_dot_terms_ok, requantize
 
 
 def _windows(x: np.ndarray, kernel, strides, pads, dilations=(1, 1), fill=0.0) -> np.ndarray:

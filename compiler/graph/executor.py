@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.graph.cpu_ops import run_cpu_op
-from compiler.graph.ir import Graph, GraphError
-from compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
+from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.ir import Graph, GraphError
+from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from compiler.graph.ir import Graph, Node, Value
-from compiler.graph.shapes import record_outputs
+from pyvta.compiler.graph.ir import Graph, Node, Value
+from pyvta.compiler.graph.shapes import record_outputs
 
 
 class OnnxImportError(ValueError):

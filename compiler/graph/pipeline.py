@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.graph import layout
-from compiler.graph.ir import Graph, check_graph
-from compiler.graph.passes import (
+from pyvta.compiler.graph import layout
+from pyvta.compiler.graph.ir import Graph, check_graph
+from pyvta.compiler.graph.passes import (
     eliminate_identities,
     fold_batch_norm,
     fold_constants,
@@ -27,7 +27,7 @@ from compiler.graph.passes import (
     quantize_int8,
     remove_dead_code,
 )
-from compiler.graph.passes.quantize_int8 import QuantConfig
+from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
 
 TARGETS = ("cpu", "cpu-int8", "vta")
 

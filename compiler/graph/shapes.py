@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from compiler.graph.ir import Graph, GraphError, Node, Value
+from pyvta.compiler.graph.ir import Graph, GraphError, Node, Value
 
 
 def conv_out_hw(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple, dilations=(1, 1)):

@@ -11,14 +11,39 @@ Inputs are ``float32[batch, 3, size, size]`` drawn from a standard normal distri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.graph import cpu_ops
+from pyvta.compiler.graph import cpu_ops
 
 OPSET = 17
 IR_VERSION = 8
+
+
+def float_model(
+    nodes: list[onnx.NodeProto],
+    inputs: dict[str, tuple[int, ...]],
+    outputs: dict[str, tuple[int, ...] | None],
+    inits: dict[str, np.ndarray] | None = None,
+    opset: int = OPSET,
+    name: str = "model",
+) -> onnx.ModelProto:
+    """An ONNX model of ``nodes``: ``inputs`` and ``outputs`` map names to float32 shapes (None:
+    unknown), ``inits`` names to initialiser arrays (any dtype)."""
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in inputs.items()],
+        [helper.make_tensor_value_info(k, TensorProto.FLOAT, v) for k, v in outputs.items()],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = IR_VERSION
+    return model
 
 
 class _NetBuilder:
@@ -28,7 +53,7 @@ class _NetBuilder:
         self.name = name
         self.rng = np.random.default_rng(seed)
         self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
+        self.inits: dict[str, np.ndarray] = {}
         self.acts: dict[str, np.ndarray] = {"input": samples}
         self.count = 0
 
@@ -37,7 +62,7 @@ class _NetBuilder:
         return f"{kind}{self.count}"
 
     def _init(self, name: str, a: np.ndarray) -> str:
-        self.inits.append(numpy_helper.from_array(np.asarray(a), name))
+        self.inits[name] = np.asarray(a)
         return name
 
     def conv(self, x: str, out_ch: int, k: int, stride: int, group: int = 1) -> str:
@@ -119,15 +144,8 @@ class _NetBuilder:
         return y
 
     def model(self, batch: int, size: int, classes: int) -> onnx.ModelProto:
-        graph = helper.make_graph(
-            self.nodes,
-            self.name,
-            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, 3, size, size])],
-            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, classes])],
-            self.inits,
-        )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-        m.ir_version = IR_VERSION
+        inputs, outputs = {"input": (batch, 3, size, size)}, {"logits": (batch, classes)}
+        m = float_model(self.nodes, inputs, outputs, self.inits, name=self.name)
         onnx.checker.check_model(m)
         return m
 
@@ -193,15 +211,28 @@ def mobilenet(
     return nb.model(1, size, classes)
 
 
-ZOO = {"resnet18": lambda **kw: resnet(18, **kw), "resnet34": lambda **kw: resnet(34, **kw)}
-ZOO["mobilenet"] = mobilenet
+@dataclass(frozen=True)
+class ZooModel:
+    build: Callable[..., onnx.ModelProto]  # keyword arguments: size, classes, seed, ...
+    summary: str
+
+
+ZOO = {
+    "resnet18": ZooModel(
+        lambda **kw: resnet(18, **kw), "ResNet-18, basic blocks (the main demo's network)"
+    ),
+    "resnet34": ZooModel(lambda **kw: resnet(34, **kw), "ResNet-34, basic blocks"),
+    "mobilenet": ZooModel(
+        mobilenet, "MobileNet-v1 style: depthwise 3x3 (CPU) + pointwise 1x1 (VTA), relu6"
+    ),
+}
 
 
 def build_model(name: str, **kwargs) -> onnx.ModelProto:
     """A zoo model by name (``resnet18``, ``resnet34``, ``mobilenet``)."""
     if name not in ZOO:
         raise ValueError(f"model {name!r} is not in the zoo (allowed: {', '.join(sorted(ZOO))})")
-    return ZOO[name](**kwargs)
+    return ZOO[name].build(**kwargs)
 
 
 def save_model(name: str, path: str, **kwargs) -> str:

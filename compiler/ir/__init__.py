@@ -1,6 +1,6 @@
 """Loop IR: one node family (``expr``, ``stmt``), a stable printer, a checker and a simplifier."""
 
-from compiler.ir.expr import (
+from pyvta.compiler.ir.expr import (
     BinOp,
     Call,
     Cast,
@@ -16,9 +16,9 @@ from compiler.ir.expr import (
     Var,
     const,
 )
-from compiler.ir.printer import expr_str, func_str, stmt_str
-from compiler.ir.simplify import simplify
-from compiler.ir.stmt import (
+from pyvta.compiler.ir.printer import expr_str, func_str, stmt_str
+from pyvta.compiler.ir.simplify import simplify
+from pyvta.compiler.ir.stmt import (
     Allocate,
     Buffer,
     Evaluate,
@@ -30,7 +30,7 @@ from compiler.ir.stmt import (
     Stmt,
     Store,
 )
-from compiler.ir.verify import IRError, verify
+from pyvta.compiler.ir.verify import IRError, verify
 
 __all__ = [
     "Allocate",

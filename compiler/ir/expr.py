@@ -127,7 +127,7 @@ class Expr:
         return Cast(dtype, self)
 
     def __repr__(self):
-        from compiler.ir.printer import expr_str
+        from pyvta.compiler.ir.printer import expr_str
 
         return expr_str(self)
 

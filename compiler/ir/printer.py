@@ -7,7 +7,7 @@ carry their dtype, e.g. ``int8(3)`` and ``1.5f``.
 
 from __future__ import annotations
 
-from compiler.ir.expr import (
+from pyvta.compiler.ir.expr import (
     BinOp,
     Call,
     Cast,
@@ -22,7 +22,7 @@ from compiler.ir.expr import (
     TensorRead,
     Var,
 )
-from compiler.ir.stmt import (
+from pyvta.compiler.ir.stmt import (
     Allocate,
     Evaluate,
     For,

@@ -8,7 +8,7 @@ decide them. ``ranges`` maps ``Var`` to an inclusive ``(lo, hi)`` pair of ints.
 
 from __future__ import annotations
 
-from compiler.ir.expr import (
+from pyvta.compiler.ir.expr import (
     BinOp,
     Cast,
     Compare,
@@ -28,7 +28,7 @@ Linear = tuple[dict, int]  # ({key: (atom, coef)}, constant); atoms are Vars or 
 
 
 def _atom_key(e: Expr) -> str:
-    from compiler.ir.printer import expr_str
+    from pyvta.compiler.ir.printer import expr_str
 
     return e.name + "#" + str(id(e)) if isinstance(e, Var) else expr_str(e)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from compiler.ir.expr import Expr, Var, check_dtype, const
+from pyvta.compiler.ir.expr import Expr, Var, check_dtype, const
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "vthread")
 
@@ -40,7 +40,7 @@ class Stmt:
     __slots__ = ()
 
     def __repr__(self):
-        from compiler.ir.printer import stmt_str
+        from pyvta.compiler.ir.printer import stmt_str
 
         return stmt_str(self)
 
@@ -135,7 +135,7 @@ class PrimFunc:
         return PrimFunc(self.name, self.params, body, self.workspace)
 
     def __str__(self):
-        from compiler.ir.printer import func_str
+        from pyvta.compiler.ir.printer import func_str
 
         return func_str(self)
 

@@ -8,9 +8,18 @@ unrolled loop whose extent is not a constant.
 
 from __future__ import annotations
 
-from compiler.ir.expr import IntImm, Load, Reduce, TensorRead, Var, children
-from compiler.ir.printer import expr_str
-from compiler.ir.stmt import Allocate, For, Let, PrimFunc, Stmt, Store, stmt_children, stmt_exprs
+from pyvta.compiler.ir.expr import IntImm, Load, Reduce, TensorRead, Var, children
+from pyvta.compiler.ir.printer import expr_str
+from pyvta.compiler.ir.stmt import (
+    Allocate,
+    For,
+    Let,
+    PrimFunc,
+    Stmt,
+    Store,
+    stmt_children,
+    stmt_exprs,
+)
 
 
 class IRError(ValueError):
@@ -41,7 +50,7 @@ def _check_access(buf, index, bufs: set, where: str) -> None:
 
 
 def _walk(s: Stmt, vars_in_scope: set, bufs: set) -> None:
-    from compiler.ir.printer import stmt_str
+    from pyvta.compiler.ir.printer import stmt_str
 
     for e in stmt_exprs(s):
         _check_expr(e, vars_in_scope, bufs, stmt_str(s).split("\n")[0])

@@ -7,9 +7,9 @@ loop variables in the common case; anything else falls back to the whole dimensi
 
 from __future__ import annotations
 
-from compiler.ir.expr import IntImm, TensorRead, Var, children, free_vars
-from compiler.ir.printer import expr_str
-from compiler.ir.simplify import const_bound, from_linear, linear_form, simplify
+from pyvta.compiler.ir.expr import IntImm, TensorRead, Var, children, free_vars
+from pyvta.compiler.ir.printer import expr_str
+from pyvta.compiler.ir.simplify import const_bound, from_linear, linear_form, simplify
 
 
 def collect_reads(e, tensor) -> list[TensorRead]:

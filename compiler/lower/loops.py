@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compiler.ir.expr import IntImm
-from compiler.schedule.schedule import Fuse, Split
+from pyvta.compiler.ir.expr import IntImm
+from pyvta.compiler.schedule.schedule import Fuse, Split
 
 
 def leaf_extents(stage, root_extents: dict) -> dict:

@@ -8,7 +8,7 @@ minimum. Reductions get an init nest placed just outside their outermost reduce 
 
 from __future__ import annotations
 
-from compiler.ir.expr import (
+from pyvta.compiler.ir.expr import (
     BinOp,
     IntImm,
     Load,
@@ -18,12 +18,12 @@ from compiler.ir.expr import (
     substitute,
     transform,
 )
-from compiler.ir.printer import expr_str
-from compiler.ir.simplify import linear_form, simplify, var_coef
-from compiler.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
-from compiler.lower.bound import infer_region
-from compiler.lower.loops import leaf_extents, root_values
-from compiler.schedule.intrin import TensorRegion
+from pyvta.compiler.ir.printer import expr_str
+from pyvta.compiler.ir.simplify import linear_form, simplify, var_coef
+from pyvta.compiler.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
+from pyvta.compiler.lower.bound import infer_region
+from pyvta.compiler.lower.loops import leaf_extents, root_values
+from pyvta.compiler.schedule.intrin import TensorRegion
 
 
 class LowerError(ValueError):
@@ -165,7 +165,7 @@ class _StageNest:
 
 
 def _vars_in(e) -> set:
-    from compiler.ir.expr import free_vars
+    from pyvta.compiler.ir.expr import free_vars
 
     return free_vars(e)
 
@@ -232,7 +232,7 @@ def _emit_tensorized(ctx, st, pos, ext, body, out_buf, out_idx):
 
 
 def _read_order(e):
-    from compiler.ir.expr import children
+    from pyvta.compiler.ir.expr import children
 
     out, stack = [], [e]
     while stack:
@@ -244,7 +244,7 @@ def _read_order(e):
 
 
 def _reads_of(e, t):
-    from compiler.lower.bound import collect_reads
+    from pyvta.compiler.lower.bound import collect_reads
 
     return collect_reads(e, t)
 

@@ -1,12 +1,12 @@
 """Operator library: tensor-expression declarations of common DNN operators."""
 
-from compiler.ops.conv2d import conv2d_nchw, conv2d_nchwc
-from compiler.ops.dense import dense, matmul
-from compiler.ops.elementwise import add, bias_add, cast, relu
-from compiler.ops.layout import pack_nchwc, pack_oihw, unpack_nchwc
-from compiler.ops.pad import pad
-from compiler.ops.pool import global_avg_pool2d, max_pool2d
-from compiler.ops.quantize import requantize
+from pyvta.compiler.ops.conv2d import conv2d_nchw, conv2d_nchwc
+from pyvta.compiler.ops.dense import dense, matmul
+from pyvta.compiler.ops.elementwise import add, bias_add, cast, relu
+from pyvta.compiler.ops.layout import pack_nchwc, pack_oihw, unpack_nchwc
+from pyvta.compiler.ops.pad import pad
+from pyvta.compiler.ops.pool import global_avg_pool2d, max_pool2d
+from pyvta.compiler.ops.quantize import requantize
 
 __all__ = [
     "add",

@@ -5,10 +5,10 @@ Output size per spatial dim: ``(in + 2 * pad - kernel) // stride + 1``.
 
 from __future__ import annotations
 
-from compiler.ops.dense import _acc
-from compiler.ops.pad import pad as pad_op
-from compiler.te.tensor import Tensor, compute, reduce_axis
-from compiler.te.tensor import sum as te_sum
+from pyvta.compiler.ops.dense import _acc
+from pyvta.compiler.ops.pad import pad as pad_op
+from pyvta.compiler.te.tensor import Tensor, compute, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
 
 
 def _out_size(name: str, n: int, k: int, stride: int, padding: int) -> int:

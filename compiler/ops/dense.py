@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compiler.te.tensor import Tensor, compute, reduce_axis
-from compiler.te.tensor import sum as te_sum
+from pyvta.compiler.te.tensor import Tensor, compute, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
 
 
 def _acc(x, dtype):

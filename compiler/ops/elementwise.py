@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from compiler.ir.expr import const
-from compiler.te.expr_ops import maximum
-from compiler.te.tensor import Tensor, compute
+from pyvta.compiler.ir.expr import const
+from pyvta.compiler.te.expr_ops import maximum
+from pyvta.compiler.te.tensor import Tensor, compute
 
 
 def add(a: Tensor, b: Tensor, name: str = "add") -> Tensor:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compiler.te.tensor import Tensor, compute
+from pyvta.compiler.te.tensor import Tensor, compute
 
 
 def _check_block(name: str, n: int, block: int) -> None:

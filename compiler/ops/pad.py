@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from compiler.ir.expr import all_, const
-from compiler.te.expr_ops import select
-from compiler.te.tensor import Tensor, compute
+from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.te.expr_ops import select
+from pyvta.compiler.te.tensor import Tensor, compute
 
 
 def pad(data: Tensor, pad_before, pad_after=None, value=0, name: str = "pad") -> Tensor:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from compiler.ir.expr import const
-from compiler.ops.conv2d import _out_size
-from compiler.ops.pad import pad as pad_op
-from compiler.te.tensor import Tensor, compute, reduce_axis
-from compiler.te.tensor import max as te_max
-from compiler.te.tensor import sum as te_sum
+from pyvta.compiler.ir.expr import const
+from pyvta.compiler.ops.conv2d import _out_size
+from pyvta.compiler.ops.pad import pad as pad_op
+from pyvta.compiler.te.tensor import Tensor, compute, reduce_axis
+from pyvta.compiler.te.tensor import max as te_max
+from pyvta.compiler.te.tensor import sum as te_sum
 
 
 def max_pool2d(data: Tensor, kernel: int, stride: int, padding: int = 0, name="max_pool2d"):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from compiler.ir.expr import const
-from compiler.te.expr_ops import maximum, minimum
-from compiler.te.tensor import Tensor, compute
+from pyvta.compiler.ir.expr import const
+from pyvta.compiler.te.expr_ops import maximum, minimum
+from pyvta.compiler.te.tensor import Tensor, compute
 
 
 def requantize(data: Tensor, shift: int, name: str = "requantize") -> Tensor:

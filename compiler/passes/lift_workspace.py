@@ -6,7 +6,7 @@ thread and reuses it, which avoids fresh memory (and its page faults) on every c
 
 from __future__ import annotations
 
-from compiler.ir.stmt import Allocate, PrimFunc, Seq, seq
+from pyvta.compiler.ir.stmt import Allocate, PrimFunc, Seq, seq
 
 HEAP_SCOPES = ("global",)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compiler.ir.stmt import For, PrimFunc, stmt_map
+from pyvta.compiler.ir.stmt import For, PrimFunc, stmt_map
 
 
 def lower_vthread(func: PrimFunc) -> PrimFunc:

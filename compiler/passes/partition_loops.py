@@ -12,9 +12,9 @@ main part parallel; a one-iteration tail runs serially. Vectorized loops are lef
 
 from __future__ import annotations
 
-from compiler.ir.expr import BinOp, Compare, IntImm, Var, substitute
-from compiler.ir.simplify import linear_bound, linear_form, var_coef
-from compiler.ir.stmt import (
+from pyvta.compiler.ir.expr import BinOp, Compare, IntImm, Var, substitute
+from pyvta.compiler.ir.simplify import linear_bound, linear_form, var_coef
+from pyvta.compiler.ir.stmt import (
     Allocate,
     For,
     IfThenElse,

@@ -6,13 +6,13 @@ CPU code generation. ``verify`` runs after every pass.
 
 from __future__ import annotations
 
-from compiler.ir.stmt import PrimFunc
-from compiler.ir.verify import verify
-from compiler.passes.lift_workspace import lift_workspace
-from compiler.passes.lower_vthread import lower_vthread
-from compiler.passes.partition_loops import partition_loops
-from compiler.passes.simplify_stmt import simplify_stmt
-from compiler.passes.unroll_loops import unroll_loops
+from pyvta.compiler.ir.stmt import PrimFunc
+from pyvta.compiler.ir.verify import verify
+from pyvta.compiler.passes.lift_workspace import lift_workspace
+from pyvta.compiler.passes.lower_vthread import lower_vthread
+from pyvta.compiler.passes.partition_loops import partition_loops
+from pyvta.compiler.passes.simplify_stmt import simplify_stmt
+from pyvta.compiler.passes.unroll_loops import unroll_loops
 
 PASSES = [
     ("simplify_stmt", simplify_stmt),

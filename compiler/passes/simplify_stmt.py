@@ -3,9 +3,9 @@ loops of extent 1 (their variable becomes 0) and branches whose condition is con
 
 from __future__ import annotations
 
-from compiler.ir.expr import IntImm, substitute
-from compiler.ir.simplify import simplify
-from compiler.ir.stmt import (
+from pyvta.compiler.ir.expr import IntImm, substitute
+from pyvta.compiler.ir.simplify import simplify
+from pyvta.compiler.ir.stmt import (
     Allocate,
     Evaluate,
     For,
@@ -54,7 +54,7 @@ def _simp(s, ranges: dict):
 
 
 def _subst(s, var, value):
-    from compiler.ir.stmt import stmt_map
+    from pyvta.compiler.ir.stmt import stmt_map
 
     return stmt_map(s, None, lambda e: substitute(e, {var: value}))
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compiler.ir.expr import IntImm, substitute
-from compiler.ir.stmt import For, PrimFunc, Seq, stmt_map
+from pyvta.compiler.ir.expr import IntImm, substitute
+from pyvta.compiler.ir.stmt import For, PrimFunc, Seq, stmt_map
 
 MAX_UNROLL = 256
 

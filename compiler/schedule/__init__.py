@@ -1,9 +1,9 @@
 """Schedules: loop transformations as recorded, replayable steps."""
 
-from compiler.schedule.intrin import TensorIntrin, TensorRegion
-from compiler.schedule.schedule import LoopAxis, Schedule, Stage, create_schedule
-from compiler.schedule.scope import ScopeInfo, ScopeTable
-from compiler.schedule.step import Step, apply_step, replay, steps_from_json, steps_to_json
+from pyvta.compiler.schedule.intrin import TensorIntrin, TensorRegion
+from pyvta.compiler.schedule.schedule import LoopAxis, Schedule, Stage, create_schedule
+from pyvta.compiler.schedule.scope import ScopeInfo, ScopeTable
+from pyvta.compiler.schedule.step import Step, apply_step, replay, steps_from_json, steps_to_json
 
 __all__ = [
     "LoopAxis",

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compiler.ir.expr import Expr, Reduce
+from pyvta.compiler.ir.expr import Expr, Reduce
 
 
 @dataclass(frozen=True)

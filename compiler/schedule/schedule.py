@@ -9,9 +9,9 @@ Axes are referred to by ``LoopAxis`` or by name; each call appends one ``Step``.
 
 from __future__ import annotations
 
-from compiler.ir.expr import INDEX_DTYPE, TensorRead, Var, transform
-from compiler.schedule.step import Step
-from compiler.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
+from pyvta.compiler.ir.expr import INDEX_DTYPE, TensorRead, Var, transform
+from pyvta.compiler.schedule.step import Step
+from pyvta.compiler.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
 ANNOTATIONS = ("serial", "parallel", "vectorized", "unrolled", "vthread")
 
@@ -314,7 +314,7 @@ class Schedule:
     def reads(self, st: Stage) -> list[Tensor]:
         out: dict = {}
         stack = [st.body]
-        from compiler.ir.expr import children
+        from pyvta.compiler.ir.expr import children
 
         while stack:
             n = stack.pop()
@@ -369,7 +369,7 @@ class Schedule:
         op = st.op
         axes = [IterVar(f"{a.name}.c", a.extent) for a in op.axis]
         vmap = {a.var: b.var for a, b in zip(op.axis, axes, strict=True)}
-        from compiler.ir.expr import substitute
+        from pyvta.compiler.ir.expr import substitute
 
         body = substitute(st.body, vmap)
         cache = ComputeOp(name, axes, body, op.tag).output

@@ -96,7 +96,7 @@ def apply_step(sch, step: Step, intrinsics: dict | None = None) -> None:
 
 def replay(outputs, steps, intrinsics: dict | None = None):
     """A fresh schedule of ``outputs`` with ``steps`` applied in order."""
-    from compiler.schedule.schedule import create_schedule
+    from pyvta.compiler.schedule.schedule import create_schedule
 
     sch = create_schedule(outputs)
     for s in steps:

@@ -1,7 +1,7 @@
 """Tensor expressions: declare computations independently of how they are scheduled."""
 
-from compiler.ir.expr import const
-from compiler.te.expr_ops import (
+from pyvta.compiler.ir.expr import const
+from pyvta.compiler.te.expr_ops import (
     cast,
     equal,
     exp,
@@ -15,7 +15,7 @@ from compiler.te.expr_ops import (
     select,
     sqrt,
 )
-from compiler.te.tensor import (
+from pyvta.compiler.te.tensor import (
     ComputeOp,
     IterVar,
     PlaceholderOp,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compiler.ir.expr import (
+from pyvta.compiler.ir.expr import (
     BinOp,
     Call,
     Cast,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 
-from compiler.ir.expr import (
+from pyvta.compiler.ir.expr import (
     INDEX_DTYPE,
     Expr,
     Reduce,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from isa import HwConfig, PyvtaError
+from pyvta.isa import HwConfig, PyvtaError
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--config", metavar="FILE", help="hardware config JSON (VTA's vta_config.json keys)"
+        "--config",
+        metavar="FILE",
+        help="hardware config JSON (VTA's vta_config.json keys; a sample: pyvta isa --print-config)",
     )
 
 

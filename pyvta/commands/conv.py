@@ -8,7 +8,8 @@ import time
 
 import numpy as np
 
-from compiler.backend.vta import (
+from pyvta.commands.common import add_config_argument, config_from
+from pyvta.compiler.backend.vta import (
     ConvConfig,
     ConvWorkload,
     Epilogue,
@@ -18,12 +19,11 @@ from compiler.backend.vta import (
     pack_weights,
     unpack_data,
 )
-from compiler.backend.vta.reference import reference_conv
-from compiler.backend.vta.workload import resnet18_workload
-from compiler.workloads import VTA_LAYERS
-from driver import SimDevice
-from isa import disassemble
-from pyvta.commands.common import add_config_argument, config_from
+from pyvta.compiler.backend.vta.reference import reference_conv
+from pyvta.compiler.backend.vta.workload import resnet18_workload
+from pyvta.compiler.workloads import VTA_LAYERS
+from pyvta.driver import SimDevice
+from pyvta.isa import disassemble
 
 HELP = "compile a conv2d layer for VTA, print its instructions, simulate it, write a trace"
 
@@ -69,7 +69,7 @@ def _workload(args) -> ConvWorkload:
 
 
 def _config(args, wl, ep, hw) -> ConvConfig | None:
-    from compiler.backend.vta import default_config
+    from pyvta.compiler.backend.vta import default_config
 
     if not args.tile and not args.vthreads:
         return None
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print(result.report.table())
     if args.trace:
-        import sim
+        from pyvta import sim
 
         sim.write_trace(result.report, args.trace)
         print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")

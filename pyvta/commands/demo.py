@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-import sim
-from sim.programs import matmul_program
+from pyvta import sim
+from pyvta.sim.programs import matmul_program
 
 HELP = "run the main demo: ResNet-18 on the simulated accelerator (or: demo gemm)"
 
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _model_path(size: int) -> Path:
-    from compiler.graph.zoo import save_model
+    from pyvta.compiler.graph.zoo import save_model
 
     root = Path(os.environ.get("PYVTA_CACHE_DIR", Path.home() / ".cache" / "pyvta")) / "models"
     root.mkdir(parents=True, exist_ok=True)
@@ -62,9 +62,9 @@ def _model_path(size: int) -> Path:
 
 
 def _resnet18(args) -> int:
-    from compiler.graph.compiled_model import run_model
     from pyvta.commands.network import accelerator, compile_for, tuned_configs, vta_summary
-    from tuner.network import pretuned_log
+    from pyvta.compiler.graph.compiled_model import run_model
+    from pyvta.tuner.network import pretuned_log
 
     path = _model_path(args.size)
     cm = compile_for(path, "vta-sim")
@@ -92,12 +92,12 @@ def _resnet18(args) -> int:
         f" {'BIT-EXACT MATCH' if same else 'MISMATCH'}"
     )
     try:
-        import onnxruntime as ort
+        from pyvta.compiler.graph.reference import cosine, onnxruntime_session
 
-        sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        sess = onnxruntime_session(path)
         ref = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(-1)
         got = out_vta.reshape(-1).astype(np.float64)
-        cos = float(ref @ got / (np.linalg.norm(ref) * np.linalg.norm(got) + 1e-30))
+        cos = cosine(ref, got)
         print(
             f"against the float model (onnxruntime): cosine {cos:.4f}, top-1"
             f" {int(np.argmax(got))} vs {int(np.argmax(ref))}"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from isa import decode_insns, disassemble
 from pyvta.commands.common import add_config_argument, config_from
+from pyvta.isa import decode_insns, disassemble
 
 HELP = "disassemble an instruction stream (raw .bin of 16-byte words, or a program bundle .npz)"
 
@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if path.suffix == ".npz":
-        from sim import Program
+        from pyvta.sim import Program
 
         program = Program.load(path)
         insns = program.insns()

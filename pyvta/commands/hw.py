@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hw import cli_support
+    from pyvta.hw import cli_support
 
     if args.hw_command == "run":
         info = cli_support.run_bundle(
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         if args.check:
             import numpy as np
 
-            import sim
+            from pyvta import sim
 
             program = sim.Program.load(args.bundle)
             expected = sim.run(program).dram

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from isa import alu_layout, gemm_layout, mem_layout, uop_layout
 from pyvta.commands.common import add_config_argument, config_from
+from pyvta.isa import alu_layout, gemm_layout, mem_layout, uop_layout
 
 HELP = "print a hardware config's sizes and the instruction / micro-op bit layouts"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_config_argument(p)
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the config as JSON instead (a sample FILE for --config: edit and load it)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from(args)
+    if args.print_config:
+        print(json.dumps(cfg.to_dict(), indent=2))
+        return 0
     print(f"config {cfg.tag}")
     for mem in ("uop", "inp", "wgt", "acc", "out"):
         print(f"  {mem.upper():4s} {cfg.elem_bytes_of(mem):4d} B/row x {cfg.depth_of(mem):6d} rows")

@@ -16,7 +16,7 @@ TARGETS = {"vta-sim": ("vta", "sim"), "cpu": ("cpu", None), "cpu-int8": ("cpu-in
 
 def compile_for(path: str | Path, target: str, log=print):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``."""
-    from compiler.graph.compiled_model import CompiledModel, compile_model
+    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
 
     if target not in TARGETS:
         raise CommandError(f"unknown target {target!r} (allowed: {', '.join(TARGETS)})")
@@ -38,15 +38,15 @@ def compile_for(path: str | Path, target: str, log=print):
 def accelerator(search: int = 0, trace: bool = False, configs: dict | None = None):
     """The "vta" backend on a fresh simulated device (``configs``: per-layer configs, e.g.
     ``tuned_configs``)."""
-    from compiler.backend.vta.graph_backend import AcceleratorBackend
-    from driver import SimDevice
+    from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+    from pyvta.driver import SimDevice
 
     return AcceleratorBackend(SimDevice(trace=trace), search=search, configs=configs)
 
 
 def tuned_configs(cm, log_path: str | Path, log=print) -> dict:
     """The best config of each accelerator layer of ``cm`` in a ``pyvta tune MODEL`` log."""
-    from tuner.network import network_configs, network_layers
+    from pyvta.tuner.network import network_configs, network_layers
 
     if not Path(log_path).exists():
         raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
@@ -61,7 +61,7 @@ def tuned_configs(cm, log_path: str | Path, log=print) -> dict:
 
 def run_on(cm, target: str, x: np.ndarray, vta=None):
     """Run a compiled model once: (outputs, timing table, backend used for vta nodes)."""
-    from compiler.graph.compiled_model import run_model
+    from pyvta.compiler.graph.compiled_model import run_model
 
     if TARGETS[target][1] == "sim" and vta is None:
         vta = accelerator()

@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-import sim
-from sim import Program
+from pyvta import sim
+from pyvta.sim import Program
 
 HELP = "run a program bundle (.npz) on the simulator and write the final DRAM image"
 

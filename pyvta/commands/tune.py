@@ -10,12 +10,12 @@ HELP = "auto-tune an operator (gemm:M,N,K, conv2d:..., C1..C12 on the CPU; vta:C
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from tuner.cli_support import add_tune_arguments
+    from pyvta.tuner.cli_support import add_tune_arguments
 
     add_tune_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tuner.cli_support import tune_command
+    from pyvta.tuner.cli_support import tune_command
 
     return tune_command(args)

@@ -4,13 +4,9 @@ Options: ``--hw-fuzz N`` random programs in the differential fuzz test (default 
 ``--hw-seed S`` first seed (default 0), ``--hw-sim verilator|icarus`` (default verilator).
 """
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 
 def pytest_addoption(parser):
@@ -41,8 +37,8 @@ def hw_fuzz(pytestconfig) -> tuple[int, int]:
 def vta_build(tmp_path_factory, hw_sim):
     """The default-config accelerator built once for this test run."""
     pytest.importorskip("cocotb")
-    import isa
-    from hw import runner
+    from pyvta import isa
+    from pyvta.hw import runner
 
     t0 = time.monotonic()
     built = runner.build(isa.DEFAULT_CONFIG, hw_sim, build_dir=tmp_path_factory.mktemp("vta_rtl"))

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-import isa
-from hw import pure
-from hw.axi import AXI_BOUNDARY_BYTES, AXI_MAX_BURST_BEATS
-from sim.alu import apply as alu_reference
+from pyvta import isa
+from pyvta.hw import pure
+from pyvta.hw.axi import AXI_BOUNDARY_BYTES, AXI_MAX_BURST_BEATS
+from pyvta.sim.alu import apply as alu_reference
 
 pytestmark = pytest.mark.hw
 CFG = isa.DEFAULT_CONFIG
@@ -65,7 +65,7 @@ def test_dispatch_matches_isa_modules():
     from amaranth.hdl import Module, Signal
     from amaranth.sim import Simulator
 
-    from hw.fields import dispatch_module
+    from pyvta.hw.fields import dispatch_module
 
     rng = np.random.default_rng(2)
     insns = _random_insns(rng, 6) + [isa.Store(), isa.FinishInsn()]
@@ -133,7 +133,7 @@ def test_token_queue_counts_and_saturates():
 
 
 def test_regmap_is_consistent_and_documented():
-    from hw import regmap
+    from pyvta.hw import regmap
 
     offsets = [r.offset for r in regmap.REGISTERS]
     assert len(set(offsets)) == len(offsets)
@@ -144,7 +144,7 @@ def test_regmap_is_consistent_and_documented():
 
 
 def test_synth_report_parsing():
-    from hw.synth import parse_stat
+    from pyvta.hw.synth import parse_stat
 
     stat = {
         "modules": {

@@ -4,11 +4,11 @@ DRAM equals the simulator's bit for bit, and the cycle model (test-RAM timing) i
 import numpy as np
 import pytest
 
-import sim
-from compiler.backend.vta import ConvConfig, ConvWorkload, Epilogue, VtaConv2d
-from compiler.backend.vta.packing import pack_bias, pack_data, pack_weights
-from driver import SimDevice
-from hw import runner
+from pyvta import sim
+from pyvta.compiler.backend.vta import ConvConfig, ConvWorkload, Epilogue, VtaConv2d
+from pyvta.compiler.backend.vta.packing import pack_bias, pack_data, pack_weights
+from pyvta.driver import SimDevice
+from pyvta.hw import runner
 
 pytestmark = pytest.mark.hw
 

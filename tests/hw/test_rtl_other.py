@@ -5,12 +5,12 @@ import time
 
 import numpy as np
 import pytest
-from directed import directed_programs
-from test_rtl_vs_sim import _mismatch
 
-import isa
-from hw import runner
-from sim.random_program import random_program
+from pyvta import isa
+from pyvta.hw import runner
+from pyvta.sim.directed import directed_programs
+from pyvta.sim.random_program import random_program
+from pyvta.testing.compare import accelerator_mismatch
 
 pytestmark = [pytest.mark.hw, pytest.mark.slow]
 
@@ -39,7 +39,11 @@ def test_icarus_matches_sim(tmp_path_factory, tmp_path):
     ]
     progs += [(f"seed {s}", random_program(np.random.default_rng(s))) for s in range(2000, 2010)]
     results = runner.run_programs([p for _, p in progs], built=built, work_dir=tmp_path)
-    bad = [msg for (n, p), r in zip(progs, results, strict=True) if (msg := _mismatch(n, p, r))]
+    bad = [
+        msg
+        for (n, p), r in zip(progs, results, strict=True)
+        if (msg := accelerator_mismatch(n, p, r))
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -51,5 +55,9 @@ def test_wide_bus_config_matches_sim(tmp_path_factory, tmp_path):
     results = runner.run_programs(
         [p for _, p in progs], built=built, work_dir=tmp_path, backpressure=True, seed=11
     )
-    bad = [msg for (n, p), r in zip(progs, results, strict=True) if (msg := _mismatch(n, p, r))]
+    bad = [
+        msg
+        for (n, p), r in zip(progs, results, strict=True)
+        if (msg := accelerator_mismatch(n, p, r))
+    ]
     assert not bad, "\n".join(bad)

@@ -6,26 +6,14 @@ import time
 
 import numpy as np
 import pytest
-from directed import directed_programs
 
-import sim
-from hw import runner
-from sim.random_program import random_program
+from pyvta import sim
+from pyvta.hw import runner
+from pyvta.sim.directed import directed_programs
+from pyvta.sim.random_program import random_program
+from pyvta.testing.compare import accelerator_mismatch
 
 pytestmark = pytest.mark.hw
-
-
-def _mismatch(name, program, result) -> str | None:
-    if result.status != "done":
-        return f"{name}: RTL {result.status}: {result.message}"
-    ref = sim.run(program).dram
-    if np.array_equal(ref, result.dram):
-        return None
-    diff = np.flatnonzero(ref != result.dram)
-    return (
-        f"{name}: {diff.size} DRAM bytes differ, first at {diff[:8].tolist()}:"
-        f" sim {ref[diff[:8]].tolist()} rtl {result.dram[diff[:8]].tolist()}"
-    )
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +28,7 @@ def directed_results(vta_build, tmp_path_factory):
 @pytest.mark.parametrize("name", list(directed_programs()))
 def test_directed(directed_results, name):
     program, result = directed_results[name]
-    assert _mismatch(name, program, result) is None
+    assert accelerator_mismatch(name, program, result) is None
     assert result.cycles > 0
 
 
@@ -66,7 +54,7 @@ def test_random_programs(vta_build, hw_fuzz, tmp_path):
     bad = [
         msg
         for s, p, r in zip(seeds, programs, results, strict=True)
-        if (msg := _mismatch(f"seed {s}", p, r))
+        if (msg := accelerator_mismatch(f"seed {s}", p, r))
     ]
     assert not bad, "\n".join(bad[:10])
 
@@ -78,17 +66,20 @@ def test_backpressure_and_latency(vta_build, tmp_path):
     results = runner.run_programs(
         [p for _, p in progs], built=vta_build, work_dir=tmp_path, backpressure=True, seed=5
     )
-    bad = [msg for (n, p), r in zip(progs, results, strict=True) if (msg := _mismatch(n, p, r))]
+    bad = [
+        msg
+        for (n, p), r in zip(progs, results, strict=True)
+        if (msg := accelerator_mismatch(n, p, r))
+    ]
     assert not bad, "\n".join(bad[:10])
 
 
 def test_watchdog_reports_deadlock(vta_build, tmp_path):
     """A program whose compute pops a token nobody pushes: the watchdog names the stuck queue,
     and the next program of the same run still works (reset recovers the DUT)."""
-    from directed import dep_only_program
-
-    from isa import FinishInsn, GemmInsn
-    from sim.builder import ProgramBuilder
+    from pyvta.isa import FinishInsn, GemmInsn
+    from pyvta.sim.builder import ProgramBuilder
+    from pyvta.sim.directed import dep_only_program
 
     pb = ProgramBuilder()
     pb.emit(GemmInsn(pop_prev_dep=True))  # waits for l2c forever
@@ -101,7 +92,7 @@ def test_watchdog_reports_deadlock(vta_build, tmp_path):
     assert results[0].status == "deadlock"
     assert "compute" in results[0].message and "'l2c': 0" in results[0].message
     assert results[1].status == "done"
-    assert _mismatch("after deadlock", ok, results[1]) is None
+    assert accelerator_mismatch("after deadlock", ok, results[1]) is None
 
 
 def test_run_program_api(vta_build, tmp_path):
@@ -111,8 +102,8 @@ def test_run_program_api(vta_build, tmp_path):
     assert np.array_equal(dram, sim.run(program).dram)
     assert cycles > 0
     with pytest.raises(RuntimeError, match="deadlock"):
-        from isa import FinishInsn, GemmInsn
-        from sim.builder import ProgramBuilder
+        from pyvta.isa import FinishInsn, GemmInsn
+        from pyvta.sim.builder import ProgramBuilder
 
         pb = ProgramBuilder()
         pb.emit(GemmInsn(pop_next_dep=True))

@@ -1,13 +1,15 @@
-"""Imports point one way (STYLE.md): isa <- sim, hw, compiler <- tuner; driver never compiler."""
+"""Imports point one way (STYLE.md): isa <- sim, hw, compiler <- tuner; driver never compiler.
+Every import of ours names the one installed package: ``pyvta.sim``, never a bare ``sim``."""
 
 import ast
+import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver")
-# package -> packages of ours it must not import
+# package -> parts of pyvta it must not import ("pyvta": the command-line tool and pyvta.testing)
 FORBIDDEN = {
     "isa": {"sim", "hw", "compiler", "tuner", "driver", "pyvta"},
     "sim": {"hw", "compiler", "tuner", "driver", "pyvta"},
@@ -18,22 +20,70 @@ FORBIDDEN = {
 }
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    names = set()
+def _part(dotted: str) -> str:
+    """The part of pyvta a dotted name below ``pyvta`` belongs to ("pyvta" for the CLI's own)."""
+    head = dotted.split(".")[0]
+    return head if head in PACKAGES else "pyvta"
+
+
+def _imports(tree: ast.AST) -> tuple[set[str], list[str]]:
+    """(parts of pyvta imported, bare imports of our packages as written)."""
+    parts, bare = set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names |= {a.name.split(".")[0] for a in node.names}
+            modules = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module.split(".")[0])
-    return names
+            modules = [node.module]
+            if node.module == "pyvta":
+                parts |= {_part(a.name) for a in node.names}
+                continue
+        else:
+            continue
+        for m in modules:
+            if m.split(".")[0] in PACKAGES:
+                bare.append(f"line {node.lineno}: {m}")
+            elif m.startswith("pyvta."):
+                parts.add(_part(m.removeprefix("pyvta.")))
+            elif m == "pyvta":
+                parts.add("pyvta")
+    return parts, bare
 
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_imports_point_one_way(package):
     bad = []
     for path in sorted((ROOT / package).rglob("*.py")):
-        wrong = _imports(path) & FORBIDDEN[package]
-        if wrong:
+        parts, _ = _imports(ast.parse(path.read_text(), filename=str(path)))
+        if wrong := parts & FORBIDDEN[package]:
             bad.append(f"{path.relative_to(ROOT)} imports {sorted(wrong)}")
     assert not bad, "\n".join(bad)
+
+
+def _tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        pytest.skip(f"needs a git checkout to list the project's files: {out.stderr.strip()}")
+    return [ROOT / p for p in out.stdout.split()]
+
+
+def test_every_import_names_the_pyvta_package():
+    """Code, tests, benchmarks and docs: no bare ``import sim`` (the READMEs' examples run from
+    outside the checkout in test_docs.py, where a bare import fails)."""
+    bad, paths = [], _tracked("*.py")
+    for path in paths:
+        _, bare = _imports(ast.parse(path.read_text(), filename=str(path)))
+        bad += [f"{path.relative_to(ROOT)} {b}" for b in bare]
+    assert len(paths) > 200, f"only {len(paths)} Python files found under {ROOT}"
+    assert not bad, "bare imports of our packages (write pyvta.<name>):\n" + "\n".join(bad)
+
+
+def test_the_layering_check_sees_every_import_form():
+    src = (
+        "import pyvta.sim.program\nfrom pyvta import hw, __version__\nfrom pyvta.cli import main\n"
+    )
+    src += "import compiler\nfrom isa.config import HwConfig\n"
+    parts, bare = _imports(ast.parse(src))
+    assert parts == {"sim", "hw", "pyvta"}
+    assert bare == ["line 4: compiler", "line 5: isa.config"]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from compiler.backend.llvm.cache import KernelCache, kernel_key
-from compiler.backend.llvm.codegen import CodeGen
-from compiler.backend.llvm.jit import JitFunction, optimize
-from compiler.backend.llvm.module import Module
-from compiler.backend.llvm.target import CpuTarget, cpu_scopes
-from compiler.ir.stmt import PrimFunc
-from compiler.passes.pipeline import LLVM_PASSES, run_passes
+from pyvta.compiler.backend.llvm.cache import KernelCache, kernel_key
+from pyvta.compiler.backend.llvm.codegen import CodeGen
+from pyvta.compiler.backend.llvm.jit import JitFunction, optimize
+from pyvta.compiler.backend.llvm.module import Module
+from pyvta.compiler.backend.llvm.target import CpuTarget, cpu_scopes
+from pyvta.compiler.ir.stmt import PrimFunc
+from pyvta.compiler.passes.pipeline import LLVM_PASSES, run_passes
 
 
 def build_llvm(func: PrimFunc, target: CpuTarget, cache: KernelCache) -> Module:

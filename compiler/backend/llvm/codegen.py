@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from compiler.backend.llvm.frame import (
+from pyvta.compiler.backend.llvm.frame import (
     ELEM_BYTES,
     F32,
     I1,
@@ -23,15 +23,15 @@ from compiler.backend.llvm.frame import (
     MEM_TYPE,
     FnState,
 )
-from compiler.backend.llvm.parallel import emit_parallel
-from compiler.backend.llvm.vector import (
+from pyvta.compiler.backend.llvm.parallel import emit_parallel
+from pyvta.compiler.backend.llvm.vector import (
     MAX_SHUFFLED_STRIDE,
     lane_coef,
     masked_load_ok,
     vectorizable,
     walk_exprs,
 )
-from compiler.ir.expr import (
+from pyvta.compiler.ir.expr import (
     BinOp,
     Call,
     Cast,
@@ -45,7 +45,7 @@ from compiler.ir.expr import (
     is_float,
     substitute,
 )
-from compiler.ir.stmt import (
+from pyvta.compiler.ir.stmt import (
     Allocate,
     Evaluate,
     For,

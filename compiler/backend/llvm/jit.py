@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
-from compiler.backend.llvm.target import CpuTarget
+from pyvta.compiler.backend.llvm.target import CpuTarget
 
 
 def optimize(ir_text: str, target: CpuTarget) -> str:
@@ -27,7 +27,7 @@ class JitFunction:
 
     def __init__(self, ir_text: str, entry: str, target: CpuTarget):
         if entry != "pyvta_parallel_launch":
-            from compiler.backend.llvm.runtime import ensure_runtime
+            from pyvta.compiler.backend.llvm.runtime import ensure_runtime
 
             ensure_runtime()
         mod = llvm.parse_assembly(ir_text)

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from compiler.ir.stmt import PrimFunc
+from pyvta.compiler.ir.stmt import PrimFunc
 
 _NP_DTYPE = {
     "int8": np.int8,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from compiler.backend.llvm.frame import I8P, I32, I64, LLTYPE, MEM_TYPE, FnState
-from compiler.backend.llvm.vector import stmt_exprs_deep, walk_stmts
-from compiler.ir.expr import Load, Var
-from compiler.ir.stmt import For, Store
+from pyvta.compiler.backend.llvm.frame import I8P, I32, I64, LLTYPE, MEM_TYPE, FnState
+from pyvta.compiler.backend.llvm.vector import stmt_exprs_deep, walk_stmts
+from pyvta.compiler.ir.expr import Load, Var
+from pyvta.compiler.ir.stmt import For, Store
 
 
 def emit_parallel(self, s: For, lo, ext) -> None:

@@ -185,8 +185,8 @@ def _runtime_module() -> ir.Module:
 @cache
 def ensure_runtime() -> int:
     """JIT the runtime once per process and make ``LAUNCH_SYMBOL`` resolvable by kernels."""
-    from compiler.backend.llvm.jit import JitFunction, optimize
-    from compiler.backend.llvm.target import CpuTarget
+    from pyvta.compiler.backend.llvm.jit import JitFunction, optimize
+    from pyvta.compiler.backend.llvm.target import CpuTarget
 
     target = CpuTarget.host(1)
     text = optimize(str(_runtime_module()), target)

@@ -8,7 +8,7 @@ from functools import cache
 
 import llvmlite.binding as llvm
 
-from compiler.schedule.scope import ScopeInfo, ScopeTable
+from pyvta.compiler.schedule.scope import ScopeInfo, ScopeTable
 
 _ELEM_BITS = {"int8": 8, "int32": 32, "int64": 64, "float32": 32, "bool": 8}
 

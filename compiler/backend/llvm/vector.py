@@ -3,9 +3,9 @@ whether a ``vectorized`` loop body can be emitted as straight-line vector code."
 
 from __future__ import annotations
 
-from compiler.ir.expr import IntImm, Load, Select, children, free_vars
-from compiler.ir.simplify import linear_form, simplify, var_coef
-from compiler.ir.stmt import Allocate, For, IfThenElse, Store, stmt_children, stmt_exprs
+from pyvta.compiler.ir.expr import IntImm, Load, Select, children, free_vars
+from pyvta.compiler.ir.simplify import linear_form, simplify, var_coef
+from pyvta.compiler.ir.stmt import Allocate, For, IfThenElse, Store, stmt_children, stmt_exprs
 
 
 def walk_stmts(s):

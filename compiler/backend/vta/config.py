@@ -6,8 +6,8 @@ import itertools
 import json
 from dataclasses import asdict, dataclass
 
-from compiler.backend.vta.workload import ConvWorkload, Epilogue
-from isa import HwConfig, PyvtaError
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.isa import HwConfig, PyvtaError
 
 # (outer, inner) dimensions of the GEMM's two hardware loops; the other dimensions of
 # (co, ci, kh, kw, oh, ow) are enumerated in the micro-op kernel.

@@ -21,11 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backend.vta.config import ConvConfig, FitError, Geometry, check_fit, reserved_rows
-from compiler.backend.vta.deps import insert_dep_tokens
-from compiler.backend.vta.emitter import Emitter, UopOverflowError
-from compiler.backend.vta.workload import ConvWorkload, Epilogue
-from isa import AluInsn, AluOp, GemmInsn, HwConfig, Insn, MemType, Uop
+from pyvta.compiler.backend.vta.config import (
+    ConvConfig,
+    FitError,
+    Geometry,
+    check_fit,
+    reserved_rows,
+)
+from pyvta.compiler.backend.vta.deps import insert_dep_tokens
+from pyvta.compiler.backend.vta.emitter import Emitter, UopOverflowError
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.isa import AluInsn, AluOp, GemmInsn, HwConfig, Insn, MemType, Uop
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from compiler.backend.vta.config import ConvConfig, FitError, all_configs, check_fit
-from compiler.backend.vta.workload import ConvWorkload, Epilogue
-from isa import HwConfig, Insn
+from pyvta.compiler.backend.vta.config import ConvConfig, FitError, all_configs, check_fit
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.isa import HwConfig, Insn
 
 DMA_LATENCY_CYCLES = 34
 INSN_OVERHEAD_CYCLES = 8
@@ -129,7 +129,7 @@ def default_config(
     are lowered and measured, plus ``explore`` configs drawn at random (``seed``) from the rest
     of the fitting space, and the fastest wins. (The tuner searches the space properly.)
     """
-    from compiler.backend.vta.conv2d import DramMap, lower_conv2d
+    from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 
     ranked = ranked_configs(wl, ep, hw, vthreads)
     if measure is not None:

@@ -14,8 +14,8 @@ import dataclasses
 
 import numpy as np
 
-from compiler.backend.vta.emitter import Access
-from isa import DEP_FLAG_NAMES, DEP_QUEUES, HwConfig, Insn, Load, MemType, Module
+from pyvta.compiler.backend.vta.emitter import Access
+from pyvta.isa import DEP_FLAG_NAMES, DEP_QUEUES, HwConfig, Insn, Load, MemType, Module
 
 _SRAMS = ("inp", "wgt", "acc", "out", "uop")
 

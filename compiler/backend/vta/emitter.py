@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from isa import AluInsn, GemmInsn, HwConfig, Insn, Load, MemInsn, MemType, Uop
+from pyvta.isa import AluInsn, GemmInsn, HwConfig, Insn, Load, MemInsn, MemType, Uop
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Emitter:
         )
 
     def store(self, sram_base: int, dram_base: int, y: int, x: int, stride: int) -> None:
-        from isa import Store
+        from pyvta.isa import Store
 
         elem = self.hw.out_elem_bytes
         self.emit(
@@ -161,7 +161,7 @@ class Emitter:
         self.emit(insn, acc)
 
     def finish(self) -> None:
-        from isa import FinishInsn
+        from pyvta.isa import FinishInsn
 
         everything = [
             Access(s, 0, self.hw.depth_of(s), False) for s in ("inp", "wgt", "acc", "out")

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backend.vta.config import ConvConfig
-from compiler.backend.vta.operator import VtaConv2d, lowering_epilogue
-from compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
+from pyvta.compiler.backend.vta.config import ConvConfig
+from pyvta.compiler.backend.vta.operator import VtaConv2d, lowering_epilogue
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
 
 
 def conv_workload(x_shape, w_shape, p) -> ConvWorkload:

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.backend.vta.config import ConvConfig, FitError, check_fit
-from compiler.backend.vta.constants import bias_digit_blocks, identity_block, ones_row
-from compiler.backend.vta.conv2d import DramMap, LoweredConv, lower_conv2d
-from compiler.backend.vta.default import default_config
-from compiler.backend.vta.workload import ConvWorkload, Epilogue
-from isa import HwConfig, encode_insns, encode_uops
+from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit
+from pyvta.compiler.backend.vta.constants import bias_digit_blocks, identity_block, ones_row
+from pyvta.compiler.backend.vta.conv2d import DramMap, LoweredConv, lower_conv2d
+from pyvta.compiler.backend.vta.default import default_config
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.isa import HwConfig, encode_insns, encode_uops
 
 
 @dataclass

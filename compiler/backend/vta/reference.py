@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 
 
 def _wrap32(v: np.ndarray) -> np.ndarray:

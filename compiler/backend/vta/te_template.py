@@ -12,14 +12,14 @@ steps (the typed contract) and ``lower_conv2d`` emits the instructions.
 
 from __future__ import annotations
 
-from compiler import te
-from compiler.backend.vta.config import GEMM_LOOPS, ConvConfig
-from compiler.backend.vta.workload import ConvWorkload
-from compiler.ir import Evaluate
-from compiler.ir.expr import Call
-from compiler.ops.pad import pad as pad_op
-from compiler.schedule import ScopeInfo, ScopeTable, TensorIntrin, create_schedule
-from isa import HwConfig
+from pyvta.compiler import te
+from pyvta.compiler.backend.vta.config import GEMM_LOOPS, ConvConfig
+from pyvta.compiler.backend.vta.workload import ConvWorkload
+from pyvta.compiler.ir import Evaluate
+from pyvta.compiler.ir.expr import Call
+from pyvta.compiler.ops.pad import pad as pad_op
+from pyvta.compiler.schedule import ScopeInfo, ScopeTable, TensorIntrin, create_schedule
+from pyvta.isa import HwConfig
 
 INP_SCOPE, WGT_SCOPE, ACC_SCOPE = "local.inp_buffer", "local.wgt_buffer", "local.acc_buffer"
 
@@ -146,6 +146,6 @@ def config_from_steps(steps) -> ConvConfig:
 def build_conv2d(sch, wl: ConvWorkload, ep, weights, bias, device):
     """Compile a scheduled VTA conv2d for ``device``: the instruction stream follows the schedule
     (its config is read back from the steps). Returns a ``VtaConv2d``."""
-    from compiler.backend.vta.operator import VtaConv2d
+    from pyvta.compiler.backend.vta.operator import VtaConv2d
 
     return VtaConv2d(wl, ep, weights, bias, device, config_from_steps(sch.steps))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from isa import PyvtaError
+from pyvta.isa import PyvtaError
 
 
 class WorkloadError(PyvtaError, ValueError):
@@ -189,7 +189,7 @@ class Epilogue:
 
 def resnet18_workload(name: str) -> ConvWorkload:
     """The VTA workload of a ResNet-18 layer ("C2".."C12", see ``compiler.workloads``)."""
-    from compiler.workloads import RESNET18_LAYERS
+    from pyvta.compiler.workloads import RESNET18_LAYERS
 
     try:
         s = RESNET18_LAYERS[name]

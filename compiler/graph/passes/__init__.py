@@ -3,14 +3,14 @@
 The order they run in is :data:`compiler.graph.pipeline.PIPELINE`.
 """
 
-from compiler.graph.passes.eliminate_identities import eliminate_identities
-from compiler.graph.passes.fold_batch_norm import fold_batch_norm
-from compiler.graph.passes.fold_constants import fold_constants
-from compiler.graph.passes.fuse_operators import fuse_operators
-from compiler.graph.passes.pack_layouts import pack_layouts
-from compiler.graph.passes.partition_targets import partition_targets
-from compiler.graph.passes.quantize_int8 import quantize_int8
-from compiler.graph.passes.remove_dead_code import remove_dead_code
+from pyvta.compiler.graph.passes.eliminate_identities import eliminate_identities
+from pyvta.compiler.graph.passes.fold_batch_norm import fold_batch_norm
+from pyvta.compiler.graph.passes.fold_constants import fold_constants
+from pyvta.compiler.graph.passes.fuse_operators import fuse_operators
+from pyvta.compiler.graph.passes.pack_layouts import pack_layouts
+from pyvta.compiler.graph.passes.partition_targets import partition_targets
+from pyvta.compiler.graph.passes.quantize_int8 import quantize_int8
+from pyvta.compiler.graph.passes.remove_dead_code import remove_dead_code
 
 __all__ = [
     "eliminate_identities",

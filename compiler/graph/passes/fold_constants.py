@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.cpu_ops import run_cpu_op
-from compiler.graph.ir import Graph
+from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.ir import Graph
 
 
 def fold_constants(graph: Graph, options=None) -> Graph:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.ir import Graph, Node
 
 PRODUCERS = ("conv2d", "dense")
 

@@ -9,9 +9,9 @@ value directly, and ``remove_dead_code`` drops unpacks nobody reads.
 
 from __future__ import annotations
 
-from compiler.graph import layout
-from compiler.graph.ir import Graph, Node
-from compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.graph import layout
+from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 
 
 def pack_layouts(graph: Graph, options) -> Graph:

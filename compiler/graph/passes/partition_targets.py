@@ -8,7 +8,7 @@ quantize/dequantize and layout changes.
 
 from __future__ import annotations
 
-from compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.ir import Graph, Node
 
 
 def runs_on_vta(n: Node) -> bool:

@@ -24,15 +24,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.graph.calibrate import (
+from pyvta.compiler.graph.calibrate import (
     MIN_FRAC_BITS,
     Calibration,
     calibrate,
     frac_bits_for,
     quantization_error,
 )
-from compiler.graph.ir import Graph, Node
-from compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 
 QUANTIZABLE = ("conv2d", "dense")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from compiler.graph.ir import Graph, Node
-from compiler.graph.shapes import record_outputs
+from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.shapes import record_outputs
 
 
 class NodeEmitter:

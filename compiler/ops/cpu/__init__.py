@@ -1,9 +1,9 @@
 """CPU schedule templates: schedule functions whose knobs (tile sizes, ...) are parameters, so a
 tuner can search over them. Each returns ``(schedule, argument tensors)``."""
 
-from compiler.ops.cpu.conv2d import Conv2dKnobs, conv2d_nchw_blocked
-from compiler.ops.cpu.gemm import GemmKnobs, matmul_packed
-from compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd
+from pyvta.compiler.ops.cpu.conv2d import Conv2dKnobs, conv2d_nchw_blocked
+from pyvta.compiler.ops.cpu.gemm import GemmKnobs, matmul_packed
+from pyvta.compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd
 
 __all__ = [
     "Conv2dKnobs",

@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from compiler.ir.expr import all_, const
-from compiler.ops.conv2d import _out_size
-from compiler.schedule.schedule import create_schedule
-from compiler.te.expr_ops import select
-from compiler.te.tensor import compute, placeholder, reduce_axis
-from compiler.te.tensor import sum as te_sum
+from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.ops.conv2d import _out_size
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.expr_ops import select
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from compiler.schedule.schedule import create_schedule
-from compiler.te.tensor import compute, placeholder, reduce_axis
-from compiler.te.tensor import sum as te_sum
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
 
 
 @dataclass(frozen=True)

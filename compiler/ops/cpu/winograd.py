@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from compiler.ir.expr import all_, const, equal
-from compiler.schedule.schedule import create_schedule
-from compiler.te.expr_ops import select
-from compiler.te.tensor import compute, placeholder, reduce_axis
-from compiler.te.tensor import sum as te_sum
+from pyvta.compiler.ir.expr import all_, const, equal
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.expr_ops import select
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
 
 _BT = ((1, 0, -1, 0), (0, 1, 1, 0), (0, -1, 1, 0), (0, 1, 0, -1))
 _G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))

@@ -14,7 +14,7 @@ def rng():
 @pytest.fixture
 def build():
     """Build for the host CPU with the on-disk cache off (tests stay hermetic)."""
-    import compiler
+    from pyvta import compiler
 
     def _build(sch, args, **kw):
         kw.setdefault("cache_dir", None)

@@ -6,9 +6,9 @@ import pathlib
 import numpy as np
 import pytest
 
-from compiler.ops.cpu import Conv2dKnobs, GemmKnobs, conv2d_nchw_blocked, matmul_packed
-from compiler.ops.cpu.conv2d import pack_weights
-from compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd, transform_weights
+from pyvta.compiler.ops.cpu import Conv2dKnobs, GemmKnobs, conv2d_nchw_blocked, matmul_packed
+from pyvta.compiler.ops.cpu.conv2d import pack_weights
+from pyvta.compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd, transform_weights
 
 
 @pytest.mark.parametrize(
@@ -85,7 +85,7 @@ def test_winograd_template(build, rng, conv_reference, c, h, k, knobs):
 
 
 def test_default_knobs_follow_the_host_vector_width():
-    from compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.backend.llvm import CpuTarget
 
     t = CpuTarget.host()
     lanes = t.vector_lanes("float32")

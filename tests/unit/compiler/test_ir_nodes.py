@@ -2,7 +2,7 @@
 
 import pytest
 
-from compiler.ir import (
+from pyvta.compiler.ir import (
     Allocate,
     Buffer,
     For,
@@ -16,7 +16,7 @@ from compiler.ir import (
     simplify,
     verify,
 )
-from compiler.ir.simplify import const_bound
+from pyvta.compiler.ir.simplify import const_bound
 
 
 def test_affine_canonical_form():
@@ -47,14 +47,14 @@ def test_compare_and_minmax_fold_under_ranges():
     assert expr_str(simplify(i < 10, r)) == "true"
     assert expr_str(simplify(i < 9, r)) == "(i < 9)"
     assert expr_str(simplify((i + 0) // 1, r)) == "i"
-    from compiler.ir.expr import max_, min_
+    from pyvta.compiler.ir.expr import max_, min_
 
     assert expr_str(simplify(min_(i, 20), r)) == "i"
     assert expr_str(simplify(max_(i, -1), r)) == "i"
 
 
 def test_constant_folding_wraps_int8():
-    from compiler.ir import Cast
+    from pyvta.compiler.ir import Cast
 
     assert simplify(Cast("int8", IntImm(300))).value == 44
     assert simplify(IntImm(-7) // IntImm(2)).value == -4  # floor division

@@ -1,7 +1,7 @@
 """Golden text of lowered IR for a few small cases (the printer's text is a contract)."""
 
-import compiler
-from compiler import te
+from pyvta import compiler
+from pyvta.compiler import te
 
 
 def _matmul():

@@ -5,9 +5,9 @@ import importlib
 import numpy as np
 import pytest
 
-import compiler
-from compiler import te
-from compiler.backend.llvm import CpuTarget
+from pyvta import compiler
+from pyvta.compiler import te
+from pyvta.compiler.backend.llvm import CpuTarget
 
 
 def _axpy(n=37):
@@ -115,7 +115,7 @@ def test_kernel_cache_memory_and_disk(tmp_path, rng):
     assert len(list(tmp_path.glob("*.ll"))) == 1
     again = compiler.build(s, [x, y, z], cache_dir=tmp_path)
     assert again.from_cache == "memory"
-    importlib.import_module("compiler.api")._CACHES.pop(tmp_path)  # as in a fresh process
+    importlib.import_module("pyvta.compiler.api")._CACHES.pop(tmp_path)  # as in a fresh process
     reloaded = compiler.build(s, [x, y, z], cache_dir=tmp_path)
     assert reloaded.from_cache == "disk"
     a, b = rng.standard_normal(19).astype(np.float32), rng.standard_normal(19).astype(np.float32)
@@ -125,7 +125,7 @@ def test_kernel_cache_memory_and_disk(tmp_path, rng):
 
 
 def test_cache_dir_from_environment_at_top_level(monkeypatch, tmp_path):
-    from compiler.api import default_cache_dir
+    from pyvta.compiler.api import default_cache_dir
 
     monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
     assert default_cache_dir() == str(tmp_path / "llvm")
@@ -160,8 +160,19 @@ def test_thread_pool_is_reused_and_safe_from_python_threads(build, rng):
 def test_hand_written_loop_ir_with_let_if_else_and_vthread(build):
     """Loop IR built directly (no schedule) compiles: Let, IfThenElse with else, vthread loops,
     int8 arithmetic with explicit casts, min/max."""
-    from compiler.ir import Buffer, Cast, For, IfThenElse, IntImm, Let, Load, PrimFunc, Store, Var
-    from compiler.ir.expr import max_, min_
+    from pyvta.compiler.ir import (
+        Buffer,
+        Cast,
+        For,
+        IfThenElse,
+        IntImm,
+        Let,
+        Load,
+        PrimFunc,
+        Store,
+        Var,
+    )
+    from pyvta.compiler.ir.expr import max_, min_
 
     a = Buffer("A", "int8", (10,))
     out = Buffer("Out", "int32", (10,))

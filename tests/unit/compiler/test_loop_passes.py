@@ -2,12 +2,12 @@
 
 import pytest
 
-from compiler.ir import Buffer, For, IntImm, Load, PrimFunc, Seq, Store, Var, func_str
-from compiler.passes import LLVM_PASSES, PASSES, run_passes
-from compiler.passes.lower_vthread import lower_vthread
-from compiler.passes.partition_loops import partition_loops
-from compiler.passes.simplify_stmt import simplify_stmt
-from compiler.passes.unroll_loops import unroll_loops
+from pyvta.compiler.ir import Buffer, For, IntImm, Load, PrimFunc, Seq, Store, Var, func_str
+from pyvta.compiler.passes import LLVM_PASSES, PASSES, run_passes
+from pyvta.compiler.passes.lower_vthread import lower_vthread
+from pyvta.compiler.passes.partition_loops import partition_loops
+from pyvta.compiler.passes.simplify_stmt import simplify_stmt
+from pyvta.compiler.passes.unroll_loops import unroll_loops
 
 
 def _copy(kind: str, extent: int = 3):
@@ -50,8 +50,8 @@ def test_unroll_loops_starts_at_the_loop_min():
 
 def _guarded_tiles(kind: str = "serial"):
     """for io in 0..4: for ii in 0..3: if io * 3 + ii < 10: B[io * 3 + ii] = A[...]"""
-    from compiler.ir import IfThenElse
-    from compiler.ir.expr import compare
+    from pyvta.compiler.ir import IfThenElse
+    from pyvta.compiler.ir.expr import compare
 
     a, b = Buffer("A", "float32", (12,)), Buffer("B", "float32", (12,))
     io, ii = Var("io"), Var("ii")
@@ -72,8 +72,8 @@ def test_partition_loops_splits_off_the_guarded_tail():
 
 
 def test_partition_loops_splits_on_one_conjunct_and_keeps_the_other():
-    from compiler.ir import IfThenElse
-    from compiler.ir.expr import all_, compare
+    from pyvta.compiler.ir import IfThenElse
+    from pyvta.compiler.ir.expr import all_, compare
 
     a, b = Buffer("A", "float32", (12,)), Buffer("B", "float32", (12,))
     io, ii, n = Var("io"), Var("ii"), Var("n")
@@ -96,8 +96,8 @@ def test_partition_loops_splits_on_one_conjunct_and_keeps_the_other():
 def test_partition_loops_keeps_unprovable_guards_and_runs_a_parallel_tail_serially():
     out = func_str(simplify_stmt(partition_loops(_guarded_tiles("parallel"))))
     assert "for io in range(0, 3) parallel:" in out and out.endswith("B[9] = A[9]")
-    from compiler.ir import IfThenElse
-    from compiler.ir.expr import compare
+    from pyvta.compiler.ir import IfThenElse
+    from pyvta.compiler.ir.expr import compare
 
     a, b = Buffer("A", "float32", (4,)), Buffer("B", "float32", (4,))
     i, n = Var("i"), Var("n")
@@ -127,9 +127,9 @@ def test_lift_workspace_turns_root_allocations_into_reused_scratch(build, rng):
 
     import numpy as np
 
-    import compiler
-    from compiler import te
-    from compiler.passes.lift_workspace import lift_workspace
+    from pyvta import compiler
+    from pyvta.compiler import te
+    from pyvta.compiler.passes.lift_workspace import lift_workspace
 
     a = te.placeholder((64,), "float32", "A")
     b = te.compute((64,), lambda i: a[i] * 2.0, name="B")

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
-import compiler
-from compiler import ops, te
+from pyvta import compiler
+from pyvta.compiler import ops, te
 
 NP = {"float32": np.float32, "int8": np.int8, "int32": np.int32}
 

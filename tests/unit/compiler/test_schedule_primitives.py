@@ -4,11 +4,11 @@ compiled kernel still matches numpy; bad arguments raise clear errors; steps rep
 import numpy as np
 import pytest
 
-import compiler
-from compiler import te
-from compiler.ir import Evaluate, For, IntImm, Store, stmt_str
-from compiler.ir.expr import Call
-from compiler.schedule import Step, TensorIntrin, replay, steps_from_json, steps_to_json
+from pyvta import compiler
+from pyvta.compiler import te
+from pyvta.compiler.ir import Evaluate, For, IntImm, Store, stmt_str
+from pyvta.compiler.ir.expr import Call
+from pyvta.compiler.schedule import Step, TensorIntrin, replay, steps_from_json, steps_to_json
 
 
 def matmul(m=7, n=10, k=5, dtype="float32"):
@@ -205,7 +205,7 @@ def test_tensorize_with_declared_intrinsic(build, rng):
     seen = []
 
     def emit(ins, outs):
-        from compiler.ir import Load, Var
+        from pyvta.compiler.ir import Load, Var
 
         seen.append((ins, outs))
         (ra, rb), (rc,) = ins, outs
@@ -307,7 +307,7 @@ def test_every_step_kind_replays_to_identical_ir(build, rng):
     s[c].vthread(vo)
     s[bl].compute_at(s[cl], ki)
     kinds = {st.kind for st in s.steps}
-    from compiler.schedule.step import STEP_KINDS
+    from pyvta.compiler.schedule.step import STEP_KINDS
 
     assert kinds == set(STEP_KINDS) - {"tensorize"}  # tensorize has its own replay test
     steps = steps_from_json(steps_to_json(s.steps))

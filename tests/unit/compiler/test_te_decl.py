@@ -2,7 +2,7 @@
 
 import pytest
 
-from compiler import te
+from pyvta.compiler import te
 
 
 def test_compute_shapes_names_and_inputs():

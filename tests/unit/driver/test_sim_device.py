@@ -1,7 +1,7 @@
 import numpy as np
 
-from driver import SimDevice
-from isa import AluInsn, AluOp, FinishInsn, Load, MemType, Store, Uop, encode_uops
+from pyvta.driver import SimDevice
+from pyvta.isa import AluInsn, AluOp, FinishInsn, Load, MemType, Store, Uop, encode_uops
 
 
 def test_run_alu_program_through_the_device():

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from conftest import cosine, ort_run
 
-from compiler.graph import CompiledModel, compile_model, run_model, zoo
+from pyvta.compiler.graph import CompiledModel, compile_model, run_model, zoo
+from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def test_quantized_model_tracks_float(resnet_file):
     xs = zoo.sample_inputs(8, 32, seed=33)
     cos = []
     for x in xs:
-        (ref,) = ort_run(model, {"input": x})
+        (ref,) = run_onnxruntime(model, {"input": x})
         (out,), table = run_model(compiled, x)
         cos.append(cosine(ref, out))
     print("cosine per input:", np.round(cos, 4))
@@ -59,7 +59,7 @@ def test_save_and_load_runs_without_recompiling(resnet_file, tmp_path):
 def test_float_cpu_target_matches_onnxruntime(resnet_file):
     compiled = compile_model(resnet_file, "cpu")
     x = zoo.sample_inputs(1, 32, seed=35)[0]
-    (ref,) = ort_run(onnx.load(resnet_file), {"input": x})
+    (ref,) = run_onnxruntime(onnx.load(resnet_file), {"input": x})
     np.testing.assert_allclose(run_model(compiled, x)[0][0], ref, rtol=1e-4, atol=1e-4)
 
 
@@ -76,7 +76,7 @@ def test_mobilenet_depthwise_stays_on_cpu(tmp_path):
     on_cpu = compile_model(path, "cpu-int8", cal)
     cos = []
     for x in zoo.sample_inputs(3, 64, seed=42):
-        (ref,) = ort_run(onnx.load(path), {"input": x})
+        (ref,) = run_onnxruntime(onnx.load(path), {"input": x})
         (out,), _ = run_model(compiled, x)
         np.testing.assert_array_equal(run_model(on_cpu, x)[0][0], out)
         cos.append(cosine(ref, out))

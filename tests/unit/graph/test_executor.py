@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.graph import zoo
-from compiler.graph.executor import Executor, plan_frees
-from compiler.graph.ir import GraphError
-from compiler.graph.onnx_import import import_onnx
-from compiler.graph.pipeline import options_for, run_pipeline
-from compiler.graph.vta_ops import GoldenVta
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.executor import Executor, plan_frees
+from pyvta.compiler.graph.ir import GraphError
+from pyvta.compiler.graph.onnx_import import import_onnx
+from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+from pyvta.compiler.graph.vta_ops import GoldenVta
 
 
 class CountingVta(GoldenVta):

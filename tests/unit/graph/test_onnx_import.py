@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_model, ort_run
 from onnx import helper
 
-from compiler.graph.executor import Executor
-from compiler.graph.ir import check_graph
-from compiler.graph.onnx_import import SUPPORTED_OPS, OnnxImportError, import_onnx
+from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.ir import check_graph
+from pyvta.compiler.graph.onnx_import import SUPPORTED_OPS, OnnxImportError, import_onnx
+from pyvta.compiler.graph.reference import run_onnxruntime
+from pyvta.compiler.graph.zoo import float_model
 
 
 def _f32(rng, *shape):
@@ -89,9 +90,9 @@ def test_op_matches_onnxruntime(case_id, rng):
     _, nodes, inputs, outputs, inits = case
     for i, n in enumerate(nodes):
         n.name = f"{case_id}_{i}"
-    model = make_model(nodes, inputs, outputs, inits)
+    model = float_model(nodes, inputs, outputs, inits)
     feeds = {k: _f32(rng, *s) for k, s in inputs.items()}
-    (ref,) = ort_run(model, feeds)
+    (ref,) = run_onnxruntime(model, feeds)
     graph = import_onnx(model)
     check_graph(graph)
     (out,), _ = Executor(graph).run(feeds)
@@ -107,7 +108,7 @@ def test_every_listed_op_is_covered():
 
 
 def test_unsupported_op_names_node_op_and_supported():
-    model = make_model(
+    model = float_model(
         [helper.make_node("Sigmoid", ["x"], ["y"], name="act7")], {"x": (1, 4)}, {"y": None}
     )
     with pytest.raises(OnnxImportError) as e:
@@ -128,7 +129,7 @@ def test_unsupported_op_names_node_op_and_supported():
     ],
 )  # fmt: skip
 def test_unsupported_attribute_raises(node, what, rng):
-    model = make_model(
+    model = float_model(
         [node], {"x": (1, 4, 6, 6), "f": (4, 3)}, {"y": None},
         {"w": _f32(rng, 2, 4, 3, 3), "w2": _f32(rng, 4, 5)},
     )  # fmt: skip

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-from conftest import cosine, make_model
 from onnx import helper
 
-from compiler.graph import zoo
-from compiler.graph.executor import Executor
-from compiler.graph.ir import check_graph
-from compiler.graph.onnx_import import import_onnx
-from compiler.graph.passes import (
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.ir import check_graph
+from pyvta.compiler.graph.onnx_import import import_onnx
+from pyvta.compiler.graph.passes import (
     eliminate_identities,
     fold_batch_norm,
     fold_constants,
@@ -20,7 +19,9 @@ from compiler.graph.passes import (
     quantize_int8,
     remove_dead_code,
 )
-from compiler.graph.pipeline import PIPELINE, options_for, run_pipeline
+from pyvta.compiler.graph.pipeline import PIPELINE, options_for, run_pipeline
+from pyvta.compiler.graph.reference import cosine
+from pyvta.compiler.graph.zoo import float_model
 
 
 def _f32(rng, *shape):
@@ -48,7 +49,7 @@ def _block(rng):
         "m": _f32(rng, 8), "v": np.abs(_f32(rng, 8)) + 0.3, "cb": _f32(rng, 8, 1, 1),
         "k1": _f32(rng, 8, 1, 1), "k2": _f32(rng, 8, 1, 1),
     }  # fmt: skip
-    return import_onnx(make_model(nodes, {"x": (1, 8, 6, 6)}, {"y": None}, inits))
+    return import_onnx(float_model(nodes, {"x": (1, 8, 6, 6)}, {"y": None}, inits))
 
 
 def test_fold_constants_evaluates_constant_nodes(rng):
@@ -94,7 +95,7 @@ def test_fusion_keeps_activation_before_add_unfused(rng):
         helper.make_node("Relu", ["c"], ["r"], name="relu"),
         helper.make_node("Add", ["r", "b"], ["y"], name="add"),
     ]
-    g = import_onnx(make_model(nodes, {"x": (1, 4, 5, 5)}, {"y": None},
+    g = import_onnx(float_model(nodes, {"x": (1, 4, 5, 5)}, {"y": None},
                                {"w": _f32(rng, 4, 4, 1, 1), "b": _f32(rng, 4, 1, 1)}))  # fmt: skip
     fused = fuse_operators(g)
     assert [n.op for n in fused.nodes] == ["conv2d", "add"]

@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from compiler.graph import layout
-from compiler.graph.vta_ops import FusedParams, conv2d_packed, dense_packed, requantize, wrap_int32
+from pyvta.compiler.graph import layout
+from pyvta.compiler.graph.vta_ops import (
+    FusedParams,
+    conv2d_packed,
+    dense_packed,
+    requantize,
+    wrap_int32,
+)
 
 
 def _reference_conv(x, w, bias, res, p: FusedParams):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import ort_run
 
-from compiler.graph import zoo
-from compiler.graph.executor import Executor
-from compiler.graph.onnx_import import import_onnx
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.onnx_import import import_onnx
+from pyvta.compiler.graph.reference import run_onnxruntime
 
 MODELS = {
     "resnet18": lambda: zoo.resnet(18, size=32, width=16, classes=10, seed=1),
@@ -21,7 +21,7 @@ MODELS = {
 def test_top1_varies_and_import_matches_onnxruntime(name):
     model = MODELS[name]()
     xs = zoo.sample_inputs(12, 32, seed=21)
-    refs = [ort_run(model, {"input": x})[0][0] for x in xs]
+    refs = [run_onnxruntime(model, {"input": x})[0][0] for x in xs]
     top1 = [int(r.argmax()) for r in refs]
     print(name, "top-1 over 12 inputs:", top1)
     assert len(set(top1)) >= 3

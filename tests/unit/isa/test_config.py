@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from isa import ConfigError, HwConfig
+from pyvta.isa import ConfigError, HwConfig
 
 
 def test_default_config_sizes():

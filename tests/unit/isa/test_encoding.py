@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isa import (
+from pyvta.isa import (
     AluInsn,
     AluOp,
     DecodeError,

@@ -1,6 +1,6 @@
 import pytest
 
-from isa import (
+from pyvta.isa import (
     DecodeError,
     FieldRangeError,
     FinishInsn,

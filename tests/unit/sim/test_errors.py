@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import sim
-from isa import (
+from pyvta import sim
+from pyvta.isa import (
     AluInsn,
     AluOp,
     FinishInsn,
@@ -22,7 +22,7 @@ from isa import (
     Uop,
     encode_insns,
 )
-from sim.builder import ProgramBuilder
+from pyvta.sim.builder import ProgramBuilder
 
 CFG = HwConfig()
 
@@ -208,7 +208,7 @@ def test_fuzz_random_words(ws):
 
 
 def _small_fields(opcode: int, fields: dict) -> int:
-    from isa import alu_layout, gemm_layout, mem_layout
+    from pyvta.isa import alu_layout, gemm_layout, mem_layout
 
     layout = {0: mem_layout, 1: mem_layout, 2: gemm_layout, 4: alu_layout}.get(opcode)
     if layout is None:

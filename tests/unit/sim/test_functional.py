@@ -1,17 +1,17 @@
 import numpy as np
 import pytest
-from reference import alu_op, execute
 
-import sim
-from isa import AluOp, HwConfig
-from sim.alu import apply
-from sim.programs import (
+from pyvta import sim
+from pyvta.isa import AluOp, HwConfig
+from pyvta.sim.alu import apply
+from pyvta.sim.programs import (
     acc_load_program,
     alu_chain_program,
     matmul_program,
     padded_load_program,
 )
-from sim.random_program import random_program
+from pyvta.sim.random_program import random_program
+from pyvta.testing.naive import alu_op, execute
 
 SEED = 20261130
 
@@ -76,7 +76,7 @@ def test_alu_chain_matches_scalar_reference(rng):
     ex = alu_chain_program(a, b)
     got = ex.readback(sim.run(ex.program).dram)
     expected = a.astype(np.int64).copy()
-    from sim.programs import ALU_CHAIN
+    from pyvta.sim.programs import ALU_CHAIN
 
     for op, use_imm, imm in ALU_CHAIN:
         expected = np.vectorize(lambda x, y, op=op: alu_op(op, int(x), int(y)))(
@@ -117,8 +117,8 @@ def test_random_programs_match_naive_reference(seed):
 
 def test_alu_reading_rows_written_earlier_in_the_same_instruction():
     # Accumulate a running sum: row d = row d + row d-1, iterations in order (a prefix sum).
-    from isa import AluInsn, FinishInsn, Load, MemType, Store, Uop
-    from sim.builder import ProgramBuilder
+    from pyvta.isa import AluInsn, FinishInsn, Load, MemType, Store, Uop
+    from pyvta.sim.builder import ProgramBuilder
 
     cfg = HwConfig()
     pb = ProgramBuilder(cfg)

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-import sim
-from isa import FinishInsn, GemmInsn, HwConfig, Load, MemType, Uop
-from sim.builder import ProgramBuilder
-from sim.programs import matmul_program
-from sim.random_program import random_program
+from pyvta import sim
+from pyvta.isa import FinishInsn, GemmInsn, HwConfig, Load, MemType, Uop
+from pyvta.sim.builder import ProgramBuilder
+from pyvta.sim.programs import matmul_program
+from pyvta.sim.random_program import random_program
 
 
 def test_well_tokened_programs_have_no_races():

@@ -1,9 +1,9 @@
 """CachedMeasurer: each (task, config) measured once; a log carries the measurements across
 runs, and failed runs (not invalid points) are measured again."""
 
-from tuner.log import TuningLog, make_record
-from tuner.measure import CachedMeasurer, InProcessMeasurer, MeasureResult
-from tuner.synthetic import SyntheticBackend, tiled_gemm_task
+from pyvta.tuner.log import TuningLog, make_record
+from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MeasureResult
+from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 
 
 class _Counting(InProcessMeasurer):

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from tuner.space import (
+from pyvta.tuner.space import (
     BoolKnob,
     ChoiceKnob,
     ConfigSpace,
@@ -94,8 +94,8 @@ def test_tile_knob_lists_joint_sizes_with_log_features():
 
 
 def test_gemm_register_tiles_fit_the_register_file():
-    from compiler.backend.llvm import CpuTarget
-    from tuner.cpu import register_tiles
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.tuner.cpu import register_tiles
 
     target = CpuTarget.host()
     lanes = target.vector_lanes("float32")

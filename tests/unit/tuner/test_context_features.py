@@ -5,16 +5,14 @@ knob changes, and their per-module cycle counts agreeing with the cycle model.""
 import numpy as np
 import pytest
 
-pytest.importorskip("compiler.backend.vta.conv2d")
-
-import sim  # noqa: E402
-from tuner.cli_support import RESNET18  # noqa: E402
-from tuner.features import ContextFeaturizer, make_featurizer  # noqa: E402
-from tuner.measure import InProcessMeasurer  # noqa: E402
-from tuner.synthetic import TILED_GEMM  # noqa: E402
-from tuner.task import InvalidConfig  # noqa: E402
-from tuner.tune import tune  # noqa: E402
-from tuner.vta import CONTEXT_NAMES, VtaCycleBackend, vta_conv2d_task  # noqa: E402
+from pyvta import sim
+from pyvta.tuner.cli_support import RESNET18
+from pyvta.tuner.features import ContextFeaturizer, make_featurizer
+from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.synthetic import TILED_GEMM
+from pyvta.tuner.task import InvalidConfig
+from pyvta.tuner.tune import tune
+from pyvta.tuner.vta import CONTEXT_NAMES, VtaCycleBackend, vta_conv2d_task
 
 SMALL = (14, 14, 64, 64, 3, 1, 1)
 

@@ -5,12 +5,12 @@ import time
 
 import numpy as np
 
-from tuner.measure import InProcessMeasurer
-from tuner.model import XGBCostModel, global_model
-from tuner.search import SimulatedAnnealing
-from tuner.synthetic import SyntheticBackend, gemm_model_cost, tiled_gemm_task
-from tuner.tune import tune
-from tuner.tuners import ModelTuner
+from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.model import XGBCostModel, global_model
+from pyvta.tuner.search import SimulatedAnnealing
+from pyvta.tuner.synthetic import SyntheticBackend, gemm_model_cost, tiled_gemm_task
+from pyvta.tuner.tune import tune
+from pyvta.tuner.tuners import ModelTuner
 
 
 def _costs(task, idx):
@@ -80,7 +80,7 @@ def test_fit_and_search_for_a_batch_of_64_is_fast(rng):
     task = tiled_gemm_task(256, 256, 256)
     idx = task.space.sample_unique(rng, 512)
     tuner = ModelTuner(task, seed=0, sa=SimulatedAnnealing(seed=0))
-    from tuner.measure import MeasureResult
+    from pyvta.tuner.measure import MeasureResult
 
     t0 = time.perf_counter()
     tuner.update(

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from tuner import irfeatures
-from tuner.cpu import conv2d_task, gemm_task
-from tuner.features import make_featurizer
-from tuner.space import BoolKnob, ConfigSpace
-from tuner.task import InvalidConfig, Template
+from pyvta.tuner import irfeatures
+from pyvta.tuner.cpu import conv2d_task, gemm_task
+from pyvta.tuner.features import make_featurizer
+from pyvta.tuner.space import BoolKnob, ConfigSpace
+from pyvta.tuner.task import InvalidConfig, Template
 
 
 def test_curve_features_have_one_length_across_workloads(rng):
@@ -73,9 +73,9 @@ class _KnobCost:
 
 
 def test_curve_features_drive_the_tuner(seed):
-    from tuner.measure import InProcessMeasurer
-    from tuner.search import SimulatedAnnealing
-    from tuner.tune import tune
+    from pyvta.tuner.measure import InProcessMeasurer
+    from pyvta.tuner.search import SimulatedAnnealing
+    from pyvta.tuner.tune import tune
 
     t = gemm_task(128, 128, 128)
     sa = SimulatedAnnealing(n_chains=16, n_steps=20, early_stop=10, seed=seed)

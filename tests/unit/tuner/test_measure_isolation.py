@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pytest
 
-from tuner.log import read_records
-from tuner.measure import LocalMeasurer
-from tuner.synthetic import FaultyBackend, tiled_gemm_task
-from tuner.tune import tune
+from pyvta.tuner.log import read_records
+from pyvta.tuner.measure import LocalMeasurer
+from pyvta.tuner.synthetic import FaultyBackend, tiled_gemm_task
+from pyvta.tuner.tune import tune
 
 
 def _valid_indices(task, n):
@@ -64,7 +64,7 @@ def test_crash_and_hang_in_build_are_survived_while_tuning(tmp_path, seed):
 
 @pytest.mark.parametrize("n", [64])
 def test_cpu_backend_measures_gemm(n):
-    from tuner.cpu import CpuBackend, gemm_task
+    from pyvta.tuner.cpu import CpuBackend, gemm_task
 
     task = gemm_task(n, n, n)
     cfgs = [
@@ -83,9 +83,9 @@ def test_cpu_backend_measures_gemm(n):
 
 
 def test_wrong_answer_is_recorded():
-    from tuner import cpu
-    from tuner.measure import InProcessMeasurer
-    from tuner.task import Template
+    from pyvta.tuner import cpu
+    from pyvta.tuner.measure import InProcessMeasurer
+    from pyvta.tuner.task import Template
 
     bad = Template(
         "test.badgemm",
@@ -106,7 +106,7 @@ def test_workers_start_with_single_threaded_library_pools(monkeypatch):
     the kernel being timed; the parent's own environment is left as it was."""
     import os
 
-    from tuner.workers import WorkerPool
+    from pyvta.tuner.workers import WorkerPool
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
     pool = WorkerPool(1)
@@ -120,7 +120,7 @@ def test_workers_start_with_single_threaded_library_pools(monkeypatch):
 
 def test_conv2d_reference_matches_a_naive_convolution():
     """The reference every tuned conv2d candidate is checked against (blocked weights)."""
-    from tuner.cpu import _conv2d_reference
+    from pyvta.tuner.cpu import _conv2d_reference
 
     c, h, w, o, k, stride, pad, ic, oc = 4, 7, 6, 8, 3, 2, 1, 2, 4
     rng = np.random.default_rng(11)
@@ -143,9 +143,9 @@ def test_conv2d_reference_matches_a_naive_convolution():
 
 
 def test_cpu_backend_times_on_64_byte_aligned_arrays():
-    from tuner import cpu
-    from tuner.measure import InProcessMeasurer
-    from tuner.task import Template
+    from pyvta.tuner import cpu
+    from pyvta.tuner.measure import InProcessMeasurer
+    from pyvta.tuner.task import Template
 
     seen = []
 
@@ -166,8 +166,8 @@ def test_cpu_backend_times_on_64_byte_aligned_arrays():
 
 
 def test_cpu_backend_times_each_repeat_on_fresh_memory(monkeypatch):
-    from tuner import cpu
-    from tuner.measure import InProcessMeasurer
+    from pyvta.tuner import cpu
+    from pyvta.tuner.measure import InProcessMeasurer
 
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     (b,) = cpu.fresh_copies([a])

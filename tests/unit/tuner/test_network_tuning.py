@@ -4,12 +4,12 @@ run; tuned configs are applied per layer and keep the result bit exact."""
 import numpy as np
 import pytest
 
-from compiler.backend.vta.graph_backend import AcceleratorBackend
-from compiler.graph.compiled_model import compile_model, run_model
-from compiler.graph.zoo import save_model
-from driver import SimDevice
-from tuner.log import read_records
-from tuner.network import best_cycles, network_configs, network_layers, tune_network
+from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.zoo import save_model
+from pyvta.driver import SimDevice
+from pyvta.tuner.log import read_records
+from pyvta.tuner.network import best_cycles, network_configs, network_layers, tune_network
 
 SEED = 7
 

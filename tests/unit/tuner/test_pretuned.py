@@ -6,11 +6,11 @@ ship ``tuner.log.write_best(L, ...)``."""
 
 import pytest
 
-from compiler.backend.vta.conv2d import DramMap, lower_conv2d
-from compiler.graph.zoo import save_model
-from isa import HwConfig
-from sim import cycles_of
-from tuner.network import network_configs, network_layers, pretuned_log
+from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
+from pyvta.compiler.graph.zoo import save_model
+from pyvta.isa import HwConfig
+from pyvta.sim import cycles_of
+from pyvta.tuner.network import network_configs, network_layers, pretuned_log
 
 TARGET_CYCLES = 7.4e6  # issue 7: one ResNet-18 inference, accelerator side
 

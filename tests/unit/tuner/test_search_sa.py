@@ -3,12 +3,12 @@ model-guided tuning beats random search (GA runs through the same interface)."""
 
 import numpy as np
 
-from tuner.measure import InProcessMeasurer
-from tuner.search import SimulatedAnnealing
-from tuner.space import ChoiceKnob, ConfigSpace
-from tuner.synthetic import SyntheticBackend, tiled_gemm_task
-from tuner.task import Template
-from tuner.tune import tune
+from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.search import SimulatedAnnealing
+from pyvta.tuner.space import ChoiceKnob, ConfigSpace
+from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
+from pyvta.tuner.task import Template
+from pyvta.tuner.tune import tune
 
 
 def _bowl_space(*_):
@@ -89,7 +89,7 @@ def test_xgb_sa_beats_random_and_ga_on_synthetic_gemm(seed):
 def test_random_hit_trials_is_exact_for_sampling_without_replacement():
     from math import comb
 
-    from tuner.tuners import random_hit_trials
+    from pyvta.tuner.tuners import random_hit_trials
 
     n, k = 720, 9
     mean, median = random_hit_trials(n, k)

@@ -10,15 +10,13 @@ alike."""
 import numpy as np
 import pytest
 
-pytest.importorskip("compiler.backend.vta.conv2d")
-
-from tuner.features import make_featurizer  # noqa: E402
-from tuner.log import tasks_in_log, training_data  # noqa: E402
-from tuner.measure import InProcessMeasurer  # noqa: E402
-from tuner.model import global_model  # noqa: E402
-from tuner.tune import tune  # noqa: E402
-from tuner.tuners import make_tuner  # noqa: E402
-from tuner.vta import CONV2D, VtaCycleBackend, vta_conv2d_task  # noqa: E402
+from pyvta.tuner.features import make_featurizer
+from pyvta.tuner.log import tasks_in_log, training_data
+from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.model import global_model
+from pyvta.tuner.tune import tune
+from pyvta.tuner.tuners import make_tuner
+from pyvta.tuner.vta import CONV2D, VtaCycleBackend, vta_conv2d_task
 
 SOURCES = [(14, 14, 32, 64, 3, 1, 1), (14, 14, 64, 32, 1, 1, 0)]
 TARGET = (14, 14, 64, 64, 3, 1, 1)

@@ -4,13 +4,13 @@ import argparse
 
 import pytest
 
-from tuner.cli_support import add_tune_arguments, parse_workload, tune_command
-from tuner.log import read_records
-from tuner.measure import InProcessMeasurer
-from tuner.space import ChoiceKnob, ConfigSpace
-from tuner.synthetic import SyntheticBackend, tiled_gemm_task
-from tuner.task import Template
-from tuner.tune import tune
+from pyvta.tuner.cli_support import add_tune_arguments, parse_workload, tune_command
+from pyvta.tuner.log import read_records
+from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.space import ChoiceKnob, ConfigSpace
+from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
+from pyvta.tuner.task import Template
+from pyvta.tuner.tune import tune
 
 
 def test_tune_writes_log_and_plot(tmp_path, seed):
@@ -111,7 +111,7 @@ def test_tune_command_on_a_small_gemm(tmp_path, capsys):
 
 
 def test_layer_names():
-    from tuner.cli_support import layer_names
+    from pyvta.tuner.cli_support import layer_names
 
     assert layer_names("C2-C4") == ["C2", "C3", "C4"] and layer_names("c8, C11") == ["C8", "C11"]
     with pytest.raises(ValueError, match="unknown layers.*C13"):
@@ -146,7 +146,7 @@ def test_initial_configs_are_measured_first(seed):
 
 
 def test_trials_to_reach():
-    from tuner.tune import trials_to_reach
+    from pyvta.tuner.tune import trials_to_reach
 
     curve = [9.0, 7.0, 7.0, 4.0]
     assert trials_to_reach(curve, 7.0) == 2 and trials_to_reach(curve, 5.0) == 4
@@ -180,6 +180,6 @@ def test_final_check_picks_the_steady_config_over_the_lucky_one(check, tmp_path,
     assert task.space.get(res.best_index)["a"] == 1 and res.best_cost == 0.8
     assert len(res.rechecked) == 3 and all(len(v) == 4 for v in res.rechecked.values())
     assert len(read_records(log, task)) == 6 + 3 * 3  # logged, so apply_best agrees
-    from tuner.log import apply_best
+    from pyvta.tuner.log import apply_best
 
     assert apply_best(log, task)["a"] == 1

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tuner.log import TuningLog, apply_best, make_record, read_records
-from tuner.measure import InProcessMeasurer, MeasureResult
-from tuner.synthetic import SyntheticBackend, tiled_gemm_task
-from tuner.tune import tune
+from pyvta.tuner.log import TuningLog, apply_best, make_record, read_records
+from pyvta.tuner.measure import InProcessMeasurer, MeasureResult
+from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
+from pyvta.tuner.tune import tune
 
 ROOT = Path(__file__).resolve().parents[3]
 N_TRIALS = 40
@@ -22,9 +22,9 @@ N_TRIALS = 40
 SCRIPT = textwrap.dedent(
     """
     import sys
-    from tuner.measure import InProcessMeasurer
-    from tuner.synthetic import SyntheticBackend, tiled_gemm_task
-    from tuner.tune import tune
+    from pyvta.tuner.measure import InProcessMeasurer
+    from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
+    from pyvta.tuner.tune import tune
 
     task = tiled_gemm_task(64, 64, 64)
     m = InProcessMeasurer(SyntheticBackend(delay_s=0.05), repeats=1)
@@ -142,8 +142,8 @@ def test_invalid_points_are_logged_and_never_retried(tmp_path, seed):
 
 
 def test_tasks_in_log_rebuild_other_workloads(tmp_path):
-    from tuner.log import tasks_in_log, training_data
-    from tuner.synthetic import TILED_GEMM
+    from pyvta.tuner.log import tasks_in_log, training_data
+    from pyvta.tuner.synthetic import TILED_GEMM
 
     a, b = tiled_gemm_task(64, 64, 64), tiled_gemm_task(32, 64, 64)
     log = tmp_path / "two.jsonl"
@@ -158,7 +158,7 @@ def test_tasks_in_log_rebuild_other_workloads(tmp_path):
 
 
 def test_write_best_keeps_the_best_valid_record_per_task(tmp_path):
-    from tuner.log import write_best
+    from pyvta.tuner.log import write_best
 
     a, b = tiled_gemm_task(64, 64, 64), tiled_gemm_task(32, 64, 64)
     src, dst = tmp_path / "all.jsonl", tmp_path / "best.jsonl"

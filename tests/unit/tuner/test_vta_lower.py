@@ -3,13 +3,11 @@
 import numpy as np
 import pytest
 
-pytest.importorskip("compiler.backend.vta.te_template")
-
-from compiler.backend.vta.te_template import config_from_steps, conv2d_schedule  # noqa: E402
-from tuner import irfeatures  # noqa: E402
-from tuner.features import make_featurizer  # noqa: E402
-from tuner.task import InvalidConfig  # noqa: E402
-from tuner.vta import conv_config, default_vta_config, task_layer, vta_conv2d_task  # noqa: E402
+from pyvta.compiler.backend.vta.te_template import config_from_steps, conv2d_schedule
+from pyvta.tuner import irfeatures
+from pyvta.tuner.features import make_featurizer
+from pyvta.tuner.task import InvalidConfig
+from pyvta.tuner.vta import conv_config, default_vta_config, task_layer, vta_conv2d_task
 
 
 def _valid(task, n):
@@ -24,7 +22,7 @@ def test_lower_follows_the_config():
     assert "vta.gemm" in text and "local.acc_buffer" in text and "local.inp_buffer" in text
     # the lowered schedule encodes exactly this config (the backend's typed contract)
     wl, _ = task_layer(task)
-    from isa import HwConfig
+    from pyvta.isa import HwConfig
 
     sch, _ = conv2d_schedule(wl, conv_config(cfg), HwConfig())
     assert config_from_steps(sch.steps) == conv_config(cfg)

@@ -2,13 +2,9 @@
 
 import math
 
-import pytest
-
-pytest.importorskip("compiler.backend.vta.conv2d")
-
-from tuner.measure import InProcessMeasurer  # noqa: E402
-from tuner.tune import tune  # noqa: E402
-from tuner.vta import VtaCycleBackend, default_vta_config, vta_conv2d_task  # noqa: E402
+from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.tune import tune
+from pyvta.tuner.vta import VtaCycleBackend, default_vta_config, vta_conv2d_task
 
 
 def test_vta_conv2d_tunes_on_the_cycle_model(seed):
@@ -28,9 +24,13 @@ def test_vta_conv2d_tunes_on_the_cycle_model(seed):
 
 
 def test_prior_is_the_backends_candidate_list_then_its_analytic_ranking():
-    from compiler.backend.vta.default import candidate_configs, estimate_cycles, ranked_configs
-    from isa import HwConfig
-    from tuner.vta import conv_config, task_layer
+    from pyvta.compiler.backend.vta.default import (
+        candidate_configs,
+        estimate_cycles,
+        ranked_configs,
+    )
+    from pyvta.isa import HwConfig
+    from pyvta.tuner.vta import conv_config, task_layer
 
     task = vta_conv2d_task(14, 14, 32, 32, 3, 1, 1)
     wl, ep = task_layer(task)
@@ -55,8 +55,8 @@ def test_prior_is_the_backends_candidate_list_then_its_analytic_ranking():
 def test_tune_command_measures_the_prior_first(tmp_path, capsys):
     import argparse
 
-    from tuner.cli_support import add_tune_arguments, parse_workload, tune_command
-    from tuner.log import read_records
+    from pyvta.tuner.cli_support import add_tune_arguments, parse_workload, tune_command
+    from pyvta.tuner.log import read_records
 
     parser = add_tune_arguments(argparse.ArgumentParser())
     log = tmp_path / "v.jsonl"

@@ -4,8 +4,8 @@ import itertools
 import numpy as np
 import pytest
 
-import sim
-from compiler.backend.vta import (
+from pyvta import sim
+from pyvta.compiler.backend.vta import (
     ConvConfig,
     ConvWorkload,
     DramMap,
@@ -19,11 +19,11 @@ from compiler.backend.vta import (
     pack_weights,
     unpack_data,
 )
-from compiler.backend.vta.reference import reference_conv
-from compiler.backend.vta.workload import resnet18_workload
-from compiler.workloads import VTA_LAYERS
-from driver import SimDevice
-from isa import HwConfig, Module, encode_uops
+from pyvta.compiler.backend.vta.reference import reference_conv
+from pyvta.compiler.backend.vta.workload import resnet18_workload
+from pyvta.compiler.workloads import VTA_LAYERS
+from pyvta.driver import SimDevice
+from pyvta.isa import HwConfig, Module, encode_uops
 
 
 def run_and_check(

@@ -4,10 +4,10 @@ import itertools
 
 import numpy as np
 
-import sim
-from compiler.backend.vta.deps import insert_dep_tokens
-from compiler.backend.vta.emitter import Emitter
-from isa import AluInsn, AluOp, GemmInsn, HwConfig, MemType, Module, Uop, encode_uops
+from pyvta import sim
+from pyvta.compiler.backend.vta.deps import insert_dep_tokens
+from pyvta.compiler.backend.vta.emitter import Emitter
+from pyvta.isa import AluInsn, AluOp, GemmInsn, HwConfig, MemType, Module, Uop, encode_uops
 
 HW = HwConfig()
 

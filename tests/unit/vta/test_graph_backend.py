@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from compiler.backend.vta.graph_backend import AcceleratorBackend
-from compiler.graph import vta_ops
-from driver import SimDevice
+from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.graph import vta_ops
+from pyvta.driver import SimDevice
 
 
 @pytest.mark.parametrize(

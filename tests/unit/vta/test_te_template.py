@@ -1,20 +1,20 @@
 import numpy as np
 import pytest
 
-import compiler
-from compiler.backend.vta import ConvConfig, ConvWorkload, Epilogue
-from compiler.backend.vta.packing import pack_bias, pack_data, pack_weights, unpack_data
-from compiler.backend.vta.reference import reference_conv
-from compiler.backend.vta.te_template import (
+from pyvta import compiler
+from pyvta.compiler.backend.vta import ConvConfig, ConvWorkload, Epilogue
+from pyvta.compiler.backend.vta.packing import pack_bias, pack_data, pack_weights, unpack_data
+from pyvta.compiler.backend.vta.reference import reference_conv
+from pyvta.compiler.backend.vta.te_template import (
     build_conv2d,
     config_from_steps,
     conv2d_schedule,
     gemm_intrin,
     vta_scopes,
 )
-from compiler.schedule import replay
-from driver import SimDevice
-from isa import HwConfig
+from pyvta.compiler.schedule import replay
+from pyvta.driver import SimDevice
+from pyvta.isa import HwConfig
 
 HW = HwConfig()
 

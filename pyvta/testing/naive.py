@@ -1,9 +1,10 @@
 """A deliberately naive reference executor: one Python step per element and micro-op iteration,
-in stream order. Written from the ISA text independently of sim/, for small serialised programs."""
+in stream order. Written from the ISA text independently of ``pyvta.sim``, for small serialised
+programs: ``execute(insns, dram, cfg)`` returns the final DRAM image."""
 
 import numpy as np
 
-from isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Uop
+from pyvta.isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Uop
 
 
 def _wrap32(x: int) -> int:

@@ -1,13 +1,14 @@
-"""Directed programs for the RTL-vs-simulator tests: every instruction type and padding case.
-
-Each builder returns a ``sim.Program``; the expected result is whatever ``sim.run`` computes.
+"""Directed programs: every instruction type, GEMM/ALU loop form and padding case, small enough to
+read in a disassembly. They check an accelerator that is not the simulator (the RTL, a board)
+against it: each builder returns a ``sim.Program``, and the expected result is whatever
+``sim.run`` computes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from isa import (
+from pyvta.isa import (
     DEFAULT_CONFIG,
     AluInsn,
     AluOp,
@@ -20,8 +21,8 @@ from isa import (
     Uop,
     encode_uops,
 )
-from sim.builder import ProgramBuilder
-from sim.programs import (
+from pyvta.sim.builder import ProgramBuilder
+from pyvta.sim.programs import (
     acc_load_program,
     alu_chain_program,
     matmul_program,

@@ -1,0 +1,10 @@
+"""Helpers that tests and benchmarks share, importable wherever pyvta is installed (as
+``numpy.testing`` is): nothing at run time needs them.
+
+- ``pyvta.testing.naive``: a naive VTA executor written from the ISA text, independently of
+  ``pyvta.sim``, to check the simulator against.
+- ``pyvta.testing.compare``: an accelerator run (the RTL, later a board) against ``sim.run``.
+
+The directed programs that check an accelerator are ``pyvta.sim.directed``; the float reference
+(onnxruntime) a compiled network is judged against is ``pyvta.compiler.graph.reference``.
+"""
