@@ -1,8 +1,8 @@
 import numpy as np
 
-import sim
+from pyvta import sim
 from pyvta.cli import main
-from sim.random_program import random_program
+from pyvta.sim.random_program import random_program
 
 
 def test_demo_gemm_runs_and_checks(capsys):
@@ -72,11 +72,44 @@ def test_conv_command_compiles_checks_and_traces(tmp_path, capsys):
     assert any(a < d and c < b for a, b in loads for c, d in gemms), "no load overlaps a GEMM"
 
 
-def test_compile_and_run_a_small_network(tmp_path, capsys):
-    from compiler.graph.zoo import save_model
+def test_zoo_writes_a_model_compile_takes(tmp_path, capsys):
+    """The README's path: pyvta zoo writes the ONNX file, pyvta compile / run take it."""
+    import onnx
 
     onnx_path = str(tmp_path / "r.onnx")
-    save_model("resnet18", onnx_path, size=32, classes=10, width=16)
+    args = ["zoo", "resnet18", "-o", onnx_path, "--size", "32", "--classes", "10", "--width", "16"]
+    assert main(args) == 0
+    assert "input float32[1, 3, 32, 32], 10 classes" in capsys.readouterr().out
+    model = onnx.load(onnx_path)
+    onnx.checker.check_model(model)
+    dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [1, 3, 32, 32]
+    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [1, 10]
+    assert main(["zoo"]) == 0
+    assert set(capsys.readouterr().out.split()) >= {"resnet18", "resnet34", "mobilenet"}
+    assert main(["zoo", "resnet99"]) == 2
+    assert "allowed: mobilenet, resnet18, resnet34" in capsys.readouterr().err
+    assert main(["zoo", "resnet18", "--size", "16"]) == 2
+    assert "--size 16 is too small" in capsys.readouterr().err
+
+
+def test_isa_prints_a_config_that_loads_back(tmp_path, capsys):
+    from pyvta.isa import HwConfig
+
+    assert main(["isa", "--print-config"]) == 0
+    path = tmp_path / "vta_config.json"
+    path.write_text(capsys.readouterr().out)
+    assert HwConfig.load(path) == HwConfig()
+    edited = path.read_text().replace('"LOG_UOP_BUFF_SIZE": 15', '"LOG_UOP_BUFF_SIZE": 14')
+    path.write_text(edited)
+    assert main(["isa", "--config", str(path)]) == 0
+    assert "config 1x16_i8w8a32_14_15_18_17" in capsys.readouterr().out
+
+
+def test_compile_and_run_a_small_network(tmp_path, capsys):
+    onnx_path = str(tmp_path / "r.onnx")
+    args = ["zoo", "resnet18", "-o", onnx_path, "--size", "32", "--classes", "10", "--width", "16"]
+    assert main(args) == 0
     artifact = tmp_path / "r.npz"
     assert main(["compile", onnx_path, "--target", "vta-sim", "-o", str(artifact)]) == 0
     assert "on the accelerator" in capsys.readouterr().out
@@ -89,7 +122,7 @@ def test_compile_and_run_a_small_network(tmp_path, capsys):
 
 
 def test_tune_a_network_then_run_with_its_log(tmp_path, capsys):
-    from compiler.graph.zoo import save_model
+    from pyvta.compiler.graph.zoo import save_model
 
     onnx_path = str(tmp_path / "r.onnx")
     save_model("resnet18", onnx_path, size=32, classes=10, width=16)
