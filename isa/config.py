@@ -113,8 +113,9 @@ class HwConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+    def to_json(self, indent: int | None = None) -> str:
+        """The config as JSON with sorted keys (``indent``: pretty-printed, as a file to edit)."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=indent)
 
     # ---- element shapes -----------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import onnx
 
 def onnxruntime_session(model: onnx.ModelProto | str | Path, threads: int = 1, spin: bool = True):
     """An onnxruntime CPU session of ``model`` (a model or an ONNX file) on ``threads`` intra-op
-    threads; ``spin=False`` keeps idle pool threads from busy-waiting between runs (they would
+    threads (0: onnxruntime's default, one per core); ``spin=False`` keeps idle pool threads from busy-waiting between runs (they would
     slow whatever is timed beside them)."""
     import onnxruntime as ort
 

@@ -94,7 +94,7 @@ def _resnet18(args) -> int:
     try:
         from pyvta.compiler.graph.reference import cosine, onnxruntime_session
 
-        sess = onnxruntime_session(path)
+        sess = onnxruntime_session(path, threads=0)  # every core, as onnxruntime chooses
         ref = sess.run(None, {sess.get_inputs()[0].name: x})[0].reshape(-1)
         got = out_vta.reshape(-1).astype(np.float64)
         cos = cosine(ref, got)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from pyvta.commands.common import add_config_argument, config_from
 from pyvta.isa import alu_layout, gemm_layout, mem_layout, uop_layout
@@ -23,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = config_from(args)
     if args.print_config:
-        print(json.dumps(cfg.to_dict(), indent=2))
+        print(cfg.to_json(indent=2))
         return 0
     print(f"config {cfg.tag}")
     for mem in ("uop", "inp", "wgt", "acc", "out"):

@@ -4,6 +4,7 @@
 - ``pyvta.testing.naive``: a naive VTA executor written from the ISA text, independently of
   ``pyvta.sim``, to check the simulator against.
 - ``pyvta.testing.compare``: an accelerator run (the RTL, later a board) against ``sim.run``.
+- ``pyvta.testing.checkout``: the files of a source checkout, as git lists them.
 
 The directed programs that check an accelerator are ``pyvta.sim.directed``; the float reference
 (onnxruntime) a compiled network is judged against is ``pyvta.compiler.graph.reference``.

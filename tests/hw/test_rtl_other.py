@@ -10,7 +10,7 @@ from pyvta import isa
 from pyvta.hw import runner
 from pyvta.sim.directed import directed_programs
 from pyvta.sim.random_program import random_program
-from pyvta.testing.compare import accelerator_mismatch
+from pyvta.testing.compare import accelerator_mismatches
 
 pytestmark = [pytest.mark.hw, pytest.mark.slow]
 
@@ -39,11 +39,7 @@ def test_icarus_matches_sim(tmp_path_factory, tmp_path):
     ]
     progs += [(f"seed {s}", random_program(np.random.default_rng(s))) for s in range(2000, 2010)]
     results = runner.run_programs([p for _, p in progs], built=built, work_dir=tmp_path)
-    bad = [
-        msg
-        for (n, p), r in zip(progs, results, strict=True)
-        if (msg := accelerator_mismatch(n, p, r))
-    ]
+    bad = accelerator_mismatches(progs, results)
     assert not bad, "\n".join(bad)
 
 
@@ -55,9 +51,5 @@ def test_wide_bus_config_matches_sim(tmp_path_factory, tmp_path):
     results = runner.run_programs(
         [p for _, p in progs], built=built, work_dir=tmp_path, backpressure=True, seed=11
     )
-    bad = [
-        msg
-        for (n, p), r in zip(progs, results, strict=True)
-        if (msg := accelerator_mismatch(n, p, r))
-    ]
+    bad = accelerator_mismatches(progs, results)
     assert not bad, "\n".join(bad)

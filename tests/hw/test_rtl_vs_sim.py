@@ -11,7 +11,7 @@ from pyvta import sim
 from pyvta.hw import runner
 from pyvta.sim.directed import directed_programs
 from pyvta.sim.random_program import random_program
-from pyvta.testing.compare import accelerator_mismatch
+from pyvta.testing.compare import accelerator_mismatch, accelerator_mismatches
 
 pytestmark = pytest.mark.hw
 
@@ -51,11 +51,8 @@ def test_random_programs(vta_build, hw_fuzz, tmp_path):
     results = runner.run_programs(programs, built=vta_build, work_dir=tmp_path)
     cycles = sum(r.cycles for r in results)
     print(f"\n[hw] {count} random programs, {cycles} cycles, {time.monotonic() - t0:.1f} s")
-    bad = [
-        msg
-        for s, p, r in zip(seeds, programs, results, strict=True)
-        if (msg := accelerator_mismatch(f"seed {s}", p, r))
-    ]
+    named = [(f"seed {s}", p) for s, p in zip(seeds, programs, strict=True)]
+    bad = accelerator_mismatches(named, results)
     assert not bad, "\n".join(bad[:10])
 
 
@@ -66,11 +63,7 @@ def test_backpressure_and_latency(vta_build, tmp_path):
     results = runner.run_programs(
         [p for _, p in progs], built=vta_build, work_dir=tmp_path, backpressure=True, seed=5
     )
-    bad = [
-        msg
-        for (n, p), r in zip(progs, results, strict=True)
-        if (msg := accelerator_mismatch(n, p, r))
-    ]
+    bad = accelerator_mismatches(progs, results)
     assert not bad, "\n".join(bad[:10])
 
 

@@ -2,10 +2,11 @@
 Every import of ours names the one installed package: ``pyvta.sim``, never a bare ``sim``."""
 
 import ast
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from pyvta.testing.checkout import NotACheckout, checkout_files
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver")
@@ -60,12 +61,10 @@ def test_imports_point_one_way(package):
 
 
 def _tracked(*patterns: str) -> list[Path]:
-    out = subprocess.run(
-        ["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        pytest.skip(f"needs a git checkout to list the project's files: {out.stderr.strip()}")
-    return [ROOT / p for p in out.stdout.split()]
+    try:
+        return [ROOT / f for f in checkout_files(ROOT, *patterns)]
+    except NotACheckout as exc:
+        pytest.skip(f"needs a git checkout to list the project's files: {exc}")
 
 
 def test_every_import_names_the_pyvta_package():

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from pyvta.testing.checkout import NotACheckout, checkout_files
+
 ROOT = Path(__file__).resolve().parents[3]
 SUBPACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver")
 
@@ -60,16 +62,10 @@ def test_one_namespace_from_outside_the_checkout(tmp_path):
 
 def _tracked_tree(dest: Path) -> list[str]:
     """Copy the checkout's files (tracked, and untracked ones git does not ignore) to ``dest``."""
-    out = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        pytest.skip(f"needs a git checkout to copy the project from: {out.stderr.strip()}")
-    files = [f for f in out.stdout.splitlines() if (ROOT / f).is_file()]
+    try:
+        files = checkout_files(ROOT)
+    except NotACheckout as exc:
+        pytest.skip(f"needs a git checkout to copy the project from: {exc}")
     for f in files:
         (dest / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, dest / f)
