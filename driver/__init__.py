@@ -1,6 +1,10 @@
-"""One Device interface; backends: the simulator now, RTL co-simulation and PYNQ boards next."""
+"""One Device interface; backends found by name (``ops_<kind>.py``): ``open("sim")``, ``open("rtl")``."""
 
-from pyvta.driver.device import Device, RunResult
-from pyvta.driver.sim_device import SimDevice
+from pyvta.driver.device import Device, DeviceError, RunResult
+from pyvta.driver.ops_sim import SimDevice
+from pyvta.driver.registry import device_kinds, open_device
+from pyvta.driver.stats import Stats
 
-__all__ = ["Device", "RunResult", "SimDevice"]
+open = open_device  # noqa: A001 - driver.open(name) is the public name
+
+__all__ = ["Device", "DeviceError", "RunResult", "SimDevice", "Stats", "device_kinds", "open"]

@@ -12,24 +12,60 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pyvta.driver.stats import Stats
 from pyvta.isa import INSN_BYTES, HwConfig, Insn, encode_insns
+from pyvta.isa.errors import PyvtaError
+
+
+class DeviceError(PyvtaError):
+    """A device cannot be opened or used as asked (unknown name, wrong config, launch failed)."""
 
 
 @dataclass
 class RunResult:
-    """What one launch reports. ``cycles`` is None where the backend cannot count them."""
+    """What one launch reports.
 
-    cycles: int | None
+    ``stats``: the one record every backend fills (None where a backend cannot count); ``counters``:
+    backend-specific extras (the simulator's functional work counters); ``wall_s``: host seconds of
+    the launch; ``report``: backend-specific detail (the sim's CycleReport, ...).
+    """
+
+    stats: Stats | None
     counters: dict = field(default_factory=dict)
     wall_s: float = 0.0
-    report: object | None = None  # backend-specific detail (the sim's CycleReport, ...)
+    report: object | None = None
+
+    @property
+    def cycles(self) -> int | None:
+        return self.stats.cycles if self.stats else None
 
 
 class Device(abc.ABC):
-    """A VTA device: a DRAM the host can read and write, and a launch of an instruction stream."""
+    """A VTA device: a DRAM the host can read and write, and a launch of an instruction stream.
+
+    Backends live in ``pyvta.driver.ops_<kind>`` (``DEVICE = <Kind>Device``) and are opened by name
+    through ``pyvta.driver.open``.
+    """
 
     def __init__(self, config: HwConfig):
         self.config = config
+
+    @classmethod
+    def open(cls, variant: str | None = None, **kwargs) -> Device:
+        """The device for ``driver.open("<kind>[:variant]", **kwargs)``; backends with variants override."""
+        if variant is not None:
+            raise DeviceError(f"device {cls.__name__} has no variants (got {variant!r})")
+        return cls(**kwargs)
+
+    def close(self) -> None:
+        """Release what the device holds (a simulator process, a connection); idempotent."""
+        return None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     @abc.abstractmethod
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:

@@ -8,6 +8,7 @@ import numpy as np
 
 from pyvta import sim
 from pyvta.driver.device import Device, RunResult
+from pyvta.driver.stats import Stats
 from pyvta.isa import HwConfig
 
 DEFAULT_DRAM_BYTES = 1 << 28
@@ -61,8 +62,11 @@ class SimDevice(Device):
         if self.cycles:
             report = sim.cycles_of(insns, self.config, self.timing, trace=self.trace)
         return RunResult(
-            cycles=report.total_cycles if report else None,
+            stats=Stats.from_cycle_report(report, result.counters) if report else None,
             counters=result.counters.to_dict(),
             wall_s=wall_s,
             report=report,
         )
+
+
+DEVICE = SimDevice
