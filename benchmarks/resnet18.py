@@ -58,7 +58,7 @@ def main() -> None:
         path = os.path.join(tmp, "resnet18.onnx")
         save_model("resnet18", path, size=args.size)
         t0 = time.perf_counter()
-        cm = compile_model(path, "vta")
+        cm = compile_model(path, "vta", lower=False)
         print(
             f"ResNet-18 {args.size}x{args.size} compiled for VTA in {time.perf_counter() - t0:.1f} s"
         )
@@ -75,13 +75,13 @@ def main() -> None:
             print(summary.table())
         configs = network_configs(log, layers)
         print(f"tuned configs for {len(configs)} of {len(layers)} distinct layers from {log}")
-    vta = AcceleratorBackend(SimDevice(), search=args.search, explore=args.explore, configs=configs)
     t0 = time.perf_counter()
-    run_model(cm, x, vta)
+    vta = AcceleratorBackend.for_graph(
+        cm.graph, SimDevice(), configs, search=args.search, explore=args.explore
+    )
     how = "tuned configs" if configs else f"search {args.search}, explore {args.explore}"
-    print(f"accelerator layers compiled ({how}) and run in {time.perf_counter() - t0:.1f} s")
-    vta.runs.clear()
-    run_model(cm, x, vta)  # the measured run
+    print(f"accelerator kernels lowered ({how}) and loaded in {time.perf_counter() - t0:.1f} s")
+    run_model(cm, x, backends={"vta": vta})  # the measured run
     print(f"\n{'#':>2} {'workload':36s} {'config':26s} {'cycles':>9s} {'util':>6s}")
     total = macs = 0
     for i, r in enumerate(vta.runs):

@@ -6,8 +6,8 @@
     write_best("resnet18.jsonl", "best.jsonl")          # one line per layer, to ship (tuner.log)
 
 A layer is tuned exactly as it runs in the network: its padding, its fused epilogue and the
-lowering choices its bias values allow (``compiler.backend.vta.graph_backend.LayerCollector``
-finds them without running the accelerator). The first trials of each layer are the backend's
+lowering choices its bias values allow (``compiler.backend.vta.graph_backend.accelerator_layers``
+reads them from the compiled graph; nothing runs). The first trials of each layer are the backend's
 analytic default and its most promising candidates (``task.prior``), so the tuned config is
 never worse than the untuned default. All
 layers append to one log; ``resume=True`` continues a killed run layer by layer.
@@ -32,8 +32,8 @@ from pyvta.tuner.vta import conv_config, default_vta_config, vta_layer_task
 def network_layers(model, progress=print) -> list:
     """The distinct accelerator layers (``graph_backend.Layer``) of ``model``: an ONNX path, a
     compiled artifact (``.npz``) or a ``CompiledModel`` (compiled for ``"vta"``)."""
-    from pyvta.compiler.backend.vta.graph_backend import LayerCollector
-    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model, run_model
+    from pyvta.compiler.backend.vta.graph_backend import accelerator_layers
+    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
 
     if not isinstance(model, CompiledModel):
         path = Path(model)
@@ -43,15 +43,12 @@ def network_layers(model, progress=print) -> list:
             model = CompiledModel.load(path)
         else:
             t0 = time.perf_counter()
-            model = compile_model(path, "vta")
+            model = compile_model(path, "vta", lower=False)
             if progress:
                 progress(f"compiled {path.name} for VTA in {time.perf_counter() - t0:.1f} s")
     if model.target != "vta":
         raise ValueError(f"the model was compiled for {model.target!r}; tuning needs 'vta'")
-    shape = model.graph.values[model.input_names[0]].shape
-    collector = LayerCollector()
-    run_model(model, np.zeros(shape, np.float32), collector)
-    return collector.layers
+    return accelerator_layers(model.graph)
 
 
 def layer_task(layer) -> Task:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import Graph
+from pyvta.compiler.graph.ir import Graph, GraphError
+from pyvta.isa.errors import PyvtaError
 
 MIN_FRAC_BITS, MAX_FRAC_BITS = -16, 30
 
@@ -94,3 +95,71 @@ def collect_ranges(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[s
         for name, a in forward_values(graph, sample):
             note(name, a)
     return ranges
+
+
+class CalibrationError(GraphError, PyvtaError):
+    """Calibration data that does not fit the model's inputs."""
+
+
+def _split_samples(name: str, arr: np.ndarray, shape: tuple[int, ...], source: str):
+    """An array of one sample (``shape``) or a stack of them (``(K, *shape)``) -> list of samples."""
+    arr = np.asarray(arr)
+    if not np.issubdtype(arr.dtype, np.number):
+        raise CalibrationError(f"{source}: {arr.dtype} data for input {name!r} (need numbers)")
+    arr = arr.astype(np.float32)
+    if not np.isfinite(arr).all():
+        raise CalibrationError(f"{source}: NaN or Inf in the samples for input {name!r}")
+    if tuple(arr.shape) == tuple(shape):
+        return [arr]
+    if arr.ndim == len(shape) + 1 and tuple(arr.shape[1:]) == tuple(shape):
+        return list(arr)
+    raise CalibrationError(
+        f"{source}: array of shape {list(arr.shape)} for input {name!r}; expected one sample"
+        f" {list(shape)} or a stack [K, {', '.join(map(str, shape))}]"
+    )
+
+
+def load_calibration(path, graph: Graph) -> list[dict[str, np.ndarray]]:
+    """Calibration samples from a folder of ``.npy`` files or an ``.npz``.
+
+    Each ``.npy`` (sorted by name; one-input models only) holds one sample of the input's shape
+    or a stack ``(K, *shape)``. An ``.npz`` holds one such array per input name, with the same K
+    for every input; for a one-input model its arrays may have any names (each a sample or a
+    stack)."""
+    from pathlib import Path
+
+    path = Path(path)
+    shapes = {n: graph.values[n].shape for n in graph.inputs}
+    if path.is_dir():
+        files = sorted(path.glob("*.npy"))
+        if not files:
+            raise CalibrationError(f"{path}: no .npy files in the calibration folder")
+        if len(shapes) != 1:
+            raise CalibrationError(
+                f"{path}: a folder of .npy files calibrates one-input models; this one has inputs"
+                f" {graph.inputs} (give an .npz with one array per input)"
+            )
+        (name, shape), samples = next(iter(shapes.items())), []
+        for f in files:
+            samples += _split_samples(name, np.load(f, allow_pickle=False), shape, str(f))
+        return [{name: s} for s in samples]
+    if path.suffix != ".npz" or not path.is_file():
+        raise CalibrationError(f"{path}: calibration data is a folder of .npy files or an .npz")
+    with np.load(path, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    if set(shapes) <= set(arrays):
+        per = {n: _split_samples(n, arrays[n], shapes[n], str(path)) for n in shapes}
+        counts = {n: len(v) for n, v in per.items()}
+        if len(set(counts.values())) != 1:
+            raise CalibrationError(f"{path}: inputs have different sample counts {counts}")
+        return [{n: per[n][i] for n in shapes} for i in range(next(iter(counts.values())))]
+    if len(shapes) != 1:
+        raise CalibrationError(
+            f"{path}: arrays {sorted(arrays)}; this model needs one per input {graph.inputs}"
+        )
+    (name, shape), samples = next(iter(shapes.items())), []
+    for key in sorted(arrays):
+        samples += _split_samples(name, arrays[key], shape, f"{path}[{key}]")
+    if not samples:
+        raise CalibrationError(f"{path}: no arrays")
+    return [{name: s} for s in samples]

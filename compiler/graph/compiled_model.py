@@ -1,17 +1,21 @@
-"""CLI support: compile an ONNX file for a target, save/load the artifact, run it.
+"""Compile an ONNX file for a target, save/load the artifact, run it.
 
->>> cm = compile_model("resnet18.onnx", "vta")          # import + pipeline + calibration
+>>> cm = compile_model("resnet18.onnx", "vta")          # import + pipeline + calibration + kernels
 >>> cm.save("resnet18.vta.npz"); cm = CompiledModel.load("resnet18.vta.npz")
->>> outputs, table = run_model(cm, {"input": x}); print(table.format())
+>>> outputs, table = run_model(cm, {"input": x}, device=driver.open("sim")); print(table.format())
 
-The artifact is one ``.npz`` file: the graph structure as JSON plus every constant (packed int8
-weights, int32 biases, ...), so loading runs without recompiling.
+The artifact is one ``.npz`` file (format in ``docs/artifact.md``): the graph structure as JSON,
+every constant (packed int8 weights, int32 biases, ...) and, for a ``vta`` target, every
+accelerator node's relocatable kernel (``driver.Kernel``) with the HwConfig it was lowered for;
+each blob's sha256 is recorded and checked on load. Loading and running lower nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import dataclass
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +25,68 @@ from pyvta.compiler.graph.ir import Graph, Node, Value, check_graph
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 from pyvta.compiler.graph.vta_ops import VtaBackend
+from pyvta.driver.kernel import Kernel, Region, RegionKind
+from pyvta.isa import HwConfig, PyvtaError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+GRAPH_KEY, DIGEST_KEY = "__graph__", "__digest__"
+
+
+class ArtifactError(PyvtaError, ValueError):
+    """A file that is not a readable, intact compiled-model artifact of this format."""
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass
 class CompiledModel:
-    """A compiled graph and the target it was compiled for (``cpu``, ``cpu-int8``, ``vta``)."""
+    """A compiled graph and the target it was compiled for (``cpu``, ``cpu-int8``, ``vta``).
+
+    ``kernels``: node name -> relocatable accelerator kernel (``vta`` target); ``hw``: the
+    HwConfig they were lowered for."""
 
     graph: Graph
     target: str
+    kernels: dict[str, Kernel] = field(default_factory=dict)
+    hw: HwConfig | None = None
+
+    def lower_kernels(
+        self,
+        hw: HwConfig | None = None,
+        configs: dict | None = None,
+        measure=None,
+        search: int = 0,
+        progress=None,
+    ) -> CompiledModel:
+        """Lower every accelerator node into its kernel for ``hw`` (default config); see
+        ``compiler.backend.vta.graph_backend.compile_kernels``. Returns self."""
+        from pyvta.compiler.backend.vta.graph_backend import compile_kernels
+
+        if self.target != "vta":
+            raise ArtifactError(f"a {self.target!r} model has no accelerator kernels to lower")
+        self.hw = hw or HwConfig()
+        self.kernels = compile_kernels(self.graph, self.hw, configs, measure, search, progress)
+        return self
+
+    def accelerator(self, device):
+        """The executor's ``"vta"`` backend with this model's kernels loaded onto ``device``
+        (refused when they were lowered for another HwConfig)."""
+        from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+
+        n_vta = sum(1 for n in self.graph.nodes if n.target == "vta")
+        if n_vta and not self.kernels:
+            raise ArtifactError(
+                f"the model has {n_vta} accelerator nodes but no kernels; compile it with"
+                " pyvta compile --target vta (or call lower_kernels)"
+            )
+        if self.hw is not None and self.hw != device.config:
+            raise ArtifactError(
+                f"the model was compiled for HwConfig {self.hw.tag}; the device is"
+                f" {device.config.tag} (recompile with its --config)"
+            )
+        return AcceleratorBackend(device, self.kernels)
 
     @property
     def input_names(self) -> list[str]:
@@ -59,27 +115,101 @@ class CompiledModel:
             ],
         }  # fmt: skip
         arrays = {f"c{i}": g.constants[name] for i, name in enumerate(names)}
+        meta["hw_config"] = self.hw.to_dict() if self.hw else None
+        meta["kernels"] = {}
+        for j, (node, k) in enumerate(sorted(self.kernels.items())):
+            blobs = {name: np.frombuffer(data, np.uint8) for name, data in k.consts.items()}
+            blobs["relocs"] = np.ascontiguousarray(k.relocs, "<i4")
+            for name, arr in blobs.items():
+                arrays[f"k{j}_{name}"] = arr
+            meta["kernels"][node] = {
+                "key": f"k{j}",
+                "config_tag": k.config_tag,
+                "insn_count": k.insn_count,
+                "regions": [[r.name, r.kind.value, r.offset, r.nbytes] for r in k.regions],
+                "blobs": sorted(blobs),
+                "info": k.info,
+            }
+        meta["sha256"] = {
+            key: _sha256(np.ascontiguousarray(a).tobytes()) for key, a in arrays.items()
+        }
+        text = json.dumps(meta)
         path = Path(path)
         with path.open("wb") as f:
-            np.savez(f, __graph__=np.array(json.dumps(meta)), **arrays)
+            np.savez(
+                f,
+                **{GRAPH_KEY: np.array(text), DIGEST_KEY: np.array(_sha256(text.encode()))},
+                **arrays,
+            )
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> CompiledModel:
-        """Read an artifact written by :meth:`save` (checks the graph)."""
-        with np.load(Path(path), allow_pickle=False) as z:
-            meta = json.loads(str(z["__graph__"]))
-            if meta.get("format_version") != FORMAT_VERSION:
-                raise ValueError(
-                    f"{path}: artifact format {meta.get('format_version')!r} "
-                    f"(supported: {FORMAT_VERSION})"
-                )
-            constants = {name: z[f"c{i}"] for i, name in enumerate(meta["constants"])}
-        values = {n: Value(n, tuple(s), t) for n, s, t in meta["values"]}
-        nodes = [Node(**d) for d in meta["nodes"]]
-        g = Graph(meta["name"], meta["inputs"], meta["outputs"], nodes, constants, values)
-        check_graph(g)
-        return cls(g, meta["target"])
+        """Read an artifact written by :meth:`save`: every blob's hash and the graph are checked;
+        a file that is not an intact artifact raises ``ArtifactError`` saying what it is."""
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta, arrays = _read_checked(path, z)
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+            if isinstance(e, ArtifactError):
+                raise
+            if isinstance(e, FileNotFoundError):
+                raise ArtifactError(f"{path}: no such file") from None
+            raise ArtifactError(
+                f"{path}: not a readable artifact (truncated or corrupt .npz: {e})"
+            ) from None
+        constants = {name: arrays[f"c{i}"] for i, name in enumerate(meta["constants"])}
+        try:
+            values = {n: Value(n, tuple(s), t) for n, s, t in meta["values"]}
+            nodes = [Node(**d) for d in meta["nodes"]]
+            g = Graph(meta["name"], meta["inputs"], meta["outputs"], nodes, constants, values)
+            check_graph(g)
+            kernels = {node: _kernel_from(d, arrays) for node, d in meta.get("kernels", {}).items()}
+            hw = HwConfig.from_dict(meta["hw_config"]) if meta.get("hw_config") else None
+        except (KeyError, TypeError, ValueError) as e:
+            raise ArtifactError(f"{path}: malformed artifact ({type(e).__name__}: {e})") from None
+        return cls(g, meta["target"], kernels, hw)
+
+
+def _read_checked(path: Path, z) -> tuple[dict, dict[str, np.ndarray]]:
+    """The artifact's metadata and arrays, with its format, digest and every blob hash checked."""
+    if GRAPH_KEY not in z.files:
+        if {"dram", "insn_addr", "insn_count"} <= set(z.files):
+            raise ArtifactError(
+                f"{path} is a program bundle (a DRAM image and an instruction stream for"
+                " pyvta sim / pyvta hw run), not a compiled model; write one with pyvta compile"
+            )
+        raise ArtifactError(f"{path}: not a pyvta compiled model (no {GRAPH_KEY} entry)")
+    text = str(z[GRAPH_KEY])
+    meta = json.loads(text)
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ArtifactError(
+            f"{path}: artifact format {version!r} (supported: {FORMAT_VERSION});"
+            " recompile it with this pyvta"
+        )
+    if DIGEST_KEY not in z.files or str(z[DIGEST_KEY]) != _sha256(text.encode()):
+        raise ArtifactError(
+            f"{path}: the artifact's metadata does not match its digest (tampered?)"
+        )
+    arrays = {}
+    for key, want in meta["sha256"].items():
+        if key not in z.files:
+            raise ArtifactError(f"{path}: blob {key!r} is missing (truncated?)")
+        arr = z[key]
+        if _sha256(np.ascontiguousarray(arr).tobytes()) != want:
+            raise ArtifactError(f"{path}: blob {key!r} does not match its sha256 (tampered?)")
+        arrays[key] = arr
+    return meta, arrays
+
+
+def _kernel_from(d: dict, arrays: dict[str, np.ndarray]) -> Kernel:
+    key = d["key"]
+    regions = tuple(Region(n, RegionKind(k), int(o), int(b)) for n, k, o, b in d["regions"])
+    consts = {name: arrays[f"{key}_{name}"].tobytes() for name in d["blobs"] if name != "relocs"}
+    relocs = arrays[f"{key}_relocs"].astype(np.int32).reshape(-1, 2)
+    return Kernel(d["config_tag"], regions, consts, relocs, int(d["insn_count"]), d["info"])
 
 
 def default_calibration(graph: Graph, count: int = 8, seed: int = 0) -> list[dict]:
@@ -94,30 +224,48 @@ def default_calibration(graph: Graph, count: int = 8, seed: int = 0) -> list[dic
 def compile_model(
     path: str | Path,
     target: str = "vta",
-    calibration_inputs: list[dict[str, np.ndarray]] | None = None,
+    calibration_inputs: list[dict[str, np.ndarray]] | str | Path | None = None,
     keep_float: tuple[str, ...] | None = None,
+    lower: bool = True,
+    hw: HwConfig | None = None,
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``).
 
-    Int8 targets calibrate on ``calibration_inputs`` (default: 8 seeded standard-normal
-    samples, see :func:`default_calibration`)."""
+    Int8 targets calibrate on ``calibration_inputs``: samples (dicts by input name), or a path
+    to a folder of ``.npy`` / an ``.npz`` (``calibrate.load_calibration``); default: 8 seeded
+    standard-normal samples, see :func:`default_calibration`. For ``vta``, ``lower`` also lowers every
+    accelerator node's kernel for ``hw`` with default schedules (``lower_kernels`` gives the
+    choice of configs)."""
     graph = import_onnx(path)
     samples = calibration_inputs
+    if isinstance(samples, str | Path):
+        from pyvta.compiler.graph.calibrate import load_calibration
+
+        samples = load_calibration(samples, graph)
     if target != "cpu" and samples is None:
         samples = default_calibration(graph)
-    return CompiledModel(run_pipeline(graph, options_for(target, samples, keep_float)), target)
+    cm = CompiledModel(run_pipeline(graph, options_for(target, samples, keep_float)), target)
+    if target == "vta" and lower:
+        cm.lower_kernels(hw)
+    return cm
 
 
 def run_model(
     compiled: CompiledModel,
     inputs: dict[str, np.ndarray] | np.ndarray,
     vta: VtaBackend | None = None,
+    device=None,
+    backends: dict | None = None,
 ) -> tuple[list[np.ndarray], TimingTable]:
     """Run once; ``inputs`` is a dict by input name (or one array for a one-input model).
 
-    ``vta`` is the backend for ``"vta"`` nodes (default: the numpy golden model)."""
+    ``"vta"`` nodes run on ``device`` (a ``driver.Device``) from the model's kernels, or through
+    the operator-contract object ``vta`` (default: the numpy golden model); ``backends`` gives
+    node backends by target directly (e.g. ``{"vta": compiled.accelerator(device)}``)."""
     if not isinstance(inputs, dict):
         if len(compiled.input_names) != 1:
             raise ValueError(f"model has inputs {compiled.input_names}; pass a dict")
         inputs = {compiled.input_names[0]: inputs}
-    return Executor(compiled.graph, vta).run(inputs)
+    if device is not None:
+        backends = {"vta": compiled.accelerator(device), **(backends or {})}
+    return Executor(compiled.graph, vta, backends).run(inputs)

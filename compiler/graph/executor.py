@@ -1,9 +1,12 @@
-"""Graph executor: runs a (partitioned) graph node by node with one backend per target.
+"""Graph executor: runs a (partitioned) graph node by node, dispatching each node to the backend
+of its target through a table (``{target: NodeBackend}``).
 
-``"cpu"`` nodes run the numpy kernels of :mod:`compiler.graph.cpu_ops`; ``"vta"`` nodes
-(``vta_conv2d``, ``vta_dense``) call an object implementing the operator contract
-(:class:`compiler.graph.vta_ops.VtaBackend`), by default the numpy golden model. A VTA backend
-may expose ``last_cycles`` (int) after each call; the timing table then shows cycles too.
+By default ``"cpu"`` nodes run the numpy kernels of :mod:`compiler.graph.cpu_ops` and ``"vta"``
+nodes (``vta_conv2d``, ``vta_dense``) call an object implementing the operator contract
+(:class:`compiler.graph.vta_ops.VtaBackend`), the numpy golden model unless given; a device
+backend (``compiler.backend.vta.graph_backend.AcceleratorBackend``) runs them from the kernels of
+an artifact. A backend may expose ``last_cycles`` (int) after each node; the timing table then
+shows cycles too.
 
 Buffers are freed after their last use (the plan is computed once per graph), and the run
 reports the peak of live intermediate bytes.
@@ -12,13 +15,51 @@ reports the peak of live intermediate bytes.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import Graph, GraphError
+from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
+
+
+class NodeBackend(Protocol):
+    """Runs the nodes of one target: ``run(node, args)`` -> the node's (first) output."""
+
+    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray: ...
+
+
+class CpuNodes:
+    """The ``"cpu"`` backend: the numpy kernels of :mod:`compiler.graph.cpu_ops`."""
+
+    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        return run_cpu_op(node.op, args, node.attrs)
+
+
+class ContractNodes:
+    """``"vta"`` nodes through an operator-contract object (``conv2d``/``dense``, e.g. the golden
+    model)."""
+
+    OPS = ("vta_conv2d", "vta_dense")
+
+    def __init__(self, vta: VtaBackend) -> None:
+        self.vta = vta
+
+    @property
+    def last_cycles(self) -> int | None:
+        return getattr(self.vta, "last_cycles", None)
+
+    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        res = args[3] if len(args) > 3 else None
+        params = FusedParams.from_attrs(node.attrs)
+        if node.op == "vta_conv2d":
+            return self.vta.conv2d(args[0], args[1], args[2], res, params)
+        if node.op == "vta_dense":
+            return self.vta.dense(args[0], args[1], args[2], res, params)
+        raise GraphError(f"op {node.op!r} cannot run on vta (allowed: {', '.join(self.OPS)})")
 
 
 @dataclass(frozen=True)
@@ -94,22 +135,30 @@ def plan_frees(graph: Graph) -> list[list[str]]:
     return frees
 
 
+def default_backends(vta: VtaBackend | None = None) -> dict[str, NodeBackend]:
+    """``{"cpu": numpy kernels, "vta": the operator contract on vta (default: golden model)}``."""
+    return {"cpu": CpuNodes(), "vta": ContractNodes(vta if vta is not None else GoldenVta())}
+
+
 class Executor:
-    """Runs ``graph``; ``vta`` is the backend for ``"vta"`` nodes (default :class:`GoldenVta`)."""
+    """Runs ``graph``; ``backends`` maps each node target to its backend (default:
+    :func:`default_backends`); ``vta`` is shorthand for an operator-contract ``"vta"`` backend."""
 
-    def __init__(self, graph: Graph, vta: VtaBackend | None = None) -> None:
+    def __init__(
+        self,
+        graph: Graph,
+        vta: VtaBackend | None = None,
+        backends: Mapping[str, NodeBackend] | None = None,
+    ) -> None:
         self.graph = graph
-        self.vta = vta if vta is not None else GoldenVta()
+        self.backends = dict(default_backends(vta))
+        self.backends.update(backends or {})
+        missing = sorted({n.target for n in graph.nodes} - set(self.backends))
+        if missing:
+            raise GraphError(
+                f"no backend for targets {missing} (backends: {sorted(self.backends)})"
+            )
         self._frees = plan_frees(graph)
-
-    def _run_vta(self, op: str, args: list[np.ndarray], attrs: dict) -> np.ndarray:
-        res = args[3] if len(args) > 3 else None
-        params = FusedParams.from_attrs(attrs)
-        if op == "vta_conv2d":
-            return self.vta.conv2d(args[0], args[1], args[2], res, params)
-        if op == "vta_dense":
-            return self.vta.dense(args[0], args[1], args[2], res, params)
-        raise GraphError(f"op {op!r} cannot run on vta (allowed: vta_conv2d, vta_dense)")
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[list[np.ndarray], TimingTable]:
         """Execute once. ``inputs`` maps graph input names to arrays of the recorded shape."""
@@ -126,13 +175,11 @@ class Executor:
         live = 0
         for node, frees in zip(g.nodes, self._frees, strict=True):
             args = [env[i] for i in node.inputs]
+            backend = self.backends[node.target]
             start = time.perf_counter()
-            if node.target == "vta":
-                out = self._run_vta(node.op, args, node.attrs)
-            else:
-                out = run_cpu_op(node.op, args, node.attrs)
+            out = backend.run(node, args)
             ms = 1e3 * (time.perf_counter() - start)
-            cycles = getattr(self.vta, "last_cycles", None) if node.target == "vta" else None
+            cycles = getattr(backend, "last_cycles", None)
             table.rows.append(LayerTiming(node.name, node.op, node.target, ms, cycles))
             expect = g.values[node.outputs[0]]
             if tuple(out.shape) != expect.shape or str(out.dtype) != expect.dtype:

@@ -1,23 +1,62 @@
-"""pyvta compile: compile an ONNX model for a target and write an artifact pyvta run loads."""
+"""pyvta compile: compile an ONNX model for a target into an artifact pyvta run loads: the graph,
+its constants and, for the accelerator, every layer's relocatable kernel (docs/artifact.md)."""
 
 from __future__ import annotations
 
 import argparse
 
-from pyvta.commands.network import TARGETS, compile_for
+from pyvta.commands.common import add_config_argument, config_from
+from pyvta.commands.network import TARGET_HELP, compile_for
 
-HELP = "compile MODEL.onnx for a target into an artifact (.npz) that pyvta run loads"
+HELP = "compile MODEL.onnx into an artifact (.npz: graph, constants, accelerator kernels)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX file")
-    p.add_argument("--target", choices=list(TARGETS), default="vta-sim")
+    p.add_argument("--target", default="vta", help=f"{TARGET_HELP} (default vta)")
+    add_config_argument(p)
+    p.add_argument(
+        "--tuning-log",
+        metavar="LOG.jsonl",
+        dest="tuning_log",
+        help="each accelerator layer's best config from a `pyvta tune MODEL --log` log",
+    )
+    p.add_argument(
+        "--search",
+        type=int,
+        default=0,
+        help="configs measured on the cycle model per untuned layer (0: analytic default)",
+    )
+    p.add_argument(
+        "--calibration",
+        metavar="DATA",
+        help="int8 calibration samples: a folder of .npy files or an .npz (default: seeded random)",
+    )
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
 def run(args: argparse.Namespace) -> int:
-    cm = compile_for(args.model, args.target)
+    from pathlib import Path
+
+    from pyvta.commands.common import CommandError
+
+    if Path(args.out).suffix != ".npz":
+        raise CommandError(f"-o {args.out}: an artifact is an .npz file (e.g. {args.out}.npz)")
+    if args.search < 0:
+        raise CommandError(f"--search must be >= 0, got {args.search}")
+    cm = compile_for(
+        args.model,
+        args.target,
+        hw=config_from(args),
+        tuning_log=args.tuning_log,
+        search=args.search,
+        calibration=args.calibration,
+    )
     path = cm.save(args.out)
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")
-    print(f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator)")
+    tag = f", HwConfig {cm.hw.tag}" if cm.hw else ""
+    print(
+        f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
+        f" {len(cm.kernels)} kernels{tag})"
+    )
     return 0

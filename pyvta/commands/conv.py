@@ -99,8 +99,8 @@ def run(args: argparse.Namespace) -> int:
         wl, ep, pack_weights(w), pack_bias(b), dev, _config(args, wl, ep, hw), search=args.search
     )
     print(f"compiled in {time.perf_counter() - t0:.2f} s: config {op.config.to_dict()}")
-    print(f"{op.insn_count} instructions, {len(op.lowered.uops)} micro-ops")
-    insns = op.lowered.insns
+    print(f"{op.insn_count} instructions, {op.kernel.info['uops']} micro-ops")
+    insns = op.insns()
     shown = insns if args.disasm < 0 else insns[: args.disasm]
     print(disassemble(shown))
     if len(shown) < len(insns):

@@ -62,26 +62,25 @@ def _model_path(size: int) -> Path:
 
 
 def _resnet18(args) -> int:
-    from pyvta.commands.network import accelerator, compile_for, tuned_configs, vta_summary
+    from pyvta.commands.network import compile_for, open_accelerator, vta_summary
     from pyvta.compiler.graph.compiled_model import run_model
     from pyvta.tuner.network import pretuned_log
 
     path = _model_path(args.size)
-    cm = compile_for(path, "vta-sim")
+    log = None if args.untuned else pretuned_log(f"resnet18_{args.size}")
+    t0 = time.perf_counter()
+    cm = compile_for(path, "vta-sim", tuning_log=log, search=args.search)
+    how = "shipped tuned configs" if log else f"config search {args.search}"
+    print(f"compiled with its accelerator kernels ({how}) in {time.perf_counter() - t0:.1f} s")
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
     print(f"input: seeded standard-normal {list(shape)} (seed {args.seed})")
-    log = None if args.untuned else pretuned_log(f"resnet18_{args.size}")
-    configs = tuned_configs(cm, log) if log else None
-    vta = accelerator(search=args.search, configs=configs)
+    vta = open_accelerator(cm, "sim")
     t0 = time.perf_counter()
-    run_model(cm, x, vta)  # first run: compiles each accelerator layer once
-    how = "shipped tuned configs" if configs else f"config search {args.search}"
-    print(f"accelerator layers compiled ({how}) and run once in {time.perf_counter() - t0:.1f} s")
-    vta.runs.clear()
-    t0 = time.perf_counter()
-    (out_vta,), table = run_model(cm, x, vta)
-    print(f"\nsecond run on the simulated accelerator ({time.perf_counter() - t0:.1f} s wall):")
+    (out_vta,), table = run_model(cm, x, backends={"vta": vta})
+    print(
+        f"\nfirst inference on the simulated accelerator ({time.perf_counter() - t0:.1f} s wall):"
+    )
     print(table.format(top=20))
     print(vta_summary(vta))
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """Shared by ``pyvta run``, ``pyvta compile`` and the ResNet-18 demo: compile an ONNX model for a
-target, run it on the simulated accelerator or the CPU, and report per layer."""
+target (kernels included), load it onto a device by name, run it, and report per layer."""
 
 from __future__ import annotations
 
@@ -10,38 +10,83 @@ import numpy as np
 
 from pyvta.commands.common import CommandError
 
-# What a user asks for -> (compile target of compiler.graph, where "vta" nodes run)
-TARGETS = {"vta-sim": ("vta", "sim"), "cpu": ("cpu", None), "cpu-int8": ("cpu-int8", None)}
+CPU_TARGETS = ("cpu", "cpu-int8")
+TARGET_HELP = "cpu | cpu-int8 | vta-sim | vta-rtl | vta-<device> (a driver.open name)"
 
 
-def compile_for(path: str | Path, target: str, log=print):
-    """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``."""
+def parse_target(target: str) -> tuple[str, str | None]:
+    """A user's target -> (compile target of compiler.graph, device name for "vta" nodes):
+    ``cpu``, ``cpu-int8``; ``vta-sim`` / ``vta-rtl`` / ``vta-rtl:icarus`` -> ("vta", "sim"...);
+    ``vta`` alone compiles for the accelerator without choosing a device."""
+    from pyvta.driver import device_kinds
+    from pyvta.driver.registry import parse_name
+
+    if target in CPU_TARGETS:
+        return target, None
+    if target == "vta":
+        return "vta", None
+    if target.startswith("vta-"):
+        device = target[4:]
+        if parse_name(device)[0] in device_kinds():
+            return "vta", device
+    kinds = ", ".join(f"vta-{k}" for k in device_kinds())
+    raise CommandError(f"unknown target {target!r} (allowed: cpu, cpu-int8, vta, {kinds})")
+
+
+def measure_for(hw):
+    """The cycle model's estimate for ``hw`` (what ``--search`` ranks candidates by)."""
+    from pyvta.driver import SimDevice
+
+    return SimDevice(hw, dram_bytes=1 << 12, cycles=True).estimate_cycles
+
+
+def compile_for(
+    path: str | Path,
+    target: str,
+    log=print,
+    hw=None,
+    tuning_log: str | Path | None = None,
+    search: int = 0,
+    calibration: str | Path | None = None,
+):
+    """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``; for the
+    accelerator, its kernels are lowered here (tuned configs from ``tuning_log``)."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
+    from pyvta.isa import HwConfig
 
-    if target not in TARGETS:
-        raise CommandError(f"unknown target {target!r} (allowed: {', '.join(TARGETS)})")
+    kind, _ = parse_target(target)
     path = Path(path)
     t0 = time.perf_counter()
     if path.suffix == ".npz":
         cm = CompiledModel.load(path)
-        want = TARGETS[target][0]
-        if cm.target != want:
-            raise CommandError(f"{path} was compiled for {cm.target!r}, not {want!r} ({target})")
-        log(f"loaded compiled model {path} ({cm.target}) in {time.perf_counter() - t0:.1f} s")
+        if cm.target != kind:
+            raise CommandError(f"{path} was compiled for {cm.target!r}, not {kind!r} ({target})")
+        if hw is not None and cm.hw is not None and cm.hw != hw:
+            raise CommandError(
+                f"{path} was compiled for HwConfig {cm.hw.tag}; --config gives {hw.tag}"
+                " (recompile it with that --config)"
+            )
+        log(
+            f"loaded compiled model {path} ({cm.target}, {len(cm.kernels)} accelerator kernels)"
+            f" in {time.perf_counter() - t0:.2f} s"
+        )
         return cm
+    if not path.exists():
+        raise CommandError(f"no model file {path}")
+    if kind != "cpu":
+        log(
+            f"calibration: samples from {calibration}"
+            if calibration
+            else "calibration: 8 seeded standard-normal samples (give real ones with --calibration)"
+        )
     log(f"compiling {path} for {target} (import, fold, fuse, quantize, pack, partition)...")
-    cm = compile_model(path, TARGETS[target][0])
+    cm = compile_model(path, kind, calibration, lower=False)
+    if kind == "vta":
+        hw = hw or HwConfig()
+        configs = tuned_configs(cm, tuning_log, log) if tuning_log else None
+        cm.lower_kernels(hw, configs, measure_for(hw) if search else None, search, log)
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     return cm
-
-
-def accelerator(search: int = 0, trace: bool = False, configs: dict | None = None):
-    """The "vta" backend on a fresh simulated device (``configs``: per-layer configs, e.g.
-    ``tuned_configs``)."""
-    from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-    from pyvta.driver import SimDevice
-
-    return AcceleratorBackend(SimDevice(trace=trace), search=search, configs=configs)
 
 
 def tuned_configs(cm, log_path: str | Path, log=print) -> dict:
@@ -59,25 +104,44 @@ def tuned_configs(cm, log_path: str | Path, log=print) -> dict:
     return configs
 
 
+def open_accelerator(cm, device_name: str, trace: bool = False, log=print, **device_kwargs):
+    """Open ``device_name`` for the model's HwConfig and load its kernels: the ``"vta"`` backend."""
+    from pyvta import driver
+
+    kwargs = dict(device_kwargs)
+    if trace:
+        kwargs["trace"] = True
+    device = driver.open(device_name, config=cm.hw, **kwargs)
+    vta = cm.accelerator(device)
+    log(
+        f"loaded {len(cm.kernels)} kernels onto {device_name} in {vta.load_s * 1e3:.1f} ms"
+        " (allocation, relocation, constants)"
+    )
+    return vta
+
+
 def run_on(cm, target: str, x: np.ndarray, vta=None):
     """Run a compiled model once: (outputs, timing table, backend used for vta nodes)."""
     from pyvta.compiler.graph.compiled_model import run_model
 
-    if TARGETS[target][1] == "sim" and vta is None:
-        vta = accelerator()
-    outputs, table = run_model(cm, x, vta)
+    _, device = parse_target(target)
+    if device is not None and vta is None:
+        vta = open_accelerator(cm, device, log=lambda _: None)
+    outputs, table = run_model(cm, x, backends={"vta": vta} if vta is not None else None)
     return outputs, table, vta
 
 
-def vta_summary(vta) -> str:
-    if vta is None or not getattr(vta, "runs", None):
+def vta_summary(vta, runs=None) -> str:
+    runs = vta.runs if runs is None and vta is not None else runs
+    if not runs:
         return ""
-    cycles = sum(r.cycles or 0 for r in vta.runs)
-    sim_s = sum(r.sim_wall_s for r in vta.runs)
-    macs = sum(r.workload.macs for r in vta.runs)
-    util = macs / 256 / cycles if cycles else 0.0
+    cycles = sum(r.cycles or 0 for r in runs)
+    sim_s = sum(r.sim_wall_s for r in runs)
+    macs = sum(r.workload.macs for r in runs)
+    per_cycle = vta.device.config.gemm_macs_per_cycle
+    util = macs / per_cycle / cycles if cycles else 0.0
     return (
-        f"accelerator: {len(vta.runs)} launches, {cycles / 1e6:.2f} M cycles"
+        f"accelerator: {len(runs)} launches, {cycles / 1e6:.2f} M cycles"
         f" ({cycles / 100e6 * 1e3:.1f} ms at 100 MHz), GEMM utilisation {100 * util:.1f}%;"
-        f" functional simulation {sim_s:.2f} s wall"
+        f" device time {sim_s:.2f} s wall"
     )

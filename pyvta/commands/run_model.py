@@ -1,61 +1,100 @@
-"""pyvta run: run an ONNX model (or a compiled artifact) on the simulated accelerator or the CPU
-and print where each layer ran, its cycles or milliseconds, and its share of the total."""
+"""pyvta run: run an ONNX model (or a compiled artifact) on a device or the CPU and print where
+each layer ran, its cycles or milliseconds, and its share of the total. An artifact's kernels are
+loaded onto the device (load time reported apart) and nothing is lowered."""
 
 from __future__ import annotations
 
 import argparse
+import time
 
 import numpy as np
 
+from pyvta.commands.common import add_config_argument
 from pyvta.commands.network import (
-    TARGETS,
-    accelerator,
+    TARGET_HELP,
     compile_for,
-    run_on,
-    tuned_configs,
+    open_accelerator,
+    parse_target,
     vta_summary,
 )
 
-HELP = "run MODEL.onnx (or a compiled .npz) on vta-sim or cpu; per-layer report"
+HELP = "run MODEL.onnx (or a compiled .npz) on vta-sim, vta-rtl, ... or cpu; per-layer report"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX file, or an artifact written by pyvta compile")
-    p.add_argument("--target", choices=list(TARGETS), default="vta-sim")
+    p.add_argument("--target", default="vta-sim", help=f"{TARGET_HELP} (default vta-sim)")
+    add_config_argument(p)
     p.add_argument("--input", metavar="X.npy", help="input array (default: seeded random)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--top", type=int, default=25, help="rows of the per-layer table (0: all)")
+    p.add_argument("--runs", type=int, default=1, help="inferences (the table shows the first)")
+    p.add_argument(
+        "--save-output", metavar="OUT.npy", dest="save_output", help="write the first output"
+    )
     p.add_argument(
         "--search",
         type=int,
         default=0,
-        help="vta-sim: configs measured on the cycle model per layer (0: analytic)",
+        help="compiling an ONNX file: configs measured on the cycle model per layer",
     )
     p.add_argument(
         "--tuning-log",
         metavar="LOG.jsonl",
         dest="tuning_log",
-        help="vta-sim: use each layer's best config from a `pyvta tune MODEL --log` log",
+        help="compiling an ONNX file: each layer's best config from a `pyvta tune MODEL --log` log",
     )
+    p.add_argument("--calibration", metavar="DATA", help="compiling: .npy folder or .npz samples")
 
 
 def run(args: argparse.Namespace) -> int:
-    cm = compile_for(args.model, args.target)
-    shape = cm.graph.values[cm.input_names[0]].shape
+    from pathlib import Path
+
+    from pyvta.commands.common import CommandError, config_from
+
+    if args.runs < 1:
+        raise CommandError(f"--runs must be >= 1, got {args.runs}")
+    if args.save_output and Path(args.save_output).suffix != ".npy":
+        raise CommandError(f"--save-output {args.save_output}: give an .npy path")
+    kind, device = parse_target(args.target)
+    hw = config_from(args) if args.config else None
+    cm = compile_for(
+        args.model,
+        args.target,
+        hw=hw,
+        tuning_log=args.tuning_log,
+        search=args.search,
+        calibration=args.calibration,
+    )
+    name = cm.input_names[0]
+    shape = cm.graph.values[name].shape
     if args.input:
         x = np.load(args.input).astype(np.float32)
     else:
         x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
         print(f"input: seeded standard-normal {list(shape)} (seed {args.seed})")
     vta = None
-    if args.target == "vta-sim":
-        configs = tuned_configs(cm, args.tuning_log) if args.tuning_log else None
-        vta = accelerator(search=args.search, configs=configs)
-    outputs, table, vta = run_on(cm, args.target, x, vta)
-    print(table.format(top=args.top or None))
-    if vta is not None:
-        print(vta_summary(vta))
-    out = outputs[0]
+    if kind == "vta":
+        vta = open_accelerator(cm, device or "sim")
+    from pyvta.compiler.graph.compiled_model import run_model
+
+    backends = {"vta": vta} if vta is not None else None
+    first = None
+    for i in range(args.runs):
+        start = len(vta.runs) if vta is not None else 0
+        t0 = time.perf_counter()
+        outputs, table = run_model(cm, {name: x}, backends=backends)
+        wall = time.perf_counter() - t0
+        if first is None:
+            first = (outputs, table)
+            print(table.format(top=args.top or None))
+        runs = vta.runs[start:] if vta is not None else None
+        extra = f"; {vta_summary(vta, runs)}" if runs else ""
+        print(f"inference {i + 1}: {wall:.2f} s wall{extra}")
+    out = first[0][0]
+    if args.save_output:
+        np.save(args.save_output, out)
+        print(f"first output written to {args.save_output}")
     top5 = np.argsort(out.reshape(-1))[::-1][:5]
     print(f"output {list(out.shape)}; top-5 classes {top5.tolist()}")
     return 0

@@ -1,20 +1,30 @@
-"""The graph executor's "vta" backend on a device: quantized conv2d / dense nodes compiled with the
-VTA templates and run through ``driver`` (simulator now, RTL and board later).
+"""The graph's accelerator layers: found from the compiled graph, lowered into relocatable kernels
+at compile time, and run from those kernels on any ``driver.Device``.
 
-It implements the operator contract of ``compiler.graph.vta_ops`` (``conv2d`` / ``dense`` on the
-packed layouts with a ``FusedParams`` record), and keeps one compiled operator per node (keyed by
-its weight array), so a second inference reuses the instruction streams already in DRAM.
+    layers = accelerator_layers(graph)                      # distinct (workload, epilogue), counts
+    kernels = compile_kernels(graph, hw, configs)           # node name -> driver.Kernel
+    vta = AcceleratorBackend(driver.open("sim"), kernels)   # loads them: nothing is lowered later
+    Executor(graph, backends={"vta": vta}).run(...)
+
+A ``vta_conv2d`` / ``vta_dense`` node is derived once (``node_layer``): its workload from the
+packed input and weight shapes, its epilogue from its ``FusedParams``, its constants from the graph.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from pyvta.compiler.backend.vta.config import ConvConfig
-from pyvta.compiler.backend.vta.operator import VtaConv2d, lowering_epilogue
+from pyvta.compiler.backend.vta.operator import VtaConv2d, build_kernel, lowering_epilogue
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
+from pyvta.compiler.graph.ir import Graph, GraphError, Node
+from pyvta.compiler.graph.vta_ops import FusedParams
+from pyvta.driver.kernel import Kernel
+from pyvta.isa import HwConfig
 
 
 def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
@@ -50,6 +60,46 @@ def fused_epilogue(p, residual: bool) -> Epilogue:
     )
 
 
+VTA_OPS = ("vta_conv2d", "vta_dense")
+
+
+@dataclass(frozen=True)
+class NodeLayer:
+    """One accelerator node as the accelerator runs it, per batch item.
+
+    ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8 (a dense node's with KH = KW = 1);
+    ``bias`` packed (co_b, b) int32; ``batch`` launches per inference."""
+
+    workload: ConvWorkload
+    epilogue: Epilogue  # the node's arithmetic (before the lowering choices)
+    weights: np.ndarray
+    bias: np.ndarray
+    batch: int
+
+
+def node_layer(graph: Graph, node: Node) -> NodeLayer:
+    """The workload, epilogue and packed constants of a ``vta_conv2d``/``vta_dense`` node."""
+    if node.op not in VTA_OPS:
+        raise GraphError(f"node {node.name!r}: op {node.op!r} is not an accelerator op {VTA_OPS}")
+    x_shape = graph.values[node.inputs[0]].shape
+    try:
+        w, bias = graph.constants[node.inputs[1]], graph.constants[node.inputs[2]]
+    except KeyError as e:
+        raise GraphError(f"node {node.name!r}: weights and bias must be constants ({e})") from None
+    p = FusedParams.from_attrs(node.attrs)
+    if node.op == "vta_conv2d":
+        wl = conv_workload(x_shape, w.shape, p)
+    else:
+        wl, w = dense_workload(x_shape, w.shape), w[:, :, None, None, :, :]
+    ep = fused_epilogue(p, len(node.inputs) > 3)
+    w = np.ascontiguousarray(w, np.int8)
+    return NodeLayer(wl, ep, w, np.ascontiguousarray(bias, np.int32), int(x_shape[0]))
+
+
+def accelerator_nodes(graph: Graph) -> list[Node]:
+    return [n for n in graph.nodes if n.target == "vta"]
+
+
 @dataclass(frozen=True)
 class Layer:
     """One distinct accelerator layer of a network: what a tuner needs to measure it."""
@@ -59,33 +109,57 @@ class Layer:
     count: int  # launches per inference
 
 
-class LayerCollector:
-    """A stand-in "vta" backend that runs nothing: it records each accelerator node's workload
-    and lowering epilogue and returns zeros of the right shape (the graph's shifts and weights
-    are compile-time constants, so every layer is still seen exactly as it will run)."""
+def accelerator_layers(graph: Graph) -> list[Layer]:
+    """The distinct (workload, lowering epilogue) of a graph's accelerator nodes, with counts,
+    read from the compiled graph (nothing runs)."""
+    counts: dict[tuple[ConvWorkload, Epilogue], int] = {}
+    for node in accelerator_nodes(graph):
+        nl = node_layer(graph, node)
+        ep = lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0]
+        counts[(nl.workload, ep)] = counts.get((nl.workload, ep), 0) + nl.batch
+    return [Layer(wl, ep, n) for (wl, ep), n in counts.items()]
 
-    def __init__(self):
-        self._counts: dict[tuple[ConvWorkload, Epilogue], int] = {}
-        self.last_cycles = None
 
-    @property
-    def layers(self) -> list[Layer]:
-        return [Layer(wl, ep, n) for (wl, ep), n in self._counts.items()]
+def config_for(configs: dict, nl: NodeLayer) -> ConvConfig | None:
+    """A layer's given config: keyed by ``(workload, lowering epilogue)`` (as a network tuning
+    log gives them) or by the workload alone; None: derive a default."""
+    if not configs:
+        return None
+    key = (nl.workload, lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0])
+    return configs.get(key) or configs.get(nl.workload)
 
-    def _note(self, wl, bias, res, p, n: int) -> None:
-        bias = np.asarray(bias, np.int32)
-        ep = lowering_epilogue(wl, fused_epilogue(p, res is not None), bias)[0]
-        self._counts[(wl, ep)] = self._counts.get((wl, ep), 0) + n
 
-    def conv2d(self, x, w, bias, res, p) -> np.ndarray:
-        wl = conv_workload(x.shape, w.shape, p)
-        self._note(wl, bias, res, p, x.shape[0])
-        return np.zeros((x.shape[0], wl.co_blocks, wl.out_h, wl.out_w, 1, wl.block), np.int8)
+def compile_kernels(
+    graph: Graph,
+    hw: HwConfig,
+    configs: dict | None = None,
+    measure: Callable | None = None,
+    search: int = 0,
+    progress: Callable[[str], None] | None = None,
+    explore: int = 0,
+) -> dict[str, Kernel]:
+    """Lower every accelerator node of ``graph`` into a relocatable kernel (node name -> Kernel).
 
-    def dense(self, x, w, bias, res, p) -> np.ndarray:
-        wl = dense_workload(x.shape, w.shape)
-        self._note(wl, bias, res, p, x.shape[0])
-        return np.zeros((x.shape[0], wl.co_blocks, 1, wl.block), np.int8)
+    ``configs``: per-layer schedule configs (e.g. from a tuning log); others get the analytic
+    default, or with ``search`` > 0 the best of that many candidates on ``measure(insns)``."""
+    kernels: dict[str, Kernel] = {}
+    t0 = time.perf_counter()
+    for node in accelerator_nodes(graph):
+        nl = node_layer(graph, node)
+        kernels[node.name] = build_kernel(
+            nl.workload,
+            nl.epilogue,
+            nl.weights,
+            nl.bias,
+            hw,
+            config_for(configs or {}, nl),
+            measure=measure,
+            search=search,
+            explore=explore,
+        )
+    if progress:
+        progress(f"lowered {len(kernels)} accelerator kernels in {time.perf_counter() - t0:.1f} s")
+    return kernels
 
 
 @dataclass
@@ -100,15 +174,27 @@ class LayerRun:
 
 
 class AcceleratorBackend:
-    """``device``: a ``driver.Device`` (e.g. ``SimDevice()``); ``search``: candidates measured on
-    the device's cycle estimate when picking each layer's default config (0: analytic choice)."""
+    """The executor's ``"vta"`` backend on a ``driver.Device``: loads ``kernels`` (node name ->
+    ``driver.Kernel``, from ``compile_kernels`` or an artifact) once, then runs each node from its
+    kernel. ``load_s``: seconds the loading took (allocation, relocation, constant upload)."""
 
-    def __init__(self, device, search: int = 0, configs: dict | None = None, explore: int = 0):
-        self.device, self.search, self.explore = device, search, explore
-        self.configs = configs or {}  # ConvWorkload -> ConvConfig (e.g. from a tuning log)
-        self._ops: dict[tuple, VtaConv2d] = {}
+    def __init__(self, device, kernels: dict[str, Kernel]):
+        self.device = device
+        t0 = time.perf_counter()
+        self._ops = {
+            name: VtaConv2d.from_kernel(k, ConvWorkload(**k.info["workload"]), device)
+            for name, k in kernels.items()
+        }
+        self.load_s = time.perf_counter() - t0
         self.runs: list[LayerRun] = []
         self._last_cycles: int | None = None
+
+    @classmethod
+    def for_graph(cls, graph: Graph, device, configs=None, search: int = 0, explore: int = 0):
+        """Compile ``graph``'s kernels for ``device`` (its cycle estimate for ``search``), load them."""
+        measure = getattr(device, "estimate_cycles", None)
+        kernels = compile_kernels(graph, device.config, configs, measure, search, explore=explore)
+        return cls(device, kernels)
 
     @property
     def last_cycles(self) -> int | None:
@@ -119,59 +205,30 @@ class AcceleratorBackend:
     def total_cycles(self) -> int:
         return sum(r.cycles or 0 for r in self.runs)
 
-    # -- the contract ------------------------------------------------------------------------------
-    def conv2d(self, x, w, bias, res, p) -> np.ndarray:
-        """x (N, I/B, H, W, 1, B), w (O/B, I/B, KH, KW, B, B), bias (O/B, B), res like the output."""
-        wl = conv_workload(x.shape, w.shape, p)
-        outs = []
-        self._last_cycles = 0
-        for i in range(x.shape[0]):
-            r = None if res is None else res[i, :, :, :, 0, :]
-            outs.append(self._run(wl, w, bias, r, p, x[i, :, :, :, 0, :], id(w)))
-        return np.stack(outs)[:, :, :, :, None, :]
-
-    def dense(self, x, w, bias, res, p) -> np.ndarray:
-        """x (N, I/B, 1, B), w (O/B, I/B, B, B), bias (O/B, B) -> (N, O/B, 1, B)."""
-        wl = dense_workload(x.shape, w.shape)
-        w4 = w[:, :, None, None, :, :]
-        outs = []
-        self._last_cycles = 0
-        for i in range(x.shape[0]):
-            r = None if res is None else res[i][:, None, :, :]
-            data = x[i][:, None, :, :]  # (I/B, 1, 1, B)
-            outs.append(self._run(wl, w4, bias, r, p, data, id(w))[:, 0])  # (O/B, 1, B)
-        return np.stack(outs)
-
-    def config_for(self, wl: ConvWorkload, ep: Epilogue, bias) -> ConvConfig | None:
-        """The given config of this layer: keyed by ``(workload, lowering epilogue)`` (as a
-        network tuning log gives them) or by the workload alone; None: derive a default."""
-        if not self.configs:
-            return None
-        key = (wl, lowering_epilogue(wl, ep, bias)[0])
-        return self.configs.get(key) or self.configs.get(wl)
-
-    # -- compile once, run many ---------------------------------------------------------------------
-    def _run(self, wl: ConvWorkload, w, bias, res, p, data, w_id: int) -> np.ndarray:
-        ep = fused_epilogue(p, res is not None)
-        key = (w_id, wl, ep)
-        op = self._ops.get(key)
+    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        """x (N, I/B, H, W, 1, B) for conv2d, (N, I/B, 1, B) for dense; output likewise."""
+        op = self._ops.get(node.name)
         if op is None:
-            bias = np.ascontiguousarray(bias, np.int32)
-            op = VtaConv2d(
-                wl,
-                ep,
-                np.ascontiguousarray(w, np.int8),
-                bias,
-                self.device,
-                self.config_for(wl, ep, bias),
-                search=self.search,
-                explore=self.explore,
+            raise GraphError(
+                f"node {node.name!r} has no accelerator kernel (kernels: {len(self._ops)});"
+                " compile the model for the accelerator"
             )
-            self._ops[key] = op
-        run = op(
-            np.ascontiguousarray(data, np.int8),
-            None if res is None else np.ascontiguousarray(res, np.int8),
-        )
-        self.runs.append(LayerRun(wl, op.config.to_dict(), run.cycles, run.wall_s, op.insn_count))
-        self._last_cycles = (self._last_cycles or 0) + (run.cycles or 0)
-        return run.output
+        x, res = args[0], (args[3] if len(args) > 3 else None)
+        dense = node.op == "vta_dense"
+        self._last_cycles = 0
+        outs = []
+        for i in range(x.shape[0]):
+            if dense:
+                data = x[i][:, None, :, :]
+                r = None if res is None else res[i][:, None, :, :]
+            else:
+                data = x[i, :, :, :, 0, :]
+                r = None if res is None else res[i, :, :, :, 0, :]
+            run = op(np.ascontiguousarray(data, np.int8), r)
+            self.runs.append(
+                LayerRun(op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count)
+            )
+            self._last_cycles += run.cycles or 0
+            outs.append(run.output[:, 0] if dense else run.output)
+        out = np.stack(outs)
+        return out if dense else out[:, :, :, :, None, :]

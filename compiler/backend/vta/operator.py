@@ -1,4 +1,5 @@
-"""A compiled VTA conv2d/dense: lowered once per device, then run on packed int8 tensors."""
+"""A compiled VTA conv2d/dense: lowered once into a relocatable kernel (``build_kernel``, at
+compile time), placed on a device (``driver.kernel.load_kernel``), then run on packed int8 tensors."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ import numpy as np
 
 from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit
 from pyvta.compiler.backend.vta.constants import bias_digit_blocks, identity_block, ones_row
-from pyvta.compiler.backend.vta.conv2d import DramMap, LoweredConv, lower_conv2d
+from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 from pyvta.compiler.backend.vta.default import default_config
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.driver.kernel import (
+    Kernel,
+    RegionKind,
+    layout_regions,
+    load_kernel,
+    relocation_table,
+)
 from pyvta.isa import HwConfig, encode_insns, encode_uops
 
 
@@ -43,13 +51,105 @@ def lowering_epilogue(
     return ep, digits
 
 
-class VtaConv2d:
-    """conv2d (+ fused epilogue) compiled for one device.
+def _check_operands(wl: ConvWorkload, ep: Epilogue, weights, bias) -> None:
+    expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
+    if weights.shape != expect or weights.dtype != np.int8:
+        raise ValueError(f"weights must be int8 {expect}, got {weights.dtype} {weights.shape}")
+    if ep.bias and (bias is None or bias.shape != (wl.co_blocks, wl.block)):
+        raise ValueError(f"bias must be int32 {(wl.co_blocks, wl.block)} for an epilogue with bias")
+
+
+def build_kernel(
+    wl: ConvWorkload,
+    ep: Epilogue,
+    weights: np.ndarray,
+    bias: np.ndarray | None,
+    hw: HwConfig,
+    config: ConvConfig | None = None,
+    measure=None,
+    search: int = 0,
+    explore: int = 0,
+) -> Kernel:
+    """conv2d (+ fused epilogue) lowered at base 0 into a relocatable ``driver.Kernel``.
 
     ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8; ``bias`` packed (co_b, b) int32.
-    ``device`` is any ``driver.Device``-like object (alloc / write / read / launch).
-    Without ``config``, a default is derived for the shape; with ``search`` > 0 it is the fastest
-    of that many candidates on the device's ``estimate_cycles`` (the simulator's cycle model).
+    Without ``config`` a default is derived for the shape; with ``search`` > 0 it is the fastest
+    of that many candidates on ``measure(insns) -> cycles`` (e.g. the cycle model). Regions:
+    ``input`` (ci_b, H, W, b) int8, ``residual`` and ``output`` (co_b, OH, OW, b) int8, and the
+    constants ``weights``, ``bias``, ``consts`` (bias digits, scaled identity), ``ones``, ``uops``,
+    ``insns``.
+    """
+    ep, digits = lowering_epilogue(wl, ep, bias)
+    if config is not None and digits is not None:
+        try:
+            check_fit(wl, ep, config, hw)
+        except FitError:  # the digit rows do not fit beside this config's tiles: use the ALU
+            ep, digits = dataclasses.replace(ep, bias_via_gemm=False), None
+    config = config or default_config(
+        wl, ep, hw, measure=measure if search else None, candidates=max(search, 1), explore=explore
+    )
+    _check_operands(wl, ep, weights, bias)
+    out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
+    consts = {
+        "weights": np.ascontiguousarray(weights, np.int8).tobytes(),
+        "bias": np.ascontiguousarray(bias, "<i4").tobytes() if ep.bias else b"",
+        "consts": np.concatenate(
+            [
+                digits
+                if digits is not None
+                else np.zeros((wl.co_blocks, wl.block, wl.block), np.int8),
+                identity_block(wl.block, max(ep.residual_gemm_shift, 0)),
+            ]
+        ).tobytes(),
+        "ones": ones_row(wl.block).tobytes(),
+    }
+    sizes = [
+        ("input", RegionKind.INPUT, wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes),
+        ("output", RegionKind.OUTPUT, out_bytes),
+    ]
+    if ep.residual:
+        sizes.append(("residual", RegionKind.INPUT, out_bytes))
+    sizes += [(name, RegionKind.CONST, len(data)) for name, data in consts.items() if data]
+    sizes.append(("uops", RegionKind.CONST, 0))  # last before the stream: its size comes after
+    base = {r.name: r.offset for r in layout_regions(sizes)}
+    dram = DramMap(
+        data=base["input"] // hw.inp_elem_bytes,
+        weights=base["weights"] // hw.wgt_elem_bytes,
+        bias=base.get("bias", 0) // hw.acc_elem_bytes,
+        output=base["output"] // hw.out_elem_bytes,
+        residual=base.get("residual", 0) // hw.out_elem_bytes,
+        uops=base["uops"] // hw.uop_elem_bytes,
+        wgt_consts=base["consts"] // hw.wgt_elem_bytes,
+        ones=base["ones"] // hw.inp_elem_bytes,
+    )
+    lowered = lower_conv2d(wl, ep, config, hw, dram)
+    consts = {k: v for k, v in consts.items() if v}
+    consts["uops"] = encode_uops(lowered.uops, hw) if lowered.uops else b""
+    consts["insns"] = encode_insns(lowered.insns, hw)
+    sizes[-1] = ("uops", RegionKind.CONST, len(consts["uops"]))
+    sizes.append(("insns", RegionKind.CONST, len(consts["insns"])))
+    regions = layout_regions(sizes)
+    info = {
+        "workload": dataclasses.asdict(wl),
+        "epilogue": dataclasses.asdict(ep),
+        "config": config.to_dict(),
+        "uops": len(lowered.uops),
+    }
+    return Kernel(
+        hw.tag,
+        regions,
+        consts,
+        relocation_table(lowered.insns, regions, hw),
+        len(lowered.insns),
+        info,
+    )
+
+
+class VtaConv2d:
+    """A conv2d kernel built for ``device`` and loaded onto it (``build_kernel`` + ``load_kernel``).
+
+    ``device`` is any ``driver.Device``; ``search`` measures candidates on its ``estimate_cycles``
+    (the simulator's cycle model).
     """
 
     def __init__(
@@ -63,61 +163,55 @@ class VtaConv2d:
         search: int = 0,
         explore: int = 0,
     ):
-        hw: HwConfig = device.config
-        ep, digits = lowering_epilogue(wl, ep, bias)
-        if config is not None and digits is not None:
-            try:
-                check_fit(wl, ep, config, hw)
-            except FitError:  # the digit rows do not fit beside this config's tiles: use the ALU
-                ep, digits = dataclasses.replace(ep, bias_via_gemm=False), None
-        self.wl, self.ep, self.device = wl, ep, device
-        measure = getattr(device, "estimate_cycles", None) if search else None
-        self.config = config or default_config(
-            wl, ep, hw, measure=measure, candidates=max(search, 1), explore=explore
+        measure = getattr(device, "estimate_cycles", None)
+        kernel = build_kernel(
+            wl, ep, weights, bias, device.config, config, measure, search, explore
         )
-        expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
-        if weights.shape != expect or weights.dtype != np.int8:
-            raise ValueError(f"weights must be int8 {expect}, got {weights.dtype} {weights.shape}")
-        if ep.bias and (bias is None or bias.shape != (wl.co_blocks, wl.block)):
-            raise ValueError(
-                f"bias must be int32 {(wl.co_blocks, wl.block)} for an epilogue with bias"
-            )
-        d = device
-        self.in_addr = d.alloc(wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes, 64)
-        self.out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
-        self.out_addr = d.alloc(self.out_bytes, 64)
-        self.res_addr = d.alloc(self.out_bytes, 64) if ep.residual else 0
-        self.w_addr = d.put(weights, hw.wgt_elem_bytes)
-        self.b_addr = d.put(bias.astype("<i4"), 64) if ep.bias else 0
-        consts = [
-            digits if digits is not None else np.zeros((wl.co_blocks, wl.block, wl.block), np.int8),
-            identity_block(wl.block, max(ep.residual_gemm_shift, 0)),
-        ]
-        self.consts_addr = d.put(np.concatenate(consts), hw.wgt_elem_bytes)
-        self.ones_addr = d.put(ones_row(wl.block), 64)
-        probe = self._lower(0)  # micro-op count, to place them
-        self.uop_addr = d.alloc(max(len(probe.uops), 1) * 4, 64)
-        self.lowered: LoweredConv = self._lower(self.uop_addr // 4)
-        if self.lowered.uops:
-            d.write(self.uop_addr, encode_uops(self.lowered.uops, hw))
-        raw = encode_insns(self.lowered.insns, hw)
-        self.insn_addr = d.alloc(len(raw), 16)
-        d.write(self.insn_addr, raw)
-        self.insn_count = len(self.lowered.insns)
+        self.loaded = load_kernel(device, kernel)
+        self.wl, self.device = wl, device
 
-    def _lower(self, uop_base: int) -> LoweredConv:
-        hw = self.device.config
-        dram = DramMap(
-            data=self.in_addr // hw.inp_elem_bytes,
-            weights=self.w_addr // hw.wgt_elem_bytes,
-            bias=self.b_addr // hw.acc_elem_bytes,
-            output=self.out_addr // hw.out_elem_bytes,
-            residual=self.res_addr // hw.out_elem_bytes,
-            uops=uop_base,
-            wgt_consts=self.consts_addr // hw.wgt_elem_bytes,
-            ones=self.ones_addr // hw.inp_elem_bytes,
-        )
-        return lower_conv2d(self.wl, self.ep, self.config, hw, dram)
+    @classmethod
+    def from_kernel(cls, kernel: Kernel, wl: ConvWorkload, device) -> VtaConv2d:
+        """A loaded ``kernel`` (e.g. from an artifact) on ``device``; nothing is lowered."""
+        op = cls.__new__(cls)
+        op.loaded, op.wl, op.device = load_kernel(device, kernel), wl, device
+        return op
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.loaded.kernel
+
+    @property
+    def ep(self) -> Epilogue:
+        """The epilogue as lowered (with its lowering choices)."""
+        return Epilogue(**self.kernel.info["epilogue"])
+
+    @property
+    def config(self) -> ConvConfig:
+        return ConvConfig.from_dict(self.kernel.info["config"])
+
+    @property
+    def insn_count(self) -> int:
+        return self.kernel.insn_count
+
+    @property
+    def has_residual(self) -> bool:
+        return any(r.name == "residual" for r in self.kernel.regions)
+
+    @property
+    def in_addr(self) -> int:
+        return self.loaded.addrs["input"]
+
+    @property
+    def insn_addr(self) -> int:
+        return self.loaded.addrs["insns"]
+
+    def insns(self):
+        """The instruction stream as placed on the device."""
+        from pyvta.isa import INSN_BYTES, decode_insns
+
+        raw = self.device.read(self.insn_addr, self.insn_count * INSN_BYTES)
+        return decode_insns(raw, self.device.config)
 
     def __call__(self, data: np.ndarray, residual: np.ndarray | None = None) -> ConvRun:
         """Run on packed int8 data (ci_b, H, W, b) [+ residual (co_b, OH, OW, b)]."""
@@ -125,12 +219,11 @@ class VtaConv2d:
         expect = (wl.ci_blocks, wl.height, wl.width, wl.block)
         if data.shape != expect or data.dtype != np.int8:
             raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
-        self.device.write(self.in_addr, np.ascontiguousarray(data))
-        if self.ep.residual:
+        inputs = {"input": data}
+        if self.has_residual:
             if residual is None or residual.shape != (wl.co_blocks, wl.out_h, wl.out_w, wl.block):
                 raise ValueError("this conv fuses a residual add: pass the packed int8 residual")
-            self.device.write(self.res_addr, np.ascontiguousarray(residual, np.int8))
-        r = self.device.launch(self.insn_addr, self.insn_count)
-        out = self.device.read(self.out_addr, self.out_bytes).view(np.int8)
-        out = out.reshape(wl.co_blocks, wl.out_h, wl.out_w, wl.block)
+            inputs["residual"] = np.ascontiguousarray(residual, np.int8)
+        outs, r = self.loaded.run(inputs)
+        out = outs["output"].view(np.int8).reshape(wl.co_blocks, wl.out_h, wl.out_w, wl.block)
         return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)

@@ -18,7 +18,7 @@ SEED = 7
 def small_net(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("net") / "r18.onnx")
     save_model("resnet18", path, size=32, classes=10, width=16, seed=SEED)
-    return compile_model(path, "vta")
+    return compile_model(path, "vta", lower=False)
 
 
 def _input(cm):
@@ -29,8 +29,8 @@ def _input(cm):
 
 def test_collected_layers_are_the_layers_that_run(small_net):
     layers = network_layers(small_net)
-    acc = AcceleratorBackend(SimDevice())
-    run_model(small_net, _input(small_net), acc)
+    acc = AcceleratorBackend.for_graph(small_net.graph, SimDevice())
+    run_model(small_net, _input(small_net), backends={"vta": acc})
     ran = {}
     for op in acc._ops.values():
         ran[(op.wl, op.ep)] = ran.get((op.wl, op.ep), 0) + 1
@@ -51,8 +51,8 @@ def test_tuned_configs_are_applied_and_exact(small_net, tmp_path):
     assert best_cycles(log, layers) == pytest.approx(summary.cycles("tuned"))
 
     x = _input(small_net)
-    tuned = AcceleratorBackend(SimDevice(), configs=configs)
-    (out,), _ = run_model(small_net, x, tuned)
+    tuned = AcceleratorBackend.for_graph(small_net.graph, SimDevice(), configs=configs)
+    (out,), _ = run_model(small_net, x, backends={"vta": tuned})
     (ref,), _ = run_model(small_net, x)  # the golden integer model on the CPU
     assert np.array_equal(out, ref)
     for op in tuned._ops.values():

@@ -1,0 +1,161 @@
+"""Relocatable accelerator kernels: what the compiler writes, what a device places and runs.
+
+A ``Kernel`` is one accelerator layer lowered at base 0: its DRAM regions (constants such as
+weights, biases, micro-ops and the instruction stream itself; the input, residual and output
+tensors; scratch), laid out from byte 0, and a relocation table naming, for every LOAD/STORE
+instruction, the region its ``dram_base`` points into. ``load_kernel`` allocates each region on a
+device, rewrites those ``dram_base`` fields for the addresses it got, and uploads the constants
+once; ``LoadedKernel.run`` then writes the inputs, launches and reads the outputs. Nothing is
+lowered at load or run time.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from pyvta.driver.device import Device, DeviceError, RunResult
+from pyvta.isa import HwConfig, MemInsn, decode_insns, encode_insns
+
+REGION_ALIGN_BYTES = 4096  # a multiple of every DRAM element size of every config
+
+
+class RegionKind(enum.Enum):
+    """How a region's bytes move: uploaded once per load, written or read per run, or neither."""
+
+    CONST = "const"
+    INPUT = "input"
+    OUTPUT = "output"
+    SCRATCH = "scratch"
+
+
+@dataclass(frozen=True)
+class Region:
+    """``nbytes`` of DRAM at byte ``offset`` of the kernel's base-0 layout."""
+
+    name: str
+    kind: RegionKind
+    offset: int
+    nbytes: int
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.nbytes
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One lowered layer. ``consts`` holds the bytes of every CONST region (the region named
+    ``"insns"`` is the instruction stream at base 0, ``insn_count`` instructions); ``relocs`` is
+    (n, 2) int32: instruction index, region index. ``config_tag`` is the HwConfig it was lowered
+    for; ``info`` is what the compiler wants reported (workload, schedule config)."""
+
+    config_tag: str
+    regions: tuple[Region, ...]
+    consts: Mapping[str, bytes]
+    relocs: np.ndarray
+    insn_count: int
+    info: dict = field(default_factory=dict)
+
+    def region(self, name: str) -> Region:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        names = [r.name for r in self.regions]
+        raise KeyError(f"kernel has no region {name!r} (regions: {names})")
+
+    def regions_of(self, kind: RegionKind) -> list[Region]:
+        return [r for r in self.regions if r.kind is kind]
+
+
+def layout_regions(sizes: list[tuple[str, RegionKind, int]]) -> tuple[Region, ...]:
+    """Regions of the given (name, kind, bytes) placed one after another from 0, each aligned."""
+    out, addr = [], 0
+    for name, kind, nbytes in sizes:
+        out.append(Region(name, kind, addr, int(nbytes)))
+        addr += -(-max(int(nbytes), 1) // REGION_ALIGN_BYTES) * REGION_ALIGN_BYTES
+    return tuple(out)
+
+
+def relocation_table(insns, regions: tuple[Region, ...], cfg: HwConfig) -> np.ndarray:
+    """For each LOAD/STORE of ``insns`` (lowered at base 0), the region its first byte is in."""
+    rows = []
+    for i, insn in enumerate(insns):
+        if not isinstance(insn, MemInsn):
+            continue
+        byte = insn.dram_base * cfg.elem_bytes_of(insn.memory_type.dram_elem)
+        hits = [k for k, r in enumerate(regions) if r.offset <= byte < r.end]
+        if len(hits) != 1:
+            raise ValueError(
+                f"instruction {i} ({insn}) addresses byte {byte}, which is in no kernel region"
+                f" (regions: {[(r.name, r.offset, r.end) for r in regions]})"
+            )
+        rows.append((i, hits[0]))
+    return np.array(rows, np.int32).reshape(-1, 2)
+
+
+def relocate(kernel: Kernel, bases: Mapping[str, int], cfg: HwConfig) -> bytes:
+    """The instruction stream with every relocated ``dram_base`` moved to ``bases[region]``."""
+    insns = decode_insns(kernel.consts["insns"], cfg)
+    for i, k in kernel.relocs.tolist():
+        insn, region = insns[i], kernel.regions[k]
+        elem = cfg.elem_bytes_of(insn.memory_type.dram_elem)
+        byte = bases[region.name] + insn.dram_base * elem - region.offset
+        if byte % elem:
+            raise DeviceError(
+                f"region {region.name!r} placed at {bases[region.name]:#x}: not a multiple of"
+                f" the {elem}-byte {insn.memory_type.name} element"
+            )
+        insns[i] = replace(insn, dram_base=byte // elem)
+    return encode_insns(insns, cfg)
+
+
+@dataclass
+class LoadedKernel:
+    """A kernel placed on a device: region name -> byte address; ``load_s`` what placing took."""
+
+    kernel: Kernel
+    device: Device
+    addrs: dict[str, int]
+    load_s: float
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunResult]:
+        """Write every INPUT region from ``inputs`` (name -> array of exactly its bytes), launch,
+        and read every OUTPUT region back as uint8."""
+        for r in self.kernel.regions_of(RegionKind.INPUT):
+            if r.name not in inputs:
+                raise DeviceError(f"kernel input region {r.name!r} not given")
+            data = np.ascontiguousarray(inputs[r.name])
+            if data.nbytes != r.nbytes:
+                raise DeviceError(
+                    f"input {r.name!r} has {data.nbytes} bytes, the region {r.nbytes}"
+                )
+            self.device.write(self.addrs[r.name], data)
+        result = self.device.launch(self.addrs["insns"], self.kernel.insn_count)
+        outs = {
+            r.name: self.device.read(self.addrs[r.name], r.nbytes)
+            for r in self.kernel.regions_of(RegionKind.OUTPUT)
+        }
+        return outs, result
+
+
+def load_kernel(device: Device, kernel: Kernel) -> LoadedKernel:
+    """Allocate the kernel's regions on ``device``, relocate its instructions, upload its
+    constants. Refuses a kernel lowered for another HwConfig."""
+    cfg = device.config
+    if kernel.config_tag != cfg.tag:
+        raise DeviceError(
+            f"kernel was compiled for HwConfig {kernel.config_tag}, the device is {cfg.tag}"
+        )
+    t0 = time.perf_counter()
+    addrs = {r.name: device.alloc(max(r.nbytes, 1), REGION_ALIGN_BYTES) for r in kernel.regions}
+    for r in kernel.regions_of(RegionKind.CONST):
+        data = relocate(kernel, addrs, cfg) if r.name == "insns" else kernel.consts[r.name]
+        if len(data) != r.nbytes:
+            raise DeviceError(f"constant {r.name!r} has {len(data)} bytes, its region {r.nbytes}")
+        device.write(addrs[r.name], np.frombuffer(data, np.uint8))
+    return LoadedKernel(kernel, device, addrs, time.perf_counter() - t0)
