@@ -57,6 +57,11 @@ class Device(abc.ABC):
             raise DeviceError(f"device {cls.__name__} has no variants (got {variant!r})")
         return cls(**kwargs)
 
+    def reset(self) -> None:
+        """Forget every allocation (the next ``alloc`` starts at the bottom of DRAM again); a
+        tuner measuring many candidates on one device calls this between them."""
+        raise DeviceError(f"{type(self).__name__} cannot release its allocations")
+
     def close(self) -> None:
         """Release what the device holds (a simulator process, a connection); idempotent."""
         return None

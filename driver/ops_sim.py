@@ -38,6 +38,9 @@ class SimDevice(Device):
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
         return self.dram.alloc(nbytes, align_bytes)
 
+    def reset(self) -> None:
+        self.dram = sim.Dram(self.dram.size_bytes)
+
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
         self.dram.write(addr, data)
 

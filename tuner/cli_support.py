@@ -132,8 +132,22 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="after the trials, re-measure the N best configs 3 times in turns and keep the"
         " steadiest best (default 8 for wall-clock targets (CPU), 0 for the cycle model)",
     )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="VTA workloads: measure each candidate's cycles on this device (a driver.open name:"
+        " rtl, sim, ...) instead of the cycle model's estimate",
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
+
+
+def device_measurer(name: str):
+    """A measurer that runs VTA candidates on the device ``name`` (one run worker owns it)."""
+    from pyvta.tuner.measure import LocalMeasurer
+    from pyvta.tuner.vta import VtaDeviceBackend
+
+    return LocalMeasurer(VtaDeviceBackend(name), repeats=1, n_run_workers=1, run_timeout_s=600)
 
 
 def tune_command(args: argparse.Namespace) -> int:
@@ -183,7 +197,14 @@ def tune_command(args: argparse.Namespace) -> int:
             f"first: the backend's {len(initial)} most promising configs"
             " (its best analytic estimates and its largest tiles)"
         )
-    m = default_measurer(task)
+    if args.device and task.target != "vta-sim":
+        print(
+            f"error: --device measures VTA workloads; {task.name} runs on the CPU", file=sys.stderr
+        )
+        return 2
+    m = device_measurer(args.device) if args.device else default_measurer(task)
+    if args.device:
+        print(f"measuring on device {args.device!r} (cycles from its counters)")
     final_check = args.final_check
     if task.target == "llvm":
         m.repeats = args.repeats
@@ -224,7 +245,7 @@ def tune_command(args: argparse.Namespace) -> int:
 
 
 def _tune_network(args: argparse.Namespace) -> int:
-    from pyvta.tuner.network import layer_name, network_layers, tune_network
+    from pyvta.tuner.network import layer_name, network_layers
 
     if not Path(args.workload).exists():
         print(f"error: no model file {args.workload}", file=sys.stderr)
@@ -240,7 +261,24 @@ def _tune_network(args: argparse.Namespace) -> int:
     )
     for layer in layers:
         print(f"  {layer_name(layer)} x{layer.count}")
-    summary = tune_network(
+    measurer = device_measurer(args.device) if args.device else None
+    try:
+        summary = _run_network(args, layers, measurer)
+    finally:
+        if measurer is not None:
+            measurer.close()
+    print(summary.table())
+    if args.log:
+        print(f"log: {args.log} (apply with: pyvta run {args.workload} --tuning-log {args.log})")
+    if args.plot:
+        print(f"tuning curves: {args.plot}")
+    return 0
+
+
+def _run_network(args, layers, measurer):
+    from pyvta.tuner.network import tune_network
+
+    return tune_network(
         layers,
         args.trials,
         log=args.log,
@@ -251,13 +289,8 @@ def _tune_network(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         plot=args.plot,
         first=args.first,
+        measurer=measurer,
     )
-    print(summary.table())
-    if args.log:
-        print(f"log: {args.log} (apply with: pyvta run {args.workload} --tuning-log {args.log})")
-    if args.plot:
-        print(f"tuning curves: {args.plot}")
-    return 0
 
 
 def main(argv=None) -> int:

@@ -398,3 +398,44 @@ class VtaCycleBackend(Backend):
         hw = task.instantiate(config)[3]
         cycles = float(sim.cycles_of(list(artifact), hw).total_cycles)
         return [cycles]  # deterministic: repeats add nothing
+
+
+class VtaDeviceBackend(Backend):
+    """Measures candidates on a ``driver.Device`` opened by name (``"rtl"``, ``"sim"``, a board):
+    ``build`` lowers the candidate's relocatable kernel (zero constants); ``run`` loads it onto the
+    device and launches it once, and its cost is the launch's ``Stats.cycles`` (the RTL's CYCLES
+    register; the simulator's cycle model). One device per run worker, opened at its first run."""
+
+    def __init__(self, device: str, **device_kwargs):
+        self.device_name, self.device_kwargs = device, device_kwargs
+        self._device = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "_device": None}  # a device stays in the process that opened it
+
+    def build(self, task, config):
+        from pyvta.compiler.backend.vta.config import FitError
+        from pyvta.compiler.backend.vta.operator import measurement_kernel
+
+        wl, ep, cfg, hw = task.instantiate(config)
+        try:
+            return measurement_kernel(wl, ep, cfg, hw)
+        except FitError as e:
+            raise InvalidConfig(str(e)) from None
+
+    def run(self, task, config, artifact, repeats):
+        from pyvta import driver
+        from pyvta.driver.kernel import RegionKind, load_kernel
+
+        hw = task.instantiate(config)[3]
+        if self._device is None or self._device.config != hw:
+            self._device = driver.open(self.device_name, config=hw, **self.device_kwargs)
+        self._device.reset()
+        loaded = load_kernel(self._device, artifact)
+        zeros = {
+            r.name: np.zeros(r.nbytes, np.uint8) for r in artifact.regions_of(RegionKind.INPUT)
+        }
+        _, result = loaded.run(zeros)
+        if result.stats is None:
+            raise RuntimeError(f"device {self.device_name!r} reports no cycle counts")
+        return [float(result.stats.cycles)]

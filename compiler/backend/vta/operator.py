@@ -89,7 +89,6 @@ def build_kernel(
         wl, ep, hw, measure=measure if search else None, candidates=max(search, 1), explore=explore
     )
     _check_operands(wl, ep, weights, bias)
-    out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
     consts = {
         "weights": np.ascontiguousarray(weights, np.int8).tobytes(),
         "bias": np.ascontiguousarray(bias, "<i4").tobytes() if ep.bias else b"",
@@ -103,6 +102,27 @@ def build_kernel(
         ).tobytes(),
         "ones": ones_row(wl.block).tobytes(),
     }
+    return _lowered_kernel(wl, ep, config, hw, consts)
+
+
+def measurement_kernel(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwConfig) -> Kernel:
+    """The kernel of one schedule candidate, to measure its cycles: ``ep`` is taken as lowered
+    (its lowering choices already made, as a tuning task gives it) and the constants are zeros."""
+    w_bytes = wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * wl.block * wl.block
+    consts = {
+        "weights": bytes(w_bytes),
+        "bias": bytes(wl.co_blocks * wl.block * 4) if ep.bias else b"",
+        "consts": bytes((wl.co_blocks + 1) * wl.block * wl.block),
+        "ones": ones_row(wl.block).tobytes(),
+    }
+    return _lowered_kernel(wl, ep, config, hw, consts)
+
+
+def _lowered_kernel(
+    wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwConfig, consts: dict[str, bytes]
+) -> Kernel:
+    """Place the regions from byte 0, lower the stream against them, build the relocation table."""
+    out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
     sizes = [
         ("input", RegionKind.INPUT, wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes),
         ("output", RegionKind.OUTPUT, out_bytes),
