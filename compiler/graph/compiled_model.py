@@ -22,8 +22,6 @@ import numpy as np
 
 from pyvta.compiler.graph.executor import Executor, TimingTable
 from pyvta.compiler.graph.ir import Graph, Node, Value, check_graph
-from pyvta.compiler.graph.onnx_import import import_onnx
-from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 from pyvta.compiler.graph.vta_ops import VtaBackend
 from pyvta.driver.kernel import Kernel, Region, RegionKind
 from pyvta.isa import HwConfig, PyvtaError
@@ -235,7 +233,11 @@ def compile_model(
     to a folder of ``.npy`` / an ``.npz`` (``calibrate.load_calibration``); default: 8 seeded
     standard-normal samples, see :func:`default_calibration`. For ``vta``, ``lower`` also lowers every
     accelerator node's kernel for ``hw`` with default schedules (``lower_kernels`` gives the
-    choice of configs)."""
+    choice of configs). (The importer and the pipeline are imported here, so loading and running
+    an artifact needs neither onnx nor the compiler's passes.)"""
+    from pyvta.compiler.graph.onnx_import import import_onnx
+    from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+
     graph = import_onnx(path)
     samples = calibration_inputs
     if isinstance(samples, str | Path):
