@@ -13,9 +13,12 @@ HP ports, write-back read/write-allocate for the coherent ACP/HPC ports.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from amaranth.hdl import Shape
 
 from pyvta.hw.axi import axi4_signature, axil_signature
 from pyvta.hw.boards import Board, board
@@ -62,14 +65,22 @@ def _port(direction: str, width: int, name: str) -> str:
 
 def wrapper_verilog(r: Recipe) -> str:
     """The wrapper module: Vivado-conventional names around the core ``vta`` (hw.export)."""
+    hz = int(r.board.clock_mhz * 1e6)
+    signals = (
+        (
+            "input",
+            "aclk",
+            "clock",
+            "CLK",
+            f"ASSOCIATED_BUSIF {CONTROL}:{MEMORY}, ASSOCIATED_RESET aresetn, FREQ_HZ {hz}",
+        ),
+        ("input", "aresetn", "reset", "RST", "POLARITY ACTIVE_LOW"),
+        ("output", "interrupt", "interrupt", "INTERRUPT", "SENSITIVITY LEVEL_HIGH"),
+    )
     ports = [
-        '  (* X_INTERFACE_PARAMETER = "ASSOCIATED_BUSIF '
-        f'{CONTROL}:{MEMORY}, ASSOCIATED_RESET aresetn, FREQ_HZ {int(r.board.clock_mhz * 1e6)}" *)',
-        _port("input", 1, "aclk"),
-        '  (* X_INTERFACE_PARAMETER = "POLARITY ACTIVE_LOW" *)',
-        _port("input", 1, "aresetn"),
-        '  (* X_INTERFACE_PARAMETER = "SENSITIVITY LEVEL_HIGH" *)',
-        _port("output", 1, "interrupt"),
+        f'  (* X_INTERFACE_INFO = "xilinx.com:signal:{kind}:1.0 {name} {pin}",'
+        f' X_INTERFACE_PARAMETER = "{param}" *)\n' + _port(direction, 1, name)
+        for direction, name, kind, pin, param in signals
     ]
     conns = ["    .clk(aclk)", "    .rst(~aresetn)", "    .irq(interrupt)"]
     # the core's ports are the flattened signatures: an Out member of a master is an output
@@ -81,7 +92,7 @@ def wrapper_verilog(r: Recipe) -> str:
         for member, m in sig.members.items():
             is_out = m.flow.name == "Out"
             direction = out_dir if is_out else ("input" if out_dir == "output" else "output")
-            ports.append(_port(direction, m.shape.width, f"{outer}_{member}"))
+            ports.append(_port(direction, Shape.cast(m.shape).width, f"{outer}_{member}"))
             conns.append(f"    .{inner}__{member}({outer}_{member})")
     cache = CACHE_BITS["coherent" if r.coherent else "hp"]
     ties = []
@@ -144,9 +155,7 @@ update_compile_order -fileset sources_1
 
 create_bd_design $name
 set ps [create_bd_cell -type ip -vlnv {ps.ip} {ps.cell}]
-if {{$use_board}} {{
-  apply_bd_automation -rule xilinx.com:bd_rule:{"processing_system7" if ps.name == "ps7" else "zynq_ultra_ps_e"} -config {{apply_board_preset "1"}} $ps
-}}
+{_ps_automation(ps)}
 set_property -dict [list {ps_config}] $ps
 set vta [create_bd_cell -type module -reference {WRAPPER} vta_0]
 
@@ -187,6 +196,20 @@ file copy -force [glob [file join $here vivado $name.runs impl_1 *.bit]] [file j
 file copy -force [glob [file join $here vivado $name.gen sources_1 bd $name hw_handoff $name.hwh]] [file join $here $name.hwh]
 puts "pyvta: wrote $name.bit and $name.hwh (WNS $wns ns)"
 """
+
+
+def _ps_automation(ps) -> str:
+    """Board presets when the board files are installed; on Zynq-7000 the DDR and FIXED_IO
+    interfaces made external either way (a PS7 design needs them)."""
+    if ps.name == "ps7":
+        return (
+            "apply_bd_automation -rule xilinx.com:bd_rule:processing_system7 -config"
+            ' [list make_external "FIXED_IO, DDR" apply_board_preset $use_board] $ps'
+        )
+    return (
+        "if {$use_board} {\n  apply_bd_automation -rule xilinx.com:bd_rule:zynq_ultra_ps_e"
+        ' -config {apply_board_preset "1"} $ps\n}'
+    )
 
 
 def _zu_slave(port: str) -> str:
@@ -230,15 +253,21 @@ def manifest(r: Recipe) -> dict:
     }
 
 
-def write_recipe(board_name: str, config: HwConfig, out: str | Path, memory_port: str = "hp0"):
-    """Write vta.v, the wrapper, build.tcl and manifest.json into ``out``; returns their paths."""
+@functools.cache
+def _core_verilog(config: HwConfig) -> str:
+    """The core's Verilog (one conversion per config and process: every board shares it)."""
     from pyvta.hw.export import verilog
 
+    return verilog(config)
+
+
+def write_recipe(board_name: str, config: HwConfig, out: str | Path, memory_port: str = "hp0"):
+    """Write vta.v, the wrapper, build.tcl and manifest.json into ``out``; returns their paths."""
     r = make_recipe(board_name, config, memory_port)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {
-        "vta.v": verilog(config),
+        "vta.v": _core_verilog(config),
         f"{WRAPPER}.v": wrapper_verilog(r),
         "build.tcl": build_tcl(r),
         "manifest.json": json.dumps(manifest(r), indent=2) + "\n",
