@@ -47,17 +47,24 @@ def dispatch(insns: list[Insn]) -> dict[Module, list[Dispatched]]:
 def deadlock_error(
     queues: dict[Module, list[Dispatched]], heads: dict[Module, int], tokens: dict[DepQueue, int]
 ) -> DeadlockError:
-    """Describe every module still holding work and the token it waits for."""
-    parts = []
+    """Describe every module still holding work and the token it waits for; the error's
+    ``waits`` (module -> queues it waits on), ``tokens`` (queue -> tokens waiting) and
+    ``pending`` (module -> instructions left) say the same as data."""
+    parts, waits, pending = [], {}, {}
     for module in Module:
         q, h = queues[module], heads[module]
+        pending[module.value] = len(q) - h
         if h >= len(q):
             parts.append(f"{module.value}: done")
             continue
         d = q[h]
         missing = [p.value for p in d.pops if tokens[p] == 0]
+        waits[module.value] = tuple(missing)
         parts.append(
             f"{module.value}: waits at instruction {d.index} ({type(d.insn).__name__})"
             f" for a {'/'.join(missing) or '?'} token"
         )
-    return DeadlockError("deadlock: " + "; ".join(parts))
+    error = DeadlockError("deadlock: " + "; ".join(parts))
+    error.waits, error.pending = waits, pending
+    error.tokens = {q.value: n for q, n in tokens.items()}
+    return error
