@@ -2,7 +2,7 @@
 the compiler) and the outputs the host computes for them, for ``tests/board`` to check under the
 board's Python (3.10, numpy 1.x, no llvmlite/onnx).
 
-    python -m pyvta.testing.board OUT_DIR     # writes OUT_DIR/{vta,cpu}.npz, OUT_DIR/expected.npz
+    python -m pyvta.testing.board OUT_DIR     # OUT_DIR/{vta,cpu}.npz, expected.npz, bitstream/
 """
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ def build_board_fixtures(out: str | Path) -> Path:
         (y_golden,), _ = run_model(vta, x)  # the golden integer model for the vta nodes
         (y_cpu,), _ = run_model(cpu, x)
     np.savez(out / "expected.npz", x=x, vta=y_vta, golden=y_golden, cpu=y_cpu)
+    from pyvta.testing.board_model import write_model_bitstream
+
+    write_model_bitstream(out / "bitstream", vta.hw)  # for PynqDevice on the model board
     onnx_path.unlink()  # the board never sees the ONNX file
     return out
 

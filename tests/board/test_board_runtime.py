@@ -52,3 +52,15 @@ def test_damaged_artifact_is_refused(fixtures, tmp_path):
     bad.write_bytes(data[: len(data) // 3])
     with pytest.raises(ArtifactError):
         CompiledModel.load(bad)
+
+
+def test_pynq_device_on_the_model_board_equals_the_host(fixtures):
+    """PynqDevice and the launch routine, as the board runs them, against the model board."""
+    from pyvta.testing.board_model import ModelBoard
+
+    expected = np.load(fixtures / "expected.npz")
+    cm = CompiledModel.load(fixtures / "vta.npz")
+    board = ModelBoard()
+    dev = driver.open("pynq", bitstream=fixtures / "bitstream", pynq=board.pynq, config=cm.hw)
+    (y,), _ = run_model(cm, expected["x"], device=dev)
+    assert np.array_equal(y, expected["vta"])
