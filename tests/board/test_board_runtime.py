@@ -64,3 +64,17 @@ def test_pynq_device_on_the_model_board_equals_the_host(fixtures):
     dev = driver.open("pynq", bitstream=fixtures / "bitstream", pynq=board.pynq, config=cm.hw)
     (y,), _ = run_model(cm, expected["x"], device=dev)
     assert np.array_equal(y, expected["vta"])
+
+
+def test_the_cli_runs_an_artifact_on_the_board_python(fixtures, tmp_path):
+    import subprocess
+
+    expected = np.load(fixtures / "expected.npz")
+    np.save(tmp_path / "x.npy", expected["x"])
+    out = tmp_path / "y.npy"
+    cmd = [sys.executable, "-m", "pyvta.cli", "run", str(fixtures / "vta.npz"), "--target"]
+    cmd += ["vta-sim", "--input", str(tmp_path / "x.npy"), "--save-output", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "kernels onto sim" in proc.stdout
+    assert np.array_equal(np.load(out), expected["vta"])
