@@ -147,6 +147,9 @@ class RtlDevice(Device):
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
         return self.dram.alloc(nbytes, align_bytes)
 
+    def reset(self) -> None:
+        self.dram.release_all()  # the harness keeps its pointer to the same buffer
+
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
         self.dram.write(addr, data)
 
@@ -212,6 +215,9 @@ class CocotbDevice(Device):
 
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
         return self.dram.alloc(nbytes, align_bytes)
+
+    def reset(self) -> None:
+        self.dram.release_all()
 
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
         self.dram.write(addr, data)

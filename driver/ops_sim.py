@@ -39,7 +39,7 @@ class SimDevice(Device):
         return self.dram.alloc(nbytes, align_bytes)
 
     def reset(self) -> None:
-        self.dram = sim.Dram(self.dram.size_bytes)
+        self.dram.release_all()
 
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
         self.dram.write(addr, data)

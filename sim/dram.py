@@ -41,6 +41,10 @@ class Dram:
         self._next = addr + nbytes
         return addr
 
+    def release_all(self) -> None:
+        """Forget every allocation (the contents stay; the next ``alloc`` starts at the bottom)."""
+        self._next = 64
+
     def _check(self, addr: int, nbytes: int) -> None:
         if addr < 0 or addr + nbytes > self.size_bytes:
             raise OutOfBoundsError(
