@@ -196,17 +196,16 @@ class KernelModule:
     def _wgt_pairs(self, sig):
         fn, b, f, buf = self._begin(sig, "wgt_pairs")
         bi, bo = self.cfg.block_in, self.cfg.block_out
-        with counted(b, f[3], f[2]) as row:
-            with counted(b, c64(bo)) as o:
-                with counted(b, c64(bi)) as i:
-                    src = b.add(b.mul(row, c64(bo * bi)), b.add(b.mul(o, c64(bi)), i))
-                    v = b.sext(b.load(b.gep(buf[BUF_WGT], [src])), I16)
-                    half, odd = b.lshr(i, c64(1)), b.and_(i, c64(1))
-                    dst = b.add(
-                        b.mul(row, c64(bo * bi)),
-                        b.add(b.mul(half, c64(2 * bo)), b.add(b.mul(o, c64(2)), odd)),
-                    )
-                    b.store(v, _ptr(b, buf[BUF_WPAIRS], dst, I16))
+        rows, outs, ins = counted(b, f[3], f[2]), counted(b, c64(bo)), counted(b, c64(bi))
+        with rows as row, outs as o, ins as i:
+            src = b.add(b.mul(row, c64(bo * bi)), b.add(b.mul(o, c64(bi)), i))
+            v = b.sext(b.load(b.gep(buf[BUF_WGT], [src])), I16)
+            half, odd = b.lshr(i, c64(1)), b.and_(i, c64(1))
+            dst = b.add(
+                b.mul(row, c64(bo * bi)),
+                b.add(b.mul(half, c64(2 * bo)), b.add(b.mul(o, c64(2)), odd)),
+            )
+            b.store(v, _ptr(b, buf[BUF_WPAIRS], dst, I16))
         b.ret(c64(0))
         return fn
 
@@ -274,9 +273,7 @@ class KernelModule:
             I64.as_pointer(),
         )
         with counted(b, io) as i, counted(b, ii) as j:
-            offs = {
-                n: b.add(b.mul(i, factors[n][0]), b.mul(j, factors[n][1])) for n in names
-            }
+            offs = {n: b.add(b.mul(i, factors[n][0]), b.mul(j, factors[n][1])) for n in names}
             with counted(b, nu) as k:
                 idx = {}
                 for slot, n in enumerate(names):
@@ -298,7 +295,9 @@ class KernelModule:
 
                 def clear(b, idx):
                     d = idx["dst"]
-                    self._zero(b, b.gep(buf[BUF_ACC], [b.mul(d, c64(acc_row * 4))]), c64(acc_row * 4))
+                    self._zero(
+                        b, b.gep(buf[BUF_ACC], [b.mul(d, c64(acc_row * 4))]), c64(acc_row * 4)
+                    )
                     self._zero(b, b.gep(buf[BUF_OUT], [b.mul(d, c64(acc_row))]), c64(acc_row))
 
                 self._nest(b, f, names, clear)
@@ -333,7 +332,9 @@ class KernelModule:
             xbase = b.add(b.mul(s, c64(batch * bi)), c64(bt * bi))
             terms = []
             for p in range(bi // 2):
-                x2 = _vload(b, b.gep(buf[BUF_INP], [b.add(xbase, c64(2 * p))]), ir.VectorType(I8, 2))
+                x2 = _vload(
+                    b, b.gep(buf[BUF_INP], [b.add(xbase, c64(2 * p))]), ir.VectorType(I8, 2)
+                )
                 x2 = b.sext(x2, ir.VectorType(I16, 2))
                 xb = b.shuffle_vector(x2, x2, bcast)
                 wp = _ptr(b, buf[BUF_WPAIRS], b.add(wbase, c64(p * 2 * bo)), I16)

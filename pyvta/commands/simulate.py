@@ -24,6 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="fail on accesses of two modules that no dependency token orders",
     )
     p.add_argument(
+        "--engine",
+        choices=sim.ENGINES,
+        default="auto",
+        help="functional engine: native (llvmlite kernels), numpy (the reference), auto (default:"
+        " native where llvmlite is installed)",
+    )
+    p.add_argument(
         "--trace", metavar="T.json", help="write a Perfetto/Chrome trace (implies --cycles)"
     )
 
@@ -31,7 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     program = Program.load(args.bundle)
     t0 = time.perf_counter()
-    result = sim.run(program, check_races=args.check_races)
+    result = sim.run(program, check_races=args.check_races, engine=args.engine)
     wall_s = time.perf_counter() - t0
     print(f"{args.bundle}: {program.insn_count} instructions, config {program.config.tag}")
     print(f"functional: {result.counters.summary()}  ({wall_s * 1e3:.1f} ms wall)")
