@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.isa import HwConfig
+from pyvta.sim.errors import SimError
 from pyvta.sim.plan import (
     BUF_ACC,
     BUF_DRAM,
@@ -70,6 +71,8 @@ class Kernels:
 
         from pyvta.sim.native_ir import ENTRY
 
+        if not available():
+            raise SimError("the native engine needs llvmlite, which is not installed here")
         self.cfg = cfg
         text, key = _ir_and_key(cfg)
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()

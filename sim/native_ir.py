@@ -245,24 +245,33 @@ class KernelModule:
         with b.goto_block(fail):
             b.ret(c64(1))
         if check_hazard is not None:
-            with b.goto_entry_block():
-                prev = b.alloca(I64)
-            b.store(c64(-1), prev)
-            go = b.icmp_signed("!=", check_hazard, c64(0))
-            with b.if_then(go):
-                self._nest(
-                    b,
-                    f,
-                    names,
-                    lambda b, idx: self._hazard_step(b, idx["dst"], prev, fail),
-                )
+            with b.if_then(b.icmp_signed("!=", check_hazard, c64(0))):
+                self._hazard(b, f, scratch, len(names), fail)
         return factors
 
-    def _hazard_step(self, b, dst, prev, fail):
-        ok = b.function.append_basic_block("no_hazard")
-        b.cbranch(b.icmp_signed("==", dst, b.load(prev)), fail, ok)
-        b.position_at_end(ok)
-        b.store(dst, prev)
+    def _hazard(self, b, f, scratch, n_fields, fail):
+        """Branch to ``fail`` when two consecutive iterations write one ACC row. Decided on the
+        micro-ops alone: neighbours inside the micro-op list, then the two loop seams
+        (j-1 -> j: dst[last] == dst[0] + f_in; i-1 -> i: dst[last] + (iter_in-1) f_in ==
+        dst[0] + f_out); dst is field 0 of the scratch rows."""
+        nu, io, ii, dfo, dfi = b.sub(f[3], f[2]), f[4], f[5], f[6], f[7]
+
+        def dst(k):
+            return b.load(b.gep(scratch, [b.mul(k, c64(n_fields))]))
+
+        def fail_if(cond):
+            ok = b.function.append_basic_block("no_hazard")
+            b.cbranch(cond, fail, ok)
+            b.position_at_end(ok)
+
+        with counted(b, nu, c64(1)) as k:
+            fail_if(b.icmp_signed("==", dst(k), dst(b.sub(k, c64(1)))))
+        first, last = dst(c64(0)), dst(b.sub(nu, c64(1)))
+        seam_j = b.icmp_signed("==", last, b.add(first, dfi))
+        fail_if(b.and_(b.icmp_signed(">", ii, c64(1)), seam_j))
+        last_row = b.add(last, b.mul(b.sub(ii, c64(1)), dfi))
+        seam_i = b.icmp_signed("==", last_row, b.add(first, dfo))
+        fail_if(b.and_(b.icmp_signed(">", io, c64(1)), seam_i))
 
     def _nest(self, b, f, names, body):
         """The loop nest i < iter_out, j < iter_in, k < n_uops; ``body(b, {name: row})``."""
@@ -324,19 +333,18 @@ class KernelModule:
         d, s, w = idx["dst"], idx["src"], idx["wgt"]
         accv_t = ir.VectorType(I32, bo)
         pairs_t = ir.VectorType(I16, 2 * bo)
-        bcast = _mask([v % 2 for v in range(2 * bo)])
         wbase = b.mul(w, c64(bi * bo))
         for bt in range(batch):
             row = b.add(b.mul(d, c64(batch)), c64(bt))
             acc_p = _ptr(b, buf[BUF_ACC], b.mul(row, c64(bo)), I32)
             xbase = b.add(b.mul(s, c64(batch * bi)), c64(bt * bi))
+            xrow = _vload(b, b.gep(buf[BUF_INP], [xbase]), ir.VectorType(I8, bi))
+            # the input row as int16 lane pairs, one i32 per pair
+            xpairs = b.bitcast(b.sext(xrow, ir.VectorType(I16, bi)), ir.VectorType(I32, bi // 2))
             terms = []
             for p in range(bi // 2):
-                x2 = _vload(
-                    b, b.gep(buf[BUF_INP], [b.add(xbase, c64(2 * p))]), ir.VectorType(I8, 2)
-                )
-                x2 = b.sext(x2, ir.VectorType(I16, 2))
-                xb = b.shuffle_vector(x2, x2, bcast)
+                xb = b.shuffle_vector(xpairs, xpairs, _mask([p] * bo))
+                xb = b.bitcast(xb, pairs_t)
                 wp = _ptr(b, buf[BUF_WPAIRS], b.add(wbase, c64(p * 2 * bo)), I16)
                 terms.append(self._pair_products(b, xb, _vload(b, wp, pairs_t)))
             while len(terms) > 1:

@@ -145,7 +145,7 @@ def test_consecutive_writes_to_one_acc_row_are_a_hazard(engine):
         build(
             [GemmInsn(reset_reg=True, uop_bgn=0, uop_end=2, iter_out=1, iter_in=1), FinishInsn()],
             uops,
-        )
+        ),
     )
 
 
@@ -311,3 +311,24 @@ small = st.builds(
 def test_fuzz_small_field_programs(ws):
     """Fields drawn small so that many programs get past decoding and really execute."""
     _run_words(ws)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=4),
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(0, 2),
+    st.integers(0, 2),
+    st.booleans(),
+)
+def test_hazard_decided_alike_on_both_engines(dsts, iter_out, iter_in, f_out, f_in, is_alu):
+    """Micro-op loops drawn to write one ACC row twice in a row often, at every loop seam."""
+    uops = [Uop(dst=d, src=1, wgt=1) for d in dsts]
+    loop = dict(uop_bgn=0, uop_end=len(uops), iter_out=iter_out, iter_in=iter_in)
+    loop |= dict(dst_factor_out=f_out, dst_factor_in=f_in)
+    insn = AluInsn(alu_opcode=AluOp.ADD, **loop) if is_alu else GemmInsn(**loop)
+    program = build([insn, FinishInsn()], uops)
+    reference = _outcome(program, "numpy")
+    if native.available():
+        assert _outcome(program, "native") == reference

@@ -82,10 +82,22 @@ def test_module_orders_and_interleavings_bit_exact():
     insns = program.insns()
     for order in [tuple(Module), tuple(reversed(Module))]:
         for one in (False, True):
-            ref = sim.run_insns(insns, program.dram.copy(), program.config, engine="numpy",
-                                module_order=order, one_per_turn=one)
-            got = sim.run_insns(insns, program.dram.copy(), program.config, engine="native",
-                                module_order=order, one_per_turn=one)
+            ref = sim.run_insns(
+                insns,
+                program.dram.copy(),
+                program.config,
+                engine="numpy",
+                module_order=order,
+                one_per_turn=one,
+            )
+            got = sim.run_insns(
+                insns,
+                program.dram.copy(),
+                program.config,
+                engine="native",
+                module_order=order,
+                one_per_turn=one,
+            )
             assert np.array_equal(got.dram, ref.dram) and got.order == ref.order
 
 
