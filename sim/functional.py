@@ -4,6 +4,11 @@ Each module runs its own command queue in order; an instruction starts only when
 available in every queue it pops, and pushes after it completes. The modules are interleaved
 round-robin (each runs until it blocks), which gives the same result as any hardware
 interleaving for a program whose tokens order all its conflicting accesses.
+
+Two engines execute the instructions: numpy (the reference: one vectorised step per
+instruction, ``sim/gemm.py``, ``sim/alu.py``, ``sim/dma.py``) and native (``sim/native.py``:
+JIT-compiled kernels running a whole translated stream in one call). They give the same DRAM,
+counters and errors; ``engine="auto"`` picks native where llvmlite is installed.
 """
 
 from __future__ import annotations
