@@ -37,16 +37,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     program = Program.load(args.bundle)
+    # the cycle model reads the stream before the run may store over the image
+    report = sim.run_cycles(program, trace=bool(args.trace)) if args.cycles or args.trace else None
     t0 = time.perf_counter()
-    result = sim.run(program, check_races=args.check_races, engine=args.engine)
+    # the bundle was read for this run only: simulate on its image, no copy
+    result = sim.run(program, check_races=args.check_races, engine=args.engine, in_place=True)
     wall_s = time.perf_counter() - t0
     print(f"{args.bundle}: {program.insn_count} instructions, config {program.config.tag}")
     print(f"functional: {result.counters.summary()}  ({wall_s * 1e3:.1f} ms wall)")
     if result.leftover_tokens:
         print(f"warning: tokens left in queues at the end: {result.leftover_tokens}")
     extra = {"counters": np.array(json.dumps(result.counters.to_dict()))}
-    if args.cycles or args.trace:
-        report = sim.run_cycles(program, trace=bool(args.trace))
+    if report:
         print(report.table())
         extra["cycles"] = np.array(json.dumps(report.to_dict()))
         if args.trace:
