@@ -70,6 +70,14 @@ def counted(b: ir.IRBuilder, stop, start=None):
     b.position_at_end(done)
 
 
+def _factors(f) -> dict:
+    """(out, in) factors of each operand in a GEMM/ALU record: words 6..11.
+
+    Micro-op loop records: word 1 reset (GEMM) or opcode (ALU), 2 uop_bgn, 3 uop_end,
+    4 iter_out, 5 iter_in, 6..11 the factors; ALU: 12 use_imm, 13 imm."""
+    return {"dst": (f[6], f[7]), "src": (f[8], f[9]), "wgt": (f[10], f[11])}
+
+
 def _mask(lanes) -> ir.Constant:
     """A shufflevector mask."""
     lanes = list(lanes)
@@ -212,11 +220,11 @@ class KernelModule:
     # ---- micro-op loops -----------------------------------------------------------------------
 
     def _loop_prologue(self, b, f, buf, names, depths, check_hazard):
-        """Decode micro-ops [bgn, end) into scratch (i64 per field), check SRAM bounds and the ACC
-        hazard; returns (n_uops, fields...) and leaves the builder where the loop may run.
-        Record words 2..9: bgn, end, iter_out, iter_in, then (out, in) factor pairs."""
+        """Decode micro-ops [bgn, end) into scratch rows (one i64 per field of ``names``), then
+        return 1 from the kernel if an operand leaves its SRAM (``depths``) or, where
+        ``check_hazard`` is non-zero, two consecutive iterations write one ACC row."""
         bgn, end, io, ii = f[2], f[3], f[4], f[5]
-        factors = {"dst": (f[6], f[7]), "src": (f[8], f[9]), "wgt": (f[10], f[11])}
+        factors = _factors(f)
         nu = b.sub(end, bgn)
         uop = b.bitcast(buf[BUF_UOP], I32.as_pointer())
         scratch = b.bitcast(buf[BUF_SCRATCH], I64.as_pointer())
@@ -247,7 +255,6 @@ class KernelModule:
         if check_hazard is not None:
             with b.if_then(b.icmp_signed("!=", check_hazard, c64(0))):
                 self._hazard(b, f, scratch, len(names), fail)
-        return factors
 
     def _hazard(self, b, f, scratch, n_fields, fail):
         """Branch to ``fail`` when two consecutive iterations write one ACC row. Decided on the
@@ -276,7 +283,7 @@ class KernelModule:
     def _nest(self, b, f, names, body):
         """The loop nest i < iter_out, j < iter_in, k < n_uops; ``body(b, {name: row})``."""
         nu, io, ii = b.sub(f[3], f[2]), f[4], f[5]
-        factors = {"dst": (f[6], f[7]), "src": (f[8], f[9]), "wgt": (f[10], f[11])}
+        factors = _factors(f)
         scratch = b.bitcast(
             b.inttoptr(b.load(b.gep(b.function.args[1], [c64(BUF_SCRATCH)])), I8.as_pointer()),
             I64.as_pointer(),
