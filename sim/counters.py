@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -26,6 +27,10 @@ class Counters:
     macs: int = 0
     alu_uop_iters: int = 0
     alu_lane_ops: int = 0
+
+    def copy(self) -> Counters:
+        tallies = {k: Counter(v) for k, v in vars(self).items() if isinstance(v, Counter)}
+        return dataclasses.replace(self, **tallies)
 
     def add_insn(self, insn: Insn, cfg: HwConfig) -> None:
         """Count one executed instruction (the work depends on its fields only)."""

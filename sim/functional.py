@@ -14,7 +14,6 @@ counters and errors; ``engine="auto"`` picks native where llvmlite is installed.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from copy import deepcopy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -147,7 +146,7 @@ def _run_native(plan, dram: np.ndarray, limits: SimLimits, st: SramState, fresh:
     if plan.finish_index is None:
         raise _no_finish(plan.n_insns)
     order = [d.index for d in plan.schedule.order]
-    counters = deepcopy(plan.counters)
+    counters = plan.counters.copy()
     return SimResult(dram, counters, plan.finish_index, dict(plan.schedule.leftover_tokens), order)
 
 
