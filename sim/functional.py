@@ -166,8 +166,7 @@ def _run(
         raise ValueError(f"unknown simulator engine {engine!r} (allowed: {', '.join(ENGINES)})")
     limits = limits or SimLimits()
     st = state or SramState(cfg)
-    use_native = engine != "numpy" and _native_possible(engine, check_races) and not check_races
-    if not use_native:
+    if engine == "numpy" or not _native_possible(engine, check_races) or check_races:
         insns = decode()
         sched = schedule(dispatch(insns), module_order, one_per_turn)
         check_program_work(sched.order, limits)
@@ -175,20 +174,19 @@ def _run(
     from pyvta.sim import native
     from pyvta.sim.plan import build_plan
 
-    box: dict[str, list[Insn]] = {}
+    decoded: list[list[Insn]] = []  # the stream, when this call decoded it
 
     def build():
-        insns = box.setdefault("insns", decode())
-        sched = schedule(dispatch(insns), module_order, one_per_turn)
+        decoded.append(decode())
+        sched = schedule(dispatch(decoded[0]), module_order, one_per_turn)
         check_program_work(sched.order, limits)
-        return build_plan(sched, len(insns), cfg, dram.size, limits.max_iters_per_insn)
+        return build_plan(sched, len(decoded[0]), cfg, dram.size, limits.max_iters_per_insn)
 
-    key = (stream_key, cfg, dram.size, limits, module_order, one_per_turn)
-    plan = native.plans.get(key, build)
-    work = plan.counters.gemm_uop_iters + plan.counters.gemm_reset_iters
-    work += plan.counters.alu_uop_iters
-    if engine == "auto" and work < NATIVE_COMPILE_MIN_ITERS and not native.kernels_ready(cfg):
-        insns = box.get("insns") or decode()
+    plan = native.plans.get((stream_key, cfg, dram.size, limits, module_order, one_per_turn), build)
+    c = plan.counters
+    small = c.gemm_uop_iters + c.gemm_reset_iters + c.alu_uop_iters < NATIVE_COMPILE_MIN_ITERS
+    if engine == "auto" and small and not native.kernels_ready(cfg):
+        insns = decoded[0] if decoded else decode()
         return _run_numpy(insns, plan.schedule, dram, cfg, limits, st, False)
     return _run_native(plan, dram, limits, st, state is None)
 
