@@ -2,8 +2,8 @@
 
 The kernels are compiled once per HwConfig (sizes are constants, so LLVM unrolls and
 vectorises the micro-op bodies with the host CPU's features) and kept in memory and, as object
-code, on disk (``~/.cache/pyvta/sim``, keyed by a hash of the IR, the CPU and llvmlite's
-version): a new process loads them in milliseconds. Streams are translated once into plans
+code, on disk (``~/.cache/pyvta/sim``, keyed by ``cache_key``): a new process loads them in
+milliseconds without generating any IR. Streams are translated once into plans
 (``sim/plan.py``), kept in memory by stream, config, DRAM size and limits: a repeated run
 decodes and schedules nothing.
 
@@ -74,17 +74,20 @@ class Kernels:
         if not available():
             raise SimError("the native engine needs llvmlite, which is not installed here")
         self.cfg = cfg
-        text, key = _ir_and_key(cfg)
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-        self._obj_path = cache_dir / f"{key}.o" if cache_dir else None
+        self._obj_path = cache_dir / f"{cache_key(cfg)}.o" if cache_dir else None
         target = llvm.Target.from_triple(llvm.get_process_triple())
         self._tm = target.create_target_machine(
             cpu=cpu, features=features, opt=3, codemodel="jitdefault"
         )
-        mod = llvm.parse_assembly(text)
-        mod.verify()
         self.from_disk = bool(self._obj_path and self._obj_path.exists())
-        if not self.from_disk:
+        if self.from_disk:
+            mod = llvm.parse_assembly("")  # the object cache supplies the code
+        else:
+            from pyvta.sim.native_ir import KernelModule
+
+            mod = llvm.parse_assembly(KernelModule(cfg).text())
+            mod.verify()
             pto = llvm.create_pipeline_tuning_options(speed_level=3)
             pto.loop_vectorization = True
             pto.slp_vectorization = True
@@ -130,27 +133,28 @@ def kernels_ready(cfg: HwConfig, cache_dir: Path | None = None) -> bool:
     """Whether ``kernels(cfg)`` costs no compilation (in memory, or object code on disk)."""
     if cfg in _kernels:
         return True
-    _, key = _ir_and_key(cfg)
-    return ((cache_dir or default_cache_dir()) / f"{key}.o").exists()
+    return ((cache_dir or default_cache_dir()) / f"{cache_key(cfg)}.o").exists()
 
 
 @cache
-def _ir_and_key(cfg: HwConfig) -> tuple[str, str]:
-    """The kernels' IR text and the hash naming their object code (IR, CPU, llvmlite)."""
+def cache_key(cfg: HwConfig) -> str:
+    """The name of a config's object code on disk: a hash of the config, the host CPU, llvmlite's
+    version and the source of everything the kernels are generated from."""
     import llvmlite
     import llvmlite.binding as llvm
 
-    from pyvta.sim.native_ir import KernelModule
+    from pyvta.isa import layout
+    from pyvta.sim import native_ir, plan
 
-    text = KernelModule(cfg).text()
+    sources = b"".join(Path(m.__file__).read_bytes() for m in (native_ir, plan, layout))
     parts = [
         llvmlite.__version__,
         llvm.get_process_triple(),
         llvm.get_host_cpu_name(),
         llvm.get_host_cpu_features().flatten(),
-        text,
+        cfg.to_json(),
     ]
-    return text, hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+    return hashlib.sha256(sources + "\n".join(parts).encode()).hexdigest()[:32]
 
 
 class PlanCache:
