@@ -164,3 +164,12 @@ def test_object_code_cached_on_disk(tmp_path):
         assert_same(program)
     finally:
         del native._kernels[cfg]
+
+
+@pytest.mark.slow
+def test_thousand_random_programs_bit_exact_over_configs():
+    """~1 min: 1,000 random programs of up to 60 instructions over four configs."""
+    configs = [HwConfig(), *OTHER_CONFIGS]
+    for seed in range(1000):
+        cfg = configs[seed % len(configs)]
+        assert_same(random_program(np.random.default_rng(50_000 + seed), cfg, n_insns=(4, 60)))
