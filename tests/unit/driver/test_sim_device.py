@@ -1,7 +1,11 @@
 import numpy as np
+import pytest
 
+from pyvta import sim
 from pyvta.driver import SimDevice
 from pyvta.isa import AluInsn, AluOp, FinishInsn, Load, MemType, Store, Uop, encode_uops
+from pyvta.sim import native
+from pyvta.sim.programs import matmul_program
 
 
 def test_run_alu_program_through_the_device():
@@ -47,12 +51,6 @@ def test_run_alu_program_through_the_device():
 
 
 def test_engines_run_in_place_with_the_same_results():
-    import pytest
-
-    from pyvta import sim
-    from pyvta.sim import native
-    from pyvta.sim.programs import matmul_program
-
     if not native.available():
         pytest.skip("the native engine needs llvmlite (not installed here)")
     rng = np.random.default_rng(2)
