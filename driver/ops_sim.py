@@ -9,7 +9,7 @@ import numpy as np
 from pyvta import sim
 from pyvta.driver.device import Device, RunResult
 from pyvta.driver.stats import Stats
-from pyvta.isa import HwConfig
+from pyvta.isa import INSN_BYTES, HwConfig
 
 DEFAULT_DRAM_BYTES = 1 << 28
 
@@ -17,8 +17,10 @@ DEFAULT_DRAM_BYTES = 1 << 28
 class SimDevice(Device):
     """A simulated accelerator with ``dram_bytes`` of DRAM (allocated lazily by the OS).
 
-    ``cycles=True`` also runs the cycle model on every launch (cheap next to the functional run);
-    ``trace=True`` keeps its per-instruction events for a Perfetto trace.
+    ``cycles=True`` also runs the cycle model on every launch; ``trace=True`` keeps its
+    per-instruction events for a Perfetto trace. Programs run in place on the device's DRAM;
+    ``engine`` picks the functional simulator's engine (``sim.ENGINES``: "auto" is the native
+    one wherever llvmlite is installed).
     """
 
     def __init__(
@@ -29,10 +31,14 @@ class SimDevice(Device):
         trace: bool = False,
         timing: sim.Timing | None = None,
         limits: sim.SimLimits | None = None,
+        engine: str = "auto",
     ):
         super().__init__(config or HwConfig())
+        if engine not in sim.ENGINES:
+            raise ValueError(f"unknown engine {engine!r} (allowed: {', '.join(sim.ENGINES)})")
         self.dram = sim.Dram(dram_bytes)
         self.cycles, self.trace, self.timing, self.limits = cycles, trace, timing, limits
+        self.engine = engine
         self.last_program: sim.Program | None = None
 
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
@@ -52,18 +58,18 @@ class SimDevice(Device):
         return sim.cycles_of(list(insns), self.config, self.timing).total_cycles
 
     def snapshot(self, insn_addr: int, insn_count: int) -> sim.Program:
-        """The current DRAM image as a program bundle (to rerun on the RTL or a board)."""
-        return sim.Program(self.dram.data.copy(), insn_addr, insn_count, self.config)
+        """The allocated part of DRAM as a program bundle (to rerun on the RTL or a board)."""
+        used = max(self.dram.used_bytes, insn_addr + insn_count * INSN_BYTES)
+        return sim.Program(self.dram.data[:used].copy(), insn_addr, insn_count, self.config)
 
     def launch(self, insn_addr: int, insn_count: int) -> RunResult:
         program = sim.Program(self.dram.data, insn_addr, insn_count, self.config)
-        insns = program.insns()
         t0 = time.perf_counter()
-        result = sim.run_insns(insns, self.dram.data, self.config, self.limits)
+        result = sim.run(program, self.limits, engine=self.engine, in_place=True)
         wall_s = time.perf_counter() - t0
         report = None
         if self.cycles:
-            report = sim.cycles_of(insns, self.config, self.timing, trace=self.trace)
+            report = sim.cycles_of(program.insns(), self.config, self.timing, trace=self.trace)
         return RunResult(
             stats=Stats.from_cycle_report(report, result.counters) if report else None,
             counters=result.counters.to_dict(),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyvta.isa import DEP_FLAG_NAMES, DEP_QUEUES, DepQueue, Insn, Module
 from pyvta.sim.errors import DeadlockError, QueueUsageError
@@ -42,6 +42,53 @@ def dispatch(insns: list[Insn]) -> dict[Module, list[Dispatched]]:
             (pops if flag.startswith("pop") else pushes).append(queue)
         queues[module].append(Dispatched(i, insn, tuple(pops), tuple(pushes)))
     return queues
+
+
+@dataclass
+class Schedule:
+    """The order the modules run a stream in (token rules only: it does not depend on data).
+
+    ``deadlock``: the error to raise after ``order`` ran, when the modules got stuck;
+    ``leftover_tokens``: tokens still queued at the end (by queue name).
+    """
+
+    order: list[Dispatched]
+    deadlock: DeadlockError | None = None
+    leftover_tokens: dict[str, int] = field(default_factory=dict)
+
+
+def schedule(
+    queues: dict[Module, list[Dispatched]],
+    module_order: tuple[Module, ...] = tuple(Module),
+    one_per_turn: bool = False,
+) -> Schedule:
+    """Interleave the command queues round-robin: each module runs until it blocks on a missing
+    token (or, with ``one_per_turn``, one instruction per round)."""
+    heads = {m: 0 for m in Module}
+    tokens = {q: 0 for q in DepQueue}
+    order: list[Dispatched] = []
+    remaining = sum(len(q) for q in queues.values())
+    while remaining:
+        progressed = False
+        for module in module_order:
+            q = queues[module]
+            while heads[module] < len(q):
+                d = q[heads[module]]
+                if any(tokens[p] == 0 for p in d.pops):
+                    break
+                for p in d.pops:
+                    tokens[p] -= 1
+                for p in d.pushes:
+                    tokens[p] += 1
+                order.append(d)
+                heads[module] += 1
+                remaining -= 1
+                progressed = True
+                if one_per_turn:
+                    break
+        if not progressed:
+            return Schedule(order, deadlock_error(queues, heads, tokens))
+    return Schedule(order, None, {q.value: n for q, n in tokens.items() if n})
 
 
 def deadlock_error(

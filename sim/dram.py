@@ -26,6 +26,11 @@ class Dram:
     def size_bytes(self) -> int:
         return self.data.size
 
+    @property
+    def used_bytes(self) -> int:
+        """Bytes up to the end of the last allocation (what a snapshot of a program keeps)."""
+        return self._next
+
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
         """Reserve ``nbytes`` and return the byte address; raises when DRAM is full."""
         if nbytes < 0:
