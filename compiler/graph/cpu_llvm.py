@@ -37,6 +37,7 @@ def numpy_only():
     finally:
         _NUMPY_ONLY.pop()
 
+
 _KERNELS: dict[tuple[int, int, int], tuple[object, int]] = {}
 
 

@@ -106,7 +106,6 @@ class SimRegisters:
             self.values[f"{unit.upper()}_STALL"] = mods[unit].token_stall_cycles
         self.values["STATUS"] = status.encode(DONE=1)
 
-
     def _show_stuck(self, error) -> None:
         """TOKENS and QUEUES as the RTL shows a deadlock (what the simulator found)."""
         waits = getattr(error, "waits", {})
