@@ -18,11 +18,10 @@ import ctypes
 import time
 from pathlib import Path
 
-import numpy as np
-
 from pyvta import sim
 from pyvta.driver import launch as host
 from pyvta.driver.device import Device, DeviceError, RunResult
+from pyvta.driver.host_dram import HostDramDevice
 from pyvta.driver.stats import Stats
 from pyvta.isa import HwConfig
 
@@ -77,7 +76,7 @@ def _load(path: Path):
     return lib
 
 
-class RtlDevice(Device):
+class RtlDevice(HostDramDevice):
     """The Verilated accelerator with ``dram_bytes`` of DRAM; a drop-in for ``SimDevice``.
 
     ``library``: a prebuilt harness library (default: built for ``config`` and cached);
@@ -100,8 +99,7 @@ class RtlDevice(Device):
         from pyvta.driver.rtl_build import build_library
         from pyvta.hw.sram import clear_rows
 
-        super().__init__(config or HwConfig())
-        self.dram = sim.Dram(dram_bytes)
+        super().__init__(config or HwConfig(), dram_bytes)
         self.max_cycles, self.watchdog_cycles = max_cycles, watchdog_cycles
         self._clear_cycles = clear_rows(self.config)
         self._lib = _load(Path(library) if library else build_library(self.config))
@@ -144,18 +142,6 @@ class RtlDevice(Device):
         """Clock cycles simulated since the device was opened (launches, clears, register IO)."""
         return self._lib.vta_cycle(self._h)
 
-    def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
-        return self.dram.alloc(nbytes, align_bytes)
-
-    def reset(self) -> None:
-        self.dram.release_all()  # the harness keeps its pointer to the same buffer
-
-    def write(self, addr: int, data: np.ndarray | bytes) -> None:
-        self.dram.write(addr, data)
-
-    def read(self, addr: int, nbytes: int) -> np.ndarray:
-        return self.dram.read(addr, nbytes)
-
     def estimate_cycles(self, insns) -> int:
         """The cycle model's total with this memory model's latency (nothing is executed)."""
         return sim.cycles_of(list(insns), self.config, sim.Timing.rtl_testbench()).total_cycles
@@ -193,7 +179,7 @@ class RtlDevice(Device):
         )
 
 
-class CocotbDevice(Device):
+class CocotbDevice(HostDramDevice):
     """The verification testbench (cocotb + cocotbext-axi, ``hw.runner``) as a device: each launch
     starts the simulator on a copy of DRAM (keep ``dram_bytes`` small) and copies the result back."""
 
@@ -208,22 +194,9 @@ class CocotbDevice(Device):
     ):
         from pyvta.hw import runner
 
-        super().__init__(config or HwConfig())
-        self.dram = sim.Dram(dram_bytes)
+        super().__init__(config or HwConfig(), dram_bytes)
         self.simulator, self.backpressure, self.seed = simulator, backpressure, seed
         self.built = built or runner.build(self.config, simulator)
-
-    def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
-        return self.dram.alloc(nbytes, align_bytes)
-
-    def reset(self) -> None:
-        self.dram.release_all()
-
-    def write(self, addr: int, data: np.ndarray | bytes) -> None:
-        self.dram.write(addr, data)
-
-    def read(self, addr: int, nbytes: int) -> np.ndarray:
-        return self.dram.read(addr, nbytes)
 
     def launch(self, insn_addr: int, insn_count: int) -> RunResult:
         from pyvta.hw import runner

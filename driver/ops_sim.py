@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from pyvta import sim
-from pyvta.driver.device import Device, RunResult
+from pyvta.driver.device import RunResult
+from pyvta.driver.host_dram import HostDramDevice
 from pyvta.driver.stats import Stats
 from pyvta.isa import INSN_BYTES, HwConfig
 
 DEFAULT_DRAM_BYTES = 1 << 28
 
 
-class SimDevice(Device):
+class SimDevice(HostDramDevice):
     """A simulated accelerator with ``dram_bytes`` of DRAM (allocated lazily by the OS).
 
     ``cycles=True`` also runs the cycle model on every launch; ``trace=True`` keeps its
@@ -33,25 +32,12 @@ class SimDevice(Device):
         limits: sim.SimLimits | None = None,
         engine: str = "auto",
     ):
-        super().__init__(config or HwConfig())
         if engine not in sim.ENGINES:
             raise ValueError(f"unknown engine {engine!r} (allowed: {', '.join(sim.ENGINES)})")
-        self.dram = sim.Dram(dram_bytes)
+        super().__init__(config or HwConfig(), dram_bytes)
         self.cycles, self.trace, self.timing, self.limits = cycles, trace, timing, limits
         self.engine = engine
         self.last_program: sim.Program | None = None
-
-    def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
-        return self.dram.alloc(nbytes, align_bytes)
-
-    def reset(self) -> None:
-        self.dram.release_all()
-
-    def write(self, addr: int, data: np.ndarray | bytes) -> None:
-        self.dram.write(addr, data)
-
-    def read(self, addr: int, nbytes: int) -> np.ndarray:
-        return self.dram.read(addr, nbytes)
 
     def estimate_cycles(self, insns) -> int:
         """The cycle model's total for an instruction stream (nothing is executed)."""
