@@ -26,7 +26,7 @@ def _bundle(wl: ConvWorkload, ep: Epilogue, config: ConvConfig | None, rng) -> s
     dev.write(op.in_addr, pack_data(x))
     if ep.residual:
         r = rng.integers(-128, 128, (1, wl.out_channels, wl.out_h, wl.out_w), dtype=np.int8)
-        dev.write(op.res_addr, pack_data(r))
+        dev.write(op.loaded.addrs["residual"], pack_data(r))
     return dev.snapshot(op.insn_addr, op.insn_count)
 
 
