@@ -18,6 +18,18 @@ class ScopeInfo:
     on_stack: bool = False
 
 
+SHARED_ACROSS = {"global": ("blockIdx.", "threadIdx."), "shared": ("threadIdx.",)}
+"""For each memory scope, the GPU launch indices whose blocks / threads share one copy of a
+buffer in it (a ``shared`` tile is one per block, fetched by all its threads). Bound inference
+relaxes the loops bound to these indices: the buffer holds what all of them read. Scopes not
+listed (``local``: registers) are private to a thread."""
+
+
+def shared_across(scope: str, tag: str) -> bool:
+    """Whether one buffer in ``scope`` is shared by the blocks / threads of launch index ``tag``."""
+    return tag.startswith(SHARED_ACROSS.get(scope, ()))
+
+
 class ScopeTable:
     """The scopes one backend understands. Not global: each target owns one."""
 
