@@ -14,14 +14,14 @@ from pyvta.compiler.backend.cuda.passes import CUDA_PASSES
 __all__ = ["BACKEND", "CUDA_PASSES", "DEFAULT_ARCH", "LIMITS", "LaunchError", "limits"]
 
 
-def prepare(func, arch: str = DEFAULT_ARCH, passes=None):
-    """``func`` after the GPU pass list (``passes``, default ``CUDA_PASSES``) and its kernels,
-    each checked against ``arch``'s launch limits."""
+def prepare(func, arch: str = DEFAULT_ARCH, passes=None, then=()):
+    """``func`` after the GPU pass list (``passes``, default ``CUDA_PASSES``; then the passes
+    ``then``) and its kernels, each checked against ``arch``'s launch limits."""
     from pyvta.compiler.backend.cuda.kernels import check_launch, split_kernels
     from pyvta.compiler.passes.pipeline import run_passes
 
     limits(arch)
-    func = run_passes(func, CUDA_PASSES if passes is None else passes)
+    func = run_passes(func, [*(CUDA_PASSES if passes is None else passes), *then])
     kernels = split_kernels(func)
     for k in kernels:
         check_launch(k, arch)
@@ -36,8 +36,9 @@ class CudaBackend:
         """A ``CudaModule`` for ``arch`` (``sm_80`` or ``sm_90``)."""
         from pyvta.compiler.backend.cuda.codegen import compile_ptx
         from pyvta.compiler.backend.cuda.module import CudaModule
+        from pyvta.compiler.backend.cuda.passes import PTX_PASSES
 
-        func, kernels = prepare(func, arch, passes)
+        func, kernels = prepare(func, arch, passes, PTX_PASSES)
         return CudaModule(func, kernels, compile_ptx(func, kernels, arch), arch)
 
 

@@ -123,7 +123,7 @@ class _Emulator:
             return seq(*out)
         if isinstance(s, For):
             self._uniform([s.min, s.extent], f"loop {s.var.name}")
-            return For(s.var, s.min, s.extent, "serial", self.split(s.body))
+            return For(s.var, s.min, s.extent, s.kind, self.split(s.body))
         if isinstance(s, IfThenElse):
             self._uniform([s.cond], "a condition")
             orelse = None if s.orelse is None else self.split(s.orelse)
@@ -160,4 +160,11 @@ def emulate(func: PrimFunc, kernels, reverse: bool = False) -> PrimFunc:
     """CPU loop IR running ``kernels`` (from ``split_kernels(func)``) one after another, each
     block's threads phase by phase in forward or ``reverse`` order."""
     body = seq(*[_Emulator(k, reverse).kernel() for k in kernels])
-    return PrimFunc(func.name, func.params, body, func.workspace)
+    return PrimFunc(func.name, func.params, stmt_map(body, _keep_rolled), func.workspace)
+
+
+def _keep_rolled(s):
+    """``unrolled`` loops stay loops on the CPU (same operations and order, faster to build)."""
+    if isinstance(s, For) and s.kind == "unrolled":
+        return For(s.var, s.min, s.extent, "serial", s.body)
+    return None

@@ -132,8 +132,15 @@ def serialize_loops(func: PrimFunc) -> PrimFunc:
 CUDA_PASSES = [
     ("lift_workspace", lift_workspace),
     ("serialize_loops", serialize_loops),
-    ("unroll_loops", unroll_loops),
     ("simplify_stmt", simplify_stmt),
     ("insert_barriers", insert_barriers),
 ]
 """Run before PTX generation and before emulation alike: both see the same kernels."""
+
+PTX_PASSES = [
+    ("unroll_loops", unroll_loops),
+    ("simplify_stmt", simplify_stmt),
+]
+"""Then, for PTX only: ``unrolled`` loops are expanded (register tiles with constant indices).
+The emulator runs them as loops: the same operations in the same order, compiled much
+faster by the CPU backend."""
