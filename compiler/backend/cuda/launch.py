@@ -35,7 +35,10 @@ class Gpu:
 
     def __init__(self, ordinal: int = 0):
         self.cu = cu = _driver()
-        (err,) = cu.cuInit(0)
+        try:
+            (err,) = cu.cuInit(0)
+        except Exception as e:  # cuda-bindings raises when libcuda.so itself is missing
+            raise GpuUnavailable(f"cuInit failed: {e} (no NVIDIA driver)") from None
         if err != cu.CUresult.CUDA_SUCCESS:
             raise GpuUnavailable(f"cuInit failed: {self._name(err)} (no NVIDIA driver or GPU)")
         self.device = self.call("cuDeviceGet", ordinal)
