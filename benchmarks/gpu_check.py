@@ -41,6 +41,8 @@ def _gemm_variants():
         "8x8regs": GpuGemmKnobs(reg_m=8, reg_n=8),
         "8x8regs_k16": GpuGemmKnobs(reg_m=8, reg_n=8, tile_k=16),
         "8x4regs_32x8thr": GpuGemmKnobs(threads_x=32, threads_y=8, reg_m=8, reg_n=4),
+        "vt2x2_4x4regs": GpuGemmKnobs(vthread_m=2, vthread_n=2),
+        "vt2x2_4x4regs_k16": GpuGemmKnobs(vthread_m=2, vthread_n=2, tile_k=16),
     }
 
 

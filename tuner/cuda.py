@@ -30,6 +30,7 @@ def _gemm_space(m, n, k) -> ConfigSpace:
             TileKnob("threads", ("threads_x", "threads_y"), _BLOCKS),
             TileKnob("regs", ("reg_m", "reg_n"), _REGS),
             ChoiceKnob("tile_k", [4, 8, 16, 32]),
+            TileKnob("vthreads", ("vthread_m", "vthread_n"), [(1, 1), (1, 2), (2, 1), (2, 2)]),
             BoolKnob("unroll"),
         ]
     )
@@ -48,7 +49,11 @@ def _conv2d_space(c, h, w, o, kernel, stride, padding) -> ConfigSpace:
 
 
 _PARTS = {  # a TileKnob's components, per knob record
-    "GpuGemmKnobs": {"threads": ("threads_x", "threads_y"), "regs": ("reg_m", "reg_n")},
+    "GpuGemmKnobs": {
+        "threads": ("threads_x", "threads_y"),
+        "regs": ("reg_m", "reg_n"),
+        "vthreads": ("vthread_m", "vthread_n"),
+    },
     "GpuConv2dKnobs": {
         "threads": ("threads_x", "threads_y", "threads_z"),
         "regs": ("reg_x", "reg_o"),

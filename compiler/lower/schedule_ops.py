@@ -35,6 +35,8 @@ from pyvta.compiler.lower.loops import leaf_extents, root_values
 from pyvta.compiler.schedule.intrin import TensorRegion
 from pyvta.compiler.schedule.scope import shared_across
 
+_SHARABLE = (*THREAD_TAGS, "vthread")  # loop kinds a buffer may be shared across
+
 
 class LowerError(ValueError):
     pass
@@ -46,7 +48,7 @@ class _Ctx:
         self.bufs: dict = dict(params)  # Tensor -> (Buffer, origin exprs)
         self.ranges: dict = {}  # Var -> (lo, hi) for loops in scope
         self.children: dict = {}  # (Stage, LoopAxis) -> [Stage]
-        self.bound: dict = {}  # Var -> GPU launch tag, for bound loops in scope
+        self.bound: dict = {}  # Var -> GPU launch tag or "vthread", for such loops in scope
         for st in sch.stages:
             if st.attach[0] == "at":
                 self.children.setdefault((st.attach[1], st.attach[2]), []).append(st)
@@ -165,7 +167,7 @@ class _StageNest:
             inner = _emit_tensorized(ctx, st, pos, self.ext, self.body, self.out_buf, self.out_idx)
         else:
             ctx.ranges[a.var] = self.leaf_ranges[a.var]
-            if st.annotations.get(a) in THREAD_TAGS:
+            if st.annotations.get(a) in _SHARABLE:
                 ctx.bound[a.var] = st.annotations[a]
             inner = _with_children(
                 ctx, st, a, pos, self.ext, lambda: self.build(pos + 1), self.body

@@ -59,6 +59,11 @@ def _suite() -> dict[str, SuiteKernel]:
         ("gemm_37x45x29", lambda: g.gemm(37, 45, 29), lambda a, b: a.astype(np.float64) @ b),
         ("gemm_67x131x50", lambda: g.gemm(67, 131, 50, small), lambda a, b: a @ b.astype(float)),
         ("gemm_1x77x33", lambda: g.gemm(1, 77, 33, small), lambda a, b: a @ b.astype(float)),
+        (
+            "gemm_vthread_53x70x29",
+            lambda: g.gemm(53, 70, 29, replace(small, reg_m=2, reg_n=2, vthread_m=2, vthread_n=2)),
+            lambda a, b: a @ b.astype(float),
+        ),
         ("dense_29x53x41", lambda: g.dense_gpu(29, 53, 41), lambda x, w: x @ w.T.astype(float)),
         (
             "conv_3x3_s1",

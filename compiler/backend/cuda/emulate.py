@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pyvta.compiler.backend.cuda.kernels import DIMS, _block_loops
 from pyvta.compiler.backend.cuda.limits import LaunchError
-from pyvta.compiler.backend.cuda.passes import has_barrier, is_barrier
-from pyvta.compiler.ir.expr import IntImm, Load, Var, free_vars, substitute, transform
+from pyvta.compiler.backend.cuda.passes import has_barrier, is_barrier, rebuffer
+from pyvta.compiler.ir.expr import IntImm, Var, free_vars, substitute
 from pyvta.compiler.ir.stmt import (
     Allocate,
     Buffer,
@@ -30,7 +30,6 @@ from pyvta.compiler.ir.stmt import (
     Let,
     PrimFunc,
     Seq,
-    Store,
     seq,
     stmt_map,
 )
@@ -38,25 +37,6 @@ from pyvta.compiler.ir.stmt import (
 
 def _subst(s, vmap: dict):
     return stmt_map(s, None, lambda e: substitute(e, vmap))
-
-
-def _rebuffer(s, old: Buffer, new: Buffer, index):
-    """``s`` with every access to ``old`` going to ``new`` at ``index(old_index)``."""
-
-    def fe(e):
-        return transform(
-            e,
-            lambda n: (
-                Load(new, index(n.index)) if isinstance(n, Load) and n.buffer is old else None
-            ),
-        )
-
-    def fs(st):
-        if isinstance(st, Store) and st.buffer is old:
-            return Store(new, index(st.index), st.value)
-        return None
-
-    return stmt_map(s, fs, fe)
 
 
 class _Emulator:
@@ -141,7 +121,7 @@ class _Emulator:
         big = Buffer(b.name, b.dtype, (n * b.size_elems,), "local")
         tv, dx, dy = self.tv, self.dims["x"], self.dims["y"]
         lin = tv["x"] + IntImm(dx) * (tv["y"] + IntImm(dy) * tv["z"])
-        body = _rebuffer(s.body, b, big, lambda i: lin * IntImm(b.size_elems) + i)
+        body = rebuffer(s.body, b, big, lambda i: lin * IntImm(b.size_elems) + i)
         return Allocate(big, self.split(body))
 
     def kernel(self):
@@ -149,7 +129,7 @@ class _Emulator:
         body = self.split(self.bind_threads(inner))
         for b in self.k.shared:  # one copy per block, on the CPU worker's stack
             cpu = Buffer(b.name, b.dtype, b.shape, "local")
-            body = Allocate(cpu, _rebuffer(body, b, cpu, lambda i: i))
+            body = Allocate(cpu, rebuffer(body, b, cpu, lambda i: i))
         for n, f in enumerate(reversed(loops)):
             kind = "parallel" if n == len(loops) - 1 else "serial"
             body = For(f.var, f.min, f.extent, kind, body)

@@ -11,16 +11,28 @@ emulator's forward / reverse check (``cuda_emulated``), not here.
 
 from __future__ import annotations
 
-from pyvta.compiler.backend.llvm.vector import walk_stmts
-from pyvta.compiler.ir.expr import Call, Load, children
+from pyvta.compiler.backend.llvm.vector import stmt_exprs_deep, walk_stmts
+from pyvta.compiler.ir.expr import (
+    Call,
+    IntImm,
+    Load,
+    Var,
+    children,
+    free_vars,
+    substitute,
+    transform,
+)
 from pyvta.compiler.ir.stmt import (
     Allocate,
+    Buffer,
     Evaluate,
     For,
+    IfThenElse,
     Let,
     PrimFunc,
     Seq,
     Store,
+    seq,
     stmt_exprs,
     stmt_map,
 )
@@ -116,10 +128,67 @@ def insert_barriers(func: PrimFunc) -> PrimFunc:
     return func.with_body(stmt_map(func.body, f))
 
 
+def rebuffer(s, old: Buffer, new: Buffer, index):
+    """``s`` with every access to ``old`` going to ``new`` at ``index(old_index)``."""
+
+    def load(n):
+        return Load(new, index(n.index)) if isinstance(n, Load) and n.buffer is old else None
+
+    def fs(st):
+        if isinstance(st, Store) and st.buffer is old:
+            return Store(new, index(st.index), st.value)
+        return None
+
+    return stmt_map(s, fs, lambda e: transform(e, load))
+
+
+def _uses(s, v) -> bool:
+    return any(isinstance(e, Var) and e is v for e in stmt_exprs_deep(s))
+
+
+def _inject(s, v: Var, n: int):
+    """Virtual thread ``v`` (``n`` of them) pushed into ``s``: loops, conditions and lets that
+    do not depend on it are kept once, a ``local`` buffer gets one copy per virtual thread,
+    and the statements that depend on ``v`` are repeated for ``v = 0 .. n-1``. What does not
+    depend on ``v`` (a shared tile's fetch) runs once for all of them."""
+    if not _uses(s, v):
+        return s
+    if isinstance(s, Seq):
+        return seq(*[_inject(c, v, n) for c in s.stmts])
+    if isinstance(s, For) and v not in free_vars(s.min) | free_vars(s.extent):
+        return For(s.var, s.min, s.extent, s.kind, _inject(s.body, v, n))
+    if isinstance(s, IfThenElse) and v not in free_vars(s.cond):
+        orelse = None if s.orelse is None else _inject(s.orelse, v, n)
+        return IfThenElse(s.cond, _inject(s.then, v, n), orelse)
+    if isinstance(s, Let) and v not in free_vars(s.value):
+        return Let(s.var, s.value, _inject(s.body, v, n))
+    if isinstance(s, Allocate) and s.buffer.scope == "local":
+        b = s.buffer
+        big = Buffer(b.name, b.dtype, (n * b.size_elems,), "local")
+        body = rebuffer(s.body, b, big, lambda i: v * IntImm(b.size_elems) + i)
+        return Allocate(big, _inject(body, v, n))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _inject(s.body, v, n))
+    return seq(*[stmt_map(s, None, lambda e, i=i: substitute(e, {v: IntImm(i)})) for i in range(n)])
+
+
+def inject_vthread(func: PrimFunc) -> PrimFunc:
+    """Each ``vthread`` loop interleaved into its body (``_inject``): on a GPU, virtual threads
+    are register tiles of one thread spread across the block's tile (strided, so the threads
+    of a warp read neighbouring shared-memory words and write neighbouring outputs)."""
+
+    def f(s):
+        if isinstance(s, For) and s.kind == "vthread":
+            return _inject(s.body, s.var, s.extent.value)
+        return None
+
+    return func.with_body(stmt_map(func.body, f))
+
+
 def serialize_loops(func: PrimFunc) -> PrimFunc:
-    """Inside a GPU kernel a ``parallel`` or ``vthread`` loop runs serially in each thread and a
+    """Inside a GPU kernel a ``parallel`` loop runs serially in each thread and a
     ``vectorized`` one is unrolled (the bound thread indices carry the parallelism)."""
-    kinds = {"parallel": "serial", "vthread": "serial", "vectorized": "unrolled"}
+    kinds = {"parallel": "serial", "vectorized": "unrolled"}
 
     def f(s):
         if isinstance(s, For) and s.kind in kinds:
@@ -131,6 +200,7 @@ def serialize_loops(func: PrimFunc) -> PrimFunc:
 
 CUDA_PASSES = [
     ("lift_workspace", lift_workspace),
+    ("inject_vthread", inject_vthread),
     ("serialize_loops", serialize_loops),
     ("simplify_stmt", simplify_stmt),
     ("insert_barriers", insert_barriers),

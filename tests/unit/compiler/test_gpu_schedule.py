@@ -76,6 +76,23 @@ def test_barriers_guard_the_shared_tiles_in_the_reduction_loop():
     assert sum(is_barrier(x) for x in walk_stmts(func.body)) == 2
 
 
+def test_virtual_threads_interleave_register_tiles_and_share_the_fetch():
+    kn = GpuGemmKnobs(threads_x=8, threads_y=4, reg_m=2, reg_n=2, tile_k=4, vthread_m=2)
+    s, args = gemm(64, 64, 32, kn)
+    assert [st.kind for st in s.steps].count("vthread") == 1
+    func = run_passes(compiler.lower(s, args), CUDA_PASSES)
+    assert not [f for f in _loops(func) if f.kind == "vthread"]
+    stores = [st for st in walk_stmts(func.body) if isinstance(st, Store)]
+    local = {st.buffer.shape for st in stores if st.buffer.name == "C.local"}
+    assert local == {(8,)}  # one 2 x 2 tile per virtual thread
+    shared = [st for st in stores if st.buffer.scope == "shared"]
+    assert len(shared) == 2  # A and B fetched once, not once per virtual thread
+    outs = [st for st in stores if st.buffer.name == "C"]
+    assert len(outs) == 2  # the write-back per virtual thread, 4 threads x 2 rows apart
+    rows = {str(st.index).count("+ 512") for st in outs}  # 8 rows of 64 columns
+    assert rows == {0, 1}
+
+
 def test_launch_limits_are_checked_per_architecture():
     s, args = gemm(256, 256, 64, GpuGemmKnobs(threads_x=64, threads_y=32))
     with pytest.raises(LaunchError, match="2048 threads per block .* sm_90 allows at most 1024"):

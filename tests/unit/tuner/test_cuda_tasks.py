@@ -10,18 +10,25 @@ from pyvta.tuner.measure import InProcessMeasurer
 
 def test_knob_points_decode_to_template_knobs():
     task = gpu_gemm_task(40, 50, 30)
-    cfg = task.space.config({"threads": (8, 4), "regs": (2, 4), "tile_k": 16, "unroll": False})
+    cfg = task.space.config(
+        {"threads": (8, 4), "regs": (2, 4), "tile_k": 16, "vthreads": (1, 2), "unroll": False}
+    )
     kn = gpu_gemm_knobs(cfg)
     assert (kn.threads_x, kn.threads_y, kn.reg_m, kn.reg_n, kn.tile_k, kn.unroll) == (
         8, 4, 2, 4, 16, False,
     )  # fmt: skip
+    assert (kn.vthread_m, kn.vthread_n, kn.block_n) == (1, 2, 64)
     assert task.key == "cuda-emulated.gemm[40, 50, 30]@cuda-emulated"
 
 
 def test_emulated_measurement_checks_results_and_limits():
     task = gpu_gemm_task(40, 50, 30)
-    ok = task.space.config({"threads": (8, 8), "regs": (2, 2), "tile_k": 8, "unroll": False})
-    big = task.space.config({"threads": (32, 32), "regs": (8, 8), "tile_k": 32, "unroll": False})
+    ok = task.space.config(
+        {"threads": (8, 8), "regs": (2, 2), "tile_k": 8, "vthreads": (2, 1), "unroll": False}
+    )
+    big = task.space.config(
+        {"threads": (32, 32), "regs": (8, 8), "tile_k": 32, "vthreads": (1, 1), "unroll": False}
+    )
     res = InProcessMeasurer(GpuBackend(), repeats=1).measure(task, [ok, big])
     print([(r.error, r.msg) for r in res])
     assert res[0].error is None and res[0].cost > 0
