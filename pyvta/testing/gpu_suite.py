@@ -14,15 +14,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from pyvta.compiler.ops.conv2d import conv2d_nchw_numpy as conv2d_reference
+
 RTOL, ATOL = 1e-4, 1e-4  # float32 results against float64 references of these sizes
-
-
-def conv2d_reference(data, weight, stride: int, padding: int) -> np.ndarray:
-    """float64 NCHW conv2d of ``data`` ``[N, C, H, W]`` with OIHW ``weight``."""
-    k = weight.shape[2]
-    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (padding,) * 2, (padding,) * 2))
-    win = sliding_window_view(x, (k, k), axis=(2, 3))[:, :, ::stride, ::stride]
-    return np.einsum("ncyxij,ocij->noyx", win, weight.astype(np.float64))
 
 
 def max_pool_reference(data, kernel: int, stride: int, padding: int) -> np.ndarray:
