@@ -56,7 +56,19 @@ def _conv_variants():
 
 
 def _write(out: Path, name: str, mod) -> dict:
+    """``name``.ptx and its manifest entry; ptxas' resource report, when the wheel is here."""
+    from pyvta.compiler.backend.cuda.ptxas import ToolchainMissing
+
     (out / f"{name}.ptx").write_text(mod.ptx)
+    try:
+        res = mod.resources()
+    except ToolchainMissing:
+        res = {}
+    for r in res.values():
+        print(
+            f"  {name:<26} {r.name}: {r.registers} registers, {r.shared_bytes} B shared, "
+            f"{r.spill_bytes} B spilled"
+        )
     return {"name": name, "ptx": f"{name}.ptx", "plan": mod.plan}
 
 
@@ -76,7 +88,6 @@ def prepare(out: Path, arch: str) -> None:
         arrays = k.inputs(args, SEED)
         np.savez(out / f"{name}.npz", *arrays, expected=k.reference(*arrays[:-1]))
         manifest["suite"].append({**entry, "data": f"{name}.npz"})
-        print("suite", name)
     n = GEMM_SIZE
     for var, kn in _gemm_variants().items():
         mod = compiler.build(*gemm(n, n, n, kn), target="cuda", arch=arch)
@@ -93,7 +104,6 @@ def prepare(out: Path, arch: str) -> None:
                 "knobs": kn.to_dict(),
             }
         )
-        print("bench", entry["name"])
     for layer in CONV_LAYERS:
         L = RESNET18_LAYERS[layer]
         for var, kn in _conv_variants().items():
@@ -114,8 +124,7 @@ def prepare(out: Path, arch: str) -> None:
                     "pad": L.pad,
                 }
             )
-            print("bench", entry["name"])
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     print(
         f"wrote {len(manifest['suite'])} suite and {len(manifest['bench'])} benchmark kernels "
         f"to {out}"

@@ -24,7 +24,7 @@ from pyvta.compiler.backend.cuda.passes import BARRIER
 from pyvta.compiler.backend.llvm.codegen import CodeGen, CodegenError
 from pyvta.compiler.backend.llvm.frame import F32, I32, MEM_TYPE, FnState
 from pyvta.compiler.ir.expr import BinOp, is_float
-from pyvta.compiler.ir.stmt import For
+from pyvta.compiler.ir.stmt import THREAD_TAGS, For
 
 TRIPLE = "nvptx64-nvidia-cuda"
 SREG = {"blockIdx": "ctaid", "threadIdx": "tid"}
@@ -94,7 +94,7 @@ class NvptxCodeGen(CodeGen):
         return self.b.call(self._decl(f"llvm.nvvm.read.ptx.sreg.{SREG[kind]}.{dim}", I32, []), [])
 
     def loop(self, s: For) -> None:
-        if "Idx." not in s.kind:
+        if s.kind not in THREAD_TAGS:
             super().loop(s)
             return
         idx = self._sreg(s.kind)

@@ -18,7 +18,7 @@ values another thread has not written yet in one of the two orders: running both
 
 from __future__ import annotations
 
-from pyvta.compiler.backend.cuda.kernels import DIMS, _block_loops
+from pyvta.compiler.backend.cuda.kernels import DIMS, block_loops
 from pyvta.compiler.backend.cuda.limits import LaunchError
 from pyvta.compiler.backend.cuda.passes import has_barrier, is_barrier, rebuffer
 from pyvta.compiler.ir.expr import IntImm, Var, free_vars, substitute
@@ -125,7 +125,7 @@ class _Emulator:
         return Allocate(big, self.split(body))
 
     def kernel(self):
-        loops, inner = _block_loops(self.k.body)
+        loops, inner = block_loops(self.k.body)
         body = self.split(self.bind_threads(inner))
         for b in self.k.shared:  # one copy per block, on the CPU worker's stack
             cpu = Buffer(b.name, b.dtype, b.shape, "local")

@@ -16,7 +16,16 @@ from pyvta.compiler.backend.cuda.passes import has_barrier
 from pyvta.compiler.backend.llvm.frame import ELEM_BYTES
 from pyvta.compiler.backend.llvm.vector import stmt_exprs_deep, walk_stmts
 from pyvta.compiler.ir.expr import Load, free_vars
-from pyvta.compiler.ir.stmt import Allocate, For, IfThenElse, PrimFunc, Seq, Store, stmt_map
+from pyvta.compiler.ir.stmt import (
+    THREAD_TAGS,
+    Allocate,
+    For,
+    IfThenElse,
+    PrimFunc,
+    Seq,
+    Store,
+    stmt_map,
+)
 
 DIMS = "xyz"
 
@@ -54,7 +63,8 @@ class Kernel:
         }
 
 
-def _block_loops(s) -> tuple[list, object]:
+def block_loops(s) -> tuple[list, object]:
+    """The ``blockIdx``-bound loops at the top of kernel statement ``s`` and what they hold."""
     loops = []
     while isinstance(s, For) and s.kind.startswith("blockIdx."):
         loops.append(s)
@@ -113,14 +123,14 @@ def split_kernels(func: PrimFunc) -> list[Kernel]:
     buffers = func.params + func.workspace
     kernels = []
     for n, s in enumerate(stmts):
-        loops, inner = _block_loops(s)
+        loops, inner = block_loops(s)
         if not loops:
             raise LaunchError(
                 f"statement {n} of {func.name} is not bound to blockIdx: bind the outer loops "
                 "of every root stage to blockIdx.* / threadIdx.* (GPU kernels run nothing "
                 "on the host)"
             )
-        bound = [x for x in walk_stmts(inner) if isinstance(x, For) and "Idx." in x.kind]
+        bound = [x for x in walk_stmts(inner) if isinstance(x, For) and x.kind in THREAD_TAGS]
         if any(x.kind.startswith("blockIdx.") for x in bound):
             raise LaunchError(f"kernel {n}: blockIdx loops must be the outermost, perfectly nested")
         threads = [x for x in bound if x.kind.startswith("threadIdx.")]
