@@ -80,6 +80,11 @@ def _suite() -> dict[str, SuiteKernel]:
             lambda x, w: conv2d_reference(x, w, 2, 3),
         ),
         (
+            "conv_igemm_3x3_s2",
+            lambda: g.conv2d_implicit_gemm(6, 9, 10, 9, 3, 2, 1, small),
+            lambda x, w: conv2d_reference(x, w, 2, 1).reshape(9, -1),
+        ),
+        (
             "bias_relu",
             lambda: g.bias_relu_gpu((2, 3, 5, 7)),
             lambda x, b: np.maximum(x + b[None, :, None, None], 0),

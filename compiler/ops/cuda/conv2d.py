@@ -1,5 +1,8 @@
-"""Direct NCHW conv2d for the GPU: shared-memory tiles of data (with its halo) and weights,
-register tiles of output channels x columns.
+"""NCHW conv2d for the GPU, direct (``conv2d_gpu``) and as an implicit GEMM
+(``conv2d_implicit_gemm``).
+
+Direct: shared-memory tiles of data (with its halo) and weights, register tiles of output
+channels x columns.
 
 ``data`` ``[N, C, H, W]``, ``kernel`` ``[O, C, KH, KW]`` -> ``[N, O, OH, OW]``, float32, any
 stride / padding (the zero padding is computed inline while the data tile is fetched). A
@@ -14,10 +17,13 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from pyvta.compiler.ops.conv2d import conv2d_nchw
+from pyvta.compiler.ops.conv2d import _out_size, conv2d_nchw
 from pyvta.compiler.ops.cuda.fetch import cooperative_fetch
+from pyvta.compiler.ops.cuda.gemm import GpuGemmKnobs, schedule_matmul
+from pyvta.compiler.ops.dense import matmul
+from pyvta.compiler.ops.pad import pad as pad_op
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.tensor import placeholder
+from pyvta.compiler.te.tensor import compute, placeholder
 
 
 @dataclass(frozen=True)
@@ -83,4 +89,43 @@ def conv2d_gpu(
     for sh in shared:
         s[sh].compute_at(s[ol], rco)
         cooperative_fetch(s, sh, (kn.threads_x, kn.threads_y, kn.threads_z))
+    return s, [data, wgt, out]
+
+
+def conv2d_implicit_gemm(
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: int,
+    stride: int = 1,
+    padding: int = 0,
+    knobs: GpuGemmKnobs | None = None,
+):
+    """Batch-1 conv2d as the GEMM ``out[O, OH*OW] = W[O, C*K*K] @ cols[C*K*K, OH*OW]``
+    scheduled by the GPU GEMM template (``gemm.schedule_matmul``). Neither matrix exists in
+    memory: both are index maps, computed while their shared tiles are fetched (``cols`` is
+    the im2col view of the zero-padded data). ``(sch, [data, weight, out])``; ``out`` is
+    ``[O, OH * OW]``, the memory layout of NCHW ``[1, O, OH, OW]``."""
+    knobs = knobs or GpuGemmKnobs()
+    kk = kernel * kernel
+    oh = _out_size("conv2d_implicit_gemm", h, kernel, stride, padding)
+    ow = _out_size("conv2d_implicit_gemm", w, kernel, stride, padding)
+    data = placeholder((1, c, h, w), "float32", "data")
+    wgt = placeholder((o, c, kernel, kernel), "float32", "weight")
+    src = pad_op(data, (0, 0, padding, padding), name="pad") if padding else data
+
+    def col(r, p):
+        y, x = p // ow * stride + r // kernel % kernel, p % ow * stride + r % kernel
+        return src[0, r // kk, y, x]
+
+    wmat = compute(
+        (o, c * kk), lambda f, r: wgt[f, r // kk, r // kernel % kernel, r % kernel], name="wmat"
+    )
+    cols = compute((c * kk, oh * ow), col, name="cols")
+    out = matmul(wmat, cols, name="out")
+    s = create_schedule(out)
+    schedule_matmul(s, out, [wmat, cols], knobs)
+    for t in (wmat, cols, src) if padding else (wmat, cols):
+        s[t].compute_inline()
     return s, [data, wgt, out]

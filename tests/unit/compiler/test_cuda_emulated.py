@@ -7,7 +7,13 @@ import pytest
 from pyvta import compiler
 from pyvta.compiler.backend.cuda import CUDA_PASSES, LaunchError
 from pyvta.compiler.backend.cuda_emulated import RaceError
-from pyvta.compiler.ops.cuda import GpuConv2dKnobs, GpuGemmKnobs, conv2d_gpu, gemm
+from pyvta.compiler.ops.cuda import (
+    GpuConv2dKnobs,
+    GpuGemmKnobs,
+    conv2d_gpu,
+    conv2d_implicit_gemm,
+    gemm,
+)
 from pyvta.compiler.workloads import RESNET18_LAYERS
 from pyvta.testing.gpu_suite import ATOL, RTOL, SUITE, conv2d_reference
 
@@ -78,4 +84,12 @@ def test_gemm_1024_and_resnet_c2_through_emulation_equal_numpy():
     compiler.build(sch, args, target="cuda-emulated")(x, w, y)
     ref = conv2d_reference(x, w, L.stride, L.pad)
     print("conv C2 max |err| / max |ref|", np.abs(y - ref).max() / np.abs(ref).max())
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-3)
+    sch, args = conv2d_implicit_gemm(
+        L.in_channels, L.height, L.width, L.out_channels, L.kernel, L.stride, L.pad
+    )
+    y = np.zeros(args[2].shape, np.float32)
+    compiler.build(sch, args, target="cuda-emulated")(x, w, y)
+    y = y.reshape(ref.shape)
+    print("conv C2 implicit GEMM max |err| / max |ref|", np.abs(y - ref).max() / np.abs(ref).max())
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-3)
