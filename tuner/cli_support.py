@@ -48,9 +48,19 @@ def layer_names(text: str) -> list[str]:
     return names
 
 
-def parse_workload(text: str):
-    """A CPU ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12``."""
-    from pyvta.tuner.cpu import conv2d_task, gemm_task
+def parse_workload(text: str, target: str = "llvm"):
+    """A ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12`` for
+    ``target`` (``llvm``: the CPU templates; ``cuda`` / ``cuda-emulated``: the GPU ones)."""
+    if target == "llvm":
+        from pyvta.tuner.cpu import conv2d_task, gemm_task
+    else:
+        from pyvta.tuner.cuda import gpu_conv2d_task, gpu_gemm_task
+
+        def gemm_task(*a):
+            return gpu_gemm_task(*a, target=target)
+
+        def conv2d_task(*a):
+            return gpu_conv2d_task(*a, target=target)
 
     if text.startswith("vta:"):
         from pyvta.tuner.vta import vta_conv2d_task
@@ -138,6 +148,14 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="VTA workloads: measure each candidate's cycles on this device (a driver.open name:"
         " rtl, sim, ...) instead of the cycle model's estimate",
     )
+    p.add_argument(
+        "--target",
+        default="llvm",
+        choices=["llvm", "cuda", "cuda-emulated"],
+        help="where gemm/conv2d workloads run: the CPU (default), a GPU (cuda), or the GPU"
+        " kernels emulated on the CPU (cuda-emulated: correctness-checked search only, its"
+        " costs are CPU times)",
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 
@@ -165,7 +183,7 @@ def tune_command(args: argparse.Namespace) -> int:
     if Path(args.workload).suffix in (".onnx", ".npz"):
         return _tune_network(args)
     try:
-        task = parse_workload(args.workload)
+        task = parse_workload(args.workload, getattr(args, "target", "llvm"))
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -70,6 +70,10 @@ def default_measurer(task: Task) -> Measurer:
         from pyvta.tuner.vta import VtaCycleBackend
 
         return LocalMeasurer(VtaCycleBackend(), repeats=1, n_run_workers=2, run_timeout_s=120)
+    if task.target in ("cuda", "cuda-emulated"):
+        from pyvta.tuner.cuda import GpuBackend
+
+        return LocalMeasurer(GpuBackend(), repeats=1, build_timeout_s=120, run_timeout_s=300)
     raise ValueError(f"no default measurer for target {task.target!r}: pass measurer=")
 
 

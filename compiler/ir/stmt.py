@@ -7,7 +7,9 @@ import math
 
 from pyvta.compiler.ir.expr import Expr, Var, check_dtype, const
 
-FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "vthread")
+THREAD_TAGS = tuple(f"{k}.{d}" for k in ("blockIdx", "threadIdx") for d in "xyz")
+"""GPU launch indices a loop can be bound to (``bind``): the loop runs as that index."""
+FOR_KINDS = ("serial", "parallel", "vectorized", "unrolled", "vthread", *THREAD_TAGS)
 
 
 class Buffer:
@@ -46,7 +48,8 @@ class Stmt:
 
 
 class For(Stmt):
-    """``for var in [min, min + extent)``; ``kind`` in ``FOR_KINDS``."""
+    """``for var in [min, min + extent)``; ``kind`` in ``FOR_KINDS``. A loop bound to a
+    ``THREAD_TAGS`` index is not a loop on a GPU: each block / thread runs one iteration."""
 
     __slots__ = ("var", "min", "extent", "kind", "body")
 

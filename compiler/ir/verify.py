@@ -3,7 +3,7 @@
 ``verify(func)`` raises ``IRError`` naming the first problem: a variable used outside the loop
 or ``let`` that binds it, a buffer used outside its ``allocate`` (and not a parameter), a
 tensor-expression node left in loop IR, a constant index out of bounds, or a vectorized /
-unrolled loop whose extent is not a constant.
+unrolled loop, or one bound to a GPU index, whose extent is not a constant.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from pyvta.compiler.ir.expr import IntImm, Load, Reduce, TensorRead, Var, children
 from pyvta.compiler.ir.printer import expr_str
 from pyvta.compiler.ir.stmt import (
+    THREAD_TAGS,
     Allocate,
     For,
     Let,
@@ -20,6 +21,8 @@ from pyvta.compiler.ir.stmt import (
     stmt_children,
     stmt_exprs,
 )
+
+CONSTANT_EXTENT_KINDS = ("vectorized", "unrolled", *THREAD_TAGS)
 
 
 class IRError(ValueError):
@@ -57,7 +60,7 @@ def _walk(s: Stmt, vars_in_scope: set, bufs: set) -> None:
     if isinstance(s, Store):
         _check_access(s.buffer, s.index, bufs, stmt_str(s))
     if isinstance(s, For):
-        if s.kind in ("vectorized", "unrolled") and not isinstance(s.extent, IntImm):
+        if s.kind in CONSTANT_EXTENT_KINDS and not isinstance(s.extent, IntImm):
             raise IRError(f"{s.kind} loop {s.var.name} needs a constant extent")
         if s.var in vars_in_scope:
             raise IRError(f"loop variable {s.var.name} is bound twice")

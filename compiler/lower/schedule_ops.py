@@ -20,10 +20,22 @@ from pyvta.compiler.ir.expr import (
 )
 from pyvta.compiler.ir.printer import expr_str
 from pyvta.compiler.ir.simplify import linear_form, simplify, var_coef
-from pyvta.compiler.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, seq
+from pyvta.compiler.ir.stmt import (
+    THREAD_TAGS,
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    PrimFunc,
+    Store,
+    seq,
+)
 from pyvta.compiler.lower.bound import infer_region
 from pyvta.compiler.lower.loops import leaf_extents, root_values
 from pyvta.compiler.schedule.intrin import TensorRegion
+from pyvta.compiler.schedule.scope import shared_across
+
+_SHARABLE = (*THREAD_TAGS, "vthread")  # loop kinds a buffer may be shared across
 
 
 class LowerError(ValueError):
@@ -36,6 +48,7 @@ class _Ctx:
         self.bufs: dict = dict(params)  # Tensor -> (Buffer, origin exprs)
         self.ranges: dict = {}  # Var -> (lo, hi) for loops in scope
         self.children: dict = {}  # (Stage, LoopAxis) -> [Stage]
+        self.bound: dict = {}  # Var -> GPU launch tag or "vthread", for such loops in scope
         for st in sch.stages:
             if st.attach[0] == "at":
                 self.children.setdefault((st.attach[1], st.attach[2]), []).append(st)
@@ -154,11 +167,14 @@ class _StageNest:
             inner = _emit_tensorized(ctx, st, pos, self.ext, self.body, self.out_buf, self.out_idx)
         else:
             ctx.ranges[a.var] = self.leaf_ranges[a.var]
+            if st.annotations.get(a) in _SHARABLE:
+                ctx.bound[a.var] = st.annotations[a]
             inner = _with_children(
                 ctx, st, a, pos, self.ext, lambda: self.build(pos + 1), self.body
             )
             inner = _loop(ctx, st, a, self.ext[a], inner)
             del ctx.ranges[a.var]
+            ctx.bound.pop(a.var, None)
         if pos == self.init_pos:
             return seq(self.init_nest(pos), inner)
         return inner
@@ -177,7 +193,8 @@ def _with_children(ctx: _Ctx, st, axis, pos, ext, build_inner, body):
     relaxed = {a.var: (0, ext[a] - 1) for a in st.leaf[pos + 1 :]}
     allocs, nests = [], []
     for c in kids:
-        region = infer_region(body, c.tensor, relaxed, ctx.ranges)
+        shared = {v: ctx.ranges[v] for v, t in ctx.bound.items() if shared_across(c.scope, t)}
+        region = infer_region(body, c.tensor, {**relaxed, **shared}, ctx.ranges)
         buf = Buffer(c.name, c.tensor.dtype, [n for _, n in region], c.scope)
         ctx.bufs[c.tensor] = (buf, [m for m, _ in region])
         nests.append(_emit_stage(ctx, c, region))

@@ -50,6 +50,18 @@ def conv2d_nchw(
     )
 
 
+def conv2d_nchw_numpy(data, weight, stride: int = 1, padding: int = 0):
+    """What ``conv2d_nchw`` computes, in float64 numpy (a reference for tests and tuners):
+    ``data`` ``[N, C, H, W]``, OIHW ``weight`` -> ``[N, O, OH, OW]``."""
+    import numpy as np
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    k = weight.shape[2]
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (padding,) * 2, (padding,) * 2))
+    win = sliding_window_view(x, (k, k), axis=(2, 3))[:, :, ::stride, ::stride]
+    return np.einsum("ncyxij,ocij->noyx", win, weight.astype(np.float64))
+
+
 def conv2d_nchwc(
     data: Tensor,
     kernel: Tensor,

@@ -1,5 +1,5 @@
-"""Loop-IR passes and the ordered pipelines that run them (see ``pipeline``)."""
+"""Loop-IR passes and the target-independent pipeline that runs them (see ``pipeline``)."""
 
-from pyvta.compiler.passes.pipeline import LLVM_PASSES, PASSES, run_passes
+from pyvta.compiler.passes.pipeline import PASSES, run_passes
 
-__all__ = ["LLVM_PASSES", "PASSES", "run_passes"]
+__all__ = ["PASSES", "run_passes"]

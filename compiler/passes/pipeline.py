@@ -1,28 +1,17 @@
 """The lowering pipelines: explicit, ordered lists of named passes.
 
-``PASSES`` is target independent and runs inside ``compiler.lower``; ``LLVM_PASSES`` runs before
-CPU code generation. ``verify`` runs after every pass.
+``PASSES`` is target independent and runs inside ``compiler.lower``; each backend owns the list
+it runs before code generation (``backend.llvm.passes.LLVM_PASSES``, ``backend.cuda.passes``).
+``verify`` runs after every pass.
 """
 
 from __future__ import annotations
 
 from pyvta.compiler.ir.stmt import PrimFunc
 from pyvta.compiler.ir.verify import verify
-from pyvta.compiler.passes.lift_workspace import lift_workspace
-from pyvta.compiler.passes.lower_vthread import lower_vthread
-from pyvta.compiler.passes.partition_loops import partition_loops
 from pyvta.compiler.passes.simplify_stmt import simplify_stmt
-from pyvta.compiler.passes.unroll_loops import unroll_loops
 
 PASSES = [
-    ("simplify_stmt", simplify_stmt),
-]
-
-LLVM_PASSES = [
-    ("lift_workspace", lift_workspace),
-    ("lower_vthread", lower_vthread),
-    ("partition_loops", partition_loops),
-    ("unroll_loops", unroll_loops),
     ("simplify_stmt", simplify_stmt),
 ]
 

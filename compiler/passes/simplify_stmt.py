@@ -1,11 +1,13 @@
 """``simplify_stmt``: simplify every expression under the ranges of the enclosing loops, drop
-loops of extent 1 (their variable becomes 0) and branches whose condition is constant."""
+loops of extent 1 (their variable becomes 0; not parallel loops, nor loops bound to a GPU index,
+which define the launch) and branches whose condition is constant."""
 
 from __future__ import annotations
 
 from pyvta.compiler.ir.expr import IntImm, substitute
 from pyvta.compiler.ir.simplify import simplify
 from pyvta.compiler.ir.stmt import (
+    THREAD_TAGS,
     Allocate,
     Evaluate,
     For,
@@ -17,11 +19,13 @@ from pyvta.compiler.ir.stmt import (
     seq,
 )
 
+_KEPT_KINDS = ("parallel", *THREAD_TAGS)
+
 
 def _simp(s, ranges: dict):
     if isinstance(s, For):
         ext = simplify(s.extent, ranges)
-        if isinstance(ext, IntImm) and ext.value == 1 and s.kind != "parallel":
+        if isinstance(ext, IntImm) and ext.value == 1 and s.kind not in _KEPT_KINDS:
             body = _subst(s.body, s.var, simplify(s.min, ranges))
             return _simp(body, ranges)
         mn = simplify(s.min, ranges)

@@ -3,13 +3,14 @@
 ``create_schedule(outputs)`` makes one ``Stage`` per compute operation reachable from
 ``outputs`` (producers first). Primitives are methods of ``Stage`` (``split``, ``tile``,
 ``reorder``, ``fuse``, ``compute_at``, ``compute_inline``, ``vectorize``, ``unroll``,
-``parallel``, ``vthread``, ``tensorize``) and of ``Schedule`` (``cache_read``, ``cache_write``).
+``parallel``, ``vthread``, ``bind``, ``tensorize``) and of ``Schedule`` (``cache_read``, ``cache_write``).
 Axes are referred to by ``LoopAxis`` or by name; each call appends one ``Step``.
 """
 
 from __future__ import annotations
 
 from pyvta.compiler.ir.expr import INDEX_DTYPE, TensorRead, Var, transform
+from pyvta.compiler.ir.stmt import THREAD_TAGS
 from pyvta.compiler.schedule.step import Step
 from pyvta.compiler.te.tensor import ComputeOp, IterVar, PlaceholderOp, Tensor
 
@@ -199,6 +200,25 @@ class Stage:
         """Mark ``axis`` as a virtual thread: interleaved by accelerator backends, a plain
         serial loop on the CPU."""
         return self._annotate(axis, "vthread", "vthread")
+
+    def bind(self, axis, thread: str):
+        """Run ``axis`` as GPU launch index ``thread`` (one of ``THREAD_TAGS``: ``blockIdx.x``
+        ... ``threadIdx.z``): each block / thread computes one iteration. The same tag in
+        another stage means the same hardware index (a stage computed at a thread loop and
+        bound to ``threadIdx.x`` again is fetched cooperatively by the block's threads)."""
+        if thread not in THREAD_TAGS:
+            raise ValueError(f"cannot bind to {thread!r} (allowed: {', '.join(THREAD_TAGS)})")
+        a = self.axis(axis)
+        if a.kind == "reduce":
+            raise ValueError(
+                f"cannot bind reduce axis {a.name} to {thread} (a data axis is needed)"
+            )
+        taken = [x.name for x, k in self.annotations.items() if k == thread and x in self.leaf]
+        if taken:
+            raise ValueError(f"stage {self.name} already binds {taken[0]} to {thread}")
+        self.annotations[a] = thread
+        self._record("bind", axis=a.name, thread=thread)
+        return a
 
     def tensorize(self, axis, intrin):
         """Replace the sub-nest from ``axis`` inwards by ``intrin`` (checked at lowering)."""

@@ -18,6 +18,19 @@ class ScopeInfo:
     on_stack: bool = False
 
 
+SHARED_ACROSS = {"global": ("blockIdx.", "threadIdx."), "shared": ("threadIdx.", "vthread")}
+"""For each memory scope, the GPU launch indices (and ``vthread`` loops) whose blocks / threads
+share one copy of a buffer in it (a ``shared`` tile is one per block, fetched by all its
+threads, real and virtual). Bound inference relaxes the loops bound to these: the buffer holds
+what all of them read. Scopes not listed (``local``: registers) are private to a thread."""
+
+
+def shared_across(scope: str, tag: str) -> bool:
+    """Whether one buffer in ``scope`` is shared across the loops bound to ``tag`` (a launch
+    index or ``"vthread"``)."""
+    return tag.startswith(SHARED_ACROSS.get(scope, ()))
+
+
 class ScopeTable:
     """The scopes one backend understands. Not global: each target owns one."""
 

@@ -25,6 +25,7 @@ STEP_KINDS = (
     "unroll",
     "parallel",
     "vthread",
+    "bind",
     "tensorize",
 )
 

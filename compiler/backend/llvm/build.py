@@ -6,9 +6,10 @@ from pyvta.compiler.backend.llvm.cache import KernelCache, kernel_key
 from pyvta.compiler.backend.llvm.codegen import CodeGen
 from pyvta.compiler.backend.llvm.jit import JitFunction, optimize
 from pyvta.compiler.backend.llvm.module import Module
+from pyvta.compiler.backend.llvm.passes import LLVM_PASSES
 from pyvta.compiler.backend.llvm.target import CpuTarget, cpu_scopes
 from pyvta.compiler.ir.stmt import PrimFunc
-from pyvta.compiler.passes.pipeline import LLVM_PASSES, run_passes
+from pyvta.compiler.passes.pipeline import run_passes
 
 
 def build_llvm(func: PrimFunc, target: CpuTarget, cache: KernelCache) -> Module:

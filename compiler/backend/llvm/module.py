@@ -34,6 +34,26 @@ def aligned_copy(a: np.ndarray, align_bytes: int = 64) -> np.ndarray:
     return out
 
 
+def check_arrays(func: PrimFunc, arrays) -> list[np.ndarray]:
+    """``arrays`` if they match ``func``'s parameters (count, numpy, dtype, shape,
+    C-contiguous); else a ``TypeError`` / ``ValueError`` naming the first mismatch."""
+    params = func.params
+    if len(arrays) != len(params):
+        names = ", ".join(b.name for b in params)
+        raise TypeError(f"{func.name} takes {len(params)} arrays ({names}), got {len(arrays)}")
+    for a, b in zip(arrays, params, strict=True):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"argument {b.name} must be a numpy array, got {type(a).__name__}")
+        want = np.dtype(_NP_DTYPE[b.dtype])
+        if a.dtype != want:
+            raise TypeError(f"argument {b.name} has dtype {a.dtype}, expected {want}")
+        if tuple(a.shape) != b.shape:
+            raise ValueError(f"argument {b.name} has shape {tuple(a.shape)}, expected {b.shape}")
+        if not a.flags.c_contiguous:
+            raise ValueError(f"argument {b.name} must be C-contiguous (use np.ascontiguousarray)")
+    return list(arrays)
+
+
 class Module:
     """``module(*arrays)`` runs the kernel; arrays must be C-contiguous numpy arrays whose
     shapes and dtypes match the parameters (outputs are written in place). Scratch buffers
@@ -61,29 +81,7 @@ class Module:
         return self.jit.assembly(self.target)
 
     def _check(self, arrays) -> list[int]:
-        params = self.func.params
-        if len(arrays) != len(params):
-            names = ", ".join(b.name for b in params)
-            raise TypeError(
-                f"{self.func.name} takes {len(params)} arrays ({names}), got {len(arrays)}"
-            )
-        ptrs = []
-        for a, b in zip(arrays, params, strict=True):
-            if not isinstance(a, np.ndarray):
-                raise TypeError(f"argument {b.name} must be a numpy array, got {type(a).__name__}")
-            want = np.dtype(_NP_DTYPE[b.dtype])
-            if a.dtype != want:
-                raise TypeError(f"argument {b.name} has dtype {a.dtype}, expected {want}")
-            if tuple(a.shape) != b.shape:
-                raise ValueError(
-                    f"argument {b.name} has shape {tuple(a.shape)}, expected {b.shape}"
-                )
-            if not a.flags.c_contiguous:
-                raise ValueError(
-                    f"argument {b.name} must be C-contiguous (use np.ascontiguousarray)"
-                )
-            ptrs.append(a.ctypes.data)
-        return ptrs + self._workspace()
+        return [a.ctypes.data for a in check_arrays(self.func, arrays)] + self._workspace()
 
     def _workspace(self) -> list[int]:
         """Scratch buffers of this calling thread (allocated on its first call, then reused)."""

@@ -2,8 +2,9 @@
 
 import pytest
 
+from pyvta.compiler.backend.llvm.passes import LLVM_PASSES
 from pyvta.compiler.ir import Buffer, For, IntImm, Load, PrimFunc, Seq, Store, Var, func_str
-from pyvta.compiler.passes import LLVM_PASSES, PASSES, run_passes
+from pyvta.compiler.passes import PASSES, run_passes
 from pyvta.compiler.passes.lower_vthread import lower_vthread
 from pyvta.compiler.passes.partition_loops import partition_loops
 from pyvta.compiler.passes.simplify_stmt import simplify_stmt

@@ -1,0 +1,102 @@
+"""The driver-API runner (``backend.cuda.launch``) against a fake ``cuda.bindings.driver`` that
+records the calls: the launch sequence and the kernel-argument packing are checked here; a real
+GPU runs them in ``test_cuda_backend`` (skipped without one) and ``benchmarks/gpu_check.py``."""
+
+import ctypes
+import enum
+
+import numpy as np
+import pytest
+
+from pyvta.compiler.backend.cuda import launch
+
+
+class _Result(enum.IntEnum):
+    CUDA_SUCCESS = 0
+    CUDA_ERROR_NO_DEVICE = 100
+
+
+class FakeDriver:
+    CUresult = _Result
+
+    def __init__(self, init_error=_Result.CUDA_SUCCESS):
+        self.calls, self.memory, self.init_error = [], {}, init_error
+
+    def __getattr__(self, name):
+        impl = getattr(type(self), f"_{name}", None)
+
+        def call(*args):
+            self.calls.append((name, args))
+            return impl(self, *args) if impl else (_Result.CUDA_SUCCESS, None)
+
+        return call
+
+    def _cuInit(self, flags):
+        return (self.init_error,)
+
+    def _cuGetErrorName(self, err):
+        return _Result.CUDA_SUCCESS, err.name.encode()
+
+    def _cuDeviceGetName(self, n, dev):
+        return _Result.CUDA_SUCCESS, b"Fake GPU\0\0"
+
+    def _cuMemAlloc(self, nbytes):
+        buf = np.zeros(nbytes, np.uint8)
+        self.memory[buf.ctypes.data] = buf
+        return _Result.CUDA_SUCCESS, buf.ctypes.data
+
+    def _cuMemcpyHtoD(self, dst, src, n):
+        ctypes.memmove(dst, src, n)
+        return (_Result.CUDA_SUCCESS,)
+
+    def _cuMemcpyDtoH(self, dst, src, n):
+        ctypes.memmove(dst, src, n)
+        return (_Result.CUDA_SUCCESS,)
+
+    def _cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        """A 'kernel' that doubles its first float argument's 3 elements into the second."""
+        ptrs = (ctypes.c_uint64 * 2).from_address(params)
+        src, dst = (ctypes.c_uint64.from_address(p).value for p in ptrs)
+        x = (ctypes.c_float * 3).from_address(src)
+        y = (ctypes.c_float * 3).from_address(dst)
+        for i in range(3):
+            y[i] = 2 * x[i]
+        return (_Result.CUDA_SUCCESS,)
+
+
+PLAN = {
+    "buffers": [
+        {"name": "x", "shape": [3], "dtype": "float32"},
+        {"name": "y", "shape": [3], "dtype": "float32"},
+    ],
+    "n_params": 2,
+    "kernels": [{"name": "main_k0", "grid": [5, 1, 1], "block": [64, 2, 1], "args": [0, 1]}],
+}
+
+
+def test_plan_upload_launch_download(monkeypatch):
+    fake = FakeDriver()
+    monkeypatch.setattr(launch, "_driver", lambda: fake)
+    gpu = launch.Gpu()
+    assert gpu.name == "Fake GPU"
+    loaded = gpu.load(".version 7.8\n", PLAN)
+    x, y = np.array([1, 2, 3], np.float32), np.zeros(3, np.float32)
+    loaded.run([x, y])
+    np.testing.assert_array_equal(y, [2, 4, 6])
+    names = [n for n, _ in fake.calls]
+    assert names[:4] == ["cuInit", "cuDeviceGet", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"]
+    (args,) = [a for n, a in fake.calls if n == "cuLaunchKernel"]
+    assert args[1:7] == (5, 1, 1, 64, 2, 1)
+    (ptx,) = [a for n, a in fake.calls if n == "cuModuleLoadData"]
+    assert ctypes.string_at(ptx[0]) == b".version 7.8\n"  # NUL-terminated image
+    assert (
+        names.index("cuMemcpyDtoH")
+        > names.index("cuCtxSynchronize")
+        > names.index("cuLaunchKernel")
+    )
+
+
+def test_a_failing_cuinit_is_gpu_unavailable(monkeypatch):
+    monkeypatch.setattr(launch, "_driver", lambda: FakeDriver(_Result.CUDA_ERROR_NO_DEVICE))
+    with pytest.raises(launch.GpuUnavailable, match="cuInit failed: CUDA_ERROR_NO_DEVICE"):
+        launch.Gpu()
