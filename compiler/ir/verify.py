@@ -20,9 +20,10 @@ from pyvta.compiler.ir.stmt import (
     stmt_children,
     stmt_exprs,
 )
+from pyvta.isa.errors import PyvtaError
 
 
-class IRError(ValueError):
+class IRError(PyvtaError, ValueError):
     pass
 
 

@@ -24,9 +24,10 @@ from pyvta.compiler.ir.stmt import Allocate, Buffer, For, IfThenElse, PrimFunc, 
 from pyvta.compiler.lower.bound import infer_region
 from pyvta.compiler.lower.loops import leaf_extents, root_values
 from pyvta.compiler.schedule.intrin import TensorRegion
+from pyvta.isa.errors import PyvtaError
 
 
-class LowerError(ValueError):
+class LowerError(PyvtaError, ValueError):
     pass
 
 

@@ -55,9 +55,10 @@ from pyvta.compiler.ir.stmt import (
     Seq,
     Store,
 )
+from pyvta.isa.errors import PyvtaError
 
 
-class CodegenError(ValueError):
+class CodegenError(PyvtaError, ValueError):
     pass
 
 
