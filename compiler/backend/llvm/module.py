@@ -7,7 +7,8 @@ import threading
 
 import numpy as np
 
-from pyvta.compiler.ir.stmt import PrimFunc
+from pyvta.compiler.backend.llvm.vector import walk_stmts
+from pyvta.compiler.ir.stmt import PrimFunc, Store
 
 _NP_DTYPE = {
     "int8": np.int8,
@@ -45,6 +46,7 @@ class Module:
         self.func, self.jit, self.target = func, jit, target
         self.from_cache = from_cache  # "memory", "disk" or "none"
         self._local = threading.local()
+        self._written = {st.buffer.name for st in walk_stmts(func.body) if isinstance(st, Store)}
         nbufs = len(func.params) + len(func.workspace)
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nbufs))
         self._fn = proto(jit.address)
@@ -81,6 +83,11 @@ class Module:
             if not a.flags.c_contiguous:
                 raise ValueError(
                     f"argument {b.name} must be C-contiguous (use np.ascontiguousarray)"
+                )
+            if b.name in self._written and not a.flags.writeable:
+                raise ValueError(
+                    f"argument {b.name} is written by {self.func.name} but its array is read-only"
+                    " (a read-only memmap, a view of bytes, ...); pass a writable array"
                 )
             ptrs.append(a.ctypes.data)
         return ptrs + self._workspace()
