@@ -11,6 +11,7 @@ from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit
 from pyvta.compiler.backend.vta.constants import bias_digit_blocks, identity_block, ones_row
 from pyvta.compiler.backend.vta.conv2d import DramMap, LoweredConv, lower_conv2d
 from pyvta.compiler.backend.vta.default import default_config
+from pyvta.compiler.backend.vta.packing import check_int32
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.isa import HwConfig, encode_insns, encode_uops
 
@@ -64,6 +65,8 @@ class VtaConv2d:
         explore: int = 0,
     ):
         hw: HwConfig = device.config
+        if ep.bias and bias is not None:
+            bias = check_int32("bias", bias)  # before any use: a float or wide bias is refused
         ep, digits = lowering_epilogue(wl, ep, bias)
         if config is not None and digits is not None:
             try:
