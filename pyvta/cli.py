@@ -76,6 +76,9 @@ def _report(args: argparse.Namespace, exc: Exception) -> int:
     if isinstance(exc, PyvtaError):
         print(f"{prefix} {exc}", file=sys.stderr)
         return 2
+    if isinstance(exc, MemoryError):
+        print(f"{prefix} out of memory ({exc or 'the request is too large'})", file=sys.stderr)
+        return 2
     if isinstance(exc, OSError) and exc.filename is not None:
         print(f"{prefix} {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
         return 2

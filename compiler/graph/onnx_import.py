@@ -9,6 +9,7 @@ op and what is supported; nothing is silently dropped.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,10 @@ from onnx import helper, numpy_helper
 from pyvta.compiler.graph.ir import Graph, Node, Value
 from pyvta.compiler.graph.shapes import record_outputs
 from pyvta.isa.errors import PyvtaError
+
+MAX_TENSOR_ELEMS = (
+    1 << 24
+)  # 64 MiB of float32 per tensor: beyond, the CPU kernels run out of memory
 
 
 class OnnxImportError(PyvtaError, ValueError):
@@ -284,6 +289,13 @@ CONVERTERS = {
     "Constant": _constant,
 }
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))
+# (fewest, most) inputs of each op; None: any number
+ARITY = {
+    "Conv": (2, 3), "Gemm": (2, 3), "MatMul": (2, 2), "Relu": (1, 1), "Clip": (1, 3),
+    "Add": (2, 2), "Mul": (2, 2), "BatchNormalization": (5, 5), "MaxPool": (1, 1),
+    "AveragePool": (1, 1), "GlobalAveragePool": (1, 1), "Flatten": (1, 1), "Reshape": (2, 2),
+    "Concat": (1, None), "Softmax": (1, 1), "Identity": (1, 1), "Constant": (0, 0),
+}  # fmt: skip
 
 
 def _static_shape(vi, overrides: dict) -> tuple[int, ...]:
@@ -344,6 +356,12 @@ def import_onnx(model: onnx.ModelProto | str | Path, input_shapes: dict | None =
     undefined = [o for o in g.outputs if o not in g.values]
     if undefined:
         raise OnnxImportError(f"graph outputs {undefined} are not produced by any node or input")
+    huge = next((v for v in g.values.values() if math.prod(v.shape) > MAX_TENSOR_ELEMS), None)
+    if huge is not None:
+        raise OnnxImportError(
+            f"tensor {huge.name!r} of shape {list(huge.shape)} has {math.prod(huge.shape)}"
+            f" elements (supported: up to {MAX_TENSOR_ELEMS} = 2**{MAX_TENSOR_ELEMS.bit_length() - 1})"
+        )
     return g
 
 
@@ -367,6 +385,10 @@ def _convert_node(imp: _Importer, node) -> None:
             f"node {node.name!r}: op {node.op_type!r} is not supported "
             f"(supported: {', '.join(SUPPORTED_OPS)})"
         )
+    lo, hi = ARITY[node.op_type]
+    if not lo <= len(node.input) <= (hi if hi is not None else len(node.input)):
+        allowed = f"{lo}" if lo == hi else f"{lo} to {hi if hi is not None else 'any'}"
+        raise imp.fail(node, f"{len(node.input)} inputs (allowed: {allowed})")
     for name in node.input:
         if name and name not in g.values:
             raise imp.fail(node, f"input {name!r} is not defined")

@@ -201,7 +201,15 @@ def infer_node(node: Node, ins: list[Value]) -> list[tuple[tuple[int, ...], str]
     rule = RULES.get(node.op)
     if rule is None:
         raise GraphError(f"node {node.name!r} has unknown op {node.op!r} (known: {OPS})")
-    return [(tuple(int(d) for d in s), t) for s, t in rule(node, ins)]
+    try:
+        return [(tuple(int(d) for d in s), t) for s, t in rule(node, ins)]
+    except GraphError:
+        raise
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        # wrong input count, missing or mistyped attribute: a malformed node, named
+        raise GraphError(
+            f"node {node.name!r} ({node.op}) is malformed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def record_outputs(graph: Graph, node: Node) -> Node:
