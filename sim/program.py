@@ -65,13 +65,20 @@ class Program:
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
+        if Path(path).is_file() and not zipfile.is_zipfile(path):
+            raise ProgramError(f"{path}: not a readable program bundle (not an .npz archive)")
         try:
             with np.load(path, allow_pickle=False) as z:
                 missing = [k for k in BUNDLE_KEYS[:3] if k not in z.files]
                 if missing:
+                    hint = (
+                        "; it looks like a compiled model, which pyvta run takes"
+                        if "__graph__" in z.files
+                        else ""
+                    )
                     raise ProgramError(
                         f"{path}: bundle lacks keys {missing} (needs {list(BUNDLE_KEYS[:3])},"
-                        " optional 'config')"
+                        f" optional 'config'){hint}"
                     )
                 cfg = HwConfig.from_json(str(z["config"])) if "config" in z.files else HwConfig()
                 return cls(z["dram"], _scalar(z, "insn_addr"), _scalar(z, "insn_count"), cfg)

@@ -16,14 +16,14 @@ TARGETS = {"vta-sim": ("vta", "sim"), "cpu": ("cpu", None), "cpu-int8": ("cpu-in
 
 def compile_for(path: str | Path, target: str, log=print):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``."""
-    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
+    from pyvta.compiler.graph.compiled_model import compile_model
 
     if target not in TARGETS:
         raise CommandError(f"unknown target {target!r} (allowed: {', '.join(TARGETS)})")
     path = Path(path)
     t0 = time.perf_counter()
     if path.suffix == ".npz":
-        cm = CompiledModel.load(path)
+        cm = _load_artifact(path)
         want = TARGETS[target][0]
         if cm.target != want:
             raise CommandError(f"{path} was compiled for {cm.target!r}, not {want!r} ({target})")
@@ -33,6 +33,33 @@ def compile_for(path: str | Path, target: str, log=print):
     cm = compile_model(path, TARGETS[target][0])
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     return cm
+
+
+def _load_artifact(path: Path):
+    """``CompiledModel.load`` with a program bundle and an unreadable file named as such."""
+    import zipfile
+
+    from pyvta.compiler.graph.compiled_model import CompiledModel
+    from pyvta.isa import PyvtaError
+
+    if path.is_file() and not zipfile.is_zipfile(path):
+        raise CommandError(f"{path}: not a compiled model (not an .npz archive)")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "insn_count" in z.files and "dram" in z.files:
+                raise CommandError(
+                    f"{path} is a program bundle (for pyvta sim / pyvta hw run), not a compiled"
+                    " model (write one with: pyvta compile MODEL.onnx -o MODEL.npz)"
+                )
+        return CompiledModel.load(path)
+    except PyvtaError:
+        raise
+    except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise CommandError(f"{path}: no such file") from exc
+        raise CommandError(
+            f"{path}: not a readable compiled model ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def accelerator(search: int = 0, trace: bool = False, configs: dict | None = None):

@@ -162,3 +162,14 @@ def test_pyvta_error_is_one_line_and_debug_shows_the_traceback(tmp_path, capsys)
     assert len(err.strip().splitlines()) == 1
     assert main(["sim", str(bad), "--debug"]) == 2
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_bundle_and_artifact_are_not_mistaken_for_each_other(tmp_path, bundle, capsys):
+    _refused(["run", bundle], capsys, "is a program bundle (for pyvta sim")
+    artifact = tmp_path / "a.npz"
+    np.savez(artifact, __graph__=np.array("{}"))
+    _refused(["sim", artifact], capsys, "looks like a compiled model")
+    junk = tmp_path / "j.npz"
+    junk.write_bytes(b"junk")
+    _refused(["run", junk], capsys, "not an .npz archive")
+    _refused(["sim", junk], capsys, "not an .npz archive")
