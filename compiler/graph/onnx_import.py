@@ -190,6 +190,13 @@ def _batch_norm(imp: _Importer, node) -> None:
         raise imp.fail(node, "only inference mode (training_mode=0, spatial=1, 1 output)")
     if any(imp.const(i) is None for i in node.input[1:]):
         raise imp.fail(node, "scale, B, mean and var must be constants")
+    x_shape = imp.shape(node.input[0])
+    channels = x_shape[1] if len(x_shape) > 1 else None
+    shapes = [imp.const(i).shape for i in node.input[1:]]
+    if any(s != (channels,) for s in shapes):
+        raise imp.fail(
+            node, f"scale, B, mean, var have shapes {shapes} (allowed: ({channels},) each)"
+        )
     imp.emit(node, "batch_norm", list(node.input), {"epsilon": float(a["epsilon"])})
 
 

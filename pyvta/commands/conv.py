@@ -94,6 +94,10 @@ def _config(args, wl, ep, hw) -> ConvConfig | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.search < 0:
+        raise CommandError(f"--search {args.search}: must be >= 0 (0: analytic only)")
+    if args.disasm < -1:
+        raise CommandError(f"--disasm {args.disasm}: must be >= 0, or -1 for all")
     save = args.save and output_path(args.save, ".npz", flag="--save")
     trace = args.trace and output_path(args.trace, ".json", inputs=(save,), flag="--trace")
     hw = config_from(args)

@@ -118,6 +118,13 @@ def test_atomic_output_keeps_the_old_file_when_writing_fails(tmp_path):
         (["hw", "run", "B.npz", "--out", "B"], "would destroy the input"),
         (["hw", "verilog", "-o", "D"], "is a directory"),
         (["tune", "gemm:64,64,64", "--plot", "D"], "is a directory"),
+        (["demo", "gemm", "--save", "D"], "is a directory"),
+        (["demo", "gemm", "--trace", "B.npz"], "must end in .json"),
+        (["demo", "gemm", "--m", "0"], "--m 0: a matrix dimension must be >= 1"),
+        (["conv", "--search", "-1"], "--search -1: must be >= 0"),
+        (["conv", "--disasm", "-2"], "--disasm -2: must be >= 0, or -1"),
+        (["isa", "--config", "B.npz"], "not a JSON config (not UTF-8 text)"),
+        (["isa", "--config", "D"], "is a directory, not a JSON config"),
     ],
 )
 def test_other_commands_refuse_bad_outputs_before_work(tmp_path, bundle, capsys, argv, match):
