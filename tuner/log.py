@@ -262,9 +262,12 @@ def tasks_in_log(log: str | os.PathLike, templates: dict, exclude: Task | None =
             continue
         try:
             args = json.loads("[" + rest.rsplit("@", 1)[0])
-        except ValueError:
+            t = templates[name].task(*args)
+        except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as e:
+            warnings.warn(
+                f"{log}: skipped task {r.task_key!r} (not rebuildable: {e})", stacklevel=2
+            )
             continue
-        t = templates[name].task(*args)
         if t.key == r.task_key and (exclude is None or t.key != exclude.key):
             out.append(t)
     return out

@@ -100,3 +100,16 @@ def test_cli_log_that_is_a_directory_or_the_model_is_refused_before_tuning(tmp_p
     assert main(["tune", str(model), "--log", str(model), "--no-progress"]) == 2
     assert "would destroy the input" in capsys.readouterr().err
     assert model.read_bytes() == b"x"
+
+
+def test_tasks_in_log_skips_keys_it_cannot_rebuild(tmp_path):
+    from pyvta.tuner.log import tasks_in_log
+
+    log = tmp_path / "l.jsonl"
+    _good_log(log)
+    name = TASK.key.split("[")[0]
+    for key in (f'{name}["a", 1, 2]@x', f"{name}[1e999]@x", f"{name}[{{}}]@x", f"{name}[1]@x"):
+        _append(log, task=key)
+    with pytest.warns(UserWarning, match="not rebuildable"):
+        tasks = tasks_in_log(log, {TASK.name: TASK.template})
+    assert [t.key for t in tasks] == [TASK.key]
