@@ -56,3 +56,15 @@ def test_read_only_outputs_are_refused(tmp_path):
     c = np.empty(N, np.float32)
     mod(memmap, b, c)  # a read-only input is fine
     np.testing.assert_array_equal(c, np.maximum(0, b))
+
+
+def test_te_declaration_errors_are_pyvta_errors():
+    from pyvta.compiler.te.tensor import TeError
+    from pyvta.isa.errors import PyvtaError
+
+    assert issubclass(TeError, PyvtaError) and issubclass(TeError, ValueError)
+    with pytest.raises(TeError, match="shape must be positive"):
+        te.placeholder((-1, 4), "float32", name="A")
+    a = te.placeholder((8,), "float32", name="A")
+    with pytest.raises(TeError, match=r"index 8 of axis 0 is outside \[0, 8\)"):
+        te.compute((8,), lambda i: a[8], name="C")
