@@ -4,6 +4,7 @@ refused before any work runs; results are written atomically; the CLI prints a P
 line (exit 2), an unexpected exception as a short note (exit 3), tracebacks with --debug."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,3 +181,17 @@ def test_bundle_and_artifact_are_not_mistaken_for_each_other(tmp_path, bundle, c
     junk.write_bytes(b"junk")
     _refused(["run", junk], capsys, "not an .npz archive")
     _refused(["sim", junk], capsys, "not an .npz archive")
+
+
+def test_hw_run_failure_is_one_line_and_leaves_no_output(tmp_path, bundle, capsys, monkeypatch):
+    from pyvta.hw import cli_support
+
+    def deadlocked(bundle_path, out, **kw):
+        Path(out).write_bytes(b"partial")
+        raise RuntimeError("RTL run did not finish (deadlock): load waits for a token")
+
+    monkeypatch.setattr(cli_support, "run_bundle", deadlocked)
+    out = tmp_path / "r.npz"
+    _refused(["hw", "run", bundle, "--out", out], capsys, "RTL run did not finish (deadlock)")
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
