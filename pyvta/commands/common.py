@@ -42,8 +42,10 @@ def output_path(
     text = os.fspath(path)
     p = Path(text).expanduser()
     if not text or text.endswith(("/", os.sep)) or p.is_dir() or (suffix and p.name == suffix):
+        folder = p if p.is_dir() else p.parent
         raise CommandError(
-            f"{flag} {text!r} is a directory; give a file name (e.g. out{suffix or ''})"
+            f"{flag} {text!r} is a directory; give a file name"
+            f" (e.g. {folder / ('out' + (suffix or ''))})"
         )
     if suffix and p.suffix != suffix:
         if p.suffix:
@@ -61,7 +63,7 @@ def output_path(
                 " (give another file name)"
             )
     _check_writable(p, parent, flag)
-    return p
+    return p.resolve() if p.is_symlink() else p  # write the file a link names, not the link
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -195,3 +195,13 @@ def test_hw_run_failure_is_one_line_and_leaves_no_output(tmp_path, bundle, capsy
     _refused(["hw", "run", bundle, "--out", out], capsys, "RTL run did not finish (deadlock)")
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_output_through_a_symlink_writes_its_target(tmp_path):
+    target = tmp_path / "real.npz"
+    target.write_bytes(b"old")
+    (tmp_path / "link.npz").symlink_to(target)
+    p = output_path(tmp_path / "link.npz", ".npz")
+    with atomic_output(p) as tmp:
+        tmp.write_bytes(b"new")
+    assert (tmp_path / "link.npz").is_symlink() and target.read_bytes() == b"new"
