@@ -389,9 +389,12 @@ def mutate_artifact(data: bytes, rng) -> bytes:
     return out.getvalue()
 
 
-def fuzz_artifacts(rng, n: int, folder: Path, timeout_s: float) -> Tally:
+def fuzz_artifacts(rng, n: int, folder: Path, timeout_s: float) -> list[Tally]:
+    """Each mutated artifact loaded and run twice: through ``CompiledModel.load`` (the API) and
+    through what ``pyvta run`` calls (``commands.network.compile_for``)."""
     import onnx
 
+    from pyvta.commands.network import compile_for
     from pyvta.compiler.graph import CompiledModel, compile_model, run_model
 
     src = folder / "tiny.onnx"
@@ -402,20 +405,24 @@ def fuzz_artifacts(rng, n: int, folder: Path, timeout_s: float) -> Tally:
         compile_model(src, target).save(p)
         originals[target] = p.read_bytes()
     x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype(np.float32)
-    t = Tally("artifacts")
-    t0 = time.perf_counter()
+    cli_target = {"cpu": "cpu", "cpu-int8": "cpu-int8", "vta": "vta-sim"}
+    api, cli = Tally("artifact API"), Tally("artifact CLI")
     path = folder / "a.npz"
+
+    def via_cli(target: str) -> None:
+        run_model(compile_for(path, target, log=lambda *a: None), x)
+
     for i in range(n):
         target = str(rng.choice(sorted(originals)))
-        data = mutate_artifact(originals[target], rng)
-
-        def case(data=data):
-            path.write_bytes(data)
-            run_model(CompiledModel.load(path), x)
-
-        t.run(f"artifact case {i} ({target})", case, timeout_s)
-    t.wall_s = time.perf_counter() - t0
-    return t
+        path.write_bytes(mutate_artifact(originals[target], rng))
+        t0 = time.perf_counter()
+        api.run(f"artifact case {i} ({target})", lambda: run_model(CompiledModel.load(path), x),
+                timeout_s)  # fmt: skip
+        t1 = time.perf_counter()
+        cli.run(f"artifact case {i} ({target})", lambda t=cli_target[target]: via_cli(t), timeout_s)
+        api.wall_s += t1 - t0
+        cli.wall_s += time.perf_counter() - t1
+    return [api, cli]
 
 
 def main(argv=None) -> int:
