@@ -68,3 +68,17 @@ def test_te_declaration_errors_are_pyvta_errors():
     a = te.placeholder((8,), "float32", name="A")
     with pytest.raises(TeError, match=r"index 8 of axis 0 is outside \[0, 8\)"):
         te.compute((8,), lambda i: a[8], name="C")
+
+
+def test_out_of_bounds_affine_read_is_refused_guarded_read_is_not():
+    from pyvta.compiler.ir.verify import IRError
+
+    a = te.placeholder((N,), "float32", name="A")
+    c = te.compute((N,), lambda i: a[i + 1], name="C")  # reads A[N] in the last iteration
+    with pytest.raises(IRError, match=r"index \(i \+ 1\) of A ranges over \[1, 64\]"):
+        compiler.build(compiler.create_schedule(c), [a, c], cache_dir=None)
+    d = te.compute((N,), lambda i: te.select(i >= 1, a[i - 1], 0.0), name="D")  # padding read
+    mod = compiler.build(compiler.create_schedule(d), [a, d], cache_dir=None)
+    x, out = np.arange(N, dtype=np.float32), np.empty(N, np.float32)
+    mod(x, out)
+    np.testing.assert_array_equal(out, np.concatenate([[0.0], x[:-1]]))
