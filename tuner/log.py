@@ -98,6 +98,21 @@ class Record:
         return None
 
 
+def _check_is_log(path: Path) -> None:
+    """Refuse to append to a file that is not a tuning log (a model, a bundle, ...)."""
+    if path.is_dir():
+        raise LogError(f"tuning log {path} is a directory")
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    if not head.startswith(b'{"v": '):
+        raise LogError(
+            f"{path} exists and is not a tuning log (it does not start with a JSON record);"
+            " not appending to it (give a new or a .jsonl log file)"
+        )
+
+
 def _check_schema(d: dict) -> None:
     """Types and ranges of a record's fields (ValueError names the first bad one)."""
     for key in ("task", "space"):
@@ -141,6 +156,7 @@ class TuningLog:
 
     def __init__(self, path: str | os.PathLike, fsync: bool = True):
         self.path = Path(path)
+        _check_is_log(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
         self._f = open(self.path, "a+b")  # noqa: SIM115 - kept open for appends

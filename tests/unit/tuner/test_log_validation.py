@@ -113,3 +113,15 @@ def test_tasks_in_log_skips_keys_it_cannot_rebuild(tmp_path):
     with pytest.warns(UserWarning, match="not rebuildable"):
         tasks = tasks_in_log(log, {TASK.name: TASK.template})
     assert [t.key for t in tasks] == [TASK.key]
+
+
+def test_a_file_that_is_not_a_log_is_never_appended_to(tmp_path, capsys):
+    from pyvta.tuner.log import LogError
+
+    model = tmp_path / "model.onnx"
+    model.write_bytes(b"\x08\x07binary model")
+    with pytest.raises(LogError, match="is not a tuning log"):
+        TuningLog(model)
+    assert main(["tune", "gemm:64,64,64", "--log", str(model), "--no-progress"]) == 2
+    assert "is not a tuning log" in capsys.readouterr().err
+    assert model.read_bytes() == b"\x08\x07binary model"
