@@ -23,7 +23,7 @@ def compile_for(path: str | Path, target: str, log=print):
     path = Path(path)
     t0 = time.perf_counter()
     if path.suffix == ".npz":
-        cm = _load_artifact(path)
+        cm = load_artifact(path)
         want = TARGETS[target][0]
         if cm.target != want:
             raise CommandError(f"{path} was compiled for {cm.target!r}, not {want!r} ({target})")
@@ -35,7 +35,7 @@ def compile_for(path: str | Path, target: str, log=print):
     return cm
 
 
-def _load_artifact(path: Path):
+def load_artifact(path: Path):
     """``CompiledModel.load`` with a program bundle and an unreadable file named as such."""
     import zipfile
 

@@ -20,6 +20,10 @@ def run(args: argparse.Namespace) -> int:
     from pyvta.commands.common import output_path
     from pyvta.tuner.cli_support import tune_command
 
+    if Path(args.workload).suffix == ".npz":  # a compiled model: readable, and not a bundle
+        from pyvta.commands.network import load_artifact
+
+        load_artifact(Path(args.workload))
     # appended to (and read back by --resume), so checked, not written atomically
     inputs = (args.workload, args.transfer_log)
     if args.log:

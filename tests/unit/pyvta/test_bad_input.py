@@ -181,6 +181,8 @@ def test_bundle_and_artifact_are_not_mistaken_for_each_other(tmp_path, bundle, c
     junk.write_bytes(b"junk")
     _refused(["run", junk], capsys, "not an .npz archive")
     _refused(["sim", junk], capsys, "not an .npz archive")
+    _refused(["tune", junk, "--no-progress"], capsys, "not an .npz archive")
+    _refused(["tune", bundle, "--no-progress"], capsys, "is a program bundle")
 
 
 def test_hw_run_failure_is_one_line_and_leaves_no_output(tmp_path, bundle, capsys, monkeypatch):
