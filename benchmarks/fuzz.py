@@ -198,6 +198,9 @@ def fuzz_programs(rng, n: int, timeout_s: float) -> list[Tally]:
             p = random_case_program(np.random.default_rng(seed))
         except PyvtaError:  # e.g. a flipped bit in a valid program's instruction address
             continue
+        if i and i % 10_000 == 0:
+            bad = sum(len(t.tracebacks) + len(t.hangs) for t in tallies.values())
+            print(f"  programs: {i} of {n}, {bad} tracebacks or hangs so far", flush=True)
         for name, fn in runs.items():
             t0 = time.perf_counter()
             tallies[name].run(
