@@ -121,7 +121,12 @@ class _Rewriter:
             raise GraphError(f"node {n.name!r}: shift {shift} exceeds 31 (input/weight scales)")
         bq = np.round(bias * 2.0**fa) + (1 << (shift - 1) if shift else 0)
         if np.max(np.abs(bq), initial=0) >= 2**31:
-            raise GraphError(f"node {n.name!r}: bias does not fit int32 at 2**-{fa}")
+            raise GraphError(
+                f"node {n.name!r}: its int32 bias overflows at the accumulator's scale"
+                f" 2**{-fa}: max |weight| {float(np.max(np.abs(w))):.3g} and max |bias|"
+                f" {float(np.max(np.abs(bias))):.3g} (after rounding correction) do not fit int8"
+                " weights with an int32 bias at one power-of-two scale; check this node's weights"
+            )
         attrs = {k: n.attrs[k] for k in ("strides", "pads", "dilations", "group") if k in n.attrs}
         clip = n.attrs.get("clip") or [-math.inf, math.inf]
         attrs["clip_lo"] = int(max(-128, min(127, _scaled(clip[0], fy))))

@@ -139,3 +139,11 @@ def test_nan_input_is_refused_by_an_int8_model(tmp_path, small_model):
     x[0, 1, 2, 3] = np.nan
     with pytest.raises(GraphError, match="NaN or Inf"):
         run_model(cm, x)
+
+
+def test_huge_weight_is_blamed_on_the_weights_with_a_readable_scale(tmp_path, small_model):
+    path = tmp_path / "w.onnx"
+    onnx.save(_with_initializer(small_model, "conv5.weight", 1e30), path)
+    with pytest.raises(GraphError, match=r"node 'conv5'.*2\*\*11: max \|weight\|") as exc:
+        compile_model(path, "cpu-int8")
+    assert "2**--" not in str(exc.value)
