@@ -75,6 +75,7 @@ class Tally:
         self.tracebacks: list[tuple[str, str]] = []
         self.hangs: list[str] = []
         self.wall_s = 0.0
+        self.insns = 0  # instruction words in the cases (programs)
 
     def run(self, what: str, fn, timeout_s: float) -> None:
         self.n += 1
@@ -93,8 +94,9 @@ class Tally:
 
     def summary(self) -> str:
         clean = ", ".join(f"{k} {v}" for k, v in self.clean.most_common())
+        words = f" ({self.insns} instruction words)" if self.insns else ""
         return (
-            f"{self.name:10s} {self.n:7d} cases in {self.wall_s:7.1f} s:"
+            f"{self.name:10s} {self.n:7d} cases{words} in {self.wall_s:7.1f} s:"
             f" {self.ok} ok, {sum(self.clean.values())} PyvtaError ({clean or '-'}),"
             f" {len(self.tracebacks)} tracebacks, {len(self.hangs)} hangs"
         )
@@ -202,6 +204,7 @@ def fuzz_programs(rng, n: int, timeout_s: float) -> list[Tally]:
             bad = sum(len(t.tracebacks) + len(t.hangs) for t in tallies.values())
             print(f"  programs: {i} of {n}, {bad} tracebacks or hangs so far", flush=True)
         for name, fn in runs.items():
+            tallies[name].insns += p.insn_count
             t0 = time.perf_counter()
             tallies[name].run(
                 f"program seed {seed} (case {i})", lambda p=p, fn=fn: fn(p), timeout_s
