@@ -7,8 +7,11 @@ A record::
      "index": 17, "config": {"bm": 8, ...}, "costs": [...], "cost": 0.0012,
      "error": null, "msg": "", "build_s": 0.3, "ts": 1764470000.0, "unit": "s"}
 
-``read_records`` skips (with one warning each) lines that are not JSON (e.g. a line cut short by
-a kill), that lack fields or that have another format version. ``apply_best(log, task)`` is the
+``read_records`` skips (with one warning each, naming the line) lines that are not JSON (e.g. a
+line cut short by a kill), that lack fields, have another format version or break the schema
+(field types; a valid measurement's costs finite and > 0), and, read for a task, records whose
+index is outside its space or whose config is not the one of their index: a bad record is never
+reported as best. ``TuningLog`` never appends to a file that is not a tuning log. ``apply_best(log, task)`` is the
 best valid config measured for ``task`` (same key and space signature; a config measured more
 than once counts with the median of its records).
 """
