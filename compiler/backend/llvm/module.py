@@ -9,6 +9,7 @@ import numpy as np
 
 from pyvta.compiler.backend.llvm.vector import walk_stmts
 from pyvta.compiler.ir.stmt import PrimFunc, Store
+from pyvta.isa.errors import PyvtaError
 
 _NP_DTYPE = {
     "int8": np.int8,
@@ -33,6 +34,10 @@ def aligned_copy(a: np.ndarray, align_bytes: int = 64) -> np.ndarray:
     out = aligned_empty(a.shape, a.dtype, align_bytes)
     out[...] = a
     return out
+
+
+class KernelArgumentError(PyvtaError, TypeError, ValueError):
+    """Arrays a compiled kernel cannot be called with (count, dtype, shape, layout, read-only)."""
 
 
 class Module:
@@ -66,26 +71,28 @@ class Module:
         params = self.func.params
         if len(arrays) != len(params):
             names = ", ".join(b.name for b in params)
-            raise TypeError(
+            raise KernelArgumentError(
                 f"{self.func.name} takes {len(params)} arrays ({names}), got {len(arrays)}"
             )
         ptrs = []
         for a, b in zip(arrays, params, strict=True):
             if not isinstance(a, np.ndarray):
-                raise TypeError(f"argument {b.name} must be a numpy array, got {type(a).__name__}")
+                raise KernelArgumentError(
+                    f"argument {b.name} must be a numpy array, got {type(a).__name__}"
+                )
             want = np.dtype(_NP_DTYPE[b.dtype])
             if a.dtype != want:
-                raise TypeError(f"argument {b.name} has dtype {a.dtype}, expected {want}")
+                raise KernelArgumentError(f"argument {b.name} has dtype {a.dtype}, expected {want}")
             if tuple(a.shape) != b.shape:
-                raise ValueError(
+                raise KernelArgumentError(
                     f"argument {b.name} has shape {tuple(a.shape)}, expected {b.shape}"
                 )
             if not a.flags.c_contiguous:
-                raise ValueError(
+                raise KernelArgumentError(
                     f"argument {b.name} must be C-contiguous (use np.ascontiguousarray)"
                 )
             if b.name in self._written and not a.flags.writeable:
-                raise ValueError(
+                raise KernelArgumentError(
                     f"argument {b.name} is written by {self.func.name} but its array is read-only"
                     " (a read-only memmap, a view of bytes, ...); pass a writable array"
                 )

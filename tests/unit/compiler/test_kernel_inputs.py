@@ -7,6 +7,7 @@ import pytest
 
 from pyvta import compiler
 from pyvta.compiler import te
+from pyvta.compiler.backend.llvm.module import KernelArgumentError
 
 N = 64
 
@@ -50,7 +51,7 @@ def test_read_only_outputs_are_refused(tmp_path):
     memmap = np.memmap(path, np.float32, "r", shape=(N,))
     from_bytes = np.frombuffer(bytes(4 * N), np.float32)
     for out in (ro, memmap, from_bytes):
-        with pytest.raises(ValueError, match="argument C is written .* read-only"):
+        with pytest.raises(KernelArgumentError, match="argument C is written .* read-only"):
             mod(a, b, out)
     assert not ro.any() and not np.asarray(memmap).any()
     c = np.empty(N, np.float32)
