@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from pyvta.compiler.graph.ir import Graph, GraphError, Node, Value
+from pyvta.compiler.graph.vta_ops import FusedParams
 
 
 def conv_out_hw(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple, dilations=(1, 1)):
@@ -165,13 +166,24 @@ def _same(node, ins):
     return [(ins[0].shape, ins[0].dtype)]
 
 
+def _fused(rule):
+    """``rule`` for an int8 op whose kernel reads ``FusedParams`` from its attrs: they are
+    checked here, so a graph (or a loaded artifact) without them fails its check, not its run."""
+
+    def checked(node, ins):
+        FusedParams.from_attrs(node.attrs)  # KeyError / ValueError: GraphError in infer_node
+        return rule(node, ins)
+
+    return checked
+
+
 RULES = {
     "conv2d": lambda n, i: _conv(n, i, "float32"),
-    "qconv2d": lambda n, i: _conv(n, i, "int8"),
+    "qconv2d": _fused(lambda n, i: _conv(n, i, "int8")),
     "dense": lambda n, i: _dense(n, i, "float32"),
-    "qdense": lambda n, i: _dense(n, i, "int8"),
-    "vta_conv2d": _vta_conv,
-    "vta_dense": _vta_dense,
+    "qdense": _fused(lambda n, i: _dense(n, i, "int8")),
+    "vta_conv2d": _fused(_vta_conv),
+    "vta_dense": _fused(_vta_dense),
     "matmul": _matmul,
     "add": _broadcast,
     "mul": _broadcast,

@@ -147,3 +147,15 @@ def test_huge_weight_is_blamed_on_the_weights_with_a_readable_scale(tmp_path, sm
     with pytest.raises(GraphError, match=r"node 'conv5'.*2\*\*11: max \|weight\|") as exc:
         compile_model(path, "cpu-int8")
     assert "2**--" not in str(exc.value)
+
+
+def test_int8_node_without_its_fused_attrs_fails_the_graph_check(tmp_path, small_model):
+    from pyvta.compiler.graph.ir import check_graph
+
+    path = tmp_path / "m.onnx"
+    onnx.save(small_model, path)
+    cm = compile_model(path, "cpu-int8")
+    node = next(n for n in cm.graph.nodes if n.op == "qconv2d")
+    del node.attrs["clip_lo"]
+    with pytest.raises(GraphError, match=rf"node '{node.name}' \(qconv2d\) is malformed.*clip_lo"):
+        check_graph(cm.graph)
