@@ -86,7 +86,7 @@ class Program:
             if str(path) in str(exc):
                 raise
             raise type(exc)(f"{path}: {exc}") from exc
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError) as exc:
+        except Exception as exc:  # a damaged file: zipfile and numpy's header parser raise anything
             raise ProgramError(f"{path}: not a readable program bundle (.npz): {exc}") from exc
 
 

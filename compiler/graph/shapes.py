@@ -166,6 +166,13 @@ def _same(node, ins):
     return [(ins[0].shape, ins[0].dtype)]
 
 
+def _scaled(node, ins, dtype):
+    """(De)quantize: same shape, ``dtype``; ``frac_bits`` (the kernel's scale) must be an int."""
+    if not isinstance(node.attrs["frac_bits"], int | np.integer):
+        raise GraphError(f"node {node.name!r}: frac_bits {node.attrs['frac_bits']!r} is not an int")
+    return [(ins[0].shape, dtype)]
+
+
 def _fused(rule):
     """``rule`` for an int8 op whose kernel reads ``FusedParams`` from its attrs: they are
     checked here, so a graph (or a loaded artifact) without them fails its check, not its run."""
@@ -198,8 +205,8 @@ RULES = {
     "flatten": _flatten,
     "reshape": _reshape,
     "concat": _concat,
-    "quantize": lambda n, i: [(i[0].shape, "int8")],
-    "dequantize": lambda n, i: [(i[0].shape, "float32")],
+    "quantize": lambda n, i: _scaled(n, i, "int8"),
+    "dequantize": lambda n, i: _scaled(n, i, "float32"),
     "pack_nchw": _pack_nchw,
     "unpack_nchw": _unpack_nchw,
     "pack_nc": _pack_nc,
