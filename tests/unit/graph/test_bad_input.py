@@ -141,6 +141,7 @@ def test_nan_input_is_refused_by_an_int8_model(tmp_path, small_model):
         run_model(cm, x)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # squares of 1e30
 def test_huge_weight_is_blamed_on_the_weights_with_a_readable_scale(tmp_path, small_model):
     path = tmp_path / "w.onnx"
     onnx.save(_with_initializer(small_model, "conv5.weight", 1e30), path)
