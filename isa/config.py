@@ -109,7 +109,16 @@ class HwConfig:
     @classmethod
     def load(cls, path: str | Path) -> HwConfig:
         """Load a config from a JSON file such as VTA's ``vta_config.json``."""
-        return cls.from_json(Path(path).read_text())
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{path}: not a JSON config (not UTF-8 text)") from exc
+        except IsADirectoryError as exc:
+            raise ConfigError(f"{path}: is a directory, not a JSON config file") from exc
+        try:
+            return cls.from_json(text)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc}") from exc
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from pyvta.isa.errors import DecodeError
+from pyvta.isa.errors import DecodeError, FieldRangeError
 from pyvta.isa.layout import alu_layout, finish_layout, gemm_layout, mem_layout, uop_layout
 from pyvta.isa.opcodes import (
     DEP_FLAG_NAMES,
@@ -141,6 +141,15 @@ class _LoopInsn(_Insn):
     src_factor_out: int = 0
     src_factor_in: int = 0
 
+    def encode(self, cfg: HwConfig) -> int:
+        word = super().encode(cfg)
+        if self.uop_bgn > self.uop_end:
+            raise FieldRangeError(
+                f"{type(self).__name__}.uop_bgn {self.uop_bgn} > uop_end {self.uop_end}: the"
+                " micro-op range [uop_bgn, uop_end) is reversed (allowed: uop_bgn <= uop_end)"
+            )
+        return word
+
     def loops_text(self) -> str:
         return (
             f"uop[{self.uop_bgn}:{self.uop_end}] out={self.iter_out} in={self.iter_in}"
@@ -245,15 +254,25 @@ def decode(word: int, cfg: HwConfig, index: int | None = None) -> Insn:
     if opcode is Opcode.GEMM:
         v = gemm_layout(cfg).unpack(word)
         del v["opcode"]
+        _check_uop_range(v, index)
         return GemmInsn(**_flags(v))
     if opcode is Opcode.ALU:
         v = alu_layout(cfg).unpack(word)
         del v["opcode"]
+        _check_uop_range(v, index)
         v["alu_opcode"] = _enum(AluOp, v["alu_opcode"], "alu_opcode", index)
         return AluInsn(**_flags(v))
     v = finish_layout(cfg).unpack(word)
     del v["opcode"]
     return FinishInsn(**_flags(v))
+
+
+def _check_uop_range(v: dict[str, int], index: int | None) -> None:
+    if v["uop_bgn"] > v["uop_end"]:
+        raise DecodeError(
+            f"{_where(index)}uop_bgn {v['uop_bgn']} > uop_end {v['uop_end']}: a reversed"
+            " micro-op range (allowed: uop_bgn <= uop_end)"
+        )
 
 
 _BOOL_FIELDS = frozenset(DEP_FLAG_NAMES) | {"reset_reg", "use_imm"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 
 from pyvta.isa.errors import PyvtaError
 
@@ -23,6 +24,11 @@ COMMANDS = {
     "board": "board",
 }
 
+REPORT_TO = (
+    "Please report it to the pyvta maintainers (the project's issue tracker) with the command"
+    " line and the output of the same command with --debug."
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     from pyvta import __version__
@@ -32,10 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="A Python-first stack for a VTA-style deep-learning accelerator.",
     )
     parser.add_argument("--version", action="version", version=f"pyvta {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    # --debug after the subcommand too; SUPPRESS keeps the value given before it.
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(f"pyvta.commands.{module_name}")
-        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP, parents=[debug])
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
@@ -46,15 +58,38 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except PyvtaError as exc:
-        print(f"pyvta {args.command}: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # output piped into head & co.
         sys.stderr.close()
         return 0
-    except FileNotFoundError as exc:
-        print(f"pyvta {args.command}: error: {exc.filename}: no such file", file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"pyvta {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        return _report(args, exc)
+
+
+def _report(args: argparse.Namespace, exc: Exception) -> int:
+    """Print ``exc`` for the user: one line for bad input (exit 2), a short note and where to
+    report it for anything else (exit 3); the traceback only with ``--debug``."""
+    if args.debug:
+        traceback.print_exception(exc)
+    prefix = f"pyvta {args.command}: error:"
+    if isinstance(exc, PyvtaError):
+        print(f"{prefix} {exc}", file=sys.stderr)
         return 2
+    if isinstance(exc, MemoryError):
+        print(f"{prefix} out of memory ({exc or 'the request is too large'})", file=sys.stderr)
+        return 2
+    if isinstance(exc, OSError) and exc.filename is not None:
+        print(f"{prefix} {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(
+        f"pyvta {args.command}: internal error: {type(exc).__name__}: {exc}\n"
+        f"This is a bug in pyvta, not in your input. {REPORT_TO}"
+        + ("" if args.debug else " (rerun with --debug for the traceback)"),
+        file=sys.stderr,
+    )
+    return 3
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from pyvta.isa import (
 from pyvta.sim.dispatch import Dispatched, deadlock_error, dispatch
 from pyvta.sim.loops import n_iters
 from pyvta.sim.program import Program
+from pyvta.sim.races import check_static_bounds
 from pyvta.sim.timing import Timing
 
 
@@ -148,8 +149,13 @@ def _mem_duration(
 
 
 def run_cycles(program: Program, timing: Timing | None = None, trace: bool = False) -> CycleReport:
-    """Estimate the cycles a program takes (the functional result is ``sim.run``'s job)."""
-    return cycles_of(program.insns(), program.config, timing, trace)
+    """Estimate the cycles a program takes (the functional result is ``sim.run``'s job).
+
+    A program whose instructions statically pass a buffer's or DRAM's end raises
+    OutOfBoundsError (as ``sim.run`` does) instead of being timed."""
+    insns = program.insns()
+    check_static_bounds(insns, program.config, program.dram.size)
+    return cycles_of(insns, program.config, timing, trace)
 
 
 def cycles_of(

@@ -29,3 +29,7 @@ class ProgramError(SimError):
 
 class SimLimitError(SimError):
     """An instruction larger than the simulator's configured work limit."""
+
+
+class ArgumentError(PyvtaError, ValueError):
+    """A public API argument of the wrong type, dtype, shape or range (nothing was simulated)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.isa import INSN_BYTES, HwConfig, Insn, decode_insns
+from pyvta.isa.errors import PyvtaError
 from pyvta.sim.errors import ProgramError
 
 BUNDLE_KEYS = ("dram", "insn_addr", "insn_count", "config")
@@ -27,9 +28,11 @@ class Program:
     config: HwConfig = field(default_factory=HwConfig)
 
     def __post_init__(self) -> None:
-        self.dram = np.ascontiguousarray(self.dram, dtype=np.uint8).reshape(-1)
-        self.insn_addr = int(self.insn_addr)
-        self.insn_count = int(self.insn_count)
+        self.dram = _dram_image(self.dram)
+        self.insn_addr = _integer("insn_addr", self.insn_addr)
+        self.insn_count = _integer("insn_count", self.insn_count)
+        if not isinstance(self.config, HwConfig):
+            raise ProgramError(f"config is a {type(self.config).__name__} (allowed: HwConfig)")
         if self.insn_count < 0:
             raise ProgramError(f"insn_count must be >= 0, got {self.insn_count}")
         if self.insn_addr < 0 or self.insn_addr % INSN_BYTES:
@@ -62,17 +65,53 @@ class Program:
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
+        if Path(path).is_file() and not zipfile.is_zipfile(path):
+            raise ProgramError(f"{path}: not a readable program bundle (not an .npz archive)")
         try:
             with np.load(path, allow_pickle=False) as z:
                 missing = [k for k in BUNDLE_KEYS[:3] if k not in z.files]
                 if missing:
+                    hint = (
+                        "; it looks like a compiled model, which pyvta run takes"
+                        if "__graph__" in z.files
+                        else ""
+                    )
                     raise ProgramError(
                         f"{path}: bundle lacks keys {missing} (needs {list(BUNDLE_KEYS[:3])},"
-                        " optional 'config')"
+                        f" optional 'config'){hint}"
                     )
                 cfg = HwConfig.from_json(str(z["config"])) if "config" in z.files else HwConfig()
-                return cls(z["dram"], int(z["insn_addr"]), int(z["insn_count"]), cfg)
-        except (zipfile.BadZipFile, OSError, ValueError) as exc:
-            if isinstance(exc, ProgramError):
+                return cls(z["dram"], _scalar(z, "insn_addr"), _scalar(z, "insn_count"), cfg)
+        except PyvtaError as exc:
+            if str(path) in str(exc):
                 raise
+            raise type(exc)(f"{path}: {exc}") from exc
+        except Exception as exc:  # a damaged file: zipfile and numpy's header parser raise anything
             raise ProgramError(f"{path}: not a readable program bundle (.npz): {exc}") from exc
+
+
+def _dram_image(dram) -> np.ndarray:
+    """A DRAM image is bytes: a 1-D uint8 array (or bytes / bytearray); anything else would be
+    silently reinterpreted."""
+    if isinstance(dram, bytes | bytearray | memoryview):
+        return np.frombuffer(bytes(dram), np.uint8).copy()
+    if not isinstance(dram, np.ndarray) or dram.dtype != np.uint8 or dram.ndim != 1:
+        got = f"{dram.dtype}{list(dram.shape)}" if isinstance(dram, np.ndarray) else type(dram)
+        raise ProgramError(
+            f"dram must be a 1-D uint8 array (bytes), got {got}; pack other types with"
+            " .view(np.uint8) / .tobytes() first"
+        )
+    return np.ascontiguousarray(dram)
+
+
+def _integer(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise ProgramError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+def _scalar(z, key: str) -> int:
+    arr = z[key]
+    if arr.shape != () or arr.dtype.kind not in "iu":
+        raise ProgramError(f"{key} must be an integer scalar, got {arr.dtype}{list(arr.shape)}")
+    return int(arr)

@@ -26,6 +26,7 @@ from pyvta.isa import (
 )
 from pyvta.isa.layout import MEMOP_PAD_BITS
 from pyvta.sim.builder import ProgramBuilder
+from pyvta.sim.errors import ArgumentError
 from pyvta.sim.program import Program
 
 MAX_PAD = (1 << MEMOP_PAD_BITS) - 1
@@ -67,19 +68,26 @@ def matmul_program(
     OUT after ALU shifts by 8) that ``readback`` reassembles.
     """
     if cfg.batch != 1:
-        raise ValueError(f"matmul_program needs BATCH=1, config has {cfg.batch}")
+        raise ArgumentError(f"matmul_program needs BATCH=1, config has {cfg.batch}")
+    for name, arr in (("a", a), ("b", b)):
+        if not isinstance(arr, np.ndarray) or arr.dtype != np.int8 or arr.ndim != 2:
+            got = f"{arr.dtype}{list(arr.shape)}" if isinstance(arr, np.ndarray) else type(arr)
+            raise ArgumentError(
+                f"{name} must be a 2-D int8 array, got {got} (its bytes would be reinterpreted;"
+                " convert with np.clip(x, -128, 127).astype(np.int8))"
+            )
     bi, bo = cfg.block_in, cfg.block_out
     m, k = a.shape
     kb_rows, n = b.shape
     x0, x1 = x_pad_blocks
     if k % bi or n % bo or kb_rows != k + bi * (x0 + x1) or max(x0, x1) > MAX_PAD:
-        raise ValueError(
+        raise ArgumentError(
             f"shapes A {a.shape}, B {b.shape}, x_pad {x_pad_blocks} do not fit: K and N must be"
             f" multiples of {bi}/{bo}, B rows = K + {bi}*(x_pad), pads <= {MAX_PAD}"
         )
     kbt, nb = kb_rows // bi, n // bo  # k blocks as seen by the GEMM (with padding), n blocks
     if nb * kbt > cfg.wgt_depth:
-        raise ValueError(f"B needs {nb * kbt} WGT rows; the buffer has {cfg.wgt_depth}")
+        raise ArgumentError(f"B needs {nb * kbt} WGT rows; the buffer has {cfg.wgt_depth}")
     if tile_rows is None:
         tile_rows = 1
         while (
@@ -90,7 +98,7 @@ def matmul_program(
             tile_rows *= 2
     t_rows = tile_rows
     if 2 * t_rows * kbt > cfg.inp_depth or 2 * t_rows * nb > cfg.acc_depth:
-        raise ValueError(f"tile_rows {t_rows} does not fit two INP/ACC tiles")
+        raise ArgumentError(f"tile_rows {t_rows} does not fit two INP/ACC tiles")
     n_tiles = -(-m // t_rows)
     pb = ProgramBuilder(cfg)
     a_addr = pb.put(pack_inp(a, cfg), "inp")

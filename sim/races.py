@@ -25,7 +25,7 @@ from pyvta.isa import (
     MemInsn,
     Module,
 )
-from pyvta.sim.errors import SimError
+from pyvta.sim.errors import OutOfBoundsError, SimError
 from pyvta.sim.loops import n_iters
 from pyvta.sim.state import SramState
 
@@ -46,29 +46,11 @@ class Access:
 
 def accesses(insn: Insn, st: SramState) -> list[Access]:
     """What one instruction reads and writes (conservative ranges)."""
-    cfg = st.cfg
     if isinstance(insn, MemInsn):
-        if insn.x_size == 0 or insn.y_size == 0:
-            return []
-        mt = insn.memory_type
-        elem = cfg.elem_bytes_of(mt.dram_elem)
-        d_lo = insn.dram_base * elem
-        d_hi = d_lo + ((insn.y_size - 1) * insn.x_stride + insn.x_size) * elem
-        if insn.is_store:
-            n = insn.y_size * insn.x_size
-            return [
-                Access("out", insn.sram_base, insn.sram_base + n, False),
-                Access("dram", d_lo, d_hi, True),
-            ]
-        pads = (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
-        if mt not in PADDED_MEM_TYPES:
-            pads = (0, 0, 0, 0)
-        rows = (pads[0] + insn.y_size + pads[1]) * (pads[2] + insn.x_size + pads[3])
-        return [
-            Access(mt.sram, insn.sram_base, insn.sram_base + rows, True),
-            Access("dram", d_lo, d_hi, False),
-        ]
+        return mem_accesses(insn, st.cfg)
     if isinstance(insn, (GemmInsn, AluInsn)) and n_iters(insn):
+        if insn.uop_end > st.uop.shape[0]:
+            return []  # past the UOP buffer: executing it raises OutOfBoundsError by index
         u = st.decoded_uops(insn.uop_bgn, insn.uop_end, -1)
         lo_o, lo_i = insn.iter_out - 1, insn.iter_in - 1
 
@@ -96,6 +78,54 @@ def accesses(insn: Insn, st: SramState) -> list[Access]:
                 )
         return out
     return []
+
+
+def mem_accesses(insn: MemInsn, cfg: HwConfig) -> list[Access]:
+    """The SRAM rows and DRAM bytes a LOAD or STORE touches (padding rows included)."""
+    if insn.x_size == 0 or insn.y_size == 0:
+        return []
+    mt = insn.memory_type
+    elem = cfg.elem_bytes_of(mt.dram_elem)
+    d_lo = insn.dram_base * elem
+    d_hi = d_lo + ((insn.y_size - 1) * insn.x_stride + insn.x_size) * elem
+    if insn.is_store:
+        n = insn.y_size * insn.x_size
+        return [
+            Access("out", insn.sram_base, insn.sram_base + n, False),
+            Access("dram", d_lo, d_hi, True),
+        ]
+    pads = (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
+    if mt not in PADDED_MEM_TYPES:
+        pads = (0, 0, 0, 0)
+    rows = (pads[0] + insn.y_size + pads[1]) * (pads[2] + insn.x_size + pads[3])
+    return [
+        Access(mt.sram, insn.sram_base, insn.sram_base + rows, True),
+        Access("dram", d_lo, d_hi, False),
+    ]
+
+
+def check_static_bounds(insns: list[Insn], cfg: HwConfig, dram_bytes: int) -> None:
+    """Raise OutOfBoundsError for the first instruction whose SRAM rows, DRAM bytes or
+    micro-op range pass a buffer's end: what is known without executing (rows named by micro-op
+    contents are checked by ``sim.run``)."""
+    for i, insn in enumerate(insns):
+        if isinstance(insn, MemInsn):
+            what = f"{'STORE' if insn.is_store else 'LOAD'} {insn.memory_type.name}"
+            for a in mem_accesses(insn, cfg):
+                size = dram_bytes if a.space == "dram" else cfg.depth_of(a.space)
+                unit = "bytes" if a.space == "dram" else "rows"
+                if a.hi > size:
+                    raise OutOfBoundsError(
+                        f"instruction {i} ({what}): {a.space.upper()} {unit} [{a.lo}, {a.hi})"
+                        f" pass the end of the buffer ({size} {unit})"
+                    )
+        elif (
+            isinstance(insn, GemmInsn | AluInsn) and n_iters(insn) and insn.uop_end > cfg.uop_depth
+        ):
+            raise OutOfBoundsError(
+                f"instruction {i}: micro-ops [{insn.uop_bgn}, {insn.uop_end}) pass the end"
+                f" of the UOP buffer ({cfg.uop_depth} rows)"
+            )
 
 
 class RaceDetector:
@@ -150,7 +180,8 @@ class RaceDetector:
                 if lo < a.hi and a.lo < hi and (write or a.write):
                     best = max(best, stamp)
             return best
-        lo, hi = max(a.lo, 0), a.hi
+        # clipped to the buffer: an access past its end is the executor's to report (by index)
+        lo, hi = max(a.lo, 0), min(a.hi, self.last["w"][x][a.space].size)
         if hi <= lo:
             return 0
         found = int(self.last["w"][x][a.space][lo:hi].max())

@@ -180,6 +180,12 @@ def tune_command(args: argparse.Namespace) -> int:
         if value is not None and value < 0:
             print(f"error: {flag} must be >= 0, got {value}", file=sys.stderr)
             return 2
+    positive = [("--trials", args.trials), ("--batch", args.batch), ("--repeats", args.repeats)]
+    positive.append(("--early-stopping", args.early_stopping))
+    for flag, value in positive:
+        if value is not None and value < 1:
+            print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
+            return 2
     if Path(args.workload).suffix in (".onnx", ".npz"):
         return _tune_network(args)
     try:

@@ -7,8 +7,11 @@ A record::
      "index": 17, "config": {"bm": 8, ...}, "costs": [...], "cost": 0.0012,
      "error": null, "msg": "", "build_s": 0.3, "ts": 1764470000.0, "unit": "s"}
 
-``read_records`` skips (with one warning each) lines that are not JSON (e.g. a line cut short by
-a kill), that lack fields or that have another format version. ``apply_best(log, task)`` is the
+``read_records`` skips (with one warning each, naming the line) lines that are not JSON (e.g. a
+line cut short by a kill), that lack fields, have another format version or break the schema
+(field types; a valid measurement's costs finite and > 0), and, read for a task, records whose
+index is outside its space or whose config is not the one of their index: a bad record is never
+reported as best. ``TuningLog`` never appends to a file that is not a tuning log. ``apply_best(log, task)`` is the
 best valid config measured for ``task`` (same key and space signature; a config measured more
 than once counts with the median of its records).
 """
@@ -16,18 +19,24 @@ than once counts with the median of its records).
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyvta.isa.errors import PyvtaError
 from pyvta.tuner.measure import MeasureResult
 from pyvta.tuner.space import Config
 from pyvta.tuner.task import Task
 
 VERSION = 1
 _FIELDS = ("task", "space", "index", "config", "costs", "error")
+
+
+class LogError(PyvtaError, ValueError):
+    """A tuning log that cannot be read or written as asked."""
 
 
 @dataclass(frozen=True)
@@ -60,23 +69,83 @@ class Record:
 
     @staticmethod
     def from_json(line: str) -> Record:
+        """Parse one line; a line that breaks the schema raises ValueError saying how."""
         d = json.loads(line)
         if not isinstance(d, dict) or d.get("v") != VERSION:
             raise ValueError(f"not a version-{VERSION} tuning record")
         missing = [f for f in _FIELDS if f not in d]
         if missing:
             raise ValueError(f"record lacks fields {missing}")
+        _check_schema(d)
         res = MeasureResult(
             costs=tuple(float(c) for c in d["costs"]),
             error=d["error"],
-            msg=d.get("msg", ""),
-            build_s=float(d.get("build_s", 0.0)),
-            timestamp=float(d.get("ts", 0.0)),
+            msg=str(d.get("msg", "")),
+            build_s=_number(d, "build_s"),
+            timestamp=_number(d, "ts"),
         )
-        return Record(d["task"], d["space"], int(d["index"]), d["config"], res, d.get("unit", "s"))
+        return Record(d["task"], d["space"], d["index"], d["config"], res, str(d.get("unit", "s")))
 
     def matches(self, task: Task) -> bool:
         return self.task_key == task.key and self.space_sig == task.space.signature()
+
+    def problem(self, task: Task) -> str | None:
+        """Why this record (already known to match ``task``) cannot be trusted, or None: its
+        index must lie in the space and name the config it records."""
+        size = len(task.space)
+        if not 0 <= self.index < size:
+            return f"index {self.index} is outside the space [0, {size})"
+        expected = task.space.get(self.index).to_dict()
+        if _jsonable(self.config) != expected:
+            return f"config {self.config} is not the config {expected} of index {self.index}"
+        return None
+
+
+def _check_is_log(path: Path) -> None:
+    """Refuse to append to a file that is not a tuning log (a model, a bundle, ...)."""
+    if path.is_dir():
+        raise LogError(f"tuning log {path} is a directory")
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as f:
+        head = f.read(64).lstrip()
+    if not head.startswith(b'{"v": '):
+        raise LogError(
+            f"{path} exists and is not a tuning log (it does not start with a JSON record);"
+            " not appending to it (give a new or a .jsonl log file)"
+        )
+
+
+def _check_schema(d: dict) -> None:
+    """Types and ranges of a record's fields (ValueError names the first bad one)."""
+    for key in ("task", "space"):
+        if not isinstance(d[key], str):
+            raise ValueError(f"field {key!r} must be a string, got {d[key]!r}")
+    if isinstance(d["index"], bool) or not isinstance(d["index"], int):
+        raise ValueError(f"field 'index' must be an integer, got {d['index']!r}")
+    if not isinstance(d["config"], dict):
+        raise ValueError(f"field 'config' must be an object, got {d['config']!r}")
+    if d["error"] is not None and not isinstance(d["error"], str):
+        raise ValueError(f"field 'error' must be null or a string, got {d['error']!r}")
+    costs = d["costs"]
+    if not isinstance(costs, list) or not all(
+        isinstance(c, int | float) and not isinstance(c, bool) for c in costs
+    ):
+        raise ValueError(f"field 'costs' must be a list of numbers, got {costs!r}")
+    if d["error"] is None and not all(math.isfinite(c) and c > 0 for c in costs):
+        raise ValueError(f"costs {costs} of a valid measurement must be finite and > 0")
+
+
+def _number(d: dict, key: str) -> float:
+    v = d.get(key, 0.0)
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise ValueError(f"field {key!r} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _jsonable(config: dict) -> dict:
+    """A config as JSON reads it back (tuples become lists)."""
+    return json.loads(json.dumps(config))
 
 
 def make_record(task: Task, config: Config, result: MeasureResult) -> Record:
@@ -90,6 +159,7 @@ class TuningLog:
 
     def __init__(self, path: str | os.PathLike, fsync: bool = True):
         self.path = Path(path)
+        _check_is_log(self.path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.fsync = fsync
         self._f = open(self.path, "a+b")  # noqa: SIM115 - kept open for appends
@@ -117,11 +187,13 @@ class TuningLog:
 
 
 def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Record]:
-    """Records of ``path`` (only those of ``task`` if given); bad lines are skipped with a
-    warning. A missing file has no records."""
+    """Records of ``path`` (only those of ``task`` if given, checked against its space); bad
+    lines are skipped with a warning naming the line. A missing file has no records."""
     p = Path(path)
     if not p.exists():
         return []
+    if not p.is_file():
+        raise LogError(f"tuning log {p} is not a file")
     out = []
     with open(p, encoding="utf-8", errors="replace") as f:
         for lineno, line in enumerate(f, 1):
@@ -129,11 +201,19 @@ def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Reco
                 continue
             try:
                 rec = Record.from_json(line)
-            except (ValueError, TypeError, KeyError) as e:
+            except (ValueError, TypeError, KeyError, RecursionError) as e:
                 warnings.warn(f"{p}:{lineno}: skipped line ({e})", stacklevel=2)
                 continue
-            if task is None or rec.matches(task):
+            if task is None:
                 out.append(rec)
+            elif rec.matches(task):
+                why = rec.problem(task)
+                if why is None:
+                    out.append(rec)
+                else:
+                    warnings.warn(
+                        f"{p}:{lineno}: skipped record of {task.key} ({why})", stacklevel=2
+                    )
     return out
 
 
@@ -180,10 +260,9 @@ def apply_best(log: str | os.PathLike, task: Task) -> Config | None:
 def training_data(log: str | os.PathLike, tasks) -> list[tuple[Task, list[int], list[float]]]:
     """``[(task, indices, costs), ...]`` for each of ``tasks`` with records in ``log`` (for a
     global transfer-learning model, ``tuner.model.global_model``)."""
-    recs = read_records(log)
     out = []
     for t in tasks:
-        mine = [r for r in recs if r.matches(t)]
+        mine = read_records(log, t)
         if mine:
             out.append((t, [r.index for r in mine], [r.result.cost for r in mine]))
     return out
@@ -202,9 +281,12 @@ def tasks_in_log(log: str | os.PathLike, templates: dict, exclude: Task | None =
             continue
         try:
             args = json.loads("[" + rest.rsplit("@", 1)[0])
-        except ValueError:
+            t = templates[name].task(*args)
+        except (ValueError, TypeError, KeyError, IndexError, ArithmeticError) as e:
+            warnings.warn(
+                f"{log}: skipped task {r.task_key!r} (not rebuildable: {e})", stacklevel=2
+            )
             continue
-        t = templates[name].task(*args)
         if t.key == r.task_key and (exclude is None or t.key != exclude.key):
             out.append(t)
     return out

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pyvta.isa.errors import PyvtaError
 from pyvta.tuner.space import Config, ConfigSpace
 
 
-class InvalidConfig(ValueError):
+class InvalidConfig(PyvtaError, ValueError):
     """A point of the space that cannot be instantiated (does not fit the buffers, ...)."""
 
 

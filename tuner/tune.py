@@ -13,6 +13,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from pyvta.isa.errors import PyvtaError
 from pyvta.tuner.log import TuningLog, make_record, read_records
 from pyvta.tuner.measure import Measurer, MeasureResult
 from pyvta.tuner.task import Task
@@ -85,6 +86,10 @@ def _fmt(cost: float, unit: str) -> str:
     return f"{cost:.4g} {unit}"
 
 
+class TuneError(PyvtaError, ValueError):
+    """A tuning request with arguments out of range."""
+
+
 def tune(
     task: Task,
     n_trials: int,
@@ -116,6 +121,9 @@ def tune(
     trials re-measure the ``final_check`` best configs ``final_rounds`` times in turns and pick
     the one with the lowest median of its measurements, so that a config measured once in a
     lucky moment is not chosen over a steadier one (logged; not counted as trials)."""
+    for name, value in (("n_trials", n_trials), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise TuneError(f"{name} must be a positive integer, got {value!r}")
     t_start = time.perf_counter()
     tn = (
         tuner if isinstance(tuner, Tuner) else make_tuner(tuner, task, seed, batch_size, **tuner_kw)

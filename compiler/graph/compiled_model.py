@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -155,9 +154,11 @@ class CompiledModel:
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta, arrays = _read_checked(path, z)
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
-            if isinstance(e, ArtifactError):
-                raise
+        except ArtifactError:
+            raise
+        except Exception as e:  # a damaged file: zipfile, zlib, numpy's header parser, json
+            if isinstance(e, IsADirectoryError):
+                raise ArtifactError(f"{path}: a directory, not an artifact") from None
             if isinstance(e, FileNotFoundError):
                 raise ArtifactError(f"{path}: no such file") from None
             raise ArtifactError(
@@ -171,7 +172,9 @@ class CompiledModel:
             check_graph(g)
             kernels = {node: _kernel_from(d, arrays) for node, d in meta.get("kernels", {}).items()}
             hw = HwConfig.from_dict(meta["hw_config"]) if meta.get("hw_config") else None
-        except (KeyError, TypeError, ValueError) as e:
+        except ArtifactError:
+            raise
+        except Exception as e:  # the hashes matched but the contents make no graph
             raise ArtifactError(f"{path}: malformed artifact ({type(e).__name__}: {e})") from None
         return cls(g, meta["target"], kernels, hw)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.compiler.graph import cpu_llvm, layout
+from pyvta.compiler.graph.ir import GraphError
 from pyvta.compiler.graph.vta_ops import FusedParams, exact_dot_terms_ok, requantize
 
 
@@ -125,7 +126,13 @@ def softmax(ins, attrs):
 
 
 def quantize(ins, attrs):
-    """``int8(clip(round_half_even(x * 2**frac_bits), -128, 127))``."""
+    """``int8(clip(round_half_even(x * 2**frac_bits), -128, 127))``; NaN/Inf raise GraphError."""
+    if not np.isfinite(ins[0]).all():
+        raise GraphError(
+            f"quantize to int8: {int((~np.isfinite(ins[0])).sum())} of {ins[0].size} values are"
+            " NaN or Inf (an int8 model needs finite inputs and float layers before it that keep"
+            " them finite; the float target 'cpu' propagates NaN)"
+        )
     q = np.round(ins[0].astype(np.float32) * np.float32(2.0 ** attrs["frac_bits"]))
     return np.clip(q, -128, 127).astype(np.int8)
 

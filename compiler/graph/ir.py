@@ -13,11 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pyvta.isa.errors import PyvtaError
+
 DTYPES = ("float32", "int8", "int32", "int64")
 TARGETS = ("cpu", "vta")
 
 
-class GraphError(ValueError):
+class GraphError(PyvtaError, ValueError):
     """A graph violates an IR invariant."""
 
 

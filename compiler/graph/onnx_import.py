@@ -9,6 +9,7 @@ op and what is supported; nothing is silently dropped.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +18,14 @@ from onnx import helper, numpy_helper
 
 from pyvta.compiler.graph.ir import Graph, Node, Value
 from pyvta.compiler.graph.shapes import record_outputs
+from pyvta.isa.errors import PyvtaError
+
+MAX_TENSOR_ELEMS = (
+    1 << 24
+)  # 64 MiB of float32 per tensor: beyond, the CPU kernels run out of memory
 
 
-class OnnxImportError(ValueError):
+class OnnxImportError(PyvtaError, ValueError):
     """The ONNX model uses something the importer does not support."""
 
 
@@ -184,6 +190,13 @@ def _batch_norm(imp: _Importer, node) -> None:
         raise imp.fail(node, "only inference mode (training_mode=0, spatial=1, 1 output)")
     if any(imp.const(i) is None for i in node.input[1:]):
         raise imp.fail(node, "scale, B, mean and var must be constants")
+    x_shape = imp.shape(node.input[0])
+    channels = x_shape[1] if len(x_shape) > 1 else None
+    shapes = [imp.const(i).shape for i in node.input[1:]]
+    if any(s != (channels,) for s in shapes):
+        raise imp.fail(
+            node, f"scale, B, mean, var have shapes {shapes} (allowed: ({channels},) each)"
+        )
     imp.emit(node, "batch_norm", list(node.input), {"epsilon": float(a["epsilon"])})
 
 
@@ -283,6 +296,13 @@ CONVERTERS = {
     "Constant": _constant,
 }
 SUPPORTED_OPS = tuple(sorted(CONVERTERS))
+# (fewest, most) inputs of each op; None: any number
+ARITY = {
+    "Conv": (2, 3), "Gemm": (2, 3), "MatMul": (2, 2), "Relu": (1, 1), "Clip": (1, 3),
+    "Add": (2, 2), "Mul": (2, 2), "BatchNormalization": (5, 5), "MaxPool": (1, 1),
+    "AveragePool": (1, 1), "GlobalAveragePool": (1, 1), "Flatten": (1, 1), "Reshape": (2, 2),
+    "Concat": (1, None), "Softmax": (1, 1), "Identity": (1, 1), "Constant": (0, 0),
+}  # fmt: skip
 
 
 def _static_shape(vi, overrides: dict) -> tuple[int, ...]:
@@ -291,24 +311,45 @@ def _static_shape(vi, overrides: dict) -> tuple[int, ...]:
     dims = vi.type.tensor_type.shape.dim
     if any(not d.HasField("dim_value") for d in dims):
         raise OnnxImportError(
-            f"input {vi.name!r} has a symbolic shape; pass input_shapes={{{vi.name!r}: (...)}}"
+            f"input {vi.name!r} has a symbolic shape {[d.dim_param or d.dim_value for d in dims]};"
+            f" give it fixed dimensions (import_onnx(..., input_shapes={{{vi.name!r}: (1, 3, 224, 224)}}))"
         )
-    return tuple(int(d.dim_value) for d in dims)
+    shape = tuple(int(d.dim_value) for d in dims)
+    if any(d < 1 for d in shape):
+        raise OnnxImportError(f"input {vi.name!r} has shape {shape} (every dimension must be >= 1)")
+    return shape
+
+
+def load_onnx(path: str | Path) -> onnx.ModelProto:
+    """Read an ONNX file; a missing, empty or unparsable file raises :class:`OnnxImportError`."""
+    path = Path(path)
+    if not path.is_file():
+        what = "is a directory" if path.is_dir() else "no such file"
+        raise OnnxImportError(f"{path}: {what} (expected an ONNX model file)")
+    if path.stat().st_size == 0:
+        raise OnnxImportError(f"{path}: the file is empty (0 bytes), not an ONNX model")
+    try:
+        model = onnx.load(str(path))
+    except Exception as exc:  # protobuf DecodeError, external-data OSError, ...
+        raise OnnxImportError(
+            f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})"
+        ) from exc
+    if not model.graph.node or not model.graph.output:
+        raise OnnxImportError(
+            f"{path}: the ONNX graph has {len(model.graph.node)} nodes and"
+            f" {len(model.graph.output)} outputs (a model needs at least one of each)"
+        )
+    return model
 
 
 def import_onnx(model: onnx.ModelProto | str | Path, input_shapes: dict | None = None) -> Graph:
     """Convert an ONNX model (or a path to one) to a graph IR (float32, NCHW)."""
     if not isinstance(model, onnx.ModelProto):
-        model = onnx.load(str(model))
+        model = load_onnx(model)
     imp = _Importer(model)
     g = imp.graph
     for init in model.graph.initializer:
-        arr = numpy_helper.to_array(init)
-        if arr.dtype not in (np.float32, np.int64):
-            raise OnnxImportError(
-                f"initializer {init.name!r} has dtype {arr.dtype} (float32/int64)"
-            )
-        g.add_constant(init.name, arr)
+        g.add_constant(init.name, _initializer(init))
     for vi in model.graph.input:
         if vi.name in g.constants:
             continue
@@ -317,19 +358,53 @@ def import_onnx(model: onnx.ModelProto | str | Path, input_shapes: dict | None =
         g.inputs.append(vi.name)
         g.values[vi.name] = Value(vi.name, _static_shape(vi, input_shapes or {}), "float32")
     for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx"):
-            raise OnnxImportError(
-                f"node {node.name!r}: domain {node.domain!r} (supported: ai.onnx)"
-            )
-        convert = CONVERTERS.get(node.op_type)
-        if convert is None:
-            raise OnnxImportError(
-                f"node {node.name!r}: op {node.op_type!r} is not supported "
-                f"(supported: {', '.join(SUPPORTED_OPS)})"
-            )
-        for name in node.input:
-            if name and name not in g.values:
-                raise imp.fail(node, f"input {name!r} is not defined")
-        convert(imp, node)
+        _convert_node(imp, node)
     g.outputs = [o.name for o in model.graph.output]
+    undefined = [o for o in g.outputs if o not in g.values]
+    if undefined:
+        raise OnnxImportError(f"graph outputs {undefined} are not produced by any node or input")
+    huge = next((v for v in g.values.values() if math.prod(v.shape) > MAX_TENSOR_ELEMS), None)
+    if huge is not None:
+        raise OnnxImportError(
+            f"tensor {huge.name!r} of shape {list(huge.shape)} has {math.prod(huge.shape)}"
+            f" elements (supported: up to {MAX_TENSOR_ELEMS} = 2**{MAX_TENSOR_ELEMS.bit_length() - 1})"
+        )
     return g
+
+
+def _initializer(init) -> np.ndarray:
+    try:
+        arr = numpy_helper.to_array(init)
+    except Exception as exc:  # truncated raw_data, unknown data_type, ...
+        raise OnnxImportError(f"initializer {init.name!r} is malformed: {exc}") from exc
+    if arr.dtype not in (np.float32, np.int64):
+        raise OnnxImportError(f"initializer {init.name!r} has dtype {arr.dtype} (float32/int64)")
+    return arr
+
+
+def _convert_node(imp: _Importer, node) -> None:
+    g = imp.graph
+    if node.domain not in ("", "ai.onnx"):
+        raise OnnxImportError(f"node {node.name!r}: domain {node.domain!r} (supported: ai.onnx)")
+    convert = CONVERTERS.get(node.op_type)
+    if convert is None:
+        raise OnnxImportError(
+            f"node {node.name!r}: op {node.op_type!r} is not supported "
+            f"(supported: {', '.join(SUPPORTED_OPS)})"
+        )
+    lo, hi = ARITY[node.op_type]
+    if not lo <= len(node.input) <= (hi if hi is not None else len(node.input)):
+        allowed = f"{lo}" if lo == hi else f"{lo} to {hi if hi is not None else 'any'}"
+        raise imp.fail(node, f"{len(node.input)} inputs (allowed: {allowed})")
+    for name in node.input:
+        if name and name not in g.values:
+            raise imp.fail(node, f"input {name!r} is not defined")
+    if not node.output:
+        raise imp.fail(node, "the node has no outputs")
+    try:
+        convert(imp, node)
+    except PyvtaError:
+        raise
+    except (IndexError, KeyError, TypeError, ValueError, ArithmeticError) as exc:
+        # a malformed node (missing inputs, wrong attribute types, inconsistent shapes)
+        raise imp.fail(node, f"malformed node ({type(exc).__name__}: {exc})") from exc

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from pyvta.compiler.graph.ir import Graph, GraphError, Node, Value
+from pyvta.compiler.graph.vta_ops import FusedParams
 
 
 def conv_out_hw(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple, dilations=(1, 1)):
@@ -165,13 +166,31 @@ def _same(node, ins):
     return [(ins[0].shape, ins[0].dtype)]
 
 
+def _scaled(node, ins, dtype):
+    """(De)quantize: same shape, ``dtype``; ``frac_bits`` (the kernel's scale) must be an int."""
+    if not isinstance(node.attrs["frac_bits"], int | np.integer):
+        raise GraphError(f"node {node.name!r}: frac_bits {node.attrs['frac_bits']!r} is not an int")
+    return [(ins[0].shape, dtype)]
+
+
+def _fused(rule):
+    """``rule`` for an int8 op whose kernel reads ``FusedParams`` from its attrs: they are
+    checked here, so a graph (or a loaded artifact) without them fails its check, not its run."""
+
+    def checked(node, ins):
+        FusedParams.from_attrs(node.attrs)  # KeyError / ValueError: GraphError in infer_node
+        return rule(node, ins)
+
+    return checked
+
+
 RULES = {
     "conv2d": lambda n, i: _conv(n, i, "float32"),
-    "qconv2d": lambda n, i: _conv(n, i, "int8"),
+    "qconv2d": _fused(lambda n, i: _conv(n, i, "int8")),
     "dense": lambda n, i: _dense(n, i, "float32"),
-    "qdense": lambda n, i: _dense(n, i, "int8"),
-    "vta_conv2d": _vta_conv,
-    "vta_dense": _vta_dense,
+    "qdense": _fused(lambda n, i: _dense(n, i, "int8")),
+    "vta_conv2d": _fused(_vta_conv),
+    "vta_dense": _fused(_vta_dense),
     "matmul": _matmul,
     "add": _broadcast,
     "mul": _broadcast,
@@ -186,8 +205,8 @@ RULES = {
     "flatten": _flatten,
     "reshape": _reshape,
     "concat": _concat,
-    "quantize": lambda n, i: [(i[0].shape, "int8")],
-    "dequantize": lambda n, i: [(i[0].shape, "float32")],
+    "quantize": lambda n, i: _scaled(n, i, "int8"),
+    "dequantize": lambda n, i: _scaled(n, i, "float32"),
     "pack_nchw": _pack_nchw,
     "unpack_nchw": _unpack_nchw,
     "pack_nc": _pack_nc,
@@ -201,7 +220,15 @@ def infer_node(node: Node, ins: list[Value]) -> list[tuple[tuple[int, ...], str]
     rule = RULES.get(node.op)
     if rule is None:
         raise GraphError(f"node {node.name!r} has unknown op {node.op!r} (known: {OPS})")
-    return [(tuple(int(d) for d in s), t) for s, t in rule(node, ins)]
+    try:
+        return [(tuple(int(d) for d in s), t) for s, t in rule(node, ins)]
+    except GraphError:
+        raise
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        # wrong input count, missing or mistyped attribute: a malformed node, named
+        raise GraphError(
+            f"node {node.name!r} ({node.op}) is malformed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def record_outputs(graph: Graph, node: Node) -> Node:

@@ -34,11 +34,12 @@ from pyvta.compiler.lower.bound import infer_region
 from pyvta.compiler.lower.loops import leaf_extents, root_values
 from pyvta.compiler.schedule.intrin import TensorRegion
 from pyvta.compiler.schedule.scope import shared_across
+from pyvta.isa.errors import PyvtaError
 
 _SHARABLE = (*THREAD_TAGS, "vthread")  # loop kinds a buffer may be shared across
 
 
-class LowerError(ValueError):
+class LowerError(PyvtaError, ValueError):
     pass
 
 

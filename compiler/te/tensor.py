@@ -19,6 +19,11 @@ from pyvta.compiler.ir.expr import (
     children,
     const,
 )
+from pyvta.isa.errors import PyvtaError
+
+
+class TeError(PyvtaError, ValueError):
+    """A tensor expression declared wrongly (shape, axis, reduction, index)."""
 
 
 class IterVar:
@@ -28,7 +33,7 @@ class IterVar:
 
     def __init__(self, name: str, extent: int, kind: str = "data"):
         if not isinstance(extent, int) or extent <= 0:
-            raise ValueError(f"axis {name} extent must be a positive int, got {extent!r}")
+            raise TeError(f"axis {name} extent must be a positive int, got {extent!r}")
         self.var, self.extent, self.kind = Var(name, INDEX_DTYPE), extent, kind
 
     @property
@@ -92,6 +97,9 @@ class Tensor:
     def __getitem__(self, indices) -> TensorRead:
         if not isinstance(indices, tuple):
             indices = (indices,)
+        for axis, (i, extent) in enumerate(zip(indices, self.shape, strict=False)):
+            if isinstance(i, int) and not 0 <= i < extent:
+                raise TeError(f"{self.name}[...] index {i} of axis {axis} is outside [0, {extent})")
         return TensorRead(self, indices)
 
     def __repr__(self):
@@ -139,7 +147,7 @@ def _check_no_nested_reduce(e: Expr, name: str) -> None:
     while stack:
         n = stack.pop()
         if isinstance(n, Reduce):
-            raise ValueError(f"compute {name}: a reduction may only be the whole body")
+            raise TeError(f"compute {name}: a reduction may only be the whole body")
         stack.extend(children(n))
 
 
@@ -147,7 +155,7 @@ def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Ten
     """An input tensor of ``shape`` and ``dtype``."""
     shape = tuple(shape)
     if not shape or any(not isinstance(d, int) or d <= 0 for d in shape):
-        raise ValueError(f"placeholder {name} shape must be positive ints, got {shape}")
+        raise TeError(f"placeholder {name} shape must be positive ints, got {shape}")
     return PlaceholderOp(name, shape, dtype).output
 
 
@@ -164,7 +172,7 @@ def compute(shape, fcompute, name: str = "compute", tag: str = "") -> Tensor:
     else:
         params = [p.name for p in sig]
     if len(params) != len(shape):
-        raise ValueError(
+        raise TeError(
             f"compute {name}: fcompute takes {len(params)} indices but shape has {len(shape)} dims"
         )
     axis = [IterVar(p, d) for p, d in zip(params, shape, strict=True)]

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import tempfile
+from pathlib import Path
 
 from pyvta.isa import HwConfig, PyvtaError
 
@@ -21,3 +25,84 @@ def config_from(args: argparse.Namespace) -> HwConfig:
 
 class CommandError(PyvtaError, ValueError):
     """A command-line request that cannot be carried out as asked."""
+
+
+def output_path(
+    path: str | os.PathLike,
+    suffix: str | None = None,
+    inputs: tuple = (),
+    flag: str = "--out",
+) -> Path:
+    """Check an output file before any long work runs; returns the path that will be written.
+
+    ``suffix`` (e.g. ``".npz"``) is added when the name has none and refused when it has another
+    (numpy would otherwise write ``NAME.npz`` next to what was printed). Refused: a directory
+    (``DIR/`` or ``DIR/.npz``), a missing or unwritable folder, a special file, and a path equal
+    to one of ``inputs`` (after adding the suffix and resolving symlinks and hard links)."""
+    text = os.fspath(path)
+    p = Path(text).expanduser()
+    if not text or text.endswith(("/", os.sep)) or p.is_dir() or (suffix and p.name == suffix):
+        folder = p if p.is_dir() else p.parent
+        raise CommandError(
+            f"{flag} {text!r} is a directory; give a file name"
+            f" (e.g. {folder / ('out' + (suffix or ''))})"
+        )
+    if suffix and p.suffix != suffix:
+        if p.suffix:
+            raise CommandError(f"{flag} {text}: the file must end in {suffix} (got {p.suffix!r})")
+        p = p.with_name(p.name + suffix)
+    parent = p.parent.resolve()
+    if not parent.is_dir():
+        raise CommandError(f"{flag} {text}: folder {parent} does not exist")
+    if p.exists() and not p.is_file():
+        raise CommandError(f"{flag} {text} exists and is not a regular file")
+    for other in inputs:
+        if other is not None and _same_file(p, Path(os.fspath(other)).expanduser()):
+            raise CommandError(
+                f"{flag} {p} is the input {other}; writing it would destroy the input"
+                " (give another file name)"
+            )
+    _check_writable(p, parent, flag)
+    return p.resolve() if p.is_symlink() else p  # write the file a link names, not the link
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    return a.exists() and b.exists() and os.path.samefile(a, b)
+
+
+def _check_writable(p: Path, parent: Path, flag: str) -> None:
+    """Create (and remove) a file next to ``p``: os.access lies for root and network mounts."""
+    if p.exists() and not os.access(p, os.W_OK):
+        raise CommandError(f"{flag} {p} is not writable")
+    try:
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
+    except OSError as exc:
+        raise CommandError(f"{flag} {p}: cannot write in {parent} ({exc.strerror})") from exc
+    os.close(fd)
+    os.unlink(probe)
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path):
+    """Yield a temporary path next to ``path`` (same suffix); on success it is renamed onto
+    ``path`` in one step, on an exception it is removed and ``path`` is left as it was."""
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}"
+    )
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -36,12 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from pyvta.commands.common import CommandError, output_path
 
-    from pyvta.commands.common import CommandError
-
-    if Path(args.out).suffix != ".npz":
-        raise CommandError(f"-o {args.out}: an artifact is an .npz file (e.g. {args.out}.npz)")
+    out = output_path(args.out, ".npz", inputs=(args.model,), flag="-o")  # before the work
     if args.search < 0:
         raise CommandError(f"--search must be >= 0, got {args.search}")
     cm = compile_for(
@@ -52,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         search=args.search,
         calibration=args.calibration,
     )
-    path = cm.save(args.out)
+    path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")
     tag = f", HwConfig {cm.hw.tag}" if cm.hw else ""
     print(

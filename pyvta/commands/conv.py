@@ -8,7 +8,13 @@ import time
 
 import numpy as np
 
-from pyvta.commands.common import add_config_argument, config_from
+from pyvta.commands.common import (
+    CommandError,
+    add_config_argument,
+    atomic_output,
+    config_from,
+    output_path,
+)
 from pyvta.compiler.backend.vta import (
     ConvConfig,
     ConvWorkload,
@@ -61,7 +67,7 @@ def _workload(args) -> ConvWorkload:
         try:
             h, w, ci, co, k, s, pad = (int(v) for v in args.shape.split(","))
         except ValueError:
-            raise SystemExit(
+            raise CommandError(
                 f"--shape wants 7 integers H,W,CI,CO,K,STRIDE,PAD, got {args.shape!r}"
             ) from None
         return ConvWorkload(h, w, ci, co, k, k, s, pad)
@@ -75,7 +81,12 @@ def _config(args, wl, ep, hw) -> ConvConfig | None:
         return None
     base = default_config(wl, ep, hw, vthreads=args.vthreads)
     if args.tile:
-        th, tw, tci, tco = (int(v) for v in args.tile.split(","))
+        try:
+            th, tw, tci, tco = (int(v) for v in args.tile.split(","))
+        except ValueError:
+            raise CommandError(
+                f"--tile wants 4 integers TH,TW,TCI,TCO, got {args.tile!r}"
+            ) from None
         base = ConvConfig(
             th, tw, tci, tco, base.vthreads if not args.vthreads else args.vthreads, base.gemm_loops
         )
@@ -83,6 +94,12 @@ def _config(args, wl, ep, hw) -> ConvConfig | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.search < 0:
+        raise CommandError(f"--search {args.search}: must be >= 0 (0: analytic only)")
+    if args.disasm < -1:
+        raise CommandError(f"--disasm {args.disasm}: must be >= 0, or -1 for all")
+    save = args.save and output_path(args.save, ".npz", flag="--save")
+    trace = args.trace and output_path(args.trace, ".json", inputs=(save,), flag="--trace")
     hw = config_from(args)
     wl = _workload(args)
     ep = Epilogue.requant(shift=args.shift, relu=not args.no_relu)
@@ -105,10 +122,11 @@ def run(args: argparse.Namespace) -> int:
     print(disassemble(shown))
     if len(shown) < len(insns):
         print(f"   ... {len(insns) - len(shown)} more (--disasm -1 shows all)")
-    if args.save:
+    if save:
         dev.write(op.in_addr, pack_data(x))
-        dev.snapshot(op.insn_addr, op.insn_count).save(args.save)
-        print(f"bundle saved to {args.save}")
+        with atomic_output(save) as tmp:
+            dev.snapshot(op.insn_addr, op.insn_count).save(tmp)
+        print(f"bundle saved to {save}")
     result = op(pack_data(x))
     got = unpack_data(result.output, wl.out_channels)
     ok = np.array_equal(got, reference_conv(x, w, b, ep, wl))
@@ -117,9 +135,10 @@ def run(args: argparse.Namespace) -> int:
         f" {'EXACT MATCH' if ok else 'MISMATCH'}"
     )
     print(result.report.table())
-    if args.trace:
+    if trace:
         from pyvta import sim
 
-        sim.write_trace(result.report, args.trace)
-        print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+        with atomic_output(trace) as tmp:
+            sim.write_trace(result.report, tmp)
+        print(f"trace written to {trace} (open in https://ui.perfetto.dev)")
     return 0 if ok else 1

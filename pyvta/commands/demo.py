@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from pyvta import sim
+from pyvta.commands.common import CommandError, atomic_output, output_path
 from pyvta.sim.programs import matmul_program
 
 HELP = "run the main demo: ResNet-18 on the simulated accelerator (or: demo gemm)"
@@ -41,6 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.search < 0:
+        raise CommandError(f"--search {args.search}: must be >= 0 (0: the analytic default)")
     return _resnet18(args) if args.what == "resnet18" else _gemm(args)
 
 
@@ -107,6 +110,11 @@ def _resnet18(args) -> int:
 
 
 def _gemm(args) -> int:
+    for flag, value in (("--m", args.m), ("--k", args.k), ("--n", args.n)):
+        if value < 1:
+            raise CommandError(f"{flag} {value}: a matrix dimension must be >= 1")
+    save = args.save and output_path(args.save, ".npz", flag="--save")
+    trace = args.trace and output_path(args.trace, ".json", inputs=(save,), flag="--trace")
     rng = np.random.default_rng(args.seed)
     print(
         f"pyvta demo gemm: C = A @ B, int8 x int8 -> int32, A {args.m}x{args.k},"
@@ -120,9 +128,10 @@ def _gemm(args) -> int:
         f"program: {program.insn_count} instructions, DRAM image {program.dram.size} bytes,"
         f" config {program.config.tag}"
     )
-    if args.save:
-        program.save(args.save)
-        print(f"bundle saved to {args.save}")
+    if save:
+        with atomic_output(save) as tmp:
+            program.save(tmp)
+        print(f"bundle saved to {save}")
     t0 = time.perf_counter()
     result = sim.run(program)
     wall_s = time.perf_counter() - t0
@@ -140,7 +149,8 @@ def _gemm(args) -> int:
     report = sim.run_cycles(program, trace=bool(args.trace))
     print("cycle model:")
     print("  " + report.table().replace("\n", "\n  "))
-    if args.trace:
-        sim.write_trace(report, args.trace)
-        print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
+    if trace:
+        with atomic_output(trace) as tmp:
+            sim.write_trace(report, tmp)
+        print(f"trace written to {trace} (open in https://ui.perfetto.dev)")
     return 0 if ok else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pyvta.commands.common import add_config_argument, config_from
+from pyvta.commands.common import CommandError, add_config_argument, config_from
 from pyvta.isa import decode_insns, disassemble
 
 HELP = "disassemble an instruction stream (raw .bin of 16-byte words, or a program bundle .npz)"
@@ -22,6 +22,12 @@ def run(args: argparse.Namespace) -> int:
         from pyvta.sim import Program
 
         program = Program.load(path)
+        if args.config and config_from(args) != program.config:
+            raise CommandError(
+                f"--config {args.config} ({config_from(args).tag}) differs from the config"
+                f" {program.config.tag} recorded in the bundle {path}; a bundle carries its own"
+                " config (drop --config)"
+            )
         insns = program.insns()
         print(
             f"# {path}: {program.insn_count} instructions at {program.insn_addr:#x},"

@@ -41,13 +41,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pyvta.commands.common import CommandError, atomic_output, output_path
     from pyvta.hw import cli_support
 
     if args.hw_command == "run":
-        info = run_bundle(args.bundle, args.out, args.device, args.backpressure)
+        out = output_path(args.out, ".npz", inputs=(args.bundle,))
+        try:
+            with atomic_output(out) as tmp:
+                info = run_bundle(args.bundle, str(tmp), args.device, args.backpressure)
+        except RuntimeError as exc:  # a deadlock or an RTL error status, reported in one line
+            raise CommandError(str(exc)) from exc
         print(
             f"{args.bundle}: RTL ({args.device}) finished in {info['cycles']} cycles;"
-            f" result written to {args.out}"
+            f" result written to {out}"
         )
         if args.check:
             import numpy as np
@@ -56,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
             program = sim.Program.load(args.bundle)
             expected = sim.run(program).dram
-            with np.load(args.out) as z:
+            with np.load(out) as z:
                 got = z["dram"]
             same = got.shape == expected.shape and bool(np.array_equal(got, expected))
             report = sim.run_cycles(program, sim.Timing.rtl_testbench())
@@ -68,7 +74,10 @@ def run(args: argparse.Namespace) -> int:
             return 0 if same else 1
         return 0
     if args.hw_command == "verilog":
-        path = cli_support.write_verilog(args.out, args.config)
+        out = output_path(args.out, ".v", flag="-o")
+        with atomic_output(out) as tmp:
+            cli_support.write_verilog(str(tmp), args.config)
+        path = out
         print(f"Verilog written to {path}")
         return 0
     if args.hw_command == "synth":

@@ -51,14 +51,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from pyvta.commands.common import CommandError, config_from
+    from pyvta.commands.common import CommandError, atomic_output, config_from, output_path
 
     if args.runs < 1:
         raise CommandError(f"--runs must be >= 1, got {args.runs}")
-    if args.save_output and Path(args.save_output).suffix != ".npy":
-        raise CommandError(f"--save-output {args.save_output}: give an .npy path")
+    save = None
+    if args.save_output:
+        inputs = (args.model,) + ((args.input,) if args.input else ())
+        save = output_path(args.save_output, ".npy", inputs=inputs, flag="--save-output")
     kind, device = parse_target(args.target)
     hw = config_from(args) if args.config else None
     cm = compile_for(
@@ -96,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
         extra = f"; {vta_summary(vta, runs)}" if runs else ""
         print(f"inference {i + 1}: {wall:.2f} s wall{extra}")
     out = first[0][0]
-    if args.save_output:
-        np.save(args.save_output, out)
-        print(f"first output written to {args.save_output}")
+    if save is not None:
+        with atomic_output(save) as tmp:
+            np.save(tmp, out)
+        print(f"first output written to {save}")
     top5 = np.argsort(out.reshape(-1))[::-1][:5]
     print(f"output {list(out.shape)}; top-5 classes {top5.tolist()}")
     return 0

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from pyvta import sim
+from pyvta.commands.common import atomic_output, output_path
 from pyvta.sim import Program
 
 HELP = "run a program bundle (.npz) on the simulator and write the final DRAM image"
@@ -36,6 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = args.out and output_path(args.out, ".npz", inputs=(args.bundle,))
+    trace = args.trace and output_path(
+        args.trace, ".json", inputs=(args.bundle, out), flag="--trace"
+    )
     program = Program.load(args.bundle)
     # the cycle model reads the stream before the run may store over the image
     report = sim.run_cycles(program, trace=bool(args.trace)) if args.cycles or args.trace else None
@@ -51,12 +56,13 @@ def run(args: argparse.Namespace) -> int:
     if report:
         print(report.table())
         extra["cycles"] = np.array(json.dumps(report.to_dict()))
-        if args.trace:
-            sim.write_trace(report, args.trace)
-            print(f"trace written to {args.trace} (open in https://ui.perfetto.dev)")
-    if args.out:
-        Program(result.dram, program.insn_addr, program.insn_count, program.config).save(
-            args.out, **extra
-        )
-        print(f"result written to {args.out}")
+        if trace:
+            with atomic_output(trace) as tmp:
+                sim.write_trace(report, tmp)
+            print(f"trace written to {trace} (open in https://ui.perfetto.dev)")
+    if out:
+        final = Program(result.dram, program.insn_addr, program.insn_count, program.config)
+        with atomic_output(out) as tmp:
+            final.save(tmp, **extra)
+        print(f"result written to {out}")
     return 0

@@ -5,6 +5,7 @@ and a tuning-curve plot."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 HELP = "auto-tune an operator (gemm:M,N,K, conv2d:..., C1..C12 on the CPU; vta:C2..C12 on VTA)"
 
@@ -16,6 +17,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pyvta.commands.common import output_path
     from pyvta.tuner.cli_support import tune_command
+
+    if Path(args.workload).suffix == ".npz":  # a compiled model: readable, and not a bundle
+        from pyvta.commands.network import load_artifact
+
+        load_artifact(Path(args.workload))
+    # appended to (and read back by --resume), so checked, not written atomically
+    inputs = (args.workload, args.transfer_log)
+    if args.log:
+        Path(args.log).expanduser().parent.mkdir(parents=True, exist_ok=True)  # as TuningLog does
+        args.log = str(output_path(args.log, inputs=inputs, flag="--log"))
+    if args.plot:
+        args.plot = str(output_path(args.plot, ".png", inputs=(*inputs, args.log), flag="--plot"))
 
     return tune_command(args)

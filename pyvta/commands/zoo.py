@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyvta.commands.common import CommandError
+    from pyvta.commands.common import CommandError, atomic_output, output_path
     from pyvta.compiler.graph import zoo
 
     if args.model is None:
@@ -35,14 +35,16 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"--classes {args.classes}: a classifier needs at least 1 output")
     if args.width is not None and args.width < 1:
         raise CommandError(f"--width {args.width}: a layer needs at least 1 channel")
-    out = args.out or f"{args.model}.onnx"
+    if args.model not in zoo.ZOO:
+        raise CommandError(
+            f"no model {args.model!r} in the zoo (allowed: {', '.join(sorted(zoo.ZOO))})"
+        )
+    out = output_path(args.out or f"{args.model}.onnx", ".onnx", flag="-o")
     kwargs = {"size": args.size, "classes": args.classes, "seed": args.seed}
     if args.width is not None:
         kwargs["width"] = args.width
-    try:
-        zoo.save_model(args.model, out, **kwargs)
-    except ValueError as exc:  # a model name not in the zoo
-        raise CommandError(str(exc)) from exc
+    with atomic_output(out) as tmp:
+        zoo.save_model(args.model, tmp, **kwargs)
     print(
         f"wrote {out}: {args.model}, input float32[1, 3, {args.size}, {args.size}],"
         f" {args.classes} classes, seed {args.seed}"

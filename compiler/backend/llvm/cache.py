@@ -10,7 +10,7 @@ import hashlib
 import os
 from pathlib import Path
 
-CODEGEN_VERSION = "10"
+CODEGEN_VERSION = "11"  # 11: min/max propagate NaN (llvm.minimum/maximum)
 
 
 def kernel_key(ir_text: str, target_key: str) -> str:

@@ -55,9 +55,10 @@ from pyvta.compiler.ir.stmt import (
     Seq,
     Store,
 )
+from pyvta.isa.errors import PyvtaError
 
 
-class CodegenError(ValueError):
+class CodegenError(PyvtaError, ValueError):
     pass
 
 
@@ -356,7 +357,9 @@ class CodeGen:
             return bd.fdiv(a, b)
         if op in ("min", "max"):
             if fl:
-                name = "llvm.minnum" if op == "min" else "llvm.maxnum"
+                # llvm.minimum/maximum propagate NaN as numpy's minimum/maximum do
+                # (minnum/maxnum would return the other operand)
+                name = "llvm.minimum" if op == "min" else "llvm.maximum"
                 fn = self._intrinsic(name, a.type, 2)
                 return bd.call(fn, [a, b])
             c = bd.icmp_signed("<" if op == "min" else ">", a, b)

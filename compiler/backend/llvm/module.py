@@ -7,7 +7,9 @@ import threading
 
 import numpy as np
 
-from pyvta.compiler.ir.stmt import PrimFunc
+from pyvta.compiler.backend.llvm.vector import walk_stmts
+from pyvta.compiler.ir.stmt import PrimFunc, Store
+from pyvta.isa.errors import PyvtaError
 
 _NP_DTYPE = {
     "int8": np.int8,
@@ -34,23 +36,41 @@ def aligned_copy(a: np.ndarray, align_bytes: int = 64) -> np.ndarray:
     return out
 
 
-def check_arrays(func: PrimFunc, arrays) -> list[np.ndarray]:
-    """``arrays`` if they match ``func``'s parameters (count, numpy, dtype, shape,
-    C-contiguous); else a ``TypeError`` / ``ValueError`` naming the first mismatch."""
+class KernelArgumentError(PyvtaError, TypeError, ValueError):
+    """Arrays a compiled kernel cannot be called with (count, dtype, shape, layout, read-only)."""
+
+
+def check_arrays(func: PrimFunc, arrays, written: frozenset | set = frozenset()) -> list[np.ndarray]:
+    """``arrays`` if they match ``func``'s parameters (count, numpy, dtype, shape, C-contiguous,
+    writable where ``written`` names the parameter); else a ``KernelArgumentError`` naming the
+    first mismatch."""
     params = func.params
     if len(arrays) != len(params):
         names = ", ".join(b.name for b in params)
-        raise TypeError(f"{func.name} takes {len(params)} arrays ({names}), got {len(arrays)}")
+        raise KernelArgumentError(
+            f"{func.name} takes {len(params)} arrays ({names}), got {len(arrays)}"
+        )
     for a, b in zip(arrays, params, strict=True):
         if not isinstance(a, np.ndarray):
-            raise TypeError(f"argument {b.name} must be a numpy array, got {type(a).__name__}")
+            raise KernelArgumentError(
+                f"argument {b.name} must be a numpy array, got {type(a).__name__}"
+            )
         want = np.dtype(_NP_DTYPE[b.dtype])
         if a.dtype != want:
-            raise TypeError(f"argument {b.name} has dtype {a.dtype}, expected {want}")
+            raise KernelArgumentError(f"argument {b.name} has dtype {a.dtype}, expected {want}")
         if tuple(a.shape) != b.shape:
-            raise ValueError(f"argument {b.name} has shape {tuple(a.shape)}, expected {b.shape}")
+            raise KernelArgumentError(
+                f"argument {b.name} has shape {tuple(a.shape)}, expected {b.shape}"
+            )
         if not a.flags.c_contiguous:
-            raise ValueError(f"argument {b.name} must be C-contiguous (use np.ascontiguousarray)")
+            raise KernelArgumentError(
+                f"argument {b.name} must be C-contiguous (use np.ascontiguousarray)"
+            )
+        if b.name in written and not a.flags.writeable:
+            raise KernelArgumentError(
+                f"argument {b.name} is written by {func.name} but its array is read-only"
+                " (a read-only memmap, a view of bytes, ...); pass a writable array"
+            )
     return list(arrays)
 
 
@@ -65,6 +85,7 @@ class Module:
         self.func, self.jit, self.target = func, jit, target
         self.from_cache = from_cache  # "memory", "disk" or "none"
         self._local = threading.local()
+        self._written = {st.buffer.name for st in walk_stmts(func.body) if isinstance(st, Store)}
         nbufs = len(func.params) + len(func.workspace)
         proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * nbufs))
         self._fn = proto(jit.address)
@@ -81,7 +102,8 @@ class Module:
         return self.jit.assembly(self.target)
 
     def _check(self, arrays) -> list[int]:
-        return [a.ctypes.data for a in check_arrays(self.func, arrays)] + self._workspace()
+        arrays = check_arrays(self.func, arrays, self._written)
+        return [a.ctypes.data for a in arrays] + self._workspace()
 
     def _workspace(self) -> list[int]:
         """Scratch buffers of this calling thread (allocated on its first call, then reused)."""

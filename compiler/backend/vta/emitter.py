@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from pyvta.isa import AluInsn, GemmInsn, HwConfig, Insn, Load, MemInsn, MemType, Uop
+from pyvta.isa.errors import PyvtaError
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class Access:
     write: bool
 
 
-class UopOverflowError(ValueError):
+class UopOverflowError(PyvtaError, ValueError):
     pass
 
 

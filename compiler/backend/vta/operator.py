@@ -12,6 +12,7 @@ from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit
 from pyvta.compiler.backend.vta.constants import bias_digit_blocks, identity_block, ones_row
 from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 from pyvta.compiler.backend.vta.default import default_config
+from pyvta.compiler.backend.vta.packing import check_int32
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.driver.kernel import (
     Kernel,
@@ -79,6 +80,8 @@ def build_kernel(
     constants ``weights``, ``bias``, ``consts`` (bias digits, scaled identity), ``ones``, ``uops``,
     ``insns``.
     """
+    if ep.bias and bias is not None:
+        bias = check_int32("bias", bias)  # before any use: a float or wide bias is refused
     ep, digits = lowering_epilogue(wl, ep, bias)
     if config is not None and digits is not None:
         try:

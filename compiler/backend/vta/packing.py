@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from pyvta.compiler.backend.vta.workload import WorkloadError
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
 
 def _pad_to(n: int, block: int) -> int:
     return -(-n // block) * block
@@ -39,8 +43,28 @@ def pack_weights(w: np.ndarray, block: int = 16) -> np.ndarray:
     )
 
 
+def check_int32(name: str, a) -> np.ndarray:
+    """``a`` as int32 if it is an integer array whose values all fit; WorkloadError otherwise
+    (a float would be truncated, an int64 beyond int32 would wrap)."""
+    if not isinstance(a, np.ndarray) or a.dtype.kind not in "iu":
+        got = a.dtype if isinstance(a, np.ndarray) else type(a).__name__
+        raise WorkloadError(
+            f"{name} must be an integer array (int32 range), got {got}; round and convert it"
+            " explicitly, e.g. np.round(b).astype(np.int32)"
+        )
+    if a.size and (a.min() < INT32_MIN or a.max() > INT32_MAX):
+        raise WorkloadError(
+            f"{name} holds values in [{a.min()}, {a.max()}], outside int32"
+            f" [{INT32_MIN}, {INT32_MAX}]"
+        )
+    return a.astype(np.int32)
+
+
 def pack_bias(b: np.ndarray, block: int = 16) -> np.ndarray:
-    """(O,) int32 -> (O/b, b), zero-padded."""
+    """(O,) integer (within int32) -> (O/b, b) int32, zero-padded."""
+    b = check_int32("bias", b)
+    if b.ndim != 1:
+        raise WorkloadError(f"bias must be 1-D (O,), got shape {list(b.shape)}")
     out = np.zeros(_pad_to(b.shape[0], block), np.int32)
     out[: b.shape[0]] = b
     return out.reshape(-1, block)

@@ -31,7 +31,7 @@ from pyvta.compiler.graph.calibrate import (
     frac_bits_for,
     quantization_error,
 )
-from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 
 QUANTIZABLE = ("conv2d", "dense")
@@ -118,10 +118,15 @@ class _Rewriter:
         if shift < 0:
             fy, shift = fa, 0
         if shift > 31:
-            raise ValueError(f"node {n.name!r}: shift {shift} exceeds 31 (input/weight scales)")
+            raise GraphError(f"node {n.name!r}: shift {shift} exceeds 31 (input/weight scales)")
         bq = np.round(bias * 2.0**fa) + (1 << (shift - 1) if shift else 0)
         if np.max(np.abs(bq), initial=0) >= 2**31:
-            raise ValueError(f"node {n.name!r}: bias does not fit int32 at 2**-{fa}")
+            raise GraphError(
+                f"node {n.name!r}: its int32 bias overflows at the accumulator's scale"
+                f" 2**{-fa}: max |weight| {float(np.max(np.abs(w))):.3g} and max |bias|"
+                f" {float(np.max(np.abs(bias))):.3g} (after rounding correction) do not fit int8"
+                " weights with an int32 bias at one power-of-two scale; check this node's weights"
+            )
         attrs = {k: n.attrs[k] for k in ("strides", "pads", "dilations", "group") if k in n.attrs}
         clip = n.attrs.get("clip") or [-math.inf, math.inf]
         attrs["clip_lo"] = int(max(-128, min(127, _scaled(clip[0], fy))))
@@ -146,6 +151,22 @@ class _Rewriter:
         self.int8[y] = (out, fy)
 
 
+def check_finite_constants(graph: Graph) -> None:
+    """An int8 target cannot represent NaN or Inf: refuse a float constant (weight, bias, ...)
+    holding one, naming the first node that reads it (float targets propagate them)."""
+    for n in graph.nodes:
+        for name in n.inputs:
+            c = graph.constants.get(name)
+            if c is None or c.dtype.kind != "f" or np.isfinite(c).all():
+                continue
+            n_nan, n_inf = int(np.isnan(c).sum()), int(np.isinf(c).sum())
+            raise GraphError(
+                f"node {n.name!r} ({n.op}): constant {name!r} holds {n_nan} NaN and {n_inf} Inf"
+                f" of {c.size} values; an int8 target needs finite weights (the float target"
+                " 'cpu' propagates them)"
+            )
+
+
 def _weight_error_shift(w, wq, fw: int, group: int, mean: np.ndarray) -> np.ndarray:
     """Expected output change from rounding the weights: ``sum_c (w_q - w)[o, c] * E[x_c]``."""
     err = wq.astype(np.float64) * 2.0**-fw - w.astype(np.float64)
@@ -167,6 +188,7 @@ def quantize_int8(graph: Graph, options) -> Graph:
     cfg: QuantConfig | None = getattr(options, "quant", None)
     if cfg is None:
         return graph
+    check_finite_constants(graph)
     keep = set(cfg.keep_float if cfg.keep_float is not None else default_keep_float(graph))
     g = graph.copy()
     rw = _Rewriter(g, calibrate(graph, cfg.samples, cfg.extra_bits), cfg.bias_correction)

@@ -296,7 +296,15 @@ mem_insns = st.builds(
     x_pad_1=_u(4),
     **flags,
 ).filter(lambda i: (i.memory_type is MemType.OUT) == i.is_store)
-gemm_insns = st.builds(GemmInsn, wgt_factor_out=_u(10), wgt_factor_in=_u(10), **loop, **flags)
+
+
+def _ordered(i):
+    return i.uop_bgn <= i.uop_end
+
+
+gemm_insns = st.builds(
+    GemmInsn, wgt_factor_out=_u(10), wgt_factor_in=_u(10), **loop, **flags
+).filter(_ordered)
 alu_insns = st.builds(
     AluInsn,
     alu_opcode=st.sampled_from(list(AluOp)),
@@ -304,7 +312,7 @@ alu_insns = st.builds(
     imm=st.integers(-32768, 32767),
     **loop,
     **flags,
-)
+).filter(_ordered)
 finish_insns = st.builds(FinishInsn, **flags)
 
 
@@ -333,3 +341,18 @@ def test_random_words_decode_or_raise_decode_error(word):
         return
     # Whatever decodes re-encodes (gaps dropped) to a word that decodes to the same instruction.
     assert decode(insn.encode(CFG), CFG) == insn
+
+
+def test_reversed_uop_range_is_refused_on_encode_and_decode():
+    insn = GemmInsn(uop_bgn=5, uop_end=3)
+    with pytest.raises(FieldRangeError, match="uop_bgn 5 > uop_end 3"):
+        insn.encode(CFG)
+    word = GemmInsn(uop_bgn=3, uop_end=5).encode(CFG)
+    g = gemm_layout(CFG).fields
+    swapped = word & ~(g["uop_bgn"].mask << g["uop_bgn"].lsb) | (5 << g["uop_bgn"].lsb)
+    swapped = swapped & ~(g["uop_end"].mask << g["uop_end"].lsb) | (3 << g["uop_end"].lsb)
+    with pytest.raises(DecodeError, match="instruction 7: uop_bgn 5 > uop_end 3"):
+        decode(swapped, CFG, index=7)
+    alu = AluInsn(uop_bgn=9, uop_end=2)
+    with pytest.raises(FieldRangeError, match="reversed"):
+        alu.encode(CFG)
