@@ -2,20 +2,27 @@
 
 >>> from pyvta.compiler import te, create_schedule, lower, build
 
-The names are imported when first used (PEP 562): importing a subpackage (``compiler.graph`` to
-run an artifact) does not load the code generators.
+Importing it loads the compiler's own pure-Python modules only; the code generators (llvmlite)
+load when something is built, so a board runtime can import ``compiler.graph``.
 """
 
-import importlib
-
-_HOMES = {"te": None, "build": "api", "lower": "api", "create_schedule": "schedule"}
-
-__all__ = sorted(_HOMES)
+import pyvta.compiler.lower  # noqa: F401 - first, so the name ``lower`` below is the function
+from pyvta.compiler import te
+from pyvta.compiler.schedule import create_schedule
 
 
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if _HOMES[name] is None:
-        return importlib.import_module(f"{__name__}.{name}")
-    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+def lower(*args, **kwargs):
+    """``compiler.api.lower``: a schedule to loop IR (imported here on first use)."""
+    from pyvta.compiler.api import lower as lower_schedule
+
+    return lower_schedule(*args, **kwargs)
+
+
+def build(*args, **kwargs):
+    """``compiler.api.build``: a schedule to a callable module for a target (see there)."""
+    from pyvta.compiler.api import build as build_schedule
+
+    return build_schedule(*args, **kwargs)
+
+
+__all__ = ["build", "create_schedule", "lower", "te"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,6 +152,8 @@ class CompiledModel:
         """Read an artifact written by :meth:`save`: every blob's hash and the graph are checked;
         a file that is not an intact artifact raises ``ArtifactError`` saying what it is."""
         path = Path(path)
+        if path.is_file() and not zipfile.is_zipfile(path):
+            raise ArtifactError(f"{path}: not a compiled model (not an .npz archive)")
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta, arrays = _read_checked(path, z)

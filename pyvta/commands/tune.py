@@ -21,9 +21,9 @@ def run(args: argparse.Namespace) -> int:
     from pyvta.tuner.cli_support import tune_command
 
     if Path(args.workload).suffix == ".npz":  # a compiled model: readable, and not a bundle
-        from pyvta.commands.network import load_artifact
+        from pyvta.compiler.graph.compiled_model import CompiledModel
 
-        load_artifact(Path(args.workload))
+        CompiledModel.load(Path(args.workload))
     # appended to (and read back by --resume), so checked, not written atomically
     inputs = (args.workload, args.transfer_log)
     if args.log:

@@ -173,7 +173,7 @@ def test_pyvta_error_is_one_line_and_debug_shows_the_traceback(tmp_path, capsys)
 
 
 def test_bundle_and_artifact_are_not_mistaken_for_each_other(tmp_path, bundle, capsys):
-    _refused(["run", bundle], capsys, "is a program bundle (for pyvta sim")
+    _refused(["run", bundle], capsys, "is a program bundle (a DRAM image")
     artifact = tmp_path / "a.npz"
     np.savez(artifact, __graph__=np.array("{}"))
     _refused(["sim", artifact], capsys, "looks like a compiled model")
@@ -186,13 +186,13 @@ def test_bundle_and_artifact_are_not_mistaken_for_each_other(tmp_path, bundle, c
 
 
 def test_hw_run_failure_is_one_line_and_leaves_no_output(tmp_path, bundle, capsys, monkeypatch):
-    from pyvta.hw import cli_support
+    from pyvta.commands import hw
 
-    def deadlocked(bundle_path, out, **kw):
+    def deadlocked(bundle_path, out, *args, **kw):
         Path(out).write_bytes(b"partial")
         raise RuntimeError("RTL run did not finish (deadlock): load waits for a token")
 
-    monkeypatch.setattr(cli_support, "run_bundle", deadlocked)
+    monkeypatch.setattr(hw, "run_bundle", deadlocked)
     out = tmp_path / "r.npz"
     _refused(["hw", "run", bundle, "--out", out], capsys, "RTL run did not finish (deadlock)")
     assert not out.exists()
