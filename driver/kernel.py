@@ -157,5 +157,8 @@ def load_kernel(device: Device, kernel: Kernel) -> LoadedKernel:
         data = relocate(kernel, addrs, cfg) if r.name == "insns" else kernel.consts[r.name]
         if len(data) != r.nbytes:
             raise DeviceError(f"constant {r.name!r} has {len(data)} bytes, its region {r.nbytes}")
-        device.write(addrs[r.name], np.frombuffer(data, np.uint8))
+        if r.name == "insns":  # relocated for these addresses: new bytes every load
+            device.write(addrs[r.name], np.frombuffer(data, np.uint8))
+        else:
+            device.write_const(addrs[r.name], data)
     return LoadedKernel(kernel, device, addrs, time.perf_counter() - t0)
