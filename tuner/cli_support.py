@@ -138,16 +138,25 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="VTA workloads: measure each candidate's cycles on this device (a driver.open name:"
         " rtl, sim, ...) instead of the cycle model's estimate",
     )
+    p.add_argument(
+        "--key-file", dest="key_file", help="tcp:// devices: the key their servers were given"
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 
 
-def device_measurer(name: str):
-    """A measurer that runs VTA candidates on the device ``name`` (one run worker owns it)."""
+def device_measurer(name: str, **device_kwargs):
+    """A measurer that runs VTA candidates on the device ``name`` (one run worker owns it);
+    ``device_kwargs`` go to ``driver.open`` (``key_file=`` for a tcp:// device)."""
     from pyvta.tuner.measure import LocalMeasurer
     from pyvta.tuner.vta import VtaDeviceBackend
 
-    return LocalMeasurer(VtaDeviceBackend(name), repeats=1, n_run_workers=1, run_timeout_s=600)
+    backend = VtaDeviceBackend(name, **device_kwargs)
+    return LocalMeasurer(backend, repeats=1, n_run_workers=1, run_timeout_s=600)
+
+
+def _device_kwargs(args) -> dict:
+    return {"key_file": args.key_file} if getattr(args, "key_file", None) else {}
 
 
 def tune_command(args: argparse.Namespace) -> int:
@@ -202,7 +211,10 @@ def tune_command(args: argparse.Namespace) -> int:
             f"error: --device measures VTA workloads; {task.name} runs on the CPU", file=sys.stderr
         )
         return 2
-    m = device_measurer(args.device) if args.device else default_measurer(task)
+    if args.device:
+        m = device_measurer(args.device, **_device_kwargs(args))
+    else:
+        m = default_measurer(task)
     if args.device:
         print(f"measuring on device {args.device!r} (cycles from its counters)")
     final_check = args.final_check
@@ -261,7 +273,7 @@ def _tune_network(args: argparse.Namespace) -> int:
     )
     for layer in layers:
         print(f"  {layer_name(layer)} x{layer.count}")
-    measurer = device_measurer(args.device) if args.device else None
+    measurer = device_measurer(args.device, **_device_kwargs(args)) if args.device else None
     try:
         summary = _run_network(args, layers, measurer)
     finally:

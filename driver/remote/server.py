@@ -87,7 +87,7 @@ class DeviceServer:
         self._owner = asyncio.Lock()
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="device")
         self._connections = 0
-        self._writers: set = set()
+        self._tasks: set = set()
         self._server = None
         self.sessions_served = 0
 
@@ -120,9 +120,9 @@ class DeviceServer:
         """Stop listening, close every connection, wait for the device thread."""
         if self._server is not None:
             self._server.close()
-            for w in list(self._writers):
-                w.close()
-            await asyncio.sleep(0)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         self._thread.shutdown(wait=True)
 
     # -- one connection ----------------------------------------------------------------------
@@ -135,7 +135,7 @@ class DeviceServer:
             writer.close()
             return
         self._connections += 1
-        self._writers.add(writer)
+        self._tasks.add(asyncio.current_task())
         session = Session(sid, peer, self.device, self.limits.const_cache_bytes, self.store)
         try:
             await asyncio.wait_for(self._handshake(reader, writer, session), self._hs_timeout)
@@ -150,7 +150,7 @@ class DeviceServer:
             LOG.exception("session %d %s: internal error", sid, peer)
         finally:
             self._connections -= 1
-            self._writers.discard(writer)
+            self._tasks.discard(asyncio.current_task())
             writer.close()
             LOG.info("session %d %s: ended %s", sid, peer, session.summary())
 
@@ -247,7 +247,9 @@ class DeviceServer:
         session.ops[op] += 1
         timeout = self.limits.launch_timeout_s if op == "launch" else self.limits.request_timeout_s
         try:
-            reply, out = await self._device_call(session.execute, op, fields, blobs, timeout=timeout)
+            reply, out = await self._device_call(
+                session.execute, op, fields, blobs, timeout=timeout
+            )
         except OpRefused as e:
             self._refuse(session, e.kind, str(e))
             reply, out = self._error(e.kind, str(e)), []

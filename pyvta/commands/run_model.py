@@ -45,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compiling an ONNX file: each layer's best config from a `pyvta tune MODEL --log` log",
     )
     p.add_argument("--calibration", metavar="DATA", help="compiling: .npy folder or .npz samples")
+    p.add_argument("--key-file", dest="key_file", help="vta-tcp://HOST:PORT: the server's key")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"input: seeded standard-normal {list(shape)} (seed {args.seed})")
     vta = None
     if kind == "vta":
-        vta = open_accelerator(cm, device or "sim")
+        kwargs = {"key_file": args.key_file} if args.key_file else {}
+        vta = open_accelerator(cm, device or "sim", **kwargs)
     from pyvta.compiler.graph.compiled_model import run_model
 
     backends = {"vta": vta} if vta is not None else None
