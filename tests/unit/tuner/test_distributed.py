@@ -1,0 +1,85 @@
+"""Measurement fan-out on Dask (tuner.distributed): two sim-backed device servers on 127.0.0.1, one
+in-process Dask worker per device; the costs equal the local simulator's, both devices take work,
+and a device that dies mid-run loses only its in-flight candidate, the other takes the rest."""
+
+import threading
+import time
+
+import pytest
+
+from pyvta.driver import SimDevice
+from pyvta.driver.remote.server import ServerThread
+from pyvta.isa import HwConfig
+from pyvta.testing.remote import KEY
+from pyvta.tuner.cli_support import parse_workload
+from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.vta import VtaDeviceBackend
+
+pytest.importorskip("distributed", reason="needs the distributed extra (pyvta[distributed])")
+
+from pyvta.tuner.distributed import DaskMeasurer  # noqa: E402
+
+N_CONFIGS = 6
+
+
+class _DyingSim(SimDevice):
+    """A simulator whose server is stopped during its ``die_at``-th launch (its board unplugged)."""
+
+    def __init__(self, die_at: int):
+        super().__init__(HwConfig())
+        self.die_at, self.launches, self.server = die_at, 0, None
+
+    def launch(self, insn_addr, insn_count):
+        self.launches += 1
+        if self.launches == self.die_at:
+            threading.Thread(target=self.server.stop).start()
+            time.sleep(0.5)  # the session is cancelled meanwhile: no answer goes back
+        return super().launch(insn_addr, insn_count)
+
+
+@pytest.fixture(scope="module")
+def task_and_reference():
+    task = parse_workload("vta:8,8,32,32,3,1,1")
+    configs = task.prior(N_CONFIGS)
+    ref = InProcessMeasurer(VtaDeviceBackend("sim"), repeats=1).measure(task, configs)
+    assert all(r.ok for r in ref)
+    return task, configs, [r.costs for r in ref]
+
+
+def test_fanout_over_two_servers_equals_local(task_and_reference):
+    task, configs, want = task_and_reference
+    with (
+        ServerThread(SimDevice(HwConfig()), KEY) as a,
+        ServerThread(SimDevice(HwConfig()), KEY) as b,
+    ):
+        devices = [f"tcp://{a.address}", f"tcp://{b.address}"]
+        seen = []
+        with DaskMeasurer(devices, {"key": KEY}) as m:
+            got = m.measure(task, configs, lambda pos, res: seen.append(pos))
+            summary = m.summary()
+    print(summary)
+    assert [r.costs for r in got] == want
+    assert sorted(seen) == list(range(N_CONFIGS))  # each reported once
+    assert [s.measured for s in m.shares] and all(s.measured > 0 for s in m.shares)
+    assert sum(s.measured for s in m.shares) == N_CONFIGS and "lost" not in summary
+
+
+def test_a_device_dying_mid_run_moves_its_share(task_and_reference):
+    task, configs, want = task_and_reference
+    dying = _DyingSim(die_at=2)
+    with ServerThread(SimDevice(HwConfig()), KEY) as a, ServerThread(dying, KEY) as b:
+        dying.server = b
+        devices = [f"tcp://{a.address}", f"tcp://{b.address}"]
+        seen = []
+        with DaskMeasurer(devices, {"key": KEY}) as m:
+            got = m.measure(task, configs, lambda pos, res: seen.append(pos))
+            summary = m.summary()
+    print(summary)
+    assert sorted(seen) == list(range(N_CONFIGS))  # nothing lost, nothing repeated
+    errors = [r for r in got if not r.ok]
+    assert len(errors) == 1 and "lost while measuring" in errors[0].msg
+    assert all(r.costs == w for r, w in zip(got, want, strict=True) if r.ok)
+    alive, lost = m.shares
+    assert lost.lost and lost.measured == 2 and lost.errors == 1
+    assert alive.lost is None and alive.measured == N_CONFIGS - 2
+    assert "lost:" in summary
