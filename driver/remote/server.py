@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import ipaddress
 import itertools
 import logging
@@ -142,6 +143,10 @@ class DeviceServer:
             await self._own_and_serve(reader, writer, session)
         except _Closed:
             pass
+        except p.ProtocolError as e:  # a bad frame before the session began
+            self._refuse(session, "bad_request", str(e))
+            with contextlib.suppress(ConnectionError, OSError):
+                await self._send(writer, self._error("bad_request", str(e)))
         except TIMEOUTS:
             LOG.warning("session %d %s: handshake timed out", sid, peer)
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
