@@ -81,7 +81,10 @@ def run(args: argparse.Namespace) -> int:
     if args.allow_upload:
         store = BitstreamStore(args.store or Path.home() / ".cache" / "pyvta" / "bitstreams")
     kwargs = {"bitstream": args.bitstream} if args.bitstream else {}
-    device = driver.open(args.device, config=config_from(args), **kwargs)
+    try:
+        device = driver.open(args.device, config=config_from(args), **kwargs)
+    except TypeError as e:  # an option this backend does not take (--bitstream on sim)
+        raise CommandError(f"device {args.device!r}: {e}") from None
     limits = Limits(
         max_frame_bytes=args.max_frame_mb << 20,
         queue_timeout_s=args.queue_timeout_s,

@@ -79,6 +79,22 @@ def test_kernel_through_tcp_equals_local_bit_for_bit(server):
     assert stats["cached_consts"] == n_consts and stats["errors"] == {}
 
 
+@pytest.mark.slow
+def test_kernel_through_tcp_on_the_rtl_equals_the_simulator():
+    if "rtl" not in driver.device_kinds():
+        pytest.skip("needs the RTL device (driver/ops_rtl.py, Verilator)")
+    kernel, x = _kernel()
+    want, _ = load_kernel(SimDevice(HwConfig()), kernel).run(x)
+    try:
+        rtl = driver.open("rtl", config=HwConfig())
+    except DeviceError as e:
+        pytest.skip(f"the RTL device cannot be opened here: {e}")
+    with ServerThread(rtl, KEY) as s, _open(s) as dev:
+        got, res = load_kernel(dev, kernel).run(x)
+    assert np.array_equal(got["output"], want["output"])
+    assert res.stats is None or res.stats.cycles > 0
+
+
 def test_config_mismatch_and_missing_key_are_refused(server):
     other = HwConfig(LOG_INP_BUFF_SIZE=14)
     with pytest.raises(DeviceError, match=f"serves HwConfig {HwConfig().tag}; this needs"):
