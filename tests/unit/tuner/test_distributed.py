@@ -2,6 +2,7 @@
 in-process Dask worker per device; the costs equal the local simulator's, both devices take work,
 and a device that dies mid-run loses only its in-flight candidate, the other takes the rest."""
 
+import json
 import threading
 import time
 
@@ -83,3 +84,23 @@ def test_a_device_dying_mid_run_moves_its_share(task_and_reference):
     assert lost.lost and lost.measured == 2 and lost.errors == 1
     assert alive.lost is None and alive.measured == N_CONFIGS - 2
     assert "lost:" in summary
+
+
+def test_cli_tune_with_devices(tmp_path, capsys):
+    from pyvta.cli import main
+
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    log = tmp_path / "log.jsonl"
+    with (
+        ServerThread(SimDevice(HwConfig()), KEY) as a,
+        ServerThread(SimDevice(HwConfig()), KEY) as b,
+    ):
+        argv = ["tune", "vta:8,8,32,32,3,1,1", "--trials", "6", "--tuner", "random"]
+        argv += ["--devices", f"tcp://{a.address},tcp://{b.address}", "--key-file", str(key_file)]
+        assert main([*argv, "--log", str(log), "--no-progress", "--first", "0"]) == 0
+    out = capsys.readouterr().out
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len({r["index"] for r in records}) == len(records) == 6
+    assert f"tcp://{a.address}" in out and "measured" in out
+    assert main(["tune", "vta:C9", "--device", "sim", "--devices", "tcp://x:1"]) == 2
