@@ -77,6 +77,13 @@ def _tune(task, trials, seed, devices, key_path, builder, log):
     return res, wall, summary
 
 
+def _cpu_s(servers) -> float:
+    """User + system CPU seconds the server processes have used."""
+    import psutil
+
+    return sum(sum(psutil.Process(proc.pid).cpu_times()[:2]) for proc, _ in servers)
+
+
 def _kill_half_way(proc, log: Path, at: int, stop: threading.Event) -> None:
     while not stop.is_set():
         if log.exists() and len(log.read_text().splitlines()) >= at:
@@ -91,6 +98,7 @@ def main(argv=None) -> int:
     ap.add_argument("--layer", default="C9")
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rounds", type=int, default=2, help="runs with 1 and with 2 servers")
     args = ap.parse_args(argv)
     task = parse_workload(f"vta:{args.layer}")
     print(
@@ -114,17 +122,27 @@ def main(argv=None) -> int:
             initial=task.prior(12),
         )
         print(f"host builds: {len(builder.kernels)} candidates in {builder.build_s:.1f} s (once)")
-        rates = {}
-        for n in (1, 2):
-            devices = [f"tcp://{a}" for _, a in servers[:n]]
-            res, wall, summary = _tune(task, args.trials, args.seed, devices, path, builder, None)
-            rates[n] = len(res.history) / wall
-            print(
-                f"{n} server{'s' if n > 1 else ' '}: {wall:6.1f} s, {rates[n]:.2f} trials/s,"
-                f" best {res.best_cost:.0f} cycles"
-            )
-            print("  " + summary.replace("\n", "\n  "))
-        print(f"ratio 2 servers / 1 server: {rates[2] / rates[1]:.2f}x")
+        walls = {1: [], 2: []}
+        for _ in range(args.rounds):  # 1 and 2 servers in turns: both see the same machine load
+            for n in (1, 2):
+                devices = [f"tcp://{a}" for _, a in servers[:n]]
+                cpu0 = _cpu_s(servers[:n])
+                load = os.getloadavg()[0]
+                res, wall, summary = _tune(
+                    task, args.trials, args.seed, devices, path, builder, None
+                )
+                walls[n].append(wall)
+                print(
+                    f"{n} server{'s' if n > 1 else ' '}: {wall:6.1f} s,"
+                    f" {len(res.history) / wall:.2f} trials/s, best {res.best_cost:.0f} cycles;"
+                    f" servers' CPU {_cpu_s(servers[:n]) - cpu0:.1f} s; load average {load:.1f}"
+                )
+                print("  " + summary.replace("\n", "\n  "))
+        rate = {n: args.trials * len(w) / sum(w) for n, w in walls.items()}
+        print(
+            f"trials/s: 1 server {rate[1]:.2f}, 2 servers {rate[2]:.2f};"
+            f" ratio {rate[2] / rate[1]:.2f}x (this machine: {os.cpu_count()} cores)"
+        )
         log = tmp / "kill.jsonl"
         stop = threading.Event()
         killer = threading.Thread(

@@ -24,6 +24,8 @@ from pyvta.driver.remote import protocol as p
 from pyvta.driver.stats import Stats
 from pyvta.isa import HwConfig
 
+CHUNK_BYTES = 16 << 20  # larger writes and reads go as several requests
+
 
 class ConnectionLost(DeviceError):
     """The server went away (or the network): the device cannot be used through this object."""
@@ -146,7 +148,9 @@ class RemoteDevice(Device):
         ]
 
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
-        self._ask({"op": "write", "addr": int(addr)}, [_bytes_of(data)])
+        raw = memoryview(_bytes_of(data)).cast("B")
+        for at in range(0, max(len(raw), 1), CHUNK_BYTES):  # frames stay under the server's limit
+            self._ask({"op": "write", "addr": int(addr) + at}, [raw[at : at + CHUNK_BYTES]])
 
     def write_const(self, addr: int, data: bytes) -> None:
         """The bytes once per session, their sha256 afterwards (the server keeps them)."""
@@ -165,8 +169,12 @@ class RemoteDevice(Device):
             self._consts.add(digest)
 
     def read(self, addr: int, nbytes: int) -> np.ndarray:
-        self._ask({"op": "read", "addr": int(addr), "nbytes": int(nbytes)})
-        return np.frombuffer(self._blobs[0], np.uint8).copy()
+        out = np.empty(int(nbytes), np.uint8)
+        for at in range(0, max(int(nbytes), 1), CHUNK_BYTES):
+            n = min(CHUNK_BYTES, int(nbytes) - at)
+            self._ask({"op": "read", "addr": int(addr) + at, "nbytes": n})
+            out[at : at + n] = np.frombuffer(self._blobs[0], np.uint8)
+        return out
 
     def launch(self, insn_addr: int, insn_count: int) -> RunResult:
         t0 = time.perf_counter()

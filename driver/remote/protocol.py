@@ -28,7 +28,7 @@ from pyvta.isa.errors import PyvtaError
 
 VERSION = 1
 DEFAULT_PORT = 9190
-MAX_FRAME_BYTES = 256 << 20  # the largest request or reply (an artifact's biggest constant fits)
+MAX_FRAME_BYTES = 64 << 20  # the largest request or reply (a layer's constants are a few MiB)
 NONCE_BYTES = 32
 AUTH_CLIENT = b"pyvta-remote-v1 client"
 AUTH_SERVER = b"pyvta-remote-v1 server"

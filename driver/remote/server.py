@@ -46,7 +46,7 @@ class Limits:
     idle_timeout_s: float = 600.0
     request_timeout_s: float = 60.0
     launch_timeout_s: float = 600.0
-    const_cache_bytes: int = 1 << 30
+    const_cache_bytes: int = 128 << 20  # a small board has 512 MiB
     max_connections: int = 64
 
 

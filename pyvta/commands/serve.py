@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--queue-timeout", type=float, default=30.0, dest="queue_timeout_s")
     p.add_argument("--request-timeout", type=float, default=60.0, dest="request_timeout_s")
-    p.add_argument("--max-frame-mb", type=int, default=256, dest="max_frame_mb")
+    p.add_argument("--max-frame-mb", type=int, default=64, dest="max_frame_mb")
 
 
 def _listen(text: str) -> tuple[str, int]:

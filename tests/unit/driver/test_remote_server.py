@@ -312,3 +312,15 @@ def test_bitstream_upload_programs_through_the_device_hook(tmp_path, server):
         sim.execute("upload_bitstream", {"names": sorted(files)}, [files[n] for n in sorted(files)])
     with _open(server) as dev, pytest.raises(DeviceError, match="bitstream upload is off"):
         dev.upload_bitstream(files)  # the server started without --allow-bitstream-upload
+
+
+def test_large_writes_and_reads_go_in_chunks(server, monkeypatch):
+    from pyvta.driver import ops_tcp
+
+    monkeypatch.setattr(ops_tcp, "CHUNK_BYTES", 1000)
+    data = np.random.default_rng(SEED).integers(0, 256, 4500, dtype=np.uint8)
+    with _open(server) as dev:
+        a = dev.alloc(len(data))
+        dev.write(a, data)
+        assert np.array_equal(dev.read(a, len(data)), data)
+        assert dev.session_stats()["ops"] == {"alloc": 1, "write": 5, "read": 5, "stats": 1}
