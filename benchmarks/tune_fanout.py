@@ -5,7 +5,9 @@ that loses one of two servers half-way.
 
 The ResNet-18 layer's VTA task, ``--trials`` trials (the backend's 12 most promising configs
 first, then random ones, as ``pyvta tune --tuner random`` does), cost = the cycle model of a
-``pyvta serve --device sim`` server's launch (each a separate process on 127.0.0.1, with a key).
+``pyvta serve --device sim`` server's launch (each a separate process on 127.0.0.1, with a key,
+in a session of its own as a service would be: see ``remote_overhead.start_server`` on why that
+matters where Linux shares the CPU by session; ``--same-session`` for the other case).
 Every candidate is built once on the host beforehand (timed apart) so that the three runs measure
 the same candidates and their times are the devices' fan-out, not the host's lowering. Printed:
 trials per second with 1 and 2 servers and their ratio; for the run where the second server is
@@ -99,6 +101,12 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=2, help="runs with 1 and with 2 servers")
+    ap.add_argument(
+        "--same-session",
+        action="store_true",
+        dest="same_session",
+        help="servers in this script's session (see remote_overhead.start_server)",
+    )
     args = ap.parse_args(argv)
     task = parse_workload(f"vta:{args.layer}")
     print(
@@ -108,7 +116,8 @@ def main(argv=None) -> int:
     builder = Prebuilt()
     path = key_file()
     tmp = Path(tempfile.mkdtemp(prefix="pyvta-fanout-"))
-    servers = [start_server(path), start_server(path)]
+    servers = [start_server(path, own_session=not args.same_session) for _ in range(2)]
+    print(f"servers in {'this session' if args.same_session else 'sessions of their own'}")
     try:
         # the candidates the runs will measure: the same seeded run, built once
         warm = InProcessMeasurer(builder, repeats=1)
