@@ -60,3 +60,16 @@ def test_tune_through_tcp_measures_the_local_cycles(served, tmp_path):
     key = [(r["config"], r["costs"]) for r in local]
     assert key == [(r["config"], r["costs"]) for r in remote] and len(key) == 4
     assert any(r["costs"] and r["costs"][0] > 0 for r in remote)
+
+
+def test_serve_refuses_unsafe_or_unclear_requests(tmp_path, capsys):
+    assert main(["serve", "--listen", "0.0.0.0:0"]) == 2
+    assert "refusing to listen on 0.0.0.0 without a key" in capsys.readouterr().err
+    assert main(["serve", "--allow-bitstream-upload"]) == 2
+    assert "--allow-bitstream-upload needs --key-file" in capsys.readouterr().err
+    assert main(["serve", "--listen", "nowhere"]) == 2
+    assert "give HOST:PORT" in capsys.readouterr().err
+    short = tmp_path / "k"
+    short.write_bytes(b"short")
+    assert main(["serve", "--key-file", str(short)]) == 2
+    assert "a key has at least 16" in capsys.readouterr().err
