@@ -13,14 +13,12 @@ request's round trip; and what loading the kernel sends the first time and again
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -43,8 +41,7 @@ def start_server(
     ``own_session``: in a session of its own, as a service is started. Where the kernel shares the
     CPU by session (Linux autogroups, ``/proc/sys/kernel/sched_autogroup_enabled``), servers in
     this script's session would share one session's CPU however many there are; in their own,
-    each competes like a separate machine. Its session's nice value is raised to 10 (polite on a
-    shared machine; the same for every server, so ratios between runs hold)."""
+    each competes like a separate machine (with the weight of any other session)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "pyvta.cli", "serve", "--device", device]
         + ["--listen", "127.0.0.1:0", "--key-file", key_file],
@@ -53,9 +50,6 @@ def start_server(
         text=True,
         start_new_session=own_session,
     )
-    if own_session:
-        with contextlib.suppress(OSError):
-            Path(f"/proc/{proc.pid}/autogroup").write_text("10")
     line = proc.stdout.readline()
     if not line.startswith("listening on "):
         proc.kill()

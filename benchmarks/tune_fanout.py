@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -178,6 +179,7 @@ def main(argv=None) -> int:
             proc.kill()
             proc.wait()
         os.unlink(path)
+        shutil.rmtree(tmp)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
