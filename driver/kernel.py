@@ -150,9 +150,13 @@ class LoadedKernel:
     addrs: dict[str, int]
     load_s: float
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], RunResult]:
+    def run(
+        self, inputs: Mapping[str, np.ndarray], recurring: bool = False
+    ) -> tuple[dict[str, np.ndarray], RunResult]:
         """Write every INPUT region from ``inputs`` (name -> array of exactly its bytes), launch,
-        and read every OUTPUT region back as uint8."""
+        and read every OUTPUT region back as uint8. ``recurring``: the inputs are the same bytes
+        run after run (a tuner's zeros): written with ``write_const``, which a remote device
+        sends once per session."""
         for r in self.kernel.regions_of(RegionKind.INPUT):
             if r.name not in inputs:
                 raise DeviceError(f"kernel input region {r.name!r} not given")
@@ -161,7 +165,10 @@ class LoadedKernel:
                 raise DeviceError(
                     f"input {r.name!r} has {data.nbytes} bytes, the region {r.nbytes}"
                 )
-            self.device.write(self.addrs[r.name], data)
+            if recurring:
+                self.device.write_const(self.addrs[r.name], data.tobytes())
+            else:
+                self.device.write(self.addrs[r.name], data)
         result = self.device.launch(self.addrs["insns"], self.kernel.insn_count)
         outs = {
             r.name: self.device.read(self.addrs[r.name], r.nbytes)

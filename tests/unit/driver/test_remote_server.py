@@ -71,6 +71,12 @@ def test_kernel_through_tcp_equals_local_bit_for_bit(server):
         got, res = load_kernel(dev, kernel).run(x)
         again, _ = load_kernel(dev, kernel).run(x)  # constants by hash now
         stats = dev.session_stats()
+        load_kernel(dev, kernel).run(x, recurring=True)  # inputs by hash from now on
+        before = dev.session_stats()["bytes_in"]
+        third, _ = load_kernel(dev, kernel).run(x, recurring=True)
+        sent = dev.session_stats()["bytes_in"] - before
+    assert np.array_equal(third["output"], want["output"])
+    assert sent == kernel.region("insns").nbytes  # only the relocated instruction stream
     assert set(got) == {"output"} and want["output"].any()
     assert all(np.array_equal(got[k], want[k]) and np.array_equal(again[k], want[k]) for k in want)
     assert res.stats == want_res.stats and res.cycles > 0
