@@ -21,5 +21,5 @@ PACKAGES = [
 setup(
     package_dir=PACKAGE_DIR,
     packages=PACKAGES,
-    package_data={"pyvta.tuner": ["pretuned/*.jsonl"]},
+    package_data={"pyvta.tuner": ["pretuned/*.jsonl"], "pyvta.driver": ["*.cpp"]},
 )

@@ -105,6 +105,19 @@ class Device(abc.ABC):
         self.write(addr, arr)
         return addr
 
+    def run_program(self, program) -> tuple[np.ndarray, RunResult]:
+        """Run a program bundle (``sim.Program``: a DRAM image from address 0, ``insn_addr``,
+        ``insn_count``): overwrite DRAM from address 0 with the image, launch, read the image back.
+        Returns (final image, uint8 of the image's size; the launch's result)."""
+        if program.config != self.config:
+            raise DeviceError(
+                f"the program is for config {program.config.tag}, the device is {self.config.tag}"
+            )
+        image = np.ascontiguousarray(program.dram, dtype=np.uint8)
+        self.write(0, image)
+        result = self.launch(program.insn_addr, program.insn_count)
+        return self.read(0, image.size), result
+
     def run(self, insns: Sequence[Insn] | bytes) -> RunResult:
         """Write an instruction stream into DRAM and launch it."""
         raw = insns if isinstance(insns, bytes) else encode_insns(insns, self.config)

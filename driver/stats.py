@@ -55,6 +55,19 @@ class Stats:
             source="cycle model",
         )
 
+    @classmethod
+    def from_registers(cls, counters: Mapping[str, int], source: str = "rtl") -> Stats:
+        """From the accelerator's counter registers (``isa.regmap.COUNTERS`` name -> value)."""
+        return cls(
+            cycles=counters["CYCLES"],
+            insns_fetched=counters["FETCHED"],
+            gemm_uops=counters["GEMM_UOPS"],
+            alu_uops=counters["ALU_UOPS"],
+            busy_cycles={m: counters[f"{m.upper()}_BUSY"] for m in MODULES},
+            stall_cycles={m: counters[f"{m.upper()}_STALL"] for m in MODULES},
+            source=source,
+        )
+
     @property
     def gemm_utilisation(self) -> float:
         """Share of cycles the GEMM core issued a micro-op."""

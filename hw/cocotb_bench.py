@@ -11,25 +11,14 @@ import random
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles
+from cocotb.triggers import ClockCycles, First, RisingEdge
+from cocotb.utils import get_sim_time
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiRam
 
-from pyvta.hw import regmap
+from pyvta.isa import launch as protocol
 
-POLL_CYCLES = 200
-COUNTERS = (
-    "CYCLES",
-    "FETCHED",
-    "LOAD_BUSY",
-    "COMPUTE_BUSY",
-    "STORE_BUSY",
-    "LOAD_STALL",
-    "COMPUTE_STALL",
-    "STORE_STALL",
-    "GEMM_UOPS",
-    "ALU_UOPS",
-)
-PROGRESS = ("FETCHED", "LOAD_BUSY", "COMPUTE_BUSY", "STORE_BUSY")
+CLOCK_NS = 10
+
 INPUTS_AT_ZERO = (
     tuple(
         f"m_axi__{n}"
@@ -49,63 +38,68 @@ def _pauses(rng: random.Random, busy: float):
         yield rng.random() < busy
 
 
-async def _read(axil, name):
-    return await axil.read_dword(regmap.offset(name))
+class AxiLitePort:
+    """``isa.launch``'s register port on cocotbext-axi's AxiLiteMaster (async)."""
+
+    def __init__(self, dut, axil):
+        self.dut, self.axil = dut, axil
+
+    async def read32(self, offset):
+        return await self.axil.read_dword(offset)
+
+    async def write32(self, offset, value):
+        await self.axil.write_dword(offset, value)
+
+    async def wait(self, cycles):
+        """Up to ``cycles`` clock cycles, fewer when ``irq`` rises first."""
+        start = get_sim_time("ns")
+        if self.dut.irq.value:
+            await ClockCycles(self.dut.clk, cycles)
+        else:
+            await First(ClockCycles(self.dut.clk, cycles), RisingEdge(self.dut.irq))
+        return max(1, round((get_sim_time("ns") - start) / CLOCK_NS))
 
 
-def _describe_stuck(tokens: int, queues: int) -> str:
-    tq = {name: (tokens >> (8 * i)) & 0xFF for i, name in enumerate(("l2c", "c2l", "c2s", "s2c"))}
-    levels = {n: (queues >> (8 * i)) & 0xFF for i, n in enumerate(("load", "compute", "store"))}
-    units = ("load", "compute", "store")
-    stalled = [u for i, u in enumerate(units) if (queues >> (24 + i)) & 1]
-    idle = [u for i, u in enumerate(units) if (queues >> (27 + i)) & 1]
-    return (
-        f"tokens {tq}; command queues {levels}; waiting on a token: {stalled or 'none'};"
-        f" idle: {idle}; fetch done: {bool(queues >> 30 & 1)}; FINISH seen: {bool(queues >> 31 & 1)}"
-    )
+async def run_routine(routine, port):
+    """The async twin of ``driver.launch.run``: step an ``isa.launch`` routine against ``port``."""
+    try:
+        op = next(routine)
+        while True:
+            if isinstance(op, protocol.Read):
+                op = routine.send(await port.read32(op.offset))
+            elif isinstance(op, protocol.Write):
+                await port.write32(op.offset, op.value)
+                op = routine.send(None)
+            else:
+                op = routine.send(await port.wait(op.cycles))
+    except StopIteration as stop:
+        return stop.value
 
 
-async def _run_one(dut, ram, axil, dram, insn_addr, insn_count, job):
+async def _run_one(dut, ram, port, dram, insn_addr, insn_count, job):
     dut.rst.value = 1
     await ClockCycles(dut.clk, 4)
     dut.rst.value = 0
     await ClockCycles(dut.clk, 2)
     ram.write(0, bytes(ram.size))
     ram.write(0, dram.tobytes())
-    if job["clear_srams"]:
-        await axil.write_dword(regmap.offset("CTRL"), 0b100)  # CLEAR
-        await ClockCycles(dut.clk, job["clear_cycles"])
-        while (await _read(axil, "STATUS")) & 0b100:
-            await ClockCycles(dut.clk, 16)
-    await axil.write_dword(regmap.offset("INSN_COUNT"), insn_count)
-    await axil.write_dword(regmap.offset("INSN_ADDR"), insn_addr)
-    await axil.write_dword(regmap.offset("CTRL"), 0b11)  # START, IRQ_EN
-    status, message = "timeout", ""
-    last, still, waited = None, 0, 0
-    while waited < job["max_cycles"]:
-        await ClockCycles(dut.clk, POLL_CYCLES)
-        waited += POLL_CYCLES
-        if dut.irq.value:
-            status = "done"
-            break
-        progress = [await _read(axil, n) for n in PROGRESS]
-        still = still + POLL_CYCLES if progress == last else 0
-        last = progress
-        if still >= job["watchdog_cycles"]:
-            status = "deadlock"
-            break
-    counters = {n: await _read(axil, n) for n in COUNTERS}
-    if status != "done":
-        tokens = await _read(axil, "TOKENS")
-        queues = await _read(axil, "QUEUES")
-        message = _describe_stuck(tokens, queues) + f"; counters {counters}"
-        dut._log.warning("program stuck (%s): %s", status, message)
+    routine = protocol.launch(
+        insn_addr,
+        insn_count,
+        clear_cycles=job["clear_cycles"] if job["clear_srams"] else None,
+        max_cycles=job["max_cycles"],
+        watchdog_cycles=job["watchdog_cycles"],
+    )
+    outcome = await run_routine(routine, port)
+    if outcome.status != "done":
+        dut._log.warning("program stuck (%s): %s", outcome.status, outcome.message)
     final = np.frombuffer(ram.read(0, len(dram)), dtype=np.uint8).copy()
     return final, {
-        "cycles": counters["CYCLES"],
-        "status": status,
-        "counters": counters,
-        "message": message,
+        "cycles": outcome.counters["CYCLES"],
+        "status": outcome.status,
+        "counters": outcome.counters,
+        "message": outcome.message,
+        "stuck_words": list(outcome.stuck.words) if outcome.stuck else None,
     }
 
 
@@ -121,12 +115,13 @@ async def execute_job(dut):
     programs = np.load(job["programs"])
     drams = [programs[f"dram_{i}"] for i in range(len(job["insn_addr"]))]
     ram_bytes = max(4096, -(-max(len(d) for d in drams) // 4096) * 4096)
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
+    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
     dut.rst.value = 1
     for name in INPUTS_AT_ZERO:  # no X/Z into the design before the bus models drive them
         getattr(dut, name).value = 0
     ram = AxiRam(AxiBus.from_prefix(dut, "m_axi_"), dut.clk, dut.rst, size=ram_bytes)
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
+    port = AxiLitePort(dut, axil)
     if job["backpressure"]:
         rng = random.Random(job["seed"])
         for channel, busy in (
@@ -140,7 +135,7 @@ async def execute_job(dut):
     out, meta = {}, []
     for i, dram in enumerate(drams):
         final, info = await _run_one(
-            dut, ram, axil, dram, job["insn_addr"][i], job["insn_count"][i], job
+            dut, ram, port, dram, job["insn_addr"][i], job["insn_count"][i], job
         )
         out[f"dram_{i}"] = final
         meta.append(info)

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,11 +20,13 @@ import numpy as np
 
 from pyvta import isa
 from pyvta.hw.sram import clear_rows
+from pyvta.isa import launch
 
 SIMULATORS = ("verilator", "icarus")
 HW_DIR = Path(__file__).resolve().parent
+ISA_DIR = Path(isa.__file__).resolve().parent  # the RTL is built from isa's tables too
 BENCH_MODULE = "pyvta.hw.cocotb_bench"
-DEFAULT_WATCHDOG_CYCLES = 20_000
+DEFAULT_WATCHDOG_CYCLES = launch.DEFAULT_WATCHDOG_CYCLES
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include"
 # Verilog-2005 semantics: yosys's Verilog starts every `always @*` block with a time-0 event from a
@@ -41,6 +44,7 @@ class HwResult:
     status: str  # "done", or "deadlock" / "timeout" with the watchdog's report in ``message``
     counters: dict[str, int] = field(default_factory=dict)
     message: str = ""
+    stuck: launch.StuckReport | None = None  # the decoded TOKENS / QUEUES when not "done"
 
 
 @dataclass(frozen=True)
@@ -70,14 +74,16 @@ def ensure_verilator_on_path(cache_dir: Path | None = None) -> None:
     os.environ.pop("VERILATOR_ROOT", None)
 
 
-def _source_key(cfg: isa.HwConfig, simulator: str, vta_kwargs: dict) -> str:
+def source_key(cfg: isa.HwConfig, simulator: str, vta_kwargs: dict, extra: bytes = b"") -> str:
+    """Hash of the RTL sources, the config, the simulator and ``extra`` (a harness): a build's name."""
     h = hashlib.sha256()
-    for path in sorted(HW_DIR.glob("*.py")):
+    for path in sorted(HW_DIR.glob("*.py")) + sorted(ISA_DIR.glob("*.py")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     h.update(cfg.to_json().encode())
     h.update(simulator.encode())
     h.update(json.dumps(vta_kwargs, sort_keys=True).encode())
+    h.update(extra)
     return h.hexdigest()[:16]
 
 
@@ -94,7 +100,7 @@ def build(
 
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator {simulator!r} is not supported (allowed: {SIMULATORS})")
-    key = _source_key(cfg, simulator, vta_kwargs)
+    key = source_key(cfg, simulator, vta_kwargs)
     root = Path(build_dir) if build_dir else default_cache_dir() / "hw"
     out = root / f"{simulator}-{cfg.tag}-{key}"
     stamp = out / "built.ok"
@@ -138,10 +144,6 @@ def run_programs(
     ``clear_srams``: zero the on-chip buffers (CTRL.CLEAR) before each program, so every program
     starts from the state ``sim.run`` assumes; otherwise they persist from the previous program.
     """
-    from cocotb_tools.runner import get_runner
-
-    from pyvta.hw.export import TOP_NAME
-
     programs = list(programs)
     if not programs:
         return []
@@ -152,7 +154,38 @@ def run_programs(
     built = built or build(cfg, simulator)
     if built.cfg != cfg:
         raise ValueError(f"build is for config {built.cfg.tag}, programs are for {cfg.tag}")
-    work = Path(work_dir) if work_dir else built.build_dir / "runs" / f"pid{os.getpid()}"
+    if work_dir is None:  # a scratch folder, removed after the run
+        runs = built.build_dir / "runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=runs) as scratch:
+            return _run_in(
+                programs,
+                built,
+                Path(scratch),
+                backpressure,
+                seed,
+                watchdog_cycles,
+                max_cycles,
+                clear_srams,
+            )
+    return _run_in(
+        programs,
+        built,
+        Path(work_dir),
+        backpressure,
+        seed,
+        watchdog_cycles,
+        max_cycles,
+        clear_srams,
+    )
+
+
+def _run_in(programs, built, work, backpressure, seed, watchdog_cycles, max_cycles, clear_srams):
+    from cocotb_tools.runner import get_runner
+
+    from pyvta.hw.export import TOP_NAME
+
+    cfg = built.cfg
     work.mkdir(parents=True, exist_ok=True)
     arrays = {f"dram_{i}": np.asarray(p.dram, dtype=np.uint8) for i, p in enumerate(programs)}
     np.savez(work / "programs.npz", **arrays)
@@ -172,7 +205,7 @@ def run_programs(
     results_file = work / "results.npz"
     if results_file.exists():
         results_file.unlink()
-    if simulator == "verilator":
+    if built.simulator == "verilator":
         ensure_verilator_on_path()
     runner = get_runner(built.simulator)
     runner.test(
@@ -197,6 +230,9 @@ def run_programs(
             status=m["status"],
             counters=m["counters"],
             message=m["message"],
+            stuck=launch.StuckReport.from_registers(*m["stuck_words"])
+            if m["stuck_words"]
+            else None,
         )
         for i, m in enumerate(meta)
     ]

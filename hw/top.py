@@ -1,5 +1,5 @@
 """The accelerator top level: fetch, load, compute and store units, command and token queues,
-INP/WGT/OUT buffers, an AXI4 master for DRAM and an AXI4-Lite control slave (``hw.regmap``).
+INP/WGT/OUT buffers, an AXI4 master for DRAM and an AXI4-Lite control slave (``isa.regmap``).
 
 Ports: ``m_axi__*`` (AXI4 master, data width ``cfg.bus_width_bits``, INCR bursts, one ID),
 ``s_axil__*`` (AXI4-Lite slave, 32-bit), ``irq``; clock ``clk``, synchronous reset ``rst``.
@@ -7,12 +7,11 @@ Ports: ``m_axi__*`` (AXI4 master, data width ``cfg.bus_width_bits``, INCR bursts
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from pyvta import isa
-from pyvta.hw import regmap
 from pyvta.hw.axi import AXI_BURST_INCR, axi4_signature, axil_signature
 from pyvta.hw.burst import ReadArbiter
 from pyvta.hw.compute import ComputeUnit
@@ -21,6 +20,7 @@ from pyvta.hw.fields import INSN_WORD_BITS
 from pyvta.hw.queues import TokenQueue, connect_tokens
 from pyvta.hw.sram import clear_rows
 from pyvta.hw.units import LoadUnit, StoreUnit
+from pyvta.isa import regmap
 
 CMD_QUEUE_DEPTH = 512
 
@@ -174,7 +174,7 @@ class Vta(wiring.Component):
         ]
 
     def _control(self, m, start, clear, fetch, units, compute, levels, tokens):
-        """Registers (``hw.regmap``) behind the AXI4-Lite slave; ``clear``: (request, busy)."""
+        """Registers (``isa.regmap``) behind the AXI4-Lite slave; ``clear``: (request, busy)."""
         s = self.s_axil
         zero_request, zeroing = clear
         regs = {r.name: Signal(32, name=f"reg_{r.name.lower()}") for r in regmap.REGISTERS}
@@ -191,22 +191,28 @@ class Vta(wiring.Component):
         def sat8(v):
             return v[:8] | (v[8:] != 0).replicate(8) if len(v) > 8 else v
 
+        def put(name, **values):
+            """Drive the named fields of register ``name`` (bits from ``isa.regmap``)."""
+            reg = regmap.register(name)
+            return [regs[name][f.lsb : f.lsb + f.width].eq(values[f.name]) for f in reg.fields]
+
+        unit_fields = {}
+        for n, u in units.items():
+            unit_fields |= {
+                f"LEVEL_{n.upper()}": sat8(levels[n]),
+                f"STALLED_{n.upper()}": u.stalled,
+                f"IDLE_{n.upper()}": u.idle,
+            }
         m.d.comb += [
-            regs["CTRL"].eq(Cat(0, irq_en)),
-            regs["STATUS"].eq(Cat(done, running, zeroing)),
+            *put("CTRL", START=0, IRQ_EN=irq_en, CLEAR=0),
+            *put("STATUS", DONE=done, BUSY=running, CLEARING=zeroing),
+            regs["ID"].eq(regmap.id_value()),
+            regs["CONFIG_HASH"].eq(self.cfg.config_hash),
             regs["FETCHED"].eq(fetch.dispatched),
             regs["GEMM_UOPS"].eq(compute.gemm_uops),
             regs["ALU_UOPS"].eq(compute.alu_uops),
-            regs["TOKENS"].eq(Cat(*(sat8(tokens[q]) for q in isa.DepQueue))),
-            regs["QUEUES"].eq(
-                Cat(
-                    *(sat8(levels[n]) for n in units),
-                    *(u.stalled for u in units.values()),
-                    *(u.idle for u in units.values()),
-                    fetch.done,
-                    compute.finished,
-                )
-            ),
+            *put("TOKENS", **{q.value.upper(): sat8(tokens[q]) for q in isa.DepQueue}),
+            *put("QUEUES", **unit_fields, FETCH_DONE=fetch.done, FINISHED=compute.finished),
         ]
         counters = {"CYCLES": running}
         for name, unit in units.items():
@@ -231,15 +237,23 @@ class Vta(wiring.Component):
             m.d.sync += bvalid.eq(0)
         with m.If(take_w):
             m.d.sync += bvalid.eq(1)
-            word = s.awaddr[2:]
-            with m.Switch(word):
-                with m.Case(regmap.offset("CTRL") // 4):
-                    m.d.comb += [start.eq(s.wdata[0]), zero_request.eq(s.wdata[2])]
-                    m.d.sync += irq_en.eq(s.wdata[1])
-                with m.Case(regmap.offset("STATUS") // 4), m.If(s.wdata[0]):
+            ctrl, status = regmap.register("CTRL"), regmap.register("STATUS")
+
+            def wfield(reg, name):
+                f = reg.field(name)
+                return s.wdata[f.lsb : f.lsb + f.width]
+
+            with m.Switch(s.awaddr[2:]):
+                with m.Case(ctrl.offset // regmap.REG_BYTES):
+                    m.d.comb += [
+                        start.eq(wfield(ctrl, "START")),
+                        zero_request.eq(wfield(ctrl, "CLEAR")),
+                    ]
+                    m.d.sync += irq_en.eq(wfield(ctrl, "IRQ_EN"))
+                with m.Case(status.offset // regmap.REG_BYTES), m.If(wfield(status, "DONE")):
                     m.d.sync += done.eq(0)
                 for name in ("INSN_COUNT", "INSN_ADDR"):
-                    with m.Case(regmap.offset(name) // 4):
+                    with m.Case(regmap.offset(name) // regmap.REG_BYTES):
                         m.d.sync += regs[name].eq(s.wdata)
         with m.If(start):
             m.d.sync += [done.eq(0), running.eq(1)]
@@ -267,5 +281,5 @@ class Vta(wiring.Component):
                 for r in regmap.REGISTERS:
                     if r.access == "wo":
                         continue
-                    with m.Case(r.offset // 4):
+                    with m.Case(r.offset // regmap.REG_BYTES):
                         m.d.sync += rdata.eq(regs[r.name])

@@ -7,6 +7,7 @@ All sizes are derived properties whose names carry their unit (``_bits``, ``_byt
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -254,6 +255,14 @@ class HwConfig:
             f"a{self.acc_width_bits}_{self.LOG_UOP_BUFF_SIZE}_{self.LOG_INP_BUFF_SIZE}"
             f"_{self.LOG_WGT_BUFF_SIZE}_{self.LOG_ACC_BUFF_SIZE}"
         )
+
+    @property
+    def config_hash(self) -> int:
+        """32-bit hash of the hardware shape (the log2 parameters; not TARGET): the RTL's
+        CONFIG_HASH register, so a host can refuse hardware built for another config."""
+        shape = {key: getattr(self, key) for key in _LOG_RANGES}
+        digest = hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).digest()
+        return int.from_bytes(digest[:4], "little")
 
     def depth_of(self, mem: str) -> int:
         """SRAM depth (rows) of a buffer named 'uop', 'inp', 'wgt', 'acc' or 'out'."""

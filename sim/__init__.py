@@ -13,13 +13,14 @@ from pyvta.sim.errors import (
     SimError,
     SimLimitError,
 )
-from pyvta.sim.functional import SimLimits, SimResult, run, run_insns
+from pyvta.sim.functional import ENGINES, SimLimits, SimResult, run, run_insns
 from pyvta.sim.program import Program
 from pyvta.sim.races import RaceError
 from pyvta.sim.timing import Timing
 from pyvta.sim.trace import trace_json, write_trace
 
 __all__ = [
+    "ENGINES",
     "Counters",
     "CycleReport",
     "DeadlockError",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.isa import AluInsn, AluOp
-from pyvta.sim.counters import Counters
 from pyvta.sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters
 from pyvta.sim.state import SramState
 
@@ -83,7 +82,7 @@ def _runs(dst: np.ndarray, src: np.ndarray | None) -> list[tuple[int, int]]:
     return runs
 
 
-def alu(st: SramState, insn: AluInsn, index: int, counters: Counters, max_iters: int) -> None:
+def alu(st: SramState, insn: AluInsn, index: int, max_iters: int) -> None:
     total = n_iters(insn)
     if total == 0:
         return
@@ -103,5 +102,3 @@ def alu(st: SramState, insn: AluInsn, index: int, counters: Counters, max_iters:
             st.acc[d] = apply(insn.alu_opcode, st.acc[d], operand)
         rows = np.unique(dst)
         st.out[rows] = st.acc[rows].astype(np.int8)
-    counters.alu_uop_iters += total
-    counters.alu_lane_ops += total * cfg.batch * cfg.block_out

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
+
+from pyvta.isa import PADDED_MEM_TYPES, AluInsn, GemmInsn, HwConfig, Insn, MemInsn
 
 
 @dataclass
@@ -24,6 +27,43 @@ class Counters:
     macs: int = 0
     alu_uop_iters: int = 0
     alu_lane_ops: int = 0
+
+    def copy(self) -> Counters:
+        tallies = {k: Counter(v) for k, v in vars(self).items() if isinstance(v, Counter)}
+        return dataclasses.replace(self, **tallies)
+
+    def add_insn(self, insn: Insn, cfg: HwConfig) -> None:
+        """Count one executed instruction (the work depends on its fields only)."""
+        self.insns_by_module[insn.module.value] += 1
+        self.insns_by_opcode[insn.opcode.name] += 1
+        if isinstance(insn, MemInsn):
+            self._add_mem(insn, cfg)
+        elif isinstance(insn, GemmInsn):
+            total = insn.iter_out * insn.iter_in * max(insn.uop_end - insn.uop_bgn, 0)
+            if insn.reset_reg:
+                self.gemm_reset_iters += total
+            else:
+                self.gemm_uop_iters += total
+                self.macs += total * cfg.gemm_macs_per_cycle
+        elif isinstance(insn, AluInsn):
+            total = insn.iter_out * insn.iter_in * max(insn.uop_end - insn.uop_bgn, 0)
+            self.alu_uop_iters += total
+            self.alu_lane_ops += total * cfg.batch * cfg.block_out
+
+    def _add_mem(self, insn: MemInsn, cfg: HwConfig) -> None:
+        n = insn.y_size * insn.x_size
+        if n == 0:
+            return
+        mt = insn.memory_type
+        if insn.is_store:
+            self.dram_write_bytes[mt.name] += n * cfg.out_elem_bytes
+            return
+        self.dram_read_bytes[mt.name] += n * cfg.elem_bytes_of(mt.dram_elem)
+        if mt in PADDED_MEM_TYPES:
+            rows = insn.y_pad_0 + insn.y_size + insn.y_pad_1
+            pad = rows * (insn.x_pad_0 + insn.x_size + insn.x_pad_1) - n
+            if pad:
+                self.pad_elems[mt.name] += pad
 
     def to_dict(self) -> dict:
         return {

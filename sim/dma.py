@@ -6,7 +6,6 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from pyvta.isa import PADDED_MEM_TYPES, MemInsn, MemType
-from pyvta.sim.counters import Counters
 from pyvta.sim.errors import OutOfBoundsError, ProgramError
 from pyvta.sim.state import SramState
 
@@ -33,7 +32,7 @@ def _dram_rows(dram: np.ndarray, insn: MemInsn, elem_bytes: int, index: int) -> 
     )
 
 
-def load(st: SramState, dram: np.ndarray, insn: MemInsn, index: int, counters: Counters) -> None:
+def load(st: SramState, dram: np.ndarray, insn: MemInsn, index: int) -> None:
     """Execute a LOAD: DRAM rows (plus zero padding for INP/ACC) into consecutive SRAM rows."""
     if insn.x_size == 0 or insn.y_size == 0:
         return  # a dependency-only instruction
@@ -66,11 +65,9 @@ def load(st: SramState, dram: np.ndarray, insn: MemInsn, index: int, counters: C
         block = np.zeros((rows, width) + sram.shape[1:], sram.dtype)
         block[y0 : y0 + insn.y_size, x0 : x0 + insn.x_size] = data
         dest[...] = block.reshape(dest.shape)
-        counters.pad_elems[mt.name] += total - insn.y_size * insn.x_size
-    counters.dram_read_bytes[mt.name] += insn.y_size * insn.x_size * elem_bytes
 
 
-def store(st: SramState, dram: np.ndarray, insn: MemInsn, index: int, counters: Counters) -> None:
+def store(st: SramState, dram: np.ndarray, insn: MemInsn, index: int) -> None:
     """Execute a STORE: consecutive OUT rows to strided DRAM rows. Padding is not allowed."""
     if any((insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)):
         raise ProgramError(
@@ -93,4 +90,3 @@ def store(st: SramState, dram: np.ndarray, insn: MemInsn, index: int, counters: 
     else:  # overlapping rows: later rows win, as in a row-by-row DMA
         for r in range(insn.y_size):
             dst[r] = src[r]
-    counters.dram_write_bytes[insn.memory_type.name] += n * elem_bytes

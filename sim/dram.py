@@ -26,6 +26,11 @@ class Dram:
     def size_bytes(self) -> int:
         return self.data.size
 
+    @property
+    def used_bytes(self) -> int:
+        """Bytes up to the end of the last allocation (what a snapshot of a program keeps)."""
+        return self._next
+
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
         """Reserve ``nbytes`` and return the byte address; raises when DRAM is full."""
         if nbytes < 0:
@@ -40,6 +45,10 @@ class Dram:
             )
         self._next = addr + nbytes
         return addr
+
+    def release_all(self) -> None:
+        """Forget every allocation (the contents stay; the next ``alloc`` starts at the bottom)."""
+        self._next = 64
 
     def _check(self, addr: int, nbytes: int) -> None:
         if addr < 0 or addr + nbytes > self.size_bytes:

@@ -4,35 +4,52 @@ Each module runs its own command queue in order; an instruction starts only when
 available in every queue it pops, and pushes after it completes. The modules are interleaved
 round-robin (each runs until it blocks), which gives the same result as any hardware
 interleaving for a program whose tokens order all its conflicting accesses.
+
+Two engines execute the instructions: numpy (the reference: one vectorised step per
+instruction, ``sim/gemm.py``, ``sim/alu.py``, ``sim/dma.py``) and native (``sim/native.py``:
+JIT-compiled kernels running a whole translated stream in one call). They give the same DRAM,
+counters and errors; ``engine="auto"`` picks native where llvmlite is installed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from pyvta.isa import AluInsn, DepQueue, FinishInsn, GemmInsn, Insn, MemInsn, Module
+from pyvta.isa import AluInsn, FinishInsn, GemmInsn, HwConfig, Insn, MemInsn, Module
 from pyvta.sim import alu as alu_sem
 from pyvta.sim import dma
 from pyvta.sim import gemm as gemm_sem
 from pyvta.sim.counters import Counters
-from pyvta.sim.dispatch import Dispatched, deadlock_error, dispatch
-from pyvta.sim.errors import ProgramError, SimLimitError
+from pyvta.sim.dispatch import Dispatched, Schedule, dispatch, schedule
+from pyvta.sim.errors import ProgramError, SimError, SimLimitError
 from pyvta.sim.loops import n_iters
 from pyvta.sim.program import Program
 from pyvta.sim.races import RaceDetector, accesses
 from pyvta.sim.state import SramState
 
+ENGINES = ("auto", "native", "numpy")
+# engine="auto" compiles the native kernels of a config (about a second, once per machine: the
+# object code is cached on disk) only for a program of at least this many micro-op iterations
+# (about half a second on the numpy engine); smaller programs run on numpy until the kernels
+# of their config exist.
+NATIVE_COMPILE_MIN_ITERS = 1 << 21
+
 
 @dataclass(frozen=True)
 class SimLimits:
-    """Work limits: larger instructions raise SimLimitError instead of running for hours.
+    """Work limits: larger programs raise SimLimitError instead of running for hours.
 
-    ``chunk_iters`` bounds the memory one vectorised step uses (micro-op iterations per step).
+    ``max_iters_per_insn`` bounds one GEMM/ALU instruction's micro-op iterations and
+    ``max_iters_per_program`` their sum over the program (checked before anything runs: 2^30
+    iterations are ~4 minutes on the numpy engine, ~20 s on the native one). ``chunk_iters``
+    bounds the memory one vectorised step of the numpy engine uses (iterations per step).
     """
 
     max_iters_per_insn: int = 1 << 28
+    max_iters_per_program: int = 1 << 30
     chunk_iters: int = 1 << 18
 
 
@@ -45,9 +62,23 @@ class SimResult:
     order: list[int] = field(default_factory=list)  # instruction indices in execution order
 
 
-def _execute(
-    st: SramState, dram: np.ndarray, d: Dispatched, counters: Counters, limits: SimLimits
-) -> None:
+def check_program_work(order: list[Dispatched], limits: SimLimits) -> None:
+    """Raise SimLimitError naming the instruction at which the program's work passes
+    ``limits.max_iters_per_program`` (in execution order)."""
+    total = 0
+    for d in order:
+        if isinstance(d.insn, (GemmInsn, AluInsn)):
+            total += n_iters(d.insn)
+            if total > limits.max_iters_per_program:
+                raise SimLimitError(
+                    f"instruction {d.index}: the program reaches {total} micro-op iterations"
+                    f" here, over the simulator's limit of {limits.max_iters_per_program} per"
+                    " program (SimLimits.max_iters_per_program)"
+                )
+
+
+def execute_one(st: SramState, dram: np.ndarray, d: Dispatched, limits: SimLimits) -> None:
+    """The reference (numpy) semantics of one instruction, with every check it makes."""
     insn = d.insn
     if isinstance(insn, (GemmInsn, AluInsn)) and n_iters(insn) > limits.max_iters_per_insn:
         raise SimLimitError(
@@ -55,11 +86,126 @@ def _execute(
             f" limit of {limits.max_iters_per_insn} per instruction (SimLimits.max_iters_per_insn)"
         )
     if isinstance(insn, MemInsn):
-        (dma.store if insn.is_store else dma.load)(st, dram, insn, d.index, counters)
+        (dma.store if insn.is_store else dma.load)(st, dram, insn, d.index)
     elif isinstance(insn, GemmInsn):
-        gemm_sem.gemm(st, insn, d.index, counters, limits.chunk_iters)
+        gemm_sem.gemm(st, insn, d.index, limits.chunk_iters)
     elif isinstance(insn, AluInsn):
-        alu_sem.alu(st, insn, d.index, counters, limits.chunk_iters)
+        alu_sem.alu(st, insn, d.index, limits.chunk_iters)
+
+
+def _no_finish(n_insns: int) -> ProgramError:
+    return ProgramError(
+        f"the program ({n_insns} instructions) has no FINISH: the hardware would never raise done"
+    )
+
+
+def _run_numpy(
+    insns: list[Insn],
+    sched: Schedule,
+    dram: np.ndarray,
+    cfg: HwConfig,
+    limits: SimLimits,
+    st: SramState,
+    check_races: bool,
+) -> SimResult:
+    counters = Counters()
+    finish_index = None
+    races = RaceDetector(cfg) if check_races else None
+    for d in sched.order:
+        module = d.insn.module
+        if races:
+            races.before(module, d.pops)
+            races.access(module, d.index, accesses(d.insn, st))
+        execute_one(st, dram, d, limits)
+        if races:
+            races.after(module, d.pushes)
+        if isinstance(d.insn, FinishInsn):
+            finish_index = d.index
+        counters.add_insn(d.insn, cfg)
+    if sched.deadlock:
+        raise sched.deadlock
+    if finish_index is None:
+        raise _no_finish(len(insns))
+    order = [d.index for d in sched.order]
+    return SimResult(dram, counters, finish_index, dict(sched.leftover_tokens), order)
+
+
+def _run_native(plan, dram: np.ndarray, limits: SimLimits, st: SramState, fresh: bool) -> SimResult:
+    from pyvta.sim import native
+
+    failed = native.execute(plan, dram, st, fresh)
+    culprit = plan.owners[failed] if failed >= 0 else plan.stop
+    if culprit is not None:
+        execute_one(st, dram, culprit, limits)  # the reference raises the same error
+        raise SimError(
+            f"instruction {culprit.index}: the native engine stopped at this instruction but"
+            " the reference executor ran it (a simulator bug: please report it)"
+        )
+    if plan.schedule.deadlock:
+        raise plan.schedule.deadlock
+    if plan.finish_index is None:
+        raise _no_finish(plan.n_insns)
+    order = [d.index for d in plan.schedule.order]
+    counters = plan.counters.copy()
+    return SimResult(dram, counters, plan.finish_index, dict(plan.schedule.leftover_tokens), order)
+
+
+def _run(
+    stream_key: Hashable,
+    decode: Callable[[], list[Insn]],
+    dram: np.ndarray,
+    cfg: HwConfig,
+    limits: SimLimits | None,
+    state: SramState | None,
+    module_order: tuple[Module, ...],
+    one_per_turn: bool,
+    check_races: bool,
+    engine: str,
+) -> SimResult:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown simulator engine {engine!r} (allowed: {', '.join(ENGINES)})")
+    limits = limits or SimLimits()
+    st = state or SramState(cfg)
+    if engine == "numpy" or not _native_possible(engine, check_races) or check_races:
+        insns = decode()
+        sched = schedule(dispatch(insns), module_order, one_per_turn)
+        check_program_work(sched.order, limits)
+        return _run_numpy(insns, sched, dram, cfg, limits, st, check_races)
+    from pyvta.sim import native
+    from pyvta.sim.plan import build_plan
+
+    decoded: list[list[Insn]] = []  # the stream, when this call decoded it
+
+    def build():
+        decoded.append(decode())
+        sched = schedule(dispatch(decoded[0]), module_order, one_per_turn)
+        check_program_work(sched.order, limits)
+        return build_plan(sched, len(decoded[0]), cfg, dram.size, limits.max_iters_per_insn)
+
+    plan = native.plans.get((stream_key, cfg, dram.size, limits, module_order, one_per_turn), build)
+    c = plan.counters
+    small = c.gemm_uop_iters + c.gemm_reset_iters + c.alu_uop_iters < NATIVE_COMPILE_MIN_ITERS
+    if engine == "auto" and small and not native.kernels_ready(cfg):
+        insns = decoded[0] if decoded else decode()
+        return _run_numpy(insns, plan.schedule, dram, cfg, limits, st, False)
+    return _run_native(plan, dram, limits, st, state is None)
+
+
+def _native_possible(engine: str, check_races: bool) -> bool:
+    if engine == "native":
+        if check_races:
+            raise ValueError(
+                "check_races needs the numpy engine (it watches every access): use"
+                " engine='numpy' or 'auto'"
+            )
+        from pyvta.sim import native
+
+        if not native.available():
+            raise SimError("engine='native' needs llvmlite, which is not installed here")
+        return True
+    from pyvta.sim import native
+
+    return native.available()
 
 
 def run_insns(
@@ -71,6 +217,7 @@ def run_insns(
     module_order: tuple[Module, ...] = tuple(Module),
     one_per_turn: bool = False,
     check_races: bool = False,
+    engine: str = "auto",
 ) -> SimResult:
     """Run decoded instructions against ``dram`` (modified in place) and return the result.
 
@@ -80,58 +227,48 @@ def run_insns(
     first a missing read-after-write one). ``one_per_turn`` lets each module run a single
     instruction per round instead of running until it blocks (a finer interleaving).
     ``check_races`` raises ``RaceError`` for conflicting accesses of two modules that no chain
-    of tokens orders (whatever this interleaving did).
+    of tokens orders (whatever this interleaving did); it runs on the numpy engine.
+    ``engine``: "native" (JIT-compiled kernels), "numpy" (the reference) or "auto" (native
+    when llvmlite is there, see NATIVE_COMPILE_MIN_ITERS); both give the same DRAM, counters
+    and errors.
     """
-    limits = limits or SimLimits()
-    st = state or SramState(cfg)
-    queues = dispatch(insns)
-    heads = {m: 0 for m in Module}
-    tokens = {q: 0 for q in DepQueue}
-    counters = Counters()
-    finish_index = None
-    order: list[int] = []
-    remaining = len(insns)
-    races = RaceDetector(cfg) if check_races else None
-    while remaining:
-        progressed = False
-        for module in module_order:
-            q = queues[module]
-            while heads[module] < len(q):
-                d = q[heads[module]]
-                if any(tokens[p] == 0 for p in d.pops):
-                    break
-                for p in d.pops:
-                    tokens[p] -= 1
-                if races:
-                    races.before(module, d.pops)
-                    races.access(module, d.index, accesses(d.insn, st))
-                _execute(st, dram, d, counters, limits)
-                for p in d.pushes:
-                    tokens[p] += 1
-                if races:
-                    races.after(module, d.pushes)
-                if isinstance(d.insn, FinishInsn):
-                    finish_index = d.index
-                counters.insns_by_module[module.value] += 1
-                counters.insns_by_opcode[d.insn.opcode.name] += 1
-                order.append(d.index)
-                heads[module] += 1
-                remaining -= 1
-                progressed = True
-                if one_per_turn:
-                    break
-        if not progressed:
-            raise deadlock_error(queues, heads, tokens)
-    if finish_index is None:
-        raise ProgramError(
-            f"the program ({len(insns)} instructions) has no FINISH: the hardware would never"
-            " raise done"
-        )
-    leftover = {q.value: n for q, n in tokens.items() if n}
-    return SimResult(dram, counters, finish_index, leftover, order)
+    insns = list(insns)
+    return _run(
+        tuple(insns),
+        lambda: insns,
+        dram,
+        cfg,
+        limits,
+        state,
+        module_order,
+        one_per_turn,
+        check_races,
+        engine,
+    )
 
 
-def run(program: Program, limits: SimLimits | None = None, check_races: bool = False) -> SimResult:
-    """Run a program bundle; returns the final DRAM image (a copy) and the counters."""
-    dram = program.dram.copy()
-    return run_insns(program.insns(), dram, program.config, limits, check_races=check_races)
+def run(
+    program: Program,
+    limits: SimLimits | None = None,
+    check_races: bool = False,
+    engine: str = "auto",
+    in_place: bool = False,
+) -> SimResult:
+    """Run a program bundle; returns the final DRAM image and the counters.
+
+    The image is a copy of the bundle's (``in_place=True``: the bundle's own array, modified).
+    """
+    dram = program.dram if in_place else program.dram.copy()
+    key = program.insn_bytes().tobytes()
+    return _run(
+        key,
+        program.insns,
+        dram,
+        program.config,
+        limits,
+        None,
+        tuple(Module),
+        False,
+        check_races,
+        engine,
+    )

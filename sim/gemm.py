@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.isa import GemmInsn
-from pyvta.sim.counters import Counters
 from pyvta.sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters, n_uops
 from pyvta.sim.state import SramState
 
@@ -133,7 +132,7 @@ def _dst_shared_axis(insn: GemmInsn, dst: np.ndarray, shape: tuple[int, int, int
     return axis if np.unique(plane).size == plane.size else None
 
 
-def gemm(st: SramState, insn: GemmInsn, index: int, counters: Counters, max_iters: int) -> None:
+def gemm(st: SramState, insn: GemmInsn, index: int, max_iters: int) -> None:
     total = n_iters(insn)
     if total == 0:
         return
@@ -155,8 +154,3 @@ def gemm(st: SramState, insn: GemmInsn, index: int, counters: Counters, max_iter
             prods = products(st, idx["src"], idx["wgt"], shape, wgt_axis)
             rows = accumulate(st.acc, dst, prods, shape, _dst_shared_axis(insn, dst, shape))
         st.out[rows] = st.acc[rows].astype(np.int8)
-    if insn.reset_reg:
-        counters.gemm_reset_iters += total
-    else:
-        counters.gemm_uop_iters += total
-        counters.macs += total * cfg.gemm_macs_per_cycle

@@ -3,35 +3,39 @@
 >>> from pyvta.compiler.graph import compile_model, run_model
 >>> cm = compile_model("resnet18.onnx", "vta"); outputs, table = run_model(cm, x)
 
-Nothing is imported eagerly beyond this package's own modules (no side effects at import).
+The names below are imported when first used (PEP 562), so running a compiled artifact (the
+executor, the artifact loader) imports neither onnx nor the compiler's passes.
 """
 
-from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model, run_model
-from pyvta.compiler.graph.executor import Executor, TimingTable
-from pyvta.compiler.graph.ir import Graph, GraphError, Node, Value, check_graph, format_graph
-from pyvta.compiler.graph.onnx_import import OnnxImportError, import_onnx
-from pyvta.compiler.graph.pipeline import PIPELINE, PipelineOptions, options_for, run_pipeline
-from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
+import importlib
 
-__all__ = [
-    "PIPELINE",
-    "CompiledModel",
-    "Executor",
-    "FusedParams",
-    "GoldenVta",
-    "Graph",
-    "GraphError",
-    "Node",
-    "OnnxImportError",
-    "PipelineOptions",
-    "TimingTable",
-    "Value",
-    "VtaBackend",
-    "check_graph",
-    "compile_model",
-    "format_graph",
-    "import_onnx",
-    "options_for",
-    "run_model",
-    "run_pipeline",
-]
+_HOMES = {
+    "CompiledModel": "compiled_model",
+    "compile_model": "compiled_model",
+    "run_model": "compiled_model",
+    "Executor": "executor",
+    "TimingTable": "executor",
+    "Graph": "ir",
+    "GraphError": "ir",
+    "Node": "ir",
+    "Value": "ir",
+    "check_graph": "ir",
+    "format_graph": "ir",
+    "OnnxImportError": "onnx_import",
+    "import_onnx": "onnx_import",
+    "PIPELINE": "pipeline",
+    "PipelineOptions": "pipeline",
+    "options_for": "pipeline",
+    "run_pipeline": "pipeline",
+    "FusedParams": "vta_ops",
+    "GoldenVta": "vta_ops",
+    "VtaBackend": "vta_ops",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

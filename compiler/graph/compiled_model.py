@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,12 +134,17 @@ class CompiledModel:
         }
         text = json.dumps(meta)
         path = Path(path)
-        with path.open("wb") as f:
-            np.savez(
-                f,
-                **{GRAPH_KEY: np.array(text), DIGEST_KEY: np.array(_sha256(text.encode()))},
-                **arrays,
-            )
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # written whole, then renamed
+        try:
+            with tmp.open("wb") as f:
+                np.savez(
+                    f,
+                    **{GRAPH_KEY: np.array(text), DIGEST_KEY: np.array(_sha256(text.encode()))},
+                    **arrays,
+                )
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
         return path
 
     @classmethod

@@ -2,12 +2,41 @@
 template: the CPU parts of a partitioned network are compiled code, not numpy BLAS.
 
 One kernel per (M, N, K) shape, built on first use and cached (in memory and on disk by the
-compiler). N is padded to the template's column block.
+compiler). N is padded to the template's column block. Where llvmlite is not installed (the
+board-side runtime), the product is numpy's.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib.util
+
 import numpy as np
+
+_NUMPY_ONLY: list[bool] = []  # set by numpy_only(): compute as the board runtime does
+
+
+@functools.cache
+def _llvmlite_installed() -> bool:
+    return importlib.util.find_spec("llvmlite") is not None
+
+
+def have_llvmlite() -> bool:
+    """Whether the compiled kernels are used here (the board runtime has no llvmlite)."""
+    return _llvmlite_installed() and not _NUMPY_ONLY
+
+
+@contextlib.contextmanager
+def numpy_only():
+    """Within the block, the float CPU ops compute with numpy, as on a board without llvmlite
+    (to make a board's reference outputs on the host)."""
+    _NUMPY_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _NUMPY_ONLY.pop()
+
 
 _KERNELS: dict[tuple[int, int, int], tuple[object, int]] = {}
 
@@ -32,8 +61,10 @@ def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     k2, n = b.shape
     if k != k2:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
-    mod, n_pad = _kernel(m, n, k)
     a32 = np.ascontiguousarray(a, np.float32)
+    if not have_llvmlite():
+        return a32 @ np.asarray(b, np.float32)
+    mod, n_pad = _kernel(m, n, k)
     if n_pad == n:
         b32 = np.ascontiguousarray(b, np.float32)
     else:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "RTL: run a bundle on Verilator/Icarus, write Verilog, synthesise for the xc7z020, regmap"
+HELP = "RTL: run a bundle on the RTL device, write Verilog, synthesise for the xc7z020, regmap"
+DEVICES = ("rtl", "rtl:cocotb", "rtl:icarus")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,8 +14,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("run", help="run a program bundle on the RTL and write the final DRAM")
     r.add_argument("bundle", help="program bundle (.npz)")
     r.add_argument("--out", metavar="RESULT.npz", required=True)
-    r.add_argument("--sim", choices=("verilator", "icarus"), default="verilator")
-    r.add_argument("--backpressure", action="store_true", help="random AXI stalls and latency")
+    r.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="rtl",
+        help="rtl: the fast Verilated device; rtl:cocotb / rtl:icarus: the cocotb testbench",
+    )
+    r.add_argument(
+        "--backpressure",
+        action="store_true",
+        help="random AXI stalls and latency (the cocotb testbench only)",
+    )
     r.add_argument(
         "--check",
         action="store_true",
@@ -34,11 +44,9 @@ def run(args: argparse.Namespace) -> int:
     from pyvta.hw import cli_support
 
     if args.hw_command == "run":
-        info = cli_support.run_bundle(
-            args.bundle, args.out, simulator=args.sim, backpressure=args.backpressure
-        )
+        info = run_bundle(args.bundle, args.out, args.device, args.backpressure)
         print(
-            f"{args.bundle}: RTL ({args.sim}) finished in {info['cycles']} cycles;"
+            f"{args.bundle}: RTL ({args.device}) finished in {info['cycles']} cycles;"
             f" result written to {args.out}"
         )
         if args.check:
@@ -68,3 +76,27 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(cli_support.regmap_markdown())
     return 0
+
+
+def run_bundle(bundle, out, device: str = "rtl", backpressure: bool = False) -> dict:
+    """Run a program bundle on an RTL device; write RESULT.npz (``dram``, ``cycles``, ``stats`` JSON).
+
+    Raises ``driver.DeviceError`` when it does not finish (``DeviceStuck``: with the decoded token
+    and command-queue state)."""
+    import json
+
+    import numpy as np
+
+    from pyvta import driver, sim
+
+    program = sim.Program.load(bundle)
+    options = {"backpressure": True} if backpressure else {}
+    if backpressure and device == "rtl":
+        raise driver.DeviceError("--backpressure needs the cocotb testbench (--device rtl:cocotb)")
+    with driver.open(device, config=program.config, dram_bytes=program.dram.size, **options) as dev:
+        final, result = dev.run_program(program)
+    stats = result.stats.to_dict()
+    np.savez_compressed(
+        out, dram=final, cycles=np.int64(result.cycles), stats=np.array(json.dumps(stats))
+    )
+    return {"cycles": result.cycles, "stats": stats}

@@ -11,7 +11,8 @@ import numpy as np
 from pyvta.commands.common import CommandError
 
 CPU_TARGETS = ("cpu", "cpu-int8")
-TARGET_HELP = "cpu | cpu-int8 | vta-sim | vta-rtl | vta-<device> (a driver.open name)"
+TARGET_HELP = "cpu | cpu-int8 | vta-sim | vta-rtl | pynq | vta-<device> (a driver.open name)"
+BOARD_TARGETS = ("pynq",)  # devices that are only ever an accelerator: their name is a target
 
 
 def parse_target(target: str) -> tuple[str, str | None]:
@@ -25,6 +26,8 @@ def parse_target(target: str) -> tuple[str, str | None]:
         return target, None
     if target == "vta":
         return "vta", None
+    if target in BOARD_TARGETS:
+        return "vta", target
     if target.startswith("vta-"):
         device = target[4:]
         if parse_name(device)[0] in device_kinds():

@@ -45,6 +45,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compiling an ONNX file: each layer's best config from a `pyvta tune MODEL --log` log",
     )
     p.add_argument("--calibration", metavar="DATA", help="compiling: .npy folder or .npz samples")
+    p.add_argument(
+        "--bitstream", metavar="DIR", help="pynq: the bitstream folder (manifest, .bit, .hwh)"
+    )
     p.add_argument("--key-file", dest="key_file", help="vta-tcp://HOST:PORT: the server's key")
 
 
@@ -76,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"input: seeded standard-normal {list(shape)} (seed {args.seed})")
     vta = None
     if kind == "vta":
-        kwargs = {"key_file": args.key_file} if args.key_file else {}
+        kwargs = {"bitstream": args.bitstream} if args.bitstream else {}
+        kwargs.update({"key_file": args.key_file} if args.key_file else {})
         vta = open_accelerator(cm, device or "sim", **kwargs)
     from pyvta.compiler.graph.compiled_model import run_model
 

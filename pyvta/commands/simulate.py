@@ -24,22 +24,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="fail on accesses of two modules that no dependency token orders",
     )
     p.add_argument(
+        "--engine",
+        choices=sim.ENGINES,
+        default="auto",
+        help="functional engine: native (llvmlite kernels), numpy (the reference), auto (default:"
+        " native where llvmlite is installed)",
+    )
+    p.add_argument(
         "--trace", metavar="T.json", help="write a Perfetto/Chrome trace (implies --cycles)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
     program = Program.load(args.bundle)
+    # the cycle model reads the stream before the run may store over the image
+    report = sim.run_cycles(program, trace=bool(args.trace)) if args.cycles or args.trace else None
     t0 = time.perf_counter()
-    result = sim.run(program, check_races=args.check_races)
+    # the bundle was read for this run only: simulate on its image, no copy
+    result = sim.run(program, check_races=args.check_races, engine=args.engine, in_place=True)
     wall_s = time.perf_counter() - t0
     print(f"{args.bundle}: {program.insn_count} instructions, config {program.config.tag}")
     print(f"functional: {result.counters.summary()}  ({wall_s * 1e3:.1f} ms wall)")
     if result.leftover_tokens:
         print(f"warning: tokens left in queues at the end: {result.leftover_tokens}")
     extra = {"counters": np.array(json.dumps(result.counters.to_dict()))}
-    if args.cycles or args.trace:
-        report = sim.run_cycles(program, trace=bool(args.trace))
+    if report:
         print(report.table())
         extra["cycles"] = np.array(json.dumps(report.to_dict()))
         if args.trace:

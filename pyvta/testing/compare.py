@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,3 +35,32 @@ def accelerator_mismatches(named_programs: Iterable[tuple[str, sim.Program]], re
     every run matches."""
     pairs = zip(named_programs, results, strict=True)
     return [msg for (name, p), r in pairs if (msg := accelerator_mismatch(name, p, r))]
+
+
+@dataclass
+class DeviceRun:
+    """One program's run on a ``driver.Device``, shaped like ``hw.runner.HwResult``."""
+
+    dram: np.ndarray | None
+    status: str
+    message: str = ""
+    result: object | None = None  # the driver.RunResult when done
+
+    @property
+    def cycles(self) -> int | None:
+        return self.result.cycles if self.result else None
+
+
+def device_runs(device, programs: Iterable[sim.Program]) -> list[DeviceRun]:
+    """Each program on ``device`` (``Device.run_program``); a program that does not finish is
+    reported (status "deadlock" / "timeout" and the stuck report) and the next one still runs."""
+    from pyvta.driver.launch import DeviceStuck
+
+    runs = []
+    for p in programs:
+        try:
+            dram, result = device.run_program(p)
+            runs.append(DeviceRun(dram, "done", result=result))
+        except DeviceStuck as stuck:
+            runs.append(DeviceRun(None, stuck.outcome.status, str(stuck)))
+    return runs

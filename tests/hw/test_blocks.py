@@ -132,17 +132,6 @@ def test_token_queue_counts_and_saturates():
     assert pure.token_queue(ops, depth=4) == [1, 2, 3, 4, 4, 3, 2, 1, 0, 0, 0, 1]
 
 
-def test_regmap_is_consistent_and_documented():
-    from pyvta.hw import regmap
-
-    offsets = [r.offset for r in regmap.REGISTERS]
-    assert len(set(offsets)) == len(offsets)
-    assert all(o % regmap.REG_BYTES == 0 and o < 1 << regmap.ADDR_BITS for o in offsets)
-    assert regmap.offset("INSN_COUNT") == 0x10 and regmap.offset("INSN_ADDR") == 0x18
-    doc = regmap.markdown()
-    assert all(f"| {r.name} |" in doc for r in regmap.REGISTERS)
-
-
 def test_synth_report_parsing():
     from pyvta.hw.synth import parse_stat
 

@@ -1,7 +1,11 @@
 import numpy as np
+import pytest
 
+from pyvta import sim
 from pyvta.driver import SimDevice
 from pyvta.isa import AluInsn, AluOp, FinishInsn, Load, MemType, Store, Uop, encode_uops
+from pyvta.sim import native
+from pyvta.sim.programs import matmul_program
 
 
 def test_run_alu_program_through_the_device():
@@ -44,3 +48,26 @@ def test_run_alu_program_through_the_device():
     assert np.array_equal(out, np.maximum(rows, 0).astype(np.int8))
     assert result.cycles and result.cycles > 0
     assert result.counters["alu_lane_ops"] == 16 * cfg.block_out
+
+
+def test_engines_run_in_place_with_the_same_results():
+    if not native.available():
+        pytest.skip("the native engine needs llvmlite (not installed here)")
+    rng = np.random.default_rng(2)
+    print("seed 2")
+    ex = matmul_program(
+        rng.integers(-128, 128, (64, 64), np.int8), rng.integers(-128, 128, (64, 32), np.int8)
+    )
+    images = {}
+    for engine in ("numpy", "native"):
+        dev = SimDevice(dram_bytes=ex.program.dram.size, cycles=False, engine=engine)
+        dev.write(0, ex.program.dram)
+        dram = dev.dram.data
+        dev.launch(ex.program.insn_addr, ex.program.insn_count)
+        assert dev.dram.data is dram  # in place: no image copied
+        assert np.array_equal(ex.readback(dram), ex.expected)
+        images[engine] = dram
+    assert np.array_equal(images["numpy"], images["native"])
+    with pytest.raises(ValueError, match="unknown engine 'gpu'"):
+        SimDevice(engine="gpu")
+    assert sim.ENGINES == ("auto", "native", "numpy")

@@ -23,6 +23,10 @@ def test_sim_round_trip_and_disasm(tmp_path, capsys):
     assert np.array_equal(written.dram, sim.run(program).dram)
     with np.load(result) as z:
         assert "counters" in z.files and "cycles" in z.files
+    for engine in ("numpy", "native"):
+        assert main(["sim", str(bundle), "--out", str(result), "--engine", engine]) == 0
+        assert np.array_equal(sim.Program.load(result).dram, written.dram)
+    capsys.readouterr()
     assert main(["disasm", str(bundle)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == program.insn_count + 1

@@ -16,65 +16,69 @@ from pyvta.testing.naive import alu_op, execute
 SEED = 20261130
 
 
+def run(engine: str, program: sim.Program) -> sim.SimResult:
+    return sim.run(program, engine=engine)
+
+
 @pytest.fixture
 def rng():
     print(f"seed {SEED}")
     return np.random.default_rng(SEED)
 
 
-def test_matmul_256_cubed_exact(rng):
+def test_matmul_256_cubed_exact(rng, engine):
     a = rng.integers(-128, 128, (256, 256), dtype=np.int8)
     b = rng.integers(-128, 128, (256, 256), dtype=np.int8)
     ex = matmul_program(a, b)
-    result = sim.run(ex.program)
+    result = run(engine, ex.program)
     got = ex.readback(result.dram)
     assert np.array_equal(got, a.astype(np.int32) @ b.astype(np.int32))
     assert result.counters.macs == 256**3
     assert result.leftover_tokens == {}
 
 
-def test_matmul_with_2d_padding_on_the_input(rng):
+def test_matmul_with_2d_padding_on_the_input(rng, engine):
     # A is 250 x 224: the load pads one zero block before and after each row (x) and the last
     # tile's missing rows (y). B has 256 rows; the padded zeros must cancel its extra rows.
     a = rng.integers(-128, 128, (250, 224), dtype=np.int8)
     b = rng.integers(-128, 128, (256, 256), dtype=np.int8)
     ex = matmul_program(a, b, x_pad_blocks=(1, 1), tile_rows=64)
-    result = sim.run(ex.program)
+    result = run(engine, ex.program)
     assert np.array_equal(ex.readback(result.dram), ex.expected)
     assert np.array_equal(ex.expected, a.astype(np.int32) @ b[16:240].astype(np.int32))
     assert result.counters.pad_elems["INP"] > 0
 
 
-def test_matmul_extreme_values_wrap_free():
+def test_matmul_extreme_values_wrap_free(engine):
     a = np.full((64, 512), -128, np.int8)
     b = np.full((512, 16), -128, np.int8)
     ex = matmul_program(a, b)
-    got = ex.readback(sim.run(ex.program).dram)
+    got = ex.readback(run(engine, ex.program).dram)
     assert (got == 512 * 128 * 128).all()
 
 
 @pytest.mark.parametrize("pads", [(0, 0, 0, 0), (1, 2, 3, 1), (15, 0, 0, 15), (0, 3, 2, 0)])
-def test_padded_inp_load(rng, pads):
+def test_padded_inp_load(rng, pads, engine):
     data = rng.integers(-128, 128, (3, 5, 16), dtype=np.int8)
     ex = padded_load_program(data, pads)
-    assert np.array_equal(ex.readback(sim.run(ex.program).dram), ex.expected)
+    assert np.array_equal(ex.readback(run(engine, ex.program).dram), ex.expected)
 
 
 @pytest.mark.parametrize("eight_bit", [False, True])
-def test_padded_acc_loads(rng, eight_bit):
+def test_padded_acc_loads(rng, eight_bit, engine):
     if eight_bit:
         data = rng.integers(-128, 128, (4, 3, 16), dtype=np.int8)
     else:
         data = rng.integers(-(2**31), 2**31, (4, 3, 16), dtype=np.int64).astype(np.int32)
     ex = acc_load_program(data, (2, 1, 1, 3), eight_bit=eight_bit)
-    assert np.array_equal(ex.readback(sim.run(ex.program).dram), ex.expected)
+    assert np.array_equal(ex.readback(run(engine, ex.program).dram), ex.expected)
 
 
-def test_alu_chain_matches_scalar_reference(rng):
+def test_alu_chain_matches_scalar_reference(rng, engine):
     a = rng.integers(-(2**20), 2**20, (40, 16)).astype(np.int32)
     b = rng.integers(-(2**20), 2**20, (40, 16)).astype(np.int32)
     ex = alu_chain_program(a, b)
-    got = ex.readback(sim.run(ex.program).dram)
+    got = ex.readback(run(engine, ex.program).dram)
     expected = a.astype(np.int64).copy()
     from pyvta.sim.programs import ALU_CHAIN
 
@@ -107,15 +111,15 @@ def test_alu_semantics(op, a, b, expected):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_random_programs_match_naive_reference(seed):
+def test_random_programs_match_naive_reference(seed, engine):
     print(f"seed {seed}")
     program = random_program(np.random.default_rng(seed), n_insns=(4, 25))
-    fast = sim.run(program).dram
+    fast = run(engine, program).dram
     slow = execute(program.insns(), program.dram, program.config)
     assert np.array_equal(fast, slow)
 
 
-def test_alu_reading_rows_written_earlier_in_the_same_instruction():
+def test_alu_reading_rows_written_earlier_in_the_same_instruction(engine):
     # Accumulate a running sum: row d = row d + row d-1, iterations in order (a prefix sum).
     from pyvta.isa import AluInsn, FinishInsn, Load, MemType, Store, Uop
     from pyvta.sim.builder import ProgramBuilder
@@ -145,17 +149,17 @@ def test_alu_reading_rows_written_earlier_in_the_same_instruction():
         )
     )
     pb.emit(FinishInsn(pop_next_dep=True))
-    result = sim.run(pb.build())
+    result = run(engine, pb.build())
     got = pb.read(result.dram, o_addr, "out", 8).view(np.int8).reshape(8, 16)[:, 0]
     # Row 0 was only loaded, never written by the ALU, so its OUT row stays 0.
     assert list(got) == [0] + list(np.cumsum(np.arange(1, 9))[1:])
 
 
-def test_counters(rng):
+def test_counters(rng, engine):
     a = rng.integers(-128, 128, (64, 32), dtype=np.int8)
     b = rng.integers(-128, 128, (32, 16), dtype=np.int8)
     ex = matmul_program(a, b)
-    c = sim.run(ex.program).counters
+    c = run(engine, ex.program).counters
     assert c.dram_read_bytes["INP"] == 64 * 32
     assert c.dram_read_bytes["WGT"] == 32 * 16
     assert c.dram_write_bytes["OUT"] == 4 * 64 * 16
@@ -165,7 +169,7 @@ def test_counters(rng):
     assert sum(c.insns_by_module.values()) == ex.program.insn_count
 
 
-def test_bundle_round_trip(tmp_path, rng):
+def test_bundle_round_trip(tmp_path, rng, engine):
     program = random_program(rng)
     path = tmp_path / "p.npz"
     program.save(path)
@@ -176,7 +180,7 @@ def test_bundle_round_trip(tmp_path, rng):
         program.insn_count,
         program.config,
     )
-    assert np.array_equal(sim.run(loaded).dram, sim.run(program).dram)
+    assert np.array_equal(run(engine, loaded).dram, run(engine, program).dram)
 
 
 def test_bundle_without_config_uses_default(tmp_path):

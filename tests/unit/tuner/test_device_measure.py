@@ -1,7 +1,6 @@
 """The tuner measures VTA candidates through a driver.Device opened by name: the relocatable
 kernel of each candidate, loaded and launched; its cost is the launch's Stats.cycles."""
 
-
 from pyvta.tuner.measure import InProcessMeasurer
 from pyvta.tuner.vta import VtaCycleBackend, VtaDeviceBackend, vta_conv2d_task
 

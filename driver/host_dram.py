@@ -1,0 +1,31 @@
+"""The DRAM of the devices the host simulates (simulator, Verilated RTL, cocotb testbench): one
+``sim.Dram`` (a numpy byte buffer with a bump allocator) behind ``alloc``/``write``/``read``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyvta import sim
+from pyvta.driver.device import Device
+from pyvta.isa import HwConfig
+
+
+class HostDramDevice(Device):
+    """A device whose DRAM is ``self.dram``, ``dram_bytes`` of host memory (pages the OS
+    allocates as they are touched)."""
+
+    def __init__(self, config: HwConfig, dram_bytes: int):
+        super().__init__(config)
+        self.dram = sim.Dram(dram_bytes)
+
+    def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
+        return self.dram.alloc(nbytes, align_bytes)
+
+    def reset(self) -> None:
+        self.dram.release_all()  # the same buffer: a harness holding its pointer keeps it
+
+    def write(self, addr: int, data: np.ndarray | bytes) -> None:
+        self.dram.write(addr, data)
+
+    def read(self, addr: int, nbytes: int) -> np.ndarray:
+        return self.dram.read(addr, nbytes)

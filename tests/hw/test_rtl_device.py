@@ -1,0 +1,129 @@
+"""The fast RTL device (``driver.open("rtl")``): the Verilated accelerator in-process behind the
+launch routine of ``isa.launch``, compared with ``sim.run`` bit for bit, with the cocotb testbench
+(the same routine, asynchronously), and on the ways a launch can fail."""
+
+import time
+
+import numpy as np
+import pytest
+
+from pyvta import driver, sim
+from pyvta.driver import launch as host
+from pyvta.driver.ops_rtl import RtlDevice
+from pyvta.isa import FinishInsn, GemmInsn, HwConfig, regmap
+from pyvta.sim.builder import ProgramBuilder
+from pyvta.sim.directed import directed_programs
+from pyvta.sim.random_program import random_program
+from pyvta.testing.compare import accelerator_mismatches, device_runs
+
+pytestmark = pytest.mark.hw
+
+
+def _stuck_program():
+    pb = ProgramBuilder()
+    pb.emit(GemmInsn(pop_prev_dep=True))  # waits for an l2c token nobody pushes
+    pb.emit(FinishInsn())
+    return pb.build()
+
+
+def test_directed_programs(rtl_device):
+    progs = list(directed_programs().items())
+    bad = accelerator_mismatches(progs, device_runs(rtl_device, [p for _, p in progs]))
+    assert not bad, "\n".join(bad)
+
+
+def test_random_programs(rtl_device, hw_fuzz):
+    """The differential fuzz of test_rtl_vs_sim.py, on the fast device (one device, reused)."""
+    count, first = hw_fuzz
+    seeds = list(range(first, first + count))
+    print(f"\n[hw] seeds {first}..{first + count - 1}")
+    programs = [random_program(np.random.default_rng(s)) for s in seeds]
+    t0 = time.monotonic()
+    runs = device_runs(rtl_device, programs)
+    cycles = sum(r.cycles or 0 for r in runs)
+    print(f"[hw] {count} random programs, {cycles} cycles, {time.monotonic() - t0:.1f} s")
+    named = [(f"seed {s}", p) for s, p in zip(seeds, programs, strict=True)]
+    bad = accelerator_mismatches(named, runs)
+    assert not bad, "\n".join(bad[:10])
+
+
+@pytest.mark.parametrize("name", ["matmul_tiled_xpad", "gemm_loops", "alu_ops", "dep_only"])
+def test_stats_mean_what_the_simulators_mean(rtl_device, name):
+    """Stats.from_registers (RTL) and Stats.from_cycle_report (simulator) count the same work."""
+    program = directed_programs()[name]
+    _, rtl = rtl_device.run_program(program)
+    timing = sim.Timing.rtl_testbench()
+    dev = driver.SimDevice(program.config, dram_bytes=program.dram.size, timing=timing)
+    _, model = dev.run_program(program)
+    a, b = rtl.stats, model.stats
+    assert (a.insns_fetched, a.gemm_uops, a.alu_uops) == (b.insns_fetched, b.gemm_uops, b.alu_uops)
+    assert a.insns_fetched == program.insn_count
+    assert abs(a.cycles - b.cycles) <= 0.15 * a.cycles + 8, (a.cycles, b.cycles)
+    assert set(a.busy_cycles) == set(b.busy_cycles) == {"load", "compute", "store"}
+
+
+def test_same_launch_routine_on_cocotb_and_fast_device(rtl_device, vta_build):
+    """``rtl:cocotb`` steps isa.launch through cocotbext-axi's AxiLiteMaster (async), the fast
+    device through its C++ harness (sync): same DRAM, same counters of work, cycles within 1%."""
+    progs = [directed_programs()[n] for n in ("matmul_small", "alu_ops", "dram_bursts")]
+    progs += [random_program(np.random.default_rng(s)) for s in (7, 8)]
+    with driver.open("rtl:cocotb", built=vta_build, dram_bytes=1 << 20) as cocotb_dev:
+        for p in progs:
+            fast_dram, fast = rtl_device.run_program(p)
+            slow_dram, slow = cocotb_dev.run_program(p)
+            assert np.array_equal(fast_dram, slow_dram)
+            assert np.array_equal(fast_dram, sim.run(p).dram)
+            f, s = fast.stats, slow.stats
+            assert (f.insns_fetched, f.gemm_uops, f.alu_uops) == (
+                s.insns_fetched,
+                s.gemm_uops,
+                s.alu_uops,
+            )
+            assert abs(f.cycles - s.cycles) <= 0.01 * s.cycles + 2, (f.cycles, s.cycles)
+
+
+def test_id_registers_identify_the_hardware(rtl_device):
+    assert rtl_device.port.read32(regmap.offset("ID")) == regmap.id_value()
+    assert rtl_device.port.read32(regmap.offset("CONFIG_HASH")) == HwConfig().config_hash
+
+
+def test_mismatched_config_is_refused(rtl_library):
+    other = HwConfig(LOG_ACC_BUFF_SIZE=16)
+    with pytest.raises(host.WrongHardware, match="another HwConfig"):
+        RtlDevice(library=rtl_library, dram_bytes=1 << 16, expect_config=other)
+    with pytest.raises(driver.DeviceError, match="-byte bus"):
+        RtlDevice(HwConfig(LOG_BUS_WIDTH=7), library=rtl_library, dram_bytes=1 << 16)
+
+
+def test_deadlock_gives_the_stuck_report_within_its_deadline(rtl_library):
+    dev = RtlDevice(
+        library=rtl_library, dram_bytes=1 << 20, watchdog_cycles=2000, max_cycles=50_000
+    )
+    stuck = _stuck_program()
+    t0 = time.monotonic()
+    with pytest.raises(host.DeviceStuck) as err:
+        dev.run_program(stuck)
+    outcome = err.value.outcome
+    assert outcome.status == "deadlock" and outcome.waited_cycles <= 50_000
+    # both queues compute pops are empty, so the report names both (the RTL says a unit is
+    # stalled, not on which of its queues)
+    assert outcome.stuck.waits() == {"compute": ("l2c", "s2c")}
+    assert outcome.stuck.stalled == ("compute",) and outcome.stuck.tokens["l2c"] == 0
+    assert "compute waits for a token on l2c (pushed by load) or s2c" in str(err.value)
+    print(
+        f"\n[hw] deadlock reported after {outcome.waited_cycles} cycles, {time.monotonic() - t0:.2f} s"
+    )
+    ok = directed_programs()["dep_only"]  # the device recovers for the next launch
+    assert accelerator_mismatches([("after deadlock", ok)], device_runs(dev, [ok])) == []
+    dev.close()
+
+
+def test_timeout_at_the_deadline(rtl_library):
+    program = directed_programs()["matmul_tiled_xpad"]
+    dev = RtlDevice(library=rtl_library, dram_bytes=1 << 20, max_cycles=300)
+    with pytest.raises(host.DeviceStuck, match="timeout") as err:
+        dev.run_program(program)
+    assert err.value.outcome.waited_cycles == 300
+    dev.max_cycles = 1_000_000
+    assert accelerator_mismatches([("after timeout", program)], device_runs(dev, [program])) == []
+    dev.close()
