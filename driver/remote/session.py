@@ -17,6 +17,7 @@ import numpy as np
 
 from pyvta.driver.remote.protocol import ProtocolError
 from pyvta.isa import INSN_BYTES
+from pyvta.isa.errors import PyvtaError
 
 MAX_ALIGN_BYTES = 1 << 16
 
@@ -163,15 +164,18 @@ class Session:
             )
         if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
             raise OpRefused("bad_request", "upload_bitstream: names must be distinct strings")
-        digest, folder, manifest = self.store.put(dict(zip(names, blobs, strict=True)))
+        try:
+            digest, folder, manifest = self.store.put(dict(zip(names, blobs, strict=True)))
+        except PyvtaError as e:  # the store's BitstreamError: names, manifest, hashes
+            raise OpRefused("bad_bitstream", str(e)) from None
         program = getattr(self.device, "program_bitstream", None)
         if program is None:
             raise OpRefused(
                 "cannot_program",
                 f"bitstream {digest} kept, but {type(self.device).__name__} cannot be programmed"
-                " (a board device, pynq, programs bitstreams)",
+                " (it has no program_bitstream(folder) hook)",
             )
-        tag = program(self.store.bitstream(digest))
+        tag = program(folder)
         tag = getattr(tag, "tag", tag)
         if tag != manifest["config_tag"]:
             raise OpRefused(

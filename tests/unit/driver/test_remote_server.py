@@ -19,8 +19,9 @@ from pyvta.compiler.backend.vta.operator import build_kernel
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.driver import DeviceError, SimDevice
 from pyvta.driver.kernel import RegionKind, load_kernel
+from pyvta.driver.ops_pynq import BitstreamError
 from pyvta.driver.remote import protocol as p
-from pyvta.driver.remote.bitstreams import BitstreamError, BitstreamStore
+from pyvta.driver.remote.bitstreams import BitstreamStore
 from pyvta.driver.remote.server import DeviceServer, Limits, ServerThread
 from pyvta.driver.remote.session import OpRefused, Session
 from pyvta.isa import HwConfig
@@ -261,31 +262,40 @@ def test_tls(tmp_path):
 
 
 def _upload(tag: str = HwConfig().tag, tamper: bool = False) -> dict[str, bytes]:
+    """A bitstream folder as ``pyvta board recipe --build`` writes it (name -> bytes)."""
     files = {"vta.bit": b"\x00\x01bitstream", "vta.hwh": b"<hwh/>"}
-    listed = {n: hashlib.sha256(d).hexdigest() for n, d in files.items()}
+    manifest = {
+        "config_tag": tag,
+        "files": {"bit": "vta.bit", "hwh": "vta.hwh"},
+        "build": {
+            f"{k}_sha256": hashlib.sha256(files[f"vta.{k}"]).hexdigest() for k in ("bit", "hwh")
+        },
+    }
     if tamper:
         files["vta.bit"] += b"!"
-    files["manifest.json"] = json.dumps({"config_tag": tag, "files": listed}).encode()
+    files["manifest.json"] = json.dumps(manifest).encode()
     return files
 
 
 def test_bitstream_store_checks_and_keeps_by_sha256(tmp_path):
     store = BitstreamStore(tmp_path / "store")
     digest, folder, manifest = store.put(_upload())
-    assert folder == tmp_path / "store" / digest and sorted(p.name for p in folder.iterdir()) == [
-        "manifest.json",
-        "vta.bit",
-        "vta.hwh",
-    ]
+    assert folder == tmp_path / "store" / digest and manifest["config_tag"] == HwConfig().tag
+    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "vta.bit", "vta.hwh"]
     assert store.put(_upload())[0] == digest  # idempotent
-    with pytest.raises(BitstreamError, match="vta.bit: sha256 .* the manifest says"):
+    with pytest.raises(BitstreamError, match="sha256 does not match"):
         store.put(_upload(tamper=True))
     bad = _upload()
     bad["../evil.bit"] = bad.pop("vta.bit")
     with pytest.raises(BitstreamError, match="file name '../evil.bit' refused"):
         store.put(bad)
-    with pytest.raises(BitstreamError, match="exactly one .hwh"):
+    with pytest.raises(BitstreamError, match="names .* the upload has"):
         store.put({k: v for k, v in _upload().items() if k != "vta.hwh"})
+    unhashed = _upload()
+    unhashed["manifest.json"] = unhashed["manifest.json"].replace(b"bit_sha256", b"x")
+    with pytest.raises(BitstreamError, match="not a built bitstream manifest"):
+        store.put(unhashed)
+    assert [p.name for p in (tmp_path / "store").iterdir()] == [digest]  # nothing else kept
 
 
 class _Board(SimDevice):
@@ -314,6 +324,8 @@ def test_bitstream_upload_programs_through_the_device_hook(tmp_path, server):
             "upload_bitstream", {"names": sorted(files)}, [files[n] for n in sorted(files)]
         )
     sim = Session(3, "t", SimDevice(HwConfig()), 1 << 20, store)
+    with pytest.raises(OpRefused, match="an upload needs a manifest.json"):
+        sim.execute("upload_bitstream", {"names": ["a.bit"]}, [b"x"])
     with pytest.raises(OpRefused, match="SimDevice cannot be programmed"):
         sim.execute("upload_bitstream", {"names": sorted(files)}, [files[n] for n in sorted(files)])
     with _open(server) as dev, pytest.raises(DeviceError, match="bitstream upload is off"):
