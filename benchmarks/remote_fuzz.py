@@ -18,15 +18,19 @@ from __future__ import annotations
 import argparse
 import collections
 import logging
+import shutil
 import socket
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from pyvta.driver import SimDevice
 from pyvta.driver import open as open_device
 from pyvta.driver.remote import protocol as p
+from pyvta.driver.remote.bitstreams import BitstreamStore
 from pyvta.driver.remote.server import Limits, ServerThread
 from pyvta.isa import HwConfig
 from pyvta.sim import SimLimits
@@ -66,6 +70,7 @@ def _valid(rng, addr: int) -> tuple[dict, list]:
         ({"op": "launch", "insn_addr": addr, "insn_count": int(rng.integers(1, 64))}, []),
         ({"op": "stats"}, []),
         ({"op": "upload_bitstream", "names": ["a.bit"]}, [blob]),
+        ({"op": "upload_bitstream", "names": ["manifest.json", "a.bit", "a.hwh"]}, [blob] * 3),
     ]
     return choices[int(rng.integers(len(choices)))]
 
@@ -158,7 +163,9 @@ def fuzz(n_frames: int, seed: int) -> dict:
     tally: collections.Counter = collections.Counter()
     checks = []
     t0 = time.perf_counter()
-    with ServerThread(device, KEY, limits=limits) as server:
+    store_dir = tempfile.mkdtemp(prefix="pyvta-fuzz-store-")
+    store = BitstreamStore(store_dir)  # uploads on: their checks are fuzzed too
+    with ServerThread(device, KEY, limits=limits, store=store) as server:
         sock, addr = None, 0
         for i in range(n_frames):
             if sock is None:
@@ -201,6 +208,8 @@ def fuzz(n_frames: int, seed: int) -> dict:
             sock.close()
         checks.append(_good_client(server.address))
         alive = server._thread.is_alive()
+    kept = [p.name for p in Path(store_dir).iterdir()]
+    shutil.rmtree(store_dir)
     wall = time.perf_counter() - t0
     return {
         "tally": tally,
@@ -208,6 +217,7 @@ def fuzz(n_frames: int, seed: int) -> dict:
         "checks": checks,
         "alive": alive,
         "wall_s": wall,
+        "kept_uploads": kept,
     }
 
 
@@ -226,7 +236,13 @@ def main(argv=None) -> int:
         f" good-client checks passed: {good}/{len(r['checks'])}; {r['wall_s']:.1f} s"
         f" ({r['tally']['frames'] / r['wall_s']:.0f} frames/s)"
     )
-    passed = r["internal_errors"] == 0 and r["alive"] and good == len(r["checks"])
+    print(f"uploads kept by the store: {len(r['kept_uploads'])} (random bytes: 0 expected)")
+    passed = (
+        not r["kept_uploads"]
+        and r["internal_errors"] == 0
+        and r["alive"]
+        and good == len(r["checks"])
+    )
     print("PASS" if passed else "FAIL")
     return 0 if passed else 1
 
