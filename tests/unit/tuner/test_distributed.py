@@ -104,3 +104,28 @@ def test_cli_tune_with_devices(tmp_path, capsys):
     assert len({r["index"] for r in records}) == len(records) == 6
     assert f"tcp://{a.address}" in out and "measured" in out
     assert main(["tune", "vta:C9", "--device", "sim", "--devices", "tcp://x:1"]) == 2
+
+
+def test_an_existing_cluster_by_scheduler_address(task_and_reference):
+    from distributed import LocalCluster
+
+    from pyvta.tuner.distributed import resource_name
+
+    task, configs, want = task_and_reference
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=1,
+            processes=False,
+            protocol="tcp://",
+            host="127.0.0.1",
+            dashboard_address=None,
+            resources={resource_name(0): 1},
+        ) as cluster,
+        ServerThread(SimDevice(HwConfig()), KEY) as a,
+        DaskMeasurer(
+            [f"tcp://{a.address}"], {"key": KEY}, scheduler=cluster.scheduler_address
+        ) as m,
+    ):
+        got = m.measure(task, configs[:3])
+    assert [r.costs for r in got] == want[:3] and m.shares[0].measured == 3
