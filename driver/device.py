@@ -80,6 +80,12 @@ class Device(abc.ABC):
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
         """Copy host bytes (an array's little-endian bytes) to DRAM at ``addr``."""
 
+    def write_const(self, addr: int, data: bytes) -> None:
+        """Copy a constant (weights, micro-ops; bytes that recur across loads) to ``addr``: a
+        ``write``, unless the backend can reuse what it has seen (a remote device sends each
+        distinct constant once per session)."""
+        self.write(addr, np.frombuffer(data, np.uint8))
+
     @abc.abstractmethod
     def read(self, addr: int, nbytes: int) -> np.ndarray:
         """Copy ``nbytes`` of DRAM at ``addr`` to a new uint8 array."""

@@ -224,12 +224,11 @@ def _zu_clock(port: str) -> str:
 def manifest(r: Recipe) -> dict:
     """What a host checks a bitstream against before its first launch."""
     import hashlib
-
-    from pyvta import __version__
+    from importlib.metadata import version
 
     ps = r.board.ps
     return {
-        "pyvta_version": __version__,
+        "pyvta_version": version("pyvta"),
         "name": r.name,
         "hw_config": r.config.to_dict(),
         "config_tag": r.config.tag,

@@ -22,6 +22,7 @@ COMMANDS = {
     "tune": "tune",
     "zoo": "zoo",
     "board": "board",
+    "serve": "serve",
 }
 
 REPORT_TO = (

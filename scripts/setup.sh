@@ -12,7 +12,7 @@ fi
 if ! .venv/bin/python -P -c "import pyvta.sim, pyvta.compiler, numpy, amaranth, cocotb, xgboost, onnx" \
      2>/dev/null || [ pyproject.toml -nt .venv/.pyvta-installed ] || [ setup.py -nt .venv/.pyvta-installed ]; then
   echo "setup: installing pyvta and its pinned dependencies into .venv"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[host,hw,tune,graph,dev,gpu-check]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[host,hw,tune,graph,dev,gpu-check,distributed]"
   touch .venv/.pyvta-installed
 fi
 

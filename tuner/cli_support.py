@@ -156,16 +156,59 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         " kernels emulated on the CPU (cuda-emulated: correctness-checked search only, its"
         " costs are CPU times)",
     )
+    p.add_argument(
+        "--devices",
+        default=None,
+        help="VTA workloads: fan the measurements out over these devices with Dask"
+        " (comma-separated driver.open names, e.g. tcp://a:9190,tcp://b:9190; pyvta[distributed])",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        help="with --devices: an existing Dask scheduler whose workers carry the resources"
+        " vta-device-0, vta-device-1, ... (one per device, in --devices order)",
+    )
+    p.add_argument(
+        "--key-file", dest="key_file", help="tcp:// devices: the key their servers were given"
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 
 
-def device_measurer(name: str):
-    """A measurer that runs VTA candidates on the device ``name`` (one run worker owns it)."""
+def device_measurer(name: str, **device_kwargs):
+    """A measurer that runs VTA candidates on the device ``name`` (one run worker owns it);
+    ``device_kwargs`` go to ``driver.open`` (``key_file=`` for a tcp:// device)."""
     from pyvta.tuner.measure import LocalMeasurer
     from pyvta.tuner.vta import VtaDeviceBackend
 
-    return LocalMeasurer(VtaDeviceBackend(name), repeats=1, n_run_workers=1, run_timeout_s=600)
+    backend = VtaDeviceBackend(name, **device_kwargs)
+    return LocalMeasurer(backend, repeats=1, n_run_workers=1, run_timeout_s=600)
+
+
+def _device_kwargs(args) -> dict:
+    return {"key_file": args.key_file} if getattr(args, "key_file", None) else {}
+
+
+def measurer_for(args):
+    """The measurer ``--device`` / ``--devices`` ask for (None: the task's default)."""
+    devices = getattr(args, "devices", None)
+    if devices and args.device:
+        raise ValueError("give --device or --devices, not both")
+    if getattr(args, "scheduler", None) and not devices:
+        raise ValueError("--scheduler needs --devices (the devices its workers measure on)")
+    if args.device:
+        return device_measurer(args.device, **_device_kwargs(args))
+    if devices:
+        from pyvta.tuner.distributed import DaskMeasurer
+
+        names = [d.strip() for d in devices.split(",") if d.strip()]
+        return DaskMeasurer(names, _device_kwargs(args), scheduler=args.scheduler)
+    return None
+
+
+def _print_summary(measurer) -> None:
+    if hasattr(measurer, "summary"):
+        print(measurer.summary())
 
 
 def tune_command(args: argparse.Namespace) -> int:
@@ -221,14 +264,21 @@ def tune_command(args: argparse.Namespace) -> int:
             f"first: the backend's {len(initial)} most promising configs"
             " (its best analytic estimates and its largest tiles)"
         )
-    if args.device and task.target != "vta-sim":
+    on_devices = args.device or getattr(args, "devices", None)
+    if on_devices and task.target != "vta-sim":
         print(
-            f"error: --device measures VTA workloads; {task.name} runs on the CPU", file=sys.stderr
+            f"error: --device(s) measure VTA workloads; {task.name} runs on the CPU",
+            file=sys.stderr,
         )
         return 2
-    m = device_measurer(args.device) if args.device else default_measurer(task)
-    if args.device:
-        print(f"measuring on device {args.device!r} (cycles from its counters)")
+    try:
+        m = measurer_for(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    m = default_measurer(task) if m is None else m
+    if on_devices:
+        print(f"measuring on {on_devices} (cycles from the device counters)")
     final_check = args.final_check
     if task.target == "llvm":
         m.repeats = args.repeats
@@ -250,6 +300,7 @@ def tune_command(args: argparse.Namespace) -> int:
             final_check=final_check or 0,
             **extra,
         )
+        _print_summary(m)
     if res.best_index is None:
         print(f"no valid config in {len(res.history)} trials ({res.n_errors} errors)")
         return 1
@@ -285,9 +336,14 @@ def _tune_network(args: argparse.Namespace) -> int:
     )
     for layer in layers:
         print(f"  {layer_name(layer)} x{layer.count}")
-    measurer = device_measurer(args.device) if args.device else None
+    try:
+        measurer = measurer_for(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         summary = _run_network(args, layers, measurer)
+        _print_summary(measurer)
     finally:
         if measurer is not None:
             measurer.close()

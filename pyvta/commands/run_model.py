@@ -48,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--bitstream", metavar="DIR", help="pynq: the bitstream folder (manifest, .bit, .hwh)"
     )
+    p.add_argument("--key-file", dest="key_file", help="vta-tcp://HOST:PORT: the server's key")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     vta = None
     if kind == "vta":
         kwargs = {"bitstream": args.bitstream} if args.bitstream else {}
+        kwargs.update({"key_file": args.key_file} if args.key_file else {})
         vta = open_accelerator(cm, device or "sim", **kwargs)
     from pyvta.compiler.graph.compiled_model import run_model
 

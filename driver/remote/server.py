@@ -1,0 +1,350 @@
+"""The device server: one ``driver.Device`` served to authenticated clients over TCP (asyncio).
+
+``DeviceServer(device, key, host, port, ssl_context, limits)``: listens on loopback unless told
+otherwise and refuses any other address without a key. Per connection: ``hello`` with a fresh
+nonce, HMAC challenge-response (``protocol``), then the client waits for the device (one owner at
+a time, first come first served, ``limits.queue_timeout_s`` before a "busy" answer); the owner's
+session starts with ``device.reset()`` (nothing of the previous client's DRAM is left). Every
+request has a deadline (``request_timeout_s``; a launch ``launch_timeout_s``); a client that
+stalls mid-frame is cut off at it. Device operations run in one worker thread, so a client that
+disconnects mid-launch only loses its answer: the launch finishes, then the next client gets the
+device. Frame errors (too large, inconsistent lengths) end the connection; message errors
+(malformed JSON, unknown operation, bad fields, a read outside every allocation) are answered
+and the session goes on. Sessions are logged (peer, operation counts, errors), never data.
+
+Standard library and numpy only (the board's Python >= 3.10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import ipaddress
+import itertools
+import logging
+import secrets
+import threading
+from dataclasses import dataclass
+
+from pyvta.driver.remote import protocol as p
+from pyvta.driver.remote.session import OpRefused, Session
+
+LOG = logging.getLogger("pyvta.remote")
+TIMEOUTS = (asyncio.TimeoutError, TimeoutError)  # two classes on Python 3.10 (the board's)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Seconds and bytes the server allows: a frame, the handshake, the wait for the device, an
+    idle gap between requests, a request (its frame and its work), a launch; constants cached per
+    session; connections at once."""
+
+    max_frame_bytes: int = p.MAX_FRAME_BYTES
+    handshake_timeout_s: float = 10.0
+    queue_timeout_s: float = 30.0
+    idle_timeout_s: float = 600.0
+    request_timeout_s: float = 60.0
+    launch_timeout_s: float = 600.0
+    const_cache_bytes: int = 128 << 20  # a small board has 512 MiB
+    max_connections: int = 64
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Closed(Exception):
+    """The session ends (the reason is logged where it is raised)."""
+
+
+class DeviceServer:
+    """Serve ``device`` (see the module docstring). ``key``: the pre-shared key (bytes; None only
+    on loopback); ``store``: a ``BitstreamStore`` to accept uploads into (None: refused)."""
+
+    def __init__(
+        self,
+        device,
+        key: bytes | None,
+        host: str = "127.0.0.1",
+        port: int = p.DEFAULT_PORT,
+        ssl_context=None,
+        limits: Limits = Limits(),
+        store=None,
+    ):
+        if key is None and not is_loopback(host):
+            raise p.ProtocolError(
+                f"refusing to listen on {host} without a key (give --key-file; without one only"
+                " loopback, 127.0.0.1, is served)"
+            )
+        self.device, self.key, self.host, self.port = device, key, host, port
+        self.ssl_context, self.limits, self.store = ssl_context, limits, store
+        self._sids = itertools.count(1)
+        self._owner = asyncio.Lock()
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="device")
+        self._connections = 0
+        self._tasks: set = set()
+        self._server = None
+        self.sessions_served = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(
+            self._connection,
+            self.host,
+            self.port,
+            ssl=self.ssl_context,
+            ssl_handshake_timeout=self.limits.handshake_timeout_s if self.ssl_context else None,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        LOG.info(
+            "serving %s (HwConfig %s) on %s:%d%s%s",
+            type(self.device).__name__,
+            self.device.config.tag,
+            self.host,
+            self.port,
+            ", TLS" if self.ssl_context else "",
+            ", key required" if self.key else ", no key (loopback only)",
+        )
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def stop(self) -> None:
+        """Stop listening, close every connection, wait for the device thread."""
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._thread.shutdown(wait=True)
+
+    # -- one connection ----------------------------------------------------------------------
+    async def _connection(self, reader, writer) -> None:
+        peer = "{}:{}".format(*writer.get_extra_info("peername")[:2])
+        sid = next(self._sids)
+        if self._connections >= self.limits.max_connections:
+            LOG.warning("session %d %s: refused, %d connections open", sid, peer, self._connections)
+            await self._send(writer, self._error("busy", "too many connections"))
+            writer.close()
+            return
+        self._connections += 1
+        self._tasks.add(asyncio.current_task())
+        session = Session(sid, peer, self.device, self.limits.const_cache_bytes, self.store)
+        try:
+            await asyncio.wait_for(self._handshake(reader, writer, session), self._hs_timeout)
+            await self._own_and_serve(reader, writer, session)
+        except _Closed:
+            pass
+        except p.ProtocolError as e:  # a bad frame before the session began
+            self._refuse(session, "bad_request", str(e))
+            with contextlib.suppress(ConnectionError, OSError):
+                await self._send(writer, self._error("bad_request", str(e)))
+        except TIMEOUTS:
+            LOG.warning("session %d %s: handshake timed out", sid, peer)
+        except (ConnectionError, asyncio.IncompleteReadError, OSError):
+            LOG.info("session %d %s: connection lost", sid, peer)
+        except Exception:  # noqa: BLE001 - a session never takes the server down
+            LOG.exception("session %d %s: internal error", sid, peer)
+        finally:
+            self._connections -= 1
+            self._tasks.discard(asyncio.current_task())
+            writer.close()
+            LOG.info("session %d %s: ended %s", sid, peer, session.summary())
+
+    @property
+    def _hs_timeout(self) -> float:
+        return self.limits.handshake_timeout_s
+
+    async def _handshake(self, reader, writer, session) -> None:
+        nonce = secrets.token_bytes(p.NONCE_BYTES)
+        cfg = self.device.config
+        hello = {
+            "op": "hello",
+            "version": p.VERSION,
+            "config": cfg.to_dict(),
+            "config_tag": cfg.tag,
+            "nonce": nonce.hex(),
+            "auth": self.key is not None,
+        }
+        await self._send(writer, hello)
+        if self.key is None:
+            return
+        header = await self._read(reader, writer, session)
+        client_nonce = header.get("client_nonce")
+        mac = header.get("mac")
+        if (
+            header.get("op") != "auth"
+            or not isinstance(mac, str)
+            or not isinstance(client_nonce, str)
+            or len(client_nonce) != 2 * p.NONCE_BYTES
+        ):
+            self._refuse(
+                session, "auth", f"authentication required first (got {header.get('op')!r})"
+            )
+            await self._send(writer, self._error("auth", "authenticate first: op 'auth'"))
+            raise _Closed
+        try:
+            cn = bytes.fromhex(client_nonce)
+        except ValueError:
+            cn = b""
+        want = p.key_mac(self.key, p.AUTH_CLIENT, nonce, cn)
+        if not cn or not secrets.compare_digest(want, mac):
+            self._refuse(session, "auth", "wrong key or replayed answer")
+            await self._send(writer, self._error("auth", "authentication failed"))
+            raise _Closed
+        await self._send(writer, {"ok": True, "mac": p.key_mac(self.key, p.AUTH_SERVER, cn, nonce)})
+        LOG.info("session %d %s: authenticated", session.sid, session.peer)
+
+    async def _own_and_serve(self, reader, writer, session) -> None:
+        try:
+            await asyncio.wait_for(self._owner.acquire(), self.limits.queue_timeout_s)
+        except TIMEOUTS:
+            self._refuse(session, "busy", "device busy")
+            await self._send(writer, self._error("busy", "the device is in use by another client"))
+            raise _Closed from None
+        try:
+            await self._device_call(session.execute, "reset", {}, [])
+            await self._send(writer, {"ok": True, "ready": True})
+            self.sessions_served += 1
+            LOG.info("session %d %s: owns the device", session.sid, session.peer)
+            while await self._serve_one(reader, writer, session):
+                pass
+        finally:
+            self._owner.release()
+
+    async def _serve_one(self, reader, writer, session) -> bool:
+        """Answer one request; False when the session ends."""
+        try:
+            total, hb = await asyncio.wait_for(
+                p.read_lengths(reader, self.limits.max_frame_bytes), self.limits.idle_timeout_s
+            )
+        except asyncio.IncompleteReadError:
+            return False
+        except TIMEOUTS:
+            self._refuse(session, "timeout", "idle")
+            await self._send(writer, self._error("timeout", "idle too long"))
+            return False
+        except p.FrameError as e:
+            self._refuse(session, "frame", str(e))
+            await self._send(writer, self._error("frame", str(e)))
+            return False
+        try:
+            header, blobs = await asyncio.wait_for(
+                p.read_body(reader, total, hb), self.limits.request_timeout_s
+            )
+            op, fields = p.check_request(header, blobs)
+        except TIMEOUTS:
+            self._refuse(session, "timeout", "stalled mid-frame")
+            await self._send(writer, self._error("timeout", "frame not received in time"))
+            return False
+        except p.ProtocolError as e:
+            self._refuse(session, "bad_request", str(e))
+            await self._send(writer, self._error("bad_request", str(e)))
+            return True
+        session.ops[op] += 1
+        timeout = self.limits.launch_timeout_s if op == "launch" else self.limits.request_timeout_s
+        try:
+            reply, out = await self._device_call(
+                session.execute, op, fields, blobs, timeout=timeout
+            )
+        except OpRefused as e:
+            self._refuse(session, e.kind, str(e))
+            reply, out = self._error(e.kind, str(e)), []
+        except p.ProtocolError as e:
+            self._refuse(session, "refused", str(e))
+            reply, out = self._error("refused", str(e)), []
+        except TIMEOUTS:
+            self._refuse(session, "deadline", f"{op} over {timeout} s")
+            await self._send(writer, self._error("deadline", f"{op} took over {timeout} s"))
+            return False
+        except Exception as e:  # noqa: BLE001 - the device refused; the server stays up
+            self._refuse(session, "device", f"{op}: {type(e).__name__}")
+            reply, out = self._error("device", f"{op}: {type(e).__name__}: {e}"), []
+        await self._send(writer, reply, out)
+        return op != "bye"
+
+    async def _device_call(self, fn, *args, timeout: float | None = None):
+        """``fn(*args)`` in the device thread. On a timeout the device stays owned until the
+        call has finished (a thread cannot be interrupted), then the timeout is raised."""
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(self._thread, fn, *args)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        except TIMEOUTS:
+            await asyncio.wait([fut])
+            raise
+
+    # -- helpers -----------------------------------------------------------------------------
+    async def _read(self, reader, writer, session) -> dict:
+        total, hb = await p.read_lengths(reader, self.limits.max_frame_bytes)
+        header, _ = await p.read_body(reader, total, hb)
+        return header
+
+    @staticmethod
+    def _error(kind: str, msg: str) -> dict:
+        return {"ok": False, "error": kind, "msg": msg}
+
+    @staticmethod
+    def _refuse(session, kind: str, why: str) -> None:
+        session.errors[kind] += 1
+        LOG.warning("session %d %s: refused (%s): %s", session.sid, session.peer, kind, why)
+
+    @staticmethod
+    async def _send(writer, header: dict, blobs=()) -> None:
+        writer.write(p.encode_frame(header, blobs))
+        await writer.drain()
+
+
+class ServerThread:
+    """A ``DeviceServer`` on its own event loop in a background thread (tests, benchmarks,
+    notebooks): ``with ServerThread(device, key) as s: driver.open(f"tcp://{s.address}", ...)``."""
+
+    def __init__(self, device, key: bytes | None, host: str = "127.0.0.1", port: int = 0, **kw):
+        self.server = DeviceServer(device, key, host, port, **kw)
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="device-server", daemon=True)
+        self._error: BaseException | None = None
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self.server.start())
+        except BaseException as e:  # noqa: BLE001 - reported by start()
+            self._error = e
+            self._ready.set()
+            return
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.run_until_complete(self.server.stop())
+        self._loop.close()
+
+    @property
+    def address(self) -> str:
+        return f"{self.server.host}:{self.server.port}"
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,186 @@
+"""One client's session on the served device: its allocations, its cached constants, its counts.
+
+Every operation is checked here before the device sees it: reads and writes must lie inside one
+of the session's allocations, a launch's instructions too; a constant is cached under the sha256
+of its bytes as the server computed it. ``Session.execute`` runs in the server's device thread
+(one at a time); it returns ``(reply header, reply blobs)`` or raises ``OpRefused``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import time
+from collections import Counter
+
+import numpy as np
+
+from pyvta.driver.remote.protocol import ProtocolError
+from pyvta.isa import INSN_BYTES
+from pyvta.isa.errors import PyvtaError
+
+MAX_ALIGN_BYTES = 1 << 16
+
+
+class OpRefused(ProtocolError):
+    """A well-formed request the server will not carry out; ``kind`` names why."""
+
+    def __init__(self, kind: str, msg: str):
+        super().__init__(msg)
+        self.kind = kind
+
+
+class Session:
+    """``device``: the served ``driver.Device``; ``const_cache_bytes``: host memory for constants;
+    ``store``: a ``BitstreamStore`` (None: uploads refused)."""
+
+    def __init__(self, sid: int, peer: str, device, const_cache_bytes: int, store=None):
+        self.sid, self.peer, self.device = sid, peer, device
+        self.const_cache_bytes, self.store = const_cache_bytes, store
+        self.starts: list[int] = []  # sorted allocation starts
+        self.ends: dict[int, int] = {}
+        self.consts: dict[str, bytes] = {}
+        self.ops: Counter = Counter()
+        self.errors: Counter = Counter()
+        self.bytes_in = self.bytes_out = 0
+        self.device_s = 0.0
+        self.t0 = time.monotonic()
+
+    # -- checks ------------------------------------------------------------------------------
+    def _inside(self, addr: int, nbytes: int, what: str) -> None:
+        i = bisect.bisect_right(self.starts, addr) - 1
+        if i < 0 or addr + nbytes > self.ends[self.starts[i]]:
+            raise OpRefused(
+                "outside_allocation",
+                f"{what} of {nbytes} bytes at {addr:#x} is outside every allocation of this"
+                f" session ({len(self.starts)} allocations; alloc first)",
+            )
+
+    def summary(self) -> dict:
+        return {
+            "session": self.sid,
+            "ops": dict(self.ops),
+            "errors": dict(self.errors),
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "allocations": len(self.starts),
+            "cached_consts": len(self.consts),
+            "device_s": round(self.device_s, 6),
+            "session_s": round(time.monotonic() - self.t0, 3),
+        }
+
+    # -- operations --------------------------------------------------------------------------
+    def execute(self, op: str, fields: dict, blobs: list) -> tuple[dict, list]:
+        self.bytes_in += sum(len(b) for b in blobs)
+        t0 = time.perf_counter()
+        header, out = getattr(self, f"_op_{op}")(blobs=blobs, **fields)
+        self.device_s += time.perf_counter() - t0
+        self.bytes_out += sum(len(b) for b in out)
+        return {"ok": True, **header}, out
+
+    def _op_info(self, blobs):
+        from pyvta.driver.remote.protocol import VERSION
+
+        cfg = self.device.config
+        return {
+            "version": VERSION,
+            "device": type(self.device).__name__,
+            "config": cfg.to_dict(),
+            "config_tag": cfg.tag,
+            "bitstream_upload": self.store is not None,
+        }, []
+
+    def _op_alloc(self, blobs, nbytes, align_bytes):
+        if nbytes == 0 or align_bytes == 0 or align_bytes > MAX_ALIGN_BYTES:
+            raise OpRefused(
+                "bad_request",
+                f"alloc of {nbytes} bytes aligned to {align_bytes}: both must be > 0, the"
+                f" alignment <= {MAX_ALIGN_BYTES}",
+            )
+        try:
+            addr = int(self.device.alloc(nbytes, align_bytes))
+        except Exception as e:  # noqa: BLE001 - the device's refusal goes back to the client
+            raise OpRefused("device", f"alloc of {nbytes} bytes: {e}") from None
+        bisect.insort(self.starts, addr)
+        self.ends[addr] = addr + nbytes
+        return {"addr": addr}, []
+
+    def _op_write(self, blobs, addr, cache):
+        data = blobs[0]
+        self._inside(addr, len(data), "write")
+        self.device.write(addr, np.frombuffer(data, np.uint8))
+        if not cache:
+            return {}, []
+        digest = hashlib.sha256(data).hexdigest()
+        held = sum(len(b) for b in self.consts.values())
+        if digest not in self.consts and held + len(data) <= self.const_cache_bytes:
+            self.consts[digest] = bytes(data)
+        return {"sha256": digest, "cached": digest in self.consts}, []
+
+    def _op_write_cached(self, blobs, addr, sha256):
+        data = self.consts.get(sha256)
+        if data is None:
+            raise OpRefused("unknown_const", f"no constant with sha256 {sha256!r} in this session")
+        self._inside(addr, len(data), "write")
+        self.device.write(addr, np.frombuffer(data, np.uint8))
+        return {}, []
+
+    def _op_read(self, blobs, addr, nbytes):
+        self._inside(addr, nbytes, "read")
+        return {}, [np.ascontiguousarray(self.device.read(addr, nbytes)).tobytes()]
+
+    def _op_launch(self, blobs, insn_addr, insn_count):
+        if insn_count == 0:
+            raise OpRefused("bad_request", "launch of 0 instructions")
+        self._inside(insn_addr, insn_count * INSN_BYTES, "launch's instruction stream")
+        try:
+            result = self.device.launch(insn_addr, insn_count)
+        except Exception as e:  # noqa: BLE001 - a bad stream is the client's error, not ours
+            raise OpRefused("launch_failed", f"launch failed: {type(e).__name__}: {e}") from None
+        counters = {k: v for k, v in result.counters.items() if isinstance(v, (int, float))}
+        return {
+            "stats": result.stats.to_dict() if result.stats else None,
+            "counters": counters,
+            "wall_s": result.wall_s,
+        }, []
+
+    def _op_reset(self, blobs):
+        self.device.reset()
+        self.starts.clear()
+        self.ends.clear()
+        return {}, []
+
+    def _op_stats(self, blobs):
+        return {"session": self.summary()}, []
+
+    def _op_bye(self, blobs):
+        return {"bye": True}, []
+
+    def _op_upload_bitstream(self, blobs, names):
+        if self.store is None:
+            raise OpRefused(
+                "refused",
+                "bitstream upload is off (start the server with --allow-bitstream-upload)",
+            )
+        if not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise OpRefused("bad_request", "upload_bitstream: names must be distinct strings")
+        try:
+            digest, folder, manifest = self.store.put(dict(zip(names, blobs, strict=True)))
+        except PyvtaError as e:  # the store's BitstreamError: names, manifest, hashes
+            raise OpRefused("bad_bitstream", str(e)) from None
+        program = getattr(self.device, "program_bitstream", None)
+        if program is None:
+            raise OpRefused(
+                "cannot_program",
+                f"bitstream {digest} kept, but {type(self.device).__name__} cannot be programmed"
+                " (it has no program_bitstream(folder) hook)",
+            )
+        tag = program(folder)
+        tag = getattr(tag, "tag", tag)
+        if tag != manifest["config_tag"]:
+            raise OpRefused(
+                "id_mismatch",
+                f"programmed {digest}: the ID register reads {tag!r}, the manifest says"
+                f" {manifest['config_tag']!r}",
+            )
+        return {"sha256": digest, "config_tag": tag}, []

@@ -1,0 +1,75 @@
+"""The command line over a device server on 127.0.0.1: ``pyvta run A.npz --target vta-tcp://...``
+equals ``--target vta-sim`` bit for bit, and ``pyvta tune vta:... --device tcp://...`` measures
+the same cycles as the local simulator."""
+
+import json
+
+import numpy as np
+import pytest
+
+from pyvta.cli import main
+from pyvta.compiler.graph.compiled_model import compile_model
+from pyvta.compiler.graph.zoo import save_model
+from pyvta.driver import SimDevice
+from pyvta.driver.remote.server import ServerThread
+from pyvta.isa import HwConfig
+from pyvta.testing.remote import KEY
+
+SEED = 5
+
+
+@pytest.fixture
+def served(tmp_path):
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY + b"\n")
+    with ServerThread(SimDevice(HwConfig()), KEY) as s:
+        yield s, str(key_file)
+
+
+def test_run_artifact_through_tcp_equals_local_sim(served, tmp_path):
+    server, key_file = served
+    onnx_path = tmp_path / "r18.onnx"
+    print(f"seed {SEED}")
+    save_model("resnet18", str(onnx_path), size=32, classes=10, width=16, seed=SEED)
+    artifact = compile_model(onnx_path, "vta").save(tmp_path / "r18.npz")
+    outs = {}
+    for target, extra in (
+        ("vta-sim", []),
+        (f"vta-tcp://{server.address}", ["--key-file", key_file]),
+    ):
+        out = tmp_path / f"{len(outs)}.npy"
+        argv = ["run", str(artifact), "--target", target, "--save-output", str(out), *extra]
+        assert main([*argv, "--seed", str(SEED)]) == 0
+        outs[target] = np.load(out)
+    local, remote = outs.values()
+    assert local.shape == (1, 10) and np.array_equal(local, remote)
+    assert server.server.sessions_served == 1
+
+
+def test_tune_through_tcp_measures_the_local_cycles(served, tmp_path):
+    server, key_file = served
+    logs = {}
+    for device in ("sim", f"tcp://{server.address}"):
+        log = tmp_path / f"{len(logs)}.jsonl"
+        argv = ["tune", "vta:8,8,32,32,3,1,1", "--trials", "4", "--tuner", "random"]
+        argv += ["--device", device, "--log", str(log), "--no-progress"]
+        argv += ["--key-file", key_file] if device.startswith("tcp") else []
+        assert main(argv) == 0
+        logs[device] = [json.loads(line) for line in log.read_text().splitlines()]
+    local, remote = logs.values()
+    key = [(r["config"], r["costs"]) for r in local]
+    assert key == [(r["config"], r["costs"]) for r in remote] and len(key) == 4
+    assert any(r["costs"] and r["costs"][0] > 0 for r in remote)
+
+
+def test_serve_refuses_unsafe_or_unclear_requests(tmp_path, capsys):
+    assert main(["serve", "--listen", "0.0.0.0:0"]) == 2
+    assert "refusing to listen on 0.0.0.0 without a key" in capsys.readouterr().err
+    assert main(["serve", "--allow-bitstream-upload"]) == 2
+    assert "--allow-bitstream-upload needs --key-file" in capsys.readouterr().err
+    assert main(["serve", "--listen", "nowhere"]) == 2
+    assert "give HOST:PORT" in capsys.readouterr().err
+    short = tmp_path / "k"
+    short.write_bytes(b"short")
+    assert main(["serve", "--key-file", str(short)]) == 2
+    assert "a key has at least 16" in capsys.readouterr().err
