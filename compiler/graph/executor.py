@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.cpu_kernels import CpuKernels, cpu_backend_for
 from pyvta.compiler.graph.ir import Graph, GraphError
 from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
 
@@ -95,11 +95,15 @@ def plan_frees(graph: Graph) -> list[list[str]]:
 
 
 class Executor:
-    """Runs ``graph``; ``vta`` is the backend for ``"vta"`` nodes (default :class:`GoldenVta`)."""
+    """Runs ``graph``; ``vta`` is the backend for ``"vta"`` nodes (default :class:`GoldenVta`),
+    ``cpu`` the one for ``"cpu"`` nodes (default: the graph's :class:`CpuKernels`)."""
 
-    def __init__(self, graph: Graph, vta: VtaBackend | None = None) -> None:
+    def __init__(
+        self, graph: Graph, vta: VtaBackend | None = None, cpu: CpuKernels | None = None
+    ) -> None:
         self.graph = graph
         self.vta = vta if vta is not None else GoldenVta()
+        self.cpu = cpu if cpu is not None else cpu_backend_for(graph)
         self._frees = plan_frees(graph)
 
     def _run_vta(self, op: str, args: list[np.ndarray], attrs: dict) -> np.ndarray:
@@ -130,7 +134,7 @@ class Executor:
             if node.target == "vta":
                 out = self._run_vta(node.op, args, node.attrs)
             else:
-                out = run_cpu_op(node.op, args, node.attrs)
+                out = self.cpu.run(node, args)
             ms = 1e3 * (time.perf_counter() - start)
             cycles = getattr(self.vta, "last_cycles", None) if node.target == "vta" else None
             table.rows.append(LayerTiming(node.name, node.op, node.target, ms, cycles))
