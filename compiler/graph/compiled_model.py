@@ -96,16 +96,19 @@ def compile_model(
     target: str = "vta",
     calibration_inputs: list[dict[str, np.ndarray]] | None = None,
     keep_float: tuple[str, ...] | None = None,
+    cpu_schedules: dict | None = None,
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``).
 
+    ``cpu_schedules``: tuned conv schedules for ``cpu`` (``tuner.cpu_network.cpu_schedules``).
     Int8 targets calibrate on ``calibration_inputs`` (default: 8 seeded standard-normal
     samples, see :func:`default_calibration`)."""
     graph = import_onnx(path)
     samples = calibration_inputs
     if target != "cpu" and samples is None:
         samples = default_calibration(graph)
-    return CompiledModel(run_pipeline(graph, options_for(target, samples, keep_float)), target)
+    options = options_for(target, samples, keep_float, cpu_schedules)
+    return CompiledModel(run_pipeline(graph, options), target)
 
 
 def run_model(

@@ -40,7 +40,8 @@ class PipelineOptions:
 
     ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers with
     ``cpu_block`` channels per block; ``cpu_schedules`` maps conv workload keys to tuned
-    schedule choices (``compiler.graph.cpu_kernels``)."""
+    schedule choices (``compiler.graph.cpu_kernels``); ``cpu_build`` builds their kernels
+    at the end (False: plan only, e.g. to list the layers a tuner should tune)."""
 
     quant: QuantConfig | None = None
     use_vta: bool = False
@@ -48,6 +49,7 @@ class PipelineOptions:
     cpu_kernels: bool = False
     cpu_block: int = 16
     cpu_schedules: dict | None = None
+    cpu_build: bool = True
 
 
 PassFn = Callable[[Graph, PipelineOptions], Graph]
@@ -57,7 +59,7 @@ def build_cpu_kernels(graph: Graph, options: PipelineOptions) -> Graph:
     """Compile every kernel of the graph's compiled CPU ops now (they land in the disk cache,
     keyed by their loop IR), so running the compiled model does not generate code; the graph
     is returned unchanged."""
-    if options.cpu_kernels:
+    if options.cpu_kernels and options.cpu_build:
         from pyvta.compiler.graph.cpu_kernels import CpuKernels
 
         CpuKernels(graph)
