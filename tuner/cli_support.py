@@ -132,6 +132,12 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="after the trials, re-measure the N best configs 3 times in turns and keep the"
         " steadiest best (default 8 for wall-clock targets (CPU), 0 for the cycle model)",
     )
+    p.add_argument(
+        "--target",
+        choices=["vta-sim", "cpu"],
+        default="vta-sim",
+        help="for a network: tune its accelerator layers (vta-sim) or its CPU conv layers (cpu)",
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 
@@ -223,12 +229,43 @@ def tune_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune_cpu_network(args: argparse.Namespace) -> int:
+    from pyvta.tuner.cpu import cpu_target_info
+    from pyvta.tuner.cpu_network import cpu_network_layers, tune_cpu_network
+
+    layers = cpu_network_layers(args.workload)
+    if not layers:
+        print(f"error: {args.workload} has no CPU conv layers to tune", file=sys.stderr)
+        return 1
+    print(
+        f"tuning {len(layers)} distinct CPU conv layers on {cpu_target_info()}:"
+        f" {args.trials} trials per layer on average, spread by each layer's default time"
+    )
+    final = 4 if args.final_check is None else args.final_check
+    results = tune_cpu_network(
+        layers, args.trials, log=args.log, tuner=args.tuner, seed=args.seed,
+        resume=args.resume, progress=not args.no_progress, final_check=final,
+        batch_size=min(args.batch, 16),
+    )  # fmt: skip
+    print(f"{'task':72s} {'n':>2s} {'default ms':>10s} {'tuned ms':>9s}")
+    for layer, task, default_s, best_s in results:
+        print(f"{task.key:72s} {layer.count:2d} {default_s * 1e3:10.3f} {best_s * 1e3:9.3f}")
+    if args.log:
+        print(
+            f"log: {args.log} (apply with: pyvta compile {args.workload} --target cpu"
+            f" --tuning-log {args.log} -o MODEL.npz)"
+        )
+    return 0
+
+
 def _tune_network(args: argparse.Namespace) -> int:
     from pyvta.tuner.network import layer_name, network_layers, tune_network
 
     if not Path(args.workload).exists():
         print(f"error: no model file {args.workload}", file=sys.stderr)
         return 2
+    if getattr(args, "target", "vta-sim") == "cpu":
+        return _tune_cpu_network(args)
     layers = network_layers(args.workload)
     if not layers:
         print(f"error: {args.workload} has no accelerator layers to tune", file=sys.stderr)

@@ -28,7 +28,7 @@ from pyvta.compiler.ops.cpu.winograd import transform_weights
 
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
 
-DENSE_BLOCK = 8  # output columns per weight panel (one AVX2 vector)
+DENSE_BLOCKS = (8, 4, 2, 1)  # output columns per weight panel (at most one AVX2 vector)
 VIEW_OPS = ("reshape", "flatten", "identity")  # numpy ops whose output may alias their input
 COMPILED_OPS = (
     "cpu_conv2d",
@@ -86,6 +86,11 @@ class ConvWorkload:
         oh, ow = self.out_hw
         per_out = self.kernel[0] * self.kernel[1] * (1 if self.depthwise else self.c)
         return 2 * self.o * oh * ow * per_out
+
+
+def dense_block(out_features: int) -> int:
+    """Columns per weight panel of a dense layer: the widest of ``DENSE_BLOCKS`` dividing it."""
+    return next(b for b in DENSE_BLOCKS if out_features % b == 0)
 
 
 def _host():
@@ -213,7 +218,8 @@ class CpuKernels:
             out = aligned_empty(v.shape, v.dtype)
         else:
             out = self._arena[slot][: int(np.prod(v.shape))].reshape(v.shape)
-        mod(*[np.ascontiguousarray(a) for a in args], out)
+        arrays = zip(args + [out], mod.func.params, strict=True)  # elementwise: flat arrays
+        mod(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
         return out
 
 

@@ -14,8 +14,10 @@ from pyvta.commands.common import CommandError
 TARGETS = {"vta-sim": ("vta", "sim"), "cpu": ("cpu", None), "cpu-int8": ("cpu-int8", None)}
 
 
-def compile_for(path: str | Path, target: str, log=print):
-    """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``."""
+def compile_for(path: str | Path, target: str, log=print, tuning_log: str | None = None):
+    """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``;
+    ``tuning_log`` (``cpu``): the best schedule of each layer from a ``pyvta tune MODEL
+    --target cpu`` log."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
 
     if target not in TARGETS:
@@ -30,9 +32,25 @@ def compile_for(path: str | Path, target: str, log=print):
         log(f"loaded compiled model {path} ({cm.target}) in {time.perf_counter() - t0:.1f} s")
         return cm
     log(f"compiling {path} for {target} (import, fold, fuse, quantize, pack, partition)...")
-    cm = compile_model(path, TARGETS[target][0])
+    schedules = cpu_tuned_schedules(path, tuning_log, log) if tuning_log else None
+    cm = compile_model(path, TARGETS[target][0], cpu_schedules=schedules)
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     return cm
+
+
+def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
+    """The best schedule of each CPU conv layer of the ONNX file ``path`` in a tuning log."""
+    from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules
+
+    if not Path(log_path).exists():
+        raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
+    layers = cpu_network_layers(path)
+    schedules = cpu_schedules(str(log_path), layers)
+    log(
+        f"tuning log {log_path}: tuned schedules for {len(schedules)} of {len(layers)} CPU conv"
+        " layers (the others use the default)"
+    )
+    return schedules
 
 
 def accelerator(search: int = 0, trace: bool = False, configs: dict | None = None):

@@ -135,9 +135,7 @@ def _dense(g: Graph, n: Node, lay: _Layouts) -> bool:
     w = g.constants.get(wname)
     if w is None or bname not in g.constants or g.values[x].dtype != "float32":
         return False
-    block = cpu_kernels.DENSE_BLOCK
-    if w.shape[0] % block:
-        return False
+    block = cpu_kernels.dense_block(w.shape[0])
     wp = cpu_kernels.pack_dense_weights(w, block)
     ins = [x, g.add_constant(g.fresh_name(f"{wname}_panels"), wp), bname] + n.inputs[3:]
     attrs = {"clip": n.attrs.get("clip")}
