@@ -266,10 +266,12 @@ _BACKENDS: dict[int, tuple[weakref.ref, CpuKernels]] = {}
 
 
 def cpu_backend_for(graph: Graph) -> CpuKernels:
-    """The :class:`CpuKernels` of ``graph``, made once per graph object."""
+    """The :class:`CpuKernels` of ``graph``, made once per graph object (so ``run_model``
+    called again reuses its kernels and arena)."""
     hit = _BACKENDS.get(id(graph))
     if hit is not None and hit[0]() is graph:
         return hit[1]
     backend = CpuKernels(graph)
     _BACKENDS[id(graph)] = (weakref.ref(graph), backend)
+    weakref.finalize(graph, _BACKENDS.pop, id(graph), None)  # the arena dies with the graph
     return backend
