@@ -198,7 +198,8 @@ def conv2d_nchwc(
 
 def depthwise_nchwc(c, h, w, kernel, strides, pads, block, epilogue=Epilogue(), parallel=True):
     """``(sch, [data, weight, bias, (residual,) out])`` of a depthwise conv (group = C): data
-    ``[1, C/c, H, W, c]``, weight from :func:`pack_depthwise_weights`, out NCHW{c}c."""
+    ``[1, C/c, H, W, c]``, weight from :func:`pack_depthwise_weights`, out NCHW{c}c. A register
+    tile holds up to 8 output columns of one channel block."""
     kh, kw = kernel
     sh, sw = strides
     oh, ow = _conv_shape(h, w, kernel, strides, pads)
@@ -227,10 +228,15 @@ def depthwise_nchwc(c, h, w, kernel, strides, pads, block, epilogue=Epilogue(), 
     out = compute(acc.shape, out_fn, name="out")
     s = create_schedule(out)
     s[acc].set_scope("local")
-    s[acc].compute_at(s[out], "x")
-    s[acc].reorder("n", "f", "y", "x", "ry", "rx", "fi")
+    owb = max(d for d in (1, 2, 4, 7, 8) if ow % d == 0)  # columns per register tile
+    xo, xi = s[out].split("x", owb)
+    s[out].reorder("n", "f", "y", xo, xi, "fi")
+    s[acc].compute_at(s[out], xo)
+    s[acc].reorder("n", "f", "y", "ry", "rx", "x", "fi")  # a weight vector serves the tile
     s[acc].vectorize("fi")
     s[acc].unroll("rx")
+    s[acc].unroll("x")
+    s[out].unroll(xi)
     s[out].vectorize("fi")
     if dp is not data:
         s[dp].vectorize("ci")
