@@ -1,6 +1,8 @@
 """Graph executor: runs a (partitioned) graph node by node with one backend per target.
 
-``"cpu"`` nodes run the numpy kernels of :mod:`compiler.graph.cpu_ops`; ``"vta"`` nodes
+``"cpu"`` nodes run on a :class:`~compiler.graph.cpu_kernels.CpuKernels` backend (compiled
+kernels for the ``cpu_*`` ops the float CPU target plans, the numpy kernels of
+:mod:`compiler.graph.cpu_ops` for the rest); ``"vta"`` nodes
 (``vta_conv2d``, ``vta_dense``) call an object implementing the operator contract
 (:class:`compiler.graph.vta_ops.VtaBackend`), by default the numpy golden model. A VTA backend
 may expose ``last_cycles`` (int) after each call; the timing table then shows cycles too.
