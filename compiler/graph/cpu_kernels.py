@@ -36,6 +36,7 @@ COMPILED_OPS = (
     "cpu_global_avg_pool",
     "cpu_dense",
     "cpu_elementwise",
+    "cpu_softmax",
     "layout_transform",
 )
 
@@ -169,6 +170,8 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
         return nchwc.dense_nc(m, k, nb * blk, blk, ep)
     if op == "cpu_elementwise":
         return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)
+    if op == "cpu_softmax":
+        return nchwc.softmax_nc(*in_shapes[0])
     if op == "layout_transform":
         s = in_shapes[0]
         shape = (1, a["channels"], s[2], s[3])

@@ -259,6 +259,7 @@ RULES = {
     "cpu_global_avg_pool": _cpu_global_avg_pool,
     "cpu_dense": _cpu_dense,
     "cpu_elementwise": _same,
+    "cpu_softmax": _same,
     "layout_transform": _layout_transform,
 }
 OPS = tuple(sorted(RULES))

@@ -10,7 +10,8 @@ Rewrites (float32, batch 1, ``target == "cpu"``; anything else is left alone):
 - ``max_pool`` -> ``cpu_max_pool``, ``global_avg_pool`` -> ``cpu_global_avg_pool`` (its output
   is NCHW ``[1, C, 1, 1]`` byte for byte: the border is a ``reshape``),
 - ``dense`` -> ``cpu_dense`` (weights in column panels), ``add``/``relu``/``clip`` of equal
-  shapes -> ``cpu_elementwise`` (on whatever layout their first input has).
+  shapes -> ``cpu_elementwise`` (on whatever layout their first input has), ``softmax`` over
+  the last axis of ``[M, N]`` -> ``cpu_softmax``.
 
 A blocked value keeps its NCHW name for readers that need NCHW: a ``layout_transform`` under
 that name follows every blocked producer, and ``remove_dead_code`` drops those nobody reads.
@@ -164,6 +165,14 @@ def _elementwise(g: Graph, n: Node, lay: _Layouts) -> bool:
     return True
 
 
+def _softmax(g: Graph, n: Node, lay: _Layouts) -> bool:
+    v = g.values[n.inputs[0]]
+    if v.dtype != "float32" or len(v.shape) != 2 or n.attrs["axis"] not in (1, -1):
+        return False
+    lay.em.emit("cpu_softmax", list(n.inputs), {}, n.name, output=n.outputs[0])
+    return True
+
+
 def alter_cpu_layout(graph: Graph, options) -> Graph:
     """Runs when ``options.cpu_kernels`` is set (the float ``"cpu"`` target); ``options.
     cpu_block`` is the channel block, ``options.cpu_schedules`` maps workload keys to tuned
@@ -187,6 +196,8 @@ def alter_cpu_layout(graph: Graph, options) -> Graph:
                 done = _dense(g, n, lay)
             elif n.op in ("add", "relu", "clip"):
                 done = _elementwise(g, n, lay)
+            elif n.op == "softmax":
+                done = _softmax(g, n, lay)
         if not done:
             em.names.add(n.name)
             nodes.append(n)

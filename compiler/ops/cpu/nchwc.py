@@ -8,8 +8,8 @@ read and write that layout, so no transform runs between layers:
   (``ow_block`` columns x one output block of ``oc`` channels per tile, the input value
   broadcast and FMA'd into ``oc / lanes`` vector accumulators per column),
 - ``depthwise_nchwc``: one filter per channel, the channel block vectorized,
-- ``max_pool_nchwc``, ``global_avg_pool_nchwc``, ``dense_nc``, ``layout_transform``,
-  ``elementwise``.
+- ``max_pool_nchwc``, ``global_avg_pool_nchwc``, ``dense_nc``, ``softmax_nc``,
+  ``layout_transform``, ``elementwise``.
 
 Every conv / dense kernel applies its :class:`Epilogue` in the same loop nest as the
 accumulation: ``clip(acc + bias[o] + residual)``. Kernels take ``(inputs..., out)``.
@@ -24,7 +24,7 @@ import numpy as np
 
 from pyvta.compiler.ir.expr import all_, const
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.expr_ops import maximum, minimum, select
+from pyvta.compiler.te.expr_ops import exp, maximum, minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import max as te_max
 from pyvta.compiler.te.tensor import sum as te_sum
@@ -368,6 +368,18 @@ def layout_transform(shape, src_block: int | None, dst_block: int | None, parall
     if parallel:
         s[out].parallel(s[out].fuse("co", "y"))
     return s, [data, out]
+
+
+def softmax_nc(m: int, n: int):
+    """``(sch, [x, out])``: softmax over the last axis of ``x [M, N]`` (float32), the maximum
+    subtracted first."""
+    x = placeholder((m, n), "float32", "x")
+    r1, r2 = reduce_axis(n, "j1"), reduce_axis(n, "j2")
+    top = compute((m,), lambda i: te_max(x[i, r1], r1), name="top")
+    e = compute((m, n), lambda i, j: exp(x[i, j] - top[i]), name="e")
+    total = compute((m,), lambda i: te_sum(e[i, r2], r2), name="total")
+    out = compute((m, n), lambda i, j: e[i, j] / total[i], name="out")
+    return create_schedule(out), [x, out]
 
 
 ELEMENTWISE = ("add", "relu", "clip")

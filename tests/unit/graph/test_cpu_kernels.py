@@ -153,6 +153,25 @@ def test_elementwise_ops_and_max_pool_on_nchw_inputs_are_compiled():
     np.testing.assert_allclose(run_model(cm, {"a": a, "b": b})[0][0], ref, rtol=1e-6)
 
 
+def test_dense_and_softmax_are_compiled():
+    rng = np.random.default_rng(5)
+    print("seed", 5)
+    inits = {
+        "w": rng.standard_normal((12, 20)).astype(np.float32),
+        "b": rng.standard_normal(12).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Gemm", ["x", "w", "b"], ["z"], transB=1),
+        helper.make_node("Softmax", ["z"], ["y"], axis=-1),
+    ]
+    model = float_model(nodes, {"x": (3, 20)}, {"y": None}, inits)
+    cm = CompiledModel(run_pipeline(import_onnx(model), options_for("cpu")), "cpu")
+    assert [n.op for n in cm.graph.nodes] == ["cpu_dense", "cpu_softmax"]
+    x = rng.standard_normal((3, 20)).astype(np.float32)
+    (ref,) = run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(run_model(cm, x)[0][0], ref, rtol=1e-5, atol=1e-7)
+
+
 def test_memory_plan_reuses_buffers_without_overlapping_lifetimes(resnet_plan):
     g = resnet_plan
     compiled = {n.name for n in g.nodes if n.op in COMPILED_OPS}
