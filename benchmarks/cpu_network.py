@@ -18,6 +18,7 @@ onnxruntime within 1e-4 (max abs difference / max abs value). Ratio = onnxruntim
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -87,9 +88,7 @@ def main() -> None:
     ap.add_argument("--tuning-log", dest="tuning_log", help="default: the shipped ResNet-18 log")
     args = ap.parse_args()
     log = args.tuning_log or pretuned_cpu_log("resnet18_224")
-    print(f"host: {cpu_target_info()}; onnxruntime and pyvta on {args.threads} threads")
-    import os
-
+    print(f"host: {cpu_target_info()}; onnxruntime on {args.threads} threads")
     if args.threads != (os.cpu_count() or 1):
         print(f"note: pyvta's kernels use all {os.cpu_count()} cores (threads are fixed at build)")
     summary = {m: bench_model(m, args.size, args.rounds, args.threads, log and str(log),
