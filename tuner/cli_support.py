@@ -150,11 +150,12 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--target",
-        default="llvm",
-        choices=["llvm", "cuda", "cuda-emulated"],
-        help="where gemm/conv2d workloads run: the CPU (default), a GPU (cuda), or the GPU"
-        " kernels emulated on the CPU (cuda-emulated: correctness-checked search only, its"
-        " costs are CPU times)",
+        default=None,
+        choices=["llvm", "cuda", "cuda-emulated", "vta-sim", "cpu"],
+        help="operators (gemm/conv2d/C1..C12): where they run: the CPU (llvm, the default), a"
+        " GPU (cuda), or the GPU kernels emulated on the CPU (cuda-emulated: correctness-checked"
+        " search only, its costs are CPU times); a network: tune its accelerator layers"
+        " (vta-sim, the default) or its CPU conv layers (cpu)",
     )
     p.add_argument(
         "--devices",
@@ -232,7 +233,8 @@ def tune_command(args: argparse.Namespace) -> int:
     if Path(args.workload).suffix in (".onnx", ".npz"):
         return _tune_network(args)
     try:
-        task = parse_workload(args.workload, getattr(args, "target", "llvm"))
+        target = getattr(args, "target", None) or "llvm"
+        task = parse_workload(args.workload, "llvm" if target in ("cpu", "vta-sim") else target)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -319,12 +321,43 @@ def tune_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune_cpu_network(args: argparse.Namespace) -> int:
+    from pyvta.tuner.cpu import cpu_target_info
+    from pyvta.tuner.cpu_network import cpu_network_layers, tune_cpu_network
+
+    layers = cpu_network_layers(args.workload)
+    if not layers:
+        print(f"error: {args.workload} has no CPU conv layers to tune", file=sys.stderr)
+        return 1
+    print(
+        f"tuning {len(layers)} distinct CPU conv layers on {cpu_target_info()}:"
+        f" {args.trials} trials per layer on average, spread by each layer's default time"
+    )
+    final = 4 if args.final_check is None else args.final_check
+    results = tune_cpu_network(
+        layers, args.trials, log=args.log, tuner=args.tuner, seed=args.seed,
+        resume=args.resume, progress=not args.no_progress, final_check=final,
+        batch_size=min(args.batch, 16),
+    )  # fmt: skip
+    print(f"{'task':72s} {'n':>2s} {'default ms':>10s} {'tuned ms':>9s}")
+    for layer, task, default_s, best_s in results:
+        print(f"{task.key:72s} {layer.count:2d} {default_s * 1e3:10.3f} {best_s * 1e3:9.3f}")
+    if args.log:
+        print(
+            f"log: {args.log} (apply with: pyvta compile {args.workload} --target cpu"
+            f" --tuning-log {args.log} -o MODEL.npz)"
+        )
+    return 0
+
+
 def _tune_network(args: argparse.Namespace) -> int:
     from pyvta.tuner.network import layer_name, network_layers
 
     if not Path(args.workload).exists():
         print(f"error: no model file {args.workload}", file=sys.stderr)
         return 2
+    if getattr(args, "target", "vta-sim") == "cpu":
+        return _tune_cpu_network(args)
     layers = network_layers(args.workload)
     if not layers:
         print(f"error: {args.workload} has no accelerator layers to tune", file=sys.stderr)

@@ -130,6 +130,104 @@ def _conv2d_reference(arrays, c, h, w, o, kernel, stride, padding):
     return np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4]))[None]
 
 
+def _nchwc_workload(*args):
+    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+
+    c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = args
+    return ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
+
+
+def conv_tiles(out_width: int, out_block: int) -> list[tuple[int, int]]:
+    """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host: ``oc_tile`` whole
+    vectors dividing the block, ``ow_block`` dividing the output width (at most 16), the
+    accumulators within the register file with 2 to spare."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    target = CpuTarget.host()
+    lanes, regs = target.vector_lanes("float32"), target.vector_registers
+    octs = [t for t in range(lanes, out_block + 1, lanes) if out_block % t == 0] or [out_block]
+    return [
+        (d, t)
+        for t in octs
+        for d in divisors(out_width)
+        if d <= 16 and d * max(1, t // lanes) <= regs - 2
+    ]
+
+
+def _nchwc_space(*args) -> ConfigSpace:
+    wl = _nchwc_workload(*args)
+    return ConfigSpace(
+        [TileKnob("tile", ("ow_block", "oc_tile"), conv_tiles(wl.out_hw[1], wl.ob)),
+         BoolKnob("unroll_rx")]
+    )  # fmt: skip
+
+
+def nchwc_knobs(config) -> dict:
+    """The ``NchwcConvKnobs`` fields of a point of an NCHWc conv task's space."""
+    d = dict(config)
+    d["ow_block"], d["oc_tile"] = d.pop("tile")
+    return d
+
+
+def _nchwc_instantiate(config, *args):
+    from pyvta.compiler.graph.cpu_kernels import conv_schedule
+
+    try:
+        return conv_schedule(
+            _nchwc_workload(*args), {"template": "direct", "knobs": nchwc_knobs(config)}
+        )
+    except ValueError as e:
+        raise InvalidConfig(str(e)) from None
+
+
+def _nchwc_reference(arrays, *args):
+    """float64 conv of NCHW{ib}c data with OIHW{ib}i{ob}o weights plus bias, NCHW{ob}c out."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    wl = _nchwc_workload(*args)
+    data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
+    x = data[0].transpose(0, 3, 1, 2).reshape(wl.c, wl.h, wl.w)
+    ob_, cb, kh, kw, ib, ob = wgt.shape
+    oihw = wgt.transpose(0, 5, 1, 4, 2, 3).reshape(wl.o, wl.c, kh, kw)
+    t, lft, b, r = wl.pads
+    x = np.pad(x, ((0, 0), (t, b), (lft, r)))
+    sh, sw = wl.strides
+    win = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+    y = np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4])) + bias[:, None, None]
+    oh, ow = wl.out_hw
+    return y[:, :oh, :ow].reshape(wl.o // ob, ob, oh, ow).transpose(0, 2, 3, 1)[None]
+
+
+def _winograd_space(*args) -> ConfigSpace:
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    wl = _nchwc_workload(*args)
+    target = CpuTarget.host()
+    lanes, regs = target.vector_lanes("float32"), target.vector_registers
+    tiles = (-(-wl.h // 2)) * (-(-wl.w // 2))
+    kbs = [k for k in range(lanes, 65, lanes) if wl.o % k == 0]
+    pairs = [(p, k) for k in kbs for p in divisors(tiles) if p <= 16 and p * k // lanes <= regs - 2]
+    return ConfigSpace([TileKnob("tile", ("p_block", "k_block"), pairs)])
+
+
+def winograd_knobs(config) -> dict:
+    d = dict(config)
+    d["p_block"], d["k_block"] = d.pop("tile")
+    return d
+
+
+def _winograd_instantiate(config, *args):
+    from pyvta.compiler.graph.cpu_kernels import conv_schedule
+
+    wl = _nchwc_workload(*args)
+    if not wl.winograd_ok:
+        raise InvalidConfig(f"winograd does not apply to {wl.key}")
+    try:
+        return conv_schedule(wl, {"template": "winograd", "knobs": winograd_knobs(config)})
+    except ValueError as e:
+        raise InvalidConfig(str(e)) from None
+
+
 GEMM = Template(
     "cpu.gemm", _gemm_space, _gemm_instantiate, lower_fn=_gemm_lower, reference_fn=_gemm_reference
 )
@@ -140,7 +238,31 @@ CONV2D = Template(
     lower_fn=_conv2d_lower,
     reference_fn=_conv2d_reference,
 )
-TEMPLATES = {t.name: t for t in (GEMM, CONV2D)}
+CONV2D_NCHWC = Template(
+    "cpu.conv2d_nchwc",
+    _nchwc_space,
+    _nchwc_instantiate,
+    reference_fn=_nchwc_reference,
+)
+WINOGRAD_NCHWC = Template("cpu.winograd_nchwc", _winograd_space, _winograd_instantiate)
+TEMPLATES = {t.name: t for t in (GEMM, CONV2D, CONV2D_NCHWC, WINOGRAD_NCHWC)}
+
+
+def nchwc_conv_tasks(wl) -> list[Task]:
+    """The tasks of a network's conv layer (``compiler.graph.cpu_kernels.ConvWorkload``,
+    bias only): direct NCHWc, and Winograd where it applies."""
+    args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
+    tasks = [CONV2D_NCHWC.task(*args)]
+    if wl.winograd_ok:
+        tasks.append(WINOGRAD_NCHWC.task(*args))
+    return tasks
+
+
+def schedule_of(task: Task, config) -> dict:
+    """The ``attrs["schedule"]`` record of ``config`` of an NCHWc conv task."""
+    if task.name == WINOGRAD_NCHWC.name:
+        return {"template": "winograd", "knobs": winograd_knobs(config)}
+    return {"template": "direct", "knobs": nchwc_knobs(config)}
 
 
 def gemm_task(m: int, n: int, k: int) -> Task:

@@ -238,8 +238,11 @@ def compile_model(
     keep_float: tuple[str, ...] | None = None,
     lower: bool = True,
     hw: HwConfig | None = None,
+    cpu_schedules: dict | None = None,
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``).
+
+    ``cpu_schedules``: tuned conv schedules for ``cpu`` (``tuner.cpu_network.cpu_schedules``).
 
     Int8 targets calibrate on ``calibration_inputs``: samples (dicts by input name), or a path
     to a folder of ``.npy`` / an ``.npz`` (``calibrate.load_calibration``); default: 8 seeded
@@ -258,7 +261,8 @@ def compile_model(
         samples = load_calibration(samples, graph)
     if target != "cpu" and samples is None:
         samples = default_calibration(graph)
-    cm = CompiledModel(run_pipeline(graph, options_for(target, samples, keep_float)), target)
+    options = options_for(target, samples, keep_float, cpu_schedules)
+    cm = CompiledModel(run_pipeline(graph, options), target)
     if target == "vta" and lower:
         cm.lower_kernels(hw)
     return cm

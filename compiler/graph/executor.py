@@ -1,11 +1,13 @@
 """Graph executor: runs a (partitioned) graph node by node, dispatching each node to the backend
 of its target through a table (``{target: NodeBackend}``).
 
-By default ``"cpu"`` nodes run the numpy kernels of :mod:`compiler.graph.cpu_ops` and ``"vta"``
-nodes (``vta_conv2d``, ``vta_dense``) call an object implementing the operator contract
-(:class:`compiler.graph.vta_ops.VtaBackend`), the numpy golden model unless given; a device
-backend (``compiler.backend.vta.graph_backend.AcceleratorBackend``) runs them from the kernels of
-an artifact. A backend may expose ``last_cycles`` (int) after each node; the timing table then
+By default ``"cpu"`` nodes run on the graph's :class:`~compiler.graph.cpu_kernels.CpuKernels`
+(compiled kernels for the ``cpu_*`` ops the float CPU target plans, the numpy kernels of
+:mod:`compiler.graph.cpu_ops` for the rest) and ``"vta"`` nodes (``vta_conv2d``, ``vta_dense``)
+call an object implementing the operator contract (:class:`compiler.graph.vta_ops.VtaBackend`),
+the numpy golden model unless given; a device backend
+(``compiler.backend.vta.graph_backend.AcceleratorBackend``) runs them from the kernels of an
+artifact. A backend may expose ``last_cycles`` (int) after each node; the timing table then
 shows cycles too.
 
 Buffers are freed after their last use (the plan is computed once per graph), and the run
@@ -21,7 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
 
@@ -30,13 +32,6 @@ class NodeBackend(Protocol):
     """Runs the nodes of one target: ``run(node, args)`` -> the node's (first) output."""
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray: ...
-
-
-class CpuNodes:
-    """The ``"cpu"`` backend: the numpy kernels of :mod:`compiler.graph.cpu_ops`."""
-
-    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
-        return run_cpu_op(node.op, args, node.attrs)
 
 
 class ContractNodes:
@@ -135,9 +130,10 @@ def plan_frees(graph: Graph) -> list[list[str]]:
     return frees
 
 
-def default_backends(vta: VtaBackend | None = None) -> dict[str, NodeBackend]:
-    """``{"cpu": numpy kernels, "vta": the operator contract on vta (default: golden model)}``."""
-    return {"cpu": CpuNodes(), "vta": ContractNodes(vta if vta is not None else GoldenVta())}
+def default_backends(graph: Graph, vta: VtaBackend | None = None) -> dict[str, NodeBackend]:
+    """``{"cpu": the graph's CpuKernels, "vta": the operator contract (default: golden model)}``."""
+    vta_nodes = ContractNodes(vta if vta is not None else GoldenVta())
+    return {"cpu": cpu_backend_for(graph), "vta": vta_nodes}
 
 
 class Executor:
@@ -151,7 +147,7 @@ class Executor:
         backends: Mapping[str, NodeBackend] | None = None,
     ) -> None:
         self.graph = graph
-        self.backends = dict(default_backends(vta))
+        self.backends = dict(default_backends(graph, vta))
         self.backends.update(backends or {})
         missing = sorted({n.target for n in graph.nodes} - set(self.backends))
         if missing:

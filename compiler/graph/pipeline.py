@@ -3,7 +3,8 @@
 ``run_pipeline`` runs :data:`PIPELINE` in order and checks the graph after every pass. Which
 passes change anything depends on :class:`PipelineOptions` (built by :func:`options_for`):
 
-- ``"cpu"``: float graph, everything on the CPU (quantize/partition/pack are no-ops),
+- ``"cpu"``: float graph, everything on the CPU (quantize/partition/pack are no-ops); the
+  layers run compiled kernels in the blocked NCHW{c}c layout (``alter_cpu_layout``),
 - ``"cpu-int8"``: int8 quantized, everything on the CPU (numpy, same arithmetic as VTA),
 - ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU.
 """
@@ -18,6 +19,7 @@ import numpy as np
 from pyvta.compiler.graph import layout
 from pyvta.compiler.graph.ir import Graph, check_graph
 from pyvta.compiler.graph.passes import (
+    alter_cpu_layout,
     eliminate_identities,
     fold_batch_norm,
     fold_constants,
@@ -34,14 +36,35 @@ TARGETS = ("cpu", "cpu-int8", "vta")
 
 @dataclass
 class PipelineOptions:
-    """``quant`` None keeps float; ``use_vta`` places conv2d/dense on VTA; ``block`` in elems."""
+    """``quant`` None keeps float; ``use_vta`` places conv2d/dense on VTA; ``block`` in elems.
+
+    ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers with
+    ``cpu_block`` channels per block; ``cpu_schedules`` maps conv workload keys to tuned
+    schedule choices (``compiler.graph.cpu_kernels``); ``cpu_build`` builds their kernels
+    at the end (False: plan only, e.g. to list the layers a tuner should tune)."""
 
     quant: QuantConfig | None = None
     use_vta: bool = False
     block: int = layout.BLOCK_ELEMS
+    cpu_kernels: bool = False
+    cpu_block: int = 16
+    cpu_schedules: dict | None = None
+    cpu_build: bool = True
 
 
 PassFn = Callable[[Graph, PipelineOptions], Graph]
+
+
+def build_cpu_kernels(graph: Graph, options: PipelineOptions) -> Graph:
+    """Compile every kernel of the graph's compiled CPU ops now (they land in the disk cache,
+    keyed by their loop IR), so running the compiled model does not generate code; the graph
+    is returned unchanged."""
+    if options.cpu_kernels and options.cpu_build:
+        from pyvta.compiler.graph.cpu_kernels import CpuKernels
+
+        CpuKernels(graph)
+    return graph
+
 
 PIPELINE: list[tuple[str, PassFn]] = [
     ("fold_constants", fold_constants),
@@ -52,7 +75,9 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("quantize_int8", quantize_int8),
     ("partition_targets", partition_targets),
     ("pack_layouts", pack_layouts),
+    ("alter_cpu_layout", alter_cpu_layout),
     ("remove_dead_code", remove_dead_code),
+    ("build_cpu_kernels", build_cpu_kernels),
 ]
 
 
@@ -60,12 +85,14 @@ def options_for(
     target: str,
     samples: list[dict[str, np.ndarray]] | None = None,
     keep_float: tuple[str, ...] | None = None,
+    cpu_schedules: dict | None = None,
 ) -> PipelineOptions:
-    """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``."""
+    """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``;
+    ``cpu_schedules`` (tuned conv schedules by workload key) apply to ``"cpu"``."""
     if target not in TARGETS:
         raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
     if target == "cpu":
-        return PipelineOptions()
+        return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
     if not samples:
         raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
     return PipelineOptions(QuantConfig(list(samples), keep_float), use_vta=target == "vta")

@@ -162,6 +162,68 @@ def _unpack_nc(node, ins):
     return [((n * bn, node.attrs["channels"]), ins[0].dtype)]
 
 
+def _blocked_channels(node, v: Value) -> int:
+    if len(v.shape) != 5 or v.shape[0] != 1:
+        raise GraphError(
+            f"node {node.name!r} ({node.op}) needs NCHW{{c}}c [1, C/c, H, W, c], got {v}"
+        )
+    return v.shape[1] * v.shape[4]
+
+
+def _cpu_conv2d(node, ins):
+    """``cpu_conv2d``: NCHW{in_block}c data -> NCHW{out_block}c (``channels`` outputs)."""
+    _need(node, ins, (3, 4))
+    a = node.attrs
+    _blocked_channels(node, ins[0])
+    ob, o = a["out_block"], a["channels"]
+    if o % ob or ins[2].shape != (o,):
+        raise GraphError(f"node {node.name!r}: {o} channels, out block {ob}, bias {ins[2].shape}")
+    oh, ow = conv_out_hw(*ins[0].shape[2:4], a["kernel"], a["strides"], a["pads"])
+    out = (1, o // ob, oh, ow, ob)
+    if len(ins) == 4 and ins[3].shape != out:
+        raise GraphError(f"node {node.name!r}: residual {ins[3].shape} != output {out}")
+    return [(out, "float32")]
+
+
+def _cpu_max_pool(node, ins):
+    _need(node, ins, (1,))
+    _blocked_channels(node, ins[0])
+    _, cb, h, w, blk = ins[0].shape
+    a = node.attrs
+    oh, ow = conv_out_hw(h, w, a["kernel"], a["strides"], a["pads"])
+    return [((1, cb, oh, ow, blk), ins[0].dtype)]
+
+
+def _cpu_global_avg_pool(node, ins):
+    _need(node, ins, (1,))
+    _blocked_channels(node, ins[0])
+    return [((1, ins[0].shape[1], 1, 1, ins[0].shape[4]), ins[0].dtype)]
+
+
+def _cpu_dense(node, ins):
+    _need(node, ins, (3, 4))
+    x, w, b = ins[:3]
+    if len(x.shape) != 2 or len(w.shape) != 3 or w.shape[1] != x.shape[1]:
+        raise GraphError(f"node {node.name!r}: cpu_dense shapes x{x.shape} w{w.shape}")
+    out = (x.shape[0], w.shape[0] * w.shape[2])
+    if b.shape != (out[1],) or (len(ins) == 4 and ins[3].shape != out):
+        raise GraphError(f"node {node.name!r}: bias {b.shape} / residual for output {out}")
+    return [(out, "float32")]
+
+
+def _layout_transform(node, ins):
+    """NCHW (block None) <-> NCHW{c}c of ``channels`` channels."""
+    _need(node, ins, (1,))
+    a = node.attrs
+    c, src, dst = a["channels"], a["src_block"], a["dst_block"]
+    shape = ins[0].shape
+    h, w = shape[2], shape[3]
+    want = (1, c, h, w) if src is None else (1, c // src, h, w, src)
+    if shape != want:
+        raise GraphError(f"node {node.name!r}: input {shape}, expected {want} (block {src})")
+    return [((1, c, h, w) if dst is None else (1, c // dst, h, w, dst), ins[0].dtype)]
+
+
 def _same(node, ins):
     return [(ins[0].shape, ins[0].dtype)]
 
@@ -211,6 +273,13 @@ RULES = {
     "unpack_nchw": _unpack_nchw,
     "pack_nc": _pack_nc,
     "unpack_nc": _unpack_nc,
+    "cpu_conv2d": _cpu_conv2d,
+    "cpu_max_pool": _cpu_max_pool,
+    "cpu_global_avg_pool": _cpu_global_avg_pool,
+    "cpu_dense": _cpu_dense,
+    "cpu_elementwise": _same,
+    "cpu_softmax": _same,
+    "layout_transform": _layout_transform,
 }
 OPS = tuple(sorted(RULES))
 

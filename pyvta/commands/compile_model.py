@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="int8 calibration samples: a folder of .npy files or an .npz (default: seeded random)",
     )
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
+    p.add_argument("--tuning-log", dest="tuning_log", help="cpu: tuned layer schedules (LOG.jsonl)")
 
 
 def run(args: argparse.Namespace) -> int:

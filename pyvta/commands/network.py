@@ -83,13 +83,31 @@ def compile_for(
             else "calibration: 8 seeded standard-normal samples (give real ones with --calibration)"
         )
     log(f"compiling {path} for {target} (import, fold, fuse, quantize, pack, partition)...")
-    cm = compile_model(path, kind, calibration, lower=False)
+    schedules = None
+    if kind == "cpu" and tuning_log:
+        schedules = cpu_tuned_schedules(path, tuning_log, log)
+    cm = compile_model(path, kind, calibration, lower=False, cpu_schedules=schedules)
     if kind == "vta":
         hw = hw or HwConfig()
         configs = tuned_configs(cm, tuning_log, log) if tuning_log else None
         cm.lower_kernels(hw, configs, measure_for(hw) if search else None, search, log)
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     return cm
+
+
+def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
+    """The best schedule of each CPU conv layer of the ONNX file ``path`` in a tuning log."""
+    from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules
+
+    if not Path(log_path).exists():
+        raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
+    layers = cpu_network_layers(path)
+    schedules = cpu_schedules(str(log_path), layers)
+    log(
+        f"tuning log {log_path}: tuned schedules for {len(schedules)} of {len(layers)} CPU conv"
+        " layers (the others use the default)"
+    )
+    return schedules
 
 
 def tuned_configs(cm, log_path: str | Path, log=print) -> dict:

@@ -26,6 +26,8 @@ def build_llvm(func: PrimFunc, target: CpuTarget, cache: KernelCache) -> Module:
         llmod = CodeGen(func, target, cpu_scopes()).generate()
         text = optimize(str(llmod), target)
         cache.write_ir(key, text)
-    jit = JitFunction(text, func.name, target)
+    obj = cache.read_object(key) if source == "disk" else None
+    on_object = None if obj is not None else (lambda code: cache.write_object(key, code))
+    jit = JitFunction(text, func.name, target, object_code=obj, on_object=on_object)
     cache.put_memory(key, jit)
     return Module(func, jit, target, source)

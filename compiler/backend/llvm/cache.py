@@ -1,4 +1,6 @@
-"""Kernel cache: in memory per process, and on disk as optimised LLVM IR.
+"""Kernel cache: in memory per process, and on disk as optimised LLVM IR (``KEY.ll``) plus
+the host object code MCJIT made from it (``KEY.o``), so a fresh process loads a kernel
+without generating code.
 
 The key is a SHA-256 of the printed loop IR, the target key and ``CODEGEN_VERSION``; bump the
 version whenever code generation changes what it emits for the same IR.
@@ -44,9 +46,23 @@ class KernelCache:
             return None
 
     def write_ir(self, key: str, text: str) -> None:
+        self._write(f"{key}.ll", text.encode())
+
+    def read_object(self, key: str) -> bytes | None:
+        if self.directory is None:
+            return None
+        try:
+            return (self.directory / f"{key}.o").read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write_object(self, key: str, code: bytes) -> None:
+        self._write(f"{key}.o", code)
+
+    def _write(self, name: str, data: bytes) -> None:
         if self.directory is None:
             return
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / f".{key}.{os.getpid()}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, self.directory / f"{key}.ll")
+        tmp = self.directory / f".{name}.{os.getpid()}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, self.directory / name)

@@ -23,9 +23,20 @@ def optimize(ir_text: str, target: CpuTarget) -> str:
 
 
 class JitFunction:
-    """A JIT-compiled module kept alive together with the address of its entry function."""
+    """A JIT-compiled module kept alive together with the address of its entry function.
 
-    def __init__(self, ir_text: str, entry: str, target: CpuTarget):
+    ``object_code``: the machine code MCJIT made for this IR before (from a cache): it is
+    loaded instead of generating code again; otherwise ``on_object(bytes)`` receives the
+    object code just generated (to cache it)."""
+
+    def __init__(
+        self,
+        ir_text: str,
+        entry: str,
+        target: CpuTarget,
+        object_code: bytes | None = None,
+        on_object=None,
+    ):
         if entry != "pyvta_parallel_launch":
             from pyvta.compiler.backend.llvm.runtime import ensure_runtime
 
@@ -33,6 +44,9 @@ class JitFunction:
         mod = llvm.parse_assembly(ir_text)
         mod.verify()
         self.engine = llvm.create_mcjit_compiler(mod, target.target_machine())
+        if object_code is not None or on_object is not None:
+            notify = (lambda _m, buf: on_object(bytes(buf))) if on_object is not None else None
+            self.engine.set_object_cache(notify, lambda _m: object_code)
         self.engine.finalize_object()
         self.address = self.engine.get_function_address(entry)
         if not self.address:

@@ -40,7 +40,9 @@ class KernelArgumentError(PyvtaError, TypeError, ValueError):
     """Arrays a compiled kernel cannot be called with (count, dtype, shape, layout, read-only)."""
 
 
-def check_arrays(func: PrimFunc, arrays, written: frozenset | set = frozenset()) -> list[np.ndarray]:
+def check_arrays(
+    func: PrimFunc, arrays, written: frozenset | set = frozenset()
+) -> list[np.ndarray]:
     """``arrays`` if they match ``func``'s parameters (count, numpy, dtype, shape, C-contiguous,
     writable where ``written`` names the parameter); else a ``KernelArgumentError`` naming the
     first mismatch."""

@@ -4,6 +4,9 @@ per process (on first use, never at import).
 Kernels call ``void pyvta_parallel_launch(i8* (i8*)* fn, i8* arg, i32 nthreads)``: the caller
 and up to ``nthreads - 1`` pool workers each run ``fn(arg)``; ``fn`` takes chunks of iterations
 from an atomic counter in ``arg`` until none are left, so any number of participants is correct.
+A worker joins a launch only while it is open: when the caller's own ``fn(arg)`` returns (no
+chunk left) it closes the launch and waits only for the workers that joined, so a worker the
+OS has not scheduled (a busy, shared machine) never delays a launch.
 Workers spin briefly after a task (a following launch then starts at once) and then sleep on a
 condition variable; the launcher likewise spins for the workers to finish before it sleeps.
 Launches are serialised by a lock, so kernels may be called from several
@@ -49,6 +52,7 @@ def _runtime_module() -> ir.Module:
     task_arg = _global(mod, "task_arg", I8P, ir.Constant(I8P, None))
     limit = _global(mod, "limit", I32, ir.Constant(I32, 0))
     pending = _global(mod, "pending", I32, ir.Constant(I32, 0))
+    closed = _global(mod, "closed", I32, ir.Constant(I32, 0))
     nworkers = _global(mod, "nworkers", I32, ir.Constant(I32, 0))
     owner = _global(mod, "owner_pid", I32, ir.Constant(I32, 0))
 
@@ -102,7 +106,12 @@ def _runtime_module() -> ir.Module:
     b.position_at_end(run)
     b.store(g2, my)
     fn, arg = b.load(task_fn), b.load(task_arg)
-    takes_part = b.icmp_signed("<", index, b.load(limit))
+    # join only a launch still open: once the launcher has run out of chunks it closes the
+    # launch and waits for the workers that joined, not for one that was not scheduled
+    open_ = b.icmp_signed("==", b.load(closed), ir.Constant(I32, 0))
+    takes_part = b.and_(b.icmp_signed("<", index, b.load(limit)), open_)
+    with b.if_then(takes_part):
+        b.store(b.add(b.load(pending), ir.Constant(I32, 1)), pending)
     b.call(unlock, [p(mu)])
     with b.if_then(takes_part):
         b.call(fn, [arg])
@@ -151,11 +160,15 @@ def _runtime_module() -> ir.Module:
     b.store(fn_a, task_fn)
     b.store(arg_a, task_arg)
     b.store(want, limit)
-    b.store(want, pending)
+    b.store(ir.Constant(I32, 0), pending)
+    b.store(ir.Constant(I32, 0), closed)
     b.store_atomic(b.add(b.load(gen), ir.Constant(I64, 1)), gen, "release", 8)
     b.call(broadcast, [p(cv_work)])
     b.call(unlock, [p(mu)])
     b.call(fn_a, [arg_a])
+    b.call(lock, [p(mu)])
+    b.store(ir.Constant(I32, 1), closed)  # every chunk is taken: no worker joins from now on
+    b.call(unlock, [p(mu)])
     # spin a while for the workers to finish before sleeping: a futex wake-up costs more
     # than the tail of a balanced parallel loop
     ctr = b.alloca(I32)

@@ -3,6 +3,7 @@
 The order they run in is :data:`compiler.graph.pipeline.PIPELINE`.
 """
 
+from pyvta.compiler.graph.passes.alter_cpu_layout import alter_cpu_layout
 from pyvta.compiler.graph.passes.eliminate_identities import eliminate_identities
 from pyvta.compiler.graph.passes.fold_batch_norm import fold_batch_norm
 from pyvta.compiler.graph.passes.fold_constants import fold_constants
@@ -13,6 +14,7 @@ from pyvta.compiler.graph.passes.quantize_int8 import quantize_int8
 from pyvta.compiler.graph.passes.remove_dead_code import remove_dead_code
 
 __all__ = [
+    "alter_cpu_layout",
     "eliminate_identities",
     "fold_batch_norm",
     "fold_constants",

@@ -76,24 +76,49 @@ def _by_position(a, b, exprs):
     return out
 
 
-def conv2d_winograd(c: int, h: int, w: int, k: int, knobs: WinogradKnobs = WinogradKnobs()):
+def conv2d_winograd(
+    c: int,
+    h: int,
+    w: int,
+    k: int,
+    knobs: WinogradKnobs = WinogradKnobs(),
+    blocks: tuple[int, int] | None = None,
+    epilogue=None,
+):
     """Schedule and arguments ``(sch, [data, U, out])`` for a 3x3 / stride 1 / pad 1 float32
     convolution of ``data [1, C, H, W]`` into ``out [1, K, H, W]``; ``U`` comes from
-    ``transform_weights``."""
+    ``transform_weights``.
+
+    With ``blocks=(ic, oc)`` data and out are NCHW{c}c (``[1, C/ic, H, W, ic]``, ``[1, K/oc,
+    H, W, oc]``); with an ``epilogue`` (``compiler.ops.cpu.nchwc.Epilogue``) the arguments are
+    ``[data, U, bias, (residual,) out]`` and the output transform applies it."""
     pb, kb = knobs.p_block, knobs.k_block
+    ib, ob = blocks if blocks is not None else (None, None)
     nth, ntw = -(-h // 2), -(-w // 2)
     p_tiles = nth * ntw
     if p_tiles % pb or k % kb:
         raise ValueError(
             f"p_block {pb} must divide the {p_tiles} tiles and k_block {kb} the {k} channels"
         )
-    data = placeholder((1, c, h, w), "float32", "data")
+    if ib is not None and (c % ib or k % ob or ob % 8):
+        raise ValueError(f"blocks {blocks} must divide the channels {c}/{k} (oc a multiple of 8)")
+    dshape = (1, c, h, w) if ib is None else (1, c // ib, h, w, ib)
+    data = placeholder(dshape, "float32", "data")
     u = placeholder((4, 4, c, k), "float32", "U")
+    args = [data, u]
+    if epilogue is not None:
+        args.append(placeholder((k,), "float32", "bias"))
+        oshape = (1, k, h, w) if ob is None else (1, k // ob, h, w, ob)
+        if epilogue.residual:
+            args.append(placeholder(oshape, "float32", "residual"))
+
+    def read(ch, y, x):
+        return data[0, ch, y, x] if ib is None else data[0, ch // ib, y, x, ch % ib]
 
     def tile_fn(i, j, ch, p):  # the 4x4 input tile of every output tile, zero-padded
         y, x = (p // ntw) * 2 + (i - 1), (p % ntw) * 2 + (j - 1)
         inside = all_(y >= 0, y < h, x >= 0, x < w)
-        return select(inside, data[0, ch, y, x], const(0.0))
+        return select(inside, read(ch, y, x), const(0.0))
 
     dt = compute((4, 4, c, p_tiles), tile_fn, name="D")
 
@@ -118,6 +143,18 @@ def conv2d_winograd(c: int, h: int, w: int, k: int, knobs: WinogradKnobs = Winog
     )
 
     def out_fn(n, kk, y, x):
+        return _finish(_transformed(kk, y, x), kk, (n, kk, y, x))
+
+    def out_c_fn(n, ko, y, x, ki):
+        return _finish(_transformed(ko * ob + ki, y, x), ko * ob + ki, (n, ko, y, x, ki))
+
+    def _finish(v, kk, idx):
+        if epilogue is None:
+            return v
+        res = args[3](*idx) if epilogue.residual else None
+        return epilogue.apply(v, args[2][kk], res)
+
+    def _transformed(kk, y, x):
         ty, tx, dy, dx = y // 2, x // 2, y % 2, x % 2
         p = ty * ntw + tx
         ys = [
@@ -131,7 +168,10 @@ def conv2d_winograd(c: int, h: int, w: int, k: int, knobs: WinogradKnobs = Winog
         ]
         return _by_position(dy, dx, ys)
 
-    out = compute((1, k, h, w), out_fn, name="out")
+    if ob is None:
+        out = compute((1, k, h, w), out_fn, name="out")
+    else:
+        out = compute((1, k // ob, h, w, ob), out_c_fn, name="out")
     s = create_schedule(out)
     # input transform: one (channel, tile row) per task, a/b unrolled, tiles in a row vectorized;
     # the row's 4x4 input tiles are gathered first (strided masked loads) into a local buffer
@@ -157,7 +197,7 @@ def conv2d_winograd(c: int, h: int, w: int, k: int, knobs: WinogradKnobs = Winog
     s[ml].vectorize("kk.c")
     s[m].vectorize("kk.inner")
     # output transform: 2x2 outputs per tile unrolled, channels innermost (vector loads of M)
-    ko, ki = s[out].split("kk", 16)
+    ko, ki = s[out].split("kk", 16) if ob is None else ("ko", "ki")
     yo, yi = s[out].split("y", 2)
     xo, xi = s[out].split("x", 2)
     s[out].reorder("n", ko, yo, xo, yi, xi, ki)
@@ -168,4 +208,4 @@ def conv2d_winograd(c: int, h: int, w: int, k: int, knobs: WinogradKnobs = Winog
         s[vt].parallel(s[vt].fuse("ch", po))
         s[m].parallel(s[m].fuse(s[m].fuse("a", "b"), pbo))
         s[out].parallel(s[out].fuse(ko, yo))
-    return s, [data, u, out]
+    return s, args + [out]

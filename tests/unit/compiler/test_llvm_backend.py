@@ -126,6 +126,24 @@ def test_kernel_cache_memory_and_disk(tmp_path, rng):
     np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
 
 
+def test_a_fresh_process_loads_the_cached_object_code(tmp_path, rng):
+    x, y, z = _axpy(21)
+    other = te.compute((21,), lambda i: x[i] * 3.0 + y[i], name="Z")
+    compiler.build(compiler.create_schedule(z), [x, y, z], cache_dir=tmp_path)
+    (obj,) = tmp_path.glob("*.o")
+    before = set(tmp_path.glob("*.o"))
+    compiler.build(compiler.create_schedule(other), [x, y, other], cache_dir=tmp_path)
+    (other_obj,) = set(tmp_path.glob("*.o")) - before
+    obj.write_bytes(other_obj.read_bytes())  # z's cache entry now holds other's machine code
+    importlib.import_module("pyvta.compiler.api")._CACHES.pop(tmp_path)  # as in a fresh process
+    reloaded = compiler.build(compiler.create_schedule(z), [x, y, z], cache_dir=tmp_path)
+    assert reloaded.from_cache == "disk"
+    a, b = rng.standard_normal(21).astype(np.float32), rng.standard_normal(21).astype(np.float32)
+    out = np.zeros(21, np.float32)
+    reloaded(a, b, out)
+    np.testing.assert_allclose(out, a * 3 + b, rtol=1e-6)  # the cached code ran, not a rebuild
+
+
 def test_cache_dir_from_environment_at_top_level(monkeypatch, tmp_path):
     from pyvta.compiler.api import default_cache_dir
 

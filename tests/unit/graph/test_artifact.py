@@ -140,7 +140,9 @@ def test_truncated_file_is_refused(artifact, tmp_path):
     for cut in (len(data) // 2, 100, 0):
         bad = tmp_path / f"cut{cut}.npz"
         bad.write_bytes(data[:cut])
-        with pytest.raises(ArtifactError, match="truncated or corrupt|not a readable|not an .npz archive"):
+        with pytest.raises(
+            ArtifactError, match="truncated or corrupt|not a readable|not an .npz archive"
+        ):
             CompiledModel.load(bad)
 
 

@@ -19,7 +19,7 @@ from pyvta.compiler.graph.passes import (
     quantize_int8,
     remove_dead_code,
 )
-from pyvta.compiler.graph.pipeline import PIPELINE, options_for, run_pipeline
+from pyvta.compiler.graph.pipeline import PIPELINE, PipelineOptions, options_for, run_pipeline
 from pyvta.compiler.graph.reference import cosine
 from pyvta.compiler.graph.zoo import float_model
 
@@ -112,7 +112,7 @@ def _calibration():
 
 
 def test_quantize_int8_keeps_first_conv_and_last_dense_float():
-    float_opts = options_for("cpu")
+    float_opts = PipelineOptions()  # the fused float graph (no CPU kernels)
     g = run_pipeline(_small_resnet(), float_opts)
     q = remove_dead_code(quantize_int8(g, options_for("cpu-int8", _calibration())))
     check_graph(q)
@@ -130,14 +130,14 @@ def test_quantize_int8_keeps_first_conv_and_last_dense_float():
 
 
 def test_quantize_keep_float_is_configurable():
-    g = run_pipeline(_small_resnet(), options_for("cpu"))
+    g = run_pipeline(_small_resnet(), PipelineOptions())
     q = quantize_int8(g, options_for("cpu-int8", _calibration(), keep_float=()))
     ops = [n.op for n in q.nodes]
     assert "conv2d" not in ops and "dense" not in ops and ops.count("qdense") == 1
 
 
 def test_partition_and_pack_layouts():
-    g = run_pipeline(_small_resnet(), options_for("cpu"))
+    g = run_pipeline(_small_resnet(), PipelineOptions())
     opts = options_for("vta", _calibration())
     q = quantize_int8(g, opts)
     parted = partition_targets(q, opts)
@@ -158,5 +158,5 @@ def test_pipeline_is_one_ordered_list_of_named_passes():
     assert names == [
         "fold_constants", "eliminate_identities", "fold_batch_norm", "fuse_operators",
         "remove_dead_code", "quantize_int8", "partition_targets", "pack_layouts",
-        "remove_dead_code",
+        "alter_cpu_layout", "remove_dead_code", "build_cpu_kernels",
     ]  # fmt: skip

@@ -1,0 +1,280 @@
+"""Compiled kernels for the graph's ``cpu_*`` ops (``compiler.ops.cpu`` templates, llvmlite).
+
+``alter_cpu_layout`` writes each conv's schedule choice into its node (``attrs["schedule"]``:
+``{"template": "direct" | "winograd" | "depthwise", "knobs": {...}}``), so an artifact says
+which schedule every layer runs. :class:`CpuKernels` builds one kernel per node before the
+first inference; ``compiler.build`` caches kernels on disk by their loop IR, so compiling a
+model (``compile_model``) leaves every kernel a later ``pyvta run`` needs in the cache.
+
+It also plans the memory of one inference: every compiled op writes into a buffer of an arena
+that is reused once its value is dead (values that views alias stay alive as long as the
+views; graph outputs get fresh arrays).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
+from pyvta.compiler.ops.cpu.winograd import transform_weights
+
+__all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
+
+DENSE_BLOCKS = (8, 4, 2, 1)  # output columns per weight panel (at most one AVX2 vector)
+VIEW_OPS = ("reshape", "flatten", "identity")  # numpy ops whose output may alias their input
+COMPILED_OPS = (
+    "cpu_conv2d",
+    "cpu_max_pool",
+    "cpu_global_avg_pool",
+    "cpu_dense",
+    "cpu_elementwise",
+    "cpu_softmax",
+    "layout_transform",
+)
+
+
+@dataclass(frozen=True)
+class ConvWorkload:
+    """A float conv layer as the CPU templates see it (batch 1): ``ib``/``ob`` are the channel
+    blocks of the tensors it reads and writes (the layout plan's, not its own choice)."""
+
+    c: int
+    h: int
+    w: int
+    o: int
+    kernel: tuple[int, int]
+    strides: tuple[int, int]
+    pads: tuple[int, int, int, int]
+    ib: int
+    ob: int
+    depthwise: bool = False
+
+    @property
+    def key(self) -> str:
+        """The tuning log's name for this workload."""
+        k, s, p = self.kernel, self.strides, self.pads
+        dw = " depthwise" if self.depthwise else ""
+        return (
+            f"conv2d_nchwc c{self.c} h{self.h} w{self.w} o{self.o} k{k[0]}x{k[1]} "
+            f"s{s[0]}x{s[1]} p{','.join(map(str, p))} ib{self.ib} ob{self.ob}{dw}"
+        )
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        (kh, kw), (sh, sw), (t, lft, b, r) = self.kernel, self.strides, self.pads
+        return (self.h + t + b - kh) // sh + 1, (self.w + lft + r - kw) // sw + 1
+
+    @property
+    def winograd_ok(self) -> bool:
+        """F(2x2, 3x3) applies: 3x3, stride 1, pad 1, not depthwise."""
+        return (
+            not self.depthwise
+            and self.kernel == (3, 3)
+            and self.strides == (1, 1)
+            and self.pads == (1, 1, 1, 1)
+        )
+
+    @property
+    def flops(self) -> int:
+        oh, ow = self.out_hw
+        per_out = self.kernel[0] * self.kernel[1] * (1 if self.depthwise else self.c)
+        return 2 * self.o * oh * ow * per_out
+
+
+def dense_block(out_features: int) -> int:
+    """Columns per weight panel of a dense layer: the widest of ``DENSE_BLOCKS`` dividing it."""
+    return next(b for b in DENSE_BLOCKS if out_features % b == 0)
+
+
+def _host():
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    return CpuTarget.host()
+
+
+def default_conv_schedule(wl: ConvWorkload) -> dict:
+    """The untuned choice: direct NCHWc (depthwise for group = C) with register tiles sized
+    to the host's vector registers."""
+    if wl.depthwise:
+        return {"template": "depthwise", "knobs": {}}
+    knobs = nchwc.NchwcConvKnobs.for_target(_host(), wl.out_hw[1], wl.ob)
+    return {"template": "direct", "knobs": knobs.to_dict()}
+
+
+def conv_weights(schedule: dict, w: np.ndarray, ib: int, ob: int) -> np.ndarray:
+    """OIHW weights in the form ``schedule``'s template reads."""
+    t = schedule["template"]
+    if t == "direct":
+        return nchwc.pack_conv_weights(w, ib, ob)
+    if t == "winograd":
+        return transform_weights(w)
+    if t == "depthwise":
+        return nchwc.pack_depthwise_weights(w, ob)
+    raise ValueError(f"conv schedule template {t!r} (allowed: direct, winograd, depthwise)")
+
+
+def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = False):
+    """``(sch, args)`` of ``wl`` with ``schedule`` and the fused epilogue."""
+    from pyvta.compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd
+
+    ep = nchwc.Epilogue(residual, tuple(clip) if clip is not None else None)
+    t, knobs = schedule["template"], schedule.get("knobs", {})
+    if t == "direct":
+        k = nchwc.NchwcConvKnobs(**knobs)
+        return nchwc.conv2d_nchwc(
+            wl.c, wl.h, wl.w, wl.o, wl.kernel, wl.strides, wl.pads, wl.ib, wl.ob, k, ep
+        )
+    if t == "winograd":
+        if not wl.winograd_ok:
+            raise ValueError(f"winograd does not apply to {wl.key}")
+        return conv2d_winograd(wl.c, wl.h, wl.w, wl.o, WinogradKnobs(**knobs), (wl.ib, wl.ob), ep)
+    if t == "depthwise":
+        return nchwc.depthwise_nchwc(wl.c, wl.h, wl.w, wl.kernel, wl.strides, wl.pads, wl.ob, ep)
+    raise ValueError(f"conv schedule template {t!r} (allowed: direct, winograd, depthwise)")
+
+
+def node_workload(node: Node, x_shape) -> ConvWorkload:
+    """The workload of a ``cpu_conv2d`` node reading ``x_shape`` ``[1, C/c, H, W, c]``."""
+    a = node.attrs
+    _, cb, h, w, ib = x_shape
+    depthwise = a["schedule"]["template"] == "depthwise"
+    return ConvWorkload(
+        cb * ib, h, w, a["channels"], tuple(a["kernel"]), tuple(a["strides"]), tuple(a["pads"]),
+        ib, a["out_block"], depthwise,
+    )  # fmt: skip
+
+
+def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
+    """``(sch, args)`` of a compiled op's node given its input shapes."""
+    a, op = node.attrs, node.op
+    if op == "cpu_conv2d":
+        wl = node_workload(node, in_shapes[0])
+        return conv_schedule(wl, a["schedule"], a.get("clip"), len(in_shapes) == 4)
+    if op == "cpu_max_pool":
+        _, cb, h, w, blk = in_shapes[0]
+        return nchwc.max_pool_nchwc(cb * blk, h, w, a["kernel"], a["strides"], a["pads"], blk)
+    if op == "cpu_global_avg_pool":
+        _, cb, h, w, blk = in_shapes[0]
+        return nchwc.global_avg_pool_nchwc(cb * blk, h, w, blk)
+    if op == "cpu_dense":
+        (m, k), (nb, _, blk) = in_shapes[0], in_shapes[1]
+        ep = nchwc.Epilogue(len(in_shapes) == 4, tuple(a["clip"]) if a.get("clip") else None)
+        return nchwc.dense_nc(m, k, nb * blk, blk, ep)
+    if op == "cpu_elementwise":
+        return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)
+    if op == "cpu_softmax":
+        return nchwc.softmax_nc(*in_shapes[0])
+    if op == "layout_transform":
+        s = in_shapes[0]
+        shape = (1, a["channels"], s[2], s[3])
+        return nchwc.layout_transform(shape, a["src_block"], a["dst_block"])
+    raise ValueError(f"op {op!r} has no compiled CPU kernel (compiled: {', '.join(COMPILED_OPS)})")
+
+
+_MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, per process
+
+
+def node_module(node: Node, in_shapes, num_threads: int):
+    """The built kernel of a compiled node (lowered and built once per process; the loop IR's
+    disk cache makes a build after ``compile_model`` skip code generation)."""
+    from pyvta import compiler
+
+    key = json.dumps([node.op, node.attrs, in_shapes, num_threads], sort_keys=True, default=str)
+    mod = _MODULES.get(key)
+    if mod is None:
+        sch, args = node_schedule(node, in_shapes)
+        mod = _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+    return mod
+
+
+class CpuKernels:
+    """The "cpu" backend of a graph: compiled ``cpu_*`` nodes on preplanned buffers, numpy
+    (``cpu_ops``) for the rest. Builds every kernel when constructed."""
+
+    def __init__(self, graph: Graph, num_threads: int | None = None) -> None:
+        self.graph = graph
+        threads = num_threads or os.cpu_count() or 1
+        self.modules: dict[str, object] = {}
+        for n in graph.nodes:
+            if n.op in COMPILED_OPS and n.target == "cpu":
+                shapes = [graph.values[i].shape for i in n.inputs]
+                self.modules[n.name] = node_module(n, shapes, threads)
+        self.slots, self._arena = plan_memory(graph, set(self.modules))
+
+    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        mod = self.modules.get(node.name)
+        if mod is None:
+            return run_cpu_op(node.op, args, node.attrs)
+        v = self.graph.values[node.outputs[0]]
+        slot = self.slots.get(v.name)
+        if slot is None:
+            from pyvta.compiler.backend.llvm.module import aligned_empty
+
+            out = aligned_empty(v.shape, v.dtype)
+        else:
+            out = self._arena[slot][: int(np.prod(v.shape))].reshape(v.shape)
+        arrays = zip(args + [out], mod.func.params, strict=True)  # elementwise: flat arrays
+        mod(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
+        return out
+
+
+def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[np.ndarray]]:
+    """Arena slots for the outputs of the ``compiled`` nodes: value name -> slot index, and
+    the slots (float32, 64-byte aligned). A slot is reused once every reader of its value (and
+    of the views of it) has run; graph outputs and their aliases get no slot."""
+    from pyvta.compiler.backend.llvm.module import aligned_empty
+
+    root: dict[str, str] = {}
+    for n in graph.nodes:
+        for o in n.outputs:
+            root[o] = root.get(n.inputs[0], n.inputs[0]) if n.op in VIEW_OPS else o
+    last: dict[str, int] = {}
+    for i, n in enumerate(graph.nodes):
+        for name in n.inputs:
+            last[root.get(name, name)] = i
+    pinned = {root.get(o, o) for o in graph.outputs}
+    free: list[tuple[int, int]] = []  # (elements, slot)
+    sizes: list[int] = []
+    slots: dict[str, int] = {}
+    ends: dict[int, list[int]] = {}
+    for i, n in enumerate(graph.nodes):
+        if n.name in compiled:
+            v = graph.values[n.outputs[0]]
+            if v.dtype == "float32" and v.name not in pinned:
+                elems = int(np.prod(v.shape))
+                fit = [f for f in free if f[0] >= elems]
+                if fit:
+                    best = min(fit)
+                    free.remove(best)
+                    slot = best[1]
+                else:
+                    slot = len(sizes)
+                    sizes.append(elems)
+                slots[v.name] = slot
+                ends.setdefault(last.get(v.name, i), []).append(slot)
+        for slot in ends.pop(i, []):
+            free.append((sizes[slot], slot))
+    return slots, [aligned_empty((s,), "float32") for s in sizes]
+
+
+_BACKENDS: dict[int, tuple[weakref.ref, CpuKernels]] = {}
+
+
+def cpu_backend_for(graph: Graph) -> CpuKernels:
+    """The :class:`CpuKernels` of ``graph``, made once per graph object (so ``run_model``
+    called again reuses its kernels and arena)."""
+    hit = _BACKENDS.get(id(graph))
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    backend = CpuKernels(graph)
+    _BACKENDS[id(graph)] = (weakref.ref(graph), backend)
+    weakref.finalize(graph, _BACKENDS.pop, id(graph), None)  # the arena dies with the graph
+    return backend

@@ -1,0 +1,409 @@
+"""CPU graph kernels in the blocked NCHW{c}c layout, with fused epilogues (float32, batch 1).
+
+A network compiled for the CPU keeps its activations as ``[1, C/c, H, W, c]`` from the first
+conv to the last pool (``compiler.graph.passes.alter_cpu_layout`` plans it); these templates
+read and write that layout, so no transform runs between layers:
+
+- ``conv2d_nchwc``: direct convolution, register-tiled like ``conv2d_nchw_blocked``
+  (``ow_block`` columns x one output block of ``oc`` channels per tile, the input value
+  broadcast and FMA'd into ``oc / lanes`` vector accumulators per column),
+- ``depthwise_nchwc``: one filter per channel, the channel block vectorized,
+- ``max_pool_nchwc``, ``global_avg_pool_nchwc``, ``dense_nc``, ``softmax_nc``,
+  ``layout_transform``, ``elementwise``.
+
+Every conv / dense kernel applies its :class:`Epilogue` in the same loop nest as the
+accumulation: ``clip(acc + bias[o] + residual)``. Kernels take ``(inputs..., out)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.expr_ops import exp, maximum, minimum, select
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import max as te_max
+from pyvta.compiler.te.tensor import sum as te_sum
+
+F32_LOWEST = -3.4028234663852886e38
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What a conv / dense adds to its accumulator before storing it: the bias (always), a
+    residual of the output's shape, and a clip ``[lo, hi]`` (relu: ``[0, inf]``)."""
+
+    residual: bool = False
+    clip: tuple[float, float] | None = None
+
+    def apply(self, acc, bias, res=None):
+        v = acc + bias
+        if self.residual:
+            v = v + res
+        if self.clip is not None:
+            lo, hi = self.clip
+            if lo > -math.inf:
+                v = maximum(v, const(float(lo)))
+            if hi < math.inf:
+                v = minimum(v, const(float(hi)))
+        return v
+
+
+@dataclass(frozen=True)
+class NchwcConvKnobs:
+    """``ow_block`` unrolled output columns per register tile (it must divide the output
+    width); ``oc_tile`` output channels per register tile (a multiple of the vector lanes
+    dividing the output block; 0: the whole block), so a tile holds ``oc_tile / lanes *
+    ow_block`` vector accumulators; ``unroll_rx`` kernel-width loop innermost and unrolled
+    (neighbouring columns share loads, stride 1); ``parallel`` tiles (output block x row)
+    across threads. The channel blocks are the layout's, not knobs: they are the blocks of
+    the tensors the conv reads and writes."""
+
+    ow_block: int = 4
+    oc_tile: int = 0
+    unroll_rx: bool = False
+    parallel: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def for_target(target, out_width: int, out_block: int) -> NchwcConvKnobs:
+        """The register tile with the most accumulators that leaves 4 registers free (ties:
+        the wider channel tile, fewer broadcasts of the input)."""
+        lanes = target.vector_lanes("float32")
+        room = target.vector_registers - 4
+        best = (0, 0, 1, out_block)
+        for oc in [t for t in range(lanes, out_block + 1, lanes) if out_block % t == 0]:
+            fit = [d for d in range(1, room + 1) if out_width % d == 0 and d * oc <= room * lanes]
+            if fit:
+                best = max(best, (max(fit) * oc // lanes, oc, max(fit), oc))
+        return NchwcConvKnobs(ow_block=best[2], oc_tile=best[3] if best[3] != out_block else 0)
+
+
+def pack_conv_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
+    """OIHW weights -> OIHW{ic}i{oc}o ``[O/oc, C/ic, KH, KW, ic, oc]`` (float32, contiguous)."""
+    o, c, kh, kw = kernel.shape
+    w = kernel.astype(np.float32).reshape(o // oc, oc, c // ic, ic, kh, kw)
+    return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 3, 1))
+
+
+def pack_depthwise_weights(kernel: np.ndarray, block: int) -> np.ndarray:
+    """``[C, 1, KH, KW]`` -> ``[C/c, KH, KW, c]``."""
+    c, _, kh, kw = kernel.shape
+    w = kernel.astype(np.float32).reshape(c // block, block, kh, kw)
+    return np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+
+
+def _padded(data, pads, fill: float, name: str):
+    """``data [1, C/c, H, W, c]`` with ``pads`` (top, left, bottom, right) of ``fill``."""
+    _, cb, h, w, blk = data.shape
+    t, lft, b, r = pads
+    if not any(pads):
+        return data
+
+    def f(n, ch, y, x, ci):
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        return select(inside, data[n, ch, y - t, x - lft, ci], const(fill))
+
+    return compute((1, cb, h + t + b, w + lft + r, blk), f, name=name)
+
+
+def _conv_shape(h, w, kernel, strides, pads):
+    (kh, kw), (sh, sw), (t, lft, b, r) = kernel, strides, pads
+    oh = (h + t + b - kh) // sh + 1
+    ow = (w + lft + r - kw) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}")
+    return oh, ow
+
+
+def conv2d_nchwc(
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: tuple[int, int],
+    strides: tuple[int, int],
+    pads: tuple[int, int, int, int],
+    ic: int,
+    oc: int,
+    knobs: NchwcConvKnobs = NchwcConvKnobs(),
+    epilogue: Epilogue = Epilogue(),
+):
+    """``(sch, [data, weight, bias, (residual,) out])``: data ``[1, C/ic, H, W, ic]``, weight
+    from :func:`pack_conv_weights`, bias ``[O]``, residual and out ``[1, O/oc, OH, OW, oc]``."""
+    if c % ic or o % oc:
+        raise ValueError(f"channels {c}/{o} must be multiples of the blocks ic={ic}/oc={oc}")
+    kh, kw = kernel
+    sh, sw = strides
+    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+    owb, oct_ = knobs.ow_block, knobs.oc_tile or oc
+    if ow % owb or oc % oct_:
+        raise ValueError(
+            f"ow_block {owb} must divide the output width {ow}, oc_tile {oct_} the block {oc}"
+        )
+    data = placeholder((1, c // ic, h, w, ic), "float32", "data")
+    wgt = placeholder((o // oc, c // ic, kh, kw, ic, oc), "float32", "weight")
+    bias = placeholder((o,), "float32", "bias")
+    args = [data, wgt, bias]
+    res = None
+    if epilogue.residual:
+        res = placeholder((1, o // oc, oh, ow, oc), "float32", "residual")
+        args.append(res)
+    dp = _padded(data, pads, 0.0, "data.pad")
+    rco, ry, rx = reduce_axis(c // ic, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    rci = reduce_axis(ic, "rci")
+    conv = compute(
+        (1, o // oc, oh, ow, oc),
+        lambda n, f, y, x, fi: te_sum(
+            dp[n, rco, y * sh + ry, x * sw + rx, rci] * wgt[f, rco, ry, rx, rci, fi],
+            [rco, ry, rx, rci],
+        ),
+        name="conv",
+    )
+
+    def out_fn(n, f, y, x, fi):
+        r = res[n, f, y, x, fi] if res is not None else None
+        return epilogue.apply(conv[n, f, y, x, fi], bias[f * oc + fi], r)
+
+    out = compute((1, o // oc, oh, ow, oc), out_fn, name="out")
+    s = create_schedule(out)
+    s[conv].set_scope("local")
+    xo, xi = s[out].split("x", owb)
+    fo, fi = s[out].split("fi", oct_)
+    s[out].reorder("n", "f", "y", xo, fo, xi, fi)
+    s[conv].compute_at(s[out], fo)
+    if knobs.unroll_rx:
+        s[conv].reorder("n", "f", "y", "rco", "ry", "rci", "rx", "x", "fi")
+        s[conv].unroll("rx")
+    else:
+        s[conv].reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
+    s[conv].vectorize("fi")
+    s[conv].unroll("x")
+    s[out].unroll(xi)
+    s[out].vectorize(fi)
+    if dp is not data:
+        s[dp].vectorize("ci")
+    if knobs.parallel:
+        s[out].parallel(s[out].fuse("f", "y"))
+        if dp is not data:
+            s[dp].parallel(s[dp].fuse("ch", "y"))
+    return s, args + [out]
+
+
+def depthwise_nchwc(c, h, w, kernel, strides, pads, block, epilogue=Epilogue(), parallel=True):
+    """``(sch, [data, weight, bias, (residual,) out])`` of a depthwise conv (group = C): data
+    ``[1, C/c, H, W, c]``, weight from :func:`pack_depthwise_weights`, out NCHW{c}c. A register
+    tile holds up to 8 output columns of one channel block."""
+    kh, kw = kernel
+    sh, sw = strides
+    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+    data = placeholder((1, c // block, h, w, block), "float32", "data")
+    wgt = placeholder((c // block, kh, kw, block), "float32", "weight")
+    bias = placeholder((c,), "float32", "bias")
+    args = [data, wgt, bias]
+    res = None
+    if epilogue.residual:
+        res = placeholder((1, c // block, oh, ow, block), "float32", "residual")
+        args.append(res)
+    dp = _padded(data, pads, 0.0, "data.pad")
+    ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    acc = compute(
+        (1, c // block, oh, ow, block),
+        lambda n, f, y, x, fi: te_sum(
+            dp[n, f, y * sh + ry, x * sw + rx, fi] * wgt[f, ry, rx, fi], [ry, rx]
+        ),
+        name="acc",
+    )
+
+    def out_fn(n, f, y, x, fi):
+        r = res[n, f, y, x, fi] if res is not None else None
+        return epilogue.apply(acc[n, f, y, x, fi], bias[f * block + fi], r)
+
+    out = compute(acc.shape, out_fn, name="out")
+    s = create_schedule(out)
+    s[acc].set_scope("local")
+    owb = max(d for d in (1, 2, 4, 7, 8) if ow % d == 0)  # columns per register tile
+    xo, xi = s[out].split("x", owb)
+    s[out].reorder("n", "f", "y", xo, xi, "fi")
+    s[acc].compute_at(s[out], xo)
+    s[acc].reorder("n", "f", "y", "ry", "rx", "x", "fi")  # a weight vector serves the tile
+    s[acc].vectorize("fi")
+    s[acc].unroll("rx")
+    s[acc].unroll("x")
+    s[out].unroll(xi)
+    s[out].vectorize("fi")
+    if dp is not data:
+        s[dp].vectorize("ci")
+    if parallel:
+        s[out].parallel(s[out].fuse("f", "y"))
+        if dp is not data:
+            s[dp].parallel(s[dp].fuse("ch", "y"))
+    return s, args + [out]
+
+
+def max_pool_nchwc(c, h, w, kernel, strides, pads, block, parallel=True):
+    """``(sch, [data, out])``: max pool of ``[1, C/c, H, W, c]``; padded cells never win."""
+    kh, kw = kernel
+    sh, sw = strides
+    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+    data = placeholder((1, c // block, h, w, block), "float32", "data")
+    t, lft = pads[0], pads[1]
+    ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+
+    def f(n, ch, y, x, ci):
+        yy, xx = y * sh + ry - t, x * sw + rx - lft
+        inside = all_(yy >= 0, yy < h, xx >= 0, xx < w)
+        return te_max(select(inside, data[n, ch, yy, xx, ci], const(F32_LOWEST)), [ry, rx])
+
+    red = compute((1, c // block, oh, ow, block), f, name="pool")
+    out = compute(red.shape, lambda n, ch, y, x, ci: red[n, ch, y, x, ci], name="out")
+    s = create_schedule(out)
+    s[red].set_scope("local")
+    s[red].compute_at(s[out], "x")
+    s[red].reorder("n", "ch", "y", "x", "ry", "rx", "ci")
+    s[red].vectorize("ci")
+    s[out].vectorize("ci")
+    if parallel:
+        s[out].parallel(s[out].fuse("ch", "y"))
+    return s, [data, out]
+
+
+def global_avg_pool_nchwc(c, h, w, block):
+    """``(sch, [data, out])``: mean over H, W of ``[1, C/c, H, W, c]`` -> ``[1, C/c, 1, 1, c]``
+    (the same bytes as NCHW ``[1, C, 1, 1]``)."""
+    data = placeholder((1, c // block, h, w, block), "float32", "data")
+    ry, rx = reduce_axis(h, "ry"), reduce_axis(w, "rx")
+    total = compute(
+        (1, c // block, 1, 1, block),
+        lambda n, ch, y, x, ci: te_sum(data[n, ch, ry, rx, ci], [ry, rx]),
+        name="total",
+    )
+    scale = const(1.0 / (h * w))
+    out = compute(total.shape, lambda n, ch, y, x, ci: total[n, ch, y, x, ci] * scale, "out")
+    s = create_schedule(out)
+    s[total].set_scope("local")
+    s[total].compute_at(s[out], "x")
+    s[total].reorder("n", "ch", "y", "x", "ry", "rx", "ci")
+    s[total].vectorize("ci")
+    s[out].vectorize("ci")
+    return s, [data, out]
+
+
+def pack_dense_weights(weight: np.ndarray, block: int) -> np.ndarray:
+    """``[N, K]`` -> ``[N/b, K, b]`` column panels (float32, contiguous)."""
+    n, k = weight.shape
+    return np.ascontiguousarray(
+        weight.astype(np.float32).reshape(n // block, block, k).transpose(0, 2, 1)
+    )
+
+
+def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True):
+    """``(sch, [x, weight, bias, (residual,) out])``: ``out[M, N] = epilogue(x @ W^T)`` with
+    ``weight`` from :func:`pack_dense_weights` (``block`` columns vectorized per panel)."""
+    if n % block:
+        raise ValueError(f"dense: {n} outputs must be a multiple of the panel block {block}")
+    x = placeholder((m, k), "float32", "x")
+    wgt = placeholder((n // block, k, block), "float32", "weight")
+    bias = placeholder((n,), "float32", "bias")
+    args = [x, wgt, bias]
+    res = placeholder((m, n), "float32", "residual") if epilogue.residual else None
+    if res is not None:
+        args.append(res)
+    r = reduce_axis(k, "k")
+    acc = compute(
+        (m, n // block, block),
+        lambda i, jo, ji: te_sum(x[i, r] * wgt[jo, r, ji], r),
+        name="acc",
+    )
+
+    def out_fn(i, j):
+        rv = res[i, j] if res is not None else None
+        return epilogue.apply(acc[i, j // block, j % block], bias[j], rv)
+
+    out = compute((m, n), out_fn, name="out")
+    s = create_schedule(out)
+    jo, ji = s[out].split("j", block)
+    s[acc].set_scope("local")
+    s[acc].compute_at(s[out], jo)
+    s[acc].reorder("i", "jo", "k", "ji")
+    s[acc].vectorize("ji")
+    s[out].vectorize(ji)
+    if parallel:
+        s[out].parallel(jo)
+    return s, args + [out]
+
+
+def layout_transform(shape, src_block: int | None, dst_block: int | None, parallel=True):
+    """``(sch, [data, out])`` between NCHW (block None) and NCHW{c}c layouts of an ``[1, C,
+    H, W]`` tensor, or between two blocks."""
+    _, c, h, w = shape
+
+    def src_shape(b):
+        return (1, c, h, w) if b is None else (1, c // b, h, w, b)
+
+    data = placeholder(src_shape(src_block), "float32", "data")
+
+    def read(ch, y, x):
+        if src_block is None:
+            return data[0, ch, y, x]
+        return data[0, ch // src_block, y, x, ch % src_block]
+
+    if dst_block is None:
+        out = compute((1, c, h, w), lambda n, ch, y, x: read(ch, y, x), name="out")
+        s = create_schedule(out)
+        if w % 8 == 0:
+            s[out].vectorize("x")
+        if parallel:
+            s[out].parallel(s[out].fuse("ch", "y"))
+        return s, [data, out]
+    b = dst_block
+    out = compute((1, c // b, h, w, b), lambda n, co, y, x, ci: read(co * b + ci, y, x), name="out")
+    s = create_schedule(out)
+    if parallel:
+        s[out].parallel(s[out].fuse("co", "y"))
+    return s, [data, out]
+
+
+def softmax_nc(m: int, n: int):
+    """``(sch, [x, out])``: softmax over the last axis of ``x [M, N]`` (float32), the maximum
+    subtracted first."""
+    x = placeholder((m, n), "float32", "x")
+    r1, r2 = reduce_axis(n, "j1"), reduce_axis(n, "j2")
+    top = compute((m,), lambda i: te_max(x[i, r1], r1), name="top")
+    e = compute((m, n), lambda i, j: exp(x[i, j] - top[i]), name="e")
+    total = compute((m,), lambda i: te_sum(e[i, r2], r2), name="total")
+    out = compute((m, n), lambda i, j: e[i, j] / total[i], name="out")
+    return create_schedule(out), [x, out]
+
+
+ELEMENTWISE = ("add", "relu", "clip")
+
+
+def elementwise(op: str, size: int, attrs: dict):
+    """``(sch, [a, (b,) out])`` of a float32 elementwise op over ``size`` elements (any layout:
+    inputs and output share it): ``add``, ``relu``, ``clip`` (attrs ``min``, ``max``)."""
+    if op not in ELEMENTWISE:
+        raise ValueError(f"elementwise op {op!r} (allowed: {', '.join(ELEMENTWISE)})")
+    a = placeholder((size,), "float32", "a")
+    args = [a]
+    if op == "add":
+        b = placeholder((size,), "float32", "b")
+        args.append(b)
+        out = compute((size,), lambda i: a[i] + b[i], name="out")
+    elif op == "relu":
+        out = compute((size,), lambda i: maximum(a[i], const(0.0)), name="out")
+    else:
+        lo, hi = float(attrs["min"]), float(attrs["max"])
+        out = compute((size,), lambda i: minimum(maximum(a[i], const(lo)), const(hi)), "out")
+    s = create_schedule(out)
+    lanes = 8 if size % 8 == 0 else 1
+    if lanes > 1:
+        io, ii = s[out].split("i", lanes)
+        s[out].vectorize(ii)
+    return s, args + [out]

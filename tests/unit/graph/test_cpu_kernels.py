@@ -1,0 +1,208 @@
+"""The float "cpu" target: NCHWc layout plan, fused epilogues, compiled kernels, memory plan."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from pyvta.compiler.graph import CompiledModel, compile_model, run_model, zoo
+from pyvta.compiler.graph.cpu_kernels import COMPILED_OPS, VIEW_OPS, CpuKernels, plan_memory
+from pyvta.compiler.graph.onnx_import import import_onnx
+from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+from pyvta.compiler.graph.reference import run_onnxruntime
+from pyvta.compiler.graph.zoo import float_model
+
+MAX_REL_ERR = 1e-4
+
+
+def _rel_err(a, ref) -> float:
+    return float(np.abs(a - ref).max() / np.abs(ref).max())
+
+
+@pytest.fixture(scope="module")
+def resnet_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("zoo") / "resnet18_32.onnx"
+    onnx.save(zoo.resnet(18, size=32, width=16, classes=10, seed=2), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def resnet_plan(resnet_file):
+    """The layout plan alone (no kernels built)."""
+    opts = dataclasses.replace(options_for("cpu"), cpu_build=False)
+    return run_pipeline(import_onnx(resnet_file), opts)
+
+
+def test_layout_plan_keeps_nchwc_between_convs(resnet_plan):
+    g = resnet_plan
+    producers = g.producers()
+    convs = [n for n in g.nodes if n.op == "cpu_conv2d"]
+    assert len(convs) == 20
+    for n in convs:  # data (and residual) come blocked from the previous layer
+        for name in [n.inputs[0]] + n.inputs[3:]:
+            src = producers[name]
+            assert len(g.values[name].shape) == 5, (n.name, name)
+            assert src.op in ("cpu_conv2d", "cpu_max_pool", "layout_transform"), (n.name, src.op)
+            if src.op == "layout_transform":
+                assert src.inputs == ["input"]  # only the network's input is transformed
+    transforms = [n for n in g.nodes if n.op == "layout_transform"]
+    assert len(transforms) == 1 and transforms[0].attrs["dst_block"] == 3
+    # the one exit from NCHW16c: the global pool's [1, C/16, 1, 1, 16] is NCHW byte for byte
+    assert [n.op for n in g.nodes[-4:]] == [
+        "cpu_global_avg_pool", "reshape", "flatten", "cpu_dense",
+    ]  # fmt: skip
+    assert {n.attrs["out_block"] for n in convs} == {16}
+
+
+def test_bias_residual_and_relu_fuse_into_the_conv_epilogue(resnet_plan):
+    ops = [n.op for n in resnet_plan.nodes]
+    assert "add" not in ops and "relu" not in ops and "cpu_elementwise" not in ops
+    convs = [n for n in resnet_plan.nodes if n.op == "cpu_conv2d"]
+    with_residual = [n for n in convs if len(n.inputs) == 4]
+    assert len(with_residual) == 8  # one per basic block
+    assert all(n.attrs["clip"] == [0.0, float("inf")] for n in with_residual)  # relu after add
+    assert all(n.attrs["schedule"]["template"] == "direct" for n in convs)  # untuned default
+
+
+def test_compiled_resnet_matches_onnxruntime_and_runs_no_numpy_kernels(resnet_file, tmp_path):
+    cm = compile_model(resnet_file, "cpu")
+    assert {n.op for n in cm.graph.nodes} <= set(COMPILED_OPS) | set(VIEW_OPS)
+    rng_seed = 35
+    x = zoo.sample_inputs(1, 32, seed=rng_seed)[0]
+    print("input seed", rng_seed)
+    (ref,) = run_onnxruntime(onnx.load(resnet_file), {"input": x})
+    (out,), table = run_model(cm, x)
+    print(table.format(top=5))
+    assert _rel_err(out, ref) < MAX_REL_ERR
+    (again,), _ = run_model(cm, x)  # the arena is reused: same answer, output not aliased
+    np.testing.assert_array_equal(again, out)
+    loaded = CompiledModel.load(cm.save(tmp_path / "r.npz"))
+    conv = next(n for n in loaded.graph.nodes if n.op == "cpu_conv2d")
+    assert conv.attrs["schedule"]["knobs"]["ow_block"] >= 1  # the artifact holds the schedules
+    np.testing.assert_array_equal(run_model(loaded, x)[0][0], out)
+
+
+def test_winograd_schedules_apply_with_fused_epilogues(resnet_file, resnet_plan):
+    from pyvta.compiler.graph.cpu_kernels import node_workload
+
+    schedules = {}
+    for n in resnet_plan.nodes:
+        if n.op == "cpu_conv2d":
+            wl = node_workload(n, resnet_plan.values[n.inputs[0]].shape)
+            if wl.winograd_ok:
+                schedules[wl.key] = {"template": "winograd", "knobs": {"p_block": 1, "k_block": 16}}
+    assert len(schedules) == 4  # the 3x3 stride-1 layer of each stage
+    cm = compile_model(resnet_file, "cpu", cpu_schedules=schedules)
+    templates = [n.attrs["schedule"]["template"] for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    assert templates.count("winograd") == 13  # 4 + 3 + 3 + 3 per stage
+    x = zoo.sample_inputs(1, 32, seed=36)[0]
+    (ref,) = run_onnxruntime(onnx.load(resnet_file), {"input": x})
+    assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
+
+
+def test_depthwise_conv_and_relu6_compile_into_one_kernel_each():
+    rng = np.random.default_rng(4)
+    print("seed", 4)
+    c = 32
+    inits = {
+        "w1": rng.standard_normal((c, 3, 3, 3)).astype(np.float32) * 0.3,
+        "w2": rng.standard_normal((c, 1, 3, 3)).astype(np.float32) * 0.3,
+        "b2": rng.standard_normal(c).astype(np.float32),
+        "lo": np.array(0.0, np.float32),
+        "hi": np.array(6.0, np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4, strides=[2, 2]),
+        helper.make_node("Clip", ["c1", "lo", "hi"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4, group=c),
+        helper.make_node("Clip", ["c2", "lo", "hi"], ["y"]),
+    ]
+    model = float_model(nodes, {"x": (1, 3, 16, 16)}, {"y": None}, inits)
+    cm = CompiledModel(run_pipeline(import_onnx(model), options_for("cpu")), "cpu")
+    convs = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    assert [n.attrs["schedule"]["template"] for n in convs] == ["direct", "depthwise"]
+    assert all(n.attrs["clip"] == [0.0, 6.0] for n in convs)  # relu6 fused
+    assert [n.op for n in cm.graph.nodes] == [
+        "layout_transform", "cpu_conv2d", "cpu_conv2d", "layout_transform",
+    ]  # fmt: skip
+    x = rng.standard_normal((1, 3, 16, 16)).astype(np.float32)
+    (ref,) = run_onnxruntime(model, {"x": x})
+    assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
+
+
+def test_elementwise_ops_and_max_pool_on_nchw_inputs_are_compiled():
+    nodes = [
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("Add", ["r", "b"], ["s"]),
+        helper.make_node(
+            "MaxPool", ["s"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4
+        ),
+    ]
+    shape = (1, 8, 9, 9)
+    model = float_model(nodes, {"a": shape, "b": shape}, {"y": None})
+    cm = CompiledModel(run_pipeline(import_onnx(model), options_for("cpu")), "cpu")
+    ops = [n.op for n in cm.graph.nodes]
+    assert ops == ["cpu_elementwise", "cpu_elementwise", "max_pool"]  # NCHW: pool stays numpy
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    (ref,) = run_onnxruntime(model, {"a": a, "b": b})
+    np.testing.assert_allclose(run_model(cm, {"a": a, "b": b})[0][0], ref, rtol=1e-6)
+
+
+def test_dense_and_softmax_are_compiled():
+    rng = np.random.default_rng(5)
+    print("seed", 5)
+    inits = {
+        "w": rng.standard_normal((12, 20)).astype(np.float32),
+        "b": rng.standard_normal(12).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Gemm", ["x", "w", "b"], ["z"], transB=1),
+        helper.make_node("Softmax", ["z"], ["y"], axis=-1),
+    ]
+    model = float_model(nodes, {"x": (3, 20)}, {"y": None}, inits)
+    cm = CompiledModel(run_pipeline(import_onnx(model), options_for("cpu")), "cpu")
+    assert [n.op for n in cm.graph.nodes] == ["cpu_dense", "cpu_softmax"]
+    x = rng.standard_normal((3, 20)).astype(np.float32)
+    (ref,) = run_onnxruntime(model, {"x": x})
+    np.testing.assert_allclose(run_model(cm, x)[0][0], ref, rtol=1e-5, atol=1e-7)
+
+
+def test_memory_plan_reuses_buffers_without_overlapping_lifetimes(resnet_plan):
+    g = resnet_plan
+    compiled = {n.name for n in g.nodes if n.op in COMPILED_OPS}
+    slots, arena = plan_memory(g, compiled)
+    assert 0 < len(arena) < len(slots)  # buffers are shared
+    index = {o: i for i, n in enumerate(g.nodes) for o in n.outputs}
+    last = {}
+    for i, n in enumerate(g.nodes):
+        for name in n.inputs:
+            last[name] = i
+    for name in ("reshape", "flatten"):  # views extend the life of what they view
+        for n in g.nodes:
+            if n.op == name:
+                last[n.inputs[0]] = max(last[n.inputs[0]], last.get(n.outputs[0], 0))
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for name, slot in slots.items():
+        spans.setdefault(slot, []).append((index[name], last.get(name, index[name])))
+    for slot, ss in spans.items():
+        ss.sort()
+        for (_, end), (start, _) in zip(ss, ss[1:], strict=False):
+            assert end < start, f"slot {slot} holds two live values"
+    assert not set(slots) & set(g.outputs)
+
+
+def test_compile_builds_every_kernel_so_running_builds_none(resnet_file, monkeypatch):
+    from pyvta import compiler
+
+    cm = compile_model(resnet_file, "cpu")  # builds every kernel (the pipeline's last pass)
+    built = []
+    real_build = compiler.build
+    monkeypatch.setattr(compiler, "build", lambda *a, **k: built.append(1) or real_build(*a, **k))
+    backend = CpuKernels(cm.graph)
+    assert len(backend.modules) == sum(n.op in COMPILED_OPS for n in cm.graph.nodes)
+    assert built == []

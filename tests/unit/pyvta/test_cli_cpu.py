@@ -1,0 +1,44 @@
+"""pyvta compile / run / tune for the float CPU target."""
+
+import pytest
+
+from pyvta.cli import main
+
+
+@pytest.fixture
+def small_model(tmp_path):
+    from pyvta.compiler.graph.zoo import save_model
+
+    path = str(tmp_path / "r.onnx")
+    save_model("resnet18", path, size=32, classes=10, width=16)
+    return path
+
+
+def test_compile_for_cpu_then_run_the_artifact(small_model, tmp_path, capsys):
+    artifact = str(tmp_path / "r.cpu.npz")
+    assert main(["compile", small_model, "--target", "cpu", "-o", artifact]) == 0
+    assert "0 on the accelerator" in capsys.readouterr().out
+    assert main(["run", artifact, "--target", "cpu", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "cpu_conv2d" in out and "top-5 classes" in out
+    missing = str(tmp_path / "missing.jsonl")
+    assert (
+        main(["compile", small_model, "--target", "cpu", "--tuning-log", missing, "-o", artifact])
+        == 2
+    )
+    assert "no tuning log" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tune_cpu_layers_then_compile_with_the_log(small_model, tmp_path, capsys):
+    log = str(tmp_path / "cpu.jsonl")
+    args = ["tune", small_model, "--target", "cpu", "--trials", "2", "--log", log]
+    assert main([*args, "--tuner", "random", "--final-check", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "distinct CPU conv layers" in out and "cpu.conv2d_nchwc" in out
+    artifact = str(tmp_path / "r.npz")
+    assert (
+        main(["compile", small_model, "--target", "cpu", "--tuning-log", log, "-o", artifact]) == 0
+    )
+    assert "tuned schedules for 11 of 11" in capsys.readouterr().out
+    assert main(["run", artifact, "--target", "cpu", "--top", "3"]) == 0

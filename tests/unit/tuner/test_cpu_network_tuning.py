@@ -1,0 +1,115 @@
+"""Tuning a network's CPU conv layers: tasks per layer, trials spread by expected gain, the log's
+best schedules applied by compile_model; the shipped ResNet-18 log still applies."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from pyvta.compiler.graph import compile_model, run_model, zoo
+from pyvta.compiler.graph.reference import run_onnxruntime
+from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
+from pyvta.tuner.cpu_network import (
+    cpu_network_layers,
+    cpu_schedules,
+    pretuned_cpu_log,
+    spread_trials,
+    tune_cpu_network,
+)
+from pyvta.tuner.log import read_records
+from pyvta.tuner.measure import Backend, InProcessMeasurer
+
+
+class SyntheticCost(Backend):
+    """Builds nothing; a config's cost is a fixed function of its knobs, without ties, so the
+    test knows which logged schedule must win."""
+
+    def build(self, task, config):
+        return None
+
+    def run(self, task, config, artifact, repeats):
+        d = config.to_dict()
+        tile = d["tile"]
+        base = 2e-3 if task.name == "cpu.winograd_nchwc" else 1e-3
+        rx = 1.5 if d.get("unroll_rx") else 1.0
+        return [base / (tile[0] * tile[1]) * rx * (1 + 1e-4 * config.index)] * repeats  # no ties
+
+
+@pytest.fixture(scope="module")
+def small_resnet(tmp_path_factory):
+    path = tmp_path_factory.mktemp("zoo") / "resnet18_32.onnx"
+    onnx.save(zoo.resnet(18, size=32, width=16, classes=10, seed=2), path)
+    return path
+
+
+def test_spread_trials_follows_expected_gain():
+    assert spread_trials([3.0, 1.0, 0.0], 40) == [30, 10, 4]
+    assert sum(spread_trials([1.0] * 5, 50)) == 50
+
+
+def test_every_layer_is_tuned_and_the_best_schedules_compile(small_resnet, tmp_path):
+    layers = cpu_network_layers(small_resnet)
+    assert len(layers) == 11 and sum(la.count for la in layers) == 20
+    log = str(tmp_path / "cpu.jsonl")
+    measurer = InProcessMeasurer(SyntheticCost(), repeats=1)
+    results = tune_cpu_network(
+        layers, 6, log=log, tuner="random", measurer=measurer, progress=False, final_check=0
+    )
+    tasks = [t for la in layers for t in nchwc_conv_tasks(la.workload)]
+    assert len(results) == len(tasks)  # direct for every layer, winograd for 3x3 stride 1
+    for task in tasks:
+        assert read_records(log, task), f"no record for {task.key}"
+    schedules = cpu_schedules(log, layers)
+    assert set(schedules) == {la.workload.key for la in layers}
+    for la in layers:  # the cheapest record over the layer's templates wins
+        logged = [
+            (r.result.cost, schedule_of(t, t.space.config(r.config)))
+            for t in nchwc_conv_tasks(la.workload)
+            for r in read_records(log, t)
+            if r.result.ok
+        ]
+        assert schedules[la.workload.key] == min(logged, key=lambda cs: cs[0])[1]
+    cm = compile_model(small_resnet, "cpu", cpu_schedules=schedules)
+    used = [n.attrs["schedule"] for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    assert all(s == schedules[k] for s, k in zip(used, _keys(cm), strict=True))
+    x = zoo.sample_inputs(1, 32, seed=51)[0]
+    (ref,) = run_onnxruntime(onnx.load(small_resnet), {"input": x})
+    out = run_model(cm, x)[0][0]
+    assert float(np.abs(out - ref).max() / np.abs(ref).max()) < 1e-4
+
+
+def _keys(cm):
+    from pyvta.compiler.graph.cpu_kernels import node_workload
+
+    g = cm.graph
+    return [
+        node_workload(n, g.values[n.inputs[0]].shape).key for n in g.nodes if n.op == "cpu_conv2d"
+    ]
+
+
+def test_shipped_resnet18_log_still_fits_its_tasks():
+    """Every record of the shipped log belongs to a task of today's templates (same space) and
+    its schedule instantiates; re-tune when the templates' spaces change."""
+    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+
+    log = pretuned_cpu_log("resnet18_224")
+    assert log is not None
+    records = read_records(log)
+    assert len(records) >= 11
+    for rec in records:
+        args = rec.task_key[rec.task_key.index("[") : rec.task_key.index("]") + 1]
+        c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = map(int, args[1:-1].split(","))
+        wl = ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
+        (task,) = [t for t in nchwc_conv_tasks(wl) if rec.matches(t)]
+        task.instantiate(task.space.config(rec.config))  # raises if it no longer fits
+
+
+@pytest.mark.slow
+def test_shipped_resnet18_log_covers_every_cpu_layer(tmp_path):
+    path = str(tmp_path / "resnet18.onnx")
+    zoo.save_model("resnet18", path, size=224)
+    layers = cpu_network_layers(path)
+    schedules = cpu_schedules(str(pretuned_cpu_log("resnet18_224")), layers)
+    missing = [la.workload.key for la in layers if la.workload.key not in schedules]
+    assert not missing, f"no shipped schedule for {missing}"

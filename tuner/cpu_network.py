@@ -1,0 +1,163 @@
+"""Tune every CPU conv layer of a network, and hand the best schedules back to the compiler.
+
+    layers = cpu_network_layers("resnet18.onnx")        # distinct conv workloads, counts
+    tune_cpu_network(layers, 32, log="resnet18_cpu.jsonl")
+    schedules = cpu_schedules("resnet18_cpu.jsonl", layers)
+    compile_model("resnet18.onnx", "cpu", cpu_schedules=schedules)
+
+A layer is a ``compiler.graph.cpu_kernels.ConvWorkload`` exactly as the layout plan runs it
+(its channel blocks, padding, stride). Each has a task per template that applies (direct
+NCHWc; Winograd for 3x3 stride 1), so "Winograd where it wins" is decided by measurement.
+Each task first measures the compiler's untuned choice (for the direct template; for
+Winograd the first tile that fits) and then spends its share of the trial budget: the
+budget is spread over the tasks in proportion to their expected gain, the time their layer
+takes per inference with the default schedule (measured: default cost x launches).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyvta.tuner.log import best_record, read_records
+
+PRETUNED = Path(__file__).resolve().parent / "pretuned"
+MIN_TRIALS = 4
+
+
+@dataclass(frozen=True)
+class CpuLayer:
+    workload: object  # compiler.graph.cpu_kernels.ConvWorkload
+    count: int  # launches per inference
+
+
+def cpu_network_layers(model) -> list[CpuLayer]:
+    """The distinct tunable conv layers of ``model`` (an ONNX path or a ``CompiledModel``
+    compiled for ``"cpu"``), in network order."""
+    from dataclasses import replace
+
+    from pyvta.compiler.graph.compiled_model import CompiledModel
+    from pyvta.compiler.graph.cpu_kernels import node_workload
+    from pyvta.compiler.graph.onnx_import import import_onnx
+    from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+
+    if isinstance(model, CompiledModel):
+        graph = model.graph
+    else:  # the layout plan only: no kernels built
+        options = replace(options_for("cpu"), cpu_build=False)
+        graph = run_pipeline(import_onnx(model), options)
+    counts: dict = {}
+    for n in graph.nodes:
+        if n.op == "cpu_conv2d" and n.attrs["schedule"]["template"] != "depthwise":
+            wl = node_workload(n, graph.values[n.inputs[0]].shape)
+            counts[wl] = counts.get(wl, 0) + 1
+    return [CpuLayer(wl, c) for wl, c in counts.items()]
+
+
+def _tasks(layer: CpuLayer):
+    from pyvta.tuner.cpu import nchwc_conv_tasks
+
+    return nchwc_conv_tasks(layer.workload)
+
+
+def _default_point(task, layer: CpuLayer):
+    """The compiler's untuned choice as a point of a direct task; the first point otherwise."""
+    from pyvta.compiler.graph.cpu_kernels import default_conv_schedule
+
+    sched = default_conv_schedule(layer.workload)
+    if task.name == "cpu.conv2d_nchwc" and sched["template"] == "direct":
+        k = sched["knobs"]
+        tile = (k["ow_block"], k["oc_tile"] or layer.workload.ob)
+        try:
+            return task.space.config({"tile": tile, "unroll_rx": k["unroll_rx"]})
+        except ValueError:
+            pass
+    return task.space.get(0)
+
+
+def spread_trials(costs: list[float], total: int, floor: int = MIN_TRIALS) -> list[int]:
+    """``total`` trials over tasks in proportion to ``costs`` (their expected gain), each at
+    least ``floor`` (and at most its space's size is the caller's concern)."""
+    s = sum(costs) or 1.0
+    return [max(floor, round(total * c / s)) for c in costs]
+
+
+def tune_cpu_network(
+    layers: list[CpuLayer],
+    trials_per_layer: int,
+    log: str | None = None,
+    tuner: str = "xgb",
+    seed: int = 0,
+    resume: bool = False,
+    progress: bool = True,
+    final_check: int = 4,
+    measurer=None,
+    batch_size: int = 16,
+) -> list[tuple[CpuLayer, object, float, float]]:
+    """Tune every task of ``layers`` with ``trials_per_layer x len(layers)`` trials in all
+    (spread by expected gain); returns ``(layer, task, default seconds, best seconds)``."""
+    from pyvta.tuner.tune import default_measurer, tune
+
+    pairs = [(layer, task) for layer in layers for task in _tasks(layer)]
+    own = measurer is None
+    if own:
+        measurer = default_measurer(pairs[0][1]) if pairs else None
+    out = []
+    try:
+        defaults = []
+        for layer, task in pairs:
+            res = measurer.measure(task, [_default_point(task, layer)])[0]
+            defaults.append(res.cost if res.ok else 0.0)
+        gains = [d * layer.count for d, (layer, _) in zip(defaults, pairs, strict=True)]
+        budget = spread_trials(gains, trials_per_layer * len(layers))
+        order = sorted(range(len(pairs)), key=lambda i: -gains[i])
+        for rank, i in enumerate(order):
+            layer, task = pairs[i]
+            n = min(budget[i], task.space.size)
+            if progress:
+                print(
+                    f"[{rank + 1}/{len(pairs)}] {task.key} x{layer.count}: {n} trials", flush=True
+                )
+            t0 = time.perf_counter()
+            res = tune(
+                task, n, measurer, tuner=tuner, batch_size=min(batch_size, n), log=log,
+                resume=resume, seed=seed, progress=progress,
+                initial=[_default_point(task, layer)], final_check=final_check,
+            )  # fmt: skip
+            if progress:
+                print(f"    best {res.best_cost * 1e3:.3f} ms in {time.perf_counter() - t0:.0f} s")
+            out.append((layer, task, defaults[i], res.best_cost))
+    finally:
+        if own and measurer is not None:
+            measurer.close()
+    return out
+
+
+def cpu_schedules(log: str, layers: list[CpuLayer]) -> dict[str, dict]:
+    """``{workload key: schedule}``: per layer the best logged record over its templates (the
+    compiler's ``cpu_schedules``); layers without a valid record are left out."""
+    from pyvta.tuner.cpu import schedule_of
+
+    out = {}
+    for layer in layers:
+        best = None
+        for task in _tasks(layer):
+            rec = best_record(read_records(log, task))
+            if rec is not None and (best is None or rec.result.cost < best[0]):
+                best = (rec.result.cost, schedule_of(task, task.space.config(rec.config)))
+        if best is not None:
+            out[layer.workload.key] = best[1]
+    return out
+
+
+def tuned_schedules(model, log: str) -> dict[str, dict]:
+    """:func:`cpu_schedules` of ``model``'s layers (an ONNX path or a ``CompiledModel``)."""
+    return cpu_schedules(log, cpu_network_layers(model))
+
+
+def pretuned_cpu_log(model: str) -> Path | None:
+    """The shipped best-schedule log for a zoo model on the CPU (e.g. ``"resnet18_224"``), if
+    there is one (made on the host kind its name's machine tag describes: see its README)."""
+    path = PRETUNED / f"{model}_cpu.jsonl"
+    return path if path.exists() else None
