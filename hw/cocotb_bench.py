@@ -1,7 +1,8 @@
 """The cocotb testbench ``hw.runner`` runs inside the simulator (not imported by anything else).
 
-Reads the job file named by ``PYVTA_HW_JOB``, runs each program (reset, DRAM image into AxiRam, launch
-through AXI4-Lite, wait for DONE or the watchdog), and writes the final DRAM images and counters.
+Reads the job file named by ``PYVTA_HW_JOB``, runs each program (reset, DRAM image into AxiRam, then
+the launch routine of ``isa.launch`` stepped through AXI4-Lite by ``run_routine``: the same routine
+the fast RTL device and a board run synchronously), and writes the final DRAM images and counters.
 """
 
 import json

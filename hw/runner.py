@@ -25,6 +25,8 @@ from pyvta.isa import launch
 SIMULATORS = ("verilator", "icarus")
 HW_DIR = Path(__file__).resolve().parent
 ISA_DIR = Path(isa.__file__).resolve().parent  # the RTL is built from isa's tables too
+# Modules of hw/ that are not part of the design (editing them must not rebuild the Verilog).
+NOT_RTL = ("runner.py", "cocotb_bench.py", "cli_support.py", "synth.py", "pure.py")
 BENCH_MODULE = "pyvta.hw.cocotb_bench"
 DEFAULT_WATCHDOG_CYCLES = launch.DEFAULT_WATCHDOG_CYCLES
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
@@ -77,7 +79,8 @@ def ensure_verilator_on_path(cache_dir: Path | None = None) -> None:
 def source_key(cfg: isa.HwConfig, simulator: str, vta_kwargs: dict, extra: bytes = b"") -> str:
     """Hash of the RTL sources, the config, the simulator and ``extra`` (a harness): a build's name."""
     h = hashlib.sha256()
-    for path in sorted(HW_DIR.glob("*.py")) + sorted(ISA_DIR.glob("*.py")):
+    rtl = [p for p in sorted(HW_DIR.glob("*.py")) if p.name not in NOT_RTL]
+    for path in rtl + sorted(ISA_DIR.glob("*.py")):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     h.update(cfg.to_json().encode())

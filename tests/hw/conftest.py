@@ -1,7 +1,8 @@
 """Fixtures of the hardware tests: one Verilog build per simulator per test run (session scope).
 
 Options: ``--hw-fuzz N`` random programs in the differential fuzz test (default 200),
-``--hw-seed S`` first seed (default 0), ``--hw-sim verilator|icarus`` (default verilator).
+``--hw-seed S`` first seed (default 0), ``--hw-sim verilator|icarus`` (default verilator),
+``--hw-cache`` reuse the cached Verilog build instead of a fresh one (minutes on a small machine).
 """
 
 import time
@@ -14,6 +15,12 @@ def pytest_addoption(parser):
     group.addoption("--hw-fuzz", type=int, default=200, help="random programs to fuzz the RTL with")
     group.addoption("--hw-seed", type=int, default=0, help="first seed of the RTL fuzz programs")
     group.addoption("--hw-sim", default="verilator", help="RTL simulator: verilator or icarus")
+    group.addoption(
+        "--hw-cache",
+        action="store_true",
+        help="build the cocotb model into ~/.cache/pyvta/hw (reused while the sources are"
+        " unchanged) instead of a fresh build in pytest's tmp_path",
+    )
 
 
 def _opt(config, name, default):
@@ -34,14 +41,16 @@ def hw_fuzz(pytestconfig) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="session")
-def vta_build(tmp_path_factory, hw_sim):
-    """The default-config accelerator built once for this test run."""
+def vta_build(tmp_path_factory, hw_sim, pytestconfig):
+    """The default-config accelerator built once for this test run (``--hw-cache``: reused)."""
     pytest.importorskip("cocotb")
     from pyvta import isa
     from pyvta.hw import runner
 
     t0 = time.monotonic()
-    built = runner.build(isa.DEFAULT_CONFIG, hw_sim, build_dir=tmp_path_factory.mktemp("vta_rtl"))
+    cached = _opt(pytestconfig, "--hw-cache", False)
+    build_dir = None if cached else tmp_path_factory.mktemp("vta_rtl")
+    built = runner.build(isa.DEFAULT_CONFIG, hw_sim, build_dir=build_dir)
     print(f"\n[hw] built {hw_sim} model in {time.monotonic() - t0:.1f} s: {built.build_dir}")
     return built
 
