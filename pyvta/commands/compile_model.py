@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--tuning-log",
         metavar="LOG.jsonl",
         dest="tuning_log",
-        help="each accelerator layer's best config from a `pyvta tune MODEL --log` log",
+        help="vta: each accelerator layer's best config; cpu: each conv layer's best schedule"
+        " (a `pyvta tune MODEL [--target cpu] --log` log)",
     )
     p.add_argument(
         "--search",
@@ -33,7 +34,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="int8 calibration samples: a folder of .npy files or an .npz (default: seeded random)",
     )
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
-    p.add_argument("--tuning-log", dest="tuning_log", help="cpu: tuned layer schedules (LOG.jsonl)")
 
 
 def run(args: argparse.Namespace) -> int:
