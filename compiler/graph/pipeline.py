@@ -60,15 +60,19 @@ def options_for(
     target: str,
     samples: list[dict[str, np.ndarray]] | None = None,
     keep_float: tuple[str, ...] | None = None,
+    block: int = layout.BLOCK_ELEMS,
 ) -> PipelineOptions:
-    """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``."""
+    """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``;
+    ``block``: the accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are packed to."""
     if target not in TARGETS:
         raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
     if target == "cpu":
         return PipelineOptions()
     if not samples:
         raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
-    return PipelineOptions(QuantConfig(list(samples), keep_float), use_vta=target == "vta")
+    return PipelineOptions(
+        QuantConfig(list(samples), keep_float), use_vta=target == "vta", block=block
+    )
 
 
 def run_pipeline(
