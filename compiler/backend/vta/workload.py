@@ -198,8 +198,9 @@ class Epilogue:
         return cls(bias=bias, shift=shift, lo=0 if relu else -128, hi=127, **kw)
 
 
-def resnet18_workload(name: str) -> ConvWorkload:
-    """The VTA workload of a ResNet-18 layer ("C2".."C12", see ``compiler.workloads``)."""
+def resnet18_workload(name: str, block: int = DEFAULT_CONFIG.block_in) -> ConvWorkload:
+    """The VTA workload of a ResNet-18 layer ("C2".."C12", see ``compiler.workloads``), packed to
+    ``block`` channels (``HwConfig.block_in``)."""
     from pyvta.compiler.workloads import RESNET18_LAYERS
 
     try:
@@ -209,5 +210,5 @@ def resnet18_workload(name: str) -> ConvWorkload:
             f"unknown layer {name!r} (known: {', '.join(RESNET18_LAYERS)})"
         ) from None
     return ConvWorkload(
-        s.height, s.width, s.in_channels, s.out_channels, s.kernel, s.kernel, s.stride, s.pad
+        s.height, s.width, s.in_channels, s.out_channels, s.kernel, s.kernel, s.stride, s.pad, block
     )
