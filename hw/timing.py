@@ -7,14 +7,16 @@ figures) and ``sta`` finds the latest-arriving endpoint. Wires have no delay, so
 comes from ``ltp -noff`` restricted to LUT / CARRY4 / MUXF7 / MUXF8 cells (plain ``ltp`` treats
 BRAM and DSP cells as combinational and reports nonsense paths through them).
 
-One yosys run gives the resources (``stat -json``), the worst path and the logic depth; its report
-is cached as JSON under ``~/.cache/pyvta/timing/<tag>-<source key>`` (the key hashes the RTL sources,
-the config and the yosys script, as ``hw.runner`` keys its builds), so a rerun of unchanged sources
-reads the cache.
+One yosys synthesis gives the resources (``stat -json``) and the netlist that the analysis (seconds)
+reads. The report is cached as JSON under ``~/.cache/pyvta/timing/reports/<tag>-<source key>.json``
+(the key hashes hw/'s sources, the config and the scripts, as ``hw.runner`` keys its builds), so a
+rerun of unchanged sources reads it at once; the netlist under ``timing/<tag>-<Verilog hash>``, so
+an edit to hw/ that leaves the exported Verilog unchanged re-exports but does not resynthesise.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -185,15 +187,18 @@ def timing(
     ``build_dir`` must lie outside the system temp folder (yowasp maps its own over it).
     Default config: about 10 minutes on 2 cores; ``QUICK_CONFIG``: well under a minute.
     """
-    key = _source_key(cfg, f"yosys: {SYNTH_SCRIPT}", vta_kwargs)
+    key = _source_key(cfg, f"yosys: {SYNTH_SCRIPT}\n{ANALYSIS_SCRIPT}", vta_kwargs)
     root = Path(build_dir) if build_dir else default_cache_dir() / "timing"
-    out = root / f"{cfg.tag}-{key}"
-    report_path = out / "timing.json"
+    report_path = root / "reports" / f"{cfg.tag}-{key}.json"
     if use_cache and report_path.exists():
         return TimingReport.from_json(report_path.read_text())
+    text = verilog(cfg, **vta_kwargs)
+    # The netlist is keyed by the Verilog itself: edits to hw/ that leave the RTL alone reuse it.
+    netlist_key = hashlib.sha256(f"{SYNTH_SCRIPT}\n{text}".encode()).hexdigest()[:16]
+    out = root / f"{cfg.tag}-{netlist_key}"
     out.mkdir(parents=True, exist_ok=True)
     if not (use_cache and (out / "netlist.il").exists()):
-        (out / "vta.v").write_text(verilog(cfg, **vta_kwargs))
+        (out / "vta.v").write_text(text)
         run_yosys(SYNTH_SCRIPT, out, timeout_s)
     run_yosys(ANALYSIS_SCRIPT, out, timeout_s, log="analysis.log")
     worst, path, unannotated = parse_sta((out / "sta.txt").read_text())
@@ -208,5 +213,6 @@ def timing(
         resources=parse_stat(json.loads((out / "stat.json").read_text())),
         endpoints_unannotated=unannotated,
     )
+    report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(report.to_json())
     return report

@@ -20,6 +20,7 @@ COMMANDS = {
     "compile": "compile_model",
     "tune": "tune",
     "zoo": "zoo",
+    "dse": "dse",
 }
 
 
