@@ -67,3 +67,10 @@ def test_cycles_only_run_on_the_small_config(tmp_path, capsys):
     cycles_m, latency = row.split("|")[-3:-1]  # no synthesis: cycles but no clock, no latency
     assert float(cycles_m) > 0 and latency.strip() == "-"
     assert '"resnet18_cycles"' in (tmp_path / "p.json").read_text()
+
+
+def test_unknown_board_is_an_error(capsys):
+    from pyvta.cli import main
+
+    assert main(["dse", "--configs", str(CONFIG_DIR / "small.json"), "--board", "xc7z010"]) == 2
+    assert "allowed: xc7z020, xczu3eg, xczu7ev" in capsys.readouterr().err
