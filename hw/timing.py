@@ -3,7 +3,9 @@
 After ``synth_xilinx -family xc7 -flatten`` the netlist is annotated with the cell library's
 ``specify`` delays (``read_verilog -lib -specify +/xilinx/cells_sim.v``: prjxray-derived Artix-7 -1
 figures) and ``sta`` finds the latest-arriving endpoint. Wires have no delay, so the worst path is a
-*lower bound* on the clock period; routing typically adds 40-60 % on 7-series. The fabric logic depth
+*lower bound* on the clock period; routing typically adds 40-60 % on 7-series. Flip-flops and
+LUT-RAMs have no timing arcs in the models, so paths start at their outputs at time 0 (no
+clock-to-out) and end at their inputs (no setup time); BRAM and DSP clock-to-out are counted. The fabric logic depth
 comes from ``ltp -noff`` restricted to LUT / CARRY4 / MUXF7 / MUXF8 cells (plain ``ltp`` treats
 BRAM and DSP cells as combinational and reports nonsense paths through them).
 
