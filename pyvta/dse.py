@@ -121,19 +121,23 @@ class Explorer:
         cached = json.loads(path.read_text()) if path.exists() else {}
         p = DsePoint(name, cfg.tag)
         for stage, fn in self.stages.items():
-            if stage not in cached:
-                t0 = time.monotonic()
-                try:
-                    cached[stage] = fn(cfg)
-                except Exception as exc:  # recorded, retried on the next run
-                    p.notes.append(f"{stage} failed: {type(exc).__name__}: {exc}"[:200])
-                    self.log(f"{name}: {p.notes[-1]}")
-                    continue
-                self.log(f"{name}: {stage} in {time.monotonic() - t0:.0f} s")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(cached, indent=1))
-            for k, v in cached[stage].items():
+            if stage in cached:
+                continue
+            t0 = time.monotonic()
+            try:
+                cached[stage] = fn(cfg)
+            except Exception as exc:  # recorded, retried on the next run
+                p.notes.append(f"{stage} failed: {type(exc).__name__}: {exc}"[:200])
+                self.log(f"{name}: {p.notes[-1]}")
+                continue
+            self.log(f"{name}: {stage} in {time.monotonic() - t0:.0f} s")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(cached, indent=1))
+        for values in cached.values():  # every stage done so far, also those not run this time
+            for k, v in values.items():
                 setattr(p, k, v)
+        if "timing" not in cached and not self.synth:
+            p.notes.append("no synthesis yet (run without --no-synth)")
         return p
 
     def explore(self, configs: dict[str, isa.HwConfig]) -> list[DsePoint]:

@@ -49,6 +49,9 @@ def test_sweep_resumes_from_the_cache_and_retries_failures(tmp_path):
     assert p.latency_ms == pytest.approx(70.0) and not p.notes
     (p,) = explorer().explore({"small": SMALL})
     assert calls == {"timing": 1, "resnet18": 2}
+    cycles_only = dse.Explorer(tmp_path, synth=False, stages={"resnet18": resnet18})
+    (q,) = cycles_only.explore({"small": SMALL})  # earlier stages still read from the cache
+    assert q.cell_delay_ns == 6.0 and q.latency_ms == p.latency_ms and not q.notes
     text = dse.table([p, dse.DsePoint("other", "t")])
     assert "| small | 1x8_" in text and "| 7.00 | 70.00 |" in text and "| other | t | - |" in text
     png = dse.plot([p], tmp_path / "dse.png")
