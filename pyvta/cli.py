@@ -23,6 +23,7 @@ COMMANDS = {
     "zoo": "zoo",
     "board": "board",
     "serve": "serve",
+    "dse": "dse",
 }
 
 REPORT_TO = (

@@ -227,10 +227,13 @@ def dep_only_program(cfg: HwConfig = DEFAULT_CONFIG):
 def directed_programs(cfg: HwConfig = DEFAULT_CONFIG) -> dict[str, object]:
     """Name -> Program for every directed case."""
     rng = _rng(7)
+    bi, bo = cfg.block_in, cfg.block_out
     progs = {
-        "matmul_small": matmul_program(_i8(rng, (4, 32)), _i8(rng, (32, 32)), cfg).program,
+        "matmul_small": matmul_program(
+            _i8(rng, (4, 2 * bi)), _i8(rng, (2 * bi, 2 * bo)), cfg
+        ).program,
         "matmul_tiled_xpad": matmul_program(
-            _i8(rng, (9, 48)), _i8(rng, (80, 48)), cfg, x_pad_blocks=(1, 1), tile_rows=4
+            _i8(rng, (9, 3 * bi)), _i8(rng, (5 * bi, 3 * bo)), cfg, x_pad_blocks=(1, 1), tile_rows=4
         ).program,
         "gemm_loops": gemm_loops_program(cfg),
         "alu_ops": alu_ops_program(cfg),

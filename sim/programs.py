@@ -62,7 +62,7 @@ def matmul_program(
     """C = A @ B[k0:k0+K] in int32 on the accelerator (batch 1), with tokens and double buffering.
 
     ``a`` is (M, K) int8 with K a multiple of block_in; ``b`` is (Kb, N) int8 with N a multiple of
-    block_out and Kb = K + 16 * (x_pad_blocks[0] + x_pad_blocks[1]): A's rows are zero-padded
+    block_out and Kb = K + block_in * (x_pad_blocks[0] + x_pad_blocks[1]): A's rows are zero-padded
     in the load (x_pad) so the padded B rows must not contribute. Rows of the last tile past M are
     y-padded with zeros. The int32 result leaves the accelerator as four byte planes (STORE of
     OUT after ALU shifts by 8) that ``readback`` reassembles.

@@ -89,11 +89,11 @@ class NetworkTuneSummary:
             f" {'util':>6s} {'trials':>6s}"
         ]
         for r in self.layers:
-            macs = r.layer.workload.macs
+            ideal = r.layer.workload.gemm_uops
             rows.append(
                 f"{layer_name(r.layer):44s} {r.layer.count:2d} {r.default_cycles:10.0f}"
                 f" {r.tuned_cycles:10.0f} {r.default_cycles / r.tuned_cycles:7.3f}"
-                f" {100 * macs / 256 / r.tuned_cycles:5.1f}% {len(r.result.history):6d}"
+                f" {100 * ideal / r.tuned_cycles:5.1f}% {len(r.result.history):6d}"
             )
         d, t = self.cycles("default"), self.cycles("tuned")
         rows.append(

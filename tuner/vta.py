@@ -152,8 +152,13 @@ def _context(config, *args) -> np.ndarray:
     """``float32 [len(CONTEXT_NAMES)]``: workload-relative features of ``config`` (see
     ``CONTEXT_NAMES``), zeros for a point that does not lower (buffers, GEMM hazard, a micro-op
     kernel larger than the UOP buffer). About 0.1 ms; no lowering and no cycle model."""
-    from pyvta.compiler.backend.vta.config import GEMM_LOOPS, FitError, geometry, reserved_rows
-    from pyvta.compiler.backend.vta.conv2d import gemm_dims
+    from pyvta.compiler.backend.vta.config import (
+        GEMM_LOOPS,
+        FitError,
+        gemm_dims,
+        geometry,
+        reserved_rows,
+    )
     from pyvta.compiler.backend.vta.default import estimate_parts
     from pyvta.isa import HwConfig
 

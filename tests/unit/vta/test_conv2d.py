@@ -12,6 +12,7 @@ from pyvta.compiler.backend.vta import (
     Epilogue,
     FitError,
     VtaConv2d,
+    check_fit,
     default_config,
     lower_conv2d,
     pack_bias,
@@ -129,6 +130,35 @@ def test_config_that_does_not_fit_is_rejected_with_sizes():
         lower_conv2d(wl, Epilogue(), c, hw, DramMap(0, 0, 0, 0))
     with pytest.raises(FitError, match="tile_h 5 does not divide 56"):
         lower_conv2d(wl, Epilogue(), dataclasses.replace(c, tile_h=5), hw, DramMap(0, 0, 0, 0))
+
+
+def test_fit_bounds_come_from_the_config_layout():
+    # 4 x 32 blocks of 3x3 weights: 1152 rows, more than the default's 1024-row WGT buffer, but a
+    # 4096-row buffer holds them (the check used to restate the default's 10-bit wgt factor).
+    # The GEMM word's factor fields use all 64 bits on the default, so the ACC shrinks to 512 rows.
+    wl, ep = ConvWorkload(14, 14, 512, 64, 3, 3, 1, 1), Epilogue(bias=False)
+    c = ConvConfig(tile_h=2, tile_w=14, tile_ci=32, tile_co=4, vthreads=1)
+    with pytest.raises(FitError, match="WGT needs 1152 rows, has 1024"):
+        check_fit(wl, ep, c, HwConfig())
+    big = HwConfig(LOG_WGT_BUFF_SIZE=20, LOG_ACC_BUFF_SIZE=15)
+    assert check_fit(wl, ep, c, big).wgt_rows == 1152
+    # A co loop with a 1024-row stride overflows the default's 10-bit wgt_factor_in field (the
+    # buffer itself holds the 1024 rows); with co inside the micro-op kernel it fits.
+    wl = ConvWorkload(4, 4, 1024, 16, 4, 4)
+    c = ConvConfig(tile_h=1, tile_w=1, tile_ci=64, tile_co=1, vthreads=1, gemm_loops=("oh", "co"))
+    with pytest.raises(
+        FitError, match=r"wgt_factor_in = 1024 exceeds the 10-bit field \(max 1023\)"
+    ):
+        check_fit(wl, ep, c, HwConfig())
+    assert check_fit(wl, ep, c, big).wgt_rows == 1024
+    assert check_fit(wl, ep, dataclasses.replace(c, gemm_loops=("ci", "oh")), HwConfig())
+    with pytest.raises(FitError, match="packed to 16-element blocks but the hardware's BLOCK is 8"):
+        check_fit(
+            wl,
+            ep,
+            c,
+            HwConfig(LOG_BLOCK=3, LOG_INP_BUFF_SIZE=14, LOG_WGT_BUFF_SIZE=16, LOG_ACC_BUFF_SIZE=16),
+        )
 
 
 def test_hazard_config_rejected():

@@ -1,0 +1,81 @@
+"""The timing estimate: parsing yosys ``sta`` / ``ltp`` output, and the quick mode end to end."""
+
+import time
+
+import pytest
+
+from pyvta.hw import timing
+
+pytestmark = pytest.mark.hw
+
+# Excerpts of yosys 0.70 output (a 3-cell path and a 3-cell fabric path), endpoint first.
+STA = """
+Warning: Module 'FDRE' has no timing arcs!
+Latest arrival time in 'vta' is 2921:
+    2921 (<unknown>)
+Warning: Critical-path does not terminate in a recognised endpoint.
+           n3
+    2921 c3 (LUT5.I4->O)
+           c3.I4
+    2794 c2b (DSP48E1.PCIN->PCOUT)
+           n1
+    1534 c1 (RAMB36E1.CLKARDCLK->DOADO)
+           clk
+       0   \\clk (<primary input>)
+Warning: Endpoint vta.n9 has no (* sta_arrival *) value.
+Warning: Endpoint vta.n8 has no (* sta_arrival *) value.
+
+Arrival histogram:
+"""
+LTP = """
+Longest topological path in vta (length=3):
+    0: $q
+    1: $a (via lut_a)
+    2: $b (via carry_b)
+    3: $c (via lut_c)
+"""
+
+
+def test_sta_path_is_split_into_cell_delays():
+    worst, path, unannotated = timing.parse_sta(STA)
+    assert worst == 2921 and unannotated == 2
+    assert [(s.cell_type, s.arc, s.delay_ps) for s in path] == [
+        ("RAMB36E1", "CLKARDCLK->DOADO", 1534),
+        ("DSP48E1", "PCIN->PCOUT", 1260),
+        ("LUT5", "I4->O", 127),
+    ]
+    assert path[-1].arrival_ps == worst
+
+
+def test_ltp_levels_and_the_report_table():
+    levels, nets = timing.parse_ltp(LTP)
+    assert levels == 3 and nets == ["$q", "$a", "$b", "$c"]
+    assert timing.parse_ltp("Longest topological path in vta (length=-1):\n") == (0, [])
+    with pytest.raises(RuntimeError, match="no 'Longest topological path'"):
+        timing.parse_ltp("nothing here")
+    from pyvta.hw.synth import parse_stat
+
+    _, path, _ = timing.parse_sta(STA)
+    report = timing.TimingReport(
+        "t", "k", 2921, path, levels, nets, parse_stat({"modules": {"\\vta": {}}})
+    )
+    assert report.fmax_upper_bound_mhz == pytest.approx(342.35, abs=0.01)
+    assert "| DSP48E1 | PCIN->PCOUT | 1 | 1.26 |" in report.table()
+    assert timing.TimingReport.from_json(report.to_json()).path == path
+
+
+@pytest.mark.slow
+def test_quick_mode_synthesises_and_is_cached(tmp_path_factory):
+    # yowasp cannot see the system temp folder: build under the user cache instead.
+    from pyvta.hw.runner import default_cache_dir
+
+    build = default_cache_dir() / "timing-test"
+    t0 = time.monotonic()
+    report = timing.timing(timing.QUICK_CONFIG, build_dir=build, use_cache=False)
+    print(f"\n[hw] quick timing in {time.monotonic() - t0:.1f} s: {report.worst_ps} ps")
+    assert report.path and report.path[-1].arrival_ps == report.worst_ps
+    assert sum(s.delay_ps for s in report.path) == report.worst_ps
+    assert report.logic_levels > 0 and report.resources.lut > 0 and report.resources.fits()
+    t0 = time.monotonic()
+    again = timing.timing(timing.QUICK_CONFIG, build_dir=build)
+    assert time.monotonic() - t0 < 5 and again.worst_ps == report.worst_ps
