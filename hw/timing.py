@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pyvta import isa
 from pyvta.hw.export import TOP_NAME, verilog
-from pyvta.hw.runner import _source_key, default_cache_dir
+from pyvta.hw.runner import default_cache_dir, source_key
 from pyvta.hw.synth import SynthReport, parse_stat, run_yosys
 
 FABRIC_CELLS = ("LUT*", "CARRY4", "MUXF7", "MUXF8")
@@ -189,7 +189,7 @@ def timing(
     ``build_dir`` must lie outside the system temp folder (yowasp maps its own over it).
     Default config: about 10 minutes on 2 cores; ``QUICK_CONFIG``: well under a minute.
     """
-    key = _source_key(cfg, f"yosys: {SYNTH_SCRIPT}\n{ANALYSIS_SCRIPT}", vta_kwargs)
+    key = source_key(cfg, f"yosys: {SYNTH_SCRIPT}\n{ANALYSIS_SCRIPT}", vta_kwargs)
     root = Path(build_dir) if build_dir else default_cache_dir() / "timing"
     report_path = root / "reports" / f"{cfg.tag}-{key}.json"
     if use_cache and report_path.exists():
