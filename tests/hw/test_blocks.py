@@ -29,16 +29,22 @@ def _random_insns(rng, n):
         return int(rng.integers(f.min_value, f.max_value + 1))
 
     flags = {k: bool(rng.integers(2)) for k in isa.DEP_FLAG_NAMES}
+
+    def ordered(kw):  # a micro-op range is [uop_bgn, uop_end): encode refuses a reversed one
+        kw["uop_bgn"], kw["uop_end"] = sorted((kw["uop_bgn"], kw["uop_end"]))
+        return kw
+
     for _ in range(n):
         out.append(
             isa.GemmInsn(
                 reset_reg=bool(rng.integers(2)),
-                **{k: r(g, k) for k in g.fields if k not in ("opcode", "reset_reg")} | flags,
+                **ordered({k: r(g, k) for k in g.fields if k not in ("opcode", "reset_reg")})
+                | flags,
             )
         )
         kw = {k: r(a, k) for k in a.fields if k not in ("opcode", "reset_reg", "alu_opcode")}
         kw["use_imm"] = bool(kw["use_imm"])
-        kw |= flags
+        kw = ordered(kw) | flags
         out.append(isa.AluInsn(alu_opcode=isa.AluOp(int(rng.integers(len(isa.AluOp)))), **kw))
         mt = list(isa.LOAD_MODULE)[int(rng.integers(len(isa.LOAD_MODULE)))]
         kw = {k: r(mem, k) for k in mem.fields if k not in ("opcode", "memory_type")} | flags

@@ -135,7 +135,9 @@ def test_a_fresh_process_loads_the_cached_object_code(tmp_path, rng):
     compiler.build(compiler.create_schedule(other), [x, y, other], cache_dir=tmp_path)
     (other_obj,) = set(tmp_path.glob("*.o")) - before
     obj.write_bytes(other_obj.read_bytes())  # z's cache entry now holds other's machine code
-    importlib.import_module("pyvta.compiler.api")._CACHES.pop(tmp_path)  # as in a fresh process
+    importlib.import_module("pyvta.compiler.backend.llvm.entry")._CACHES.pop(
+        tmp_path
+    )  # as in a fresh process
     reloaded = compiler.build(compiler.create_schedule(z), [x, y, z], cache_dir=tmp_path)
     assert reloaded.from_cache == "disk"
     a, b = rng.standard_normal(21).astype(np.float32), rng.standard_normal(21).astype(np.float32)
