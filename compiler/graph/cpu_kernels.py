@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pyvta.compiler.graph import cpu_llvm
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.ops.cpu import nchwc
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.winograd import transform_weights
@@ -203,10 +204,16 @@ class CpuKernels:
         self.graph = graph
         threads = num_threads or os.cpu_count() or 1
         self.modules: dict[str, object] = {}
-        for n in graph.nodes:
-            if n.op in COMPILED_OPS and n.target == "cpu":
-                shapes = [graph.values[i].shape for i in n.inputs]
-                self.modules[n.name] = node_module(n, shapes, threads)
+        compiled = [n for n in graph.nodes if n.op in COMPILED_OPS and n.target == "cpu"]
+        if compiled and not cpu_llvm.have_llvmlite():
+            raise GraphError(
+                f"{len(compiled)} nodes of this graph (e.g. {compiled[0].name!r}, {compiled[0].op})"
+                " are compiled CPU kernels, which need llvmlite (pyvta[host]); without it (a"
+                " board's runtime) run artifacts compiled for vta, whose CPU layers are numpy"
+            )
+        for n in compiled:
+            shapes = [graph.values[i].shape for i in n.inputs]
+            self.modules[n.name] = node_module(n, shapes, threads)
         self.slots, self._arena = plan_memory(graph, set(self.modules))
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
@@ -230,6 +237,8 @@ def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[
     """Arena slots for the outputs of the ``compiled`` nodes: value name -> slot index, and
     the slots (float32, 64-byte aligned). A slot is reused once every reader of its value (and
     of the views of it) has run; graph outputs and their aliases get no slot."""
+    if not compiled:
+        return {}, []
     from pyvta.compiler.backend.llvm.module import aligned_empty
 
     root: dict[str, str] = {}
