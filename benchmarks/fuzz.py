@@ -368,11 +368,11 @@ def mutate_artifact(data: bytes, rng) -> bytes:
     kind = int(rng.integers(0, 5))
     if kind == 0:
         del arrays[k]
-    elif kind == 1 and k != "__graph__":
+    elif kind == 1 and arrays[k].dtype.kind in "iufb":  # not the graph JSON or its digest
         arrays[k] = arrays[k].astype(rng.choice([np.float64, np.int8, np.int64, np.float32]))
-    elif kind == 2 and k != "__graph__":
+    elif kind == 2 and arrays[k].dtype.kind in "iufb":
         arrays[k] = arrays[k].reshape(-1)[: max(arrays[k].size - 1, 0)]
-    elif kind == 3 and k != "__graph__":
+    elif kind == 3 and arrays[k].dtype.kind in "iuf":
         a = arrays[k].copy()
         if a.size:
             a.reshape(-1)[int(rng.integers(0, a.size))] = (

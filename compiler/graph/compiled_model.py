@@ -239,6 +239,7 @@ def compile_model(
     lower: bool = True,
     hw: HwConfig | None = None,
     cpu_schedules: dict | None = None,
+    input_shapes: dict | None = None,
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``).
 
@@ -254,7 +255,7 @@ def compile_model(
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 
-    graph = import_onnx(path)
+    graph = import_onnx(path, input_shapes)  # input_shapes: fixed dims for symbolic ones
     samples = calibration_inputs
     if isinstance(samples, str | Path):
         from pyvta.compiler.graph.calibrate import load_calibration

@@ -155,6 +155,9 @@ class Executor:
                 f"no backend for targets {missing} (backends: {sorted(self.backends)})"
             )
         self._frees = plan_frees(graph)
+        # an int8 model's inputs: NaN/Inf in them would be clipped into int8 values somewhere
+        int8 = any(n.op == "quantize" for n in graph.nodes)
+        self._quantized = set(graph.inputs) if int8 else set()
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[list[np.ndarray], TimingTable]:
         """Execute once. ``inputs`` maps graph input names to arrays of the recorded shape."""
@@ -166,6 +169,11 @@ class Executor:
             v, a = g.values[name], np.asarray(inputs[name])
             if tuple(a.shape) != v.shape or str(a.dtype) != v.dtype:
                 raise GraphError(f"input {name!r} is {a.dtype}{list(a.shape)}, expected {v}")
+            if name in self._quantized and not np.isfinite(a).all():
+                raise GraphError(
+                    f"input {name!r} holds NaN or Inf; this model quantizes it to int8, where they"
+                    " have no value (give finite inputs, or run the float target)"
+                )
             env[name] = a
         table = TimingTable()
         live = 0

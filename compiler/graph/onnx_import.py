@@ -312,7 +312,8 @@ def _static_shape(vi, overrides: dict) -> tuple[int, ...]:
     if any(not d.HasField("dim_value") for d in dims):
         raise OnnxImportError(
             f"input {vi.name!r} has a symbolic shape {[d.dim_param or d.dim_value for d in dims]};"
-            f" give it fixed dimensions (import_onnx(..., input_shapes={{{vi.name!r}: (1, 3, 224, 224)}}))"
+            f" give it fixed dimensions (pyvta run/compile --input-shape {vi.name}=1,3,224,224;"
+            f" import_onnx(..., input_shapes={{{vi.name!r}: (1, 3, 224, 224)}}))"
         )
     shape = tuple(int(d.dim_value) for d in dims)
     if any(d < 1 for d in shape):

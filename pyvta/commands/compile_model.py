@@ -33,11 +33,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DATA",
         help="int8 calibration samples: a folder of .npy files or an .npz (default: seeded random)",
     )
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        dest="input_shape",
+        metavar="NAME=1,3,224,224",
+        help="the shape of an input with symbolic dimensions",
+    )
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
 def run(args: argparse.Namespace) -> int:
     from pyvta.commands.common import CommandError, output_path
+    from pyvta.commands.run_model import input_shapes
 
     out = output_path(args.out, ".npz", inputs=(args.model,), flag="-o")  # before the work
     if args.search < 0:
@@ -49,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
         tuning_log=args.tuning_log,
         search=args.search,
         calibration=args.calibration,
+        input_shapes=input_shapes(args.input_shape or []),
     )
     path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")

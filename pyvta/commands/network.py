@@ -51,6 +51,7 @@ def compile_for(
     tuning_log: str | Path | None = None,
     search: int = 0,
     calibration: str | Path | None = None,
+    input_shapes: dict | None = None,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``; for the
     accelerator, its kernels are lowered here (tuned configs from ``tuning_log``)."""
@@ -86,7 +87,9 @@ def compile_for(
     schedules = None
     if kind == "cpu" and tuning_log:
         schedules = cpu_tuned_schedules(path, tuning_log, log)
-    cm = compile_model(path, kind, calibration, lower=False, cpu_schedules=schedules)
+    cm = compile_model(
+        path, kind, calibration, lower=False, cpu_schedules=schedules, input_shapes=input_shapes
+    )
     if kind == "vta":
         hw = hw or HwConfig()
         configs = tuned_configs(cm, tuning_log, log) if tuning_log else None

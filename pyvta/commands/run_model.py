@@ -25,7 +25,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX file, or an artifact written by pyvta compile")
     p.add_argument("--target", default="vta-sim", help=f"{TARGET_HELP} (default vta-sim)")
     add_config_argument(p)
-    p.add_argument("--input", metavar="X.npy", help="input array (default: seeded random)")
+    p.add_argument(
+        "--input",
+        action="append",
+        metavar="[NAME=]X.npy",
+        help="an input array (repeat NAME=X.npy for a model with several inputs; default:"
+        " seeded random)",
+    )
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        dest="input_shape",
+        metavar="NAME=1,3,224,224",
+        help="compiling an ONNX file with symbolic dimensions: the shape of input NAME",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--top", type=int, default=25, help="rows of the per-layer table (0: all)")
     p.add_argument("--runs", type=int, default=1, help="inferences (the table shows the first)")
@@ -56,9 +69,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         raise CommandError(f"--runs must be >= 1, got {args.runs}")
+    input_files = _name_values(args.input or [], "--input")
     save = None
     if args.save_output:
-        inputs = (args.model,) + ((args.input,) if args.input else ())
+        inputs = (args.model, *input_files.values())
         save = output_path(args.save_output, ".npy", inputs=inputs, flag="--save-output")
     kind, device = parse_target(args.target)
     hw = config_from(args) if args.config else None
@@ -69,14 +83,9 @@ def run(args: argparse.Namespace) -> int:
         tuning_log=args.tuning_log,
         search=args.search,
         calibration=args.calibration,
+        input_shapes=input_shapes(args.input_shape or []),
     )
-    name = cm.input_names[0]
-    shape = cm.graph.values[name].shape
-    if args.input:
-        x = np.load(args.input).astype(np.float32)
-    else:
-        x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
-        print(f"input: seeded standard-normal {list(shape)} (seed {args.seed})")
+    feeds = model_inputs(cm, input_files, args.seed)
     vta = None
     if kind == "vta":
         kwargs = {"bitstream": args.bitstream} if args.bitstream else {}
@@ -89,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     for i in range(args.runs):
         start = len(vta.runs) if vta is not None else 0
         t0 = time.perf_counter()
-        outputs, table = run_model(cm, {name: x}, backends=backends)
+        outputs, table = run_model(cm, feeds, backends=backends)
         wall = time.perf_counter() - t0
         if first is None:
             first = (outputs, table)
@@ -102,6 +111,71 @@ def run(args: argparse.Namespace) -> int:
         with atomic_output(save) as tmp:
             np.save(tmp, out)
         print(f"first output written to {save}")
-    top5 = np.argsort(out.reshape(-1))[::-1][:5]
-    print(f"output {list(out.shape)}; top-5 classes {top5.tolist()}")
+    print(f"output {list(out.shape)}")
+    rows = out.reshape(out.shape[0], -1) if out.ndim > 1 else out.reshape(1, -1)
+    for i, row in enumerate(rows):  # one line per sample of the batch
+        top5 = np.argsort(row)[::-1][:5]
+        print(f"  sample {i}: top-5 classes {top5.tolist()}")
     return 0
+
+
+def _name_values(items: list[str], flag: str) -> dict[str | None, str]:
+    """``["x.npy"]`` -> {None: "x.npy"}; ``["a=x.npy", "b=y.npy"]`` -> {"a": ..., "b": ...}."""
+    from pyvta.commands.common import CommandError
+
+    out: dict[str | None, str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        key = name if sep else None
+        value = value if sep else item
+        if key in out or (None in out and len(items) > 1):
+            raise CommandError(f"{flag}: give each input once, as NAME=FILE when there are several")
+        out[key] = value
+    return out
+
+
+def input_shapes(items: list[str]) -> dict[str, tuple[int, ...]] | None:
+    """``--input-shape NAME=1,3,224,224`` (repeatable) -> {NAME: (1, 3, 224, 224)}."""
+    from pyvta.commands.common import CommandError
+
+    shapes = {}
+    for name, text in _name_values(items, "--input-shape").items():
+        try:
+            dims = tuple(int(d) for d in text.split(","))
+        except ValueError:
+            dims = ()
+        if name is None or not dims or min(dims) < 1:
+            raise CommandError(
+                f"--input-shape {text!r}: give NAME=D0,D1,... with positive dimensions"
+            )
+        shapes[name] = dims
+    return shapes or None
+
+
+def model_inputs(cm, files: dict, seed: int) -> dict[str, np.ndarray]:
+    """Each graph input from its file (checked against the model's shape) or seeded random."""
+    from pyvta.commands.common import CommandError
+
+    names = cm.input_names
+    if None in files:
+        if len(names) != 1:
+            raise CommandError(f"the model has inputs {names}: give each as --input NAME=X.npy")
+        files = {names[0]: files[None]}
+    unknown = sorted(set(files) - set(names))
+    if unknown:
+        raise CommandError(f"--input names {unknown} are not inputs of the model ({names})")
+    feeds = {}
+    for name in names:
+        shape = cm.graph.values[name].shape
+        if name in files:
+            x = np.load(files[name], allow_pickle=False)
+            if not np.issubdtype(x.dtype, np.number) or tuple(x.shape) != tuple(shape):
+                raise CommandError(
+                    f"--input {name}={files[name]}: {x.dtype} {list(x.shape)}; the model takes"
+                    f" float32 {list(shape)}"
+                )
+            feeds[name] = x.astype(np.float32)
+        else:
+            feeds[name] = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+            print(f"input {name}: seeded standard-normal {list(shape)} (seed {seed})")
+    return feeds

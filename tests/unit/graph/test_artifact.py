@@ -178,3 +178,13 @@ def test_calibration_data_from_a_folder_and_an_npz(tmp_path):
     np.save(folder / "bad.npy", np.zeros((2, 2), np.float32))
     with pytest.raises(CalibrationError, match=r"shape \[2, 2\].*expected one sample"):
         compile_model(onnx_path, "cpu-int8", str(folder))
+
+
+def test_nan_input_to_an_int8_model_is_named(artifact):
+    from pyvta.compiler.graph.ir import GraphError
+
+    cm, _ = artifact
+    x = _input(cm)
+    x[0, 0, 0, 0] = np.nan
+    with pytest.raises(GraphError, match="input 'input' holds NaN or Inf"):
+        run_model(cm, x)
