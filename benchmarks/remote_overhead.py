@@ -15,9 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -28,40 +26,9 @@ from pyvta.compiler.backend.vta.workload import Epilogue, resnet18_workload
 from pyvta.driver import SimDevice
 from pyvta.driver.kernel import RegionKind, load_kernel
 from pyvta.isa import HwConfig
-from pyvta.testing.remote import KEY
+from pyvta.testing.remote import key_file, start_server
 
 SEED = 0
-
-
-def start_server(
-    key_file: str, device: str = "sim", own_session: bool = True
-) -> tuple[subprocess.Popen, str]:
-    """``pyvta serve`` on 127.0.0.1 (a free port) and its address.
-
-    ``own_session``: in a session of its own, as a service is started. Where the kernel shares the
-    CPU by session (Linux autogroups, ``/proc/sys/kernel/sched_autogroup_enabled``), servers in
-    this script's session would share one session's CPU however many there are; in their own,
-    each competes like a separate machine (with the weight of any other session)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pyvta.cli", "serve", "--device", device]
-        + ["--listen", "127.0.0.1:0", "--key-file", key_file],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=own_session,
-    )
-    line = proc.stdout.readline()
-    if not line.startswith("listening on "):
-        proc.kill()
-        raise RuntimeError(f"pyvta serve did not start: {line!r}")
-    return proc, line.split()[-1]
-
-
-def key_file() -> str:
-    fd, path = tempfile.mkstemp(prefix="pyvta-key-")
-    os.write(fd, KEY)
-    os.close(fd)
-    return path
 
 
 def _kernel(layer: str):

@@ -6,7 +6,7 @@ that loses one of two servers half-way.
 The ResNet-18 layer's VTA task, ``--trials`` trials (the backend's 12 most promising configs
 first, then random ones, as ``pyvta tune --tuner random`` does), cost = the cycle model of a
 ``pyvta serve --device sim`` server's launch (each a separate process on 127.0.0.1, with a key,
-in a session of its own as a service would be: see ``remote_overhead.start_server`` on why that
+in a session of its own as a service would be: see ``pyvta.testing.remote.start_server`` on why that
 matters where Linux shares the CPU by session; ``--same-session`` for the other case).
 Every candidate is built once on the host beforehand (timed apart) so that the three runs measure
 the same candidates and their times are the devices' fan-out, not the host's lowering. Printed:
@@ -27,16 +27,13 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from remote_overhead import key_file, start_server  # noqa: E402
-
-from pyvta.tuner.cli_support import parse_workload  # noqa: E402
-from pyvta.tuner.distributed import DaskMeasurer  # noqa: E402
-from pyvta.tuner.measure import Backend, InProcessMeasurer  # noqa: E402
-from pyvta.tuner.task import InvalidConfig  # noqa: E402
-from pyvta.tuner.tune import tune  # noqa: E402
-from pyvta.tuner.vta import VtaDeviceBackend  # noqa: E402
+from pyvta.testing.remote import key_file, start_server
+from pyvta.tuner.cli_support import parse_workload
+from pyvta.tuner.distributed import DaskMeasurer
+from pyvta.tuner.measure import Backend, InProcessMeasurer
+from pyvta.tuner.task import InvalidConfig
+from pyvta.tuner.tune import tune
+from pyvta.tuner.vta import VtaDeviceBackend
 
 
 class Prebuilt(Backend):
@@ -106,7 +103,7 @@ def main(argv=None) -> int:
         "--same-session",
         action="store_true",
         dest="same_session",
-        help="servers in this script's session (see remote_overhead.start_server)",
+        help="servers in this script's session (see pyvta.testing.remote.start_server)",
     )
     args = ap.parse_args(argv)
     task = parse_workload(f"vta:{args.layer}")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
+import subprocess
+import sys
+import tempfile
 
 from pyvta.driver.remote import protocol as p
 
@@ -45,3 +49,35 @@ def closed(sock: socket.socket) -> bool:
         return sock.recv(1) == b""
     except (ConnectionError, OSError):
         return True
+
+
+def start_server(
+    key_file: str, device: str = "sim", own_session: bool = True
+) -> tuple[subprocess.Popen, str]:
+    """``pyvta serve`` on 127.0.0.1 (a free port) and its address.
+
+    ``own_session``: in a session of its own, as a service is started. Where the kernel shares the
+    CPU by session (Linux autogroups, ``/proc/sys/kernel/sched_autogroup_enabled``), servers in
+    this script's session would share one session's CPU however many there are; in their own,
+    each competes like a separate machine (with the weight of any other session)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pyvta.cli", "serve", "--device", device]
+        + ["--listen", "127.0.0.1:0", "--key-file", key_file],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=own_session,
+    )
+    line = proc.stdout.readline()
+    if not line.startswith("listening on "):
+        proc.kill()
+        raise RuntimeError(f"pyvta serve did not start: {line!r}")
+    return proc, line.split()[-1]
+
+
+def key_file() -> str:
+    """A temporary file holding the test key ``KEY`` (for ``--key-file``)."""
+    fd, path = tempfile.mkstemp(prefix="pyvta-key-")
+    os.write(fd, KEY)
+    os.close(fd)
+    return path
