@@ -3,6 +3,7 @@ target (kernels included), load it onto a device by name, run it, and report per
 
 from __future__ import annotations
 
+import functools
 import time
 from pathlib import Path
 
@@ -102,30 +103,30 @@ def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
     """The best schedule of each CPU conv layer of the ONNX file ``path`` in a tuning log."""
     from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules
 
-    if not Path(log_path).exists():
-        raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
-    layers = cpu_network_layers(path)
-    schedules = cpu_schedules(str(log_path), layers)
-    log(
-        f"tuning log {log_path}: tuned schedules for {len(schedules)} of {len(layers)} CPU conv"
-        " layers (the others use the default)"
-    )
-    return schedules
+    layers = functools.partial(cpu_network_layers, path)
+    return _best_from_log(log_path, layers, cpu_schedules, "schedules", "CPU conv", log)
 
 
 def tuned_configs(cm, log_path: str | Path, log=print) -> dict:
     """The best config of each accelerator layer of ``cm`` in a ``pyvta tune MODEL`` log."""
     from pyvta.tuner.network import network_configs, network_layers
 
+    layers = functools.partial(network_layers, cm)
+    return _best_from_log(log_path, layers, network_configs, "configs", "accelerator", log)
+
+
+def _best_from_log(log_path, find_layers, best, what: str, kind: str, log) -> dict:
+    """``best(log, find_layers())`` for an existing tuning log, saying how many layers it
+    covered (the layers are found only once the log is known to exist)."""
     if not Path(log_path).exists():
         raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
-    layers = network_layers(cm)
-    configs = network_configs(str(log_path), layers)
+    layers = find_layers()
+    found = best(str(log_path), layers)
     log(
-        f"tuning log {log_path}: tuned configs for {len(configs)} of {len(layers)} accelerator"
+        f"tuning log {log_path}: tuned {what} for {len(found)} of {len(layers)} {kind}"
         " layers (the others use the default)"
     )
-    return configs
+    return found
 
 
 def open_accelerator(cm, device_name: str, trace: bool = False, log=print, **device_kwargs):
