@@ -130,15 +130,18 @@ def plan_frees(graph: Graph) -> list[list[str]]:
     return frees
 
 
-def default_backends(graph: Graph, vta: VtaBackend | None = None) -> dict[str, NodeBackend]:
-    """``{"cpu": the graph's CpuKernels, "vta": the operator contract (default: golden model)}``."""
-    vta_nodes = ContractNodes(vta if vta is not None else GoldenVta())
-    return {"cpu": cpu_backend_for(graph), "vta": vta_nodes}
+def default_backend(target: str, graph: Graph, vta: VtaBackend | None = None) -> NodeBackend:
+    """``"cpu"``: the graph's CpuKernels; ``"vta"``: the operator contract (default: golden model)."""
+    if target == "cpu":
+        return cpu_backend_for(graph)
+    if target == "vta":
+        return ContractNodes(vta if vta is not None else GoldenVta())
+    raise GraphError(f"no backend for target {target!r} (default backends: cpu, vta)")
 
 
 class Executor:
     """Runs ``graph``; ``backends`` maps each node target to its backend (default:
-    :func:`default_backends`); ``vta`` is shorthand for an operator-contract ``"vta"`` backend."""
+    :func:`default_backend` for the targets not given); ``vta`` is shorthand for an operator-contract ``"vta"`` backend."""
 
     def __init__(
         self,
@@ -147,13 +150,9 @@ class Executor:
         backends: Mapping[str, NodeBackend] | None = None,
     ) -> None:
         self.graph = graph
-        self.backends = dict(default_backends(graph, vta))
-        self.backends.update(backends or {})
-        missing = sorted({n.target for n in graph.nodes} - set(self.backends))
-        if missing:
-            raise GraphError(
-                f"no backend for targets {missing} (backends: {sorted(self.backends)})"
-            )
+        self.backends = dict(backends or {})
+        for target in sorted({n.target for n in graph.nodes} - set(self.backends)):
+            self.backends[target] = default_backend(target, graph, vta)  # only what is not given
         self._frees = plan_frees(graph)
         # an int8 model's inputs: NaN/Inf in them would be clipped into int8 values somewhere
         int8 = any(n.op == "quantize" for n in graph.nodes)
