@@ -68,6 +68,20 @@ class Stats:
             source=source,
         )
 
+    def to_registers(self) -> dict[str, int]:
+        """The counter registers (``isa.regmap.COUNTERS``) that read back as this record (what a
+        model of the hardware presents); ``from_registers``'s inverse."""
+        regs = {
+            "CYCLES": self.cycles,
+            "FETCHED": self.insns_fetched,
+            "GEMM_UOPS": self.gemm_uops,
+            "ALU_UOPS": self.alu_uops,
+        }
+        for m in MODULES:
+            regs[f"{m.upper()}_BUSY"] = self.busy_cycles.get(m, 0)
+            regs[f"{m.upper()}_STALL"] = self.stall_cycles.get(m, 0)
+        return regs
+
     @property
     def gemm_utilisation(self) -> float:
         """Share of cycles the GEMM core issued a micro-op."""

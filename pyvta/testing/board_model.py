@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pyvta.driver.stats import Stats
 from pyvta.isa import HwConfig, regmap
 
 PAGE_BYTES = 4096
@@ -94,16 +95,7 @@ class SimRegisters:
             self.error = e
             self._show_stuck(e)
             return
-        mods, c = report.modules, result.counters
-        self.values.update(
-            CYCLES=report.total_cycles,
-            FETCHED=mods["fetch"].insns,
-            GEMM_UOPS=c.gemm_uop_iters + c.gemm_reset_iters,
-            ALU_UOPS=c.alu_uop_iters,
-        )
-        for unit in regmap.UNITS:
-            self.values[f"{unit.upper()}_BUSY"] = mods[unit].busy_cycles
-            self.values[f"{unit.upper()}_STALL"] = mods[unit].token_stall_cycles
+        self.values.update(Stats.from_cycle_report(report, result.counters).to_registers())
         self.values["STATUS"] = status.encode(DONE=1)
 
     def _show_stuck(self, error) -> None:

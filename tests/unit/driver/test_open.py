@@ -54,3 +54,16 @@ def test_sim_launch_fills_stats():
 def test_stats_rejects_unknown_module():
     with pytest.raises(ValueError, match="unknown modules"):
         Stats(1, 1, 0, 0, busy_cycles={"gemm": 1})
+
+
+def test_stats_registers_round_trip():
+    s = Stats(
+        100,
+        7,
+        40,
+        9,
+        {"load": 5, "compute": 60, "store": 3},
+        {"load": 1, "compute": 2, "store": 0},
+        "rtl",
+    )
+    assert Stats.from_registers(s.to_registers()) == s
