@@ -128,7 +128,6 @@ class RtlRegisters:
         from pyvta.driver.ops_rtl import RtlDevice
 
         self.rtl = RtlDevice(built_for, dram_bytes=board.memory.size, expect_config=built_for)
-        self.rtl.dram.data[:] = 0
         board.memory = self.rtl.dram.data  # the accelerator's AXI master sees this memory
         self._lock = threading.Lock()
         self._running = True
