@@ -167,16 +167,14 @@ class CompiledModel:
             raise ArtifactError(
                 f"{path}: not a readable artifact (truncated or corrupt .npz: {e})"
             ) from None
-        constants = {name: arrays[f"c{i}"] for i, name in enumerate(meta["constants"])}
         try:
+            constants = {name: arrays[f"c{i}"] for i, name in enumerate(meta["constants"])}
             values = {n: Value(n, tuple(s), t) for n, s, t in meta["values"]}
             nodes = [Node(**d) for d in meta["nodes"]]
             g = Graph(meta["name"], meta["inputs"], meta["outputs"], nodes, constants, values)
             check_graph(g)
             kernels = {node: _kernel_from(d, arrays) for node, d in meta.get("kernels", {}).items()}
             hw = HwConfig.from_dict(meta["hw_config"]) if meta.get("hw_config") else None
-        except ArtifactError:
-            raise
         except Exception as e:  # the hashes matched but the contents make no graph
             raise ArtifactError(f"{path}: malformed artifact ({type(e).__name__}: {e})") from None
         return cls(g, meta["target"], kernels, hw)
