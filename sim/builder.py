@@ -12,6 +12,7 @@ from pyvta.isa import (
     Insn,
     Load,
     MemType,
+    Store,
     Uop,
     encode_insns,
     encode_uops,
@@ -69,6 +70,29 @@ class ProgramBuilder:
                 **deps,
             )
         )
+
+    def store_and_finish(
+        self,
+        sram_base: int,
+        dram_base: int,
+        x_size: int,
+        y_size: int = 1,
+        x_stride: int | None = None,
+    ) -> None:
+        """Emit a STORE of ``y_size`` x ``x_size`` OUT rows after compute's token (pop c2s, push
+        s2c) and a FINISH after the store's (pop s2c): the usual end of a hand-built program."""
+        self.emit(
+            Store(
+                sram_base=sram_base,
+                dram_base=dram_base,
+                y_size=y_size,
+                x_size=x_size,
+                x_stride=x_size if x_stride is None else x_stride,
+                pop_prev_dep=True,
+                push_prev_dep=True,
+            )
+        )
+        self.emit(FinishInsn(pop_next_dep=True))
 
     def emit(self, insn: Insn) -> int:
         self.insns.append(insn)

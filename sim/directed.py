@@ -38,22 +38,11 @@ def _i8(rng, shape):
     return rng.integers(-128, 128, shape, dtype=np.int8)
 
 
-def _store_and_finish(pb: ProgramBuilder, rows: int, sram_base: int = 0, stride: int | None = None):
-    """STORE ``rows`` OUT rows (pop c2s, push s2c) and FINISH (pop s2c)."""
+def _store_and_finish(pb: ProgramBuilder, rows: int, stride: int | None = None):
+    """STORE ``rows`` OUT rows twice (y_size 2, ``stride`` apart) one row into a fresh buffer, FINISH."""
     stride = rows if stride is None else stride
     o_addr = pb.alloc(stride * 2 + rows, "out")
-    pb.emit(
-        Store(
-            sram_base=sram_base,
-            dram_base=o_addr + 1,
-            y_size=2,
-            x_size=rows,
-            x_stride=stride,
-            pop_prev_dep=True,
-            push_prev_dep=True,
-        )
-    )
-    pb.emit(FinishInsn(pop_next_dep=True))
+    pb.store_and_finish(0, o_addr + 1, rows, y_size=2, x_stride=stride)
 
 
 def gemm_loops_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):

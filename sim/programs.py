@@ -225,18 +225,7 @@ def _store_and_finish(
     """STORE the OUT rows holding ``shape`` (rows first) to ``o_addr`` after compute's token,
     FINISH after the store's; returns the program and a readback of those rows as int8."""
     rows = int(np.prod(shape[:-1]))
-    pb.emit(
-        Store(
-            sram_base=sram_base,
-            dram_base=o_addr,
-            y_size=1,
-            x_size=rows,
-            x_stride=rows,
-            pop_prev_dep=True,
-            push_prev_dep=True,
-        )
-    )
-    pb.emit(FinishInsn(pop_next_dep=True))
+    pb.store_and_finish(sram_base, o_addr, rows)
     program = pb.build()
 
     def readback(dram: np.ndarray) -> np.ndarray:
