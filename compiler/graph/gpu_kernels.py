@@ -237,10 +237,12 @@ class EmulatedGpu:
     constructed; ``race_check`` also runs each in reverse thread order and compares."""
 
     def __init__(self, graph: Graph, race_check: bool = False) -> None:
+        from pyvta.compiler.api import default_cache_dir
+
         self.graph = graph
+        opts = {"race_check": race_check, "cache_dir": default_cache_dir()}  # CPU code on disk
         self.modules = {
-            n.name: build_node(graph, n, "cuda-emulated", race_check=race_check)
-            for n in _kernel_nodes(graph)
+            n.name: build_node(graph, n, "cuda-emulated", **opts) for n in _kernel_nodes(graph)
         }
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
