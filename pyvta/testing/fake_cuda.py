@@ -6,13 +6,15 @@ function runs that module on the arrays its pointer arguments address.
 
 Only one-kernel functions whose launch passes every parameter can run (a launch of one kernel
 of several cannot be emulated alone); anything else raises. ``calls`` records every driver
-call, for tests of the launch sequence.
+call, for tests of the launch sequence. Events time the host's wall clock (the emulation's
+time, nothing about a GPU's).
 """
 
 from __future__ import annotations
 
 import ctypes
 import enum
+import time
 
 import numpy as np
 
@@ -31,6 +33,7 @@ class EmulatingDriver:
         self.memory: dict[int, np.ndarray] = {}
         self._loaded: dict[int, object] = {}
         self._functions: dict[int, tuple[object, str]] = {}
+        self._events: dict[int, float] = {}
 
     def __getattr__(self, name):
         impl = getattr(type(self), f"_{name}", None)
@@ -77,6 +80,18 @@ class EmulatingDriver:
         handle = len(self._functions) + 1
         self._functions[handle] = (self._loaded[module], name.decode())
         return Result.CUDA_SUCCESS, handle
+
+    def _cuEventCreate(self, flags):
+        handle = len(self._events) + 1
+        self._events[handle] = 0.0
+        return Result.CUDA_SUCCESS, handle
+
+    def _cuEventRecord(self, event, stream):
+        self._events[event] = time.perf_counter()
+        return (Result.CUDA_SUCCESS,)
+
+    def _cuEventElapsedTime(self, start, end):
+        return Result.CUDA_SUCCESS, 1e3 * (self._events[end] - self._events[start])
 
     def _cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         mod, name = self._functions[f]

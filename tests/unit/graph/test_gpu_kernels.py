@@ -199,3 +199,25 @@ def test_resnet18_224_emulated_with_race_check_equals_onnxruntime(tmp_path):
     (out,), _ = run_model(cm, x, backends={"gpu": cm.gpu_backend("cuda-emulated", True)})
     (ort,) = run_onnxruntime(path, {"input": x})
     _close("resnet18@224", out, ort, "onnxruntime")
+
+
+def test_gpu_check_network_prepared_here_runs_on_an_emulating_driver(model, tmp_path, capsys):
+    """``benchmarks/gpu_check.py``'s network step: prepared here, then its runner (the copied
+    ``launch.py``, loaded by path as on the GPU machine) on the driver stand-in."""
+    import importlib.util
+    import shutil
+
+    name, _, cm, _ = model
+    if name != "resnet18":
+        pytest.skip("gpu_check runs ResNet-18")
+    spec = importlib.util.spec_from_file_location("gpu_check", "benchmarks/gpu_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    entry = check.prepare_network(tmp_path / "network", "sm_90", SIZE, CLASSES)
+    shutil.copy(launch.__file__, tmp_path / "launch.py")
+    runner = check._load_launch(tmp_path)
+    runner._driver = lambda: _emulating_driver(cm)  # same model, seed and size: same PTX
+    rel, ms, *_ = check.network_on_gpu(runner.Gpu(), runner, tmp_path, {"network": entry})
+    assert rel <= check.NETWORK_RTOL
+    assert ms > 0
+    assert "rel err vs onnxruntime" in capsys.readouterr().out
