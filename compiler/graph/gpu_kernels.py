@@ -61,8 +61,8 @@ def _conv_knobs(out_w: int, kernel: int) -> dict:
     from pyvta.compiler.ops.cuda import GpuConv2dKnobs
 
     kn = GpuConv2dKnobs(unroll=kernel <= 3)  # a 7x7 window unrolled bloats the PTX
-    if out_w < kn.threads_x * kn.reg_x:  # narrow layers: fewer columns, more channels
-        kn = replace(kn, threads_x=max(1, min(kn.threads_x, out_w)), reg_x=1, threads_z=8)
+    if out_w < kn.threads_x * kn.reg_x:  # narrow layers: one column per thread, fewer threads
+        kn = replace(kn, threads_x=max(1, min(kn.threads_x, out_w)), reg_x=1)
     return kn.to_dict()
 
 
