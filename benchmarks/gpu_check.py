@@ -1,5 +1,7 @@
-"""The GPU backend on a real GPU: every kernel of the suite against numpy, and GEMM 4096^3 fp32
-plus the ResNet-18 convolutions C2-C12 against cuBLAS / cuDNN (through torch, TF32 off).
+"""The GPU backend on a real GPU: every kernel of the suite against numpy, GEMM 4096^3 fp32
+plus the ResNet-18 convolutions C2-C12 against cuBLAS / cuDNN (through torch, TF32 off), and
+the whole zoo ResNet-18 (224x224, every node a GPU kernel: ``--target gpu``) against the same
+fused graph run by torch (cuDNN) and against onnxruntime's output computed here.
 
 Two steps, because the GPU machine needs nothing pyvta cannot carry there:
 
@@ -10,7 +12,9 @@ Two steps, because the GPU machine needs nothing pyvta cannot carry there:
 
 ``--prepare`` writes ``manifest.json``, one ``.ptx`` per kernel (sm_90 by default), ``.npz``
 inputs + float64 references for the suite, and a copy of the driver-API runner
-(``compiler/backend/cuda/launch.py``), which ``--run`` loads by path. The benchmark inputs are
+(``compiler/backend/cuda/launch.py``), which ``--run`` loads by path. For the network it writes
+``network/``: the network plan (``gpu_kernels.network_plan``), each node's PTX, the graph's
+nodes (for the torch baseline), its constants, one input and onnxruntime's output for it. The benchmark inputs are
 generated on the GPU machine (seeded). Printed ratios are baseline_ms / our_ms (> 1: we are
 faster); for each workload the default schedule and the best of a few fixed knob variants
 (not a tuner search) are shown. Meant to take well under 5 minutes.
@@ -23,6 +27,7 @@ import importlib.util
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +35,8 @@ import numpy as np
 SEED = 20261201
 GEMM_SIZE = 4096
 CONV_LAYERS = [f"C{i}" for i in range(2, 13)]
+NETWORK, NETWORK_SIZE = "resnet18", 224
+NETWORK_RTOL = 1e-4  # max |ours - onnxruntime| / max |onnxruntime|, as the emulated tests
 
 
 # -- here: compile ---------------------------------------------------------------------------
@@ -128,11 +135,54 @@ def prepare(out: Path, arch: str) -> None:
                     "pad": L.pad,
                 }
             )
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    manifest["network"] = prepare_network(out / "network", arch)
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     print(
         f"wrote {len(manifest['suite'])} suite and {len(manifest['bench'])} benchmark kernels "
-        f"to {out}"
+        f"and {NETWORK} ({manifest['network']['kernel_nodes']} kernel nodes) to {out}"
     )
+
+
+def prepare_network(d: Path, arch: str, size: int = NETWORK_SIZE, classes: int = 1000) -> dict:
+    """The zoo network compiled for ``--target gpu`` into folder ``d``; its manifest entry."""
+    from pyvta.compiler.graph.compiled_model import compile_model
+    from pyvta.compiler.graph.gpu_kernels import network_plan
+    from pyvta.compiler.graph.reference import run_onnxruntime
+    from pyvta.compiler.graph.zoo import sample_inputs, save_model
+
+    d.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:  # the ONNX file stays here (the weights are
+        path = save_model(
+            NETWORK, str(Path(tmp) / "model.onnx"), size=size, classes=classes
+        )  # in constants)
+        cm = compile_model(path, "gpu", gpu_arch=arch)
+        x = sample_inputs(1, size, SEED)[0]
+        (ref,) = run_onnxruntime(path, {cm.graph.inputs[0]: x})
+    g = cm.graph
+    files: dict[str, str] = {}
+    ptx_of = {}
+    for name, k in cm.gpu_kernels.items():
+        files.setdefault(k.ptx, f"k{len(files)}.ptx")
+        ptx_of[name] = files[k.ptx]
+    for text, file in files.items():
+        (d / file).write_text(text)
+    (d / "plan.json").write_text(json.dumps(network_plan(g, cm.gpu_kernels)))
+    nodes = [{"op": n.op, "inputs": n.inputs, "outputs": n.outputs, "attrs": n.attrs}
+             for n in g.nodes]  # fmt: skip
+    (d / "graph.json").write_text(json.dumps(nodes))
+    names = sorted(g.constants)
+    np.savez(d / "constants.npz", **{f"c{i}": g.constants[n] for i, n in enumerate(names)})
+    np.savez(d / "io.npz", input=x, expected=ref)
+    print(f"  {NETWORK} {size}x{size}: {len(g.nodes)} nodes, {len(files)} distinct PTX modules")
+    return {
+        "name": f"{NETWORK} {size}x{size}",
+        "dir": d.name,
+        "ptx": ptx_of,
+        "constants": names,
+        "input": g.inputs[0],
+        "output": g.outputs[0],
+        "kernel_nodes": len(ptx_of),
+    }
 
 
 # -- on the GPU machine: run -----------------------------------------------------------------
@@ -233,6 +283,86 @@ def _summary(rows) -> None:
         )
 
 
+def _torch_node(torch, n: dict, args):
+    """One node of our fused graph in torch (cuDNN / cuBLAS)."""
+    F, op, a = torch.nn.functional, n["op"], n["attrs"]
+    if op in ("conv2d", "dense"):
+        res = args[3] if len(args) > 3 else None
+        if op == "conv2d":
+            pad = a["pads"][0]
+            y = F.conv2d(args[0], args[1], args[2], a["strides"], pad, groups=a["group"])
+        else:
+            y = F.linear(args[0], args[1], args[2])
+        y = y + res if res is not None else y
+        return y.clamp(*a["clip"]) if a.get("clip") else y
+    if op in ("max_pool", "avg_pool"):
+        pool = F.max_pool2d if op == "max_pool" else F.avg_pool2d
+        return pool(args[0], a["kernel"], a["strides"], a["pads"][0])
+    table = {
+        "global_avg_pool": lambda: args[0].mean(dim=(2, 3), keepdim=True),
+        "flatten": lambda: args[0].reshape(args[0].shape[0], -1),
+        "reshape": lambda: args[0].reshape(a["shape"]),
+        "identity": lambda: args[0],
+        "add": lambda: args[0] + args[1],
+        "relu": lambda: args[0].relu(),
+        "clip": lambda: args[0].clamp(a["min"], a["max"]),
+        "softmax": lambda: args[0].softmax(dim=a["axis"]),
+    }
+    return table[op]()
+
+
+def _torch_network(torch, nodes, constants: dict, inp: str, out: str):
+    """``fn(x)`` running ``nodes`` in torch on the GPU (constants uploaded once)."""
+    consts = {k: torch.from_numpy(np.ascontiguousarray(v)).cuda() for k, v in constants.items()}
+
+    def fn(x):
+        env = {**consts, inp: x}
+        for n in nodes:
+            env[n["outputs"][0]] = _torch_node(torch, n, [env[i] for i in n["inputs"]])
+        return env[out]
+
+    return fn
+
+
+def network_on_gpu(gpu, launch, d: Path, manifest: dict):
+    """The prepared network on ``gpu`` from its PTX (``launch``: the runner module): its
+    output's error relative to onnxruntime's, and ms per inference (launches only)."""
+    e = manifest["network"]
+    nd = d / e["dir"]
+    plan = json.loads((nd / "plan.json").read_text())
+    ptx = {node: (nd / f).read_text() for node, f in e["ptx"].items()}
+    with np.load(nd / "constants.npz") as z:
+        constants = {name: z[f"c{i}"] for i, name in enumerate(e["constants"])}
+    with np.load(nd / "io.npz") as z:
+        x, ref = z["input"], z["expected"]
+    net = launch.LoadedNetwork(gpu, plan, ptx, constants)
+    got = net.run({e["input"]: x})[e["output"]]
+    ours_ms = net.time_ms(number=10, repeat=3)
+    net.close()
+    rel = float(np.abs(got - ref).max() / np.abs(ref).max())
+    print(f"  {e['name']}: {e['kernel_nodes']} kernel nodes, ours {ours_ms:8.3f} ms per inference"
+          f" (launches only, values on the GPU), rel err vs onnxruntime {rel:.1e}")  # fmt: skip
+    return rel, ours_ms, constants, x, ref
+
+
+def _run_network(gpu, launch, d: Path, manifest: dict) -> int:
+    """The whole network: ours against onnxruntime's output, timed against the same graph in
+    torch. Returns 1 on a mismatch."""
+    import torch
+
+    rel, ours_ms, constants, x_np, ref = network_on_gpu(gpu, launch, d, manifest)
+    e = manifest["network"]
+    nodes = json.loads((d / e["dir"] / "graph.json").read_text())
+    fn = _torch_network(torch, nodes, constants, e["input"], e["output"])
+    x = torch.from_numpy(x_np).cuda()
+    with torch.no_grad():
+        t_rel = float(np.abs(fn(x).cpu().numpy() - ref).max() / np.abs(ref).max())
+        torch_ms = _torch_ms(torch, lambda: fn(x))
+    print(f"  torch (cuDNN, TF32 off) {torch_ms:8.3f} ms, rel err {t_rel:.1e};"
+          f" ratio torch ms / ours ms {torch_ms / ours_ms:5.2f}")  # fmt: skip
+    return int(rel > NETWORK_RTOL)
+
+
 def run(d: Path) -> int:
     manifest = json.loads((d / "manifest.json").read_text())
     launch = _load_launch(d)
@@ -247,8 +377,10 @@ def run(d: Path) -> int:
     print("benchmarks against torch (cuBLAS / cuDNN, TF32 off):")
     bad, rows = _run_bench(gpu, d, manifest)
     _summary(rows)
-    print(f"\n{failed} suite mismatches, {bad} benchmark mismatches")
-    return 1 if failed or bad else 0
+    print("whole network (--target gpu) against torch and onnxruntime:")
+    net_bad = _run_network(gpu, launch, d, manifest)
+    print(f"\n{failed} suite mismatches, {bad} benchmark mismatches, {net_bad} network mismatches")
+    return 1 if failed or bad or net_bad else 0
 
 
 def main(argv=None) -> int:

@@ -7,7 +7,8 @@
 The artifact is one ``.npz`` file (format in ``docs/artifact.md``): the graph structure as JSON,
 every constant (packed int8 weights, int32 biases, ...) and, for a ``vta`` target, every
 accelerator node's relocatable kernel (``driver.Kernel``) with the HwConfig it was lowered for;
-each blob's sha256 is recorded and checked on load. Loading and running lower nothing.
+for a ``gpu`` target, every node's PTX and launch plan; each blob's sha256 is recorded and
+checked on load. Loading and running lower nothing.
 """
 
 from __future__ import annotations
@@ -41,15 +42,34 @@ def _sha256(data: bytes) -> str:
 
 @dataclass
 class CompiledModel:
-    """A compiled graph and the target it was compiled for (``cpu``, ``cpu-int8``, ``vta``).
+    """A compiled graph and the target it was compiled for (``cpu``, ``cpu-int8``, ``vta``,
+    ``gpu``).
 
     ``kernels``: node name -> relocatable accelerator kernel (``vta`` target); ``hw``: the
-    HwConfig they were lowered for."""
+    HwConfig they were lowered for; ``gpu_kernels``: node name -> ``gpu_kernels.GpuKernel``
+    (PTX and launch plan, ``gpu`` target)."""
 
     graph: Graph
     target: str
     kernels: dict[str, Kernel] = field(default_factory=dict)
     hw: HwConfig | None = None
+    gpu_kernels: dict = field(default_factory=dict)
+    _gpu_backends: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def gpu_backend(self, device: str = "cuda", race_check: bool = False):
+        """The executor's ``"gpu"`` backend on ``device`` (``"cuda"``: this model's PTX on the
+        GPU, loaded once per model; ``"cuda-emulated"``: the same kernels on the CPU)."""
+        if device == "cuda" and not self.gpu_kernels:
+            raise ArtifactError(
+                f"the model ({self.target}) has no GPU kernels; compile it with"
+                " pyvta compile --target gpu"
+            )
+        key = (device, race_check)
+        if key not in self._gpu_backends:
+            from pyvta.compiler.graph.gpu_kernels import gpu_backend
+
+            self._gpu_backends[key] = gpu_backend(self.graph, device, self.gpu_kernels, race_check)
+        return self._gpu_backends[key]
 
     def lower_kernels(
         self,
@@ -129,6 +149,10 @@ class CompiledModel:
                 "blobs": sorted(blobs),
                 "info": k.info,
             }
+        meta["gpu_kernels"] = {}
+        for j, (node, k) in enumerate(sorted(self.gpu_kernels.items())):
+            arrays[f"g{j}_ptx"] = np.frombuffer(k.ptx.encode(), np.uint8)
+            meta["gpu_kernels"][node] = {"key": f"g{j}", "arch": k.arch, "plan": k.plan}
         meta["sha256"] = {
             key: _sha256(np.ascontiguousarray(a).tobytes()) for key, a in arrays.items()
         }
@@ -175,9 +199,12 @@ class CompiledModel:
             check_graph(g)
             kernels = {node: _kernel_from(d, arrays) for node, d in meta.get("kernels", {}).items()}
             hw = HwConfig.from_dict(meta["hw_config"]) if meta.get("hw_config") else None
+            gpu = {
+                node: _gpu_kernel_from(d, arrays) for node, d in meta.get("gpu_kernels", {}).items()
+            }
         except Exception as e:  # the hashes matched but the contents make no graph
             raise ArtifactError(f"{path}: malformed artifact ({type(e).__name__}: {e})") from None
-        return cls(g, meta["target"], kernels, hw)
+        return cls(g, meta["target"], kernels, hw, gpu)
 
 
 def _read_checked(path: Path, z) -> tuple[dict, dict[str, np.ndarray]]:
@@ -220,6 +247,12 @@ def _kernel_from(d: dict, arrays: dict[str, np.ndarray]) -> Kernel:
     return Kernel(d["config_tag"], regions, consts, relocs, int(d["insn_count"]), d["info"])
 
 
+def _gpu_kernel_from(d: dict, arrays: dict[str, np.ndarray]):
+    from pyvta.compiler.graph.gpu_kernels import GpuKernel
+
+    return GpuKernel(arrays[f"{d['key']}_ptx"].tobytes().decode(), d["plan"], d["arch"])
+
+
 def default_calibration(graph: Graph, count: int = 8, seed: int = 0) -> list[dict]:
     """Seeded standard-normal samples for every graph input (what the zoo models expect)."""
     rng = np.random.default_rng(seed)
@@ -238,8 +271,10 @@ def compile_model(
     hw: HwConfig | None = None,
     cpu_schedules: dict | None = None,
     input_shapes: dict | None = None,
+    gpu_arch: str = "sm_90",
 ) -> CompiledModel:
-    """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``).
+    """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``,
+    ``gpu``: every node's PTX for ``gpu_arch`` compiled here).
 
     ``cpu_schedules``: tuned conv schedules for ``cpu`` (``tuner.cpu_network.cpu_schedules``).
 
@@ -259,13 +294,17 @@ def compile_model(
         from pyvta.compiler.graph.calibrate import load_calibration
 
         samples = load_calibration(samples, graph)
-    if target != "cpu" and samples is None:
+    if target not in ("cpu", "gpu") and samples is None:
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
     options = options_for(target, samples, keep_float, cpu_schedules, block=block)
     cm = CompiledModel(run_pipeline(graph, options), target)
     if target == "vta" and lower:
         cm.lower_kernels(hw)
+    if target == "gpu":
+        from pyvta.compiler.graph.gpu_kernels import compile_gpu_kernels
+
+        cm.gpu_kernels = compile_gpu_kernels(cm.graph, gpu_arch)
     return cm
 
 
@@ -275,16 +314,21 @@ def run_model(
     vta: VtaBackend | None = None,
     device=None,
     backends: dict | None = None,
+    gpu: str | None = None,
 ) -> tuple[list[np.ndarray], TimingTable]:
     """Run once; ``inputs`` is a dict by input name (or one array for a one-input model).
 
     ``"vta"`` nodes run on ``device`` (a ``driver.Device``) from the model's kernels, or through
-    the operator-contract object ``vta`` (default: the numpy golden model); ``backends`` gives
-    node backends by target directly (e.g. ``{"vta": compiled.accelerator(device)}``)."""
+    the operator-contract object ``vta`` (default: the numpy golden model); ``"gpu"`` nodes on
+    ``gpu`` (``"cuda"``, the default, or ``"cuda-emulated"``: ``compiled.gpu_backend``);
+    ``backends`` gives node backends by target directly (e.g. ``{"vta":
+    compiled.accelerator(device)}``)."""
     if not isinstance(inputs, dict):
         if len(compiled.input_names) != 1:
             raise ValueError(f"model has inputs {compiled.input_names}; pass a dict")
         inputs = {compiled.input_names[0]: inputs}
     if device is not None:
         backends = {"vta": compiled.accelerator(device), **(backends or {})}
+    if (gpu is not None or compiled.gpu_kernels) and "gpu" not in (backends or {}):
+        backends = {"gpu": compiled.gpu_backend(gpu or "cuda"), **(backends or {})}
     return Executor(compiled.graph, vta, backends).run(inputs)

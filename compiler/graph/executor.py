@@ -5,7 +5,8 @@ By default ``"cpu"`` nodes run on the graph's :class:`~compiler.graph.cpu_kernel
 (compiled kernels for the ``cpu_*`` ops the float CPU target plans, the numpy kernels of
 :mod:`compiler.graph.cpu_ops` for the rest) and ``"vta"`` nodes (``vta_conv2d``, ``vta_dense``)
 call an object implementing the operator contract (:class:`compiler.graph.vta_ops.VtaBackend`),
-the numpy golden model unless given; a device backend
+the numpy golden model unless given; ``"gpu"`` nodes run their GPU kernels
+(:mod:`compiler.graph.gpu_kernels`, on a GPU or emulated); a device backend
 (``compiler.backend.vta.graph_backend.AcceleratorBackend``) runs them from the kernels of an
 artifact. A backend may expose ``last_cycles`` (int) after each node; the timing table then
 shows cycles too.
@@ -130,13 +131,29 @@ def plan_frees(graph: Graph) -> list[list[str]]:
     return frees
 
 
+def _gpu_backend(graph: Graph, vta: VtaBackend | None) -> NodeBackend:
+    from pyvta.compiler.graph.gpu_kernels import gpu_backend
+
+    return gpu_backend(graph, "cuda")
+
+
+DEFAULT_BACKENDS = {
+    "cpu": lambda graph, vta: cpu_backend_for(graph),
+    "vta": lambda graph, vta: ContractNodes(vta if vta is not None else GoldenVta()),
+    "gpu": _gpu_backend,
+}
+"""Target -> ``make(graph, vta)`` of the backend used when the caller gives none for it."""
+
+
 def default_backend(target: str, graph: Graph, vta: VtaBackend | None = None) -> NodeBackend:
-    """``"cpu"``: the graph's CpuKernels; ``"vta"``: the operator contract (default: golden model)."""
-    if target == "cpu":
-        return cpu_backend_for(graph)
-    if target == "vta":
-        return ContractNodes(vta if vta is not None else GoldenVta())
-    raise GraphError(f"no backend for target {target!r} (default backends: cpu, vta)")
+    """``"cpu"``: the graph's CpuKernels; ``"vta"``: the operator contract (default: golden
+    model); ``"gpu"``: the graph's kernels on the GPU (``gpu_kernels.gpu_backend``)."""
+    make = DEFAULT_BACKENDS.get(target)
+    if make is None:
+        raise GraphError(
+            f"no backend for target {target!r} (default backends: {', '.join(DEFAULT_BACKENDS)})"
+        )
+    return make(graph, vta)
 
 
 class Executor:

@@ -16,7 +16,7 @@ import numpy as np
 from pyvta.isa.errors import PyvtaError
 
 DTYPES = ("float32", "int8", "int32", "int64")
-TARGETS = ("cpu", "vta")
+TARGETS = ("cpu", "vta", "gpu")
 
 
 class GraphError(PyvtaError, ValueError):

@@ -6,7 +6,9 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
 - ``"cpu"``: float graph, everything on the CPU (quantize/partition/pack are no-ops); the
   layers run compiled kernels in the blocked NCHW{c}c layout (``alter_cpu_layout``),
 - ``"cpu-int8"``: int8 quantized, everything on the CPU (numpy, same arithmetic as VTA),
-- ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU.
+- ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU,
+- ``"gpu"``: float graph, every node on the GPU (``place_gpu``; kernels in
+  ``compiler.graph.gpu_kernels``, compiled to PTX by ``compile_model``).
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ from pyvta.compiler.graph.passes import (
     fuse_operators,
     pack_layouts,
     partition_targets,
+    place_gpu,
     quantize_int8,
     remove_dead_code,
 )
 from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
 
-TARGETS = ("cpu", "cpu-int8", "vta")
+TARGETS = ("cpu", "cpu-int8", "vta", "gpu")
 
 
 @dataclass
@@ -41,7 +44,8 @@ class PipelineOptions:
     ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers with
     ``cpu_block`` channels per block; ``cpu_schedules`` maps conv workload keys to tuned
     schedule choices (``compiler.graph.cpu_kernels``); ``cpu_build`` builds their kernels
-    at the end (False: plan only, e.g. to list the layers a tuner should tune)."""
+    at the end (False: plan only, e.g. to list the layers a tuner should tune); ``gpu``: every
+    node on the GPU with its default schedule."""
 
     quant: QuantConfig | None = None
     use_vta: bool = False
@@ -50,6 +54,7 @@ class PipelineOptions:
     cpu_block: int = 16
     cpu_schedules: dict | None = None
     cpu_build: bool = True
+    gpu: bool = False
 
 
 PassFn = Callable[[Graph, PipelineOptions], Graph]
@@ -74,6 +79,7 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("remove_dead_code", remove_dead_code),
     ("quantize_int8", quantize_int8),
     ("partition_targets", partition_targets),
+    ("place_gpu", place_gpu),
     ("pack_layouts", pack_layouts),
     ("alter_cpu_layout", alter_cpu_layout),
     ("remove_dead_code", remove_dead_code),
@@ -95,6 +101,8 @@ def options_for(
         raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
     if target == "cpu":
         return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
+    if target == "gpu":
+        return PipelineOptions(gpu=True)
     if not samples:
         raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
     return PipelineOptions(

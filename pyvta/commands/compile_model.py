@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
     path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")
     tag = f", HwConfig {cm.hw.tag}" if cm.hw else ""
+    gpu = f", {len(cm.gpu_kernels)} GPU kernels" if cm.gpu_kernels else ""
     print(
         f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
-        f" {len(cm.kernels)} kernels{tag})"
+        f" {len(cm.kernels)} kernels{tag}{gpu})"
     )
     return 0

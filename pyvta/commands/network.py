@@ -12,19 +12,27 @@ import numpy as np
 from pyvta.commands.common import CommandError
 
 CPU_TARGETS = ("cpu", "cpu-int8")
-TARGET_HELP = "cpu | cpu-int8 | vta-sim | vta-rtl | pynq | vta-<device> (a driver.open name)"
+GPU_TARGETS = {"gpu": "cuda", "gpu-emulated": "cuda-emulated"}  # -> where "gpu" nodes run
+FLOAT_TARGETS = ("cpu", "gpu")  # compile targets that need no calibration
+TARGET_HELP = (
+    "cpu | cpu-int8 | gpu | gpu-emulated | vta-sim | vta-rtl | pynq | vta-<device>"
+    " (a driver.open name)"
+)
 BOARD_TARGETS = ("pynq",)  # devices that are only ever an accelerator: their name is a target
 
 
 def parse_target(target: str) -> tuple[str, str | None]:
     """A user's target -> (compile target of compiler.graph, device name for "vta" nodes):
     ``cpu``, ``cpu-int8``; ``vta-sim`` / ``vta-rtl`` / ``vta-rtl:icarus`` -> ("vta", "sim"...);
-    ``vta`` alone compiles for the accelerator without choosing a device."""
+    ``vta`` alone compiles for the accelerator without choosing a device; ``gpu`` /
+    ``gpu-emulated`` -> ("gpu", "cuda" / "cuda-emulated"): where the GPU kernels run."""
     from pyvta.driver import device_kinds
     from pyvta.driver.registry import parse_name
 
     if target in CPU_TARGETS:
         return target, None
+    if target in GPU_TARGETS:
+        return "gpu", GPU_TARGETS[target]
     if target == "vta":
         return "vta", None
     if target in BOARD_TARGETS:
@@ -34,7 +42,8 @@ def parse_target(target: str) -> tuple[str, str | None]:
         if parse_name(device)[0] in device_kinds():
             return "vta", device
     kinds = ", ".join(f"vta-{k}" for k in device_kinds())
-    raise CommandError(f"unknown target {target!r} (allowed: cpu, cpu-int8, vta, {kinds})")
+    gpu = ", ".join(GPU_TARGETS)
+    raise CommandError(f"unknown target {target!r} (allowed: cpu, cpu-int8, {gpu}, vta, {kinds})")
 
 
 def measure_for(hw):
@@ -72,13 +81,13 @@ def compile_for(
                 " (recompile it with that --config)"
             )
         log(
-            f"loaded compiled model {path} ({cm.target}, {len(cm.kernels)} accelerator kernels)"
-            f" in {time.perf_counter() - t0:.2f} s"
+            f"loaded compiled model {path} ({cm.target}, {len(cm.kernels)} accelerator kernels,"
+            f" {len(cm.gpu_kernels)} GPU kernels) in {time.perf_counter() - t0:.2f} s"
         )
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
-    if kind != "cpu":
+    if kind not in FLOAT_TARGETS:
         log(
             f"calibration: samples from {calibration}"
             if calibration
@@ -149,7 +158,10 @@ def run_on(cm, target: str, x: np.ndarray, vta=None):
     """Run a compiled model once: (outputs, timing table, backend used for vta nodes)."""
     from pyvta.compiler.graph.compiled_model import run_model
 
-    _, device = parse_target(target)
+    kind, device = parse_target(target)
+    if kind == "gpu":
+        outputs, table = run_model(cm, x, gpu=device)
+        return outputs, table, None
     if device is not None and vta is None:
         vta = open_accelerator(cm, device, log=lambda _: None)
     outputs, table = run_model(cm, x, backends={"vta": vta} if vta is not None else None)

@@ -18,7 +18,10 @@ from pyvta.commands.network import (
     vta_summary,
 )
 
-HELP = "run MODEL.onnx (or a compiled .npz) on vta-sim, vta-rtl, ... or cpu; per-layer report"
+HELP = (
+    "run MODEL.onnx (or a compiled .npz) on vta-sim, vta-rtl, ..., gpu, gpu-emulated or cpu;"
+    " per-layer report"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -75,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
         inputs = (args.model, *input_files.values())
         save = output_path(args.save_output, ".npy", inputs=inputs, flag="--save-output")
     kind, device = parse_target(args.target)
+    if device == "cuda":  # no GPU: say so before compiling anything
+        from pyvta.compiler.graph.gpu_kernels import open_gpu
+
+        open_gpu()
     hw = config_from(args) if args.config else None
     cm = compile_for(
         args.model,
@@ -94,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     from pyvta.compiler.graph.compiled_model import run_model
 
     backends = {"vta": vta} if vta is not None else None
+    if kind == "gpu":
+        backends = {"gpu": cm.gpu_backend(device)}
     first = None
     for i in range(args.runs):
         start = len(vta.runs) if vta is not None else 0

@@ -25,6 +25,19 @@ def max_pool_reference(data, kernel: int, stride: int, padding: int) -> np.ndarr
     return win.max(axis=(-1, -2))
 
 
+def depthwise_reference(data, weight, stride: int, padding: int) -> np.ndarray:
+    """Depthwise (group = C) conv2d of NCHW ``data`` with ``[C, 1, K, K]`` weights."""
+    chans = [conv2d_reference(data[:, i : i + 1], weight[i : i + 1], stride, padding) for i in
+             range(data.shape[1])]  # fmt: skip
+    return np.concatenate(chans, axis=1)
+
+
+def avg_pool_reference(data, kernel: int, stride: int, padding: int) -> np.ndarray:
+    x = np.pad(data.astype(np.float64), ((0, 0), (0, 0), (padding,) * 2, (padding,) * 2))
+    win = sliding_window_view(x, (kernel, kernel), axis=(2, 3))[:, :, ::stride, ::stride]
+    return win.mean(axis=(-1, -2))
+
+
 def softmax_reference(x) -> np.ndarray:
     e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
@@ -47,6 +60,7 @@ class SuiteKernel:
 def _suite() -> dict[str, SuiteKernel]:
     from pyvta.compiler.ops import cuda as g
 
+    _BIAS_RELU = g.Epilogue(bias=True, clip=(0.0, float("inf")))  # noqa: N806
     small = g.GpuGemmKnobs(threads_x=8, threads_y=8, reg_m=2, reg_n=4, tile_k=4)
     conv = g.GpuConv2dKnobs(threads_x=4, threads_y=2, threads_z=4, reg_x=3, reg_o=2, tile_c=4)
     items = [
@@ -95,6 +109,39 @@ def _suite() -> dict[str, SuiteKernel]:
             lambda x: max_pool_reference(x, 3, 2, 1),
         ),
         ("softmax_13x37", lambda: g.softmax_gpu(13, 37), softmax_reference),
+        (
+            "conv_3x3_bias_res_relu6",
+            lambda: g.conv2d_gpu(
+                5, 11, 13, 7, 3, 1, 1, conv, epilogue=g.Epilogue(True, True, (0, 6))
+            ),
+            lambda x, w, b, r: np.clip(conv2d_reference(x, w, 1, 1) + b[:, None, None] + r, 0, 6),
+        ),
+        (
+            "depthwise_3x3_s2_bias_relu",
+            lambda: g.depthwise_conv2d_gpu(6, 9, 11, 3, 2, 1, epilogue=_BIAS_RELU),
+            lambda x, w, b: np.maximum(depthwise_reference(x, w, 2, 1) + b[:, None, None], 0),
+        ),
+        (
+            "dense_1x13x37_bias",
+            lambda: g.dense_gpu(1, 13, 37, small, epilogue=g.Epilogue(bias=True)),
+            lambda x, w, b: x @ w.T.astype(float) + b,
+        ),
+        ("add_101", lambda: g.elementwise_gpu("add", 101), lambda a, b: a + b.astype(float)),
+        (
+            "clip_101",
+            lambda: g.elementwise_gpu("clip", 101, (-0.5, 0.5)),
+            lambda a: np.clip(a, -0.5, 0.5),
+        ),
+        (
+            "global_avg_pool_7x5x3",
+            lambda: g.global_avg_pool_gpu((1, 7, 5, 3)),
+            lambda x: x.astype(np.float64).mean(axis=(2, 3), keepdims=True),
+        ),
+        (
+            "avg_pool_3x3_s2",
+            lambda: g.avg_pool2d_gpu((1, 3, 9, 11), 3, 2, 1),
+            lambda x: avg_pool_reference(x, 3, 2, 1),
+        ),
     ]
     return {n: SuiteKernel(n, make, ref) for n, make, ref in items}
 

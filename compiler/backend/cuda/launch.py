@@ -66,10 +66,29 @@ def _nbytes(b: dict) -> int:
     return int(np.prod(b["shape"])) * np.dtype(b["dtype"]).itemsize
 
 
-class LoadedPlan:
-    """``ptx`` loaded as a module, with device buffers for every buffer of ``plan``."""
+def time_launches_ms(gpu: Gpu, launch, number: int, repeat: int) -> float:
+    """Best-of-``repeat`` mean milliseconds of ``launch()`` (after one warm-up), timed with
+    CUDA events around ``number`` back-to-back calls."""
+    start, end = gpu.call("cuEventCreate", 0), gpu.call("cuEventCreate", 0)
+    launch()
+    gpu.call("cuCtxSynchronize")
+    best = float("inf")
+    for _ in range(repeat):
+        gpu.call("cuEventRecord", start, 0)
+        for _ in range(number):
+            launch()
+        gpu.call("cuEventRecord", end, 0)
+        gpu.call("cuEventSynchronize", end)
+        best = min(best, gpu.call("cuEventElapsedTime", start, end) / number)
+    return best
 
-    def __init__(self, gpu: Gpu, ptx: str, plan: dict):
+
+class LoadedPlan:
+    """``ptx`` loaded as a module, with device buffers for every buffer of ``plan``;
+    ``bound``: device pointers of its first parameters, owned by the caller (not allocated
+    here, not freed by ``close``)."""
+
+    def __init__(self, gpu: Gpu, ptx: str, plan: dict, bound=()):
         self.gpu, self.plan = gpu, plan
         self._image = np.frombuffer(ptx.encode() + b"\0", np.uint8)
         self.module = gpu.call("cuModuleLoadData", self._image.ctypes.data)
@@ -77,7 +96,10 @@ class LoadedPlan:
             gpu.call("cuModuleGetFunction", self.module, k["name"].encode())
             for k in plan["kernels"]
         ]
-        self.dptrs = [gpu.call("cuMemAlloc", max(_nbytes(b), 1)) for b in plan["buffers"]]
+        self._owned = [
+            gpu.call("cuMemAlloc", max(_nbytes(b), 1)) for b in plan["buffers"][len(bound) :]
+        ]
+        self.dptrs = [*bound, *self._owned]
         self._holders = [np.array([int(p)], np.uint64) for p in self.dptrs]
         self._args = [
             np.array([self._holders[i].ctypes.data for i in k["args"]], np.uint64)
@@ -109,21 +131,74 @@ class LoadedPlan:
 
     def time_ms(self, number: int = 10, repeat: int = 3) -> float:
         """Best-of-``repeat`` mean milliseconds of one launch of the plan (CUDA events)."""
-        start, end = self.gpu.call("cuEventCreate", 0), self.gpu.call("cuEventCreate", 0)
-        self.launch()
-        self.gpu.call("cuCtxSynchronize")
-        best = float("inf")
-        for _ in range(repeat):
-            self.gpu.call("cuEventRecord", start, 0)
-            for _ in range(number):
-                self.launch()
-            self.gpu.call("cuEventRecord", end, 0)
-            self.gpu.call("cuEventSynchronize", end)
-            best = min(best, self.gpu.call("cuEventElapsedTime", start, end) / number)
-        return best
+        return time_launches_ms(self.gpu, self.launch, number, repeat)
 
     def close(self) -> None:
-        for p in self.dptrs:
+        for p in self._owned:
             self.gpu.call("cuMemFree", p)
         self.gpu.call("cuModuleUnload", self.module)
-        self.dptrs = []
+        self.dptrs, self._owned = [], []
+
+
+class LoadedNetwork:
+    """A network plan on the GPU: one device buffer per value (a view shares its source's),
+    the ``constants`` (name -> array) uploaded once, every node's PTX (``ptx``: node name ->
+    text) loaded with its parameters bound to the values' buffers. ``run`` uploads the inputs,
+    launches every node in order and downloads the outputs; nothing else crosses the bus."""
+
+    def __init__(self, gpu: Gpu, net: dict, ptx: dict, constants: dict):
+        self.gpu, self.net = gpu, net
+        self.values = {v["name"]: v for v in net["values"]}
+        aliases = net.get("aliases", {})
+        self.dptrs, self._owned = {}, []
+        for name, v in self.values.items():
+            if name not in aliases:
+                self.dptrs[name] = gpu.call("cuMemAlloc", max(_nbytes(v), 1))
+                self._owned.append(self.dptrs[name])
+        for name in aliases:
+            root = name
+            while root in aliases:
+                root = aliases[root]
+            self.dptrs[name] = self.dptrs[root]
+        for name in net["constants"]:
+            self.upload(name, constants[name])
+        self.nodes = [
+            LoadedPlan(gpu, ptx[n["name"]], n["plan"], [self.dptrs[v] for v in n["values"]])
+            for n in net["nodes"]
+        ]
+        self.index = {n["name"]: i for i, n in enumerate(net["nodes"])}
+
+    def upload(self, name: str, array) -> None:
+        v = self.values[name]
+        a = np.ascontiguousarray(array, v["dtype"]).reshape(v["shape"])
+        self.gpu.call("cuMemcpyHtoD", self.dptrs[name], a.ctypes.data, a.nbytes)
+
+    def download(self, name: str) -> np.ndarray:
+        v = self.values[name]
+        a = np.empty(v["shape"], v["dtype"])
+        self.gpu.call("cuMemcpyDtoH", a.ctypes.data, self.dptrs[name], a.nbytes)
+        return a
+
+    def launch(self) -> None:
+        """Every node's kernels, in graph order, on the default stream."""
+        for node in self.nodes:
+            node.launch()
+
+    def run(self, inputs: dict) -> dict:
+        """Upload ``inputs`` (name -> array), launch, synchronise; the outputs by name."""
+        for name in self.net["inputs"]:
+            self.upload(name, inputs[name])
+        self.launch()
+        self.gpu.call("cuCtxSynchronize")
+        return {name: self.download(name) for name in self.net["outputs"]}
+
+    def time_ms(self, number: int = 10, repeat: int = 3) -> float:
+        """Best-of-``repeat`` mean milliseconds of one inference's launches (CUDA events)."""
+        return time_launches_ms(self.gpu, self.launch, number, repeat)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.close()
+        for p in self._owned:
+            self.gpu.call("cuMemFree", p)
+        self.nodes, self._owned = [], []

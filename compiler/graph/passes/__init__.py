@@ -10,6 +10,7 @@ from pyvta.compiler.graph.passes.fold_constants import fold_constants
 from pyvta.compiler.graph.passes.fuse_operators import fuse_operators
 from pyvta.compiler.graph.passes.pack_layouts import pack_layouts
 from pyvta.compiler.graph.passes.partition_targets import partition_targets
+from pyvta.compiler.graph.passes.place_gpu import place_gpu
 from pyvta.compiler.graph.passes.quantize_int8 import quantize_int8
 from pyvta.compiler.graph.passes.remove_dead_code import remove_dead_code
 
@@ -21,6 +22,7 @@ __all__ = [
     "fuse_operators",
     "pack_layouts",
     "partition_targets",
+    "place_gpu",
     "quantize_int8",
     "remove_dead_code",
 ]

@@ -18,12 +18,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from pyvta.compiler.ops.conv2d import _out_size, conv2d_nchw
-from pyvta.compiler.ops.cuda.fetch import cooperative_fetch
+from pyvta.compiler.ops.cuda.epilogue import NO_EPILOGUE, Epilogue, apply_epilogue
+from pyvta.compiler.ops.cuda.fetch import bind_flat, cooperative_fetch
 from pyvta.compiler.ops.cuda.gemm import GpuGemmKnobs, schedule_matmul
 from pyvta.compiler.ops.dense import matmul
 from pyvta.compiler.ops.pad import pad as pad_op
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.tensor import compute, placeholder
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
 
 
 @dataclass(frozen=True)
@@ -54,15 +56,17 @@ def conv2d_gpu(
     padding: int = 0,
     knobs: GpuConv2dKnobs = GpuConv2dKnobs(),
     batch: int = 1,
+    epilogue: Epilogue = NO_EPILOGUE,
 ):
-    """Schedule and arguments ``(sch, [data, weight, out])``; weights in OIHW."""
+    """Schedule and arguments ``(sch, [data, weight, out])``; weights in OIHW. With an
+    ``epilogue`` the arguments are ``[data, weight, (bias), (residual), out]``."""
     kn = knobs
     data = placeholder((batch, c, h, w), "float32", "data")
     wgt = placeholder((o, c, kernel, kernel), "float32", "weight")
-    out = conv2d_nchw(data, wgt, stride, padding, name="conv")
-    s = create_schedule(out)
+    out, extra, s, ol, sfx = _with_epilogue(
+        conv2d_nchw(data, wgt, stride, padding, name="conv"), epilogue
+    )
     src = s.tensor("conv.pad") if padding else data
-    ol = s.cache_write(out, "local")
     shared = [s.cache_read(src, "shared", [s[ol]]), s.cache_read(wgt, "shared", [s[ol]])]
     if padding:
         s[src].compute_inline()
@@ -80,16 +84,67 @@ def conv2d_gpu(
         st.bind(axis, tag)
     s[ol].compute_at(st, tx)
     rco, rci = s[ol].split("rc", kn.tile_c)
-    s[ol].reorder(rco, rci, "ry", "rx", "b.c", "f.c", "y.c", "x.c")
+    s[ol].reorder(rco, rci, "ry", "rx", *(f"{a}{sfx}" for a in "bfyx"))
     if kn.unroll:
-        for a in ("ry", "rx", "f.c", "x.c"):
+        for a in ("ry", "rx", f"f{sfx}", f"x{sfx}"):
             s[ol].unroll(a)
         st.unroll(ro)
         st.unroll(rx)
     for sh in shared:
         s[sh].compute_at(s[ol], rco)
         cooperative_fetch(s, sh, (kn.threads_x, kn.threads_y, kn.threads_z))
-    return s, [data, wgt, out]
+    return s, [data, wgt, *extra, out]
+
+
+def _with_epilogue(acc, ep: Epilogue, channel_axis: int = 1):
+    """``(out, extra args, schedule, local stage, its axis suffix)`` of reduction ``acc``:
+    without an epilogue ``acc`` is the output, cached in registers by ``cache_write``
+    (axes ``<name>.c``); with one, ``acc`` itself is the ``local`` stage (same axis names)."""
+    if ep.empty:
+        s = create_schedule(acc)
+        return acc, [], s, s.cache_write(acc, "local"), ".c"
+    out, extra = apply_epilogue(acc, ep, channel_axis)
+    s = create_schedule(out)
+    s[acc].set_scope("local")
+    return out, extra, s, acc, ""
+
+
+def depthwise_conv2d_gpu(
+    c: int,
+    h: int,
+    w: int,
+    kernel: int,
+    stride: int = 1,
+    padding: int = 0,
+    threads: int = 128,
+    epilogue: Epilogue = NO_EPILOGUE,
+):
+    """Depthwise (group = C) NCHW conv2d, one output element per thread, the kernel window
+    unrolled in the thread; weights ``[C, 1, K, K]``. ``(sch, [data, weight, (bias),
+    (residual), out])``. The reads of neighbouring threads overlap in the cache, so no
+    shared tile."""
+    oh = _out_size("depthwise_conv2d_gpu", h, kernel, stride, padding)
+    ow = _out_size("depthwise_conv2d_gpu", w, kernel, stride, padding)
+    data = placeholder((1, c, h, w), "float32", "data")
+    wgt = placeholder((c, 1, kernel, kernel), "float32", "weight")
+    src = pad_op(data, (0, 0, padding, padding), name="pad") if padding else data
+    ry, rx = reduce_axis(kernel, "ry"), reduce_axis(kernel, "rx")
+    acc = compute(
+        (1, c, oh, ow),
+        lambda b, f, y, x: te_sum(
+            src[b, f, y * stride + ry, x * stride + rx] * wgt[f, 0, ry, rx], [ry, rx]
+        ),
+        name="conv",
+    )
+    out, extra, s, local, _ = _with_epilogue(acc, epilogue)
+    if padding:
+        s[src].compute_inline()
+    bind_flat(s, out, threads)
+    thread_axis = s[out].leaf[-1]
+    s[local].compute_at(s[out], thread_axis)
+    s[local].unroll("ry")
+    s[local].unroll("rx")
+    return s, [data, wgt, *extra, out]
 
 
 def conv2d_implicit_gemm(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from pyvta.compiler.ops.cuda.epilogue import NO_EPILOGUE, Epilogue, apply_epilogue
 from pyvta.compiler.ops.cuda.fetch import cooperative_fetch
 from pyvta.compiler.ops.dense import dense, matmul
 from pyvta.compiler.schedule.schedule import create_schedule
@@ -49,11 +50,12 @@ class GpuGemmKnobs:
         return self.vthread_n * self.threads_x * self.reg_n
 
 
-def schedule_matmul(sch, out, inputs, knobs: GpuGemmKnobs) -> None:
+def schedule_matmul(sch, out, inputs, knobs: GpuGemmKnobs, local=None) -> None:
     """Schedule 2-D reduction ``out[i, j] = sum_k ...`` reading the 2-D ``inputs`` (cached in
-    shared memory) with ``knobs``."""
+    shared memory) with ``knobs``. ``local``: the reduction's ``local`` stage when ``out`` is
+    an epilogue reading it (default: ``out`` is the reduction, cached by ``cache_write``)."""
     kn = knobs
-    cl = sch.cache_write(out, "local")
+    cl, sfx = (sch.cache_write(out, "local"), ".c") if local is None else (local, "")
     shared = [sch.cache_read(t, "shared", [sch[cl]]) for t in inputs]
     c = sch[out]
     bi, vi, ti, ri = _split3(c, "i", kn.block_m, kn.vthread_m, kn.reg_m)
@@ -68,9 +70,9 @@ def schedule_matmul(sch, out, inputs, knobs: GpuGemmKnobs) -> None:
     c.bind(tj, "threadIdx.x")
     sch[cl].compute_at(c, tj)
     ko, ki = sch[cl].split("k", kn.tile_k)
-    sch[cl].reorder(ko, ki, "i.c", "j.c")
+    sch[cl].reorder(ko, ki, f"i{sfx}", f"j{sfx}")
     if kn.unroll:
-        for a in (ki, "i.c", "j.c"):
+        for a in (ki, f"i{sfx}", f"j{sfx}"):
             sch[cl].unroll(a)
         c.unroll(ri)
         c.unroll(rj)
@@ -99,11 +101,25 @@ def gemm(m: int, n: int, k: int, knobs: GpuGemmKnobs = GpuGemmKnobs(), dtype="fl
     return s, [a, b, c]
 
 
-def dense_gpu(m: int, n: int, k: int, knobs: GpuGemmKnobs = GpuGemmKnobs(), dtype="float32"):
-    """Schedule and arguments ``(sch, [X, W, Y])`` of ``Y = X @ W^T`` (W is ``[N, K]``)."""
+def dense_gpu(
+    m: int,
+    n: int,
+    k: int,
+    knobs: GpuGemmKnobs = GpuGemmKnobs(),
+    dtype="float32",
+    epilogue: Epilogue = NO_EPILOGUE,
+):
+    """Schedule and arguments ``(sch, [X, W, Y])`` of ``Y = X @ W^T`` (W is ``[N, K]``); with
+    an ``epilogue`` ``[X, W, (bias), (residual), Y]``."""
     x = placeholder((m, k), dtype, "X")
     w = placeholder((n, k), dtype, "W")
     y = dense(x, w, name="Y")
-    s = create_schedule(y)
-    schedule_matmul(s, y, [x, w], knobs)
-    return s, [x, w, y]
+    if epilogue.empty:
+        s = create_schedule(y)
+        schedule_matmul(s, y, [x, w], knobs)
+        return s, [x, w, y]
+    out, extra = apply_epilogue(y, epilogue, channel_axis=1, name="out")
+    s = create_schedule(out)
+    s[y].set_scope("local")
+    schedule_matmul(s, out, [x, w], knobs, local=y)
+    return s, [x, w, *extra, out]

@@ -157,6 +157,6 @@ def test_pipeline_is_one_ordered_list_of_named_passes():
     names = [name for name, _ in PIPELINE]
     assert names == [
         "fold_constants", "eliminate_identities", "fold_batch_norm", "fuse_operators",
-        "remove_dead_code", "quantize_int8", "partition_targets", "pack_layouts",
+        "remove_dead_code", "quantize_int8", "partition_targets", "place_gpu", "pack_layouts",
         "alter_cpu_layout", "remove_dead_code", "build_cpu_kernels",
     ]  # fmt: skip
