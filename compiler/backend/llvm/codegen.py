@@ -492,7 +492,9 @@ class CodeGen:
         if is_float(dst):
             return bd.sitofp(v, to)
         sw, dw = ELEM_BYTES[src], ELEM_BYTES[dst]
-        return bd.trunc(v, to) if dw < sw else bd.sext(v, to)
+        if dw < sw:
+            return bd.trunc(v, to)
+        return bd.zext(v, to) if src.startswith("u") else bd.sext(v, to)
 
     def call(self, e: Call):
         if e.name in ("exp", "sqrt", "fabs"):

@@ -1,0 +1,165 @@
+"""int8 conv2d / dense on the CPU with the accelerator's integer contract, fused (batch 1).
+
+What one output element computes is :mod:`compiler.graph.vta_ops`'s contract, bit for bit::
+
+    acc = wrap_int32(sum_{c, ky, kx} x * w + bias + (res << res_shift))
+    out = int8(clip(acc >> shift, clip_lo, clip_hi))
+
+The kernel reads and writes the graph's NCHW int8 tensors (no layout change between layers).
+Inside, the input is padded and offset to unsigned, ``u = x + 128`` (uint8, the pad value 128
+is x = 0), so every product is ``zext(u) * sext(w)``: one operand has 17 known-zero upper bits,
+which is what lets LLVM turn the int32 multiply into ``vpmaddwd`` (AVX2: the low 16-bit halves
+multiplied exactly, the zero high halves add nothing). The offset is paid back in the bias:
+``sum (u - 128) * w = sum u * w - 128 * sum w``, and ``sum w`` is per output channel, padding
+included since a padded tap is ``u = 128``, so :func:`pack_qconv` folds ``-128 * sum w`` into
+the int32 bias. All of it is int32 arithmetic modulo 2**32, as the accumulator is, so the wrap
+matches the contract's. The same u8 x s8 form is what VNNI's ``vpdpbusd`` multiplies; on a CPU
+with AVX-512 VNNI or AVX-VNNI, LLVM fuses the multiply-add into ``vpdpwssd`` (see
+:func:`dot_instructions`).
+
+Register tile: ``oc_block`` output channels (the vector lanes) x ``ow_block`` output columns,
+the input value broadcast per column and the weight vector shared by the columns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pyvta.compiler.graph.vta_ops import FusedParams
+from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.expr_ops import cast, maximum, minimum, select
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
+
+U8_OFFSET = 128  # u = x + 128 maps int8 onto uint8
+
+
+@dataclass(frozen=True)
+class Int8ConvKnobs:
+    """``oc_block`` output channels per vector (8 int32 lanes of AVX2; the output channels must
+    be a multiple, else use 1); ``ow_block`` unrolled output columns per tile (divides the output
+    width); ``parallel``: output channel blocks x rows across threads."""
+
+    oc_block: int = 8
+    ow_block: int = 4
+    parallel: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def for_layer(o: int, ow: int, lanes: int = 8, registers: int = 16) -> Int8ConvKnobs:
+        """Full vectors when ``o`` allows; the widest column tile dividing ``ow`` that leaves
+        room for the weight vector, the broadcast input and a temporary."""
+        oc = lanes if o % lanes == 0 else 1
+        room = registers - 4
+        owb = max(d for d in range(1, min(room, ow) + 1) if ow % d == 0)
+        return Int8ConvKnobs(oc_block=oc, ow_block=owb)
+
+
+def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
+    (kh, kw), (sh, sw), (t, lft, b, r) = kernel, strides, pads
+    oh, ow = (h + t + b - kh) // sh + 1, (w + lft + r - kw) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}")
+    return oh, ow
+
+
+def pack_qconv(w: np.ndarray, bias: np.ndarray, oc_block: int) -> tuple[np.ndarray, np.ndarray]:
+    """OIHW int8 weights and int32 bias -> ``([O/ob, C, KH, KW, ob] int8, [O] int32)``; the
+    bias carries the unsigned-input correction ``-128 * sum w[o]`` (wrapped to int32)."""
+    o, c, kh, kw = w.shape
+    if o % oc_block:
+        raise ValueError(f"{o} output channels are not a multiple of oc_block {oc_block}")
+    wp = np.ascontiguousarray(
+        w.reshape(o // oc_block, oc_block, c, kh, kw).transpose(0, 2, 3, 4, 1)
+    )
+    corr = bias.astype(np.int64) - U8_OFFSET * w.reshape(o, -1).astype(np.int64).sum(axis=1)
+    wrapped = ((corr + 2**31) & 0xFFFFFFFF) - 2**31
+    return wp.astype(np.int8), wrapped.astype(np.int32)
+
+
+def _offset_padded(data, pads):
+    """``u = x + 128`` as uint8 ``[C, H + t + b, W + l + r]``, pad cells 128 (x = 0)."""
+    _, c, h, w = data.shape
+    t, lft, b, r = pads
+
+    def f(ch, y, x):
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        v = cast("int32", data[0, ch, y - t, x - lft]) + U8_OFFSET
+        return cast("uint8", select(inside, v, const(U8_OFFSET)))
+
+    return compute((c, h + t + b, w + lft + r), f, name="data.u8")
+
+
+def _requantize(acc, res, p: FusedParams):
+    """int32 ``acc`` (bias added) + residual -> int8 by the contract's shift and clip."""
+    if res is not None:
+        acc = acc + (cast("int32", res) << p.res_shift)
+    y = acc >> p.shift
+    return cast("int8", minimum(maximum(y, const(p.clip_lo)), const(p.clip_hi)))
+
+
+def qconv2d_nchw(
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: tuple[int, int],
+    params: FusedParams,
+    residual: bool = False,
+    knobs: Int8ConvKnobs = Int8ConvKnobs(),
+):
+    """``(sch, [data, weight, bias, (residual,) out])``: data int8 ``[1, C, H, W]``, weight and
+    bias from :func:`pack_qconv`, residual and out int8 ``[1, O, OH, OW]`` (``params``: shift,
+    clip, residual shift, strides, pads)."""
+    kh, kw = kernel
+    (sh, sw), ob = params.strides, knobs.oc_block
+    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+    owb = knobs.ow_block
+    if o % ob or ow % owb:
+        raise ValueError(
+            f"oc_block {ob} must divide the {o} output channels, ow_block {owb} the width {ow}"
+        )
+    data = placeholder((1, c, h, w), "int8", "data")
+    wgt = placeholder((o // ob, c, kh, kw, ob), "int8", "weight")
+    bias = placeholder((o,), "int32", "bias")
+    args = [data, wgt, bias]
+    res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
+    if res is not None:
+        args.append(res)
+    u = _offset_padded(data, params.pads)
+    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    acc = compute(
+        (o // ob, oh, ow, ob),
+        lambda f, y, x, fi: te_sum(
+            cast("int32", u[rc, y * sh + ry, x * sw + rx]) * cast("int32", wgt[f, rc, ry, rx, fi]),
+            [rc, ry, rx],
+        ),
+        name="acc",
+    )
+
+    def out_fn(n, oc, y, x):
+        r = res[n, oc, y, x] if res is not None else None
+        return _requantize(acc[oc // ob, y, x, oc % ob] + bias[oc], r, params)
+
+    out = compute((1, o, oh, ow), out_fn, name="out")
+    s = create_schedule(out)
+    s[acc].set_scope("local")
+    fo, fi = s[out].split("oc", ob)
+    xo, xi = s[out].split("x", owb)
+    s[out].reorder("n", fo, "y", xo, xi, fi)
+    s[acc].compute_at(s[out], xo)
+    s[acc].reorder("f", "y", "rc", "ry", "rx", "x", "fi")
+    if ob > 1:
+        s[acc].vectorize("fi")
+        s[out].vectorize(fi)
+    s[acc].unroll("x")
+    s[out].unroll(xi)
+    if knobs.parallel:
+        s[out].parallel(s[out].fuse(fo, "y"))
+        s[u].parallel("ch")
+    return s, args + [out]
