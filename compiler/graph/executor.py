@@ -23,6 +23,7 @@ from typing import Protocol
 
 import numpy as np
 
+from pyvta.compiler.graph.cpu_int8_kernels import has_int8_nodes, int8_backend_for
 from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
@@ -131,8 +132,11 @@ def plan_frees(graph: Graph) -> list[list[str]]:
 
 
 def default_backend(target: str, graph: Graph, vta: VtaBackend | None = None) -> NodeBackend:
-    """``"cpu"``: the graph's CpuKernels; ``"vta"``: the operator contract (default: golden model)."""
+    """``"cpu"``: the graph's CpuKernels (CpuInt8Kernels when it has quantized CPU nodes);
+    ``"vta"``: the operator contract (default: golden model)."""
     if target == "cpu":
+        if has_int8_nodes(graph):
+            return int8_backend_for(graph)
         return cpu_backend_for(graph)
     if target == "vta":
         return ContractNodes(vta if vta is not None else GoldenVta())
