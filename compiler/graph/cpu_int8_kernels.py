@@ -54,11 +54,14 @@ class Int8Kernel:
 
     def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:
         from pyvta import compiler
+        from pyvta.compiler.backend.llvm import CpuTarget
         from pyvta.compiler.ops.cpu.int8 import Int8ConvKnobs, conv_out_hw, pack_qconv, qconv2d_nchw
 
         (c, h, w, o, kernel), params = conv_view(node, graph)
         _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
-        self.knobs = Int8ConvKnobs.for_layer(o, ow)
+        host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
+        lanes, regs = host.vector_lanes("int32"), host.vector_registers
+        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs)
         residual = len(node.inputs) == 4
         sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)
         self.module = compiler.build(sch, args, num_threads=num_threads)

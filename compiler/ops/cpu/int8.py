@@ -13,9 +13,11 @@ multiplied exactly, the zero high halves add nothing). The offset is paid back i
 ``sum (u - 128) * w = sum u * w - 128 * sum w``, and ``sum w`` is per output channel, padding
 included since a padded tap is ``u = 128``, so :func:`pack_qconv` folds ``-128 * sum w`` into
 the int32 bias. All of it is int32 arithmetic modulo 2**32, as the accumulator is, so the wrap
-matches the contract's. The same u8 x s8 form is what VNNI's ``vpdpbusd`` multiplies; on a CPU
-with AVX-512 VNNI or AVX-VNNI, LLVM fuses the multiply-add into ``vpdpwssd`` (see
-:func:`dot_instructions`).
+matches the contract's. On a CPU with AVX-512 VNNI, LLVM fuses some of the multiply-adds
+into ``vpdpwssd`` (16-bit pairs, accumulate); :func:`dot_isa` names what a CPU's features give
+and :func:`assembly_for` compiles a kernel for a CPU we do not run on, to check that. (The
+4 x u8 * s8 ``vpdpbusd`` form is not generated: the offset and bias correction it needs are
+the ones above, but the template does not yet group the reduction by 4 channels.)
 
 Register tile: ``oc_block`` output channels (the vector lanes) x ``ow_block`` output columns,
 the input value broadcast per column and the weight vector shared by the columns.
@@ -35,6 +37,37 @@ from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 
 U8_OFFSET = 128  # u = x + 128 maps int8 onto uint8
+DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
+
+
+def dot_isa(features: dict[str, bool]) -> str:
+    """The int8 dot-product instructions a CPU with ``features`` (llvmlite's
+    ``get_host_cpu_features()``) gives these kernels, one of ``DOT_ISAS``."""
+    if features.get("avx512vnni") and features.get("avx512bw"):
+        return "avx512vnni"
+    if features.get("avxvnni"):
+        return "avxvnni"
+    return "avx2" if features.get("avx2") else "scalar"
+
+
+def assembly_for(sch, args, cpu: str, features: str, vector_bits: int) -> str:
+    """Assembly of ``(sch, args)`` compiled for CPU ``cpu`` with LLVM ``features`` (e.g.
+    ``"+avx512vnni,+avx512bw"``): code generation only, it is not run (the host may lack
+    them)."""
+    import llvmlite.binding as llvm
+
+    from pyvta.compiler.api import lower
+    from pyvta.compiler.backend.llvm.codegen import CodeGen
+    from pyvta.compiler.backend.llvm.jit import optimize
+    from pyvta.compiler.backend.llvm.passes import LLVM_PASSES
+    from pyvta.compiler.backend.llvm.target import CpuTarget, cpu_scopes
+    from pyvta.compiler.passes.pipeline import run_passes
+
+    host = CpuTarget.host(1)
+    target = CpuTarget(host.triple, cpu, features, vector_bits, 1)
+    func = run_passes(lower(sch, args), LLVM_PASSES)
+    text = optimize(str(CodeGen(func, target, cpu_scopes()).generate()), target)
+    return target.target_machine().emit_assembly(llvm.parse_assembly(text))
 
 
 @dataclass(frozen=True)
@@ -52,9 +85,10 @@ class Int8ConvKnobs:
 
     @staticmethod
     def for_layer(o: int, ow: int, lanes: int = 8, registers: int = 16) -> Int8ConvKnobs:
-        """Full vectors when ``o`` allows; the widest column tile dividing ``ow`` that leaves
-        room for the weight vector, the broadcast input and a temporary."""
-        oc = lanes if o % lanes == 0 else 1
+        """Full vectors of ``lanes`` int32 when ``o`` allows (else 8, else scalar); the widest
+        column tile dividing ``ow`` that leaves room for the weight vector, the broadcast input
+        and a temporary."""
+        oc = next((b for b in (lanes, 8) if o % b == 0), 1)
         room = registers - 4
         owb = max(d for d in range(1, min(room, ow) + 1) if ow % d == 0)
         return Int8ConvKnobs(oc_block=oc, ow_block=owb)
