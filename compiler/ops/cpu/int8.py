@@ -35,9 +35,14 @@ from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.te.expr_ops import cast, maximum, minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
+from pyvta.isa.errors import PyvtaError
 
 U8_OFFSET = 128  # u = x + 128 maps int8 onto uint8
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
+
+
+class Int8TemplateError(PyvtaError, ValueError):
+    """A layer or tile the int8 template cannot build."""
 
 
 def dot_isa(features: dict[str, bool]) -> str:
@@ -98,7 +103,9 @@ def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
     (kh, kw), (sh, sw), (t, lft, b, r) = kernel, strides, pads
     oh, ow = (h + t + b - kh) // sh + 1, (w + lft + r - kw) // sw + 1
     if oh <= 0 or ow <= 0:
-        raise ValueError(f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}")
+        raise Int8TemplateError(
+            f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}"
+        )
     return oh, ow
 
 
@@ -107,7 +114,7 @@ def pack_qconv(w: np.ndarray, bias: np.ndarray, oc_block: int) -> tuple[np.ndarr
     bias carries the unsigned-input correction ``-128 * sum w[o]`` (wrapped to int32)."""
     o, c, kh, kw = w.shape
     if o % oc_block:
-        raise ValueError(f"{o} output channels are not a multiple of oc_block {oc_block}")
+        raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
     wp = np.ascontiguousarray(
         w.reshape(o // oc_block, oc_block, c, kh, kw).transpose(0, 2, 3, 4, 1)
     )
@@ -145,17 +152,17 @@ def qconv2d_nchw(
     kernel: tuple[int, int],
     params: FusedParams,
     residual: bool = False,
-    knobs: Int8ConvKnobs = Int8ConvKnobs(),
+    knobs: Int8ConvKnobs | None = None,
 ):
     """``(sch, [data, weight, bias, (residual,) out])``: data int8 ``[1, C, H, W]``, weight and
     bias from :func:`pack_qconv`, residual and out int8 ``[1, O, OH, OW]`` (``params``: shift,
-    clip, residual shift, strides, pads)."""
+    clip, residual shift, strides, pads); ``knobs`` default: :meth:`Int8ConvKnobs.for_layer`."""
     kh, kw = kernel
-    (sh, sw), ob = params.strides, knobs.oc_block
     oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
-    owb = knobs.ow_block
+    knobs = knobs or Int8ConvKnobs.for_layer(o, ow)
+    (sh, sw), ob, owb = params.strides, knobs.oc_block, knobs.ow_block
     if o % ob or ow % owb:
-        raise ValueError(
+        raise Int8TemplateError(
             f"oc_block {ob} must divide the {o} output channels, ow_block {owb} the width {ow}"
         )
     data = placeholder((1, c, h, w), "int8", "data")
