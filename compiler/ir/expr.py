@@ -7,7 +7,7 @@ Division on integers is floor division (``//``) and ``%`` is floor modulo, as in
 
 from __future__ import annotations
 
-DTYPES = ("bool", "int8", "uint8", "int32", "int64", "float32")
+DTYPES = ("bool", "int8", "int32", "int64", "float32")
 INDEX_DTYPE = "int32"
 
 
@@ -22,7 +22,7 @@ def is_float(dtype: str) -> bool:
 
 
 def is_int(dtype: str) -> bool:
-    return dtype.startswith(("int", "uint"))
+    return dtype.startswith("int")
 
 
 def const(value, dtype: str | None = None) -> Expr:
@@ -269,7 +269,7 @@ class Reduce(Expr):
     def identity(self) -> Expr:
         if self.combiner == "sum":
             return const(0.0 if is_float(self.dtype) else 0, self.dtype)
-        lim = {"int8": 127, "uint8": 255, "int32": 2**31 - 1, "int64": 2**63 - 1, "float32": float("inf")}
+        lim = {"int8": 127, "int32": 2**31 - 1, "int64": 2**63 - 1, "float32": float("inf")}
         v = lim[self.dtype]
         if self.combiner == "max":
             v = -v - (0 if is_float(self.dtype) else 1)

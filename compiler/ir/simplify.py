@@ -225,10 +225,8 @@ def _fold(e: Expr, ranges: dict) -> Expr:
 
 
 def _wrap(v: int, dtype: str) -> int:
-    bits = {"int8": 8, "uint8": 8, "int32": 32, "int64": 64}[dtype]
+    bits = {"int8": 8, "int32": 32, "int64": 64}[dtype]
     v &= (1 << bits) - 1
-    if dtype.startswith("u"):
-        return v
     return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 

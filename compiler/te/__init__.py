@@ -3,6 +3,7 @@
 from pyvta.compiler.ir.expr import const
 from pyvta.compiler.te.expr_ops import (
     cast,
+    dot_i16x2,
     equal,
     exp,
     if_then_else,
@@ -36,6 +37,7 @@ __all__ = [
     "cast",
     "compute",
     "const",
+    "dot_i16x2",
     "equal",
     "exp",
     "if_then_else",

@@ -66,3 +66,13 @@ def sqrt(x: Expr) -> Expr:
     if x.dtype != "float32":
         raise TypeError(f"sqrt needs float32, got {x.dtype}")
     return Call("sqrt", [x], x.dtype)
+
+
+def dot_i16x2(p, q) -> Expr:
+    """int32 ``lo(p) * lo(q) + hi(p) * hi(q)`` where ``lo``/``hi`` are the signed low and high
+    16-bit halves of the int32 operands (two int16 packed per lane): on an x86 vector of 4, 8
+    or 16 lanes one ``pmaddwd`` (SSE2 / AVX2 / AVX-512BW)."""
+    p, q = const(p), const(q)
+    if p.dtype != "int32" or q.dtype != "int32":
+        raise TypeError(f"dot_i16x2 needs int32 operands, got {p.dtype}, {q.dtype}")
+    return Call("dot_i16x2", [p, q], "int32")

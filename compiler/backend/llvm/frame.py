@@ -7,9 +7,9 @@ from llvmlite import ir
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 F32 = ir.FloatType()
 I8P = I8.as_pointer()
-LLTYPE = {"bool": I1, "int8": I8, "uint8": I8, "int32": I32, "int64": I64, "float32": F32}
+LLTYPE = {"bool": I1, "int8": I8, "int32": I32, "int64": I64, "float32": F32}
 MEM_TYPE = {**LLTYPE, "bool": I8}
-ELEM_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int32": 4, "int64": 8, "float32": 4}
+ELEM_BYTES = {"bool": 1, "int8": 1, "int32": 4, "int64": 8, "float32": 4}
 
 
 class FnState:

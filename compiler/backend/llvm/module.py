@@ -13,7 +13,6 @@ from pyvta.isa.errors import PyvtaError
 
 _NP_DTYPE = {
     "int8": np.int8,
-    "uint8": np.uint8,
     "int32": np.int32,
     "int64": np.int64,
     "float32": np.float32,

@@ -10,7 +10,7 @@ import llvmlite.binding as llvm
 
 from pyvta.compiler.schedule.scope import ScopeInfo, ScopeTable
 
-_ELEM_BITS = {"int8": 8, "uint8": 8, "int32": 32, "int64": 64, "float32": 32, "bool": 8}
+_ELEM_BITS = {"int8": 8, "int32": 32, "int64": 64, "float32": 32, "bool": 8}
 
 
 @cache

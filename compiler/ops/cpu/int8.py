@@ -6,18 +6,19 @@ What one output element computes is :mod:`compiler.graph.vta_ops`'s contract, bi
     out = int8(clip(acc >> shift, clip_lo, clip_hi))
 
 The kernel reads and writes the graph's NCHW int8 tensors (no layout change between layers).
-Inside, the input is padded and offset to unsigned, ``u = x + 128`` (uint8, the pad value 128
-is x = 0), so every product is ``zext(u) * sext(w)``: one operand has 17 known-zero upper bits,
-which is what lets LLVM turn the int32 multiply into ``vpmaddwd`` (AVX2: the low 16-bit halves
-multiplied exactly, the zero high halves add nothing). The offset is paid back in the bias:
-``sum (u - 128) * w = sum u * w - 128 * sum w``, and ``sum w`` is per output channel, padding
-included since a padded tap is ``u = 128``, so :func:`pack_qconv` folds ``-128 * sum w`` into
-the int32 bias. All of it is int32 arithmetic modulo 2**32, as the accumulator is, so the wrap
-matches the contract's. On a CPU with AVX-512 VNNI, LLVM fuses some of the multiply-adds
-into ``vpdpwssd`` (16-bit pairs, accumulate); :func:`dot_isa` names what a CPU's features give
-and :func:`assembly_for` compiles a kernel for a CPU we do not run on, to check that. (The
-4 x u8 * s8 ``vpdpbusd`` form is not generated: the offset and bias correction it needs are
-the ones above, but the template does not yet group the reduction by 4 channels.)
+Input channels go in pairs, two int16 in one int32 lane, and ``te.dot_i16x2`` multiplies a
+vector of such lanes with one ``vpmaddwd`` (AVX2; AVX-512BW on 16 lanes): 16 exact int8 x int8
+products per instruction. The padded input is stored as those pairs, offset to unsigned,
+``u = x + 128`` (pad cells 128, that is x = 0) so that packing two into an int32 is plain
+arithmetic, ``u0 + 65536 * u1``; the weights are packed once, at build time. The offset is
+paid back in the bias: ``sum (u - 128) * w = sum u * w - 128 * sum w``, and ``sum w`` is per
+output channel, padding included since a padded tap is ``u = 128``, so :func:`pack_qconv`
+folds ``-128 * sum w`` into the int32 bias. All of it is int32 arithmetic modulo 2**32, as the
+accumulator is, so the wrap matches the contract's. On a CPU with AVX-512 VNNI, LLVM fuses
+the ``vpmaddwd`` and the accumulating add into ``vpdpwssd``; :func:`dot_isa` names what a
+CPU's features give and :func:`assembly_for` compiles a kernel for a CPU we do not run on, to
+check that. (The 4 x u8 * s8 ``vpdpbusd`` form is not generated: its offset and bias
+correction are the ones above, but the template does not yet group channels by 4.)
 
 Register tile: ``oc_block`` output channels (the vector lanes) x ``ow_block`` output columns,
 the input value broadcast per column and the weight vector shared by the columns.
@@ -32,12 +33,13 @@ import numpy as np
 from pyvta.compiler.graph.vta_ops import FusedParams
 from pyvta.compiler.ir.expr import all_, const
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.expr_ops import cast, maximum, minimum, select
+from pyvta.compiler.te.expr_ops import cast, dot_i16x2, maximum, minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 from pyvta.isa.errors import PyvtaError
 
-U8_OFFSET = 128  # u = x + 128 maps int8 onto uint8
+U8_OFFSET = 128  # u = x + 128 maps int8 onto 0..255
+HALF = 1 << 16  # the high int16 of an int32 lane
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
 
 
@@ -110,30 +112,44 @@ def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
 
 
 def pack_qconv(w: np.ndarray, bias: np.ndarray, oc_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """OIHW int8 weights and int32 bias -> ``([O/ob, C, KH, KW, ob] int8, [O] int32)``; the
-    bias carries the unsigned-input correction ``-128 * sum w[o]`` (wrapped to int32)."""
+    """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/2), KH, KW, ob] int32, [O]
+    int32)``: each weight lane the pair of input channels ``2c`` (low int16) and ``2c + 1``
+    (high; an odd count padded with a zero weight); the bias carries the unsigned-input
+    correction ``-128 * sum w[o]`` (wrapped to int32)."""
     o, c, kh, kw = w.shape
     if o % oc_block:
         raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
+    c2 = -(-c // 2)
+    wpad = np.zeros((o, 2 * c2, kh, kw), np.int64)
+    wpad[:, :c] = w
+    pairs = (wpad[:, 0::2] & 0xFFFF) | (wpad[:, 1::2] << 16)  # [O, C/2, KH, KW]
+    pairs = ((pairs + 2**31) & 0xFFFFFFFF) - 2**31
     wp = np.ascontiguousarray(
-        w.reshape(o // oc_block, oc_block, c, kh, kw).transpose(0, 2, 3, 4, 1)
+        pairs.reshape(o // oc_block, oc_block, c2, kh, kw).transpose(0, 2, 3, 4, 1)
     )
     corr = bias.astype(np.int64) - U8_OFFSET * w.reshape(o, -1).astype(np.int64).sum(axis=1)
     wrapped = ((corr + 2**31) & 0xFFFFFFFF) - 2**31
-    return wp.astype(np.int8), wrapped.astype(np.int32)
+    return wp.astype(np.int32), wrapped.astype(np.int32)
 
 
-def _offset_padded(data, pads):
-    """``u = x + 128`` as uint8 ``[C, H + t + b, W + l + r]``, pad cells 128 (x = 0)."""
+def _offset_pairs(data, pads):
+    """``u0 + 65536 * u1`` of the unsigned ``u = x + 128`` of channels ``2c``, ``2c + 1``:
+    int32 ``[ceil(C/2), H + t + b, W + l + r]``, pad cells (and a channel past the input's)
+    ``u = 128`` (x = 0)."""
     _, c, h, w = data.shape
     t, lft, b, r = pads
 
-    def f(ch, y, x):
+    def f(c2, y, x):
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
-        v = cast("int32", data[0, ch, y - t, x - lft]) + U8_OFFSET
-        return cast("uint8", select(inside, v, const(U8_OFFSET)))
 
-    return compute((c, h + t + b, w + lft + r), f, name="data.u8")
+        def u(ch, valid):
+            v = cast("int32", data[0, ch, y - t, x - lft]) + U8_OFFSET
+            return select(all_(inside, valid), v, const(U8_OFFSET))
+
+        hi = u(2 * c2 + 1, 2 * c2 + 1 < c) if c % 2 else u(2 * c2 + 1, const(True))
+        return u(2 * c2, const(True)) + hi * HALF
+
+    return compute((-(-c // 2), h + t + b, w + lft + r), f, name="data.pairs")
 
 
 def _requantize(acc, res, p: FusedParams):
@@ -166,19 +182,19 @@ def qconv2d_nchw(
             f"oc_block {ob} must divide the {o} output channels, ow_block {owb} the width {ow}"
         )
     data = placeholder((1, c, h, w), "int8", "data")
-    wgt = placeholder((o // ob, c, kh, kw, ob), "int8", "weight")
+    c2 = -(-c // 2)  # input channel pairs: one vpmaddwd multiplies two channels
+    wgt = placeholder((o // ob, c2, kh, kw, ob), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
     args = [data, wgt, bias]
     res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
-    u = _offset_padded(data, params.pads)
-    rc, ry, rx = reduce_axis(c, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    u = _offset_pairs(data, params.pads)
+    rc, ry, rx = reduce_axis(c2, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     acc = compute(
         (o // ob, oh, ow, ob),
         lambda f, y, x, fi: te_sum(
-            cast("int32", u[rc, y * sh + ry, x * sw + rx]) * cast("int32", wgt[f, rc, ry, rx, fi]),
-            [rc, ry, rx],
+            dot_i16x2(u[rc, y * sh + ry, x * sw + rx], wgt[f, rc, ry, rx, fi]), [rc, ry, rx]
         ),
         name="acc",
     )
@@ -202,5 +218,5 @@ def qconv2d_nchw(
     s[out].unroll(xi)
     if knobs.parallel:
         s[out].parallel(s[out].fuse(fo, "y"))
-        s[u].parallel("ch")
+        s[u].parallel("c2")
     return s, args + [out]
