@@ -1,6 +1,8 @@
 """Compiled int8 kernels for the ``cpu-int8`` target: the graph's ``qconv2d`` / ``qdense`` nodes
-on :mod:`compiler.ops.cpu.int8` (LLVM, ``vpmaddwd`` on AVX2), bit-exact with the numpy
-reference :func:`compiler.graph.cpu_ops.run_cpu_op` and the accelerator's contract.
+on :mod:`compiler.ops.cpu.int8`, bit-exact with the numpy reference
+:func:`compiler.graph.cpu_ops.run_cpu_op` and the accelerator's contract. The dot-product form
+follows the host's features (``host_dot_form``): ``vpdpbusd`` where the CPU has AVX-512 VNNI or
+AVX-VNNI, else ``vpmaddwd`` (AVX2); the vector width follows the host's registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
 constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
@@ -55,19 +57,28 @@ class Int8Kernel:
     def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:
         from pyvta import compiler
         from pyvta.compiler.backend.llvm import CpuTarget
-        from pyvta.compiler.ops.cpu.int8 import Int8ConvKnobs, conv_out_hw, pack_qconv, qconv2d_nchw
+        from pyvta.compiler.ops.cpu.int8 import (
+            Int8ConvKnobs,
+            conv_out_hw,
+            host_dot_form,
+            pack_qconv,
+            qconv2d_nchw,
+        )
 
         (c, h, w, o, kernel), params = conv_view(node, graph)
         _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
         host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
         lanes, regs = host.vector_lanes("int32"), host.vector_registers
-        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs)
+        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, host_dot_form())
         residual = len(node.inputs) == 4
         sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)
         self.module = compiler.build(sch, args, num_threads=num_threads)
         wt = graph.constants[node.inputs[1]]
         self.weight, self.bias = pack_qconv(
-            wt.reshape(o, c, *kernel), graph.constants[node.inputs[2]], self.knobs.oc_block
+            wt.reshape(o, c, *kernel),
+            graph.constants[node.inputs[2]],
+            self.knobs.oc_block,
+            self.knobs.dot,
         )
         self.shapes = [p.shape for p in self.module.func.params]
         self.out_shape = graph.values[node.outputs[0]].shape

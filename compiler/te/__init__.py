@@ -4,6 +4,7 @@ from pyvta.compiler.ir.expr import const
 from pyvta.compiler.te.expr_ops import (
     cast,
     dot_i16x2,
+    dot_u8s8x4,
     equal,
     exp,
     if_then_else,
@@ -38,6 +39,7 @@ __all__ = [
     "compute",
     "const",
     "dot_i16x2",
+    "dot_u8s8x4",
     "equal",
     "exp",
     "if_then_else",

@@ -76,3 +76,13 @@ def dot_i16x2(p, q) -> Expr:
     if p.dtype != "int32" or q.dtype != "int32":
         raise TypeError(f"dot_i16x2 needs int32 operands, got {p.dtype}, {q.dtype}")
     return Call("dot_i16x2", [p, q], "int32")
+
+
+def dot_u8s8x4(p, q) -> Expr:
+    """int32 ``sum_j ubyte_j(p) * sbyte_j(q)`` over the four bytes of each int32 operand (``p``'s
+    unsigned, ``q``'s signed; no saturation): on an x86 vector of 8 or 16 lanes with AVX-512
+    VNNI (or AVX-VNNI, 8 lanes) one ``vpdpbusd``."""
+    p, q = const(p), const(q)
+    if p.dtype != "int32" or q.dtype != "int32":
+        raise TypeError(f"dot_u8s8x4 needs int32 operands, got {p.dtype}, {q.dtype}")
+    return Call("dot_u8s8x4", [p, q], "int32")

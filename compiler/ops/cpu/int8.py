@@ -17,8 +17,10 @@ folds ``-128 * sum w`` into the int32 bias. All of it is int32 arithmetic modulo
 accumulator is, so the wrap matches the contract's. On a CPU with AVX-512 VNNI, LLVM fuses
 the ``vpmaddwd`` and the accumulating add into ``vpdpwssd``; :func:`dot_isa` names what a
 CPU's features give and :func:`assembly_for` compiles a kernel for a CPU we do not run on, to
-check that. (The 4 x u8 * s8 ``vpdpbusd`` form is not generated: its offset and bias
-correction are the ones above, but the template does not yet group channels by 4.)
+check that. With VNNI the ``vpdpbusd`` form (``Int8ConvKnobs.dot``) packs four channels per
+lane as bytes instead and ``te.dot_u8s8x4`` multiplies-accumulates them in one instruction,
+u8 (the same offset input) x s8; on a CPU without VNNI that form computes with shifts and
+multiplies (so its arithmetic is tested anywhere).
 
 Register tile: ``oc_block`` output channels (the vector lanes) x ``ow_block`` output columns,
 the input value broadcast per column and the weight vector shared by the columns.
@@ -33,18 +35,31 @@ import numpy as np
 from pyvta.compiler.graph.vta_ops import FusedParams
 from pyvta.compiler.ir.expr import all_, const
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.expr_ops import cast, dot_i16x2, maximum, minimum, select
+from pyvta.compiler.te.expr_ops import cast, dot_i16x2, dot_u8s8x4, maximum, minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 from pyvta.isa.errors import PyvtaError
 
 U8_OFFSET = 128  # u = x + 128 maps int8 onto 0..255
-HALF = 1 << 16  # the high int16 of an int32 lane
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
+# dot form -> (input channels per int32 lane, the te op multiplying such lanes)
+DOTS = {"pmaddwd": (2, dot_i16x2), "vpdpbusd": (4, dot_u8s8x4)}
 
 
 class Int8TemplateError(PyvtaError, ValueError):
     """A layer or tile the int8 template cannot build."""
+
+
+def dot_form(isa: str) -> str:
+    """The ``DOTS`` form for a ``dot_isa``: ``vpdpbusd`` with VNNI, else ``pmaddwd``."""
+    return "vpdpbusd" if isa in ("avx512vnni", "avxvnni") else "pmaddwd"
+
+
+def host_dot_form() -> str:
+    """The ``DOTS`` form for this machine's CPU (llvmlite's host features)."""
+    import llvmlite.binding as llvm
+
+    return dot_form(dot_isa(llvm.get_host_cpu_features()))
 
 
 def dot_isa(features: dict[str, bool]) -> str:
@@ -81,24 +96,33 @@ def assembly_for(sch, args, cpu: str, features: str, vector_bits: int) -> str:
 class Int8ConvKnobs:
     """``oc_block`` output channels per vector (8 int32 lanes of AVX2; the output channels must
     be a multiple, else use 1); ``ow_block`` unrolled output columns per tile (divides the output
-    width); ``parallel``: output channel blocks x rows across threads."""
+    width); ``parallel``: output channel blocks x rows across threads; ``dot``: a ``DOTS`` form,
+    ``pmaddwd`` (channel pairs, AVX2) or ``vpdpbusd`` (channel quads, VNNI; elsewhere computed
+    with shifts and multiplies)."""
 
     oc_block: int = 8
     ow_block: int = 4
     parallel: bool = True
+    dot: str = "pmaddwd"
+
+    def __post_init__(self) -> None:
+        if self.dot not in DOTS:
+            raise Int8TemplateError(f"dot form {self.dot!r} (allowed: {', '.join(DOTS)})")
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @staticmethod
-    def for_layer(o: int, ow: int, lanes: int = 8, registers: int = 16) -> Int8ConvKnobs:
+    def for_layer(
+        o: int, ow: int, lanes: int = 8, registers: int = 16, dot: str = "pmaddwd"
+    ) -> Int8ConvKnobs:
         """Full vectors of ``lanes`` int32 when ``o`` allows (else 8, else scalar); the widest
         column tile dividing ``ow`` that leaves room for the weight vector, the broadcast input
         and a temporary."""
         oc = next((b for b in (lanes, 8) if o % b == 0), 1)
         room = registers - 4
         owb = max(d for d in range(1, min(room, ow) + 1) if ow % d == 0)
-        return Int8ConvKnobs(oc_block=oc, ow_block=owb)
+        return Int8ConvKnobs(oc_block=oc, ow_block=owb, dot=dot)
 
 
 def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
@@ -111,45 +135,50 @@ def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
     return oh, ow
 
 
-def pack_qconv(w: np.ndarray, bias: np.ndarray, oc_block: int) -> tuple[np.ndarray, np.ndarray]:
-    """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/2), KH, KW, ob] int32, [O]
-    int32)``: each weight lane the pair of input channels ``2c`` (low int16) and ``2c + 1``
-    (high; an odd count padded with a zero weight); the bias carries the unsigned-input
-    correction ``-128 * sum w[o]`` (wrapped to int32)."""
+def _wrap32(a: np.ndarray) -> np.ndarray:
+    return (((a.astype(np.int64) + 2**31) & 0xFFFFFFFF) - 2**31).astype(np.int32)
+
+
+def pack_qconv(
+    w: np.ndarray, bias: np.ndarray, oc_block: int, dot: str = "pmaddwd"
+) -> tuple[np.ndarray, np.ndarray]:
+    """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/g), KH, KW, ob] int32, [O]
+    int32)`` for ``dot``'s ``g`` channels per lane: lane ``k`` holds input channels ``g*k + j``
+    in bits ``32/g * j`` up (an incomplete last group padded with zero weights); the bias
+    carries the unsigned-input correction ``-128 * sum w[o]`` (wrapped to int32)."""
     o, c, kh, kw = w.shape
     if o % oc_block:
         raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
-    c2 = -(-c // 2)
-    wpad = np.zeros((o, 2 * c2, kh, kw), np.int64)
+    group = DOTS[dot][0]
+    bits, cg = 32 // group, -(-c // group)
+    wpad = np.zeros((o, cg * group, kh, kw), np.int64)
     wpad[:, :c] = w
-    pairs = (wpad[:, 0::2] & 0xFFFF) | (wpad[:, 1::2] << 16)  # [O, C/2, KH, KW]
-    pairs = ((pairs + 2**31) & 0xFFFFFFFF) - 2**31
-    wp = np.ascontiguousarray(
-        pairs.reshape(o // oc_block, oc_block, c2, kh, kw).transpose(0, 2, 3, 4, 1)
-    )
+    lanes = sum((wpad[:, j::group] & ((1 << bits) - 1)) << (bits * j) for j in range(group))
+    wp = _wrap32(lanes).reshape(o // oc_block, oc_block, cg, kh, kw).transpose(0, 2, 3, 4, 1)
     corr = bias.astype(np.int64) - U8_OFFSET * w.reshape(o, -1).astype(np.int64).sum(axis=1)
-    wrapped = ((corr + 2**31) & 0xFFFFFFFF) - 2**31
-    return wp.astype(np.int32), wrapped.astype(np.int32)
+    return np.ascontiguousarray(wp), _wrap32(corr)
 
 
-def _offset_pairs(data, pads):
-    """``u0 + 65536 * u1`` of the unsigned ``u = x + 128`` of channels ``2c``, ``2c + 1``:
-    int32 ``[ceil(C/2), H + t + b, W + l + r]``, pad cells (and a channel past the input's)
-    ``u = 128`` (x = 0)."""
+def _offset_lanes(data, pads, group: int):
+    """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + 128`` of channels
+    ``group*k + j``: int32 ``[ceil(C/group), H + t + b, W + l + r]`` (wrapping), pad cells (and
+    channels past the input's) ``u = 128`` (x = 0)."""
     _, c, h, w = data.shape
     t, lft, b, r = pads
+    bits = 32 // group
 
-    def f(c2, y, x):
+    def f(k, y, x):
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
-
-        def u(ch, valid):
+        lane = None
+        for j in range(group):
+            ch = group * k + j
+            ok = inside if c % group == 0 or j == 0 else all_(inside, ch < c)
             v = cast("int32", data[0, ch, y - t, x - lft]) + U8_OFFSET
-            return select(all_(inside, valid), v, const(U8_OFFSET))
+            part = select(ok, v, const(U8_OFFSET))
+            lane = part if j == 0 else lane + part * (1 << (bits * j))
+        return lane
 
-        hi = u(2 * c2 + 1, 2 * c2 + 1 < c) if c % 2 else u(2 * c2 + 1, const(True))
-        return u(2 * c2, const(True)) + hi * HALF
-
-    return compute((-(-c // 2), h + t + b, w + lft + r), f, name="data.pairs")
+    return compute((-(-c // group), h + t + b, w + lft + r), f, name="data.lanes")
 
 
 def _requantize(acc, res, p: FusedParams):
@@ -182,19 +211,20 @@ def qconv2d_nchw(
             f"oc_block {ob} must divide the {o} output channels, ow_block {owb} the width {ow}"
         )
     data = placeholder((1, c, h, w), "int8", "data")
-    c2 = -(-c // 2)  # input channel pairs: one vpmaddwd multiplies two channels
-    wgt = placeholder((o // ob, c2, kh, kw, ob), "int32", "weight")
+    group, dot = DOTS[knobs.dot]  # input channels per int32 lane, the op multiplying them
+    cg = -(-c // group)
+    wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
     args = [data, wgt, bias]
     res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
-    u = _offset_pairs(data, params.pads)
-    rc, ry, rx = reduce_axis(c2, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    u = _offset_lanes(data, params.pads, group)
+    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     acc = compute(
         (o // ob, oh, ow, ob),
         lambda f, y, x, fi: te_sum(
-            dot_i16x2(u[rc, y * sh + ry, x * sw + rx], wgt[f, rc, ry, rx, fi]), [rc, ry, rx]
+            dot(u[rc, y * sh + ry, x * sw + rx], wgt[f, rc, ry, rx, fi]), [rc, ry, rx]
         ),
         name="acc",
     )
@@ -218,5 +248,5 @@ def qconv2d_nchw(
     s[out].unroll(xi)
     if knobs.parallel:
         s[out].parallel(s[out].fuse(fo, "y"))
-        s[u].parallel("c2")
+        s[u].parallel("k")
     return s, args + [out]

@@ -12,10 +12,12 @@ import pytest
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
 from pyvta.compiler.graph.vta_ops import FusedParams, wrap_int32
 from pyvta.compiler.ops.cpu.int8 import (
+    DOTS,
     U8_OFFSET,
     Int8ConvKnobs,
     assembly_for,
     conv_out_hw,
+    dot_form,
     dot_isa,
     pack_qconv,
     qconv2d_nchw,
@@ -41,8 +43,10 @@ def _attrs(strides, pads, rng) -> dict:
     )  # fmt: skip
 
 
+@pytest.mark.parametrize("dot", list(DOTS))
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda la: "c{}h{}w{}o{}k{}s{}p{}r{}".format(*la))
-def test_qconv_equals_the_contract(layer, build, rng):
+def test_qconv_equals_the_contract(layer, dot, build, rng):
+    """Both dot forms (vpdpbusd runs as shifts and multiplies on a host without VNNI)."""
     c, h, w, o, kernel, strides, pads, residual = layer
     attrs = _attrs(strides, pads, rng)
     x = rng.integers(-128, 128, (1, c, h, w)).astype(np.int8)
@@ -50,10 +54,10 @@ def test_qconv_equals_the_contract(layer, build, rng):
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)  # wraps the accumulator
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
     res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
-    knobs = Int8ConvKnobs.for_layer(o, ow)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot=dot)
     sch, args = qconv2d_nchw(c, h, w, o, kernel, FusedParams.from_attrs(attrs), residual, knobs)
     mod = build(sch, args)
-    wp, bp = pack_qconv(wt, bias, knobs.oc_block)
+    wp, bp = pack_qconv(wt, bias, knobs.oc_block, dot)
     out = np.zeros((1, o, oh, ow), np.int8)
     mod(x, wp, bp, *([res] if residual else []), out)
     ref = run_cpu_op("qconv2d", [x, wt, bias] + ([res] if residual else []), attrs)
@@ -84,6 +88,22 @@ def test_offset_and_correction_are_exact_in_numpy(rng):
     np.testing.assert_array_equal(got, want)
 
 
+def test_vpdpbusd_lanes_emulated_in_numpy(rng):
+    """pack_qconv's vpdpbusd weight lanes, multiplied bytewise (u8 input x s8 weight, four per
+    lane, what the instruction does) with the offset input and summed, equal the contract."""
+    c, o = 10, 8  # 10 channels: the last lane is half padding
+    x = rng.integers(-128, 128, c).astype(np.int64)
+    w = rng.integers(-128, 128, (o, c, 1, 1)).astype(np.int8)
+    bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
+    lanes, corrected = pack_qconv(w, bias, o, "vpdpbusd")  # [1, 3, 1, 1, 8]
+    s8 = lanes.reshape(3, o).view(np.int8).reshape(3, o, 4)  # little-endian bytes j = 0..3
+    u = np.full(12, U8_OFFSET, np.int64)
+    u[:c] += x
+    got = wrap_int32((u.reshape(3, 1, 4) * s8).sum(axis=(0, 2)) + corrected)
+    want = wrap_int32(w.reshape(o, c).astype(np.int64) @ x + bias)
+    np.testing.assert_array_equal(got, want)
+
+
 def _count(asm: str, op: str) -> int:
     return len(re.findall(rf"^\s+{op}\s", asm, re.M))
 
@@ -99,21 +119,30 @@ def test_avx2_lowering_uses_vpmaddwd():
     assert _count(asm, "vpmulld") == 0
 
 
-def test_vnni_target_fuses_multiply_add():
-    """Compiled (not run: this host may lack VNNI) for Ice Lake with AVX-512 VNNI, the
-    multiply-add into the accumulator becomes vpdpwssd on 16-lane vectors."""
-    sch, args = qconv2d_nchw(
-        64,
-        14,
-        14,
-        64,
-        (3, 3),
-        FusedParams(9, 0, 127, pads=(1, 1, 1, 1)),
-        knobs=Int8ConvKnobs(16, 7),
-    )
-    asm = assembly_for(sch, args, "icelake-server", "+avx512vnni,+avx512bw,+avx512vl", 512)
-    assert _count(asm, "vpdpwssd") > 0
-    assert re.search(r"vpdpwssd\s+%zmm", asm)
+def _vnni_layer(oc_block: int, dot: str):
+    params = FusedParams(9, 0, 127, pads=(1, 1, 1, 1))
+    return qconv2d_nchw(64, 14, 14, 64, (3, 3), params, knobs=Int8ConvKnobs(oc_block, 7, dot=dot))
+
+
+AVX512_VNNI = ("icelake-server", "+avx512f,+avx512vnni,+avx512bw,+avx512vl", 512)
+AVX_VNNI = ("alderlake", "+avx2,+sse2,+avxvnni", 256)
+
+
+def test_vnni_lowering_uses_vpdpbusd():
+    """Compiled, not run (this host may lack VNNI): the quad form is one vpdpbusd per column
+    and reduction step, accumulating in place (no vpaddd beside it), on zmm with AVX-512 VNNI
+    and as the VEX encoding with AVX-VNNI."""
+    asm = assembly_for(*_vnni_layer(16, "vpdpbusd"), *AVX512_VNNI)
+    assert _count(asm, "vpdpbusd") >= 7 and re.search(r"vpdpbusd\s+%zmm", asm)
+    assert _count(asm, "vpmaddwd") == 0 and _count(asm, "vpaddd") < _count(asm, "vpdpbusd")
+    asm = assembly_for(*_vnni_layer(8, "vpdpbusd"), *AVX_VNNI)
+    assert len(re.findall(r"\{vex\}\s+vpdpbusd\s+%ymm", asm)) >= 7
+
+
+def test_vnni_fuses_the_pair_form_too():
+    """The pair form on AVX-512 VNNI: vpmaddwd + vpaddd become vpdpwssd."""
+    asm = assembly_for(*_vnni_layer(16, "pmaddwd"), *AVX512_VNNI)
+    assert _count(asm, "vpdpwssd") >= 7 and _count(asm, "vpmaddwd") == 0
 
 
 def test_dot_isa_from_features():
@@ -121,5 +150,8 @@ def test_dot_isa_from_features():
     assert dot_isa({"avx2": True, "avxvnni": True}) == "avxvnni"
     assert dot_isa({"avx2": True}) == "avx2"
     assert dot_isa({}) == "scalar"
+    assert [dot_form(i) for i in ("avx512vnni", "avxvnni", "avx2")] == ["vpdpbusd"] * 2 + [
+        "pmaddwd"
+    ]
     host = dot_isa(llvm.get_host_cpu_features())
     print(f"host int8 dot products: {host}")
