@@ -94,20 +94,27 @@ def assembly_for(sch, args, cpu: str, features: str, vector_bits: int) -> str:
 
 @dataclass(frozen=True)
 class Int8ConvKnobs:
-    """``oc_block`` output channels per vector (8 int32 lanes of AVX2; the output channels must
-    be a multiple, else use 1); ``ow_block`` unrolled output columns per tile (divides the output
-    width); ``parallel``: output channel blocks x rows across threads; ``dot``: a ``DOTS`` form,
-    ``pmaddwd`` (channel pairs, AVX2) or ``vpdpbusd`` (channel quads, VNNI; elsewhere computed
-    with shifts and multiplies)."""
+    """``oc_block`` output channels per register tile (the output channels must be a multiple;
+    1: scalar), as vectors of ``vector_lanes`` int32 (0: one vector of all ``oc_block``);
+    ``ow_block`` unrolled output columns per tile (divides the output width), so a tile holds
+    ``ow_block * oc_block / vector_lanes`` vector accumulators and each broadcast input lane
+    feeds ``oc_block / vector_lanes`` multiplies; ``parallel``: output channel blocks x rows
+    across threads; ``dot``: a ``DOTS`` form, ``pmaddwd`` (channel pairs, AVX2) or
+    ``vpdpbusd`` (channel quads, VNNI; elsewhere computed with shifts and multiplies)."""
 
     oc_block: int = 8
     ow_block: int = 4
     parallel: bool = True
     dot: str = "pmaddwd"
+    vector_lanes: int = 0
 
     def __post_init__(self) -> None:
         if self.dot not in DOTS:
             raise Int8TemplateError(f"dot form {self.dot!r} (allowed: {', '.join(DOTS)})")
+        if self.vector_lanes < 0 or (self.vector_lanes and self.oc_block % self.vector_lanes):
+            raise Int8TemplateError(
+                f"vector_lanes {self.vector_lanes} must divide oc_block {self.oc_block} (or be 0)"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -116,13 +123,16 @@ class Int8ConvKnobs:
     def for_layer(
         o: int, ow: int, lanes: int = 8, registers: int = 16, dot: str = "pmaddwd"
     ) -> Int8ConvKnobs:
-        """Full vectors of ``lanes`` int32 when ``o`` allows (else 8, else scalar); the widest
-        column tile dividing ``ow`` that leaves room for the weight vector, the broadcast input
-        and a temporary."""
-        oc = next((b for b in (lanes, 8) if o % b == 0), 1)
-        room = registers - 4
-        owb = max(d for d in range(1, min(room, ow) + 1) if ow % d == 0)
-        return Int8ConvKnobs(oc_block=oc, ow_block=owb, dot=dot)
+        """Two vectors of ``lanes`` int32 per tile when ``o`` allows (else one, else vectors of
+        8, else scalar); the widest column tile dividing ``ow`` whose accumulators leave two
+        registers (the broadcast input and a product; weights are read from memory)."""
+        oc, vec = next(
+            ((n * v, v) for v in dict.fromkeys((lanes, 8)) for n in (2, 1) if o % (n * v) == 0),
+            (1, 1),
+        )
+        nvec = oc // vec
+        owb = max(d for d in range(1, ow + 1) if ow % d == 0 and d * nvec + 2 <= registers)
+        return Int8ConvKnobs(oc, owb, dot=dot, vector_lanes=vec if vec < oc else 0)
 
 
 def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
@@ -241,8 +251,16 @@ def qconv2d_nchw(
     s[out].reorder("n", fo, "y", xo, xi, fi)
     s[acc].compute_at(s[out], xo)
     s[acc].reorder("f", "y", "rc", "ry", "rx", "x", "fi")
-    if ob > 1:
-        s[acc].vectorize("fi")
+    lanes = knobs.vector_lanes or ob
+    if lanes < ob:
+        fv, fl = s[acc].split("fi", lanes)
+        s[acc].reorder("f", "y", "rc", "ry", "rx", "x", fv, fl)
+        s[acc].unroll(fv)
+        fi, fil = s[out].split(fi, lanes)
+        s[out].unroll(fi)
+        fi = fil
+    if lanes > 1:
+        s[acc].vectorize(fl if lanes < ob else "fi")
         s[out].vectorize(fi)
     s[acc].unroll("x")
     s[out].unroll(xi)

@@ -15,6 +15,7 @@ from pyvta.compiler.ops.cpu.int8 import (
     DOTS,
     U8_OFFSET,
     Int8ConvKnobs,
+    Int8TemplateError,
     assembly_for,
     conv_out_hw,
     dot_form,
@@ -65,9 +66,13 @@ def test_qconv_equals_the_contract(layer, dot, build, rng):
 
 
 def test_knobs_tile_the_layer():
-    assert Int8ConvKnobs.for_layer(64, 56) == Int8ConvKnobs(8, 8)
+    assert Int8ConvKnobs.for_layer(64, 56) == Int8ConvKnobs(16, 7, vector_lanes=8)
+    assert Int8ConvKnobs.for_layer(24, 7) == Int8ConvKnobs(8, 7)
     assert Int8ConvKnobs.for_layer(12, 7).oc_block == 1  # 12 is no multiple of 8
-    assert Int8ConvKnobs.for_layer(64, 14, lanes=16, registers=32) == Int8ConvKnobs(16, 14)
+    wide = Int8ConvKnobs.for_layer(64, 14, lanes=16, registers=32)
+    assert wide == Int8ConvKnobs(32, 14, vector_lanes=16)
+    with pytest.raises(Int8TemplateError, match="vector_lanes 8 must divide oc_block 12"):
+        Int8ConvKnobs(12, 1, vector_lanes=8)
     with pytest.raises(ValueError, match="oc_block 8 must divide the 12 output channels"):
         qconv2d_nchw(4, 5, 5, 12, (3, 3), FusedParams(0), knobs=Int8ConvKnobs(8, 1))
 
