@@ -13,6 +13,7 @@ runs them with numpy as before.
 
 from __future__ import annotations
 
+import json
 import os
 import weakref
 
@@ -51,6 +52,9 @@ def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple
     return (c, h, wd, w.shape[0], tuple(w.shape[2:])), params
 
 
+_MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
+
+
 class Int8Kernel:
     """One compiled node: its module, packed weight and corrected bias."""
 
@@ -71,8 +75,12 @@ class Int8Kernel:
         lanes, regs = host.vector_lanes("int32"), host.vector_registers
         self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, host_dot_form())
         residual = len(node.inputs) == 4
-        sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)
-        self.module = compiler.build(sch, args, num_threads=num_threads)
+        layer = [c, h, w, o, kernel, params, residual, self.knobs, num_threads]
+        key = json.dumps(layer, default=repr)
+        if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
+            sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)
+            _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        self.module = _MODULES[key]
         wt = graph.constants[node.inputs[1]]
         self.weight, self.bias = pack_qconv(
             wt.reshape(o, c, *kernel),
