@@ -22,8 +22,9 @@ lane as bytes instead and ``te.dot_u8s8x4`` multiplies-accumulates them in one i
 u8 (the same offset input) x s8; on a CPU without VNNI that form computes with shifts and
 multiplies (so its arithmetic is tested anywhere).
 
-Register tile: ``oc_block`` output channels (the vector lanes) x ``ow_block`` output columns,
-the input value broadcast per column and the weight vector shared by the columns.
+Register tile: ``oc_block`` output channels (one or two vectors) x ``ow_block`` output
+columns; the input lane is broadcast once per column for all the tile's channel vectors, each
+weight vector serves all its columns. A dense layer is the 1x1 conv of a 1x1 image.
 """
 
 from __future__ import annotations
