@@ -24,6 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
+from pyvta.compiler.graph.cpu_int8_kernels import has_int8_nodes, int8_backend_for
 from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
@@ -138,7 +139,9 @@ def _gpu_backend(graph: Graph, vta: VtaBackend | None) -> NodeBackend:
 
 
 DEFAULT_BACKENDS = {
-    "cpu": lambda graph, vta: cpu_backend_for(graph),
+    "cpu": lambda graph, vta: (
+        int8_backend_for(graph) if has_int8_nodes(graph) else cpu_backend_for(graph)
+    ),
     "vta": lambda graph, vta: ContractNodes(vta if vta is not None else GoldenVta()),
     "gpu": _gpu_backend,
 }
@@ -146,8 +149,9 @@ DEFAULT_BACKENDS = {
 
 
 def default_backend(target: str, graph: Graph, vta: VtaBackend | None = None) -> NodeBackend:
-    """``"cpu"``: the graph's CpuKernels; ``"vta"``: the operator contract (default: golden
-    model); ``"gpu"``: the graph's kernels on the GPU (``gpu_kernels.gpu_backend``)."""
+    """``"cpu"``: the graph's CpuKernels (CpuInt8Kernels when it has quantized CPU nodes);
+    ``"vta"``: the operator contract (default: golden model); ``"gpu"``: the graph's kernels on
+    the GPU (``gpu_kernels.gpu_backend``)."""
     make = DEFAULT_BACKENDS.get(target)
     if make is None:
         raise GraphError(

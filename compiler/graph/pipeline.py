@@ -5,7 +5,9 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
 
 - ``"cpu"``: float graph, everything on the CPU (quantize/partition/pack are no-ops); the
   layers run compiled kernels in the blocked NCHW{c}c layout (``alter_cpu_layout``),
-- ``"cpu-int8"``: int8 quantized, everything on the CPU (numpy, same arithmetic as VTA),
+- ``"cpu-int8"``: int8 quantized, everything on the CPU; the quantized conv2d/dense run
+  compiled int8 kernels (``compiler.graph.cpu_int8_kernels``, the arithmetic of VTA), the
+  rest numpy,
 - ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU,
 - ``"gpu"``: float graph, every node on the GPU (``place_gpu``; kernels in
   ``compiler.graph.gpu_kernels``, compiled to PTX by ``compile_model``).
@@ -45,7 +47,8 @@ class PipelineOptions:
     ``cpu_block`` channels per block; ``cpu_schedules`` maps conv workload keys to tuned
     schedule choices (``compiler.graph.cpu_kernels``); ``cpu_build`` builds their kernels
     at the end (False: plan only, e.g. to list the layers a tuner should tune); ``gpu``: every
-    node on the GPU with its default schedule."""
+    node on the GPU with its default schedule; ``int8_kernels``: build the compiled int8
+    kernels of the quantized CPU nodes at the end."""
 
     quant: QuantConfig | None = None
     use_vta: bool = False
@@ -55,6 +58,7 @@ class PipelineOptions:
     cpu_schedules: dict | None = None
     cpu_build: bool = True
     gpu: bool = False
+    int8_kernels: bool = False
 
 
 PassFn = Callable[[Graph, PipelineOptions], Graph]
@@ -68,6 +72,10 @@ def build_cpu_kernels(graph: Graph, options: PipelineOptions) -> Graph:
         from pyvta.compiler.graph.cpu_kernels import CpuKernels
 
         CpuKernels(graph)
+    if options.int8_kernels and options.cpu_build:
+        from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels
+
+        CpuInt8Kernels(graph)
     return graph
 
 
@@ -106,7 +114,10 @@ def options_for(
     if not samples:
         raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
     return PipelineOptions(
-        QuantConfig(list(samples), keep_float), use_vta=target == "vta", block=block
+        QuantConfig(list(samples), keep_float),
+        use_vta=target == "vta",
+        block=block,
+        int8_kernels=True,
     )
 
 

@@ -3,6 +3,8 @@
 from pyvta.compiler.ir.expr import const
 from pyvta.compiler.te.expr_ops import (
     cast,
+    dot_i16x2,
+    dot_u8s8x4,
     equal,
     exp,
     if_then_else,
@@ -36,6 +38,8 @@ __all__ = [
     "cast",
     "compute",
     "const",
+    "dot_i16x2",
+    "dot_u8s8x4",
     "equal",
     "exp",
     "if_then_else",

@@ -66,3 +66,23 @@ def sqrt(x: Expr) -> Expr:
     if x.dtype != "float32":
         raise TypeError(f"sqrt needs float32, got {x.dtype}")
     return Call("sqrt", [x], x.dtype)
+
+
+def dot_i16x2(p, q) -> Expr:
+    """int32 ``lo(p) * lo(q) + hi(p) * hi(q)`` where ``lo``/``hi`` are the signed low and high
+    16-bit halves of the int32 operands (two int16 packed per lane): on an x86 vector of 4, 8
+    or 16 lanes one ``pmaddwd`` (SSE2 / AVX2 / AVX-512BW)."""
+    p, q = const(p), const(q)
+    if p.dtype != "int32" or q.dtype != "int32":
+        raise TypeError(f"dot_i16x2 needs int32 operands, got {p.dtype}, {q.dtype}")
+    return Call("dot_i16x2", [p, q], "int32")
+
+
+def dot_u8s8x4(p, q) -> Expr:
+    """int32 ``sum_j ubyte_j(p) * sbyte_j(q)`` over the four bytes of each int32 operand (``p``'s
+    unsigned, ``q``'s signed; no saturation): on an x86 vector of 8 or 16 lanes with AVX-512
+    VNNI (or AVX-VNNI, 8 lanes) one ``vpdpbusd``."""
+    p, q = const(p), const(q)
+    if p.dtype != "int32" or q.dtype != "int32":
+        raise TypeError(f"dot_u8s8x4 needs int32 operands, got {p.dtype}, {q.dtype}")
+    return Call("dot_u8s8x4", [p, q], "int32")

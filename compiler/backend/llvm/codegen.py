@@ -345,6 +345,8 @@ class CodeGen:
             and any(isinstance(x, BinOp) and x.op == "*" for x in (e.a, e.b))
         ):
             return self._fmuladd(e)
+        if e.op == "+" and isinstance(e.b, Call) and e.b.name == "dot_u8s8x4":
+            return self._dot_u8s8x4(e.b, self.expr(e.a))  # vpdpbusd accumulates
         a, b = self._pair(self.expr(e.a), self.expr(e.b))
         bd, op, fl = self.b, e.op, is_float(e.dtype)
         if op == "+":
@@ -495,6 +497,10 @@ class CodeGen:
         return bd.trunc(v, to) if dw < sw else bd.sext(v, to)
 
     def call(self, e: Call):
+        if e.name == "dot_i16x2":
+            return self._dot_i16x2(e)
+        if e.name == "dot_u8s8x4":
+            return self._dot_u8s8x4(e)
         if e.name in ("exp", "sqrt", "fabs"):
             args = [self.expr(a) for a in e.args]
             fn = self._intrinsic(f"llvm.{e.name}", args[0].type, 1)
@@ -502,3 +508,61 @@ class CodeGen:
         raise CodegenError(
             f"intrinsic {e.name!r} has no CPU implementation (known: exp, sqrt, fabs)"
         )
+
+    # pmaddwd by int32 lanes: (intrinsic, the target feature it needs)
+    _PMADDWD = {4: ("llvm.x86.sse2.pmadd.wd", "sse2"), 8: ("llvm.x86.avx2.pmadd.wd", "avx2"),
+                16: ("llvm.x86.avx512.pmaddw.d.512", "avx512bw")}  # fmt: skip
+
+    def _dot_i16x2(self, e: Call):
+        """te ``dot_i16x2(p, q)``: each int32 lane two int16, ``lo*lo + hi*hi``; a vector
+        whose width has a ``pmaddwd`` on this target is one call of it, the rest shifts and
+        multiplies."""
+        p, q = self._pair(self.expr(e.args[0]), self.expr(e.args[1]))
+        n = p.type.count if self._is_vec(p) else None
+        name, feature = self._PMADDWD.get(n, (None, None))
+        if name is not None and f"+{feature}" in self.target.features.split(","):
+            halves = ir.VectorType(ir.IntType(16), 2 * n)
+            fn = self._decl(name, p.type, [halves, halves])
+            return self.b.call(fn, [self.b.bitcast(p, halves), self.b.bitcast(q, halves)])
+        sixteen = self._bcast(ir.Constant(I32, 16), n) if n else ir.Constant(I32, 16)
+
+        def lo(v):
+            return self.b.ashr(self.b.shl(v, sixteen), sixteen)
+
+        low = self.b.mul(lo(p), lo(q))
+        return self.b.add(low, self.b.mul(self.b.ashr(p, sixteen), self.b.ashr(q, sixteen)))
+
+    # vpdpbusd by int32 lanes: (intrinsic, the target features of which one suffices)
+    _VPDPBUSD = {8: ("llvm.x86.avx512.vpdpbusd.256", ("avxvnni", "avx512vnni")),
+                 16: ("llvm.x86.avx512.vpdpbusd.512", ("avx512vnni",))}  # fmt: skip
+
+    def _has(self, *features) -> bool:
+        have = self.target.features.split(",")
+        return any(f"+{f}" in have for f in features)
+
+    def _dot_u8s8x4(self, e: Call, acc=None):
+        """``acc + `` te ``dot_u8s8x4(p, q)``: four u8 x s8 byte products per int32 lane,
+        summed; a vector with a ``vpdpbusd`` on this target is one call of it (accumulating
+        into ``acc``), the rest shifts and multiplies."""
+        p, q = self._pair(self.expr(e.args[0]), self.expr(e.args[1]))
+        if acc is not None:
+            p, acc = self._pair(p, acc)
+            q, acc = self._pair(q, acc)
+        n = p.type.count if self._is_vec(p) else None
+        name, features = self._VPDPBUSD.get(n, (None, ()))
+        if n == 8 and not self._has("avxvnni"):
+            features = ("avx512vl",) if self._has("avx512vnni") else ()
+        if name is not None and self._has(*features):
+            fn = self._decl(name, p.type, [p.type] * 3)
+            return self.b.call(fn, [ir.Constant(p.type, None) if acc is None else acc, p, q])
+
+        def const(v):
+            return self._bcast(ir.Constant(I32, v), n) if n else ir.Constant(I32, v)
+
+        total = None
+        for j in range(4):
+            up = self.b.shl(p, const(24 - 8 * j)) if j < 3 else p
+            uq = self.b.shl(q, const(24 - 8 * j)) if j < 3 else q
+            term = self.b.mul(self.b.lshr(up, const(24)), self.b.ashr(uq, const(24)))
+            total = term if total is None else self.b.add(total, term)
+        return total if acc is None else self.b.add(acc, total)

@@ -1,0 +1,152 @@
+"""int8 networks on the CPU, batch 1: pyvta's ``cpu-int8`` target (compiled int8 kernels) against
+onnxruntime's int8 QDQ model of the same graph, and against ``cpu-int8`` with numpy kernels
+(what the target ran before the compiled kernels), in one process.
+
+Run: .venv/bin/python benchmarks/cpu_int8.py [--models resnet18] [--size 224] [--rounds 10]
+     [--threads 2]
+
+The zoo's model at ``--size``, one seeded input. pyvta compiles it with ``compile_model(...,
+"cpu-int8")`` (its default calibration: 8 seeded standard-normal samples) and runs it through
+``Executor`` with its default backend (compiled) and with a numpy backend (``run_cpu_op`` on
+every node); the two must agree bit for bit. onnxruntime quantizes the same ONNX file with
+``quantize_static`` (QDQ, int8 activations and weights, per tensor, MinMax calibration on the
+same samples) and runs it on ``--threads`` threads (spinning off). Runs are interleaved one
+inference at a time per round; each reports its median over the rounds. Ratio = onnxruntime /
+pyvta (above 1: pyvta is faster). Accuracy: cosine of each int8 output against onnxruntime's
+float output. Last, the compiled run's time split between the compiled int8 kernels and the
+nodes still on numpy (the float first conv, max pool and last dense, (de)quantize).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compiled_model import compile_model, default_calibration
+from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.reference import cosine, onnxruntime_session
+
+
+class NumpyNodes:
+    """Every ``cpu`` node through the numpy kernels (``cpu-int8`` before compiled kernels)."""
+
+    def run(self, node, args):
+        return run_cpu_op(node.op, args, node.attrs)
+
+
+def qdq_model(path: str, samples: list[dict], out_path: str) -> str:
+    """onnxruntime's static int8 QDQ quantization of ``path``, calibrated on ``samples``."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.it = iter(samples)
+
+        def get_next(self):
+            return next(self.it, None)
+
+    quantize_static(
+        path,
+        out_path,
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=False,
+    )
+    return out_path
+
+
+def timed_ms(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def bench_model(name: str, size: int, rounds: int, threads: int, seed: int) -> dict[str, float]:
+    folder = Path(tempfile.mkdtemp(prefix="pyvta-bench-"))
+    path = str(folder / f"{name}.onnx")
+    zoo.save_model(name, path, size=size, seed=seed)
+    x = zoo.sample_inputs(1, size, seed)[0]
+    t0 = time.perf_counter()
+    cm = compile_model(path, "cpu-int8")
+    print(f"{name}: compile_model cpu-int8 {time.perf_counter() - t0:.1f} s")
+    samples = default_calibration(cm.graph)
+    qdq = qdq_model(path, samples, str(folder / f"{name}_qdq.onnx"))
+    ort_f = onnxruntime_session(path, threads=threads, spin=False)
+    ort_q = onnxruntime_session(qdq, threads=threads, spin=False)
+    feeds = {"input": x}
+    compiled, numpy_ex = Executor(cm.graph), Executor(cm.graph, backends={"cpu": NumpyNodes()})
+    ref = ort_f.run(None, feeds)[0]
+    out_c = compiled.run(feeds)[0][0]
+    out_n = numpy_ex.run(feeds)[0][0]
+    if not np.array_equal(out_c, out_n):
+        raise SystemExit(f"{name}: compiled cpu-int8 differs from its numpy kernels")
+    out_q = ort_q.run(None, feeds)[0]
+    print(
+        f"{name}: cosine to onnxruntime float: pyvta cpu-int8 {cosine(out_c, ref):.5f}, "
+        f"onnxruntime QDQ {cosine(out_q, ref):.5f}; compiled == numpy bit for bit"
+    )
+    runs = {
+        "pyvta cpu-int8": lambda: compiled.run(feeds),
+        "onnxruntime int8 QDQ": lambda: ort_q.run(None, feeds),
+        "pyvta cpu-int8 numpy": lambda: numpy_ex.run(feeds),
+        "onnxruntime float": lambda: ort_f.run(None, feeds),
+    }
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(rounds):
+        for key, fn in runs.items():
+            times[key].append(timed_ms(fn))
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    parts = ", ".join(f"{k} {ms:.2f} ms" for k, ms in med.items())
+    print(f"{name} {size}x{size}: {parts} (median of {rounds})")
+    mine = med["pyvta cpu-int8"]
+    print(
+        f"{name}: onnxruntime int8 / pyvta cpu-int8 = {med['onnxruntime int8 QDQ'] / mine:.2f}x;"
+        f" numpy cpu-int8 / compiled = {med['pyvta cpu-int8 numpy'] / mine:.2f}x"
+    )
+    split: dict[str, list[float]] = {"int8 kernels": [], "the rest (numpy)": []}
+    for _ in range(rounds):  # where one inference's time goes (its own median)
+        _, table = compiled.run(feeds)
+        mine = sum(r.ms for r in table.rows if r.node in compiled.backends["cpu"].kernels)
+        split["int8 kernels"].append(mine)
+        split["the rest (numpy)"].append(table.total_ms - mine)
+    parts = ", ".join(f"{k} {np.median(v):.2f} ms" for k, v in split.items())
+    print(f"{name} cpu-int8 per inference: {parts}; the slowest nodes of the last run:")
+    print(table.format(top=6))
+    return med
+
+
+def main() -> None:
+    import llvmlite.binding as llvm
+
+    from pyvta.compiler.ops.cpu.int8 import dot_isa
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    isa = dot_isa(llvm.get_host_cpu_features())
+    print(f"host: {llvm.get_host_cpu_name()}, int8 dot products: {isa}; onnxruntime on"
+          f" {args.threads} threads, pyvta on {os.cpu_count()}")  # fmt: skip
+    for m in args.models.split(","):
+        bench_model(m, args.size, args.rounds, args.threads, args.seed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Compiled int8 kernels for the ``cpu-int8`` target: the graph's ``qconv2d`` / ``qdense`` nodes
+on :mod:`compiler.ops.cpu.int8`, bit-exact with the numpy reference
+:func:`compiler.graph.cpu_ops.run_cpu_op` and the accelerator's contract. The dot-product form
+follows the host's features (``host_dot_form``): ``vpdpbusd`` where the CPU has AVX-512 VNNI or
+AVX-VNNI, else ``vpmaddwd`` (AVX2); the vector width follows the host's registers.
+
+:class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
+constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
+kernels are in the disk cache before the first inference). Nodes it does not compile (grouped
+or dilated convs, batched dense, every other op) run on the graph's float CPU backend, which
+runs them with numpy as before.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import weakref
+
+import numpy as np
+
+from pyvta.compiler.graph import cpu_llvm
+from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.vta_ops import FusedParams
+
+INT8_OPS = ("qconv2d", "qdense")
+
+
+def compiled_int8(node: Node, graph: Graph) -> bool:
+    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` with one group and
+    no dilation, or a ``qdense`` of one row, with constant weights and bias."""
+    if node.target != "cpu" or node.op not in INT8_OPS:
+        return False
+    if not all(i in graph.constants for i in node.inputs[1:3]):
+        return False
+    a = node.attrs
+    if node.op == "qconv2d":
+        return a.get("group", 1) == 1 and tuple(a.get("dilations", (1, 1))) == (1, 1)
+    return graph.values[node.inputs[0]].shape[0] == 1
+
+
+def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple], FusedParams]:
+    """``((C, H, W, O, kernel), params)`` of a compiled node; a ``qdense`` is a 1x1 conv of a
+    1x1 image with ``K`` channels."""
+    w = graph.constants[node.inputs[1]]
+    params = FusedParams.from_attrs(node.attrs)
+    if node.op == "qdense":
+        return (w.shape[1], 1, 1, w.shape[0], (1, 1)), FusedParams(
+            params.shift, params.clip_lo, params.clip_hi, params.res_shift
+        )
+    _, c, h, wd = graph.values[node.inputs[0]].shape
+    return (c, h, wd, w.shape[0], tuple(w.shape[2:])), params
+
+
+_MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
+
+
+class Int8Kernel:
+    """One compiled node: its module, packed weight and corrected bias."""
+
+    def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:
+        from pyvta import compiler
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.ops.cpu.int8 import (
+            Int8ConvKnobs,
+            conv_out_hw,
+            host_dot_form,
+            pack_qconv,
+            qconv2d_nchw,
+        )
+
+        (c, h, w, o, kernel), params = conv_view(node, graph)
+        _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+        host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
+        lanes, regs = host.vector_lanes("int32"), host.vector_registers
+        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, host_dot_form())
+        residual = len(node.inputs) == 4
+        layer = [c, h, w, o, kernel, params, residual, self.knobs, num_threads]
+        key = json.dumps(layer, default=repr)
+        if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
+            sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)
+            _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        self.module = _MODULES[key]
+        wt = graph.constants[node.inputs[1]]
+        self.weight, self.bias = pack_qconv(
+            wt.reshape(o, c, *kernel),
+            graph.constants[node.inputs[2]],
+            self.knobs.oc_block,
+            self.knobs.dot,
+        )
+        self.shapes = [p.shape for p in self.module.func.params]
+        self.out_shape = graph.values[node.outputs[0]].shape
+
+    def __call__(self, args: list[np.ndarray]) -> np.ndarray:
+        arrays = [args[0], self.weight, self.bias] + args[3:]
+        out = np.empty(self.shapes[-1], np.int8)
+        ins = [
+            np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, self.shapes, strict=False)
+        ]
+        self.module(*ins, out)
+        return out.reshape(self.out_shape)
+
+
+class CpuInt8Kernels:
+    """The ``"cpu"`` backend of an int8 graph: compiled kernels for the nodes
+    :func:`compiled_int8` accepts, ``fallback`` (default: the graph's float CPU backend, numpy
+    for these graphs) for the rest. Builds every kernel when constructed."""
+
+    def __init__(self, graph: Graph, num_threads: int | None = None, fallback=None) -> None:
+        from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
+
+        self.graph = graph
+        self.fallback = fallback if fallback is not None else cpu_backend_for(graph)
+        threads = num_threads or os.cpu_count() or 1
+        self.kernels: dict[str, Int8Kernel] = {}
+        if not cpu_llvm.have_llvmlite():
+            return  # a board's runtime: the numpy kernels compute the same bits
+        for n in graph.nodes:
+            if compiled_int8(n, graph):
+                self.kernels[n.name] = Int8Kernel(n, graph, threads)
+
+    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        kernel = self.kernels.get(node.name)
+        if kernel is None:
+            return self.fallback.run(node, args)
+        return kernel(args)
+
+
+def has_int8_nodes(graph: Graph) -> bool:
+    """Whether any ``cpu`` node of ``graph`` is a quantized conv / dense."""
+    return any(n.op in INT8_OPS and n.target == "cpu" for n in graph.nodes)
+
+
+_BACKENDS: dict[int, tuple[weakref.ref, CpuInt8Kernels]] = {}
+
+
+def int8_backend_for(graph: Graph) -> CpuInt8Kernels:
+    """The :class:`CpuInt8Kernels` of ``graph``, made once per graph object."""
+    hit = _BACKENDS.get(id(graph))
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    backend = CpuInt8Kernels(graph)
+    _BACKENDS[id(graph)] = (weakref.ref(graph), backend)
+    weakref.finalize(graph, _BACKENDS.pop, id(graph), None)
+    return backend

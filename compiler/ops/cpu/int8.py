@@ -1,0 +1,271 @@
+"""int8 conv2d / dense on the CPU with the accelerator's integer contract, fused (batch 1).
+
+What one output element computes is :mod:`compiler.graph.vta_ops`'s contract, bit for bit::
+
+    acc = wrap_int32(sum_{c, ky, kx} x * w + bias + (res << res_shift))
+    out = int8(clip(acc >> shift, clip_lo, clip_hi))
+
+The kernel reads and writes the graph's NCHW int8 tensors (no layout change between layers).
+Input channels go in pairs, two int16 in one int32 lane, and ``te.dot_i16x2`` multiplies a
+vector of such lanes with one ``vpmaddwd`` (AVX2; AVX-512BW on 16 lanes): 16 exact int8 x int8
+products per instruction. The padded input is stored as those pairs, offset to unsigned,
+``u = x + 128`` (pad cells 128, that is x = 0) so that packing two into an int32 is plain
+arithmetic, ``u0 + 65536 * u1``; the weights are packed once, at build time. The offset is
+paid back in the bias: ``sum (u - 128) * w = sum u * w - 128 * sum w``, and ``sum w`` is per
+output channel, padding included since a padded tap is ``u = 128``, so :func:`pack_qconv`
+folds ``-128 * sum w`` into the int32 bias. All of it is int32 arithmetic modulo 2**32, as the
+accumulator is, so the wrap matches the contract's. On a CPU with AVX-512 VNNI, LLVM fuses
+the ``vpmaddwd`` and the accumulating add into ``vpdpwssd``; :func:`dot_isa` names what a
+CPU's features give and :func:`assembly_for` compiles a kernel for a CPU we do not run on, to
+check that. With VNNI the ``vpdpbusd`` form (``Int8ConvKnobs.dot``) packs four channels per
+lane as bytes instead and ``te.dot_u8s8x4`` multiplies-accumulates them in one instruction,
+u8 (the same offset input) x s8; on a CPU without VNNI that form computes with shifts and
+multiplies (so its arithmetic is tested anywhere).
+
+Register tile: ``oc_block`` output channels (one or two vectors) x ``ow_block`` output
+columns; the input lane is broadcast once per column for all the tile's channel vectors, each
+weight vector serves all its columns. A dense layer is the 1x1 conv of a 1x1 image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pyvta.compiler.graph.vta_ops import FusedParams
+from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.expr_ops import cast, dot_i16x2, dot_u8s8x4, maximum, minimum, select
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
+from pyvta.isa.errors import PyvtaError
+
+U8_OFFSET = 128  # u = x + 128 maps int8 onto 0..255
+DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
+# dot form -> (input channels per int32 lane, the te op multiplying such lanes)
+DOTS = {"pmaddwd": (2, dot_i16x2), "vpdpbusd": (4, dot_u8s8x4)}
+
+
+class Int8TemplateError(PyvtaError, ValueError):
+    """A layer or tile the int8 template cannot build."""
+
+
+def dot_form(isa: str) -> str:
+    """The ``DOTS`` form for a ``dot_isa``: ``vpdpbusd`` with VNNI, else ``pmaddwd``."""
+    return "vpdpbusd" if isa in ("avx512vnni", "avxvnni") else "pmaddwd"
+
+
+def host_dot_form() -> str:
+    """The ``DOTS`` form for this machine's CPU (llvmlite's host features)."""
+    import llvmlite.binding as llvm
+
+    return dot_form(dot_isa(llvm.get_host_cpu_features()))
+
+
+def dot_isa(features: dict[str, bool]) -> str:
+    """The int8 dot-product instructions a CPU with ``features`` (llvmlite's
+    ``get_host_cpu_features()``) gives these kernels, one of ``DOT_ISAS``."""
+    if features.get("avx512vnni") and features.get("avx512bw"):
+        return "avx512vnni"
+    if features.get("avxvnni"):
+        return "avxvnni"
+    return "avx2" if features.get("avx2") else "scalar"
+
+
+def assembly_for(sch, args, cpu: str, features: str, vector_bits: int) -> str:
+    """Assembly of ``(sch, args)`` compiled for CPU ``cpu`` with LLVM ``features`` (e.g.
+    ``"+avx512vnni,+avx512bw"``): code generation only, it is not run (the host may lack
+    them)."""
+    import llvmlite.binding as llvm
+
+    from pyvta.compiler.api import lower
+    from pyvta.compiler.backend.llvm.codegen import CodeGen
+    from pyvta.compiler.backend.llvm.jit import optimize
+    from pyvta.compiler.backend.llvm.passes import LLVM_PASSES
+    from pyvta.compiler.backend.llvm.target import CpuTarget, cpu_scopes
+    from pyvta.compiler.passes.pipeline import run_passes
+
+    host = CpuTarget.host(1)
+    target = CpuTarget(host.triple, cpu, features, vector_bits, 1)
+    func = run_passes(lower(sch, args), LLVM_PASSES)
+    text = optimize(str(CodeGen(func, target, cpu_scopes()).generate()), target)
+    return target.target_machine().emit_assembly(llvm.parse_assembly(text))
+
+
+@dataclass(frozen=True)
+class Int8ConvKnobs:
+    """``oc_block`` output channels per register tile (the output channels must be a multiple;
+    1: scalar), as vectors of ``vector_lanes`` int32 (0: one vector of all ``oc_block``);
+    ``ow_block`` unrolled output columns per tile (divides the output width), so a tile holds
+    ``ow_block * oc_block / vector_lanes`` vector accumulators and each broadcast input lane
+    feeds ``oc_block / vector_lanes`` multiplies; ``parallel``: output channel blocks x rows
+    across threads; ``dot``: a ``DOTS`` form, ``pmaddwd`` (channel pairs, AVX2) or
+    ``vpdpbusd`` (channel quads, VNNI; elsewhere computed with shifts and multiplies)."""
+
+    oc_block: int = 8
+    ow_block: int = 4
+    parallel: bool = True
+    dot: str = "pmaddwd"
+    vector_lanes: int = 0
+
+    def __post_init__(self) -> None:
+        if self.dot not in DOTS:
+            raise Int8TemplateError(f"dot form {self.dot!r} (allowed: {', '.join(DOTS)})")
+        if self.vector_lanes < 0 or (self.vector_lanes and self.oc_block % self.vector_lanes):
+            raise Int8TemplateError(
+                f"vector_lanes {self.vector_lanes} must divide oc_block {self.oc_block} (or be 0)"
+            )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def for_layer(
+        o: int, ow: int, lanes: int = 8, registers: int = 16, dot: str = "pmaddwd"
+    ) -> Int8ConvKnobs:
+        """Two vectors of ``lanes`` int32 per tile when ``o`` allows (else one, else vectors of
+        8, else scalar); the widest column tile dividing ``ow`` whose accumulators leave two
+        registers (the broadcast input and a product; weights are read from memory)."""
+        oc, vec = next(
+            ((n * v, v) for v in dict.fromkeys((lanes, 8)) for n in (2, 1) if o % (n * v) == 0),
+            (1, 1),
+        )
+        nvec = oc // vec
+        owb = max(d for d in range(1, ow + 1) if ow % d == 0 and d * nvec + 2 <= registers)
+        return Int8ConvKnobs(oc, owb, dot=dot, vector_lanes=vec if vec < oc else 0)
+
+
+def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
+    (kh, kw), (sh, sw), (t, lft, b, r) = kernel, strides, pads
+    oh, ow = (h + t + b - kh) // sh + 1, (w + lft + r - kw) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise Int8TemplateError(
+            f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}"
+        )
+    return oh, ow
+
+
+def _wrap32(a: np.ndarray) -> np.ndarray:
+    return (((a.astype(np.int64) + 2**31) & 0xFFFFFFFF) - 2**31).astype(np.int32)
+
+
+def pack_qconv(
+    w: np.ndarray, bias: np.ndarray, oc_block: int, dot: str = "pmaddwd"
+) -> tuple[np.ndarray, np.ndarray]:
+    """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/g), KH, KW, ob] int32, [O]
+    int32)`` for ``dot``'s ``g`` channels per lane: lane ``k`` holds input channels ``g*k + j``
+    in bits ``32/g * j`` up (an incomplete last group padded with zero weights); the bias
+    carries the unsigned-input correction ``-128 * sum w[o]`` (wrapped to int32)."""
+    o, c, kh, kw = w.shape
+    if o % oc_block:
+        raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
+    group = DOTS[dot][0]
+    bits, cg = 32 // group, -(-c // group)
+    wpad = np.zeros((o, cg * group, kh, kw), np.int64)
+    wpad[:, :c] = w
+    lanes = sum((wpad[:, j::group] & ((1 << bits) - 1)) << (bits * j) for j in range(group))
+    wp = _wrap32(lanes).reshape(o // oc_block, oc_block, cg, kh, kw).transpose(0, 2, 3, 4, 1)
+    corr = bias.astype(np.int64) - U8_OFFSET * w.reshape(o, -1).astype(np.int64).sum(axis=1)
+    return np.ascontiguousarray(wp), _wrap32(corr)
+
+
+def _offset_lanes(data, pads, group: int):
+    """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + 128`` of channels
+    ``group*k + j``: int32 ``[ceil(C/group), H + t + b, W + l + r]`` (wrapping), pad cells (and
+    channels past the input's) ``u = 128`` (x = 0)."""
+    _, c, h, w = data.shape
+    t, lft, b, r = pads
+    bits = 32 // group
+
+    def f(k, y, x):
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        lane = None
+        for j in range(group):
+            ch = group * k + j
+            ok = inside if c % group == 0 or j == 0 else all_(inside, ch < c)
+            v = cast("int32", data[0, ch, y - t, x - lft]) + U8_OFFSET
+            part = select(ok, v, const(U8_OFFSET))
+            lane = part if j == 0 else lane + part * (1 << (bits * j))
+        return lane
+
+    return compute((-(-c // group), h + t + b, w + lft + r), f, name="data.lanes")
+
+
+def _requantize(acc, res, p: FusedParams):
+    """int32 ``acc`` (bias added) + residual -> int8 by the contract's shift and clip."""
+    if res is not None:
+        acc = acc + (cast("int32", res) << p.res_shift)
+    y = acc >> p.shift
+    return cast("int8", minimum(maximum(y, const(p.clip_lo)), const(p.clip_hi)))
+
+
+def qconv2d_nchw(
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: tuple[int, int],
+    params: FusedParams,
+    residual: bool = False,
+    knobs: Int8ConvKnobs | None = None,
+):
+    """``(sch, [data, weight, bias, (residual,) out])``: data int8 ``[1, C, H, W]``, weight and
+    bias from :func:`pack_qconv`, residual and out int8 ``[1, O, OH, OW]`` (``params``: shift,
+    clip, residual shift, strides, pads); ``knobs`` default: :meth:`Int8ConvKnobs.for_layer`."""
+    kh, kw = kernel
+    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+    knobs = knobs or Int8ConvKnobs.for_layer(o, ow)
+    (sh, sw), ob, owb = params.strides, knobs.oc_block, knobs.ow_block
+    if o % ob or ow % owb:
+        raise Int8TemplateError(
+            f"oc_block {ob} must divide the {o} output channels, ow_block {owb} the width {ow}"
+        )
+    data = placeholder((1, c, h, w), "int8", "data")
+    group, dot = DOTS[knobs.dot]  # input channels per int32 lane, the op multiplying them
+    cg = -(-c // group)
+    wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
+    bias = placeholder((o,), "int32", "bias")
+    args = [data, wgt, bias]
+    res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
+    if res is not None:
+        args.append(res)
+    u = _offset_lanes(data, params.pads, group)
+    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    acc = compute(
+        (o // ob, oh, ow, ob),
+        lambda f, y, x, fi: te_sum(
+            dot(u[rc, y * sh + ry, x * sw + rx], wgt[f, rc, ry, rx, fi]), [rc, ry, rx]
+        ),
+        name="acc",
+    )
+
+    def out_fn(n, oc, y, x):
+        r = res[n, oc, y, x] if res is not None else None
+        return _requantize(acc[oc // ob, y, x, oc % ob] + bias[oc], r, params)
+
+    out = compute((1, o, oh, ow), out_fn, name="out")
+    s = create_schedule(out)
+    s[acc].set_scope("local")
+    fo, fi = s[out].split("oc", ob)
+    xo, xi = s[out].split("x", owb)
+    s[out].reorder("n", fo, "y", xo, xi, fi)
+    s[acc].compute_at(s[out], xo)
+    s[acc].reorder("f", "y", "rc", "ry", "rx", "x", "fi")
+    lanes = knobs.vector_lanes or ob
+    if lanes < ob:
+        fv, fl = s[acc].split("fi", lanes)
+        s[acc].reorder("f", "y", "rc", "ry", "rx", "x", fv, fl)
+        s[acc].unroll(fv)
+        fi, fil = s[out].split(fi, lanes)
+        s[out].unroll(fi)
+        fi = fil
+    if lanes > 1:
+        s[acc].vectorize(fl if lanes < ob else "fi")
+        s[out].vectorize(fi)
+    s[acc].unroll("x")
+    s[out].unroll(xi)
+    if knobs.parallel:
+        s[out].parallel(s[out].fuse(fo, "y"))
+        s[u].parallel("k")
+    return s, args + [out]

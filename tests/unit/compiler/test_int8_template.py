@@ -1,0 +1,162 @@
+"""compiler/ops/cpu/int8.py: the fused int8 conv template against the accelerator's contract,
+the instructions LLVM selects for it, and the u8 offset / bias correction arithmetic."""
+
+from __future__ import annotations
+
+import re
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+
+from pyvta.compiler.graph.cpu_ops import run_cpu_op
+from pyvta.compiler.graph.vta_ops import FusedParams, wrap_int32
+from pyvta.compiler.ops.cpu.int8 import (
+    DOTS,
+    U8_OFFSET,
+    Int8ConvKnobs,
+    Int8TemplateError,
+    assembly_for,
+    conv_out_hw,
+    dot_form,
+    dot_isa,
+    pack_qconv,
+    qconv2d_nchw,
+)
+
+# (C, H, W, O, kernel, strides, pads, residual): odd channel counts (scalar tiles where O is
+# not a multiple of 8), asymmetric pads, strides 2, a 1x1 image (dense)
+LAYERS = [
+    (13, 9, 11, 24, (3, 3), (2, 2), (1, 0, 2, 1), False),
+    (16, 7, 7, 16, (3, 3), (1, 1), (1, 1, 1, 1), True),
+    (5, 6, 10, 12, (1, 3), (1, 2), (0, 1, 0, 1), True),
+    (8, 8, 8, 8, (7, 7), (2, 2), (3, 3, 3, 3), False),
+    (40, 1, 1, 10, (1, 1), (1, 1), (0, 0, 0, 0), False),
+]
+
+
+def _attrs(strides, pads, rng) -> dict:
+    lo = int(rng.integers(-128, 1))
+    return dict(
+        strides=list(strides), pads=list(pads), dilations=[1, 1], group=1,
+        clip_lo=lo, clip_hi=int(rng.integers(lo, 128)), shift=int(rng.integers(0, 14)),
+        res_shift=int(rng.integers(0, 12)),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("dot", list(DOTS))
+@pytest.mark.parametrize("layer", LAYERS, ids=lambda la: "c{}h{}w{}o{}k{}s{}p{}r{}".format(*la))
+def test_qconv_equals_the_contract(layer, dot, build, rng):
+    """Both dot forms (vpdpbusd runs as shifts and multiplies on a host without VNNI)."""
+    c, h, w, o, kernel, strides, pads, residual = layer
+    attrs = _attrs(strides, pads, rng)
+    x = rng.integers(-128, 128, (1, c, h, w)).astype(np.int8)
+    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)  # wraps the accumulator
+    oh, ow = conv_out_hw(h, w, kernel, strides, pads)
+    res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot=dot)
+    sch, args = qconv2d_nchw(c, h, w, o, kernel, FusedParams.from_attrs(attrs), residual, knobs)
+    mod = build(sch, args)
+    wp, bp = pack_qconv(wt, bias, knobs.oc_block, dot)
+    out = np.zeros((1, o, oh, ow), np.int8)
+    mod(x, wp, bp, *([res] if residual else []), out)
+    ref = run_cpu_op("qconv2d", [x, wt, bias] + ([res] if residual else []), attrs)
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_knobs_tile_the_layer():
+    assert Int8ConvKnobs.for_layer(64, 56) == Int8ConvKnobs(16, 7, vector_lanes=8)
+    assert Int8ConvKnobs.for_layer(24, 7) == Int8ConvKnobs(8, 7)
+    assert Int8ConvKnobs.for_layer(12, 7).oc_block == 1  # 12 is no multiple of 8
+    wide = Int8ConvKnobs.for_layer(64, 14, lanes=16, registers=32)
+    assert wide == Int8ConvKnobs(32, 14, vector_lanes=16)
+    with pytest.raises(Int8TemplateError, match="vector_lanes 8 must divide oc_block 12"):
+        Int8ConvKnobs(12, 1, vector_lanes=8)
+    with pytest.raises(ValueError, match="oc_block 8 must divide the 12 output channels"):
+        qconv2d_nchw(4, 5, 5, 12, (3, 3), FusedParams(0), knobs=Int8ConvKnobs(8, 1))
+
+
+def test_offset_and_correction_are_exact_in_numpy(rng):
+    """``sum (x + 128) * w - 128 * sum w == sum x * w`` modulo 2**32, the identity the kernel's
+    unsigned input (and VNNI's u8 x s8 vpdpbusd) rests on, with the zero padding as u = 128."""
+    x = rng.integers(-128, 128, (4096, 4)).astype(np.int64)
+    w = rng.integers(-128, 128, (4096, 4)).astype(np.int64)
+    bias = rng.integers(-(2**31), 2**31, 4).astype(np.int32)
+    u = x + U8_OFFSET
+    assert u.min() >= 0 and u.max() <= 255
+    # the sum of 4 u8 x s8 products (one vpdpbusd lane) fits int32 without saturation
+    assert 4 * 255 * 128 < 2**31
+    _, corrected = pack_qconv(w.T.reshape(4, 4096, 1, 1).astype(np.int8), bias, 1)
+    got = wrap_int32((u * w).sum(axis=0) + corrected.astype(np.int64))
+    want = wrap_int32((x * w).sum(axis=0) + bias.astype(np.int64))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_vpdpbusd_lanes_emulated_in_numpy(rng):
+    """pack_qconv's vpdpbusd weight lanes, multiplied bytewise (u8 input x s8 weight, four per
+    lane, what the instruction does) with the offset input and summed, equal the contract."""
+    c, o = 10, 8  # 10 channels: the last lane is half padding
+    x = rng.integers(-128, 128, c).astype(np.int64)
+    w = rng.integers(-128, 128, (o, c, 1, 1)).astype(np.int8)
+    bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
+    lanes, corrected = pack_qconv(w, bias, o, "vpdpbusd")  # [1, 3, 1, 1, 8]
+    s8 = lanes.reshape(3, o).view(np.int8).reshape(3, o, 4)  # little-endian bytes j = 0..3
+    u = np.full(12, U8_OFFSET, np.int64)
+    u[:c] += x
+    got = wrap_int32((u.reshape(3, 1, 4) * s8).sum(axis=(0, 2)) + corrected)
+    want = wrap_int32(w.reshape(o, c).astype(np.int64) @ x + bias)
+    np.testing.assert_array_equal(got, want)
+
+
+def _count(asm: str, op: str) -> int:
+    return len(re.findall(rf"^\s+{op}\s", asm, re.M))
+
+
+def _layer():
+    return qconv2d_nchw(64, 14, 14, 64, (3, 3), FusedParams(9, 0, 127, pads=(1, 1, 1, 1)))
+
+
+def test_avx2_lowering_uses_vpmaddwd():
+    """The u8 x s8 products are vpmaddwd, not the int32 multiply vpmulld."""
+    asm = assembly_for(*_layer(), "haswell", "+avx2,+fma,+sse2", 256)
+    assert _count(asm, "vpmaddwd") >= 7  # one per column of the 7-wide tile, at least
+    assert _count(asm, "vpmulld") == 0
+
+
+def _vnni_layer(oc_block: int, dot: str):
+    params = FusedParams(9, 0, 127, pads=(1, 1, 1, 1))
+    return qconv2d_nchw(64, 14, 14, 64, (3, 3), params, knobs=Int8ConvKnobs(oc_block, 7, dot=dot))
+
+
+AVX512_VNNI = ("icelake-server", "+avx512f,+avx512vnni,+avx512bw,+avx512vl", 512)
+AVX_VNNI = ("alderlake", "+avx2,+sse2,+avxvnni", 256)
+
+
+def test_vnni_lowering_uses_vpdpbusd():
+    """Compiled, not run (this host may lack VNNI): the quad form is one vpdpbusd per column
+    and reduction step, accumulating in place (no vpaddd beside it), on zmm with AVX-512 VNNI
+    and as the VEX encoding with AVX-VNNI."""
+    asm = assembly_for(*_vnni_layer(16, "vpdpbusd"), *AVX512_VNNI)
+    assert _count(asm, "vpdpbusd") >= 7 and re.search(r"vpdpbusd\s+%zmm", asm)
+    assert _count(asm, "vpmaddwd") == 0 and _count(asm, "vpaddd") < _count(asm, "vpdpbusd")
+    asm = assembly_for(*_vnni_layer(8, "vpdpbusd"), *AVX_VNNI)
+    assert len(re.findall(r"\{vex\}\s+vpdpbusd\s+%ymm", asm)) >= 7
+
+
+def test_vnni_fuses_the_pair_form_too():
+    """The pair form on AVX-512 VNNI: vpmaddwd + vpaddd become vpdpwssd."""
+    asm = assembly_for(*_vnni_layer(16, "pmaddwd"), *AVX512_VNNI)
+    assert _count(asm, "vpdpwssd") >= 7 and _count(asm, "vpmaddwd") == 0
+
+
+def test_dot_isa_from_features():
+    assert dot_isa({"avx2": True, "avx512vnni": True, "avx512bw": True}) == "avx512vnni"
+    assert dot_isa({"avx2": True, "avxvnni": True}) == "avxvnni"
+    assert dot_isa({"avx2": True}) == "avx2"
+    assert dot_isa({}) == "scalar"
+    assert [dot_form(i) for i in ("avx512vnni", "avxvnni", "avx2")] == ["vpdpbusd"] * 2 + [
+        "pmaddwd"
+    ]
+    host = dot_isa(llvm.get_host_cpu_features())
+    print(f"host int8 dot products: {host}")
