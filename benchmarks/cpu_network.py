@@ -2,7 +2,7 @@
 and tuned ones from a tuning log) against onnxruntime on the same thread count.
 
 Run: .venv/bin/python benchmarks/cpu_network.py [--models resnet18,resnet34,mobilenet]
-     [--rounds 10] [--threads 2] [--tuning-log LOG.jsonl] [--per-layer]
+     [--rounds 10] [--threads 2] [--tuning-log LOG.jsonl] [--per-layer] [--cpu-time]
 
 The zoo's models (``pyvta.compiler.graph.zoo``) at 224x224, one seeded input. pyvta runs
 ``compile_model(..., "cpu")``'s artifact through ``run_model`` (the path ``pyvta run --target
@@ -13,6 +13,12 @@ onnxruntime runs the same ONNX file (``onnxruntime_session``, spinning off, so i
 does not slow what runs beside it). Runs are interleaved one inference at a time per round on
 this shared machine; each reports its median over the rounds. Outputs must agree with
 onnxruntime within 1e-4 (max abs difference / max abs value). Ratio = onnxruntime / pyvta.
+Both run on ``--threads`` threads (pyvta's kernels are built for that many).
+
+``--cpu-time`` (with ``--threads 1``) times each inference by the CPU time of the thread that
+runs it (``time.thread_time``), not the wall clock: on a machine shared with other work it
+leaves out the time the thread waited for a core, so kernel speed can be compared when the
+wall clock cannot (both runtimes then compute on the calling thread only).
 
 ``--per-layer`` adds, per model, where the time goes: a second onnxruntime session with its
 profiler on (``SessionOptions.enable_profiling``, same threads) runs in the same rounds, and
@@ -49,10 +55,10 @@ ORT_KINDS = {
 }
 
 
-def timed_ms(fn) -> float:
-    t0 = time.perf_counter()
+def timed_ms(fn, clock=time.perf_counter) -> float:
+    t0 = clock()
     fn()
-    return (time.perf_counter() - t0) * 1e3
+    return (clock() - t0) * 1e3
 
 
 def rel_err(a: np.ndarray, ref: np.ndarray) -> float:
@@ -114,10 +120,11 @@ def per_layer_table(tables, ort_rows) -> str:
 
 def bench_model(
     name: str, size: int, rounds: int, threads: int, log: str | None, seed: int,
-    per_layer: bool = False,
+    per_layer: bool = False, clock=time.perf_counter,
 ):  # fmt: skip
     import onnxruntime as ort
 
+    from pyvta.compiler.graph.cpu_kernels import CpuKernels
     from pyvta.tuner.cpu_network import tuned_schedules
 
     path = str(Path(tempfile.mkdtemp(prefix="pyvta-bench-")) / f"{name}.onnx")
@@ -132,16 +139,22 @@ def bench_model(
         if schedules:
             models["tuned"] = compile_model(path, "cpu", cpu_schedules=schedules)
             print(f"{name}: {len(schedules)} tuned layer schedules from {log}")
+    tables: dict[str, list] = {k: [] for k in models}
     for key, cm in models.items():
-        out = run_model(cm, x)[0][0]
-        err = rel_err(out, ref)
+        kernels = {"cpu": CpuKernels(cm.graph, threads)}  # built for the run's thread count
+
+        def run(cm=cm, key=key, kernels=kernels):
+            outs, table = run_model(cm, x, backends=kernels)
+            if per_layer:  # the timed runs keep their tables
+                tables[key].append(table)
+            return outs
+
+        err = rel_err(run()[0], ref)
+        tables[key].clear()
         print(f"{name} {key}: relative error {err:.2e} against onnxruntime")
         assert err < MAX_REL_ERR, f"{name} {key}: wrong result ({err:.3g} >= {MAX_REL_ERR})"
-        runs[key] = lambda cm=cm: run_model(cm, x)
-    tables: dict[str, list] = {k: [] for k in models}
-    if per_layer:  # the timed runs keep their tables; a profiled session runs beside them
-        for key, cm in models.items():
-            runs[key] = lambda cm=cm, key=key: tables[key].append(run_model(cm, x)[1])
+        runs[key] = run
+    if per_layer:  # a profiled session runs beside them
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -152,14 +165,15 @@ def bench_model(
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):
         for key, fn in runs.items():
-            times[key].append(timed_ms(fn))
+            times[key].append(timed_ms(fn, clock))
         if per_layer:
             profiled.run(None, {"input": x})
     med = {k: float(np.median(v)) for k, v in times.items()}
     parts = ", ".join(f"{k} {ms:.2f} ms" for k, ms in med.items())
     ratios = {k: med["onnxruntime"] / med[k] for k in models}
     rtxt = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
-    print(f"{name} {size}x{size}: {parts} (median of {rounds}); vs onnxruntime: {rtxt}")
+    what = "CPU time" if clock is time.thread_time else "wall"
+    print(f"{name} {size}x{size}: {parts} ({what}, median of {rounds}); vs onnxruntime: {rtxt}")
     if per_layer:
         ort_rows = ort_node_ms(profiled.end_profiling())
         for key in models:
@@ -183,13 +197,20 @@ def main() -> None:
         "--per-layer", dest="per_layer", action="store_true",
         help="per-node times of pyvta beside onnxruntime's profile",
     )  # fmt: skip
+    ap.add_argument(
+        "--cpu-time", dest="cpu_time", action="store_true",
+        help="time by the calling thread's CPU time (needs --threads 1)",
+    )  # fmt: skip
     args = ap.parse_args()
     log = args.tuning_log or pretuned_cpu_log("resnet18_224")
-    print(f"host: {cpu_target_info()}; onnxruntime on {args.threads} threads")
-    if args.threads != (os.cpu_count() or 1):
-        print(f"note: pyvta's kernels use all {os.cpu_count()} cores (threads are fixed at build)")
+    if args.cpu_time and args.threads != 1:
+        ap.error("--cpu-time needs --threads 1 (it times the calling thread only)")
+    clock = time.thread_time if args.cpu_time else time.perf_counter
+    print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
+    print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     summary = {m: bench_model(m, args.size, args.rounds, args.threads, log and str(log),
-                              args.seed, args.per_layer) for m in args.models.split(",")}  # fmt: skip
+                              args.seed, args.per_layer, clock)
+               for m in args.models.split(",")}  # fmt: skip
     for key, target in (("tuned", 1.0), ("default", 0.8)):
         got = {m: r[key] for m, r in summary.items() if key in r}
         if got:
