@@ -101,13 +101,40 @@ def _host():
     return CpuTarget.host()
 
 
+# Winograd F(2x2, 3x3) is the untuned choice for 3x3 stride-1 layers at least this wide: on
+# AVX2 (one thread, ResNet-18) it ran 1.25-1.35x faster than direct NCHWc at 56 and 28 columns
+# and 0.7-0.9x as fast at 14 and 7, where the transforms outweigh the saved multiplications.
+WINOGRAD_MIN_WIDTH = 28
+WINOGRAD_P_BLOCK = 4  # tiles per register tile; x 2 vectors of channels: 8 accumulators
+
+
+def default_direct_knobs(wl: ConvWorkload) -> dict:
+    """Direct NCHWc with register tiles sized to the host's vector registers."""
+    return nchwc.NchwcConvKnobs.for_target(_host(), wl.out_hw[1], wl.ob).to_dict()
+
+
+def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
+    """Winograd's untuned tile (``WINOGRAD_P_BLOCK`` tiles x two vectors of channels), or
+    None where the untuned choice is direct (``WINOGRAD_MIN_WIDTH``) or the tile does not
+    fit the layer."""
+    if not wl.winograd_ok or wl.w < WINOGRAD_MIN_WIDTH:
+        return None
+    k_block = 2 * _host().vector_lanes("float32")
+    tiles = -(-wl.h // 2) * -(-wl.w // 2)
+    if tiles % WINOGRAD_P_BLOCK or wl.o % k_block:
+        return None
+    return {"p_block": WINOGRAD_P_BLOCK, "k_block": k_block, "parallel": True}
+
+
 def default_conv_schedule(wl: ConvWorkload) -> dict:
-    """The untuned choice: direct NCHWc (depthwise for group = C) with register tiles sized
-    to the host's vector registers."""
+    """The untuned choice: depthwise for group = C; Winograd for 3x3 stride-1 layers at least
+    ``WINOGRAD_MIN_WIDTH`` wide; direct NCHWc otherwise."""
     if wl.depthwise:
         return {"template": "depthwise", "knobs": {}}
-    knobs = nchwc.NchwcConvKnobs.for_target(_host(), wl.out_hw[1], wl.ob)
-    return {"template": "direct", "knobs": knobs.to_dict()}
+    wino = default_winograd_knobs(wl)
+    if wino is not None:
+        return {"template": "winograd", "knobs": wino}
+    return {"template": "direct", "knobs": default_direct_knobs(wl)}
 
 
 def conv_weights(schedule: dict, w: np.ndarray, ib: int, ob: int) -> np.ndarray:
