@@ -2,7 +2,7 @@
 and tuned ones from a tuning log) against onnxruntime on the same thread count.
 
 Run: .venv/bin/python benchmarks/cpu_network.py [--models resnet18,resnet34,mobilenet]
-     [--rounds 10] [--threads 2] [--tuning-log LOG.jsonl]
+     [--rounds 10] [--threads 2] [--tuning-log LOG.jsonl] [--per-layer] [--cpu-time]
 
 The zoo's models (``pyvta.compiler.graph.zoo``) at 224x224, one seeded input. pyvta runs
 ``compile_model(..., "cpu")``'s artifact through ``run_model`` (the path ``pyvta run --target
@@ -13,11 +13,24 @@ onnxruntime runs the same ONNX file (``onnxruntime_session``, spinning off, so i
 does not slow what runs beside it). Runs are interleaved one inference at a time per round on
 this shared machine; each reports its median over the rounds. Outputs must agree with
 onnxruntime within 1e-4 (max abs difference / max abs value). Ratio = onnxruntime / pyvta.
+Both run on ``--threads`` threads (pyvta's kernels are built for that many).
+
+``--cpu-time`` (with ``--threads 1``) times each inference by the CPU time of the thread that
+runs it (``time.thread_time``), not the wall clock: on a machine shared with other work it
+leaves out the time the thread waited for a core, so kernel speed can be compared when the
+wall clock cannot (both runtimes then compute on the calling thread only).
+
+``--per-layer`` adds, per model, where the time goes: a second onnxruntime session with its
+profiler on (``SessionOptions.enable_profiling``, same threads) runs in the same rounds, and
+each pyvta node's median time (the executor's timing table) is set beside onnxruntime's
+median kernel time of the node of the same kind and rank (the k-th conv beside the k-th
+Conv: both run the ONNX graph's order, their node names differ), kinds totalled at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -30,19 +43,88 @@ from pyvta.compiler.graph.compiled_model import compile_model, run_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 
 MAX_REL_ERR = 1e-4
+# pyvta op -> the onnxruntime op kinds (its profile's op_name) doing the same work
+ORT_KINDS = {
+    "cpu_conv2d": ("Conv", "FusedConv"),
+    "cpu_max_pool": ("MaxPool",),
+    "cpu_global_avg_pool": ("GlobalAveragePool",),
+    "cpu_dense": ("Gemm", "FusedGemm"),
+    "cpu_softmax": ("Softmax",),
+    "cpu_elementwise": ("Add", "Relu", "Clip", "Sum"),
+    "layout_transform": ("ReorderInput", "ReorderOutput"),
+}
 
 
-def timed_ms(fn) -> float:
-    t0 = time.perf_counter()
+def timed_ms(fn, clock=time.perf_counter) -> float:
+    t0 = clock()
     fn()
-    return (time.perf_counter() - t0) * 1e3
+    return (clock() - t0) * 1e3
 
 
 def rel_err(a: np.ndarray, ref: np.ndarray) -> float:
     return float(np.abs(a - ref).max() / np.abs(ref).max())
 
 
-def bench_model(name: str, size: int, rounds: int, threads: int, log: str | None, seed: int):
+def ort_node_ms(profile_json: str, skip_runs: int = 1) -> list[tuple[str, str, float]]:
+    """``(node, op kind, median ms)`` per node of an onnxruntime profile, in execution order;
+    the first ``skip_runs`` runs (warm-up) are left out."""
+    events = [e for e in json.loads(Path(profile_json).read_text()) if e.get("cat") == "Node"]
+    per_node: dict[tuple[str, str], list[float]] = {}
+    seen: dict[str, int] = {}
+    for e in events:
+        if not e["name"].endswith("_kernel_time"):
+            continue
+        node = e["name"][: -len("_kernel_time")]
+        seen[node] = seen.get(node, 0) + 1
+        if seen[node] > skip_runs:
+            per_node.setdefault((node, e["args"].get("op_name", "?")), []).append(e["dur"] / 1e3)
+    return [(n, op, float(np.median(v))) for (n, op), v in per_node.items()]
+
+
+def per_layer_table(tables, ort_rows) -> str:
+    """pyvta's nodes (median ms over the ``tables``' runs) beside onnxruntime's of the same
+    kind and rank, then per-kind totals."""
+    ms: dict[tuple[str, str], list[float]] = {}
+    for t in tables:
+        for r in t.rows:
+            ms.setdefault((r.node, r.op), []).append(r.ms)
+    by_kind: dict[str, list[tuple[str, float]]] = {}
+    for node, op, m in ort_rows:
+        by_kind.setdefault(op, []).append((node, m))
+    rank: dict[tuple[str, ...], int] = {}
+    lines = [
+        f"  {'pyvta node':<24} {'op':<20} {'ms':>7}   {'onnxruntime node':<24} {'ms':>7} ratio"
+    ]
+    totals: dict[str, list[float]] = {}
+    for (node, op), v in ms.items():
+        mine = float(np.median(v))
+        kinds = ORT_KINDS.get(op, ())
+        pool = [row for k in kinds for row in by_kind.get(k, [])]
+        pool.sort(key=lambda row: [n for n, _, _ in ort_rows].index(row[0]))
+        i = rank[kinds] = rank.get(kinds, -1) + 1
+        theirs = pool[i] if kinds and i < len(pool) else ("-", float("nan"))
+        tot = totals.setdefault(op, [0.0, 0.0])
+        tot[0] += mine
+        tot[1] += theirs[1] if theirs[0] != "-" else 0.0
+        ratio = f"{theirs[1] / mine:5.2f}" if theirs[0] != "-" and mine > 0 else "    -"
+        lines.append(
+            f"  {node[:24]:<24} {op:<20} {mine:7.3f}   {theirs[0][:24]:<24} {theirs[1]:7.3f} {ratio}"
+        )
+    for op, (mine, theirs) in sorted(totals.items(), key=lambda kv: -kv[1][0]):
+        lines.append(f"  total {op:<20} pyvta {mine:8.3f} ms  onnxruntime {theirs:8.3f} ms")
+    matched = {n for op in totals for k in ORT_KINDS.get(op, ()) for n, _ in by_kind.get(k, [])}
+    rest = sum(m for n, _, m in ort_rows if n not in matched)
+    lines.append(f"  onnxruntime nodes of other kinds: {rest:.3f} ms")
+    return "\n".join(lines)
+
+
+def bench_model(
+    name: str, size: int, rounds: int, threads: int, log: str | None, seed: int,
+    per_layer: bool = False, clock=time.perf_counter,
+):  # fmt: skip
+    import onnxruntime as ort
+
+    from pyvta.compiler.graph.cpu_kernels import CpuKernels
     from pyvta.tuner.cpu_network import tuned_schedules
 
     path = str(Path(tempfile.mkdtemp(prefix="pyvta-bench-")) / f"{name}.onnx")
@@ -57,21 +139,46 @@ def bench_model(name: str, size: int, rounds: int, threads: int, log: str | None
         if schedules:
             models["tuned"] = compile_model(path, "cpu", cpu_schedules=schedules)
             print(f"{name}: {len(schedules)} tuned layer schedules from {log}")
+    tables: dict[str, list] = {k: [] for k in models}
     for key, cm in models.items():
-        out = run_model(cm, x)[0][0]
-        err = rel_err(out, ref)
+        kernels = {"cpu": CpuKernels(cm.graph, threads)}  # built for the run's thread count
+
+        def run(cm=cm, key=key, kernels=kernels):
+            outs, table = run_model(cm, x, backends=kernels)
+            if per_layer:  # the timed runs keep their tables
+                tables[key].append(table)
+            return outs
+
+        err = rel_err(run()[0], ref)
+        tables[key].clear()
         print(f"{name} {key}: relative error {err:.2e} against onnxruntime")
         assert err < MAX_REL_ERR, f"{name} {key}: wrong result ({err:.3g} >= {MAX_REL_ERR})"
-        runs[key] = lambda cm=cm: run_model(cm, x)
+        runs[key] = run
+    if per_layer:  # a profiled session runs beside them
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(Path(path).with_suffix("")) + "_ort"
+        profiled = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        profiled.run(None, {"input": x})  # warm-up (left out of the medians)
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(rounds):
         for key, fn in runs.items():
-            times[key].append(timed_ms(fn))
+            times[key].append(timed_ms(fn, clock))
+        if per_layer:
+            profiled.run(None, {"input": x})
     med = {k: float(np.median(v)) for k, v in times.items()}
     parts = ", ".join(f"{k} {ms:.2f} ms" for k, ms in med.items())
     ratios = {k: med["onnxruntime"] / med[k] for k in models}
     rtxt = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
-    print(f"{name} {size}x{size}: {parts} (median of {rounds}); vs onnxruntime: {rtxt}")
+    what = "CPU time" if clock is time.thread_time else "wall"
+    print(f"{name} {size}x{size}: {parts} ({what}, median of {rounds}); vs onnxruntime: {rtxt}")
+    if per_layer:
+        ort_rows = ort_node_ms(profiled.end_profiling())
+        for key in models:
+            print(f"{name} per layer, pyvta {key} against onnxruntime (median ms of {rounds}):")
+            print(per_layer_table(tables[key], ort_rows))
     return ratios
 
 
@@ -86,13 +193,24 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--tuning-log", dest="tuning_log", help="default: the shipped ResNet-18 log")
+    ap.add_argument(
+        "--per-layer", dest="per_layer", action="store_true",
+        help="per-node times of pyvta beside onnxruntime's profile",
+    )  # fmt: skip
+    ap.add_argument(
+        "--cpu-time", dest="cpu_time", action="store_true",
+        help="time by the calling thread's CPU time (needs --threads 1)",
+    )  # fmt: skip
     args = ap.parse_args()
     log = args.tuning_log or pretuned_cpu_log("resnet18_224")
-    print(f"host: {cpu_target_info()}; onnxruntime on {args.threads} threads")
-    if args.threads != (os.cpu_count() or 1):
-        print(f"note: pyvta's kernels use all {os.cpu_count()} cores (threads are fixed at build)")
+    if args.cpu_time and args.threads != 1:
+        ap.error("--cpu-time needs --threads 1 (it times the calling thread only)")
+    clock = time.thread_time if args.cpu_time else time.perf_counter
+    print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
+    print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     summary = {m: bench_model(m, args.size, args.rounds, args.threads, log and str(log),
-                              args.seed) for m in args.models.split(",")}  # fmt: skip
+                              args.seed, args.per_layer, clock)
+               for m in args.models.split(",")}  # fmt: skip
     for key, target in (("tuned", 1.0), ("default", 0.8)):
         got = {m: r[key] for m, r in summary.items() if key in r}
         if got:

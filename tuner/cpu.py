@@ -138,20 +138,12 @@ def _nchwc_workload(*args):
 
 
 def conv_tiles(out_width: int, out_block: int) -> list[tuple[int, int]]:
-    """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host: ``oc_tile`` whole
-    vectors dividing the block, ``ow_block`` dividing the output width (at most 16), the
-    accumulators within the register file with 2 to spare."""
+    """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host: the compiler's
+    (``compiler.ops.cpu.nchwc.register_tiles``), so the default tile is one of them."""
     from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc import register_tiles
 
-    target = CpuTarget.host()
-    lanes, regs = target.vector_lanes("float32"), target.vector_registers
-    octs = [t for t in range(lanes, out_block + 1, lanes) if out_block % t == 0] or [out_block]
-    return [
-        (d, t)
-        for t in octs
-        for d in divisors(out_width)
-        if d <= 16 and d * max(1, t // lanes) <= regs - 2
-    ]
+    return register_tiles(CpuTarget.host(), out_width, out_block)
 
 
 def _nchwc_space(*args) -> ConfigSpace:

@@ -62,18 +62,21 @@ def _tasks(layer: CpuLayer):
 
 
 def _default_point(task, layer: CpuLayer):
-    """The compiler's untuned choice as a point of a direct task; the first point otherwise."""
-    from pyvta.compiler.graph.cpu_kernels import default_conv_schedule
+    """The compiler's untuned knobs of the task's template as a point of its space (the
+    first point where they are not one)."""
+    from pyvta.compiler.graph.cpu_kernels import default_direct_knobs, default_winograd_knobs
 
-    sched = default_conv_schedule(layer.workload)
-    if task.name == "cpu.conv2d_nchwc" and sched["template"] == "direct":
-        k = sched["knobs"]
-        tile = (k["ow_block"], k["oc_tile"] or layer.workload.ob)
-        try:
-            return task.space.config({"tile": tile, "unroll_rx": k["unroll_rx"]})
-        except ValueError:
-            pass
-    return task.space.get(0)
+    wl = layer.workload
+    if task.name == "cpu.conv2d_nchwc":
+        k = default_direct_knobs(wl)
+        point = {"tile": (k["ow_block"], k["oc_tile"] or wl.ob), "unroll_rx": k["unroll_rx"]}
+    else:
+        k = default_winograd_knobs(wl)
+        point = None if k is None else {"tile": (k["p_block"], k["k_block"])}
+    try:
+        return task.space.config(point) if point is not None else task.space.get(0)
+    except ValueError:
+        return task.space.get(0)
 
 
 def spread_trials(costs: list[float], total: int, floor: int = MIN_TRIALS) -> list[int]:

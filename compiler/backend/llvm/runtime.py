@@ -23,10 +23,14 @@ from llvmlite import ir
 LAUNCH_SYMBOL = "pyvta_parallel_launch"
 # Spin iterations before a thread sleeps on a condition variable (a load and a compare each;
 # 1,000,000 is about 1 ms on the development host). Long enough to bridge the gaps between
-# launches (the caller's Python, serial packing loops). With 20,000 (about 20 us), a tuned GEMM
-# 512^3 on a 2-vCPU VM ran about 15% slower for seconds at a time, its threads sleeping and
-# being woken once or twice per call (A/B in the git log).
-SPIN_ITERS = 1_000_000
+# launches (the caller's Python, serial packing loops, the graph executor's per-node work of
+# tens of microseconds). With 20,000 (about 20 us), a tuned GEMM 512^3 on a 2-vCPU VM ran about
+# 15% slower for seconds at a time, its threads sleeping and being woken once or twice per call.
+# Spinning too long costs on a shared machine: a thread that spins burns its share of the CPU,
+# so the scheduler runs it later when it has work. ResNet-18 on 2 threads at load average 6-8
+# (benchmarks/cpu_network.py, 5-6 runs each, interleaved): 1,000,000 -> 0.58-0.73x
+# onnxruntime, 100,000 -> 0.86-0.93x, 20,000 -> 0.77-1.16x.
+SPIN_ITERS = 100_000
 _SYNC_BYTES = 64  # >= sizeof(pthread_mutex_t) and sizeof(pthread_cond_t) on glibc
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)

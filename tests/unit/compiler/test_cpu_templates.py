@@ -93,3 +93,76 @@ def test_default_knobs_follow_the_host_vector_width():
     assert g.bn == 2 * lanes and 2 * g.bm <= (32 if t.vector_bits >= 512 else 16)
     c = Conv2dKnobs.for_target(t, 56)
     assert c.oc == 2 * lanes and 56 % c.ow_block == 0 and 2 * c.ow_block <= 28
+
+
+def _nchwc_conv_reference(x, w, bias, strides, pads, ob, res=None, clip=None):
+    """float64 conv of NCHW ``x`` with OIHW ``w`` + bias (+ residual, clip), NCHW{ob}c out."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    t, lft, b, r = pads
+    xp = np.pad(x[0].astype(np.float64), ((0, 0), (t, b), (lft, r)))
+    win = sliding_window_view(xp, w.shape[2:], axis=(1, 2))[:, :: strides[0], :: strides[1]]
+    y = np.tensordot(w.astype(np.float64), win, axes=([1, 2, 3], [0, 3, 4]))
+    y += bias[:, None, None]
+    o, oh, ow = y.shape
+    y = y.reshape(o // ob, ob, oh, ow).transpose(0, 2, 3, 1)[None]
+    if res is not None:
+        y = y + res
+    return y if clip is None else np.clip(y, *clip)
+
+
+@pytest.mark.parametrize(
+    "c,h,o,k,stride,pad,ow_block,oc_tile",
+    [
+        (32, 14, 32, 3, 1, 1, 5, 0),  # 14 columns as 5 + 5 + 4
+        (16, 7, 16, 3, 1, 1, 4, 0),  # 7 as 4 + 3
+        (16, 13, 32, 3, 2, 1, 6, 8),  # 7 outputs, stride 2: 6 + 1
+        (3, 23, 16, 7, 2, 3, 5, 0),  # the 3-channel stem: 12 as 5 + 5 + 2
+        (32, 9, 16, 1, 1, 0, 9, 8),  # one tile per row
+    ],
+)
+def test_nchwc_conv_with_tiles_that_do_not_divide_the_row(
+    build, rng, c, h, o, k, stride, pad, ow_block, oc_tile
+):
+    from pyvta.compiler.ops.cpu.nchwc import (
+        Epilogue,
+        NchwcConvKnobs,
+        conv2d_nchwc,
+        pack_conv_weights,
+    )
+
+    ib, ob = (16 if c % 16 == 0 else c), 16
+    knobs = NchwcConvKnobs(ow_block=ow_block, oc_tile=oc_tile)
+    ep = Epilogue(residual=True, clip=(0.0, 6.0))
+    pads = (pad,) * 4
+    s, args = conv2d_nchwc(c, h, h, o, (k, k), (stride, stride), pads, ib, ob, knobs, ep)
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    w = (rng.standard_normal((o, c, k, k)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    out_shape = args[-1].shape
+    res = rng.standard_normal(out_shape).astype(np.float32)
+    xb = np.ascontiguousarray(x.reshape(1, c // ib, ib, h, h).transpose(0, 1, 3, 4, 2))
+    out = np.full(out_shape, np.nan, np.float32)  # every element must be written
+    build(s, args)(xb, pack_conv_weights(w, ib, ob), bias, res, out)
+    want = _nchwc_conv_reference(x, w, bias, (stride, stride), pads, ob, res, (0.0, 6.0))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_default_nchwc_tiles_take_whole_blocks_and_even_columns():
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS, NchwcConvKnobs, register_tiles
+
+    t = CpuTarget.host()
+    lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
+    block = 2 * lanes
+    for ow in (112, 56, 28, 14, 7, 3):
+        k = NchwcConvKnobs.for_target(t, ow, block)
+        assert k.oc_tile == 0, ow  # the whole output block per tile
+        assert 2 * k.ow_block <= room and k.ow_block <= ow
+        tiles = -(-ow // k.ow_block)
+        # no narrower tile needs as few tiles per row: the last tile is as wide as it can be
+        assert tiles == -(-ow // (room // 2)) or ow < room // 2
+        assert all(-(-ow // d) > tiles for d in range(1, k.ow_block))
+        assert (k.ow_block, block) in register_tiles(t, ow, block)
+    if lanes == 8:  # AVX2: 16 registers, 12 accumulators
+        assert [NchwcConvKnobs.for_target(t, ow, 16).ow_block for ow in (56, 14, 7)] == [6, 5, 4]

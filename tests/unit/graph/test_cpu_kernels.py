@@ -104,6 +104,41 @@ def test_winograd_schedules_apply_with_fused_epilogues(resnet_file, resnet_plan)
     assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
 
 
+def test_wide_3x3_stride_1_convs_default_to_winograd_with_fused_epilogues():
+    """Odd sizes: a 31x31 map is 16x16 Winograd tiles, the last row and column of tiles half
+    outside; a residual add and relu fuse into the output transform. The first conv has too
+    few input channels for Winograd, the last a stride of 2."""
+    from pyvta.compiler.graph.cpu_kernels import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_WIDTH
+
+    rng = np.random.default_rng(8)
+    print("seed", 8)
+    c, h, k = 16, 31, WINOGRAD_MIN_CHANNELS
+    assert h >= WINOGRAD_MIN_WIDTH
+    inits = {
+        "w1": rng.standard_normal((k, c, 3, 3)).astype(np.float32) * 0.2,
+        "b1": rng.standard_normal(k).astype(np.float32),
+        "w2": rng.standard_normal((k, k, 3, 3)).astype(np.float32) * 0.03,
+        "b2": rng.standard_normal(k).astype(np.float32),
+        "w3": rng.standard_normal((32, k, 3, 3)).astype(np.float32) * 0.03,
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1] * 4),
+        helper.make_node("Add", ["c2", "r1"], ["s2"]),
+        helper.make_node("Relu", ["s2"], ["r2"]),
+        helper.make_node("Conv", ["r2", "w3"], ["y"], pads=[1] * 4, strides=[2, 2]),
+    ]
+    model = float_model(nodes, {"x": (1, c, h, h)}, {"y": None}, inits)
+    cm = CompiledModel(run_pipeline(import_onnx(model), options_for("cpu")), "cpu")
+    convs = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    assert [n.attrs["schedule"]["template"] for n in convs] == ["direct", "winograd", "direct"]
+    assert len(convs[1].inputs) == 4 and convs[1].attrs["clip"] == [0.0, float("inf")]
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    (ref,) = run_onnxruntime(model, {"x": x})
+    assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
+
+
 def test_depthwise_conv_and_relu6_compile_into_one_kernel_each():
     rng = np.random.default_rng(4)
     print("seed", 4)
