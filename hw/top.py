@@ -182,9 +182,11 @@ class Vta(wiring.Component):
         done = Signal()
         running = Signal()
         all_idle = fetch.done
+        quiet = fetch.halted  # after a fault: every unit idle or waiting for a token
         for name, unit in units.items():
             all_idle = all_idle & unit.idle & (levels[name] == 0)
-        with m.If(running & compute.finished & all_idle):
+            quiet = quiet & ((unit.idle & (levels[name] == 0)) | unit.stalled)
+        with m.If(running & ((compute.finished & all_idle) | quiet)):
             m.d.sync += [done.eq(1), running.eq(0)]
         m.d.comb += self.irq.eq(done & irq_en)
 
@@ -205,7 +207,8 @@ class Vta(wiring.Component):
             }
         m.d.comb += [
             *put("CTRL", START=0, IRQ_EN=irq_en, CLEAR=0),
-            *put("STATUS", DONE=done, BUSY=running, CLEARING=zeroing),
+            *put("STATUS", DONE=done, BUSY=running, CLEARING=zeroing, ERROR=fetch.fault != 0),
+            *put("ERROR_INDEX", INDEX=fetch.fault_index, KIND=fetch.fault),
             regs["ID"].eq(regmap.id_value()),
             regs["CONFIG_HASH"].eq(self.cfg.config_hash),
             regs["FETCHED"].eq(fetch.dispatched),
