@@ -19,6 +19,7 @@ from pyvta.sim.random_program import random_program
 from pyvta.testing.compare import accelerator_mismatches, device_runs, fault_mismatches
 
 pytestmark = pytest.mark.hw
+COCOTB_SEED = 4
 
 
 def _stuck_program():
@@ -139,10 +140,13 @@ def test_bad_instructions_are_flagged_where_the_simulator_refuses_them(rtl_libra
 
 
 def test_cocotb_bench_flags_a_bad_instruction(vta_build):
-    """The testbench (cocotbext-axi, the async launch routine) reads the same fault."""
+    """The testbench (cocotbext-axi, the async launch routine, random AXI stalls) reads the
+    same faults."""
     wanted = ("matmul_small@3:bad_opcode", "matmul_small@13:sram_past_end")
     programs = {n: p for n, p in faulting_programs().items() if n in wanted}
-    with driver.open("rtl:cocotb", built=vta_build, dram_bytes=1 << 20) as dev:
+    with driver.open(
+        "rtl:cocotb", built=vta_build, dram_bytes=1 << 20, backpressure=True, seed=COCOTB_SEED
+    ) as dev:
         runs = device_runs(dev, programs.values())
     bad = fault_mismatches(programs.items(), runs)
     assert len(runs) == 2 and not bad, "\n".join(bad)
