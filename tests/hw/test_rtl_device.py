@@ -139,6 +139,23 @@ def test_bad_instructions_are_flagged_where_the_simulator_refuses_them(rtl_libra
     dev.close()
 
 
+def test_start_after_a_fault_or_deadlock_needs_no_reset(rtl_library):
+    """What a board does (it cannot pulse reset): the launch routine alone, START after a fault
+    or a deadlock. START returns the units and command queues to reset, so the work dispatched
+    before the fault (units waiting for tokens that never come) does not leak into the next run."""
+    dev = RtlDevice(library=rtl_library, dram_bytes=1 << 20, watchdog_cycles=2000)
+    good = directed_programs()["matmul_small"]
+    stopped = list(faulting_programs().values()) + [_stuck_program()]
+    bad = []
+    for i, program in enumerate(stopped):
+        dev.write(0, program.dram)
+        with pytest.raises((host.DeviceFault, host.DeviceStuck)):
+            host.launch(dev.port, program.insn_addr, program.insn_count, watchdog_cycles=2000)
+        bad += accelerator_mismatches([(f"after {i}", good)], device_runs(dev, [good]))
+    assert not bad, "\n".join(bad)
+    dev.close()
+
+
 def test_cocotb_bench_flags_a_bad_instruction(vta_build):
     """The testbench (cocotbext-axi, the async launch routine, random AXI stalls) reads the
     same faults."""
