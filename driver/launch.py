@@ -12,8 +12,10 @@ from typing import Protocol
 
 from pyvta.driver.device import DeviceError
 from pyvta.driver.stats import Stats
-from pyvta.isa import HwConfig
+from pyvta.isa import DecodeError, HwConfig
 from pyvta.isa import launch as protocol
+from pyvta.isa.regmap import Fault
+from pyvta.sim.errors import OutOfBoundsError, ProgramError, QueueUsageError
 
 
 class RegisterPort(Protocol):
@@ -31,6 +33,52 @@ class DeviceStuck(DeviceError):
     def __init__(self, outcome: protocol.Outcome):
         self.outcome = outcome
         super().__init__(f"the accelerator did not finish ({outcome.status}): {outcome.message}")
+
+
+class DeviceFault(DeviceError):
+    """The accelerator stopped at a bad instruction (STATUS.ERROR): ``outcome.fault`` names its
+    index and kind. Each kind's class is also the error the simulator raises for it
+    (``FAULT_ERRORS``), so ``except sim.OutOfBoundsError`` catches the RTL's and the simulator's."""
+
+    simulator_error: type[Exception] | None = None  # what sim.run raises for this kind
+
+    def __init__(self, outcome: protocol.Outcome):
+        self.outcome = outcome
+        super().__init__(
+            f"{outcome.message} (the accelerator stopped there: STATUS.ERROR, ERROR_INDEX)"
+        )
+
+
+class DecodeFault(DeviceFault, DecodeError):
+    simulator_error = DecodeError
+
+
+class QueueUsageFault(DeviceFault, QueueUsageError):
+    simulator_error = QueueUsageError
+
+
+class StorePadFault(DeviceFault, ProgramError):
+    simulator_error = ProgramError
+
+
+class OutOfBoundsFault(DeviceFault, OutOfBoundsError):
+    simulator_error = OutOfBoundsError
+
+
+FAULT_ERRORS: dict[Fault, type[DeviceFault]] = {
+    Fault.DECODE: DecodeFault,
+    Fault.DEP_QUEUE: QueueUsageFault,
+    Fault.STORE_PAD: StorePadFault,
+    Fault.OUT_OF_BOUNDS: OutOfBoundsFault,
+}
+
+
+def fault_kind(error: Exception) -> Fault | None:
+    """The kind of fault a simulator error is (the inverse of ``FAULT_ERRORS``); None if none."""
+    for kind, cls in FAULT_ERRORS.items():
+        if isinstance(error, cls.simulator_error):
+            return kind
+    return None
 
 
 class WrongHardware(DeviceError):
@@ -62,8 +110,16 @@ def check_id(port: RegisterPort, config: HwConfig) -> None:
 
 def launch(port: RegisterPort, insn_addr: int, insn_count: int, **kwargs) -> Stats:
     """Run a program already in the device's DRAM; ``kwargs`` go to ``isa.launch.launch``.
-    Raises ``DeviceStuck`` (with the decoded token state) when it does not finish."""
-    outcome = run(protocol.launch(insn_addr, insn_count, **kwargs), port)
+    Raises what ``check`` raises."""
+    return check(run(protocol.launch(insn_addr, insn_count, **kwargs), port))
+
+
+def check(outcome: protocol.Outcome) -> Stats:
+    """The stats of a launch that finished. Raises a ``DeviceFault`` of the fault's kind when
+    the accelerator stopped at a bad instruction, ``DeviceStuck`` (with the decoded token state)
+    when it did not finish."""
+    if outcome.status == "fault":
+        raise FAULT_ERRORS.get(outcome.fault.kind, DeviceFault)(outcome)
     if outcome.status != "done":
         raise DeviceStuck(outcome)
     return Stats.from_registers(outcome.counters)

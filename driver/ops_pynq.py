@@ -10,7 +10,8 @@ Before the first launch the manifest and then the ID / CONFIG_HASH registers are
 the host's HwConfig. Each ``alloc`` is its own buffer (device address below 4 GiB), so flushes touch
 only what changed: buffers written since the last launch are flushed before it, and a buffer is
 invalidated before it is read after a launch. DONE is polled with a deadline; a launch that does
-not finish raises ``DeviceStuck`` with the decoded token state.
+not finish raises ``DeviceStuck`` with the decoded token state, one the accelerator stopped at a
+bad instruction (STATUS.ERROR) the ``DeviceFault`` of its kind, naming the instruction.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ from pyvta import sim
 from pyvta.driver import launch as host
 from pyvta.driver.device import Device, DeviceError, RunResult
 from pyvta.driver.host_dram import HostDramDevice
-from pyvta.driver.stats import Stats
 from pyvta.isa import HwConfig
 
 DEFAULT_DRAM_BYTES = 1 << 28
@@ -161,7 +160,7 @@ class RtlDevice(HostDramDevice):
                 watchdog_cycles=self.watchdog_cycles,
                 poll_cycles=min(POLL_CYCLES, max(self.watchdog_cycles // 4, 1)),
             )
-        except host.DeviceStuck:
+        except (host.DeviceStuck, host.DeviceFault):
             self._lib.vta_reset(self._h, RESET_CYCLES)  # the next launch starts clean
             raise
         finally:
@@ -207,10 +206,9 @@ class CocotbDevice(HostDramDevice):
         (res,) = runner.run_programs(
             [program], built=self.built, backpressure=self.backpressure, seed=self.seed
         )
-        if res.status != "done":
-            raise host.DeviceStuck(protocol.Outcome(res.status, res.counters, 0, res.stuck))
+        stats = host.check(protocol.Outcome(res.status, res.counters, 0, res.stuck, res.fault))
         self.dram.data[:] = res.dram
-        return RunResult(stats=Stats.from_registers(res.counters), wall_s=time.perf_counter() - t0)
+        return RunResult(stats=stats, wall_s=time.perf_counter() - t0)
 
 
 DEVICE = RtlDevice

@@ -93,7 +93,7 @@ async def _run_one(dut, ram, port, dram, insn_addr, insn_count, job):
     )
     outcome = await run_routine(routine, port)
     if outcome.status != "done":
-        dut._log.warning("program stuck (%s): %s", outcome.status, outcome.message)
+        dut._log.warning("program did not finish (%s): %s", outcome.status, outcome.message)
     final = np.frombuffer(ram.read(0, len(dram)), dtype=np.uint8).copy()
     return final, {
         "cycles": outcome.counters["CYCLES"],
@@ -101,6 +101,7 @@ async def _run_one(dut, ram, port, dram, insn_addr, insn_count, job):
         "counters": outcome.counters,
         "message": outcome.message,
         "stuck_words": list(outcome.stuck.words) if outcome.stuck else None,
+        "fault": [int(outcome.fault.kind), outcome.fault.index] if outcome.fault else None,
     }
 
 

@@ -3,19 +3,25 @@
 STORE goes to the store queue, LOAD of a type ``isa.LOAD_MODULE`` gives the load module to the load
 queue, everything else to the compute queue. Reads are issued only for words the staging buffer
 can take, so the shared in-order read channel never waits on a full command queue.
+Every word passes ``hw.check.InsnCheck`` on its way into the staging buffer (adds its latency
+once, not per word). A faulting word at the head is not dispatched: fetch latches its fault and
+index (``fault``, ``fault_index``), issues no more reads and raises ``halted`` once the reads in
+flight have landed; START clears both and empties the staging buffer.
 Throughput: one instruction per 128/bus-width beats; dispatch one per cycle.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from pyvta import isa
 from pyvta.hw.axi import ADDR_BITS, read_client_signature
 from pyvta.hw.burst import BurstSplitter
+from pyvta.hw.check import InsnCheck
 from pyvta.hw.fields import INSN_WORD_BITS, dispatch_module
+from pyvta.isa import regmap
 
 STAGE_DEPTH = 16
 BURST_INSNS = 8
@@ -35,6 +41,9 @@ class Fetch(wiring.Component):
                 "store_q": Out(stream.Signature(INSN_WORD_BITS)),
                 "done": Out(1),
                 "dispatched": Out(32),
+                "fault": Out(regmap.FAULT_BITS),
+                "fault_index": Out(regmap.ERROR_INDEX_BITS),
+                "halted": Out(1),
             }
         )
 
@@ -47,7 +56,9 @@ class Fetch(wiring.Component):
         chunks = insn_bytes // chunk_bytes
         log_bus = cfg.bus_width_bytes.bit_length() - 1
         m.submodules.split = split = BurstSplitter()
-        m.submodules.stage = stage = fifo.SyncFIFOBuffered(width=INSN_WORD_BITS, depth=STAGE_DEPTH)
+        m.submodules.check = check = InsnCheck(cfg)
+        staged = fifo.SyncFIFOBuffered(width=INSN_WORD_BITS + regmap.FAULT_BITS, depth=STAGE_DEPTH)
+        m.submodules.stage = stage = ResetInserter(self.start)(staged)
         wiring.connect(m, split.burst, wiring.flipped(self.rd.ar))
 
         remaining = Signal(32)
@@ -57,7 +68,7 @@ class Fetch(wiring.Component):
         m.d.comb += n.eq(Mux(remaining < BURST_INSNS, remaining, BURST_INSNS))
         room = stage.level + inflight + n <= STAGE_DEPTH
         m.d.comb += [
-            split.cmd.valid.eq((remaining != 0) & room),
+            split.cmd.valid.eq((remaining != 0) & room & (self.fault == 0)),
             split.cmd.payload.addr.eq(next_addr),
             split.cmd.payload.beats.eq(n * chunks),
             split.cmd.payload.size.eq(log_chunk),
@@ -79,26 +90,33 @@ class Fetch(wiring.Component):
                 with m.If(c == i):
                     m.d.sync += word[i * chunk_bytes * 8 : (i + 1) * chunk_bytes * 8].eq(chunk)
         m.d.comb += [
-            stage.w_en.eq(complete),
-            stage.w_data.eq(Cat(word[: (chunks - 1) * chunk_bytes * 8], chunk)),
+            check.valid.eq(complete),
+            check.word.eq(Cat(word[: (chunks - 1) * chunk_bytes * 8], chunk)),
+            stage.w_en.eq(check.valid_out),
+            stage.w_data.eq(Cat(check.word_out, check.fault)),
         ]
-        m.d.sync += inflight.eq(inflight + Mux(issued, n, 0) - complete)
+        m.d.sync += inflight.eq(inflight + Mux(issued, n, 0) - check.valid_out)
         with m.If(issued):
             m.d.sync += [remaining.eq(remaining - n), next_addr.eq(next_addr + n * insn_bytes)]
 
-        # Dispatch the staged word at the head.
-        target = dispatch_module(stage.r_data, cfg)
+        # Dispatch the staged word at the head, unless it faults.
+        head, head_fault = stage.r_data[:INSN_WORD_BITS], stage.r_data[INSN_WORD_BITS:]
+        target = dispatch_module(head, cfg)
         queues = {
             isa.Module.LOAD: self.load_q,
             isa.Module.COMPUTE: self.compute_q,
             isa.Module.STORE: self.store_q,
         }
+        good = stage.r_rdy & (head_fault == 0)
         for mod, q in queues.items():
-            m.d.comb += [q.payload.eq(stage.r_data), q.valid.eq(stage.r_rdy & target[mod])]
+            m.d.comb += [q.payload.eq(head), q.valid.eq(good & target[mod])]
             with m.If(q.valid & q.ready):
                 m.d.comb += stage.r_en.eq(1)
         with m.If(stage.r_en):
             m.d.sync += self.dispatched.eq(self.dispatched + 1)
+        with m.If(stage.r_rdy & (head_fault != 0) & (self.fault == 0)):
+            m.d.sync += [self.fault.eq(head_fault), self.fault_index.eq(self.dispatched)]
+        m.d.comb += self.halted.eq((self.fault != 0) & (inflight == 0))
 
         with m.If(self.start):
             m.d.sync += [
@@ -107,6 +125,8 @@ class Fetch(wiring.Component):
                 self.dispatched.eq(0),
                 c.eq(0),
                 asm_addr.eq(self.insn_addr),
+                self.fault.eq(0),
+                self.fault_index.eq(0),
             ]
         m.d.comb += self.done.eq((remaining == 0) & (inflight == 0) & ~stage.r_rdy)
         return m

@@ -43,7 +43,7 @@ def dispatch_module(word, cfg: isa.HwConfig) -> dict[isa.Module, object]:
     mem = insn_view("mem", cfg, word)
     is_load = mem.opcode == isa.Opcode.LOAD
     is_store = mem.opcode == isa.Opcode.STORE
-    to_load = is_load & _any(
+    to_load = is_load & any_of(
         mem.memory_type == t for t, mod in isa.LOAD_MODULE.items() if mod is isa.Module.LOAD
     )
     return {
@@ -53,7 +53,8 @@ def dispatch_module(word, cfg: isa.HwConfig) -> dict[isa.Module, object]:
     }
 
 
-def _any(terms):
+def any_of(terms):
+    """The OR of boolean Amaranth values (0 for none)."""
     out = 0
     for t in terms:
         out = out | t

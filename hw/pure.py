@@ -12,6 +12,7 @@ from amaranth.sim import Simulator
 
 from pyvta import isa
 from pyvta.hw.burst import BurstSplitter
+from pyvta.hw.check import CHECK_LATENCY_CYCLES, InsnCheck
 from pyvta.hw.core import Alu, GemmCore
 from pyvta.hw.fields import INSN_WORD_BITS, insn_view
 from pyvta.hw.queues import TokenQueue
@@ -140,3 +141,26 @@ def token_queue(ops: list[tuple[int, int]], depth: int = 4) -> list[int]:
     sim.add_testbench(bench)
     sim.run()
     return counts
+
+
+def insn_faults(cfg: isa.HwConfig, words: list[int]) -> list[int]:
+    """128-bit instruction words, one per cycle -> the ``regmap.Fault`` the RTL checker
+    (``hw.check.InsnCheck``) gives each, read ``CHECK_LATENCY_CYCLES`` later with its word."""
+    dut = InsnCheck(cfg)
+    faults: list[int] = []
+
+    async def bench(ctx):
+        for cycle in range(len(words) + CHECK_LATENCY_CYCLES):
+            feeding = cycle < len(words)
+            ctx.set(dut.valid, feeding)
+            ctx.set(dut.word, words[cycle] if feeding else 0)
+            if ctx.get(dut.valid_out):
+                assert ctx.get(dut.word_out) == words[len(faults)], "word out of step"
+                faults.append(int(ctx.get(dut.fault)))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return faults

@@ -21,6 +21,7 @@ import numpy as np
 from pyvta import isa
 from pyvta.hw.sram import clear_rows
 from pyvta.isa import launch
+from pyvta.isa.regmap import Fault
 
 SIMULATORS = ("verilator", "icarus")
 HW_DIR = Path(__file__).resolve().parent
@@ -43,10 +44,11 @@ class HwResult:
 
     dram: np.ndarray  # final DRAM image, uint8, same length as the program's
     cycles: int  # CYCLES register: start to done
-    status: str  # "done", or "deadlock" / "timeout" with the watchdog's report in ``message``
+    status: str  # "done", "fault" or "deadlock" / "timeout", with the report in ``message``
     counters: dict[str, int] = field(default_factory=dict)
     message: str = ""
-    stuck: launch.StuckReport | None = None  # the decoded TOKENS / QUEUES when not "done"
+    stuck: launch.StuckReport | None = None  # the decoded TOKENS / QUEUES when it did not finish
+    fault: launch.FaultReport | None = None  # the decoded ERROR_INDEX when it stopped at a fault
 
 
 @dataclass(frozen=True)
@@ -236,6 +238,7 @@ def _run_in(programs, built, work, backpressure, seed, watchdog_cycles, max_cycl
             stuck=launch.StuckReport.from_registers(*m["stuck_words"])
             if m["stuck_words"]
             else None,
+            fault=launch.FaultReport(Fault(m["fault"][0]), m["fault"][1]) if m["fault"] else None,
         )
         for i, m in enumerate(meta)
     ]

@@ -7,7 +7,7 @@ Ports: ``m_axi__*`` (AXI4 master, data width ``cfg.bus_width_bits``, INCR bursts
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, ResetInserter, Signal
 from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -46,16 +46,21 @@ class Vta(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
+        # CTRL.START also returns the units and their command queues to reset, so a run that
+        # stopped at a fault or a deadlock leaves no stale work behind (DONE: none moves data).
+        start = Signal()
         m.submodules.fetch = fetch = Fetch(cfg)
-        m.submodules.load = load = LoadUnit(cfg)
-        m.submodules.compute = compute = ComputeUnit(cfg, self.dsp_products)
-        m.submodules.store = store = StoreUnit(cfg)
+        m.submodules.load = load = ResetInserter(start)(LoadUnit(cfg))
+        m.submodules.compute = compute = ResetInserter(start)(ComputeUnit(cfg, self.dsp_products))
+        m.submodules.store = store = ResetInserter(start)(StoreUnit(cfg))
         units = {"load": load, "compute": compute, "store": store}
 
         # Command queues between fetch and the units.
         levels = {}
         for name, unit in units.items():
-            q = fifo.SyncFIFOBuffered(width=INSN_WORD_BITS, depth=self.cmd_queue_depth)
+            q = ResetInserter(start)(
+                fifo.SyncFIFOBuffered(width=INSN_WORD_BITS, depth=self.cmd_queue_depth)
+            )
             m.submodules[f"{name}_cmdq"] = q
             src = getattr(fetch, f"{name}_q")
             m.d.comb += [
@@ -69,7 +74,6 @@ class Vta(wiring.Component):
             levels[name] = q.level
 
         # Dependency-token queues.
-        start = Signal()
         tokens = {}
         ends = {
             isa.DepQueue.L2C: (load, compute),
@@ -182,9 +186,11 @@ class Vta(wiring.Component):
         done = Signal()
         running = Signal()
         all_idle = fetch.done
+        quiet = fetch.halted  # after a fault: every unit idle or waiting for a token
         for name, unit in units.items():
             all_idle = all_idle & unit.idle & (levels[name] == 0)
-        with m.If(running & compute.finished & all_idle):
+            quiet = quiet & ((unit.idle & (levels[name] == 0)) | unit.stalled)
+        with m.If(running & ((compute.finished & all_idle) | quiet)):
             m.d.sync += [done.eq(1), running.eq(0)]
         m.d.comb += self.irq.eq(done & irq_en)
 
@@ -205,7 +211,8 @@ class Vta(wiring.Component):
             }
         m.d.comb += [
             *put("CTRL", START=0, IRQ_EN=irq_en, CLEAR=0),
-            *put("STATUS", DONE=done, BUSY=running, CLEARING=zeroing),
+            *put("STATUS", DONE=done, BUSY=running, CLEARING=zeroing, ERROR=fetch.fault != 0),
+            *put("ERROR_INDEX", INDEX=fetch.fault_index, KIND=fetch.fault),
             regs["ID"].eq(regmap.id_value()),
             regs["CONFIG_HASH"].eq(self.cfg.config_hash),
             regs["FETCHED"].eq(fetch.dispatched),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from pyvta.isa import regmap
 from pyvta.isa.config import HwConfig
+from pyvta.isa.errors import PyvtaError
 
 DEFAULT_POLL_CYCLES = 200
 DEFAULT_WATCHDOG_CYCLES = 20_000
@@ -102,17 +103,44 @@ class StuckReport:
 
 
 @dataclass(frozen=True)
+class FaultReport:
+    """STATUS.ERROR's detail: the first faulting instruction's index and why (ERROR_INDEX)."""
+
+    kind: regmap.Fault
+    index: int
+
+    @classmethod
+    def from_register(cls, word: int) -> FaultReport:
+        fields = regmap.register("ERROR_INDEX").decode(word)
+        try:
+            kind = regmap.Fault(fields["KIND"])
+        except ValueError:
+            raise PyvtaError(
+                f"ERROR_INDEX reads 0x{word:08X}: fault kind {fields['KIND']} is none this host"
+                f" knows (allowed: {', '.join(f'{f.value} {f.name}' for f in regmap.Fault)})"
+            ) from None
+        return cls(kind, fields["INDEX"])
+
+    def describe(self) -> str:
+        return f"instruction {self.index}: {self.kind.description}"
+
+
+@dataclass(frozen=True)
 class Outcome:
-    """What a launch ended with: ``status`` "done", "deadlock" (no progress for the watchdog's
-    window) or "timeout" (``max_cycles`` passed); the counter registers; the stuck report."""
+    """What a launch ended with: ``status`` "done", "fault" (fetch stopped at a bad instruction:
+    ``fault``), "deadlock" (no progress for the watchdog's window) or "timeout" (``max_cycles``
+    passed); the counter registers; the stuck report when it did not reach DONE."""
 
     status: str
     counters: dict[str, int]
     waited_cycles: int
     stuck: StuckReport | None = None
+    fault: FaultReport | None = None
 
     @property
     def message(self) -> str:
+        if self.fault is not None:
+            return self.fault.describe()
         if self.stuck is None:
             return ""
         return f"{self.stuck.describe()}; counters {self.counters}"
@@ -163,8 +191,9 @@ def launch(
     """Run ``insn_count`` instructions at ``insn_addr`` to DONE; returns an ``Outcome``.
 
     ``clear_cycles``: clear the on-chip buffers first (the state ``sim.run`` assumes); None keeps them.
-    Polls STATUS every ``poll_cycles`` (or when the driver sees ``irq``); gives up when nothing
-    progresses for ``watchdog_cycles`` ("deadlock") or after ``max_cycles`` ("timeout").
+    Polls STATUS every ``poll_cycles`` (or when the driver sees ``irq``); DONE with STATUS.ERROR
+    is "fault" (ERROR_INDEX read into ``Outcome.fault``); gives up when nothing progresses for
+    ``watchdog_cycles`` ("deadlock") or after ``max_cycles`` ("timeout").
     """
     ctrl, status = regmap.register("CTRL"), regmap.register("STATUS")
     if clear_cycles is not None:
@@ -177,8 +206,9 @@ def launch(
         step = yield Wait(min(poll_cycles, max_cycles - waited))
         step = poll_cycles if step is None else step
         waited += step
-        if status.field("DONE").get((yield Read(status.offset))):
-            state = "done"
+        word = yield Read(status.offset)
+        if status.field("DONE").get(word):
+            state = "fault" if status.field("ERROR").get(word) else "done"
             break
         progress = yield from read_registers(PROGRESS)
         still = still + step if progress == last else 0
@@ -187,9 +217,11 @@ def launch(
             state = "deadlock"
             break
     counters = yield from read_registers(regmap.COUNTERS)
-    stuck = None
-    if state != "done":
+    stuck = fault = None
+    if state == "fault":
+        fault = FaultReport.from_register((yield from _read("ERROR_INDEX")))
+    elif state != "done":
         stuck = StuckReport.from_registers(
             (yield from _read("TOKENS")), (yield from _read("QUEUES"))
         )
-    return Outcome(state, counters, waited, stuck)
+    return Outcome(state, counters, waited, stuck, fault)

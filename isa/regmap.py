@@ -11,12 +11,15 @@ or ``HwConfig`` (``id_mismatch``).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 from pyvta.isa.config import ISA_VERSION, HwConfig
 from pyvta.isa.errors import PyvtaError
+from pyvta.isa.layout import INSN_BITS
 
 REG_BYTES = 4
+REG_BITS = 8 * REG_BYTES
 ADDR_BITS = 12
 ID_MAGIC = 0x7A7A  # "vta" on the bus: the low half of the ID register
 ACCESS = ("rw", "ro", "wo", "w1c")  # "wo": write-only pulses, read as 0; "w1c": write 1 to clear
@@ -94,6 +97,38 @@ def _flags(prefix: str, names: tuple[str, ...], lsb: int, what: str) -> tuple[Bi
     )
 
 
+class Fault(enum.IntEnum):
+    """Why the accelerator stopped a run at an instruction: ERROR_INDEX.KIND (0: it did not).
+
+    Fetch checks every instruction before dispatching it (``hw.check``); the first that fails
+    is not dispatched, STATUS.ERROR rises and ERROR_INDEX names it. Each kind is the simulator's
+    error for that instruction (``driver.launch`` raises the same kind).
+    """
+
+    NONE = 0
+    DECODE = 1
+    DEP_QUEUE = 2
+    STORE_PAD = 3
+    OUT_OF_BOUNDS = 4
+
+    @property
+    def description(self) -> str:
+        return _FAULT_TEXT[self]
+
+
+_FAULT_TEXT = {
+    Fault.NONE: "no fault",
+    Fault.DECODE: "not a valid instruction (opcode, memory type or ALU opcode outside the ISA,"
+    " or uop_bgn > uop_end)",
+    Fault.DEP_QUEUE: "sets a dependency flag its module has no queue for",
+    Fault.STORE_PAD: "a STORE with nonzero padding fields (allowed: 0)",
+    Fault.OUT_OF_BOUNDS: "a LOAD/STORE out of bounds (SRAM rows past the end of its buffer; on the"
+    " model board also DRAM past the end of memory)",
+}
+# ERROR_INDEX.INDEX counts 128-bit instructions of a 32-bit byte address space; KIND takes the rest.
+ERROR_INDEX_BITS = REG_BITS - ((INSN_BITS // 8).bit_length() - 1)
+FAULT_BITS = REG_BITS - ERROR_INDEX_BITS
+
 UNITS = ("load", "compute", "store")  # order of the per-unit fields of QUEUES
 TOKEN_QUEUES = ("l2c", "c2l", "c2s", "s2c")  # order of the fields of TOKENS (isa.DepQueue values)
 
@@ -120,6 +155,13 @@ REGISTERS: tuple[Register, ...] = (
             BitField("DONE", 0),
             BitField("BUSY", 1, 1, "started and not yet done"),
             BitField("CLEARING", 2, 1, "CTRL.CLEAR in progress"),
+            BitField(
+                "ERROR",
+                3,
+                1,
+                "fetch stopped at a faulting instruction (ERROR_INDEX); DONE follows once every"
+                " unit is idle or waits for a token; cleared by START",
+            ),
         ),
     ),
     Register(
@@ -171,6 +213,21 @@ REGISTERS: tuple[Register, ...] = (
         + (
             BitField("FETCH_DONE", 30, 1, "fetch dispatched every instruction"),
             BitField("FINISHED", 31, 1, "compute saw FINISH"),
+        ),
+    ),
+    Register(
+        "ERROR_INDEX",
+        0x50,
+        "ro",
+        "The first faulting instruction while STATUS.ERROR (0 otherwise).",
+        (
+            BitField("INDEX", 0, ERROR_INDEX_BITS, "its index in the launched stream"),
+            BitField(
+                "KIND",
+                ERROR_INDEX_BITS,
+                FAULT_BITS,
+                "why: " + ", ".join(f"{f.value} {f.name}" for f in Fault),
+            ),
         ),
     ),
 )

@@ -1,6 +1,10 @@
 """Errors the simulator raises for programs the hardware would run wrongly or never finish."""
 
+import re
+
 from pyvta.isa.errors import PyvtaError
+
+_INDEX = re.compile(r"instruction (\d+)\b")
 
 
 class SimError(PyvtaError):
@@ -33,3 +37,9 @@ class SimLimitError(SimError):
 
 class ArgumentError(PyvtaError, ValueError):
     """A public API argument of the wrong type, dtype, shape or range (nothing was simulated)."""
+
+
+def instruction_index(error: Exception) -> int | None:
+    """The instruction a program error names (its message starts "instruction N"), else None."""
+    found = _INDEX.match(str(error))
+    return int(found.group(1)) if found else None

@@ -20,8 +20,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pyvta.driver.launch import fault_kind
 from pyvta.driver.stats import Stats
-from pyvta.isa import HwConfig, regmap
+from pyvta.isa import DecodeError, HwConfig, regmap
 
 PAGE_BYTES = 4096
 MIN_ALLOC_BYTES = 8192  # pynq's smallest allocation
@@ -49,8 +50,10 @@ class ModelBuffer(np.ndarray):
 
 class SimRegisters:
     """The register map of a bitstream built for ``built_for``, over the simulator: START runs the
-    program functionally on the board's memory and the cycle model fills the counters; a program
-    the simulator refuses (a deadlock, a bad access) never reaches DONE."""
+    program functionally on the board's memory and the cycle model fills the counters. A program
+    the simulator refuses at an instruction for a reason the RTL flags (``driver.launch.fault_kind``:
+    a bad opcode, an access out of bounds...) reaches DONE with STATUS.ERROR and ERROR_INDEX naming
+    it, as the RTL reports it; any other (a deadlock) never reaches DONE."""
 
     def __init__(self, board: ModelBoard, built_for: HwConfig):
         self.board, self.config = board, built_for
@@ -83,6 +86,7 @@ class SimRegisters:
         for name in regmap.COUNTERS:
             self.values[name] = 0
         self.values["STATUS"] = status.encode(BUSY=1)
+        self.values["ERROR_INDEX"] = 0
         cfg = self.config
         program = sim.Program(
             self.board.memory, self.values["INSN_ADDR"], self.values["INSN_COUNT"], cfg
@@ -91,12 +95,26 @@ class SimRegisters:
             insns = program.insns()
             result = sim.run_insns(insns, self.board.memory, cfg)
             report = sim.cycles_of(insns, cfg)
-        except sim.SimError as e:  # the hardware would hang or misbehave: it never finishes
+        except (sim.SimError, DecodeError) as e:
             self.error = e
-            self._show_stuck(e)
+            if not self._show_fault(e):  # the hardware would hang or misbehave: never DONE
+                self._show_stuck(e)
             return
         self.values.update(Stats.from_cycle_report(report, result.counters).to_registers())
         self.values["STATUS"] = status.encode(DONE=1)
+
+    def _show_fault(self, error) -> bool:
+        """STATUS and ERROR_INDEX as the RTL flags a faulting instruction; False if ``error`` is
+        no fault the RTL flags (or names no instruction)."""
+        from pyvta.sim.errors import instruction_index
+
+        kind, index = fault_kind(error), instruction_index(error)
+        if kind is None or index is None:
+            return False
+        status = regmap.register("STATUS")
+        self.values["STATUS"] = status.encode(DONE=1, ERROR=1)
+        self.values["ERROR_INDEX"] = regmap.register("ERROR_INDEX").encode(INDEX=index, KIND=kind)
+        return True
 
     def _show_stuck(self, error) -> None:
         """TOKENS and QUEUES as the RTL shows a deadlock (what the simulator found)."""

@@ -1,6 +1,7 @@
 """The fast RTL device (``driver.open("rtl")``): the Verilated accelerator in-process behind the
 launch routine of ``isa.launch``, compared with ``sim.run`` bit for bit, with the cocotb testbench
-(the same routine, asynchronously), and on the ways a launch can fail."""
+(the same routine, asynchronously), and on the ways a launch can fail: a deadlock, the deadline,
+a bad instruction."""
 
 import time
 
@@ -13,10 +14,12 @@ from pyvta.driver.ops_rtl import RtlDevice
 from pyvta.isa import FinishInsn, GemmInsn, HwConfig, regmap
 from pyvta.sim.builder import ProgramBuilder
 from pyvta.sim.directed import directed_programs
+from pyvta.sim.faults import faulting_programs
 from pyvta.sim.random_program import random_program
-from pyvta.testing.compare import accelerator_mismatches, device_runs
+from pyvta.testing.compare import accelerator_mismatches, device_runs, fault_mismatches
 
 pytestmark = pytest.mark.hw
+COCOTB_SEED = 4
 
 
 def _stuck_program():
@@ -116,6 +119,66 @@ def test_deadlock_gives_the_stuck_report_within_its_deadline(rtl_library):
     ok = directed_programs()["dep_only"]  # the device recovers for the next launch
     assert accelerator_mismatches([("after deadlock", ok)], device_runs(dev, [ok])) == []
     dev.close()
+
+
+def test_bad_instructions_are_flagged_where_the_simulator_refuses_them(rtl_library):
+    """An undecodable word, a flag without a queue, a padded STORE and LOAD / STORE rows past
+    their buffer: fetch stops there, DONE comes with STATUS.ERROR (long before the watchdog)
+    and the host raises the simulator's kind of error naming the same instruction; after the
+    reset that follows, a good program runs."""
+    dev = RtlDevice(library=rtl_library, dram_bytes=1 << 20, watchdog_cycles=20_000)
+    programs = faulting_programs()
+    runs = device_runs(dev, programs.values())
+    bad = fault_mismatches(programs.items(), runs)
+    assert not bad, "\n".join(bad)
+    waited = [r.error.outcome.waited_cycles for r in runs]
+    print(f"\n[hw] {len(runs)} faults flagged after {min(waited)}..{max(waited)} cycles")
+    assert max(waited) < dev.watchdog_cycles
+    ok = directed_programs()["matmul_small"]
+    assert accelerator_mismatches([("after the faults", ok)], device_runs(dev, [ok])) == []
+    dev.close()
+
+
+def test_start_after_a_fault_or_deadlock_needs_no_reset(rtl_library):
+    """What a board does (it cannot pulse reset): the launch routine alone, START after a fault
+    or a deadlock. START returns the units and command queues to reset, so the work dispatched
+    before the fault (units waiting for tokens that never come) does not leak into the next run."""
+    dev = RtlDevice(library=rtl_library, dram_bytes=1 << 20, watchdog_cycles=2000)
+    good = directed_programs()["matmul_small"]
+    stopped = list(faulting_programs().values()) + [_stuck_program()]
+    bad = []
+    for i, program in enumerate(stopped):
+        dev.write(0, program.dram)
+        with pytest.raises((host.DeviceFault, host.DeviceStuck)):
+            host.launch(dev.port, program.insn_addr, program.insn_count, watchdog_cycles=2000)
+        bad += accelerator_mismatches([(f"after {i}", good)], device_runs(dev, [good]))
+    assert not bad, "\n".join(bad)
+    dev.close()
+
+
+def test_cocotb_bench_flags_a_bad_instruction(vta_build):
+    """The testbench (cocotbext-axi, the async launch routine, random AXI stalls) reads the
+    same faults."""
+    wanted = ("matmul_small@3:bad_opcode", "matmul_small@13:sram_past_end")
+    programs = {n: p for n, p in faulting_programs().items() if n in wanted}
+    with driver.open(
+        "rtl:cocotb", built=vta_build, dram_bytes=1 << 20, backpressure=True, seed=COCOTB_SEED
+    ) as dev:
+        runs = device_runs(dev, programs.values())
+    bad = fault_mismatches(programs.items(), runs)
+    assert len(runs) == 2 and not bad, "\n".join(bad)
+
+
+def test_hw_run_reports_a_bad_instruction_in_one_line(rtl_library, tmp_path, capsys):
+    from pyvta.cli import main
+
+    bundle = tmp_path / "bad.npz"
+    faulting_programs()["matmul_small@3:bad_opcode"].save(bundle)
+    assert main(["hw", "run", str(bundle), "--out", str(tmp_path / "r.npz")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "error: instruction 3: not a valid instruction" in err, err
+    assert not (tmp_path / "r.npz").exists()
 
 
 def test_timeout_at_the_deadline(rtl_library):

@@ -4,16 +4,18 @@ The same routine runs on the RTL in tests/hw/test_rtl_device.py."""
 
 import pytest
 
+from pyvta import driver, sim
 from pyvta.driver import launch as host
-from pyvta.isa import DEFAULT_CONFIG, HwConfig, regmap
+from pyvta.isa import DEFAULT_CONFIG, DecodeError, HwConfig, PyvtaError, regmap
 from pyvta.isa import launch as protocol
 
 
 class FakeAccelerator:
-    """Registers of ``isa.regmap``; a started program is DONE after ``run_cycles`` (never if None)."""
+    """Registers of ``isa.regmap``; a started program is DONE after ``run_cycles`` (never if None),
+    with STATUS.ERROR and ERROR_INDEX = ``fault`` ((kind, index)) when one is given."""
 
-    def __init__(self, run_cycles, config=DEFAULT_CONFIG):
-        self.run_cycles, self.config = run_cycles, config
+    def __init__(self, run_cycles, config=DEFAULT_CONFIG, fault=None):
+        self.run_cycles, self.config, self.fault = run_cycles, config, fault
         self.regs = {r.name: 0 for r in regmap.REGISTERS}
         self.regs["ID"], self.regs["CONFIG_HASH"] = regmap.id_value(), config.config_hash
         self.log, self.elapsed, self.started = [], 0, None
@@ -37,8 +39,14 @@ class FakeAccelerator:
             return cycles
         ran = self.elapsed - self.started
         if self.run_cycles is not None and ran >= self.run_cycles:
-            self.regs["STATUS"] = regmap.register("STATUS").encode(DONE=1)
+            error = int(self.fault is not None)
+            self.regs["STATUS"] = regmap.register("STATUS").encode(DONE=1, ERROR=error)
             self.regs |= {"CYCLES": self.run_cycles, "FETCHED": 7, "GEMM_UOPS": 40}
+            if self.fault:
+                kind, index = self.fault
+                self.regs["ERROR_INDEX"] = regmap.register("ERROR_INDEX").encode(
+                    INDEX=index, KIND=kind
+                )
         else:  # compute waits on l2c; nothing moves
             self.regs["TOKENS"] = regmap.register("TOKENS").encode(S2C=1)
             self.regs["QUEUES"] = regmap.register("QUEUES").encode(
@@ -86,3 +94,38 @@ def test_id_check_refuses_another_config():
     host.check_id(FakeAccelerator(1), HwConfig())
     with pytest.raises(host.WrongHardware, match="another HwConfig"):
         host.check_id(FakeAccelerator(1, HwConfig(LOG_ACC_BUFF_SIZE=16)), HwConfig())
+
+
+@pytest.mark.parametrize(
+    ("kind", "simulator_error"),
+    [
+        (regmap.Fault.DECODE, DecodeError),
+        (regmap.Fault.DEP_QUEUE, sim.QueueUsageError),
+        (regmap.Fault.STORE_PAD, sim.ProgramError),
+        (regmap.Fault.OUT_OF_BOUNDS, sim.OutOfBoundsError),
+    ],
+)
+def test_done_with_error_raises_the_simulators_kind_naming_the_instruction(kind, simulator_error):
+    dev = FakeAccelerator(run_cycles=300, fault=(kind, 5))
+    with pytest.raises(host.DeviceFault) as err:
+        host.launch(dev, 64, 9, poll_cycles=100)
+    assert isinstance(err.value, simulator_error) and isinstance(err.value, driver.DeviceError)
+    assert str(err.value).startswith(f"instruction 5: {kind.description}")
+    outcome = err.value.outcome
+    assert outcome.status == "fault" and outcome.fault == protocol.FaultReport(kind, 5)
+    assert outcome.stuck is None and outcome.counters["CYCLES"] == 300
+    assert ("read", "ERROR_INDEX") in dev.log
+    assert host.fault_kind(simulator_error("instruction 5: ...")) is kind
+
+
+def test_clean_done_does_not_read_error_index():
+    dev = FakeAccelerator(run_cycles=300)
+    host.launch(dev, 64, 9, poll_cycles=100)
+    assert ("read", "ERROR_INDEX") not in dev.log
+
+
+def test_unknown_fault_kind_is_a_clear_error():
+    word = regmap.register("ERROR_INDEX").encode(INDEX=3, KIND=max(regmap.Fault) + 1)
+    with pytest.raises(PyvtaError, match="fault kind 5 is none this host knows"):
+        protocol.FaultReport.from_register(word)
+    assert host.fault_kind(sim.DeadlockError("deadlock")) is None

@@ -10,10 +10,13 @@ import pytest
 from pyvta import driver
 from pyvta.compiler.graph.compiled_model import compile_model, run_model
 from pyvta.compiler.graph.zoo import save_model
-from pyvta.driver.launch import DeviceStuck, WrongHardware
+from pyvta.driver.launch import DeviceFault, DeviceStuck, WrongHardware
 from pyvta.driver.ops_pynq import BitstreamError, PynqDevice
 from pyvta.isa import FinishInsn, GemmInsn, HwConfig
+from pyvta.sim.directed import directed_programs
+from pyvta.sim.faults import faulting_programs
 from pyvta.testing.board_model import ModelBoard, write_model_bitstream
+from pyvta.testing.compare import accelerator_mismatches, device_runs, fault_mismatches
 
 SEED = 5
 OTHER = HwConfig(LOG_ACC_BUFF_SIZE=16)
@@ -79,6 +82,22 @@ def test_launch_that_never_finishes_reports_who_waits(bitstream):
     with pytest.raises(DeviceStuck, match="compute waits for a token on l2c") as info:
         dev.run(stuck)
     assert info.value.outcome.status == "deadlock"
+
+
+def test_bad_instruction_is_reported_as_the_simulator_reports_it(bitstream):
+    """The model board presents the simulator's refusal of an instruction through STATUS.ERROR
+    and ERROR_INDEX, as the RTL flags it: PynqDevice raises the simulator's kind of error naming
+    the same instruction; the next launch runs."""
+    board = ModelBoard(memory_bytes=1 << 24, base_address=0)  # programs' images from address 0
+    dev = PynqDevice(bitstream=bitstream, pynq=board.pynq, deadline_s=5.0)
+    programs = faulting_programs()
+    assert dev.alloc(max(p.dram.size for p in programs.values())) == 0
+    runs = device_runs(dev, programs.values())
+    bad = fault_mismatches(programs.items(), runs)
+    assert not bad, "\n".join(bad)
+    assert all(isinstance(r.error, DeviceFault) for r in runs)
+    good = directed_programs()["matmul_small"]
+    assert accelerator_mismatches([("after the faults", good)], device_runs(dev, [good])) == []
 
 
 def test_without_pynq_the_message_says_where_it_comes_from(bitstream, monkeypatch):

@@ -3,7 +3,7 @@ hardware (magic, ISA version, config hash)."""
 
 import pytest
 
-from pyvta.isa import ISA_VERSION, HwConfig, regmap
+from pyvta.isa import INSN_BYTES, ISA_VERSION, HwConfig, regmap
 from pyvta.isa.errors import PyvtaError
 
 
@@ -68,3 +68,18 @@ def test_config_hash_follows_the_hardware_shape_only():
         HwConfig(LOG_ACC_BUFF_SIZE=16),
     ]
     assert len({base.config_hash, *(c.config_hash for c in shapes)}) == 4
+
+
+def test_error_index_names_any_instruction_and_every_fault_kind():
+    """ERROR_INDEX.INDEX counts the 16-byte instructions of the 32-bit INSN_ADDR space; KIND holds
+    every Fault; STATUS.ERROR sits beside DONE."""
+    reg = regmap.register("ERROR_INDEX")
+    index, kind = reg.field("INDEX"), reg.field("KIND")
+    assert 1 << index.width == (1 << regmap.REG_BITS) // INSN_BYTES
+    assert max(regmap.Fault) < 1 << kind.width and regmap.Fault.NONE == 0
+    word = reg.encode(INDEX=(1 << index.width) - 1, KIND=regmap.Fault.OUT_OF_BOUNDS)
+    assert reg.decode(word) == {"INDEX": (1 << index.width) - 1, "KIND": 4}
+    assert regmap.register("STATUS").encode(DONE=1, ERROR=1) == 0b1001
+    doc = regmap.markdown()
+    assert all(f"{f.value} {f.name}" in doc for f in regmap.Fault)
+    assert all(f.description for f in regmap.Fault)
