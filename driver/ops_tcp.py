@@ -120,6 +120,8 @@ class RemoteDevice(Device):
             raise ConnectionLost(f"{self.name}: connection lost ({e})") from None
 
     def _check(self, reply: dict, what: str) -> dict:
+        if not reply.get("ok") and "fault" in reply:
+            raise _fault_error(reply)
         if not reply.get("ok"):
             raise DeviceError(
                 f"{self.name} refused {what}: {reply.get('error')}: {reply.get('msg')}"
@@ -210,6 +212,21 @@ class RemoteDevice(Device):
             self._sock.sendall(p.encode_frame({"op": "bye"}))
         self._sock.close()
         self._sock = None
+
+
+def _fault_error(reply: dict) -> Exception:
+    """The error a launch that stopped at a bad instruction raises on a local device (the same
+    ``DeviceFault`` subclass, so also the simulator's error class), from the server's reply."""
+    from pyvta.driver.launch import FAULT_ERRORS, DeviceFault
+    from pyvta.isa import launch as protocol
+    from pyvta.isa.regmap import Fault
+
+    try:
+        kind, index = Fault[str(reply["fault"])], int(reply["index"])
+    except (KeyError, ValueError, TypeError):
+        return DeviceError(f"the server reported a fault this client cannot read: {reply}")
+    report = protocol.FaultReport(kind, index)
+    return FAULT_ERRORS.get(kind, DeviceFault)(protocol.Outcome("fault", {}, 0, fault=report))
 
 
 def _bytes_of(data) -> bytes | memoryview:

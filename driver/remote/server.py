@@ -257,7 +257,7 @@ class DeviceServer:
             )
         except OpRefused as e:
             self._refuse(session, e.kind, str(e))
-            reply, out = self._error(e.kind, str(e)), []
+            reply, out = {**self._error(e.kind, str(e)), **e.fields}, []
         except p.ProtocolError as e:
             self._refuse(session, "refused", str(e))
             reply, out = self._error("refused", str(e)), []

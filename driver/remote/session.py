@@ -23,11 +23,30 @@ MAX_ALIGN_BYTES = 1 << 16
 
 
 class OpRefused(ProtocolError):
-    """A well-formed request the server will not carry out; ``kind`` names why."""
+    """A well-formed request the server will not carry out; ``kind`` names why; ``fields`` go
+    into the error reply beside it (a launch's fault: ``fault`` kind name and ``index``)."""
 
-    def __init__(self, kind: str, msg: str):
+    def __init__(self, kind: str, msg: str, fields: dict | None = None):
         super().__init__(msg)
         self.kind = kind
+        self.fields = dict(fields or {})
+
+
+def fault_fields(error: Exception) -> dict:
+    """A launch error's fault kind and instruction index, for the client to raise the same
+    error (``driver.launch.FAULT_ERRORS``); empty when it is no instruction fault. The served
+    device's own error says it: a ``DeviceFault`` (RTL, board) or the simulator's error."""
+    from pyvta.driver.launch import DeviceFault, fault_kind
+    from pyvta.sim.errors import instruction_index
+
+    kind = fault_kind(error)
+    if isinstance(error, DeviceFault) and error.outcome.fault is not None:
+        index = error.outcome.fault.index
+    else:
+        index = instruction_index(error)
+    if kind is None or index is None:
+        return {}
+    return {"fault": kind.name, "index": index}
 
 
 class Session:
@@ -136,7 +155,9 @@ class Session:
         try:
             result = self.device.launch(insn_addr, insn_count)
         except Exception as e:  # noqa: BLE001 - a bad stream is the client's error, not ours
-            raise OpRefused("launch_failed", f"launch failed: {type(e).__name__}: {e}") from None
+            raise OpRefused(
+                "launch_failed", f"launch failed: {type(e).__name__}: {e}", fault_fields(e)
+            ) from None
         counters = {k: v for k, v in result.counters.items() if isinstance(v, (int, float))}
         return {
             "stats": result.stats.to_dict() if result.stats else None,

@@ -342,3 +342,33 @@ def test_large_writes_and_reads_go_in_chunks(server, monkeypatch):
         dev.write(a, data)
         assert np.array_equal(dev.read(a, len(data)), data)
         assert dev.session_stats()["ops"] == {"alloc": 1, "write": 5, "read": 5, "stats": 1}
+
+
+def test_a_launch_fault_through_tcp_is_the_local_devices_error_at_the_same_instruction(server):
+    """The served device's fault (kind and index) crosses the connection: the client raises the
+    same DeviceFault subclass, so also the simulator's error class, naming the same instruction."""
+    from pyvta.driver.launch import DeviceFault, fault_kind
+    from pyvta.isa import INSN_BYTES
+    from pyvta.sim.errors import instruction_index
+    from pyvta.sim.faults import faulting_programs
+
+    def error_of(dev, raw):
+        with pytest.raises(Exception) as caught:
+            dev.run(raw)
+        return caught.value
+
+    checked = 0
+    with _open(server) as dev:
+        for name, prog in faulting_programs(HwConfig()).items():
+            raw = bytes(prog.dram[prog.insn_addr : prog.insn_addr + prog.insn_count * INSN_BYTES])
+            local = error_of(SimDevice(HwConfig()), raw)
+            dev.reset()  # both devices fresh: the stream alone reads the same (zero) micro-ops
+            remote = error_of(dev, raw)
+            if fault_kind(local) is None:  # the stream alone (no data) fails otherwise
+                assert not isinstance(remote, DeviceFault), name
+                continue
+            assert isinstance(remote, DeviceFault) and isinstance(remote, type(local)), name
+            assert instruction_index(remote) == instruction_index(local) is not None, name
+            checked += 1
+    _assert_serves(server)
+    assert checked >= 5  # each fault kind the stream alone can show
