@@ -111,9 +111,8 @@ class ConvCost:
     chunks: int  # input-channel chunks per tile
     kernel_uops: int  # micro-ops of the chunk GEMM's kernel
     vthreads: int
-    total_cycles: (
-        float  # the modules overlapped (``_pipeline_cycles``), at least the port's and fetch's
-    )
+    # the modules overlapped (``_pipeline_cycles``), at least the DRAM port's and fetch's time
+    total_cycles: float
 
 
 # Tile groups the pipeline model steps through before it extrapolates (the pattern repeats).
@@ -230,9 +229,8 @@ def _dma(wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int)
     bus = hw.bus_width_bytes
     tiles = co_tiles * sp_tiles
 
-    def port(rows, row_bytes):
-        beats = -(-row_bytes // bus)
-        return rows * (beats + -(-beats // t.burst_max_beats) * t.burst_overhead_cycles)
+    def port(rows, row_bytes):  # (numpy arrays too)
+        return t.port_cycles(rows, row_bytes, bus)
 
     def clipped(n_out, tile, window, size):  # the input extent each tile loads, per axis
         start = np.arange(0, n_out, tile) * wl.stride - wl.pad
