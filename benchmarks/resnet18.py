@@ -10,6 +10,7 @@ Published (TVM/VTA): original design 27.7 M cycles; with a pipelined GEMM 7.7 M;
     .venv/bin/python benchmarks/resnet18.py --tune 400 --tuning-log r18.jsonl   # tune, then run
     .venv/bin/python benchmarks/resnet18.py --tuning-log tuner/pretuned/resnet18_224_vta-sim.jsonl
     .venv/bin/python benchmarks/resnet18.py --config bitstreams/configs/small.json --check
+    .venv/bin/python benchmarks/resnet18.py --tuning-log tuner/pretuned/resnet18_224_vta-sim.jsonl --breakdown
 
 ``--tune N`` first tunes every accelerator layer for N trials on the cycle model (XGBoost rank
 model + simulated annealing, ``tuner.network``; appended to ``--tuning-log``, resumable); with
@@ -17,11 +18,17 @@ model + simulated annealing, ``tuner.network``; appended to ``--tuning-log``, re
 ``tuner/pretuned`` log is the best of such a run, ``tuner.log.write_best``). ``--config`` compiles
 for another hardware config (the graph packed to its block); ``--check`` also runs the compiled
 model with the numpy golden model of the accelerator and compares the outputs bit for bit.
+``--breakdown`` prints, per distinct accelerator layer, where its cycles go on the compute module
+(from the cycle model's traced report of its lowering): the GEMM ideal (the conv's MACs), the
+rest of the GEMM instructions (setup, pipeline fill, bias/residual passes), the ACC resets, the
+epilogue's ALU passes, the compute module's own loads (micro-ops, ACC), and its idle time
+(waiting for loads and stores: the DMA stalls); and the load/store modules' busy time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
@@ -58,6 +65,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--config", metavar="FILE", help="hardware config JSON (default: PYNQ)")
     ap.add_argument("--check", action="store_true", help="compare with the golden model")
+    ap.add_argument("--breakdown", action="store_true", help="per-layer table of where cycles go")
     args = ap.parse_args()
     hw = HwConfig.load(args.config) if args.config else DEFAULT_CONFIG
     macs_per_cycle = hw.gemm_macs_per_cycle
@@ -119,10 +127,63 @@ def main() -> None:
         " ~1 s per inference)"
     )
 
+    if args.breakdown:
+        print("\n" + breakdown_table(vta.runs, hw))
+
     if args.check:
         (golden,), _ = run_model(cm, x)  # the accelerator layers on the numpy golden model
         same = np.array_equal(out, golden)
         print(f"output vs the golden model: {'EQUAL bit for bit' if same else 'DIFFERS'}")
+
+
+def breakdown_table(runs, hw: HwConfig) -> str:
+    """The ``--breakdown`` table: one row per distinct (workload, epilogue, config) of ``runs``
+    (``AcceleratorBackend.runs``), its lowering traced on the cycle model; shares of its cycles."""
+    from pyvta import sim
+    from pyvta.compiler.backend.vta.config import ConvConfig
+    from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
+
+    distinct: dict[tuple, list] = {}
+    for r in runs:
+        key = (r.workload, r.epilogue, json.dumps(r.config, sort_keys=True))
+        distinct.setdefault(key, [0, r])[0] += 1
+    parts = ("ideal", "gemm+", "reset", "alu", "c-dma", "idle", "load", "store")
+    head = f"{'workload':36s} {'n':>2s} {'cycles':>8s} " + " ".join(f"{p:>6s}" for p in parts)
+    lines = [
+        "shares of each layer's cycles: compute module = ideal + gemm+ + reset + alu + c-dma +"
+        " idle (waiting for DMA); load, store: those modules' busy time",
+        head,
+        "-" * len(head),
+    ]
+    sums = dict.fromkeys(("cycles", *parts), 0.0)
+    for (wl, ep, _), (count, r) in distinct.items():
+        low = lower_conv2d(wl, ep, ConvConfig.from_dict(r.config), hw, DramMap.disjoint(wl, hw))
+        rep = sim.cycles_of(low.insns, hw, trace=True)
+        got = {"ideal": wl.macs / hw.gemm_macs_per_cycle} | dict.fromkeys(parts[1:5], 0.0)
+        for e in rep.events:
+            if e.module != "compute":
+                continue
+            kind = {"GEMM": "gemm+", "GEMM reset": "reset"}.get(e.name, "c-dma")
+            got["alu" if e.name.startswith("ALU") else kind] += e.dur_cycles
+        got["gemm+"] -= got["ideal"]
+        got["idle"] = rep.total_cycles - rep.modules["compute"].busy_cycles
+        got["load"] = rep.modules["load"].busy_cycles
+        got["store"] = rep.modules["store"].busy_cycles
+        note = "" if rep.total_cycles == r.cycles else f"  (the run took {r.cycles})"
+        lines.append(
+            f"{str(wl):36s} {count:2d} {rep.total_cycles:8d} "
+            + " ".join(f"{100 * got[p] / rep.total_cycles:5.1f}%" for p in parts)
+            + note
+        )
+        sums["cycles"] += count * rep.total_cycles
+        for p in parts:
+            sums[p] += count * got[p]
+    lines.append("-" * len(head))
+    lines.append(
+        f"{'all (weighted by launches)':36s} {'':2s} {sums['cycles']:8.0f} "
+        + " ".join(f"{100 * sums[p] / sums['cycles']:5.1f}%" for p in parts)
+    )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -104,9 +104,7 @@ class _Dram:
 
     def transfer(self, ready: int, rows: int, row_bytes: int) -> tuple[int, int]:
         """Move ``rows`` rows of ``row_bytes``; returns (end cycle, cycles spent waiting for the port)."""
-        beats_per_row = -(-row_bytes // self.bus_bytes)
-        bursts = rows * -(-beats_per_row // self.t.burst_max_beats)
-        busy = rows * beats_per_row + bursts * self.t.burst_overhead_cycles
+        busy = self.t.port_cycles(rows, row_bytes, self.bus_bytes)
         first = ready + self.t.dram_latency_cycles
         start = max(first, self.free_at)
         self.free_at = start + busy
@@ -115,14 +113,9 @@ class _Dram:
 
 def _compute_cycles(insn: Insn, t: Timing) -> int:
     if isinstance(insn, GemmInsn):
-        n = n_iters(insn)
-        return t.gemm_setup_cycles + (
-            n * t.gemm_cycles_per_uop + t.gemm_pipeline_cycles if n else 0
-        )
+        return t.gemm_insn_cycles(n_iters(insn))
     if isinstance(insn, AluInsn):
-        n = n_iters(insn)
-        per_uop = t.alu_imm_cycles_per_uop if insn.use_imm else t.alu_cycles_per_uop
-        return t.alu_setup_cycles + (n * per_uop + t.alu_pipeline_cycles if n else 0)
+        return t.alu_insn_cycles(n_iters(insn), insn.use_imm)
     return t.finish_cycles
 
 

@@ -44,6 +44,27 @@ class Timing:
         """The same model with the DRAM latency of the cocotb RAM model the RTL is tested on."""
         return cls(dram_latency_cycles=3)
 
+    def gemm_insn_cycles(self, n_iters: int) -> int:
+        """A GEMM instruction of ``n_iters`` micro-op iterations on the compute module."""
+        return self.gemm_setup_cycles + (
+            n_iters * self.gemm_cycles_per_uop + self.gemm_pipeline_cycles if n_iters else 0
+        )
+
+    def alu_insn_cycles(self, n_iters: int, use_imm: bool) -> int:
+        """An ALU instruction of ``n_iters`` micro-op iterations (an immediate operand reads
+        only the destination)."""
+        per_uop = self.alu_imm_cycles_per_uop if use_imm else self.alu_cycles_per_uop
+        return self.alu_setup_cycles + (
+            n_iters * per_uop + self.alu_pipeline_cycles if n_iters else 0
+        )
+
+    def port_cycles(self, rows: int, row_bytes: int, bus_bytes: int) -> int:
+        """Cycles a transfer of ``rows`` rows of ``row_bytes`` holds the DRAM port (one per beat
+        of ``bus_bytes``, ``burst_overhead_cycles`` per burst; latency and waits not included)."""
+        beats_per_row = -(-row_bytes // bus_bytes)
+        bursts = rows * -(-beats_per_row // self.burst_max_beats)
+        return rows * beats_per_row + bursts * self.burst_overhead_cycles
+
     def to_dict(self) -> dict:
         from dataclasses import asdict
 

@@ -111,17 +111,18 @@ CONTEXT_NAMES = (
     "log2_wgt_reload",  # weight bytes loaded / weight size (chunks, spatial tiles)
     "log2_dma_per_mac",  # DMA transfers per GEMM micro-op
     "alu_per_gemm",  # ALU row-op cycles / GEMM micro-ops (the epilogue's share of compute)
-    # the analytic estimate (compiler.backend.vta.default)
+    # the analytic estimate (compiler.backend.vta.cost.conv_cost: the lowering's instructions
+    # costed per module with the cycle model's Timing)
     "est_compute_share",  # compute / (compute + load + store)
     "est_load_share",
     "est_store_share",
     "log2_est_over_gemm",  # estimate / ideal GEMM cycles (1: GEMM-bound, no overhead)
-    # each module's busy time, costed like the cycle model (``_module_cycles``), / ideal GEMM
+    # each module's busy time (less DRAM port waits) / ideal GEMM cycles
     "log2_compute_over_gemm",  # GEMM/ALU instructions with their setup and pipeline fill
     "log2_load_over_gemm",  # the load module: a latency per transfer, beats, bursts, padding
     "log2_store_over_gemm",
-    "log2_port_over_gemm",  # the one DRAM port that loads and stores share (beats, bursts)
-    "log2_bound_over_gemm",  # in sequence (1 thread), else the busiest + fill and drain
+    "log2_port_over_gemm",  # the one DRAM port all transfers share (beats, bursts)
+    "log2_bound_over_gemm",  # in sequence (1 thread), else the busiest (no fill and drain)
     "dma_latency_share",  # per-transfer setup and latency / the DMA modules' time
     # the schedule
     "vthreads",
@@ -171,17 +172,17 @@ def _context(config, *args) -> np.ndarray:
     except FitError:
         return out
     g = geometry(wl, ep, c)
-    dims = gemm_dims(wl, c, g)
-    kernel_uops = math.prod(e for d, (e, *_) in dims.items() if d not in c.gemm_loops)
+    if _gemm_hazard(c, gemm_dims(wl, c, g)) or est.kernel_uops > hw.uop_depth:
+        return out
     kk = wl.kernel_h * wl.kernel_w
     v = c.vthreads
-    if _gemm_hazard(c, dims) or kernel_uops > hw.uop_depth:
-        return out
     fixed = reserved_rows(wl, ep)
     macs = est.gemm_cycles
     inp_size = wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes
     wgt_size = wl.co_blocks * wl.ci_blocks * kk * hw.wgt_elem_bytes
-    parts = est.compute_cycles + est.load_cycles + est.store_cycles
+    modules = (est.compute_cycles, est.load_cycles, est.store_cycles)
+    parts = sum(modules)
+    bound = parts if v == 1 else max(*modules, est.port_cycles, est.fetch_cycles)
     vals = [
         math.log2(kk),
         wl.stride,
@@ -194,8 +195,8 @@ def _context(config, *args) -> np.ndarray:
         (v * g.inp_rows + fixed["inp"]) / hw.inp_depth,
         (v * g.wgt_rows + fixed["wgt"]) / hw.wgt_depth,
         (v * g.acc_rows + fixed["acc"]) / hw.acc_depth,
-        v * kernel_uops / hw.uop_depth,
-        math.log2(kernel_uops),
+        v * est.kernel_uops / hw.uop_depth,
+        math.log2(est.kernel_uops),
         est.inp_bytes / macs,
         est.wgt_bytes / macs,
         est.out_bytes / macs,
@@ -203,110 +204,15 @@ def _context(config, *args) -> np.ndarray:
         math.log2(est.wgt_bytes / wgt_size),
         math.log2((est.inp_loads + est.wgt_loads + est.stores) / macs),
         est.alu_cycles / macs,
-        est.compute_cycles / parts,
-        est.load_cycles / parts,
-        est.store_cycles / parts,
+        *(m / parts for m in modules),
         math.log2(est.total_cycles / macs),
-        *_module_cycles(wl, ep, c, g, hw, est, kernel_uops),
+        *(math.log2(x / macs) for x in (*modules, est.port_cycles, bound)),
+        est.dma_latency_cycles / (est.load_cycles + est.store_cycles),
         v,
         *(float(c.gemm_loops == loops) for loops in GEMM_LOOPS),
     ]
     out[:] = vals
     return out
-
-
-def _module_cycles(wl, ep, c, g, hw, est, kernel_uops: int) -> list[float]:
-    """The ``log2_*_over_gemm`` features and ``dma_latency_share``: the instructions the lowering
-    emits (``compiler.backend.vta.conv2d``), costed per module with the cycle model's constants
-    (``sim.timing.Timing``). Not modelled: the overlap itself (dependency stalls)."""
-    from pyvta.sim.timing import Timing
-
-    t = Timing()
-    dma = _dma_cycles(wl, ep, c, g, hw, t, est)
-    load = dma["load_port"] + dma["load_lat"] + dma["pad"]
-    store = dma["store_port"] + dma["store_lat"]
-    gemm_insn = t.gemm_setup_cycles + t.gemm_pipeline_cycles
-    alu_insn = t.alu_setup_cycles + t.alu_pipeline_cycles
-    rows = c.tile_co * g.pixels  # ACC rows of one tile
-    chunk_uops = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
-    per_tile = est.chunks * (gemm_insn + chunk_uops) + gemm_insn + rows  # + the ACC reset
-    if ep.bias and ep.bias_via_gemm:
-        per_tile += gemm_insn + rows
-    elif ep.bias:
-        per_tile += alu_insn + rows * t.alu_cycles_per_uop
-    n_imm = 2 + (1 if ep.shift else 0) + (1 if ep.residual and ep.residual_shift else 0)
-    per_tile += n_imm * (alu_insn + rows * t.alu_imm_cycles_per_uop)
-    if ep.residual and ep.residual_via_gemm:
-        per_tile += gemm_insn + ep.residual_passes * rows
-    elif ep.residual:  # its ACC_8BIT loads run on the compute module, then an ALU add
-        per_tile += alu_insn + rows * t.alu_cycles_per_uop
-    # micro-op loads, one cycle each: the threads' GEMM kernels once if they fit together,
-    # else (a ring) reloaded for every GEMM
-    kernels = min(c.vthreads, est.tiles) * kernel_uops
-    uops = kernels if kernels < hw.uop_depth else est.tiles * est.chunks * kernel_uops
-    compute = est.tiles * per_tile + dma["compute_dma"] + uops
-    port = dma["load_port"] + dma["store_port"] + dma["compute_dma"]
-    if c.vthreads == 1:
-        bound = compute + load + store
-    else:
-        bound = max(compute, load, store, port) + (load + store) / est.tiles
-    lat = dma["load_lat"] + dma["store_lat"]
-    return [
-        *(math.log2(x / est.gemm_cycles) for x in (compute, load, store, port, bound)),
-        lat / (load + store),
-    ]
-
-
-def _dma_cycles(wl, ep, c, g, hw, t, est) -> dict[str, float]:
-    """DMA cycles of the whole layer as the cycle model counts them: a transfer holds the DRAM
-    port for one cycle per bus beat and one per burst (a strided 2-D transfer is a burst per
-    row), and costs its module a setup and the DRAM latency too; padded input is zero-filled
-    one element per cycle. Keys: ``load_port``, ``load_lat``, ``pad``, ``store_port``,
-    ``store_lat``, ``compute_dma`` (residual rows loaded by the compute module)."""
-    bus = hw.bus_width_bytes
-
-    def busy(rows, row_bytes):
-        beats = -(-row_bytes // bus)
-        return rows * (beats + -(-beats // t.burst_max_beats) * t.burst_overhead_cycles)
-
-    def clipped(n_out, tile, window, size):  # the input extent each tile loads, per axis
-        start = np.arange(0, n_out, tile) * wl.stride - wl.pad
-        return window - np.maximum(0, -start) - np.maximum(0, start + window - size)
-
-    co_tiles, tiles, chunks = wl.co_blocks // c.tile_co, est.tiles, est.chunks
-    sp_tiles = tiles // co_tiles
-    ys = clipped(wl.out_h, c.tile_h, g.in_h, wl.height)[:, None]
-    xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
-    flat = (xs == wl.width) | (ys == 1)  # one contiguous block
-    inp = busy(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
-    n_inp = co_tiles * chunks * c.tile_ci  # input transfers per spatial tile
-    pad = n_inp * (g.in_h * g.in_w * sp_tiles - float((ys * xs).sum())) * t.pad_cycles_per_elem
-    if chunks > 1:
-        n_wgt = tiles * chunks
-    else:  # loaded once per channel tile and thread (``conv2d._tile_groups``)
-        n_wgt = co_tiles if co_tiles % c.vthreads == 0 else co_tiles * min(c.vthreads, sp_tiles)
-    wgt_row = c.tile_ci * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes
-    wgt = busy(1, c.tile_co * wgt_row) if chunks == 1 else busy(c.tile_co, wgt_row)
-    # per output channel block: tile_h rows of tile_w pixels (contiguous if whole rows)
-    plane = busy(1, g.pixels * hw.out_elem_bytes)
-    per_block = plane if c.tile_w == wl.out_w else busy(c.tile_h, c.tile_w * hw.out_elem_bytes)
-    if c.tile_h == wl.out_h and c.tile_w == wl.out_w:
-        n_out, out = 1, busy(1, c.tile_co * g.pixels * hw.out_elem_bytes)
-    else:
-        n_out, out = c.tile_co, per_block
-    res = tiles * c.tile_co * per_block if ep.residual else 0
-    n_res = tiles * c.tile_co if ep.residual else 0
-    via_gemm = ep.residual_via_gemm
-    latency = t.dram_latency_cycles
-    return {
-        "load_port": n_inp * float(inp.sum()) + n_wgt * wgt + (res if via_gemm else 0),
-        "load_lat": (n_inp * sp_tiles + n_wgt + (n_res if via_gemm else 0))
-        * (t.load_setup_cycles + latency),
-        "pad": pad,
-        "store_port": tiles * n_out * out,
-        "store_lat": tiles * n_out * (t.store_setup_cycles + latency),
-        "compute_dma": 0 if via_gemm else res + n_res * (t.load_setup_cycles + latency),
-    }
 
 
 def ranked_vta_configs(task: Task, n: int):

@@ -171,6 +171,7 @@ class LayerRun:
     cycles: int | None
     sim_wall_s: float
     insns: int
+    epilogue: Epilogue | None = None  # as lowered (with its lowering choices)
 
 
 class AcceleratorBackend:
@@ -226,7 +227,9 @@ class AcceleratorBackend:
                 r = None if res is None else res[i, :, :, :, 0, :]
             run = op(np.ascontiguousarray(data, np.int8), r)
             self.runs.append(
-                LayerRun(op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count)
+                LayerRun(
+                    op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count, op.ep
+                )
             )
             self._last_cycles += run.cycles or 0
             outs.append(run.output[:, 0] if dense else run.output)

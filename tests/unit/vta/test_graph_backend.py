@@ -57,6 +57,9 @@ def test_conv2d_matches_golden(params, out_hw, rng):
     got, acc = run_on_device(g, feeds, SimDevice(dram_bytes=1 << 24))
     assert np.array_equal(got, vta_ops.GoldenVta().conv2d(x, w, b, res, p))
     assert acc.runs and acc.runs[0].cycles > 0
+    # each run records the epilogue as lowered (what the per-layer breakdown re-lowers)
+    assert acc.runs[0].epilogue.residual == (res is not None)
+    assert acc.runs[0].epilogue.shift == params["shift"]
 
 
 def test_dense_batch_two_matches_golden(rng):

@@ -1,0 +1,312 @@
+"""The analytic cost of one conv2d layer as ``conv2d.lower_conv2d`` lowers it, without lowering.
+
+The instructions the template emits per tile are described here once (``tile_compute_insns``,
+the DMA counts of ``conv_cost``) and costed per module with the cycle model's formulas and
+constants (``sim.timing.Timing``: the GEMM/ALU instruction costs, the DRAM port's beats and
+bursts, the per-transfer setup and latency). ``default`` ranks configs by it and the tuner's
+context features read its parts. What it leaves out is how the modules overlap (dependency
+stalls, waits for the shared DRAM port): ``ConvCost.total_cycles`` bounds that simply.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyvta.compiler.backend.vta.config import (
+    ConvConfig,
+    Geometry,
+    check_fit,
+    gemm_dims,
+    reserved_rows,
+)
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.isa import HwConfig, MemType
+from pyvta.sim.timing import Timing
+
+
+@dataclass(frozen=True)
+class TileCompute:
+    """The GEMM and ALU instructions of one output tile, by phase: before the chunks (ACC reset,
+    bias and residual passes), one GEMM per input-channel chunk, the epilogue."""
+
+    start_gemms: tuple[int, ...]  # micro-op iterations of each GEMM
+    chunk_gemm: int  # micro-op iterations of one chunk's GEMM
+    chunks: int
+    epilogue_gemms: tuple[int, ...]
+    epilogue_alus: tuple[tuple[int, bool], ...]  # (iterations, immediate operand) of each ALU op
+
+    @property
+    def n_insns(self) -> int:
+        return (
+            len(self.start_gemms) + self.chunks + len(self.epilogue_gemms) + len(self.epilogue_alus)
+        )
+
+    def start_cycles(self, t: Timing) -> int:
+        return sum(t.gemm_insn_cycles(n) for n in self.start_gemms)
+
+    def chunk_cycles(self, t: Timing) -> int:
+        return t.gemm_insn_cycles(self.chunk_gemm)
+
+    def epilogue_cycles(self, t: Timing) -> int:
+        return sum(t.gemm_insn_cycles(n) for n in self.epilogue_gemms) + self.alu_cycles(t)
+
+    def alu_cycles(self, t: Timing) -> int:
+        return sum(t.alu_insn_cycles(n, imm) for n, imm in self.epilogue_alus)
+
+    def cycles(self, t: Timing) -> int:
+        return self.start_cycles(t) + self.chunks * self.chunk_cycles(t) + self.epilogue_cycles(t)
+
+
+def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometry) -> TileCompute:
+    """What ``conv2d._tile_start``, ``_chunk`` and ``_epilogue`` emit on the compute module for
+    one tile (each pass one micro-op iteration per ACC row of the tile)."""
+    rows = c.tile_co * g.pixels
+    start, epi_gemm = [rows], []  # the ACC reset
+    alu: list[tuple[int, bool]] = []
+    if ep.bias and ep.bias_via_gemm:
+        start.append(rows)
+    if ep.residual_via_gemm:
+        (epi_gemm if ep.residual_after_shift else start).append(ep.residual_passes * rows)
+    if ep.bias and not ep.bias_via_gemm:
+        alu.append((rows, False))
+    if ep.residual and not ep.residual_via_gemm:
+        if ep.residual_shift:
+            alu.append((rows, True))
+        alu.append((rows, False))
+    if ep.residual_via_gemm and ep.residual_after_shift:
+        pre = ep.residual_pre_shift
+        alu += [(rows, True)] * ((1 if pre else 0) + (1 if ep.shift - pre else 0))
+    elif ep.shift:
+        alu.append((rows, True))
+    alu += [(rows, True), (rows, True)]  # MAX lo, MIN hi
+    chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
+    return TileCompute(tuple(start), chunk, wl.ci_blocks // c.tile_ci, tuple(epi_gemm), tuple(alu))
+
+
+@dataclass(frozen=True)
+class ConvCost:
+    """Cycles and traffic of one lowered conv2d layer (whole layer, one launch).
+
+    The module cycles are each module's busy time as the cycle model counts it, less its waits
+    for the DRAM port (``ModuleStats.busy_cycles - dram_stall_cycles``)."""
+
+    compute_cycles: float  # GEMM/ALU instructions, micro-op loads, ALU-path residual loads
+    load_cycles: float  # input and weight loads: setup, latency, port beats, zero padding
+    store_cycles: float  # output stores: setup, latency, port beats
+    port_cycles: float  # the DRAM port held by all transfers (beats and bursts)
+    fetch_cycles: float  # the fetch module: per-instruction dispatch and the instruction beats
+    dma_latency_cycles: float  # the loads' and stores' setup and latency (inside load + store)
+    gemm_cycles: int  # ideal: the conv's GEMM micro-ops, one per cycle
+    alu_cycles: float  # the epilogue's ALU instructions (inside compute)
+    inp_bytes: int  # input loaded (halos and reloads, padding not read)
+    wgt_bytes: int  # weights loaded (with reloads)
+    out_bytes: int  # output stored
+    inp_loads: int  # input DMA transfers
+    wgt_loads: int
+    stores: int
+    tiles: int  # output tiles (channel tiles x spatial tiles)
+    chunks: int  # input-channel chunks per tile
+    kernel_uops: int  # micro-ops of the chunk GEMM's kernel
+    vthreads: int
+    # the modules overlapped (``_pipeline_cycles``), at least the DRAM port's and fetch's time
+    total_cycles: float
+
+
+# Tile groups the pipeline model steps through before it extrapolates (the pattern repeats).
+STEADY_GROUPS = 4
+
+
+def _pipeline_cycles(
+    threads: int, groups: int, chunks: int, per_tile: dict[str, float], start: float
+) -> float:
+    """The three modules stepping through the program in order, ``threads`` tiles a group
+    (``conv2d._emit``): a thread's next chunk load waits for its last GEMM (one INP/WGT slot per
+    thread), its ACC reset for its last store (one ACC slot), each GEMM for its load, each store
+    for its epilogue. ``per_tile``: cycles of ``start`` (reset, bias/residual passes), ``chunk``
+    (one GEMM), ``epilogue`` on the compute module, ``load`` (one chunk's loads), ``store``.
+    Simulates ``STEADY_GROUPS`` groups and extrapolates the last one's period."""
+    comp, load, store = start, 0.0, 0.0
+    gemm_end, store_end = [0.0] * threads, [0.0] * threads
+    ends = []
+    for _ in range(min(groups, STEADY_GROUPS)):
+        for t in range(threads):
+            comp = max(comp, store_end[t]) + per_tile["start"]
+        for _ in range(chunks):
+            for t in range(threads):
+                load = max(load, gemm_end[t]) + per_tile["load"]
+                comp = max(comp, load) + per_tile["chunk"]
+                gemm_end[t] = comp
+        for t in range(threads):
+            comp += per_tile["epilogue"]
+            store = max(store, comp) + per_tile["store"]
+            store_end[t] = store
+        ends.append(max(comp, store))
+    period = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
+    return ends[-1] + (groups - len(ends)) * period
+
+
+def conv_cost(
+    wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, timing: Timing | None = None
+) -> ConvCost:
+    """The cost of ``lower_conv2d(wl, ep, c, hw, ...)`` (``FitError`` if ``c`` does not fit)."""
+    t = timing or Timing()
+    g = check_fit(wl, ep, c, hw)
+    co_tiles = wl.co_blocks // c.tile_co
+    sp_tiles = (wl.out_h // c.tile_h) * (wl.out_w // c.tile_w)
+    tiles, chunks = co_tiles * sp_tiles, wl.ci_blocks // c.tile_ci
+    tile = tile_compute_insns(wl, ep, c, g)
+    dims = gemm_dims(wl, c, g)
+    kernel_uops = math.prod(e for d, (e, *_) in dims.items() if d not in c.gemm_loops)
+    dma = _dma(wl, ep, c, g, hw, t, co_tiles, sp_tiles, chunks)
+    ring = min(c.vthreads, tiles) * kernel_uops >= hw.uop_depth
+    uop_cycles = kernel_uops * t.uop_cycles_per_elem  # one kernel's load
+    uops = tiles * chunks * uop_cycles if ring else min(c.vthreads, tiles) * uop_cycles
+    per_tile = {
+        "start": tile.start_cycles(t),
+        "chunk": tile.chunk_cycles(t) + (uop_cycles if ring else 0),
+        "epilogue": tile.epilogue_cycles(t) + (dma.compute - dma.compute_const) / tiles,
+        # the loads also wait for the stores' beats on the one DRAM port
+        "load": (dma.load + dma.store_port) / (tiles * chunks),
+        "store": dma.store / tiles,
+    }
+    compute = tiles * tile.cycles(t) + dma.compute + uops + t.finish_cycles
+    insns = tiles * tile.n_insns + dma.transfers + 1
+    insn_beats = -(-hw.insn_bytes // hw.bus_width_bytes)
+    port = dma.port + insns * insn_beats
+    fetch = insns * (t.fetch_insn_cycles + insn_beats)
+    threads = min(c.vthreads, tiles)
+    start = (0 if ring else uops) + dma.compute_const
+    overlapped = _pipeline_cycles(threads, -(-tiles // threads), chunks, per_tile, start)
+    return ConvCost(
+        compute_cycles=compute,
+        load_cycles=dma.load,
+        store_cycles=dma.store,
+        port_cycles=port,
+        fetch_cycles=fetch,
+        dma_latency_cycles=dma.latency,
+        gemm_cycles=wl.gemm_uops,
+        alu_cycles=tiles * tile.alu_cycles(t),
+        inp_bytes=dma.inp_bytes,
+        wgt_bytes=dma.wgt_bytes,
+        out_bytes=tiles * c.tile_co * g.pixels * hw.out_elem_bytes,
+        inp_loads=dma.inp_loads,
+        wgt_loads=dma.wgt_loads,
+        stores=dma.stores,
+        tiles=tiles,
+        chunks=chunks,
+        kernel_uops=kernel_uops,
+        vthreads=c.vthreads,
+        total_cycles=max(overlapped + t.finish_cycles, port, fetch),
+    )
+
+
+@dataclass(frozen=True)
+class _Dma:
+    load: float  # load module
+    store: float  # store module
+    store_port: float  # the stores' port cycles (inside ``store``)
+    compute: float  # ACC loads on the compute module: ALU-path residuals, constants
+    compute_const: float  # the constants' share of ``compute`` (once, at the start)
+    port: float  # all transfers' port cycles
+    latency: float  # setup + latency of the load and store module's transfers
+    transfers: int
+    inp_bytes: int
+    wgt_bytes: int
+    inp_loads: int
+    wgt_loads: int
+    stores: int
+
+
+def _dma(wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int) -> _Dma:
+    """The layer's transfers as ``conv2d`` emits them and the cycle model costs them: per tile
+    and chunk ``tile_ci`` input loads (clipped at the image edge, the rest zero-filled one
+    element per cycle; one contiguous block when whole rows), the chunk's weights when they
+    change, ``tile_co`` residual loads (or none), one store per channel block (one when the
+    tile is the whole image)."""
+    bus = hw.bus_width_bytes
+    tiles = co_tiles * sp_tiles
+
+    def port(rows, row_bytes):  # (numpy arrays too)
+        return t.port_cycles(rows, row_bytes, bus)
+
+    def clipped(n_out, tile, window, size):  # the input extent each tile loads, per axis
+        start = np.arange(0, n_out, tile) * wl.stride - wl.pad
+        return window - np.maximum(0, -start) - np.maximum(0, start + window - size)
+
+    ys = clipped(wl.out_h, c.tile_h, g.in_h, wl.height)[:, None]
+    xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
+    flat = (xs == wl.width) | (ys == 1)  # one contiguous block
+    inp = port(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
+    per_sp = co_tiles * chunks * c.tile_ci  # input transfers per spatial tile
+    inp_port = per_sp * float(inp.sum())
+    pad = per_sp * (g.in_h * g.in_w * sp_tiles - float((ys * xs).sum())) * t.pad_cycles_per_elem
+    n_wgt = _weight_loads(c, co_tiles, sp_tiles, chunks)
+    wgt_row = c.tile_ci * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes
+    wgt = port(1, c.tile_co * wgt_row) if chunks == 1 else port(c.tile_co, wgt_row)
+    # per output channel block: tile_h rows of tile_w pixels (contiguous if whole rows)
+    per_block = (
+        port(1, g.pixels * hw.out_elem_bytes)
+        if c.tile_w == wl.out_w
+        else port(c.tile_h, c.tile_w * hw.out_elem_bytes)
+    )
+    if c.tile_h == wl.out_h and c.tile_w == wl.out_w:
+        n_out, out = 1, port(1, c.tile_co * g.pixels * hw.out_elem_bytes)
+    else:
+        n_out, out = c.tile_co, per_block
+    n_res = tiles * c.tile_co if ep.residual else 0
+    res = n_res * per_block
+    via_gemm = ep.residual_via_gemm
+    one_load = t.load_setup_cycles + t.dram_latency_cycles
+    # the program's constants (``conv2d._load_constants``): rows at the top of INP and WGT on
+    # the load module, the ALU-path biases into ACC on the compute module
+    fixed = reserved_rows(wl, ep)
+    const = {
+        m: (port(1, n * hw.elem_bytes_of(m.dram_elem)), 1 if n else 0)
+        for m, n in (
+            (MemType.INP, fixed["inp"]),
+            (MemType.WGT, fixed["wgt"]),
+            (MemType.ACC, fixed["acc"]),
+        )
+    }
+    n_const_loads = const[MemType.INP][1] + const[MemType.WGT][1]
+    const_port = const[MemType.INP][0] + const[MemType.WGT][0]
+    acc_port, n_acc = const[MemType.ACC]
+    load_lat = (per_sp * sp_tiles + n_wgt + n_const_loads + (n_res if via_gemm else 0)) * one_load
+    store_lat = tiles * n_out * (t.store_setup_cycles + t.dram_latency_cycles)
+    load_port = inp_port + n_wgt * wgt + const_port + (res if via_gemm else 0)
+    compute_port = acc_port + (0 if via_gemm else res)
+    compute_const = acc_port + n_acc * one_load
+    compute = (0 if via_gemm else res + n_res * one_load) + compute_const
+    inp_elems = per_sp * float((ys * xs).sum())
+    return _Dma(
+        load=load_port + load_lat + pad,
+        store=tiles * n_out * out + store_lat,
+        store_port=tiles * n_out * out,
+        compute=compute,
+        compute_const=compute_const,
+        port=load_port + tiles * n_out * out + compute_port,
+        latency=load_lat + store_lat,
+        transfers=per_sp * sp_tiles + n_wgt + n_res + tiles * n_out + n_const_loads + n_acc,
+        inp_bytes=int(inp_elems) * hw.inp_elem_bytes,
+        wgt_bytes=n_wgt * c.tile_co * wgt_row,
+        inp_loads=per_sp * sp_tiles,
+        wgt_loads=n_wgt,
+        stores=tiles * n_out,
+    )
+
+
+def _weight_loads(c: ConvConfig, co_tiles: int, sp_tiles: int, chunks: int) -> int:
+    """Weight loads of ``conv2d._emit``: a thread reloads only when its (channel tile, chunk)
+    changes. Threads own channel tiles when those divide among them; else thread ``k`` takes
+    tiles ``k, k + v, ...`` of the channel-major tile order (``conv2d._tile_groups``)."""
+    tiles = co_tiles * sp_tiles
+    if chunks > 1:
+        return tiles * chunks
+    v = c.vthreads
+    if co_tiles % v == 0:
+        return co_tiles
+    co = np.arange(tiles) // sp_tiles
+    return min(v, tiles) + int((co[v:] != co[:-v]).sum())
