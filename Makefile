@@ -9,7 +9,7 @@ demo: setup
 
 # -P: the checkout's folders are not on sys.path, so the tests import pyvta as installed.
 test: setup
-	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q --durations=20
 	$(MAKE) board-test
 
 # The board-side runtime under the board's Python (3.10, numpy 1.26, no extras): tests/board.
