@@ -115,13 +115,15 @@ class Alu(wiring.Component):
             a = self.a[lane * w : (lane + 1) * w].as_signed()
             b = self.b[lane * w : (lane + 1) * w].as_signed()
             res = self.result[lane * w : (lane + 1) * w]
-            neg = Signal(w + 1, name=f"neg_{lane}")
+            # Shift amounts clamped to max_shift without a full-width negation (short paths):
+            # right by b for b >= 0, left by -b for b < 0.
             right = Signal(sh_bits, name=f"rsh_{lane}")
             left = Signal(sh_bits, name=f"lsh_{lane}")
+            high = b[sh_bits:]
+            small_neg = (high == (1 << len(high)) - 1) & (b[:sh_bits] != 0)  # -max_shift <= b < 0
             m.d.comb += [
-                neg.eq(-b),
-                right.eq(Mux(b > max_shift, max_shift, b[:sh_bits])),
-                left.eq(Mux(neg > max_shift, max_shift, neg[:sh_bits])),
+                right.eq(Mux(high != 0, max_shift, b[:sh_bits])),
+                left.eq(Mux(small_neg, (~b[:sh_bits] + 1)[:sh_bits], max_shift)),
             ]
             simple = Signal(w, name=f"simple_{lane}")
             with m.Switch(self.op):
