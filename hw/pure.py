@@ -83,22 +83,23 @@ def gemm_core(cfg: isa.HwConfig, inp: np.ndarray, wgt: np.ndarray, dsp_products=
     return np.array(out).reshape(len(out), cfg.batch, cfg.block_out).astype(np.int32)
 
 
-def alu(cfg: isa.HwConfig, op: isa.AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def alu(cfg: isa.HwConfig, op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a, b (n, batch * block_out) int32 -> op(a, b) lane by lane, as the RTL ALU computes it
-    (one pair per cycle, pipelined)."""
+    (one pair per cycle, pipelined); ``op``: one ``isa.AluOp``, or one per row."""
+    ops = list(op) if isinstance(op, list | tuple) else [op] * len(a)
     dut = Alu(cfg)
     lanes = cfg.batch * cfg.block_out
     w = cfg.acc_width_bits
 
     def apply(ctx, case):
-        ctx.set(dut.op, int(op))
+        ctx.set(dut.op, int(case[2]))
         ctx.set(dut.a, _pack(case[0], w))
         ctx.set(dut.b, _pack(case[1], w))
 
     def result(ctx):
         return _unpack(ctx.get(dut.result), lanes, w)
 
-    cases = list(zip(a, b, strict=True))
+    cases = list(zip(a, b, ops, strict=True))
     return np.array(_stream(dut, cases, ALU_LATENCY_CYCLES, apply, result)).astype(np.int32)
 
 
@@ -135,7 +136,7 @@ def burst_split(requests: list[tuple[int, int, int]]) -> list[list[tuple[int, in
             ctx.set(dut.burst.ready, 1)
             await ctx.tick()
             ctx.set(dut.cmd.valid, 0)
-            for _ in range(beats + 2):
+            for _ in range(3 * beats + 3):
                 if ctx.get(dut.burst.valid):
                     p = ctx.get(dut.burst.payload)
                     got.append((int(p.addr), int(p.len), int(p.size)))
