@@ -25,11 +25,14 @@ class Timing:
     store_setup_cycles: int = 5
     pad_cycles_per_elem: int = 1  # zero rows/columns written into SRAM by a padded load
     uop_cycles_per_elem: int = 1  # the RTL writes one micro-op per cycle (not per bus beat)
+    # A GEMM/ALU instruction occupies compute for setup + its micro-ops; the next one's micro-ops
+    # follow at once. The pipeline's drain (*_pipeline_cycles) is paid only where the RTL waits for
+    # it: by an instruction that pushes a token, and before a compute LOAD or FINISH.
     gemm_setup_cycles: int = 2
-    gemm_pipeline_cycles: int = 4  # fill/drain of the GEMM pipeline, once per instruction
+    gemm_pipeline_cycles: int = 9  # drain: the last micro-op's issue to its ACC write
     gemm_cycles_per_uop: int = 1
-    alu_setup_cycles: int = 3
-    alu_pipeline_cycles: int = 4
+    alu_setup_cycles: int = 2
+    alu_pipeline_cycles: int = 10
     alu_cycles_per_uop: int = 2  # one ACC read port: read dst and src in turn
     alu_imm_cycles_per_uop: int = 1  # an immediate operand needs only the dst read
     finish_cycles: int = 3
