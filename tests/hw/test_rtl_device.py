@@ -161,9 +161,10 @@ def _gemm_run_program(insns: int, uops: int):
 
 
 def test_gemm_instructions_follow_without_a_drain(rtl_device):
-    """Each further GEMM instruction costs its micro-ops plus at most two cycles: the next
-    instruction's micro-ops enter the pipeline behind the previous one's (no drain per
-    instruction; the pipeline is 8 stages deep)."""
+    """Each further GEMM instruction costs its micro-ops plus at most four cycles (sequencing and
+    fetch): the next instruction's micro-ops enter the pipeline behind the previous one's. A drain
+    per instruction would add the pipeline's depth (9 stages); the RTL before issue 19 took 12.1
+    cycles per 4-micro-op instruction here."""
     uops = 4
     cycles = {}
     for insns in (8, 16):
@@ -172,4 +173,4 @@ def test_gemm_instructions_follow_without_a_drain(rtl_device):
         assert not bad, bad
         cycles[insns] = rtl_device.run_program(program)[1].cycles
     per_insn = (cycles[16] - cycles[8]) / 8
-    assert per_insn <= uops + 2, cycles
+    assert per_insn <= uops + 4, cycles
