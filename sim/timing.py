@@ -39,8 +39,11 @@ class Timing:
     dep_only_cycles: int = 0  # a LOAD/STORE with x_size 0 (tokens only)
 
     # How the constants were set: the per-instruction costs were fitted to the Amaranth RTL under
-    # Verilator on 48 programs (directed, compiled and seeded random; see benchmarks/rtl_speed.py):
-    # mean error 1.4%, 47 of 48 within 5%. The DRAM latency is the board's, not the test RAM's.
+    # Verilator (the compute constants refitted for the pipelined compute unit of issue 19 on the
+    # directed programs and random seeds 0..39). benchmarks/rtl_speed.py --no-cocotb (directed,
+    # GEMM-heavy, held-out seeds 1000..1019): mean error 2.2%, 35 of 39 within 5% (the misses:
+    # back-to-back RAW stalls inside one ALU instruction, which the model does not see, and tiny
+    # loads); ResNet-18 (benchmarks/rtl_network.py): +0.47%. The DRAM latency is the board's.
 
     @classmethod
     def rtl_testbench(cls) -> Timing:
