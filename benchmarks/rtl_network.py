@@ -1,60 +1,67 @@
-"""ResNet-18 through the RTL: the zoo's network (``pyvta zoo resnet18``) compiled for VTA and run on
-``AcceleratorBackend(driver.open("rtl"))`` next to ``SimDevice``: outputs bit for bit, and per
-accelerator layer the RTL's cycles (CYCLES register) next to the cycle model's.
+"""ResNet-18 through the RTL: the zoo's network (``pyvta zoo resnet18``) compiled for VTA (the
+shipped pretuned layer configs) and run on the fast RTL device (``driver.open("rtl")``) next to
+``SimDevice``: outputs bit for bit, and per accelerator layer the RTL's cycles (CYCLES register)
+next to the cycle model's.
 
-    .venv/bin/python benchmarks/rtl_network.py [--size 224] [--search 12] [--seed 0]
+    .venv/bin/python benchmarks/rtl_network.py [--size 224] [--seed 0]
 
-Both devices use the same layer configs: the simulator's cycle model runs with the RTL memory
-model's latency (``sim.Timing.rtl_testbench()``), which is also what the RTL device's
-``estimate_cycles`` answers, so ``--search`` picks the same candidates on both. Targets (issue 16):
-outputs identical; whole network within 3% of the cycle model; RTL wall time under 2 minutes.
+The simulator's cycle model runs with the RTL memory model's latency
+(``sim.Timing.rtl_testbench()``). Targets (issues 16, 19): outputs identical; whole network within
+3% of the cycle model; RTL wall time under 2 minutes; at most 6.9 M cycles (224x224).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
 from pyvta import driver, sim
-from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
 from pyvta.compiler.graph.compiled_model import compile_model, run_model
 from pyvta.compiler.graph.zoo import save_model
+from pyvta.tuner.network import pretuned_log
 
 TARGET_WALL_S = 120.0
 TARGET_ERROR = 0.03
+TARGET_CYCLES = 6.9e6
 
 
-def _run(cm, x, device, search: int):
-    backend = AcceleratorBackend(device, search=search)
+def _run(cm, x, device):
+    backend = cm.accelerator(device)
     t0, c0 = time.perf_counter(), time.process_time()
-    outputs, _ = run_model(cm, x, backend)
+    outputs, _ = run_model(cm, x, backends={"vta": backend})
     return outputs, backend, (time.perf_counter() - t0, time.process_time() - c0)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--search", type=int, default=12, help="configs per layer on the cycle model")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     print(f"seed {args.seed}")
+    t0 = time.perf_counter()
+    rtl_dev = driver.open("rtl")
+    print(f"RTL device open: {time.perf_counter() - t0:.1f} s")
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "resnet18.onnx")
-        save_model("resnet18", path, size=args.size)
-        cm = compile_model(path, "vta")
+        path = Path(tmp) / "resnet18.onnx"
+        save_model("resnet18", str(path), size=args.size)
+        cm = compile_model(path, "vta", lower=False)
+    log = pretuned_log(f"resnet18_{args.size}")
+    configs = None
+    if log:
+        from pyvta.commands.network import tuned_configs
+
+        configs = tuned_configs(cm, log)
+    cm.lower_kernels(None, configs)
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
 
     timing = sim.Timing.rtl_testbench()
-    ref, sim_backend, sim_wall = _run(cm, x, driver.SimDevice(timing=timing), args.search)
-    t0 = time.perf_counter()
-    rtl_dev = driver.open("rtl")
-    print(f"RTL device open: {time.perf_counter() - t0:.1f} s (library cached)")
-    out, rtl_backend, rtl_wall = _run(cm, x, rtl_dev, args.search)
+    ref, sim_backend, sim_wall = _run(cm, x, driver.SimDevice(cm.hw, timing=timing))
+    out, rtl_backend, rtl_wall = _run(cm, x, rtl_dev)
 
     same = len(out) == len(ref) and all(np.array_equal(a, b) for a, b in zip(out, ref, strict=True))
     print(f"\n{'#':>2} {'workload':36s} {'rtl':>10s} {'model':>10s} {'error':>7s}")
@@ -64,15 +71,17 @@ def main(argv=None) -> int:
             f"{i:2d} {str(r.workload):36s} {r.cycles:10d} {m.cycles:10d}"
             f" {100 * (m.cycles - r.cycles) / r.cycles:+6.1f}%"
         )
-    rtl_total = rtl_backend.total_cycles
-    model_total = sim_backend.total_cycles
+    rtl_total = sum(r.cycles for r in rtl_backend.runs)
+    model_total = sum(r.cycles for r in sim_backend.runs)
     error = (model_total - rtl_total) / rtl_total
     rtl_sim_s = sum(r.sim_wall_s for r in rtl_backend.runs)
     (rtl_wall, rtl_cpu), (sim_wall, _) = rtl_wall, sim_wall
     print(
-        f"\ntotal ({len(rtl_backend.runs)} accelerator launches): RTL {rtl_total:,} cycles,"
-        f" cycle model {model_total:,} ({100 * error:+.2f}%; target within"
-        f" {100 * TARGET_ERROR:.0f}%: {'met' if abs(error) <= TARGET_ERROR else 'NOT met'})"
+        f"\ntotal ({len(rtl_backend.runs)} accelerator launches): RTL {rtl_total:,} cycles"
+        f" (target at most {TARGET_CYCLES / 1e6:.1f} M: "
+        f"{'met' if rtl_total <= TARGET_CYCLES else 'NOT met'}), cycle model {model_total:,}"
+        f" ({100 * error:+.2f}%; target within {100 * TARGET_ERROR:.0f}%:"
+        f" {'met' if abs(error) <= TARGET_ERROR else 'NOT met'})"
     )
     print(f"outputs bit-identical to SimDevice: {same}")
     print(

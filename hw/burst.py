@@ -1,7 +1,7 @@
 """AXI burst generation and read arbitration.
 
 ``BurstSplitter`` turns a (byte address, beat count, beat size) request into AXI INCR bursts of at most
-256 beats that never cross a 4 KiB boundary; one burst per cycle. ``ReadArbiter`` shares the AXI read
+256 beats that never cross a 4 KiB boundary; one burst per three cycles. ``ReadArbiter`` shares the AXI read
 channels between read clients: round-robin on AR, and R beats routed back in request order (one AXI ID,
 so the slave returns bursts in order). It allows up to ``max_outstanding`` bursts in flight.
 """
@@ -29,7 +29,13 @@ def request_layout() -> data.StructLayout:
 
 
 class BurstSplitter(wiring.Component):
-    """Request in, AXI bursts out. Throughput one burst per cycle; ``idle`` when nothing is pending."""
+    """Request in, AXI bursts out; ``idle`` when nothing is pending.
+
+    Each burst takes three cycles, every one ending in registers (short paths): the distance to
+    the 4 KiB boundary and the capped remainder, then the burst's beats and bytes, then the burst
+    (the address and the remainder advance when it is taken). Three cycles per burst do not limit
+    the data rate for bursts of three beats or more; the requests run ahead of the data.
+    """
 
     cmd: In(stream.Signature(request_layout()))
     burst: Out(stream.Signature(burst_layout()))
@@ -43,32 +49,43 @@ class BurstSplitter(wiring.Component):
         busy = Signal()
 
         boundary_bits = (AXI_BOUNDARY_BYTES - 1).bit_length()
+        beats_range = range(AXI_MAX_BURST_BEATS + 1)
         to_boundary = Signal(boundary_bits + 1)
-        capped = Signal(range(AXI_MAX_BURST_BEATS + 1))
-        beats = Signal(range(AXI_MAX_BURST_BEATS + 1))
+        capped = Signal(beats_range)
+        beats = Signal(beats_range)
+        burst_bytes = Signal(boundary_bits + 1)
+        step = Signal(2)  # 0: measure, 1: choose beats, 2: burst offered
         m.d.comb += [
-            to_boundary.eq((AXI_BOUNDARY_BYTES - addr[:boundary_bits]) >> size),
-            capped.eq(Mux(remaining < AXI_MAX_BURST_BEATS, remaining, AXI_MAX_BURST_BEATS)),
-            beats.eq(Mux(capped < to_boundary, capped, to_boundary)),
             self.cmd.ready.eq(~busy),
             self.idle.eq(~busy),
-            self.burst.valid.eq(busy),
+            self.burst.valid.eq(busy & (step == 2)),
             self.burst.payload.addr.eq(addr),
             self.burst.payload.len.eq(beats - 1),
             self.burst.payload.size.eq(size),
         ]
+        with m.If(busy & (step == 0)):
+            m.d.sync += [
+                to_boundary.eq((AXI_BOUNDARY_BYTES - addr[:boundary_bits]) >> size),
+                capped.eq(Mux(remaining < AXI_MAX_BURST_BEATS, remaining, AXI_MAX_BURST_BEATS)),
+                step.eq(1),
+            ]
+        with m.If(busy & (step == 1)):
+            chosen = Mux(capped < to_boundary, capped, to_boundary)
+            m.d.sync += [beats.eq(chosen), burst_bytes.eq(chosen << size), step.eq(2)]
         with m.If(self.cmd.valid & ~busy):
             m.d.sync += [
                 addr.eq(self.cmd.payload.addr),
                 remaining.eq(self.cmd.payload.beats),
                 size.eq(self.cmd.payload.size),
                 busy.eq(self.cmd.payload.beats != 0),
+                step.eq(0),
             ]
         with m.If(self.burst.valid & self.burst.ready):
             m.d.sync += [
-                addr.eq(addr + (beats << size)),
+                addr.eq(addr + burst_bytes),
                 remaining.eq(remaining - beats),
                 busy.eq(remaining != beats),
+                step.eq(0),
             ]
         return m
 

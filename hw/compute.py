@@ -1,26 +1,67 @@
 """The compute unit: micro-op buffer, ACC buffer, GEMM core and ALU, UOP/ACC loads, FINISH.
 
-GEMM/ALU pipeline, one micro-op per cycle (two for ALU without immediate: one ACC read port):
-  S0  loop counters -> UOP read          S1  indices -> INP/WGT/ACC reads (stalls on a RAW hazard
-  S2  GEMM core / ALU -> register        S3  ACC and OUT write          with S2/S3, so results never
-depend on micro-op order). Pipeline latency 4 cycles; the unit drains it before the next instruction.
+GEMM/ALU pipeline, one micro-op per cycle (two for ALU without immediate: one ACC read port), every
+stage ends in registers:
+  S0  loop counters -> UOP read           S1  UOP row -> indices (u + loop bases)
+  S2  ISSUE: INP/WGT reads; the only stage that stalls (read-after-write hazards on ACC, so results
+      never depend on micro-op order, and the ACC read port for two-phase ALU micro-ops)
+  S3  INP/WGT rows registered             S4-S6  GEMM core (products, adder tree in two halves)
+  S4  ACC src read (ALU without imm)      S5  ACC dst read;  S6  ACC rows registered
+  S7  accumulate (GEMM) / ALU operands    S8  ACC and OUT write (ALU result combined)
+Each micro-op carries its own control (``op_layout``), so the next instruction's micro-ops follow
+the previous one's without a drain. The unit drains (``pipe_busy`` low) only before pushing a
+dependency token, before FINISH and before a LOAD (into UOP/ACC, which the pipeline reads).
 """
 
 from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Mux, Signal
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from pyvta import isa
 from pyvta.hw.axi import read_client_signature
-from pyvta.hw.core import Alu, GemmCore, lanes_add
+from pyvta.hw.core import ALU_LATENCY_CYCLES, GEMM_LATENCY_CYCLES, Alu, GemmCore, lanes_add
 from pyvta.hw.dma import DmaLoad
-from pyvta.hw.fields import INSN_WORD_BITS, insn_view, uop_view
+from pyvta.hw.fields import INSN_WORD_BITS, flexible_layout, insn_view, uop_view
 from pyvta.hw.queues import sequence, token_port
 from pyvta.hw.sram import sram_read_signature, sram_shape, sram_write_signature
 
 COMPUTE_LOADS = tuple(m for m, mod in isa.LOAD_MODULE.items() if mod is isa.Module.COMPUTE)
+# Pipeline stages (numbered as in the module docstring), derived from the cores' latencies.
+ISSUE_STAGE = 2
+DOT_STAGE = ISSUE_STAGE + 2 + GEMM_LATENCY_CYCLES  # issue, INP/WGT rows registered, the core
+WRITE_STAGE = DOT_STAGE + 1
+ACC_READ_STAGE = DOT_STAGE - 2  # read, then registered: the ACC row is there with the dot product
+SRC_READ_STAGE = ACC_READ_STAGE - 1
+assert WRITE_STAGE - ALU_LATENCY_CYCLES == DOT_STAGE, "ALU operands enter with the dot product"
+PIPELINE_LATENCY_CYCLES = WRITE_STAGE  # S0 of the last micro-op to its ACC write
+
+
+def op_layout(cfg: isa.HwConfig, acc_bits: int) -> data.StructLayout:
+    """What a micro-op carries down the pipeline (the instruction register moves on without it)."""
+    alu = flexible_layout(isa.alu_layout(cfg))
+    return data.StructLayout(
+        {
+            "gemm": 1,
+            "alu": 1,
+            "reset": 1,
+            "use_imm": 1,
+            "alu_op": alu["alu_opcode"].shape,
+            "imm": alu["imm"].shape,
+            "dst": acc_bits,
+        }
+    )
+
+
+def reads_dst(op):
+    """The micro-op reads its ACC destination (all but a GEMM reset)."""
+    return op.alu | (op.gemm & ~op.reset)
+
+
+def two_phase(op):
+    """An ALU micro-op with a src row: reads ACC twice (src, then dst)."""
+    return op.alu & ~op.use_imm
 
 
 class ComputeUnit(wiring.Component):
@@ -95,6 +136,7 @@ class ComputeUnit(wiring.Component):
 
         start = Signal()
         finished = Signal()
+        may_start = Signal()
         idle, executing, stalled = sequence(
             m,
             self.cmd,
@@ -104,6 +146,8 @@ class ComputeUnit(wiring.Component):
             {q: getattr(self, q.value) for q in isa.DepQueue},
             start=start,
             finished=finished,
+            may_start=may_start,
+            back_to_back=True,
         )
         m.d.comb += [
             self.idle.eq(idle),
@@ -120,6 +164,10 @@ class ComputeUnit(wiring.Component):
         # ---- S0: loop counters -------------------------------------------------------------------
         acc_bits, inp_bits, wgt_bits = self.acc.addr_bits, self.inp.addr_bits, self.wgt.addr_bits
         src_bits = max(acc_bits, inp_bits)
+        layout = op_layout(cfg, acc_bits)
+        stages = range(WRITE_STAGE + 1)
+        valid = [Signal(name=f"s{s}_valid") for s in stages]
+        op = [Signal(layout, name=f"s{s}_op") for s in stages]
         gen = Signal()
         i = Signal(len(g.iter_out))
         j = Signal(len(g.iter_in))
@@ -141,7 +189,9 @@ class ComputeUnit(wiring.Component):
         ]
         f_in = [g.dst_factor_in, Mux(is_alu, a.src_factor_in, g.src_factor_in), g.wgt_factor_in]
 
-        s1_ready = Signal()
+        issue_go = Signal()
+        issue_ready = ~valid[ISSUE_STAGE] | issue_go
+        s1_ready = ~valid[1] | issue_ready
         s0_fire = gen & s1_ready
         log_per_row = self.uop.log_elems_per_row
         m.d.comb += [uop_rd.addr.eq(k >> log_per_row), uop_rd.en.eq(s0_fire)]
@@ -165,84 +215,109 @@ class ComputeUnit(wiring.Component):
             m.d.sync += [gen.eq(loop_nonempty), i.eq(0), j.eq(0), k.eq(g.uop_bgn)]
             m.d.sync += [b.eq(0) for b in bases_o + bases_i]
 
-        # ---- S1: indices and SRAM reads ---------------------------------------------------------
-        s1_valid = Signal()
+        # ---- S1: the UOP row arrives; indices ------------------------------------------------------
         s1_bases = [Signal(len(b), name=f"s1_{b.name}") for b in bases_i]
         s1_lane = Signal(max(1, log_per_row))
+        with m.If(s1_ready):
+            m.d.sync += valid[1].eq(s0_fire)
         with m.If(s0_fire):
             m.d.sync += [s.eq(b) for s, b in zip(s1_bases, bases_i, strict=True)]
             m.d.sync += s1_lane.eq(k[:log_per_row] if log_per_row else 0)
-        u = uop_view(cfg, uop_rd.data.word_select(s1_lane, self.uop.elem_bits))
-        dst = Signal(acc_bits)
-        src = Signal(src_bits)
-        wgt = Signal(wgt_bits)
-        m.d.comb += [
-            dst.eq(u.dst + s1_bases[0]),
-            src.eq(Mux(is_alu, (u.src + s1_bases[1])[:acc_bits], (u.src + s1_bases[1])[:inp_bits])),
-            wgt.eq(u.wgt + s1_bases[2]),
-        ]
-        s2_valid, s3_valid = Signal(), Signal()
-        s2_dst, s3_dst = Signal(acc_bits), Signal(acc_bits)
-        two_phase = is_alu & ~a.use_imm
-
-        def in_flight(idx):
-            return (s2_valid & (s2_dst == idx)) | (s3_valid & (s3_dst == idx))
-
-        # A GEMM reset only writes: in-order writes need no stall.
-        reads_acc = ~(is_gemm & g.reset_reg)
-        hazard = (reads_acc & in_flight(dst)) | (two_phase & in_flight(src[:acc_bits]))
-        phase = Signal()
-        s1_go = s1_valid & ~hazard & (~two_phase | phase)
-        m.d.comb += s1_ready.eq(~s1_valid | s1_go)
-        with m.If(s1_valid & ~hazard & two_phase & ~phase):
-            m.d.comb += [acc_rd.addr.eq(src), acc_rd.en.eq(1)]
-            m.d.sync += phase.eq(1)
-        with m.If(s1_go):
-            m.d.comb += [
-                acc_rd.addr.eq(dst),
-                acc_rd.en.eq(1),
-                self.inp_rd.addr.eq(src),
-                self.inp_rd.en.eq(is_gemm),
-                self.wgt_rd.addr.eq(wgt),
-                self.wgt_rd.en.eq(is_gemm),
-            ]
-            m.d.sync += phase.eq(0)
-        m.d.sync += s1_valid.eq(s0_fire | (s1_valid & ~s1_go))
-        with m.If(s1_go):
             m.d.sync += [
-                self.gemm_uops.eq(self.gemm_uops + is_gemm),
-                self.alu_uops.eq(self.alu_uops + is_alu),
+                op[1].gemm.eq(is_gemm),
+                op[1].alu.eq(is_alu),
+                op[1].reset.eq(g.reset_reg),
+                op[1].use_imm.eq(a.use_imm),
+                op[1].alu_op.eq(a.alu_opcode),
+                op[1].imm.eq(a.imm),
+            ]
+        u = uop_view(cfg, uop_rd.data.word_select(s1_lane, self.uop.elem_bits))
+        src_sum = u.src + s1_bases[1]
+        issue_src = Signal(src_bits)
+        issue_wgt = Signal(wgt_bits)
+        with m.If(issue_ready):
+            m.d.sync += [
+                valid[ISSUE_STAGE].eq(valid[1]),
+                op[ISSUE_STAGE].eq(op[1]),
+                op[ISSUE_STAGE].dst.eq(u.dst + s1_bases[0]),
+                issue_src.eq(Mux(op[1].alu, src_sum[:acc_bits], src_sum[:inp_bits])),
+                issue_wgt.eq(u.wgt + s1_bases[2]),
             ]
 
-        # ---- S2: GEMM core / ALU ------------------------------------------------------------------
-        src_val = Signal(self.acc.row_bits)
-        with m.If(s1_go & two_phase):
-            m.d.sync += src_val.eq(acc_rd.data)
-        lanes = cfg.batch * cfg.block_out
-        imm = Signal(cfg.acc_width_bits)
-        m.d.comb += imm.eq(a.imm)
-        m.d.comb += [
-            gemm.inp.eq(self.inp_data),
-            gemm.wgt.eq(self.wgt_data),
-            alu.op.eq(a.alu_opcode),
-            alu.a.eq(acc_rd.data),
-            alu.b.eq(Mux(a.use_imm, imm.replicate(lanes), src_val)),
-        ]
-        s3_a = Signal(self.acc.row_bits)
-        s3_b = Signal(self.acc.row_bits)
-        m.d.sync += [s2_valid.eq(s1_go), s2_dst.eq(dst), s3_valid.eq(s2_valid), s3_dst.eq(s2_dst)]
-        with m.If(s2_valid):
-            with m.If(is_alu):
-                m.d.sync += [s3_a.eq(alu.result), s3_b.eq(0)]
-            with m.Elif(g.reset_reg):
-                m.d.sync += [s3_a.eq(0), s3_b.eq(0)]
-            with m.Else():
-                m.d.sync += [s3_a.eq(acc_rd.data), s3_b.eq(gemm.dot)]
+        # ---- S2: issue (hazards) and INP/WGT reads -------------------------------------------------
+        def in_flight(idx, read_stage):
+            """A micro-op ahead still writes ACC row ``idx`` when the one at ISSUE reads it at
+            ``read_stage`` (the read port is not transparent: same-cycle writes are not seen)."""
+            last = WRITE_STAGE + ISSUE_STAGE - read_stage
+            hit = 0
+            for s in range(ISSUE_STAGE + 1, last + 1):
+                hit = hit | (valid[s] & (op[s].dst == idx))
+            return hit
 
-        # ---- S3: ACC and OUT writes ---------------------------------------------------------------
+        cur = op[ISSUE_STAGE]
+        ahead = ISSUE_STAGE + 1
+        hazard = (reads_dst(cur) & in_flight(cur.dst, ACC_READ_STAGE)) | (
+            two_phase(cur) & in_flight(issue_src[:acc_bits], SRC_READ_STAGE)
+        )
+        # A src read at SRC_READ_STAGE meets the dst read of the micro-op one ahead.
+        port_taken = two_phase(cur) & valid[ahead] & reads_dst(op[ahead])
+        m.d.comb += issue_go.eq(valid[ISSUE_STAGE] & ~hazard & ~port_taken)
+        m.d.comb += [
+            self.inp_rd.addr.eq(issue_src),
+            self.inp_rd.en.eq(issue_go & cur.gemm),
+            self.wgt_rd.addr.eq(issue_wgt),
+            self.wgt_rd.en.eq(issue_go & cur.gemm),
+        ]
+        with m.If(issue_go):
+            m.d.sync += [
+                self.gemm_uops.eq(self.gemm_uops + cur.gemm),
+                self.alu_uops.eq(self.alu_uops + cur.alu),
+            ]
+        m.d.sync += [valid[ahead].eq(issue_go), op[ahead].eq(cur)]
+        for s in range(ahead, WRITE_STAGE):
+            m.d.sync += [valid[s + 1].eq(valid[s]), op[s + 1].eq(op[s])]
+        src_at = {ahead: Signal(src_bits, name=f"s{ahead}_src")}
+        m.d.sync += src_at[ahead].eq(issue_src)
+        for s in range(ahead, SRC_READ_STAGE):
+            src_at[s + 1] = Signal(src_bits, name=f"s{s + 1}_src")
+            m.d.sync += src_at[s + 1].eq(src_at[s])
+
+        # ---- S3-S6: INP/WGT rows registered, GEMM core; ACC reads, registered ----------------------
+        inp_row = Signal.like(self.inp_data)
+        wgt_row = Signal.like(self.wgt_data)
+        m.d.sync += [inp_row.eq(self.inp_data), wgt_row.eq(self.wgt_data)]
+        m.d.comb += [gemm.inp.eq(inp_row), gemm.wgt.eq(wgt_row)]
+        src_op, dst_op = op[SRC_READ_STAGE], op[ACC_READ_STAGE]
+        with m.If(valid[SRC_READ_STAGE] & two_phase(src_op)):
+            m.d.comb += [acc_rd.addr.eq(src_at[SRC_READ_STAGE][:acc_bits]), acc_rd.en.eq(1)]
+        with m.Elif(valid[ACC_READ_STAGE] & reads_dst(dst_op)):
+            m.d.comb += [acc_rd.addr.eq(dst_op.dst), acc_rd.en.eq(1)]
+        # The src row arrives while its micro-op reads dst; the ALU's second operand (that row or
+        # the immediate) and the dst row are registered for DOT_STAGE.
+        lanes = cfg.batch * cfg.block_out
         aw = cfg.acc_width_bits
+        src_row = Signal(self.acc.row_bits)
+        acc_row = Signal(self.acc.row_bits)
+        operand_b = Signal(self.acc.row_bits)
+        b_op = op[DOT_STAGE - 1]
+        imm = Signal(aw)
+        m.d.comb += imm.eq(b_op.imm)
+        m.d.sync += [
+            src_row.eq(acc_rd.data),
+            operand_b.eq(Mux(b_op.use_imm, imm.replicate(lanes), src_row)),
+            acc_row.eq(acc_rd.data),
+        ]
+
+        # ---- S7: accumulate / ALU operands ---------------------------------------------------------
+        dot_op = op[DOT_STAGE]
+        m.d.comb += [alu.op.eq(dot_op.alu_op), alu.a.eq(acc_row), alu.b.eq(operand_b)]
+        gemm_sum = Signal(self.acc.row_bits)
+        m.d.sync += gemm_sum.eq(Mux(dot_op.reset, 0, lanes_add(acc_row, gemm.dot, aw, lanes)))
+
+        # ---- S8: ACC and OUT writes ----------------------------------------------------------------
+        wr_op = op[WRITE_STAGE]
         result = Signal(self.acc.row_bits)
-        m.d.comb += result.eq(lanes_add(s3_a, s3_b, aw, lanes))
+        m.d.comb += result.eq(Mux(wr_op.alu, alu.result, gemm_sum))
         with m.If(self.zero):
             m.d.comb += [
                 acc_wr.addr.eq(self.zero_addr),
@@ -252,12 +327,12 @@ class ComputeUnit(wiring.Component):
                 self.out_wr.data.eq(0),
                 self.out_wr.en.eq(-1),
             ]
-        with m.Elif(s3_valid):
+        with m.Elif(valid[WRITE_STAGE]):
             m.d.comb += [
-                acc_wr.addr.eq(s3_dst),
+                acc_wr.addr.eq(wr_op.dst),
                 acc_wr.data.eq(result),
                 acc_wr.en.eq((1 << self.acc.lanes) - 1),
-                self.out_wr.addr.eq(s3_dst),
+                self.out_wr.addr.eq(wr_op.dst),
                 self.out_wr.data.eq(
                     Cat(*(result[lane * aw :][: cfg.out_width_bits] for lane in range(lanes)))
                 ),
@@ -270,6 +345,13 @@ class ComputeUnit(wiring.Component):
                 acc_wr.en.eq(dma.acc_wr.en),
             ]
 
-        pipe_busy = gen | s1_valid | s2_valid | s3_valid
-        m.d.comb += finished.eq(Mux(is_load, ~dma.busy, Mux(is_loop, ~pipe_busy, 1)))
+        # Drain only where another party must see the writes or the pipeline's reads are done.
+        pipe_busy = gen
+        for v in valid[1:]:
+            pipe_busy = pipe_busy | v
+        pushes = g.push_prev_dep | g.push_next_dep
+        m.d.comb += [
+            may_start.eq(~((is_load | is_finish) & pipe_busy)),
+            finished.eq(Mux(is_load, ~dma.busy, Mux(is_loop, ~gen & ~(pushes & pipe_busy), 1))),
+        ]
         return m

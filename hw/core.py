@@ -1,15 +1,21 @@
-"""The arithmetic of the compute unit: the GEMM core and the vector ALU (both combinational).
+"""The arithmetic of the compute unit: the GEMM core and the vector ALU, both pipelined.
 
 ``GemmCore``: dot[b][o] = sum_k inp[b][k] * wgt[o][k] for one micro-op: BATCH x BLOCK_IN int8 by
 BLOCK_IN x BLOCK_OUT int8 (weights stored output-major), int32 results. ``dsp_products`` of the
 products use ``*`` (mapped to DSP48 slices by synthesis); the rest are shift-and-add LUT multipliers,
-so the default config's 256 products fit the 220 DSPs of a Zynq-7020.
+so the default config's 256 products fit the 220 DSPs of a Zynq-7020. Latency
+``GEMM_LATENCY_CYCLES`` (registered products, then the adder tree in two registered halves),
+throughput one dot product per cycle; ``dot`` is a register output.
 
 ``Alu``: lane-wise MIN, MAX, ADD, SHR (signed amount: right for >= 0, left for < 0, both clamped to 31)
-and MUL (low 32 bits) over BATCH x BLOCK_OUT int32 lanes; all arithmetic wraps.
+and MUL (low 32 bits) over BATCH x BLOCK_OUT int32 lanes; all arithmetic wraps. Latency
+``ALU_LATENCY_CYCLES``: the operands are registered with the simple results and the three 16x16
+partial products of MUL; ``result`` combines them (combinational from those registers).
 """
 
 from __future__ import annotations
+
+import math
 
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
@@ -17,16 +23,23 @@ from amaranth.lib.wiring import In, Out
 
 from pyvta import isa
 
+GEMM_LATENCY_CYCLES = 3  # products, first half of the adder tree, second half
+ALU_LATENCY_CYCLES = 1  # inputs -> registered partial results -> ``result``
 
-def tree_sum(values):
-    """Balanced adder tree (keeps the result width and the logic depth small)."""
+
+def tree_sum(values, levels: int | None = None):
+    """Balanced adder tree (keeps the result width and the logic depth small).
+
+    With ``levels``, only that many adder levels are built and the partial sums are returned."""
     values = list(values)
-    while len(values) > 1:
+    done = 0
+    while len(values) > 1 and (levels is None or done < levels):
         nxt = [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
         if len(values) % 2:
             nxt.append(values[-1])
         values = nxt
-    return values[0]
+        done += 1
+    return values if levels is not None else values[0]
 
 
 def lut_mul(a, b):
@@ -59,6 +72,8 @@ class GemmCore(wiring.Component):
         m = Module()
         cfg = self.cfg
         iw, ww, aw = cfg.inp_width_bits, cfg.wgt_width_bits, cfg.acc_width_bits
+        levels = math.ceil(math.log2(cfg.block_in)) if cfg.block_in > 1 else 0
+        first_levels = (levels + 1) // 2
         p = 0
         for b in range(cfg.batch):
             for o in range(cfg.block_out):
@@ -67,11 +82,16 @@ class GemmCore(wiring.Component):
                     x = self.inp[(b * cfg.block_in + k) * iw :][:iw].as_signed()
                     w = self.wgt[(o * cfg.block_in + k) * ww :][:ww].as_signed()
                     prod = Signal(signed(iw + ww), name=f"p_{b}_{o}_{k}")
-                    m.d.comb += prod.eq(x * w if p < self.dsp_products else lut_mul(x, w))
+                    m.d.sync += prod.eq(x * w if p < self.dsp_products else lut_mul(x, w))
                     products.append(prod)
                     p += 1
+                partial = []
+                for n, value in enumerate(tree_sum(products, first_levels)):
+                    s = Signal(signed(len(value)), name=f"t_{b}_{o}_{n}")
+                    m.d.sync += s.eq(value)
+                    partial.append(s)
                 lane = b * cfg.block_out + o
-                m.d.comb += self.dot[lane * aw : (lane + 1) * aw].eq(tree_sum(products))
+                m.d.sync += self.dot[lane * aw : (lane + 1) * aw].eq(tree_sum(partial))
         return m
 
 
@@ -86,31 +106,42 @@ class Alu(wiring.Component):
         m = Module()
         cfg = self.cfg
         w = cfg.acc_width_bits
+        half = w // 2
         max_shift = w - 1
         sh_bits = max_shift.bit_length()
+        op = Signal.like(self.op)
+        m.d.sync += op.eq(self.op)
         for lane in range(cfg.batch * cfg.block_out):
             a = self.a[lane * w : (lane + 1) * w].as_signed()
             b = self.b[lane * w : (lane + 1) * w].as_signed()
             res = self.result[lane * w : (lane + 1) * w]
-            neg = Signal(w + 1, name=f"neg_{lane}")
+            # Shift amounts clamped to max_shift without a full-width negation (short paths):
+            # right by b for b >= 0, left by -b for b < 0.
             right = Signal(sh_bits, name=f"rsh_{lane}")
             left = Signal(sh_bits, name=f"lsh_{lane}")
+            high = b[sh_bits:]
+            small_neg = (high == (1 << len(high)) - 1) & (b[:sh_bits] != 0)  # -max_shift <= b < 0
             m.d.comb += [
-                neg.eq(-b),
-                right.eq(Mux(b > max_shift, max_shift, b[:sh_bits])),
-                left.eq(Mux(neg > max_shift, max_shift, neg[:sh_bits])),
+                right.eq(Mux(high != 0, max_shift, b[:sh_bits])),
+                left.eq(Mux(small_neg, (~b[:sh_bits] + 1)[:sh_bits], max_shift)),
             ]
+            simple = Signal(w, name=f"simple_{lane}")
             with m.Switch(self.op):
                 with m.Case(isa.AluOp.MIN):
-                    m.d.comb += res.eq(Mux(a < b, a, b))
+                    m.d.sync += simple.eq(Mux(a < b, a, b))
                 with m.Case(isa.AluOp.MAX):
-                    m.d.comb += res.eq(Mux(a > b, a, b))
+                    m.d.sync += simple.eq(Mux(a > b, a, b))
                 with m.Case(isa.AluOp.ADD):
-                    m.d.comb += res.eq(a + b)
+                    m.d.sync += simple.eq(a + b)
                 with m.Case(isa.AluOp.SHR):
-                    m.d.comb += res.eq(Mux(b >= 0, a >> right, a << left))
-                with m.Case(isa.AluOp.MUL):
-                    m.d.comb += res.eq(a * b)
+                    m.d.sync += simple.eq(Mux(b >= 0, a >> right, a << left))
+            # MUL, low w bits: lo*lo + ((hi*lo + lo*hi) << half), each 16x16 product registered.
+            a_lo, a_hi, b_lo, b_hi = a[:half], a[half:], b[:half], b[half:]
+            low = Signal(w, name=f"mul_ll_{lane}")
+            cross = Signal(half, name=f"mul_x_{lane}")
+            m.d.sync += [low.eq(a_lo * b_lo), cross.eq(a_hi * b_lo + a_lo * b_hi)]
+            product = Cat(low[:half], low[half:] + cross)
+            m.d.comb += res.eq(Mux(op == isa.AluOp.MUL, product, simple))
         return m
 
 

@@ -72,18 +72,15 @@ class DmaLoad(wiring.Component):
             m.d.sync += insn.eq(self.insn)
 
         infos = self.infos
-        padded = _sel(m, f.memory_type, infos, "padded", 1)
         log_e = _sel(m, f.memory_type, infos, "log_elem_bytes", 4)
         log_t = _sel(m, f.memory_type, infos, "log_chunk_bytes", 3)
         log_cpe = _sel(m, f.memory_type, infos, "log_chunks_per_elem", 4)
-        y_pad_0 = Mux(padded, f.y_pad_0, 0)
-        y_pad_1 = Mux(padded, f.y_pad_1, 0)
-        x_pad_0 = Mux(padded, f.x_pad_0, 0)
-        x_pad_1 = Mux(padded, f.x_pad_1, 0)
+        start_f = insn_view("mem", cfg, self.insn)
+        go = (start_f.x_size != 0) & (start_f.y_size != 0)
 
         # ---- issuer: one request per DRAM row ------------------------------------------------
         iss_busy = Signal()
-        iss_y = Signal(16)
+        iss_y_left = Signal(16)  # rows still to request, minus one
         iss_row = Signal(ADDR_BITS)
         m.d.comb += [
             split.cmd.valid.eq(iss_busy),
@@ -92,28 +89,30 @@ class DmaLoad(wiring.Component):
             split.cmd.payload.size.eq(log_t),
         ]
         with m.If(split.cmd.valid & split.cmd.ready):
-            m.d.sync += [iss_y.eq(iss_y + 1), iss_row.eq(iss_row + f.x_stride)]
-            with m.If(iss_y + 1 == f.y_size):
+            m.d.sync += [iss_y_left.eq(iss_y_left - 1), iss_row.eq(iss_row + f.x_stride)]
+            with m.If(iss_y_left == 0):
                 m.d.sync += iss_busy.eq(0)
 
         # ---- writer: walks the padded SRAM rectangle ------------------------------------------
+        # The rectangle's bounds are registered at start and the position in it is tracked by
+        # flags updated with equality tests (short paths: no comparators or sums per cycle).
+        bounds = self._start_bounds(m, start_f)
         w_busy = Signal()
-        r = Signal(ROW_BITS)
         x = Signal(ROW_BITS)
+        r = Signal(ROW_BITS)
+        col_data = Signal()
+        row_data = Signal()
         c = Signal(6)
         sram_addr = Signal(16)
-        row_elem = Signal(ADDR_BITS)
-        rows_total = Signal(ROW_BITS)
-        width = Signal(ROW_BITS)
-        m.d.comb += [
-            rows_total.eq(y_pad_0 + f.y_size + y_pad_1),
-            width.eq(x_pad_0 + f.x_size + x_pad_1),
-        ]
-        data_row = (r >= y_pad_0) & (r < y_pad_0 + f.y_size)
-        is_data = data_row & (x >= x_pad_0) & (x < x_pad_0 + f.x_size)
-        last_chunk = c == ((1 << log_cpe) - 1)[:6]
-        lane_byte = Signal(max(1, log_bus))
-        m.d.comb += lane_byte.eq(((row_elem + (x - x_pad_0)) << log_e) + (c << log_t))
+        lane_bits = max(1, log_bus)
+        row_lane = Signal(lane_bits)  # DRAM element index of the row's first data element, low bits
+        elem_lane = Signal(lane_bits)  # ... of the current data element
+        is_data = row_data & col_data
+        last_chunk = c == bounds["c_last"]
+        x_last = x == bounds["x_last"]
+        r_last = r == bounds["r_last"]
+        lane_byte = Signal(lane_bits)
+        m.d.comb += lane_byte.eq((elem_lane << log_e) + (c << log_t))
         beat = self.rd.r.payload.data
         chunk = Signal(max(i.chunk_bytes for i in infos) * 8)
         m.d.comb += chunk.eq(beat >> (lane_byte * 8) if log_bus > 0 else beat)
@@ -128,11 +127,26 @@ class DmaLoad(wiring.Component):
                 m.d.sync += c.eq(Mux(last_chunk, 0, c + 1))
         with m.If(advance):
             m.d.sync += [sram_addr.eq(sram_addr + 1), x.eq(x + 1)]
-            with m.If(x + 1 == width):
-                m.d.sync += [x.eq(0), r.eq(r + 1)]
-                with m.If(data_row):
-                    m.d.sync += row_elem.eq(row_elem + f.x_stride)
-                with m.If(r + 1 == rows_total):
+            with m.If(is_data):
+                m.d.sync += elem_lane.eq(elem_lane + 1)
+            with m.If(x == bounds["x_enter"]):
+                m.d.sync += col_data.eq(1)
+            with m.Elif(x == bounds["x_leave"]):
+                m.d.sync += col_data.eq(0)
+            with m.If(x_last):
+                next_lane = Mux(row_data, row_lane + f.x_stride, row_lane)
+                m.d.sync += [
+                    x.eq(0),
+                    r.eq(r + 1),
+                    col_data.eq(bounds["x_first"]),
+                    row_lane.eq(next_lane),
+                    elem_lane.eq(next_lane),
+                ]
+                with m.If(r == bounds["y_enter"]):
+                    m.d.sync += row_data.eq(1)
+                with m.Elif(r == bounds["y_leave"]):
+                    m.d.sync += row_data.eq(0)
+                with m.If(r_last):
                     m.d.sync += w_busy.eq(0)
 
         for name, shape in self.targets.items():
@@ -145,21 +159,64 @@ class DmaLoad(wiring.Component):
                     self._drive_write(m, port, shape, info, chunk, c, is_data, sram_addr)
 
         # ---- start ----------------------------------------------------------------------------
-        start_f = insn_view("mem", cfg, self.insn)
         with m.If(self.start):
             m.d.sync += [
-                iss_busy.eq((start_f.x_size != 0) & (start_f.y_size != 0)),
-                iss_y.eq(0),
+                iss_busy.eq(go),
+                iss_y_left.eq(start_f.y_size - 1),
                 iss_row.eq(start_f.dram_base),
-                w_busy.eq((start_f.x_size != 0) & (start_f.y_size != 0)),
+                w_busy.eq(go),
                 r.eq(0),
                 x.eq(0),
                 c.eq(0),
+                col_data.eq(bounds["x_first_now"]),
+                row_data.eq(bounds["y_first_now"]),
                 sram_addr.eq(start_f.sram_base),
-                row_elem.eq(start_f.dram_base),
+                row_lane.eq(start_f.dram_base),
+                elem_lane.eq(start_f.dram_base),
             ]
         m.d.comb += self.busy.eq(iss_busy | ~split.idle | w_busy)
         return m
+
+    def _start_bounds(self, m, start_f) -> dict:
+        """Registers set from the LOAD word at ``start``: where data rows and columns begin and
+        end in the padded rectangle. ``*_enter``/``*_leave``: the position *before* the first data
+        one / the last data one (all ones when data starts at 0: never met); ``*_first``: data
+        starts at position 0 (``*_first_now``: the same from the word itself, for ``start``);
+        ``x_last``/``r_last``: the rectangle's last column / row; ``c_last``:
+        the last chunk of an element."""
+        padded = _sel(m, start_f.memory_type, self.infos, "padded", 1)
+        pads = {
+            name: Mux(padded, getattr(start_f, name), 0)
+            for name in ("x_pad_0", "x_pad_1", "y_pad_0", "y_pad_1")
+        }
+        log_cpe = _sel(m, start_f.memory_type, self.infos, "log_chunks_per_elem", 4)
+        c_last = Signal(6, name="bound_c_last")
+        with m.If(self.start):
+            m.d.sync += c_last.eq(((1 << log_cpe) - 1)[:6])
+        bounds = {"c_last": c_last}
+        for axis, size in (("x", start_f.x_size), ("y", start_f.y_size)):
+            pad_0, pad_1 = pads[f"{axis}_pad_0"], pads[f"{axis}_pad_1"]
+            minus_one = (1 << ROW_BITS) - 1  # added modulo 2**ROW_BITS
+            values = {
+                f"{axis}_enter": (pad_0 + minus_one)[:ROW_BITS],
+                f"{axis}_leave": (pad_0 + size + minus_one)[:ROW_BITS],
+                "x_last" if axis == "x" else "r_last": (pad_0 + size + pad_1 + minus_one)[
+                    :ROW_BITS
+                ],
+            }
+            for name, value in values.items():
+                reg = Signal(ROW_BITS, name=f"bound_{name}")
+                with m.If(self.start):
+                    m.d.sync += reg.eq(value)
+                bounds[name] = reg
+            # Used at start itself (to set the flags) and at each row's start.
+            first = Signal(name=f"bound_{axis}_first")
+            first_now = pad_0 == 0
+            with m.If(self.start):
+                m.d.sync += first.eq(first_now)
+            bounds[f"{axis}_first"] = first
+            bounds[f"{axis}_first_now"] = first_now
+        return bounds
 
     @staticmethod
     def _drive_write(m, port, shape: SramShape, info, chunk, c, is_data, sram_addr):

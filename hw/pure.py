@@ -13,7 +13,7 @@ from amaranth.sim import Simulator
 from pyvta import isa
 from pyvta.hw.burst import BurstSplitter
 from pyvta.hw.check import CHECK_LATENCY_CYCLES, InsnCheck
-from pyvta.hw.core import Alu, GemmCore
+from pyvta.hw.core import ALU_LATENCY_CYCLES, GEMM_LATENCY_CYCLES, Alu, GemmCore
 from pyvta.hw.fields import INSN_WORD_BITS, insn_view
 from pyvta.hw.queues import TokenQueue
 
@@ -46,9 +46,29 @@ def _evaluate(dut, cases, apply):
     return results
 
 
+def _stream(dut, cases, latency_cycles: int, apply, result):
+    """Feed one case per clock cycle (``apply``) and read each result (``result``)
+    ``latency_cycles`` later: checks a pipelined block at full throughput."""
+    results = []
+
+    async def bench(ctx):
+        for n in range(len(cases) + latency_cycles):
+            if n < len(cases):
+                apply(ctx, cases[n])
+            if n >= latency_cycles:
+                results.append(result(ctx))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return results
+
+
 def gemm_core(cfg: isa.HwConfig, inp: np.ndarray, wgt: np.ndarray, dsp_products=None):
     """inp (n, batch, block_in) int8, wgt (n, block_out, block_in) int8 -> (n, batch, block_out)
-    int32 dot products, as the RTL GEMM core computes them."""
+    int32 dot products, as the RTL GEMM core computes them (one pair per cycle, pipelined)."""
     dut = GemmCore(cfg, dsp_products)
     lanes = cfg.batch * cfg.block_out
 
@@ -56,25 +76,32 @@ def gemm_core(cfg: isa.HwConfig, inp: np.ndarray, wgt: np.ndarray, dsp_products=
         x, w = case
         ctx.set(dut.inp, _pack(x, cfg.inp_width_bits))
         ctx.set(dut.wgt, _pack(w, cfg.wgt_width_bits))
+
+    def result(ctx):
         return _unpack(ctx.get(dut.dot), lanes, cfg.acc_width_bits)
 
-    out = _evaluate(dut, list(zip(inp, wgt, strict=True)), apply)
+    out = _stream(dut, list(zip(inp, wgt, strict=True)), GEMM_LATENCY_CYCLES, apply, result)
     return np.array(out).reshape(len(out), cfg.batch, cfg.block_out).astype(np.int32)
 
 
-def alu(cfg: isa.HwConfig, op: isa.AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a, b (n, batch * block_out) int32 -> op(a, b) lane by lane, as the RTL ALU computes it."""
+def alu(cfg: isa.HwConfig, op, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a, b (n, batch * block_out) int32 -> op(a, b) lane by lane, as the RTL ALU computes it
+    (one pair per cycle, pipelined); ``op``: one ``isa.AluOp``, or one per row."""
+    ops = list(op) if isinstance(op, list | tuple) else [op] * len(a)
     dut = Alu(cfg)
     lanes = cfg.batch * cfg.block_out
     w = cfg.acc_width_bits
 
     def apply(ctx, case):
-        ctx.set(dut.op, int(op))
+        ctx.set(dut.op, int(case[2]))
         ctx.set(dut.a, _pack(case[0], w))
         ctx.set(dut.b, _pack(case[1], w))
+
+    def result(ctx):
         return _unpack(ctx.get(dut.result), lanes, w)
 
-    return np.array(_evaluate(dut, list(zip(a, b, strict=True)), apply)).astype(np.int32)
+    cases = list(zip(a, b, ops, strict=True))
+    return np.array(_stream(dut, cases, ALU_LATENCY_CYCLES, apply, result)).astype(np.int32)
 
 
 def decode_fields(kind: str, cfg: isa.HwConfig, words: list[int]) -> list[dict[str, int]]:
@@ -110,7 +137,7 @@ def burst_split(requests: list[tuple[int, int, int]]) -> list[list[tuple[int, in
             ctx.set(dut.burst.ready, 1)
             await ctx.tick()
             ctx.set(dut.cmd.valid, 0)
-            for _ in range(beats + 2):
+            for _ in range(3 * beats + 3):
                 if ctx.get(dut.burst.valid):
                     p = ctx.get(dut.burst.payload)
                     got.append((int(p.addr), int(p.len), int(p.size)))

@@ -61,15 +61,28 @@ def connect_tokens(m: Module, queue: TokenQueue, popper, pusher) -> None:
     ]
 
 
-def sequence(m: Module, cmd, insn, header, module: isa.Module, ports: dict, start, finished):
+def sequence(
+    m: Module,
+    cmd,
+    insn,
+    header,
+    module: isa.Module,
+    ports: dict,
+    start,
+    finished,
+    may_start=1,
+    back_to_back: bool = False,
+):
     """The IDLE -> POP -> EXEC -> PUSH cycle every unit runs for each instruction.
 
     ``cmd``: command stream in; ``insn``: register that receives the word; ``header``: a view of it
     with the dependency flags; ``ports``: {isa.DepQueue: token port} of ``module``, whose flags map
     to queues as ``isa.DEP_QUEUES`` says (flags that must be 0 are ignored); ``start``: pulsed when
-    the instruction may execute;
+    the instruction may execute (its tokens are there and ``may_start`` is high;
+    ``stalled`` counts only the wait for tokens);
     ``finished``: high when it has completed. Returns (idle, executing, stalled) signals.
-    Latency: 3 cycles of overhead per instruction plus the wait for tokens.
+    Latency: 3 cycles of overhead per instruction plus the wait for tokens; with ``back_to_back``,
+    an instruction that pushes no token is followed by the next one's POP at once (1 cycle).
     """
     idle = Signal()
     executing = Signal()
@@ -92,7 +105,7 @@ def sequence(m: Module, cmd, insn, header, module: isa.Module, ports: dict, star
             for flag, port in pops:
                 ready = ready & (~flag | port.can_pop)
             m.d.comb += stalled.eq(~ready)
-            with m.If(ready):
+            with m.If(ready & may_start):
                 for flag, port in pops:
                     m.d.comb += port.pop.eq(flag)
                 m.d.comb += start.eq(1)
@@ -101,6 +114,16 @@ def sequence(m: Module, cmd, insn, header, module: isa.Module, ports: dict, star
             m.d.comb += executing.eq(1)
             with m.If(finished):
                 m.next = "PUSH"
+                if back_to_back:
+                    no_push = 1
+                    for flag, _ in pushes:
+                        no_push = no_push & ~flag
+                    with m.If(no_push):
+                        m.d.comb += cmd.ready.eq(1)
+                        m.next = "IDLE"
+                        with m.If(cmd.valid):
+                            m.d.sync += insn.eq(cmd.payload)
+                            m.next = "POP"
         with m.State("PUSH"):
             ready = 1
             for flag, port in pushes:

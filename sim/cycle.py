@@ -111,12 +111,22 @@ class _Dram:
         return self.free_at, start - first
 
 
-def _compute_cycles(insn: Insn, t: Timing) -> int:
+def _compute_cycles(insn: Insn, t: Timing) -> tuple[int, int]:
+    """(cycles until the instruction's last micro-op has entered the pipeline, the cycles the
+    pipeline then needs to drain) of a compute-module instruction other than a LOAD."""
     if isinstance(insn, GemmInsn):
-        return t.gemm_insn_cycles(n_iters(insn))
+        n = n_iters(insn)
+        return t.gemm_issue_cycles(n), t.gemm_drain_cycles(n)
     if isinstance(insn, AluInsn):
-        return t.alu_insn_cycles(n_iters(insn), insn.use_imm)
-    return t.finish_cycles
+        n = n_iters(insn)
+        return t.alu_issue_cycles(n, insn.use_imm), t.alu_drain_cycles(n)
+    return t.finish_cycles, 0
+
+
+def _waits_for_drain(module: Module, insn: Insn) -> bool:
+    """Compute starts a LOAD (into UOP/ACC, which the pipeline reads) or FINISH only once the
+    GEMM/ALU pipeline is empty; GEMM/ALU micro-ops follow the previous instruction's at once."""
+    return module is Module.COMPUTE and not isinstance(insn, GemmInsn | AluInsn)
 
 
 def _mem_duration(
@@ -174,6 +184,7 @@ def cycles_of(
         for pos, d in enumerate(q):
             position[d.index] = (m, pos)
     events: list[TraceEvent] = []
+    pipe_empty = 0  # when compute's GEMM/ALU pipeline has written its last micro-op
     gemm_cycles = macs = 0
     end_cycle = 0
     remaining = len(insns)
@@ -192,7 +203,7 @@ def cycles_of(
             d = queues[m][h]
             if d.index not in arrival or any(not tokens[p] for p in d.pops):
                 continue
-            ready = max(free[m], arrival[d.index])
+            ready = max(free[m], arrival[d.index], pipe_empty if _waits_for_drain(m, d.insn) else 0)
             start = max([ready] + [tokens[p][0] for p in d.pops])
             if best is None or start < best[0]:
                 best = (start, 1, m)
@@ -213,7 +224,7 @@ def cycles_of(
             fetched += 1
             continue
         d = queues[m][heads[m]]
-        ready = max(free[m], arrival[d.index])
+        ready = max(free[m], arrival[d.index], pipe_empty if _waits_for_drain(m, d.insn) else 0)
         for p in d.pops:
             tokens[p].popleft()
         s = stats[m.value]
@@ -223,7 +234,11 @@ def cycles_of(
             end, wait = _mem_duration(d, start, cfg, t, port)
             s.dram_stall_cycles += wait
         else:
-            end = start + _compute_cycles(d.insn, t)
+            issued, drain = _compute_cycles(d.insn, t)
+            end = start + issued
+            pipe_empty = max(pipe_empty, end + drain)
+            if d.pushes:  # the other module must see the writes: drain first
+                end = pipe_empty
             if isinstance(d.insn, GemmInsn) and not d.insn.reset_reg:
                 gemm_cycles += n_iters(d.insn) * t.gemm_cycles_per_uop
                 macs += n_iters(d.insn) * cfg.gemm_macs_per_cycle

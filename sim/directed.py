@@ -202,6 +202,69 @@ def dram_bursts_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
     return pb.build()
 
 
+def cross_insn_raw_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
+    """GEMM and ALU instructions of one micro-op each, back to back with no token between them,
+    each reading ACC rows the one before has just written (through dst and through src): a
+    pipelined compute unit that lets an instruction follow the previous one without a drain
+    must stall on these hazards across instructions."""
+    rng = _rng(seed)
+    pb = ProgramBuilder(cfg)
+    acc = rng.integers(-3000, 3000, (4, cfg.batch, cfg.block_out)).astype("<i4")
+    acc_addr = pb.put(acc, "acc")
+    inp_addr = pb.put(_i8(rng, (2, cfg.batch, cfg.block_in)), "inp")
+    wgt_addr = pb.put(_i8(rng, (2, cfg.block_out, cfg.block_in)), "wgt")
+    pb.emit(Load(MemType.ACC, sram_base=0, dram_base=acc_addr, y_size=1, x_size=4, x_stride=4))
+    uops = [
+        Uop(dst=0, src=0, wgt=0),  # 0: GEMM acc[0] += inp[0] . wgt[0]
+        Uop(dst=1, src=0),  # 1: ALU acc[1] op= acc[0]
+        Uop(dst=1),  # 2: ALU acc[1] op= imm
+        Uop(dst=1, src=1, wgt=1),  # 3: GEMM acc[1] += inp[1] . wgt[1]
+        Uop(dst=2, src=1),  # 4: ALU acc[2] op= acc[1]
+        Uop(dst=3, src=0, wgt=0),  # 5: GEMM into acc[3]
+        Uop(dst=3, src=2),  # 6: ALU acc[3] op= acc[2]
+    ]
+    pb.load_uops(uops, sram_base=0)
+    pb.emit(Load(MemType.INP, sram_base=0, dram_base=inp_addr, y_size=1, x_size=2, x_stride=2))
+    pb.emit(
+        Load(
+            MemType.WGT,
+            sram_base=0,
+            dram_base=wgt_addr,
+            y_size=1,
+            x_size=2,
+            x_stride=2,
+            push_next_dep=True,
+        )
+    )
+
+    def gemm(u: int, **kw):
+        return GemmInsn(uop_bgn=u, uop_end=u + 1, iter_out=1, iter_in=1, **kw)
+
+    def alu(u: int, op: AluOp, imm: int | None = None, **kw):
+        return AluInsn(
+            alu_opcode=op,
+            uop_bgn=u,
+            uop_end=u + 1,
+            iter_out=1,
+            iter_in=1,
+            use_imm=imm is not None,
+            imm=imm or 0,
+            **kw,
+        )
+
+    pb.emit(gemm(0, pop_prev_dep=True))
+    pb.emit(alu(1, AluOp.ADD))
+    pb.emit(alu(2, AluOp.MUL, imm=-3))
+    pb.emit(gemm(3))
+    pb.emit(alu(4, AluOp.MAX))
+    pb.emit(gemm(5, reset_reg=True))
+    pb.emit(gemm(5))
+    pb.emit(alu(6, AluOp.ADD))
+    pb.emit(alu(6, AluOp.SHR, imm=2, push_next_dep=True))
+    _store_and_finish(pb, rows=4)
+    return pb.build()
+
+
 def dep_only_program(cfg: HwConfig = DEFAULT_CONFIG):
     """LOAD/STORE with x_size 0 only pass tokens around (load -> compute -> store -> compute)."""
     pb = ProgramBuilder(cfg)
@@ -232,6 +295,7 @@ def directed_programs(cfg: HwConfig = DEFAULT_CONFIG) -> dict[str, object]:
             cfg=cfg,
         ).program,
         "alu_src_raw": alu_src_raw_program(cfg),
+        "cross_insn_raw": cross_insn_raw_program(cfg),
         "dram_bursts": dram_bursts_program(cfg),
         "dep_only": dep_only_program(cfg),
     }

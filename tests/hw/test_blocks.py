@@ -120,6 +120,18 @@ def test_alu_matches_sim(op):
     np.testing.assert_array_equal(got, alu_reference(op, a, b))
 
 
+def test_alu_op_may_change_every_cycle():
+    """The pipelined ALU keeps each pair's op with it (micro-ops of different instructions
+    follow each other in the compute pipeline)."""
+    rng = np.random.default_rng(9)
+    lanes = CFG.batch * CFG.block_out
+    ops = [isa.AluOp(int(o)) for o in rng.integers(0, len(isa.AluOp), 12)]
+    a = rng.integers(-(2**31), 2**31, (12, lanes), dtype=np.int64).astype(np.int32)
+    b = rng.integers(-40, 40, (12, lanes)).astype(np.int32)
+    want = np.array([alu_reference(op, a[i : i + 1], b[i : i + 1])[0] for i, op in enumerate(ops)])
+    np.testing.assert_array_equal(pure.alu(CFG, ops, a, b), want)
+
+
 def test_burst_splitter_respects_axi_limits():
     requests = [(0, 1, 3), (4096 - 8, 3, 3), (8, 700, 3), (4, 9, 2), (4096 * 3 - 256, 64, 4)]
     for (addr, beats, size), bursts in zip(requests, pure.burst_split(requests), strict=True):

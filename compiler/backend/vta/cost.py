@@ -45,16 +45,21 @@ class TileCompute:
         )
 
     def start_cycles(self, t: Timing) -> int:
-        return sum(t.gemm_insn_cycles(n) for n in self.start_gemms)
+        return sum(t.gemm_issue_cycles(n) for n in self.start_gemms)
 
     def chunk_cycles(self, t: Timing) -> int:
-        return t.gemm_insn_cycles(self.chunk_gemm)
+        """One chunk's GEMM; it pushes a token (its input buffer is free for the next load), so
+        it waits for the pipeline to drain."""
+        return t.gemm_issue_cycles(self.chunk_gemm) + t.gemm_drain_cycles(self.chunk_gemm)
 
     def epilogue_cycles(self, t: Timing) -> int:
-        return sum(t.gemm_insn_cycles(n) for n in self.epilogue_gemms) + self.alu_cycles(t)
+        return sum(t.gemm_issue_cycles(n) for n in self.epilogue_gemms) + self.alu_cycles(t)
 
     def alu_cycles(self, t: Timing) -> int:
-        return sum(t.alu_insn_cycles(n, imm) for n, imm in self.epilogue_alus)
+        """The epilogue's ALU instructions; the last pushes the tile to the store module, so
+        it waits for the pipeline to drain."""
+        issue = sum(t.alu_issue_cycles(n, imm) for n, imm in self.epilogue_alus)
+        return issue + (t.alu_drain_cycles(self.epilogue_alus[-1][0]) if self.epilogue_alus else 0)
 
     def cycles(self, t: Timing) -> int:
         return self.start_cycles(t) + self.chunks * self.chunk_cycles(t) + self.epilogue_cycles(t)
