@@ -53,7 +53,9 @@ ANALYSIS_SCRIPT = (
     " select -set fabric " + " ".join(f"t:{c}" for c in FABRIC_CELLS) + ";"
     " tee -q -o ltp.txt ltp -noff @fabric w:*"
 )
-_STEP = re.compile(r"^\s*(\d+)\s+(\S+)\s+\((\w+)\.(\w+)->(\w+)\)\s*$")
+# ``cell (TYPE.IN->OUT)`` on the way; ``cell (TYPE.PIN)`` where the path ends at a cell's input
+# (its arrival includes that pin's setup into the cell's internal register, e.g. a DSP's PCIN)
+_STEP = re.compile(r"^\s*(\d+)\s+(\S+)\s+\((\w+)\.(\w+)(?:->(\w+))?\)\s*$")
 _WORST = re.compile(r"Latest arrival time in '?(\S+?)'? is (\d+)")
 _LTP = re.compile(r"Longest topological path in \S+ \(length=(-?\d+)\)")
 
@@ -158,7 +160,8 @@ def parse_sta(text: str) -> tuple[int, list[PathStep], int]:
             continue
         s = _STEP.match(line)
         if s:
-            steps.append((int(s.group(1)), s.group(2), s.group(3), f"{s.group(4)}->{s.group(5)}"))
+            arc = f"{s.group(4)}->{s.group(5)}" if s.group(5) else f"{s.group(4)} setup"
+            steps.append((int(s.group(1)), s.group(2), s.group(3), arc))
     path = []
     previous = 0
     for arrival, cell, cell_type, arc in reversed(steps):

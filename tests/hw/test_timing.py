@@ -47,6 +47,28 @@ def test_sta_path_is_split_into_cell_delays():
     assert path[-1].arrival_ps == worst
 
 
+# A path that ends at a cell's input (yosys 0.70 on the pipelined GEMM core): the last step is
+# the DSP's PCIN with its setup into the P register.
+STA_TO_PIN = """
+Latest arrival time in 'vta' is 4123:
+    4123 $auto$maccmap.cc:308:maccmap$15682 (DSP48E1.PCIN)
+           $abc$196590$aiger$o11553
+    3098 $auto$maccmap.cc:308:maccmap$15684 (DSP48E1.CLK->PCOUT)
+       0   \\clk (<primary input>)
+Warning: Endpoint vta.\\irq has no (* sta_arrival *) value.
+"""
+
+
+def test_sta_path_ending_at_a_cell_input_counts_its_setup():
+    worst, path, unannotated = timing.parse_sta(STA_TO_PIN)
+    assert worst == 4123 and unannotated == 1
+    assert [(s.cell_type, s.arc, s.delay_ps) for s in path] == [
+        ("DSP48E1", "CLK->PCOUT", 3098),
+        ("DSP48E1", "PCIN setup", 1025),
+    ]
+    assert path[-1].arrival_ps == worst
+
+
 def test_ltp_levels_and_the_report_table():
     levels, nets = timing.parse_ltp(LTP)
     assert levels == 3 and nets == ["$q", "$a", "$b", "$c"]
