@@ -1,5 +1,5 @@
 # The two commands of the README. Both set everything up first (scripts/setup.sh, idempotent).
-.PHONY: setup demo test board-test lint bench
+.PHONY: setup demo test test-slow board-test lint bench
 
 setup:
 	@bash scripts/setup.sh
@@ -8,9 +8,14 @@ demo: setup
 	.venv/bin/pyvta demo
 
 # -P: the checkout's folders are not on sys.path, so the tests import pyvta as installed.
+# The tests marked slow (more of an already-covered path: a second simulator, a second RTL config,
+# bigger sizes) run with `make test-slow`, keeping CI's run under its 20-minute budget.
 test: setup
-	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q --durations=20
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q -m "not slow" --durations=20
 	$(MAKE) board-test
+
+test-slow: setup
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q -m slow --durations=20
 
 # The board-side runtime under the board's Python (3.10, numpy 1.26, no extras): tests/board.
 board-test: setup

@@ -33,6 +33,7 @@ def _build(cfg, simulator, tmp_path_factory):
     return built
 
 
+@pytest.mark.slow
 def test_icarus_matches_sim(tmp_path_factory, tmp_path):
     built = _build(isa.DEFAULT_CONFIG, "icarus", tmp_path_factory)
     directed = directed_programs()
@@ -45,6 +46,7 @@ def test_icarus_matches_sim(tmp_path_factory, tmp_path):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_wide_bus_config_matches_sim(tmp_path_factory, tmp_path):
     built = _build(WIDE_BUS, "verilator", tmp_path_factory)
     progs = [

@@ -86,7 +86,6 @@ def test_ltp_levels_and_the_report_table():
     assert timing.TimingReport.from_json(report.to_json()).path == path
 
 
-@pytest.mark.slow
 def test_quick_mode_synthesises_and_is_cached(tmp_path_factory):
     # yowasp cannot see the system temp folder: build under the user cache instead.
     from pyvta.hw.runner import default_cache_dir

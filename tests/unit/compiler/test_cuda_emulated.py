@@ -56,7 +56,6 @@ def test_emulator_refuses_a_thread_dependent_loop_around_a_barrier():
         emu.split(For(loop.var, IntImm(0), IntImm(2), "serial", inner))
 
 
-@pytest.mark.slow
 def test_gemm_1024_and_resnet_c2_through_emulation_equal_numpy():
     rng = np.random.default_rng(SEED)
     print(f"seed {SEED}")

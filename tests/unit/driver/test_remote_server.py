@@ -86,7 +86,6 @@ def test_kernel_through_tcp_equals_local_bit_for_bit(server):
     assert stats["cached_consts"] == n_consts and stats["errors"] == {}
 
 
-@pytest.mark.slow
 def test_kernel_through_tcp_on_the_rtl_equals_the_simulator():
     if "rtl" not in driver.device_kinds():
         pytest.skip("needs the RTL device (driver/ops_rtl.py, Verilator)")

@@ -58,7 +58,6 @@ def test_sweep_resumes_from_the_cache_and_retries_failures(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
-@pytest.mark.slow
 def test_cycles_only_run_on_the_small_config(tmp_path, capsys):
     from pyvta.cli import main
 

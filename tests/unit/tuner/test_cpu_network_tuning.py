@@ -105,7 +105,6 @@ def test_shipped_resnet18_log_still_fits_its_tasks():
         task.instantiate(task.space.config(rec.config))  # raises if it no longer fits
 
 
-@pytest.mark.slow
 def test_shipped_resnet18_log_covers_every_cpu_layer(tmp_path):
     path = str(tmp_path / "resnet18.onnx")
     zoo.save_model("resnet18", path, size=224)

@@ -4,7 +4,6 @@ If the model generator, the quantizer or the VTA template changes, the layers' k
 change and this test says so: re-tune with ``pyvta tune resnet18.onnx --trials 400 --log L`` and
 ship ``tuner.log.write_best(L, ...)``."""
 
-import pytest
 
 from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 from pyvta.compiler.graph.zoo import save_model
@@ -15,7 +14,6 @@ from pyvta.tuner.network import network_configs, network_layers, pretuned_log
 TARGET_CYCLES = 7.4e6  # issue 7: one ResNet-18 inference, accelerator side
 
 
-@pytest.mark.slow
 def test_shipped_resnet18_log_covers_every_layer_and_meets_the_target(tmp_path):
     log = pretuned_log("resnet18_224")
     assert log is not None

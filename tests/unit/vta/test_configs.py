@@ -85,7 +85,6 @@ def test_compiled_resnet18_layers(name, layer):
     print(f"{layer} on {cfg.tag}: {run.cycles} cycles ({op.config.to_dict()})")
 
 
-@pytest.mark.slow
 def test_small_resnet18_bit_exact_with_the_config_block(cfg, tmp_path):
     import onnx
 
