@@ -147,3 +147,17 @@ def _suite() -> dict[str, SuiteKernel]:
 
 
 SUITE = _suite()
+
+
+def ptxas_or_skip():
+    """``compiler.backend.cuda.ptxas``, or a pytest skip naming what is missing (the pinned
+    ``nvidia-cuda-nvcc`` wheel of the ``gpu-check`` extra)."""
+    import pytest
+
+    from pyvta.compiler.backend.cuda import ptxas
+
+    try:
+        ptxas.ptxas_path()
+    except ptxas.ToolchainMissing as e:
+        pytest.skip(f"needs ptxas: {e}")
+    return ptxas

@@ -14,18 +14,12 @@ from pyvta.compiler.backend.cuda.passes import PTX_PASSES
 from pyvta.compiler.backend.llvm.codegen import CodegenError
 from pyvta.compiler.ir.expr import Call
 from pyvta.compiler.ops.cuda import GpuGemmKnobs, gemm
-from pyvta.testing.gpu_suite import ATOL, RTOL, SUITE
+from pyvta.testing.gpu_suite import ATOL, RTOL, SUITE, ptxas_or_skip
 
 
 @pytest.fixture(scope="module")
 def ptxas():
-    from pyvta.compiler.backend.cuda import ptxas
-
-    try:
-        ptxas.ptxas_path()
-    except ptxas.ToolchainMissing as e:
-        pytest.skip(f"needs ptxas: {e}")
-    return ptxas
+    return ptxas_or_skip()
 
 
 def test_ptx_of_a_tiled_gemm_has_the_gpu_constructs():

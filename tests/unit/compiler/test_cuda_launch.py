@@ -3,55 +3,25 @@ records the calls: the launch sequence and the kernel-argument packing are check
 GPU runs them in ``test_cuda_backend`` (skipped without one) and ``benchmarks/gpu_check.py``."""
 
 import ctypes
-import enum
 
 import numpy as np
 import pytest
 
 from pyvta.compiler.backend.cuda import launch
+from pyvta.testing.fake_cuda import EmulatingDriver, Result
 
 
-class _Result(enum.IntEnum):
-    CUDA_SUCCESS = 0
-    CUDA_ERROR_NO_DEVICE = 100
+class FakeDriver(EmulatingDriver):
+    """The emulating driver's memory and call record, with one hand-written 'kernel' in place
+    of emulated modules (module loads are recorded, nothing is looked up)."""
 
+    _cuModuleLoadData = _cuModuleGetFunction = None  # recorded, answered CUDA_SUCCESS
 
-class FakeDriver:
-    CUresult = _Result
-
-    def __init__(self, init_error=_Result.CUDA_SUCCESS):
-        self.calls, self.memory, self.init_error = [], {}, init_error
-
-    def __getattr__(self, name):
-        impl = getattr(type(self), f"_{name}", None)
-
-        def call(*args):
-            self.calls.append((name, args))
-            return impl(self, *args) if impl else (_Result.CUDA_SUCCESS, None)
-
-        return call
-
-    def _cuInit(self, flags):
-        return (self.init_error,)
-
-    def _cuGetErrorName(self, err):
-        return _Result.CUDA_SUCCESS, err.name.encode()
+    def __init__(self, init_error=Result.CUDA_SUCCESS):
+        super().__init__({}, init_error)
 
     def _cuDeviceGetName(self, n, dev):
-        return _Result.CUDA_SUCCESS, b"Fake GPU\0\0"
-
-    def _cuMemAlloc(self, nbytes):
-        buf = np.zeros(nbytes, np.uint8)
-        self.memory[buf.ctypes.data] = buf
-        return _Result.CUDA_SUCCESS, buf.ctypes.data
-
-    def _cuMemcpyHtoD(self, dst, src, n):
-        ctypes.memmove(dst, src, n)
-        return (_Result.CUDA_SUCCESS,)
-
-    def _cuMemcpyDtoH(self, dst, src, n):
-        ctypes.memmove(dst, src, n)
-        return (_Result.CUDA_SUCCESS,)
+        return Result.CUDA_SUCCESS, b"Fake GPU\0\0"
 
     def _cuLaunchKernel(self, f, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
         """A 'kernel' that doubles its first float argument's 3 elements into the second."""
@@ -61,7 +31,7 @@ class FakeDriver:
         y = (ctypes.c_float * 3).from_address(dst)
         for i in range(3):
             y[i] = 2 * x[i]
-        return (_Result.CUDA_SUCCESS,)
+        return (Result.CUDA_SUCCESS,)
 
 
 PLAN = {
@@ -97,6 +67,6 @@ def test_plan_upload_launch_download(monkeypatch):
 
 
 def test_a_failing_cuinit_is_gpu_unavailable(monkeypatch):
-    monkeypatch.setattr(launch, "_driver", lambda: FakeDriver(_Result.CUDA_ERROR_NO_DEVICE))
+    monkeypatch.setattr(launch, "_driver", lambda: FakeDriver(Result.CUDA_ERROR_NO_DEVICE))
     with pytest.raises(launch.GpuUnavailable, match="cuInit failed: CUDA_ERROR_NO_DEVICE"):
         launch.Gpu()

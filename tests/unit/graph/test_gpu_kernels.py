@@ -14,6 +14,7 @@ from pyvta.compiler.graph.ir import GraphError, Node
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 from pyvta.compiler.graph.zoo import sample_inputs, save_model
 from pyvta.testing.fake_cuda import EmulatingDriver, Result
+from pyvta.testing.gpu_suite import ptxas_or_skip
 
 SIZE, CLASSES = 32, 10  # small inputs: emulation runs every thread of every block on the CPU
 # float32 kernels with other summation orders than the CPU backend / onnxruntime: agreement to
@@ -68,13 +69,7 @@ def test_every_node_has_a_kernel_or_is_a_view(model):
 
 @pytest.fixture(scope="module")
 def ptxas():
-    from pyvta.compiler.backend.cuda import ptxas
-
-    try:
-        ptxas.ptxas_path()
-    except ptxas.ToolchainMissing as e:
-        pytest.skip(f"needs ptxas: {e}")
-    return ptxas
+    return ptxas_or_skip()
 
 
 def test_every_network_kernel_assembles_for_sm80_and_sm90_within_limits(model, ptxas):
