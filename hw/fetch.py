@@ -71,9 +71,12 @@ class Fetch(wiring.Component):
         full = Signal()
         next_addr = Signal(ADDR_BITS)
         inflight = Signal(range(STAGE_DEPTH + 1))
+        # The staging buffer's free places not promised to reads in flight (STAGE_DEPTH - level -
+        # inflight), kept in a register: the room check is one short compare.
+        space = Signal(range(STAGE_DEPTH + 1), init=STAGE_DEPTH)
         n = Signal(range(BURST_INSNS + 1))
         m.d.comb += n.eq(Mux(full, BURST_INSNS, tail))
-        room = stage.level + inflight + n <= STAGE_DEPTH
+        room = n <= space
         m.d.comb += [
             split.cmd.valid.eq((n != 0) & room & (self.fault == 0)),
             split.cmd.payload.addr.eq(next_addr),
@@ -102,7 +105,9 @@ class Fetch(wiring.Component):
             stage.w_en.eq(check.valid_out),
             stage.w_data.eq(Cat(check.word_out, check.fault)),
         ]
-        m.d.sync += inflight.eq(inflight + Mux(issued, n, 0) - check.valid_out)
+        added = Mux(issued, n, 0)
+        inflight_next = inflight + added - check.valid_out
+        m.d.sync += [inflight.eq(inflight_next), space.eq(space - added + stage.r_en)]
         with m.If(issued):
             m.d.sync += next_addr.eq(next_addr + n * insn_bytes)
             with m.If(full):
@@ -140,6 +145,7 @@ class Fetch(wiring.Component):
                 asm_addr.eq(self.insn_addr),
                 self.fault.eq(0),
                 self.fault_index.eq(0),
+                space.eq(STAGE_DEPTH - inflight_next),  # the staging buffer empties
             ]
         m.d.comb += self.done.eq((n == 0) & (inflight == 0) & ~stage.r_rdy)
         return m
