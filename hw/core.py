@@ -125,14 +125,16 @@ class Alu(wiring.Component):
                 right.eq(Mux(high != 0, max_shift, b[:sh_bits])),
                 left.eq(Mux(small_neg, (~b[:sh_bits] + 1)[:sh_bits], max_shift)),
             ]
+            # ADD has its own register: the opcode's mux follows it one stage later, not the
+            # carry chain's end (short paths).
+            total = Signal(w, name=f"add_{lane}")
+            m.d.sync += total.eq(a + b)
             simple = Signal(w, name=f"simple_{lane}")
             with m.Switch(self.op):
                 with m.Case(isa.AluOp.MIN):
                     m.d.sync += simple.eq(Mux(a < b, a, b))
                 with m.Case(isa.AluOp.MAX):
                     m.d.sync += simple.eq(Mux(a > b, a, b))
-                with m.Case(isa.AluOp.ADD):
-                    m.d.sync += simple.eq(a + b)
                 with m.Case(isa.AluOp.SHR):
                     m.d.sync += simple.eq(Mux(b >= 0, a >> right, a << left))
             # MUL, low w bits: lo*lo + ((hi*lo + lo*hi) << half), each 16x16 product registered.
@@ -141,7 +143,9 @@ class Alu(wiring.Component):
             cross = Signal(half, name=f"mul_x_{lane}")
             m.d.sync += [low.eq(a_lo * b_lo), cross.eq(a_hi * b_lo + a_lo * b_hi)]
             product = Cat(low[:half], low[half:] + cross)
-            m.d.comb += res.eq(Mux(op == isa.AluOp.MUL, product, simple))
+            m.d.comb += res.eq(
+                Mux(op == isa.AluOp.MUL, product, Mux(op == isa.AluOp.ADD, total, simple))
+            )
         return m
 
 

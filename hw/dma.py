@@ -98,8 +98,8 @@ class DmaLoad(wiring.Component):
         # flags updated with equality tests (short paths: no comparators or sums per cycle).
         bounds = self._start_bounds(m, start_f)
         w_busy = Signal()
-        x = Signal(ROW_BITS)
-        r = Signal(ROW_BITS)
+        x = Signal(ROW_BITS)  # the position in the row, from 1
+        r = Signal(ROW_BITS)  # the row, from 1
         col_data = Signal()
         row_data = Signal()
         c = Signal(6)
@@ -136,7 +136,7 @@ class DmaLoad(wiring.Component):
             with m.If(x_last):
                 next_lane = Mux(row_data, row_lane + f.x_stride, row_lane)
                 m.d.sync += [
-                    x.eq(0),
+                    x.eq(1),
                     r.eq(r + 1),
                     col_data.eq(bounds["x_first"]),
                     row_lane.eq(next_lane),
@@ -165,8 +165,8 @@ class DmaLoad(wiring.Component):
                 iss_y_left.eq(start_f.y_size - 1),
                 iss_row.eq(start_f.dram_base),
                 w_busy.eq(go),
-                r.eq(0),
-                x.eq(0),
+                r.eq(1),
+                x.eq(1),
                 c.eq(0),
                 col_data.eq(bounds["x_first_now"]),
                 row_data.eq(bounds["y_first_now"]),
@@ -179,8 +179,9 @@ class DmaLoad(wiring.Component):
 
     def _start_bounds(self, m, start_f) -> dict:
         """Registers set from the LOAD word at ``start``: where data rows and columns begin and
-        end in the padded rectangle. ``*_enter``/``*_leave``: the position *before* the first data
-        one / the last data one (all ones when data starts at 0: never met); ``*_first``: data
+        end in the padded rectangle, as positions counted from 1 (no -1 in the sums: shorter
+        paths). ``*_enter``/``*_leave``: the position *before* the first data
+        one / the last data one (0 when data starts at 0: never met); ``*_first``: data
         starts at position 0 (``*_first_now``: the same from the word itself, for ``start``);
         ``x_last``/``r_last``: the rectangle's last column / row; ``c_last``:
         the last chunk of an element."""
@@ -196,13 +197,10 @@ class DmaLoad(wiring.Component):
         bounds = {"c_last": c_last}
         for axis, size in (("x", start_f.x_size), ("y", start_f.y_size)):
             pad_0, pad_1 = pads[f"{axis}_pad_0"], pads[f"{axis}_pad_1"]
-            minus_one = (1 << ROW_BITS) - 1  # added modulo 2**ROW_BITS
             values = {
-                f"{axis}_enter": (pad_0 + minus_one)[:ROW_BITS],
-                f"{axis}_leave": (pad_0 + size + minus_one)[:ROW_BITS],
-                "x_last" if axis == "x" else "r_last": (pad_0 + size + pad_1 + minus_one)[
-                    :ROW_BITS
-                ],
+                f"{axis}_enter": pad_0,
+                f"{axis}_leave": pad_0 + size,
+                "x_last" if axis == "x" else "r_last": pad_0 + size + pad_1,
             }
             for name, value in values.items():
                 reg = Signal(ROW_BITS, name=f"bound_{name}")

@@ -24,7 +24,8 @@ from pyvta.hw.fields import INSN_WORD_BITS, dispatch_module
 from pyvta.isa import regmap
 
 STAGE_DEPTH = 16
-BURST_INSNS = 8
+LOG_BURST_INSNS = 3
+BURST_INSNS = 1 << LOG_BURST_INSNS
 
 
 class Fetch(wiring.Component):
@@ -61,14 +62,23 @@ class Fetch(wiring.Component):
         m.submodules.stage = stage = ResetInserter(self.start)(staged)
         wiring.connect(m, split.burst, wiring.flipped(self.rd.ar))
 
-        remaining = Signal(32)
+        # The words still to read, as whole bursts and a tail: bursts of BURST_INSNS while any
+        # remain, then the tail. A registered flag says a whole burst remains, so the burst
+        # size is a mux, not a 32-bit compare feeding a 32-bit subtract.
+        count = self.insn_count
+        bursts = Signal(len(count) - LOG_BURST_INSNS)
+        tail = Signal(LOG_BURST_INSNS)
+        full = Signal()
         next_addr = Signal(ADDR_BITS)
         inflight = Signal(range(STAGE_DEPTH + 1))
+        # The staging buffer's free places not promised to reads in flight (STAGE_DEPTH - level -
+        # inflight), kept in a register: the room check is one short compare.
+        space = Signal(range(STAGE_DEPTH + 1), init=STAGE_DEPTH)
         n = Signal(range(BURST_INSNS + 1))
-        m.d.comb += n.eq(Mux(remaining < BURST_INSNS, remaining, BURST_INSNS))
-        room = stage.level + inflight + n <= STAGE_DEPTH
+        m.d.comb += n.eq(Mux(full, BURST_INSNS, tail))
+        room = n <= space
         m.d.comb += [
-            split.cmd.valid.eq((remaining != 0) & room & (self.fault == 0)),
+            split.cmd.valid.eq((n != 0) & room & (self.fault == 0)),
             split.cmd.payload.addr.eq(next_addr),
             split.cmd.payload.beats.eq(n * chunks),
             split.cmd.payload.size.eq(log_chunk),
@@ -95,9 +105,15 @@ class Fetch(wiring.Component):
             stage.w_en.eq(check.valid_out),
             stage.w_data.eq(Cat(check.word_out, check.fault)),
         ]
-        m.d.sync += inflight.eq(inflight + Mux(issued, n, 0) - check.valid_out)
+        added = Mux(issued, n, 0)
+        inflight_next = inflight + added - check.valid_out
+        m.d.sync += [inflight.eq(inflight_next), space.eq(space - added + stage.r_en)]
         with m.If(issued):
-            m.d.sync += [remaining.eq(remaining - n), next_addr.eq(next_addr + n * insn_bytes)]
+            m.d.sync += next_addr.eq(next_addr + n * insn_bytes)
+            with m.If(full):
+                m.d.sync += [bursts.eq(bursts - 1), full.eq(bursts != 1)]
+            with m.Else():
+                m.d.sync += tail.eq(0)
 
         # Dispatch the staged word at the head, unless it faults.
         head, head_fault = stage.r_data[:INSN_WORD_BITS], stage.r_data[INSN_WORD_BITS:]
@@ -120,13 +136,16 @@ class Fetch(wiring.Component):
 
         with m.If(self.start):
             m.d.sync += [
-                remaining.eq(self.insn_count),
+                bursts.eq(count[LOG_BURST_INSNS:]),
+                tail.eq(count[:LOG_BURST_INSNS]),
+                full.eq(count[LOG_BURST_INSNS:] != 0),
                 next_addr.eq(self.insn_addr),
                 self.dispatched.eq(0),
                 c.eq(0),
                 asm_addr.eq(self.insn_addr),
                 self.fault.eq(0),
                 self.fault_index.eq(0),
+                space.eq(STAGE_DEPTH - inflight_next),  # the staging buffer empties
             ]
-        m.d.comb += self.done.eq((remaining == 0) & (inflight == 0) & ~stage.r_rdy)
+        m.d.comb += self.done.eq((n == 0) & (inflight == 0) & ~stage.r_rdy)
         return m
