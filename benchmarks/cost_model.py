@@ -28,7 +28,7 @@ from scipy.stats import spearmanr
 from pyvta import sim
 from pyvta.compiler.backend.vta import Epilogue, lower_conv2d
 from pyvta.compiler.backend.vta import default as current
-from pyvta.compiler.backend.vta.config import FitError, all_configs, check_fit
+from pyvta.compiler.backend.vta.config import FitError, fitting_configs
 from pyvta.compiler.backend.vta.conv2d import DramMap
 from pyvta.compiler.backend.vta.workload import resnet18_workload
 from pyvta.compiler.workloads import VTA_LAYERS
@@ -47,13 +47,7 @@ def _cycles(wl, ep, c, hw) -> int | None:
 
 def _sample(wl, ep, hw, n: int, rng) -> list[tuple[object, int]]:
     """(config, cycle-model cycles) of ``n`` random configs that lower."""
-    fitting = []
-    for c in all_configs(wl):
-        try:
-            check_fit(wl, ep, c, hw)
-        except FitError:
-            continue
-        fitting.append(c)
+    fitting = fitting_configs(wl, ep, hw)
     out = []
     for i in rng.permutation(len(fitting)):
         cycles = _cycles(wl, ep, fitting[i], hw)

@@ -184,3 +184,16 @@ def all_configs(wl: ConvWorkload):
     space = config_space(wl)
     for values in itertools.product(*space.values()):
         yield ConvConfig(**dict(zip(space, values, strict=True)))
+
+
+def fitting_configs(wl: ConvWorkload, ep: Epilogue, hw: HwConfig) -> list[ConvConfig]:
+    """The configs of ``all_configs`` that pass ``check_fit`` (they may still not lower:
+    a micro-op overflow or hazard shows only then)."""
+    out = []
+    for c in all_configs(wl):
+        try:
+            check_fit(wl, ep, c, hw)
+        except FitError:
+            continue
+        out.append(c)
+    return out

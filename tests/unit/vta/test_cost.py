@@ -9,7 +9,7 @@ import pytest
 
 from pyvta import sim
 from pyvta.compiler.backend.vta import Epilogue, lower_conv2d
-from pyvta.compiler.backend.vta.config import ConvConfig, FitError, all_configs, check_fit
+from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit, fitting_configs
 from pyvta.compiler.backend.vta.conv2d import DramMap
 from pyvta.compiler.backend.vta.cost import conv_cost, tile_compute_insns
 from pyvta.compiler.backend.vta.default import estimate_cycles, ranked_configs
@@ -31,13 +31,7 @@ WORKLOADS = (ConvWorkload(14, 14, 64, 64, 3, 3, 1, 1), ConvWorkload(28, 28, 64, 
 
 
 def _lowering_configs(wl, ep, rng, n):
-    fitting = []
-    for c in all_configs(wl):
-        try:
-            check_fit(wl, ep, c, HW)
-        except FitError:
-            continue
-        fitting.append(c)
+    fitting = fitting_configs(wl, ep, HW)
     out = []
     for i in rng.permutation(len(fitting)):
         try:
