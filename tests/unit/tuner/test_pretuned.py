@@ -4,7 +4,6 @@ If the model generator, the quantizer or the VTA template changes, the layers' k
 change and this test says so: re-tune with ``pyvta tune resnet18.onnx --trials 400 --log L`` and
 ship ``tuner.log.write_best(L, ...)``."""
 
-
 from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.isa import HwConfig
