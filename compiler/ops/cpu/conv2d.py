@@ -53,6 +53,20 @@ class Conv2dKnobs:
         return Conv2dKnobs(ic=lanes, oc=2 * lanes, ow_block=owb)
 
 
+def schedule_register_tile(conv, unroll_rx: bool) -> None:
+    """The register tile's loops of a blocked conv stage (axes n, f, y, x, fi; reductions rco,
+    ry, rx, rci): the output columns ``x`` unrolled and the channel lanes ``fi`` vectorised
+    innermost; with ``unroll_rx`` the kernel-width loop inside ``rci`` and unrolled, so
+    neighbouring columns share their input loads."""
+    if unroll_rx:
+        conv.reorder("n", "f", "y", "rco", "ry", "rci", "rx", "x", "fi")
+        conv.unroll("rx")
+    else:
+        conv.reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
+    conv.vectorize("fi")
+    conv.unroll("x")
+
+
 def pack_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
     """OIHW numpy weights -> OIHW{ic}i{oc}o ``[O/oc, C/ic, KH, KW, ic, oc]``."""
     o, c, kh, kw = kernel.shape
@@ -104,13 +118,7 @@ def conv2d_nchw_blocked(
     xo, xi = s[out].split("x", owb)
     s[out].reorder("n", fo, "y", xo, fi, xi)
     s[conv].compute_at(s[out], xo)
-    if knobs.unroll_rx:  # rx inside rci, unrolled: neighbouring columns share input loads
-        s[conv].reorder("n", "f", "y", "rco", "ry", "rci", "rx", "x", "fi")
-        s[conv].unroll("rx")
-    else:
-        s[conv].reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
-    s[conv].vectorize("fi")
-    s[conv].unroll("x")
+    schedule_register_tile(s[conv], knobs.unroll_rx)
     if knobs.unroll_rci:
         s[conv].unroll("rci")
     s[out].vectorize(xi)

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.ops.cpu.conv2d import schedule_register_tile
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.te.expr_ops import exp, maximum, minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
@@ -192,13 +193,7 @@ def conv2d_nchwc(
     fo, fi = s[out].split("fi", oct_)
     s[out].reorder("n", "f", "y", xo, fo, xi, fi)
     s[conv].compute_at(s[out], fo)
-    if knobs.unroll_rx:
-        s[conv].reorder("n", "f", "y", "rco", "ry", "rci", "rx", "x", "fi")
-        s[conv].unroll("rx")
-    else:
-        s[conv].reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
-    s[conv].vectorize("fi")
-    s[conv].unroll("x")
+    schedule_register_tile(s[conv], knobs.unroll_rx)
     s[out].unroll(xi)
     s[out].vectorize(fi)
     if dp is not data:
