@@ -140,6 +140,7 @@ class _LoopInsn(_Insn):
     dst_factor_in: int = 0
     src_factor_out: int = 0
     src_factor_in: int = 0
+    overlap: bool = False  # pyvta extension: may run beside the other pipe (layout.OVERLAP_DOC)
 
     def encode(self, cfg: HwConfig) -> int:
         word = super().encode(cfg)
@@ -155,6 +156,7 @@ class _LoopInsn(_Insn):
             f"uop[{self.uop_bgn}:{self.uop_end}] out={self.iter_out} in={self.iter_in}"
             f" dst=({self.dst_factor_out},{self.dst_factor_in})"
             f" src=({self.src_factor_out},{self.src_factor_in})"
+            + (" overlap" if self.overlap else "")
         )
 
 
@@ -275,7 +277,7 @@ def _check_uop_range(v: dict[str, int], index: int | None) -> None:
         )
 
 
-_BOOL_FIELDS = frozenset(DEP_FLAG_NAMES) | {"reset_reg", "use_imm"}
+_BOOL_FIELDS = frozenset(DEP_FLAG_NAMES) | {"reset_reg", "use_imm", "overlap"}
 
 
 def _flags(values: dict[str, int]) -> dict[str, int | bool]:

@@ -159,6 +159,18 @@ def mem_layout(cfg: HwConfig) -> Layout:
     )
 
 
+OVERLAP_DOC = """The ``overlap`` bit of GEMM and ALU instructions (a pyvta extension of VTA v0.0.2).
+
+The compute module has two pipes, GEMM (resets included) and ALU, each in order. An instruction
+with ``overlap = 0`` starts once both pipes have finished every earlier instruction, as in v0.0.2.
+With ``overlap = 1`` it need not wait for the most recent earlier instruction of the other pipe
+(only for those before it), so one virtual thread's epilogue runs beside the other's GEMMs. The
+program promises that the two touch disjoint ACC/OUT rows; results are then those of program
+order, and a broken promise is a race (``sim --check-races`` names it). Programs with the bit 0
+keep their v0.0.2 meaning and timing.
+"""
+
+
 def _loop_header(cfg: HwConfig) -> list[tuple[str, int]]:
     return _HEADER + [
         ("reset_reg", 1),
@@ -166,6 +178,8 @@ def _loop_header(cfg: HwConfig) -> list[tuple[str, int]]:
         ("uop_end", _bits(cfg.log_uop_depth) + 1),
         ("iter_out", LOOP_ITER_BITS),
         ("iter_in", LOOP_ITER_BITS),
+        # pyvta extension (0 in VTA v0.0.2 programs, where this bit is a gap): see OVERLAP_DOC.
+        ("overlap", 1),
     ]
 
 
