@@ -103,12 +103,15 @@ def _host():
 
 # Winograd F(2x2, 3x3) is the untuned choice for 3x3 stride-1 layers at least this wide and
 # with at least this many input channels (the transforms cost per tile, the saved
-# multiplications grow with C x K). In ResNet-18 on AVX2 (one thread, per node in the network)
-# the 28-wide 128-channel layers ran 2.0-2.2 ms instead of 2.55-2.6 ms direct; the 56-wide
-# 64-channel ones 2.8-2.95 instead of 2.5-2.75, and at 14 and 7 columns Winograd was slower still.
-WINOGRAD_MIN_WIDTH = 28
-WINOGRAD_MIN_CHANNELS = 128
-WINOGRAD_P_BLOCK = 4  # tiles per register tile; x 2 vectors of channels: 8 accumulators
+# multiplications grow with C x K). In ResNet-18 on AVX2 (one thread, the layer alone, input
+# transform on channel vectors, 6 x 16 register tiles) the 56-, 28- and 14-wide layers ran
+# 0.7-0.8x the time of direct; the 7-wide 512-channel ones 1.15x (their U is 16 MB).
+WINOGRAD_MIN_WIDTH = 14
+WINOGRAD_MIN_CHANNELS = 64
+# tiles per register tile (x two vectors of channels: 12 accumulators on AVX2), the first
+# whose rounding up of the layer's tiles wastes at most WINOGRAD_MAX_WASTE of them
+WINOGRAD_P_BLOCKS = (6, 5, 4)
+WINOGRAD_MAX_WASTE = 0.05
 
 
 def default_direct_knobs(wl: ConvWorkload) -> dict:
@@ -123,10 +126,14 @@ def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
     if not wl.winograd_ok or wl.w < WINOGRAD_MIN_WIDTH or wl.c < WINOGRAD_MIN_CHANNELS:
         return None
     k_block = 2 * _host().vector_lanes("float32")
-    tiles = -(-wl.h // 2) * -(-wl.w // 2)
-    if tiles % WINOGRAD_P_BLOCK or wl.o % k_block:
+    if wl.o % k_block:
         return None
-    return {"p_block": WINOGRAD_P_BLOCK, "k_block": k_block, "parallel": True}
+    tiles = -(-wl.h // 2) * -(-wl.w // 2)
+    p_block = next(
+        (p for p in WINOGRAD_P_BLOCKS if -tiles % p <= WINOGRAD_MAX_WASTE * tiles),
+        WINOGRAD_P_BLOCKS[-1],
+    )
+    return {"p_block": p_block, "k_block": k_block, "parallel": True}
 
 
 def default_conv_schedule(wl: ConvWorkload) -> dict:
