@@ -252,11 +252,23 @@ class CpuKernels:
             shapes = [graph.values[i].shape for i in n.inputs]
             self.modules[n.name] = node_module(n, shapes, threads)
         self.slots, self._arena = plan_memory(graph, set(self.modules))
+        # node -> (the args it last ran on, its bound kernel call or None, its output): a node
+        # given the same arrays again (arena views, constants) reuses the checked call
+        self._bound: dict[str, tuple[tuple, object, np.ndarray]] = {}
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
+        hit = self._bound.get(node.name)
+        if hit is not None and len(hit[0]) == len(args):
+            if all(a is b for a, b in zip(hit[0], args, strict=True)):
+                if hit[1] is not None:
+                    hit[1]()
+                return hit[2]
         mod = self.modules.get(node.name)
         if mod is None:
-            return run_cpu_op(node.op, args, node.attrs)
+            out = run_cpu_op(node.op, args, node.attrs)
+            if node.op in VIEW_OPS and np.shares_memory(out, args[0]):
+                self._bound[node.name] = (tuple(args), None, out)  # the same view next time
+            return out
         v = self.graph.values[node.outputs[0]]
         slot = self.slots.get(v.name)
         if slot is None:
@@ -266,7 +278,10 @@ class CpuKernels:
         else:
             out = self._arena[slot][: int(np.prod(v.shape))].reshape(v.shape)
         arrays = zip(args + [out], mod.func.params, strict=True)  # elementwise: flat arrays
-        mod(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
+        call = mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
+        call()
+        if slot is not None and all(a.flags.c_contiguous for a in args):  # no copies bound
+            self._bound[node.name] = (tuple(args), call, out)
         return out
 
 

@@ -206,7 +206,7 @@ class Executor:
             cycles = getattr(backend, "last_cycles", None)
             table.rows.append(LayerTiming(node.name, node.op, node.target, ms, cycles))
             expect = g.values[node.outputs[0]]
-            if tuple(out.shape) != expect.shape or str(out.dtype) != expect.dtype:
+            if out.shape != expect.shape or out.dtype != expect.dtype:
                 raise GraphError(
                     f"node {node.name!r} ({node.op}@{node.target}) produced "
                     f"{out.dtype}{list(out.shape)}, expected {expect}"
