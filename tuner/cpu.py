@@ -150,7 +150,7 @@ def _nchwc_space(*args) -> ConfigSpace:
     wl = _nchwc_workload(*args)
     return ConfigSpace(
         [TileKnob("tile", ("ow_block", "oc_tile"), conv_tiles(wl.out_hw[1], wl.ob)),
-         BoolKnob("unroll_rx")]
+         BoolKnob("unroll_rx"), BoolKnob("flat")]
     )  # fmt: skip
 
 

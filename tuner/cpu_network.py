@@ -69,7 +69,11 @@ def _default_point(task, layer: CpuLayer):
     wl = layer.workload
     if task.name == "cpu.conv2d_nchwc":
         k = default_direct_knobs(wl)
-        point = {"tile": (k["ow_block"], k["oc_tile"] or wl.ob), "unroll_rx": k["unroll_rx"]}
+        point = {
+            "tile": (k["ow_block"], k["oc_tile"] or wl.ob),
+            "unroll_rx": k["unroll_rx"],
+            "flat": k["flat"],
+        }
     else:
         k = default_winograd_knobs(wl)
         point = None if k is None else {"tile": (k["p_block"], k["k_block"])}

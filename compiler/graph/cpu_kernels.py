@@ -116,7 +116,8 @@ WINOGRAD_MAX_WASTE = 0.05
 
 def default_direct_knobs(wl: ConvWorkload) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
-    return nchwc.NchwcConvKnobs.for_target(_host(), wl.out_hw[1], wl.ob).to_dict()
+    oh, ow = wl.out_hw
+    return nchwc.NchwcConvKnobs.for_target(_host(), ow, wl.ob, oh).to_dict()
 
 
 def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
