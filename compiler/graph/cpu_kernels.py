@@ -104,9 +104,9 @@ def _host():
 # Winograd F(2x2, 3x3) is the untuned choice for 3x3 stride-1 layers at least this wide and
 # with at least this many input channels (the transforms cost per tile, the saved
 # multiplications grow with C x K). In ResNet-18 on AVX2 (one thread, the layer alone, input
-# transform on channel vectors, 6 x 16 register tiles) the 56-, 28- and 14-wide layers ran
-# 0.7-0.8x the time of direct; the 7-wide 512-channel ones 1.15x (their U is 16 MB).
-WINOGRAD_MIN_WIDTH = 14
+# transform on channel vectors, U blocked by k_block, 6 x 16 register tiles) the 56-, 28-,
+# 14- and 7-wide layers ran 0.66, 0.62, 0.56 and 0.78x the time of direct.
+WINOGRAD_MIN_WIDTH = 7
 WINOGRAD_MIN_CHANNELS = 64
 # tiles per register tile (x two vectors of channels: 12 accumulators on AVX2), the first
 # whose rounding up of the layer's tiles wastes at most WINOGRAD_MAX_WASTE of them
@@ -154,7 +154,7 @@ def conv_weights(schedule: dict, w: np.ndarray, ib: int, ob: int) -> np.ndarray:
     if t == "direct":
         return nchwc.pack_conv_weights(w, ib, ob)
     if t == "winograd":
-        return transform_weights(w)
+        return transform_weights(w, schedule["knobs"]["k_block"])
     if t == "depthwise":
         return nchwc.pack_depthwise_weights(w, ob)
     raise ValueError(f"conv schedule template {t!r} (allowed: direct, winograd, depthwise)")
@@ -259,11 +259,10 @@ class CpuKernels:
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
         hit = self._bound.get(node.name)
-        if hit is not None and len(hit[0]) == len(args):
-            if all(a is b for a, b in zip(hit[0], args, strict=True)):
-                if hit[1] is not None:
-                    hit[1]()
-                return hit[2]
+        if hit is not None and len(hit[0]) == len(args) and all(map(_same, hit[0], args)):
+            if hit[1] is not None:
+                hit[1]()
+            return hit[2]
         mod = self.modules.get(node.name)
         if mod is None:
             out = run_cpu_op(node.op, args, node.attrs)
@@ -284,6 +283,10 @@ class CpuKernels:
         if slot is not None and all(a.flags.c_contiguous for a in args):  # no copies bound
             self._bound[node.name] = (tuple(args), call, out)
         return out
+
+
+def _same(a, b) -> bool:
+    return a is b
 
 
 def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[np.ndarray]]:

@@ -93,9 +93,7 @@ class NchwcConvKnobs:
         return asdict(self)
 
     @staticmethod
-    def for_target(
-        target, out_width: int, out_block: int, out_height: int = 1
-    ) -> NchwcConvKnobs:
+    def for_target(target, out_width: int, out_block: int, out_height: int = 1) -> NchwcConvKnobs:
         """Of :func:`register_tiles`: the widest channel tile (one broadcast of an input value
         feeds the most FMAs; whole cache lines of weights), then the fewest tiles per output
         row, then the most even ones (7 columns as 4 + 3, not 6 + 1: a one-column tile cannot
@@ -111,9 +109,7 @@ class NchwcConvKnobs:
             wide = [dt for dt in tiles if dt[0] >= MIN_FLAT_TILE] or tiles
             ow_block, oc_tile = min(wide, key=lambda dt: (-dt[1], -pos % dt[0], -dt[0]))
         else:
-            ow_block, oc_tile = min(
-                tiles, key=lambda dt: (-dt[1], -(-out_width // dt[0]), dt[0])
-            )
+            ow_block, oc_tile = min(tiles, key=lambda dt: (-dt[1], -(-out_width // dt[0]), dt[0]))
         return NchwcConvKnobs(ow_block, oc_tile if oc_tile != out_block else 0, flat=flat)
 
 

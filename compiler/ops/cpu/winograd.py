@@ -3,7 +3,8 @@
 Each 2x2 output tile comes from a 4x4 input tile: ``Y = A^T [(G g G^T) * (B^T d B)] A``.
 Per layer, for ``C`` input and ``K`` output channels and ``P`` tiles:
 
-- the kernel transform ``U[4, 4, C, K]`` is done once ahead of time (``transform_weights``);
+- the kernel transform ``U[4, 4, K/k_block, C, k_block]`` is done once ahead of time
+  (``transform_weights``);
 - the input transform ``V[4, 4, C, P]`` is one parallel pass over the input: per channel and
   row of tiles, the zero-padded 4x4 tiles are gathered into a small local buffer, then
   transformed with additions only; on NCHW{c}c data it is ``V[4, 4, P, C]``, per tile and
@@ -54,10 +55,17 @@ class WinogradKnobs:
         return asdict(self)
 
 
-def transform_weights(kernel: np.ndarray) -> np.ndarray:
-    """OIHW ``[K, C, 3, 3]`` -> ``U[4, 4, C, K] = G g G^T`` (float32, contiguous)."""
+def transform_weights(kernel: np.ndarray, k_block: int | None = None) -> np.ndarray:
+    """OIHW ``[K, C, 3, 3]`` -> ``U = G g G^T`` as ``[4, 4, K/k_block, C, k_block]`` (float32,
+    contiguous: a register tile's column of U is one stream; default ``k_block`` K, the same
+    bytes as ``[4, 4, C, K]``)."""
+    k, c = kernel.shape[:2]
+    kb = k if k_block is None else k_block
+    if kb < 1 or k % kb:
+        raise ValueError(f"k_block {kb} must divide the {k} output channels")
     g = np.asarray(_G, np.float64)
     u = np.einsum("ai,kcij,bj->abck", g, kernel.astype(np.float64), g)
+    u = u.reshape(4, 4, c, k // kb, kb).transpose(0, 1, 3, 2, 4)
     return np.ascontiguousarray(u.astype(np.float32))
 
 
@@ -96,7 +104,7 @@ def conv2d_winograd(
 ):
     """Schedule and arguments ``(sch, [data, U, out])`` for a 3x3 / stride 1 / pad 1 float32
     convolution of ``data [1, C, H, W]`` into ``out [1, K, H, W]``; ``U`` comes from
-    ``transform_weights``.
+    ``transform_weights(w, knobs.k_block)``.
 
     With ``blocks=(ic, oc)`` data and out are NCHW{c}c (``[1, C/ic, H, W, ic]``, ``[1, K/oc,
     H, W, oc]``); with an ``epilogue`` (``compiler.ops.cpu.nchwc.Epilogue``) the arguments are
@@ -117,7 +125,7 @@ def conv2d_winograd(
         raise ValueError(f"blocks {blocks} must divide the channels {c}/{k} (oc a multiple of 8)")
     dshape = (1, c, h, w) if ib is None else (1, c // ib, h, w, ib)
     data = placeholder(dshape, "float32", "data")
-    u = placeholder((4, 4, c, k), "float32", "U")
+    u = placeholder((4, 4, k // kb, c, kb), "float32", "U")
     args = [data, u]
     if epilogue is not None:
         args.append(placeholder((k,), "float32", "bias"))
@@ -165,7 +173,7 @@ def conv2d_winograd(
     rc = reduce_axis(c, "rc")
     m = compute(
         (4, 4, p_pad, k),
-        lambda a, b, p, kk: te_sum(at(vt, a, b, rc, p) * u[a, b, rc, kk], rc),
+        lambda a, b, p, kk: te_sum(at(vt, a, b, rc, p) * u[a, b, kk // kb, rc, kk % kb], rc),
         name="M",
     )
 

@@ -70,6 +70,7 @@ def test_compiler_imports_point_one_way():
     [
         (8, 6, 32, WinogradKnobs(p_block=3, k_block=32)),
         (16, 7, 16, WinogradKnobs(p_block=4, k_block=16)),  # odd size: partial edge tiles
+        (16, 6, 32, WinogradKnobs(p_block=3, k_block=16)),  # U in two column blocks
         (4, 5, 32, WinogradKnobs(p_block=9, k_block=32, parallel=False)),
     ],
 )
@@ -78,7 +79,7 @@ def test_winograd_template(build, rng, conv_reference, c, h, k, knobs):
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
     w = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
     out = np.zeros((1, k, h, h), np.float32)
-    build(s, args)(x, transform_weights(w), out)
+    build(s, args)(x, transform_weights(w, knobs.k_block), out)
     np.testing.assert_allclose(out, conv_reference(x, w, 1, 1), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="must divide"):
         conv2d_winograd(c, h, h, k, WinogradKnobs(p_block=1000))
