@@ -36,7 +36,8 @@ class TileCompute:
     chunk_gemm: int  # micro-op iterations of one chunk's GEMM
     chunks: int
     epilogue_gemms: tuple[int, ...]
-    epilogue_alus: tuple[tuple[int, bool], ...]  # (iterations, immediate operand) of each ALU op
+    # (iterations, immediate operand, src-row repeats (Timing.alu_issue_cycles)) of each ALU op
+    epilogue_alus: tuple[tuple[int, bool, int], ...]
 
     @property
     def n_insns(self) -> int:
@@ -58,7 +59,7 @@ class TileCompute:
     def alu_cycles(self, t: Timing) -> int:
         """The epilogue's ALU instructions; the last pushes the tile to the store module, so
         it waits for the pipeline to drain."""
-        issue = sum(t.alu_issue_cycles(n, imm) for n, imm in self.epilogue_alus)
+        issue = sum(t.alu_issue_cycles(n, imm, rep) for n, imm, rep in self.epilogue_alus)
         return issue + (t.alu_drain_cycles(self.epilogue_alus[-1][0]) if self.epilogue_alus else 0)
 
     def cycles(self, t: Timing) -> int:
@@ -70,23 +71,23 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
     one tile (each pass one micro-op iteration per ACC row of the tile)."""
     rows = c.tile_co * g.pixels
     start, epi_gemm = [rows], []  # the ACC reset
-    alu: list[tuple[int, bool]] = []
+    alu: list[tuple[int, bool, int]] = []
     if ep.bias and ep.bias_via_gemm:
         start.append(rows)
     if ep.residual_via_gemm:
         (epi_gemm if ep.residual_after_shift else start).append(ep.residual_passes * rows)
-    if ep.bias and not ep.bias_via_gemm:
-        alu.append((rows, False))
+    if ep.bias and not ep.bias_via_gemm:  # one bias row per channel block, over its pixels
+        alu.append((rows, False, c.tile_co * (g.pixels - 1)))
     if ep.residual and not ep.residual_via_gemm:
         if ep.residual_shift:
-            alu.append((rows, True))
-        alu.append((rows, False))
+            alu.append((rows, True, 0))
+        alu.append((rows, False, 0))
     if ep.residual_via_gemm and ep.residual_after_shift:
         pre = ep.residual_pre_shift
-        alu += [(rows, True)] * ((1 if pre else 0) + (1 if ep.shift - pre else 0))
+        alu += [(rows, True, 0)] * ((1 if pre else 0) + (1 if ep.shift - pre else 0))
     elif ep.shift:
-        alu.append((rows, True))
-    alu += [(rows, True), (rows, True)]  # MAX lo, MIN hi
+        alu.append((rows, True, 0))
+    alu += [(rows, True, 0), (rows, True, 0)]  # MAX lo, MIN hi
     chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
     return TileCompute(tuple(start), chunk, wl.ci_blocks // c.tile_ci, tuple(epi_gemm), tuple(alu))
 
