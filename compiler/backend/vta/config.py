@@ -118,6 +118,27 @@ def overlapped(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> i
     return 0
 
 
+# GEMM micro-ops per output row from which the ALU pipe, beside them, has room for an ACC reset:
+# about what the epilogue's ALU passes take per row (bias, shift, two clips: one cycle each).
+ALU_RESET_MIN_GEMM_PER_ROW = 4
+
+
+def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: int) -> bool:
+    """Whether ``conv2d`` resets thread ``v``'s ACC tile on the ALU pipe (MUL by 0) instead of
+    the GEMM pipe: with the epilogue overlapped, for odd threads, when the tile starts with no
+    other GEMM pass, so the two pipes carry about the same work (a 1x1 layer's GEMM pipe would
+    otherwise hold its GEMMs and every reset)."""
+    starts_with_gemm = (ep.bias and ep.bias_via_gemm) or (
+        ep.residual_via_gemm and not ep.residual_after_shift
+    )
+    return (
+        v % 2 == 1
+        and not starts_with_gemm
+        and wl.ci_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
+        and overlapped(wl, ep, c, hw) > 0
+    )
+
+
 def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Geometry:
     """Raise FitError unless the config tiles the workload and fits the buffers."""
     problems = []

@@ -25,6 +25,7 @@ from pyvta.compiler.backend.vta.config import (
     ConvConfig,
     FitError,
     Geometry,
+    alu_reset,
     check_fit,
     gemm_dims,
     overlapped,
@@ -174,12 +175,13 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
 
 
 def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
-    """Software-pipelined for the two compute pipes: each thread's tile start just before its
-    first chunk, its epilogue (ALU) after the next chunk GEMM of another thread, so that it runs
-    beside it (e.g. two threads, one chunk: reset 0, GEMM 0, reset 1, GEMM 1, epilogue 0,
-    reset 0', GEMM 0', epilogue 1, ...); ``mark_overlaps`` then sets the overlap bits where the
-    footprints allow. With two ACC slots per thread (``_Layout.acc_slots``) a thread's next tile
-    need not wait for the store of its last one."""
+    """Software-pipelined for the two compute pipes: a group's tile starts first (odd threads'
+    resets on the ALU pipe where ``config.alu_reset``), each thread's epilogue (ALU) after the
+    next chunk GEMM of another thread, so that it runs beside it (two threads, one chunk: reset
+    1 (ALU), reset 0, GEMM 0, epilogue 1 of the last group, GEMM 1, epilogue 0, reset 1', ...);
+    ``mark_overlaps`` then sets the overlap bits where the footprints allow. With two ACC
+    slots per thread (``_Layout.acc_slots``) a thread's next tile need not wait for the store
+    of its last one."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
@@ -187,11 +189,14 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     _load_constants(em, x)
     for n, tiles in enumerate(_tile_groups(wl, c)):
         group = list(enumerate(tiles))
+        slots = [v + c.vthreads * (n % lay.acc_slots) for v, _ in group]
+        # ALU resets first: a GEMM reset after them covers the last group's GEMMs, so it can
+        # free their input slots for the loads (``insert_dep_tokens``)
+        starts = sorted(zip(group, slots, strict=True), key=lambda t: t[0][0] % 2 == 0)
+        for (v, tile), slot in starts:
+            _tile_start(em, x, v, tile, slot)
         for k in range(n_chunks):
-            for v, tile in group:
-                slot = v + c.vthreads * (n % lay.acc_slots)
-                if k == 0:
-                    _tile_start(em, x, v, tile, slot)
+            for (v, tile), slot in zip(group, slots, strict=True):
                 _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, v)
                 while pending and pending[0][0] != v:
                     _epilogue(em, x, *pending.pop(0))
@@ -280,13 +285,19 @@ def _load_constants(em: Emitter, x: _Ctx) -> None:
 
 
 def _tile_start(em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None) -> None:
-    """Reset the tile's ACC rows; add the bias and the residual with GEMM passes if chosen."""
+    """Reset the tile's ACC rows (on the GEMM pipe, or the ALU's: ``config.alu_reset``); add
+    the bias and the residual with GEMM passes if chosen."""
     wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
     co0, oh0, ow0 = tile
     p = g.pixels
     rows = c.tile_co * p
     acc0 = lay.acc_base[v if slot is None else slot]
-    em.loop(GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1), [Uop(dst=acc0)])
+    if alu_reset(wl, ep, c, em.hw, v):
+        _alu_rows(em, AluOp.MUL, acc0, rows, 0)
+    else:
+        em.loop(
+            GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1), [Uop(dst=acc0)]
+        )
     if ep.bias and ep.bias_via_gemm:
         em.loop(
             GemmInsn(
