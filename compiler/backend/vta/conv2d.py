@@ -194,6 +194,9 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
         # free their input slots for the loads (``insert_dep_tokens``)
         starts = sorted(zip(group, slots, strict=True), key=lambda t: t[0][0] % 2 == 0)
         for (v, tile), slot in starts:
+            # first the epilogue that reads this ACC slot, or this thread's residual INP rows
+            while any(s == slot or (x.ep.residual_via_gemm and u == v) for u, _, s in pending):
+                _epilogue(em, x, *pending.pop(0))
             _tile_start(em, x, v, tile, slot)
         for k in range(n_chunks):
             for (v, tile), slot in zip(group, slots, strict=True):

@@ -18,8 +18,10 @@ import numpy as np
 from pyvta.compiler.backend.vta.config import (
     ConvConfig,
     Geometry,
+    alu_reset,
     check_fit,
     gemm_dims,
+    overlapped,
     reserved_rows,
 )
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
@@ -154,6 +156,59 @@ def _pipeline_cycles(
     return ends[-1] + (groups - len(ends)) * period
 
 
+def _overlapped_pipeline_cycles(
+    threads: int,
+    groups: int,
+    chunks: int,
+    per_tile: dict[str, float],
+    start: float,
+    buffers: int,
+    alu_resets: frozenset[int],
+) -> float:
+    """``_pipeline_cycles`` for ``conv2d._emit_overlapped``: the GEMM and ALU pipes apart, a
+    group's tile starts first (ALU resets first: ``alu_resets``), each epilogue on the ALU pipe
+    once the next chunk of another thread has started, a tile start waiting for the store of
+    its ACC slot (``buffers`` slots per thread, used in turn)."""
+    gemm = alu = start
+    load = store = 0.0
+    gemm_end, reset_end = [0.0] * threads, [0.0] * threads
+    store_end: dict[int, float] = {}
+    pending: list[tuple[int, int, float]] = []  # (thread, slot, its last chunk's end)
+    ends = []
+
+    def epilogue(begin: float) -> None:
+        nonlocal alu, store
+        _, slot, ready = pending.pop(0)
+        alu = max(alu, ready, begin) + per_tile["epilogue"]
+        store = max(store, alu) + per_tile["store"]
+        store_end[slot] = store
+
+    for n in range(min(groups, STEADY_GROUPS)):
+        slots = [t + threads * (n % buffers) for t in range(threads)]
+        for t in sorted(range(threads), key=lambda t: t not in alu_resets):
+            while any(p[1] == slots[t] for p in pending):
+                epilogue(gemm)
+            if t in alu_resets:
+                alu = max(alu, store_end.get(slots[t], 0.0)) + per_tile["start"]
+                reset_end[t] = alu
+            else:
+                gemm = max(gemm, store_end.get(slots[t], 0.0)) + per_tile["start"]
+                reset_end[t] = gemm
+        for k in range(chunks):
+            for t in range(threads):
+                load = max(load, gemm_end[t]) + per_tile["load"]
+                begin = max(gemm, load, reset_end[t])
+                gemm = gemm_end[t] = begin + per_tile["chunk"]
+                while pending and pending[0][0] != t:
+                    epilogue(begin)
+                if k == chunks - 1:
+                    pending.append((t, slots[t], gemm))
+        ends.append(max(gemm, alu, store))
+    period = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
+    tail = len(pending) * (per_tile["epilogue"] + per_tile["store"])
+    return ends[-1] + (groups - len(ends)) * period + tail
+
+
 def conv_cost(
     wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, timing: Timing | None = None
 ) -> ConvCost:
@@ -166,7 +221,9 @@ def conv_cost(
     tile = tile_compute_insns(wl, ep, c, g)
     dims = gemm_dims(wl, c, g)
     kernel_uops = math.prod(e for d, (e, *_) in dims.items() if d not in c.gemm_loops)
-    dma = _dma(wl, ep, c, g, hw, t, co_tiles, sp_tiles, chunks)
+    dma = _dma(
+        wl, ep, c, g, hw, t, co_tiles, sp_tiles, chunks, 2 if overlapped(wl, ep, c, hw) else 1
+    )
     ring = min(c.vthreads, tiles) * kernel_uops >= hw.uop_depth
     uop_cycles = kernel_uops * t.uop_cycles_per_elem  # one kernel's load
     uops = tiles * chunks * uop_cycles if ring else min(c.vthreads, tiles) * uop_cycles
@@ -185,7 +242,15 @@ def conv_cost(
     fetch = insns * (t.fetch_insn_cycles + insn_beats)
     threads = min(c.vthreads, tiles)
     start = (0 if ring else uops) + dma.compute_const
-    overlapped = _pipeline_cycles(threads, -(-tiles // threads), chunks, per_tile, start)
+    groups = -(-tiles // threads)
+    buffers = overlapped(wl, ep, c, hw)
+    if buffers:
+        resets = frozenset(v for v in range(threads) if alu_reset(wl, ep, c, hw, v))
+        steps = _overlapped_pipeline_cycles(
+            threads, groups, chunks, per_tile, start, buffers, resets
+        )
+    else:
+        steps = _pipeline_cycles(threads, groups, chunks, per_tile, start)
     return ConvCost(
         compute_cycles=compute,
         load_cycles=dma.load,
@@ -205,7 +270,7 @@ def conv_cost(
         chunks=chunks,
         kernel_uops=kernel_uops,
         vthreads=c.vthreads,
-        total_cycles=max(overlapped + t.finish_cycles, port, fetch),
+        total_cycles=max(steps + t.finish_cycles, port, fetch),
     )
 
 
@@ -226,7 +291,9 @@ class _Dma:
     stores: int
 
 
-def _dma(wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int) -> _Dma:
+def _dma(
+    wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int, bias_copies: int
+) -> _Dma:
     """The layer's transfers as ``conv2d`` emits them and the cycle model costs them: per tile
     and chunk ``tile_ci`` input loads (clipped at the image edge, the rest zero-filled one
     element per cycle; one contiguous block when whole rows), the chunk's weights when they
@@ -279,7 +346,8 @@ def _dma(wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int)
     }
     n_const_loads = const[MemType.INP][1] + const[MemType.WGT][1]
     const_port = const[MemType.INP][0] + const[MemType.WGT][0]
-    acc_port, n_acc = const[MemType.ACC]
+    acc_port, n_acc = const[MemType.ACC]  # once per ACC bank with the epilogue overlapped
+    acc_port, n_acc = acc_port * bias_copies, n_acc * bias_copies
     load_lat = (per_sp * sp_tiles + n_wgt + n_const_loads + (n_res if via_gemm else 0)) * one_load
     store_lat = tiles * n_out * (t.store_setup_cycles + t.dram_latency_cycles)
     load_port = inp_port + n_wgt * wgt + const_port + (res if via_gemm else 0)
