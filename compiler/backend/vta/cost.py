@@ -224,9 +224,11 @@ def conv_cost(
     dma = _dma(
         wl, ep, c, g, hw, t, co_tiles, sp_tiles, chunks, 2 if overlapped(wl, ep, c, hw) else 1
     )
-    ring = min(c.vthreads, tiles) * kernel_uops >= hw.uop_depth
+    buffers = overlapped(wl, ep, c, hw)
+    kernels = min(c.vthreads * max(buffers, 1), tiles)  # one chunk kernel per ACC slot
+    ring = kernels * kernel_uops >= hw.uop_depth
     uop_cycles = kernel_uops * t.uop_cycles_per_elem  # one kernel's load
-    uops = tiles * chunks * uop_cycles if ring else min(c.vthreads, tiles) * uop_cycles
+    uops = tiles * chunks * uop_cycles if ring else kernels * uop_cycles
     per_tile = {
         "start": tile.start_cycles(t),
         "chunk": tile.chunk_cycles(t) + (uop_cycles if ring else 0),
@@ -243,7 +245,6 @@ def conv_cost(
     threads = min(c.vthreads, tiles)
     start = (0 if ring else uops) + dma.compute_const
     groups = -(-tiles // threads)
-    buffers = overlapped(wl, ep, c, hw)
     if buffers:
         resets = frozenset(v for v in range(threads) if alu_reset(wl, ep, c, hw, v))
         steps = _overlapped_pipeline_cycles(
