@@ -127,12 +127,15 @@ def insert_dep_tokens(insns: list[Insn], accesses: list[list[Access]], hw: HwCon
     def producer(other: Module, me: Module, idx: int) -> int:
         """idx itself, or a later compute instruction whose push covers it: for a compute
         hole (pushes pair in order), and for an overlapped instruction's partner, whose push
-        would hold back the overlapped one (rule 5), where a later one exists."""
+        would hold back the overlapped one (rule 5), where a later one exists that is short
+        (not a GEMM that multiplies: the consumer would wait for it as well)."""
         first = last_push.get((other, me), -1)
         if idx > first and not out_blocked[idx]:
             return idx
         for z in range(max(first, idx) + 1, len(out)):
             if covers(z, other, idx):
+                if idx > first and isinstance(out[z], GemmInsn) and not out[z].reset_reg:
+                    return idx
                 return z
         if idx > first:
             return idx
