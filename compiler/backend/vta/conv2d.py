@@ -175,31 +175,36 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
 
 
 def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
-    """Software-pipelined for the two compute pipes: a group's tile starts first (odd threads'
-    resets on the ALU pipe where ``config.alu_reset``), each thread's epilogue (ALU) after the
-    next chunk GEMM of another thread, so that it runs beside it (two threads, one chunk: reset
-    1 (ALU), reset 0, GEMM 0, epilogue 1 of the last group, GEMM 1, epilogue 0, reset 1', ...);
-    ``mark_overlaps`` then sets the overlap bits where the footprints allow. With two ACC
-    slots per thread (``_Layout.acc_slots``) a thread's next tile need not wait for the store
-    of its last one."""
+    """Software-pipelined for the two compute pipes: each thread's epilogue (ALU) after the next
+    chunk GEMM of another thread, so that it runs beside it; ``mark_overlaps`` then sets the
+    overlap bits where the footprints allow. With two ACC slots per thread
+    (``_Layout.acc_slots``) a group's tile starts come first, the odd threads' resets on the
+    ALU pipe (``config.alu_reset``) and before the GEMM pipe's (two threads, one chunk: reset 1
+    (ALU), reset 0, GEMM 0, epilogue 1 of the last group, GEMM 1, epilogue 0, reset 1', ...);
+    with one, a thread's tile start comes just before its first chunk, after the epilogue of
+    its last tile."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
     pending: list[tuple[int, tuple, int]] = []  # epilogues waiting for another thread's GEMM
+
+    def start(v: int, tile, slot: int) -> None:
+        # first the epilogue that reads this ACC slot, or this thread's residual INP rows
+        while any(s == slot or (x.ep.residual_via_gemm and u == v) for u, _, s in pending):
+            _epilogue(em, x, *pending.pop(0))
+        _tile_start(em, x, v, tile, slot)
+
     _load_constants(em, x)
     for n, tiles in enumerate(_tile_groups(wl, c)):
-        group = list(enumerate(tiles))
-        slots = [v + c.vthreads * (n % lay.acc_slots) for v, _ in group]
-        # ALU resets first: a GEMM reset after them covers the last group's GEMMs, so it can
-        # free their input slots for the loads (``insert_dep_tokens``)
-        starts = sorted(zip(group, slots, strict=True), key=lambda t: t[0][0] % 2 == 0)
-        for (v, tile), slot in starts:
-            # first the epilogue that reads this ACC slot, or this thread's residual INP rows
-            while any(s == slot or (x.ep.residual_via_gemm and u == v) for u, _, s in pending):
-                _epilogue(em, x, *pending.pop(0))
-            _tile_start(em, x, v, tile, slot)
+        group = [(v, tile, v + c.vthreads * (n % lay.acc_slots)) for v, tile in enumerate(tiles)]
+        if lay.acc_slots > 1:  # ALU resets first: a GEMM reset after them covers the last
+            # group's GEMMs, so it can free their input slots for the loads (insert_dep_tokens)
+            for v, tile, slot in sorted(group, key=lambda t: t[0] % 2 == 0):
+                start(v, tile, slot)
         for k in range(n_chunks):
-            for (v, tile), slot in zip(group, slots, strict=True):
+            for v, tile, slot in group:
+                if k == 0 and lay.acc_slots == 1:
+                    start(v, tile, slot)
                 _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, v)
                 while pending and pending[0][0] != v:
                     _epilogue(em, x, *pending.pop(0))

@@ -165,10 +165,11 @@ def _overlapped_pipeline_cycles(
     buffers: int,
     alu_resets: frozenset[int],
 ) -> float:
-    """``_pipeline_cycles`` for ``conv2d._emit_overlapped``: the GEMM and ALU pipes apart, a
-    group's tile starts first (ALU resets first: ``alu_resets``), each epilogue on the ALU pipe
-    once the next chunk of another thread has started, a tile start waiting for the store of
-    its ACC slot (``buffers`` slots per thread, used in turn)."""
+    """``_pipeline_cycles`` for ``conv2d._emit_overlapped``: the GEMM and ALU pipes apart, each
+    epilogue on the ALU pipe once the next chunk of another thread has started, a tile start
+    waiting for the store of its ACC slot (``buffers`` slots per thread, used in turn: with
+    two, a group's tile starts first, ALU resets (``alu_resets``) first; with one, each just
+    before the thread's first chunk)."""
     gemm = alu = start
     load = store = 0.0
     gemm_end, reset_end = [0.0] * threads, [0.0] * threads
@@ -183,19 +184,24 @@ def _overlapped_pipeline_cycles(
         store = max(store, alu) + per_tile["store"]
         store_end[slot] = store
 
+    def tile_start(t: int, slot: int) -> None:
+        nonlocal alu, gemm
+        while any(p[1] == slot for p in pending):
+            epilogue(gemm)
+        if t in alu_resets:
+            alu = reset_end[t] = max(alu, store_end.get(slot, 0.0)) + per_tile["start"]
+        else:
+            gemm = reset_end[t] = max(gemm, store_end.get(slot, 0.0)) + per_tile["start"]
+
     for n in range(min(groups, STEADY_GROUPS)):
         slots = [t + threads * (n % buffers) for t in range(threads)]
-        for t in sorted(range(threads), key=lambda t: t not in alu_resets):
-            while any(p[1] == slots[t] for p in pending):
-                epilogue(gemm)
-            if t in alu_resets:
-                alu = max(alu, store_end.get(slots[t], 0.0)) + per_tile["start"]
-                reset_end[t] = alu
-            else:
-                gemm = max(gemm, store_end.get(slots[t], 0.0)) + per_tile["start"]
-                reset_end[t] = gemm
+        if buffers > 1:
+            for t in sorted(range(threads), key=lambda t: t not in alu_resets):
+                tile_start(t, slots[t])
         for k in range(chunks):
             for t in range(threads):
+                if k == 0 and buffers == 1:
+                    tile_start(t, slots[t])
                 load = max(load, gemm_end[t]) + per_tile["load"]
                 begin = max(gemm, load, reset_end[t])
                 gemm = gemm_end[t] = begin + per_tile["chunk"]
