@@ -176,24 +176,44 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
 
 def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     """Software-pipelined for the two compute pipes: each thread's epilogue (ALU) after the next
-    chunk GEMM of another thread, so that it runs beside it; ``mark_overlaps`` then sets the
-    overlap bits where the footprints allow. With two ACC slots per thread
-    (``_Layout.acc_slots``) a group's tile starts come first, the odd threads' resets on the
-    ALU pipe (``config.alu_reset``) and before the GEMM pipe's (two threads, one chunk: reset 1
-    (ALU), reset 0, GEMM 0, epilogue 1 of the last group, GEMM 1, epilogue 0, reset 1', ...);
-    with one, a thread's tile start comes just before its first chunk, after the epilogue of
-    its last tile."""
+    GEMM of another thread, so that it runs beside it (an epilogue with a GEMM pass, the
+    residual: its head then, the pass joining the GEMMs, its tail after the next GEMM of
+    another thread); ``mark_overlaps`` then sets the overlap bits where the footprints allow.
+    With two ACC slots per thread (``_Layout.acc_slots``) a group's tile starts come first,
+    the odd threads' resets on the ALU pipe (``config.alu_reset``) and before the GEMM pipe's
+    (two threads, one chunk: reset 1 (ALU), reset 0, GEMM 0, epilogue 1 of the last group,
+    GEMM 1, epilogue 0, reset 1', ...); with one, a thread's tile start comes just before its
+    first chunk, after the epilogue of its last tile."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
-    pending: list[tuple[int, tuple, int]] = []  # epilogues waiting for another thread's GEMM
+    pending: list[tuple[int, tuple, int, str]] = []  # (thread, tile, slot, part) to emit
+
+    def emit(entry) -> None:
+        v, tile, slot, part = entry
+        _epilogue(em, x, v, tile, slot, part)
+        if part == "head":  # it ended with a GEMM pass of thread v
+            pending.append((v, tile, slot, "tail"))
+            gemm_emitted(v)
+
+    def gemm_emitted(v: int) -> None:
+        """A GEMM of thread v was emitted: the other threads' pending parts go beside it."""
+        for entry in [p for p in pending if p[0] != v]:
+            if entry in pending:
+                pending.remove(entry)
+                emit(entry)
 
     def start(v: int, tile, slot: int) -> None:
-        # first the epilogue that reads this ACC slot, or this thread's residual INP rows
-        while any(s == slot or (x.ep.residual_via_gemm and u == v) for u, _, s in pending):
-            _epilogue(em, x, *pending.pop(0))
+        # first what reads this ACC slot, or (a head) this thread's residual INP rows
+        while True:
+            due = [p for p in pending if p[2] == slot or (p[3] == "head" and p[0] == v)]
+            if not due:
+                break
+            pending.remove(due[0])
+            emit(due[0])
         _tile_start(em, x, v, tile, slot)
 
+    last_part = "head" if _splits(x.ep) else "all"
     _load_constants(em, x)
     for n, tiles in enumerate(_tile_groups(wl, c)):
         group = [(v, tile, v + c.vthreads * (n % lay.acc_slots)) for v, tile in enumerate(tiles)]
@@ -206,12 +226,11 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
                 if k == 0 and lay.acc_slots == 1:
                     start(v, tile, slot)
                 _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, v)
-                while pending and pending[0][0] != v:
-                    _epilogue(em, x, *pending.pop(0))
                 if k == n_chunks - 1:
-                    pending.append((v, tile, slot))
-    for args in pending:
-        _epilogue(em, x, *args)
+                    pending.append((v, tile, slot, last_part))
+                gemm_emitted(v)
+    while pending:
+        emit(pending.pop(0))
     em.finish()
     return em
 
@@ -412,7 +431,18 @@ def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
     )
 
 
-def _epilogue(em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None) -> None:
+def _splits(ep: Epilogue) -> bool:
+    """Whether the epilogue has a GEMM pass in the middle (the residual, after the shift): its
+    ``head`` ends with it, its ``tail`` is the ALU passes after it and the stores."""
+    return ep.residual_via_gemm and ep.residual_after_shift
+
+
+def _epilogue(
+    em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None, part: str = "all"
+) -> None:
+    """The tile's epilogue (``part``: "all", or its "head" or "tail", ``_splits``)."""
+    if part == "tail":
+        return _epilogue_tail(em, x, v, tile, slot)
     wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
     co0, oh0, ow0 = tile
     p = g.pixels
@@ -451,13 +481,24 @@ def _epilogue(em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None) -> No
             ),
             [Uop(dst=acc0, src=res0)],
         )
-    if ep.residual_via_gemm and ep.residual_after_shift:
+    if _splits(ep):
         pre = ep.residual_pre_shift
         if pre:
             _alu_rows(em, AluOp.SHR, acc0, rows, pre)
         _residual_gemm(em, ep, acc0, v * lay.inp_slot + g.inp_rows - rows, rows, lay.ident)
-        if ep.shift - pre:
-            _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift - pre)
+    if part == "all":
+        _epilogue_tail(em, x, v, tile, slot)
+
+
+def _epilogue_tail(em: Emitter, x: _Ctx, v: int, tile, slot: int | None) -> None:
+    wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
+    co0, oh0, ow0 = tile
+    p = g.pixels
+    rows = c.tile_co * p
+    acc0 = lay.acc_base[v if slot is None else slot]
+    if _splits(ep):
+        if ep.shift - ep.residual_pre_shift:
+            _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift - ep.residual_pre_shift)
     elif ep.shift:
         _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift)
     _alu_rows(em, AluOp.MAX, acc0, rows, ep.lo)

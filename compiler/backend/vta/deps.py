@@ -109,26 +109,27 @@ def insert_dep_tokens(insns: list[Insn], accesses: list[list[Access]], hw: HwCon
     """Return the stream with dependency flags (and relay instructions where needed).
 
     An instruction with ``overlap`` set (``mark_overlaps``) is not known to complete after its
-    partner, so its pushes do not cover the partner; a later consumer that needs the partner
-    pops from a compute instruction that covers it."""
+    partner, so its pushes do not cover the partner: a later consumer that needs the partner
+    pops from a compute instruction that covers it, or from a token-only compute LOAD (which
+    waits for both pipes) placed before it."""
     out: list[Insn] = []
+    out_accs: list[list[Access]] = []
     clocks: list[_Knowledge] = []  # per output instruction: what its pushes tell
     known = {m: _Knowledge() for m in Module}
     tracker = _Tracker(hw)
     last_push: dict[tuple[Module, Module], int] = {}  # (producer, consumer) -> its latest push
     partners = _Partners()
-
     blocked = _partners_of_overlapped(insns)
-    out_blocked: list[bool] = []  # per output instruction
+    out_blocked: list[bool] = []  # per output instruction: an overlapped one's partner
 
     def covers(z: int, other: Module, idx: int) -> bool:
         return out[z].module is other and clocks[z].knows(other, idx) and not out_blocked[z]
 
-    def producer(other: Module, me: Module, idx: int) -> int:
+    def producer(other: Module, me: Module, idx: int) -> int | None:
         """idx itself, or a later compute instruction whose push covers it: for a compute
         hole (pushes pair in order), and for an overlapped instruction's partner, whose push
         would hold back the overlapped one (rule 5), where a later one exists that is short
-        (not a GEMM that multiplies: the consumer would wait for it as well)."""
+        (not a GEMM that multiplies: the consumer would wait for it as well). None: none."""
         first = last_push.get((other, me), -1)
         if idx > first and not out_blocked[idx]:
             return idx
@@ -137,32 +138,45 @@ def insert_dep_tokens(insns: list[Insn], accesses: list[list[Access]], hw: HwCon
                 if idx > first and isinstance(out[z], GemmInsn) and not out[z].reset_reg:
                     return idx
                 return z
-        if idx > first:
-            return idx
-        raise ValueError(
-            f"insert_dep_tokens: instruction {len(out)} needs compute instruction {idx}, which"
-            " no later push covers (an overlap bit its partner's consumer cannot order)"
-        )
+        return idx if idx > first else None
 
-    def append(insn: Insn, needs: dict[Module, int], source: int | None) -> int:
+    def holes_hit(k: _Knowledge, accs: list[Access]) -> bool:
+        """Whether a compute instruction ``k`` does not know conflicts with ``accs``."""
+        return any(_conflict(a, b) for h in k.holes for a in accs for b in out_accs[h])
+
+    def merged_hits(k: _Knowledge, clock: _Knowledge, accs: list[Access]) -> bool:
+        trial = k.copy()
+        trial.merge(clock)
+        return holes_hit(trial, accs)
+
+    def append(insn: Insn, needs: dict[Module, int], source: int | None, accs) -> int:
         me = insn.module
         flags = {}
         for other, idx in needs.items():
-            if other is me or idx < 0 or known[me].knows(other, idx):
+            if other is me or idx < 0:
+                continue
+            hole = other is Module.COMPUTE and holes_hit(known[me], accs)
+            if known[me].knows(other, idx) and not hole:
                 continue
             z = producer(other, me, idx)
+            if other is Module.COMPUTE and (z is None or merged_hits(known[me], clocks[z], accs)):
+                z = append(Load(MemType.UOP), {}, None, [])  # waits for both pipes: covers all
+            if z is None:
+                raise ValueError(f"insert_dep_tokens: no push can order instruction {idx}")
             flags[POP_FLAG[(other, me)]] = True
             out[z] = dataclasses.replace(out[z], **{PUSH_FLAG[(other, me)]: True})
             last_push[(other, me)] = z
             known[me].merge(clocks[z])
         out.append(dataclasses.replace(insn, **flags) if flags else insn)
+        out_accs.append(accs)
         out_blocked.append(source is not None and source in blocked)
         pos = len(out) - 1
         known[me].upto[me] = pos
         mine = known[me].copy()
-        partner = partners.step(out[pos], pos)
-        if partner is not None and out[pos].overlap:
-            mine.holes = mine.holes | {partner}
+        if me is Module.COMPUTE:  # in program order, less an overlapped one's partner
+            partner = partners.step(out[pos], pos)
+            overlapped = partner is not None and out[pos].overlap
+            mine.holes = frozenset({partner}) if overlapped else frozenset()
         clocks.append(mine)
         return pos
 
@@ -175,13 +189,17 @@ def insert_dep_tokens(insns: list[Insn], accesses: list[list[Access]], hw: HwCon
         far = [m for m in needs if (m, me) not in POP_FLAG and not known[me].knows(m, needs[m])]
         far = [m for m in far if needs[m] >= 0]
         for m in far:  # load <-> store: relay through a token-only compute instruction
-            append(Load(MemType.UOP), {m: needs[m]}, None)
+            append(Load(MemType.UOP), {m: needs[m]}, None, [])
             needs[Module.COMPUTE] = max(needs[Module.COMPUTE], len(out) - 1)
             needs[m] = -1
-        pos = append(insn, needs, n)
+        pos = append(insn, needs, n, accs)
         for acc in accs:
             tracker.record(me, acc, pos)
     return out
+
+
+def _conflict(a: Access, b: Access) -> bool:
+    return a.space == b.space and (a.write or b.write) and a.lo < b.hi and b.lo < a.hi
 
 
 class _Partners:
