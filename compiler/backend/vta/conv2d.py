@@ -203,15 +203,22 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
                 pending.remove(entry)
                 emit(entry)
 
+    def finish_first(due) -> None:
+        while any(due(p) for p in pending):
+            entry = next(p for p in pending if due(p))
+            pending.remove(entry)
+            emit(entry)
+
     def start(v: int, tile, slot: int) -> None:
-        # first what reads this ACC slot, or (a head) this thread's residual INP rows
-        while True:
-            due = [p for p in pending if p[2] == slot or (p[3] == "head" and p[0] == v)]
-            if not due:
-                break
-            pending.remove(due[0])
-            emit(due[0])
-        _tile_start(em, x, v, tile, slot)
+        finish_first(lambda p: p[2] == slot)  # what reads this ACC slot
+        _tile_start(em, x, v, tile, slot, late_residual=True)
+
+    def residual_rows(v: int, tile) -> None:
+        """After the tile's first chunk (its loads go first): its residual rows, once the
+        last tile's pass (a head) has read them."""
+        if x.ep.residual_via_gemm and x.ep.residual_after_shift:
+            finish_first(lambda p: p[3] == "head" and p[0] == v)
+            _residual_loads(em, x, v, tile)
 
     last_part = "head" if _splits(x.ep) else "all"
     _load_constants(em, x)
@@ -229,6 +236,8 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
                 if k == n_chunks - 1:
                     pending.append((v, tile, slot, last_part))
                 gemm_emitted(v)
+                if k == 0:
+                    residual_rows(v, tile)
     while pending:
         emit(pending.pop(0))
     em.finish()
@@ -311,10 +320,13 @@ def _load_constants(em: Emitter, x: _Ctx) -> None:
             em.load(MemType.ACC, row, dram.bias, 1, fixed["acc"], fixed["acc"])
 
 
-def _tile_start(em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None) -> None:
+def _tile_start(
+    em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None, late_residual: bool = False
+) -> None:
     """Reset the tile's ACC rows (on the GEMM pipe, or the ALU's: ``config.alu_reset``); add
-    the bias and the residual with GEMM passes if chosen."""
-    wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
+    the bias and the residual with GEMM passes if chosen. ``late_residual``: the residual rows
+    a pass after the shift reads are loaded by the caller (``_residual_loads``), later."""
+    wl, ep, c, g, lay = x.wl, x.ep, x.c, x.g, x.lay
     co0, oh0, ow0 = tile
     p = g.pixels
     rows = c.tile_co * p
@@ -332,19 +344,28 @@ def _tile_start(em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None) -> 
             ),
             [Uop(dst=acc0, src=lay.ones, wgt=lay.bias_wgt + co0)],
         )
-    if ep.residual_via_gemm:
-        res0 = v * lay.inp_slot + g.inp_rows - rows  # after the data rows of the slot
-        for co in range(c.tile_co):
-            em.load(
-                MemType.INP,
-                res0 + co * p,
-                dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
-                c.tile_h,
-                c.tile_w,
-                wl.out_w,
-            )
+    if ep.residual_via_gemm and not (late_residual and ep.residual_after_shift):
+        _residual_loads(em, x, v, tile)
         if not ep.residual_after_shift:
+            res0 = v * lay.inp_slot + g.inp_rows - rows
             _residual_gemm(em, ep, acc0, res0, rows, lay.ident)
+
+
+def _residual_loads(em: Emitter, x: _Ctx, v: int, tile) -> None:
+    """The tile's residual rows into thread v's INP slot, after its data rows (GEMM path)."""
+    wl, c, g, dram, lay = x.wl, x.c, x.g, x.dram, x.lay
+    co0, oh0, ow0 = tile
+    p = g.pixels
+    res0 = v * lay.inp_slot + g.inp_rows - c.tile_co * p
+    for co in range(c.tile_co):
+        em.load(
+            MemType.INP,
+            res0 + co * p,
+            dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
+            c.tile_h,
+            c.tile_w,
+            wl.out_w,
+        )
 
 
 def _residual_gemm(em: Emitter, ep: Epilogue, acc0: int, res0: int, rows: int, ident: int) -> None:
