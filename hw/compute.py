@@ -50,6 +50,7 @@ def op_layout(cfg: isa.HwConfig, acc_bits: int) -> data.StructLayout:
             "alu_op": alu["alu_opcode"].shape,
             "imm": alu["imm"].shape,
             "dst": acc_bits,
+            "src_cached": 1,  # the src row is the one the last src read fetched (no read)
         }
     )
 
@@ -59,9 +60,14 @@ def reads_dst(op):
     return op.alu | (op.gemm & ~op.reset)
 
 
-def two_phase(op):
-    """An ALU micro-op with a src row: reads ACC twice (src, then dst)."""
+def needs_src(op):
+    """An ALU micro-op with a register operand (a src row)."""
     return op.alu & ~op.use_imm
+
+
+def two_phase(op):
+    """An ALU micro-op that reads its src row from ACC: reads ACC twice (src, then dst)."""
+    return needs_src(op) & ~op.src_cached
 
 
 class ComputeUnit(wiring.Component):
@@ -256,12 +262,19 @@ class ComputeUnit(wiring.Component):
 
         cur = op[ISSUE_STAGE]
         ahead = ISSUE_STAGE + 1
+        src_row_idx = issue_src[:acc_bits]
+        src_tag, src_tag_valid, src_hit = self._src_row_register(
+            m, cur, src_row_idx, valid, op, start & is_load
+        )
+        reads_src = needs_src(cur) & ~src_hit
         hazard = (reads_dst(cur) & in_flight(cur.dst, ACC_READ_STAGE)) | (
-            two_phase(cur) & in_flight(issue_src[:acc_bits], SRC_READ_STAGE)
+            reads_src & in_flight(src_row_idx, SRC_READ_STAGE)
         )
         # A src read at SRC_READ_STAGE meets the dst read of the micro-op one ahead.
-        port_taken = two_phase(cur) & valid[ahead] & reads_dst(op[ahead])
+        port_taken = reads_src & valid[ahead] & reads_dst(op[ahead])
         m.d.comb += issue_go.eq(valid[ISSUE_STAGE] & ~hazard & ~port_taken)
+        with m.If(issue_go & reads_src):
+            m.d.sync += [src_tag.eq(src_row_idx), src_tag_valid.eq(1)]
         m.d.comb += [
             self.inp_rd.addr.eq(issue_src),
             self.inp_rd.en.eq(issue_go & cur.gemm),
@@ -274,6 +287,7 @@ class ComputeUnit(wiring.Component):
                 self.alu_uops.eq(self.alu_uops + cur.alu),
             ]
         m.d.sync += [valid[ahead].eq(issue_go), op[ahead].eq(cur)]
+        m.d.sync += op[ahead].src_cached.eq(src_hit)
         for s in range(ahead, WRITE_STAGE):
             m.d.sync += [valid[s + 1].eq(valid[s]), op[s + 1].eq(op[s])]
         src_at = {ahead: Signal(src_bits, name=f"s{ahead}_src")}
@@ -302,8 +316,9 @@ class ComputeUnit(wiring.Component):
         b_op = op[DOT_STAGE - 1]
         imm = Signal(aw)
         m.d.comb += imm.eq(b_op.imm)
+        with m.If(valid[SRC_READ_STAGE + 1] & two_phase(op[SRC_READ_STAGE + 1])):
+            m.d.sync += src_row.eq(acc_rd.data)  # held for later micro-ops of the same src row
         m.d.sync += [
-            src_row.eq(acc_rd.data),
             operand_b.eq(Mux(b_op.use_imm, imm.replicate(lanes), src_row)),
             acc_row.eq(acc_rd.data),
         ]
@@ -355,3 +370,20 @@ class ComputeUnit(wiring.Component):
             finished.eq(Mux(is_load, ~dma.busy, Mux(is_loop, ~gen & ~(pushes & pipe_busy), 1))),
         ]
         return m
+
+    def _src_row_register(self, m, cur, src, valid, op, loading):
+        """Rule 8 of the overlap contract: the ALU keeps the last ACC src row it read (one entry).
+
+        Returns (tag, tag_valid, hit): ``hit`` is high when the micro-op at ISSUE needs src row
+        ``src`` and that row is the one the last src read fetched, with no write to it since or in
+        flight (stages past ISSUE), so it takes no ACC read (one cycle, not two). A write to the
+        row, CTRL.CLEAR and a LOAD invalidate the entry; the caller sets it on a src read.
+        """
+        tag = Signal(self.acc.addr_bits, name="src_tag")
+        tag_valid = Signal(name="src_tag_valid")
+        written = 0
+        for s in range(ISSUE_STAGE + 1, WRITE_STAGE + 1):
+            written = written | (valid[s] & (op[s].dst == src))
+        with m.If(self.zero | loading | (valid[WRITE_STAGE] & (op[WRITE_STAGE].dst == tag))):
+            m.d.sync += tag_valid.eq(0)
+        return tag, tag_valid, needs_src(cur) & tag_valid & (tag == src) & ~written
