@@ -35,6 +35,9 @@ class Timing:
     alu_pipeline_cycles: int = 10
     alu_cycles_per_uop: int = 2  # one ACC read port: read dst and src in turn
     alu_imm_cycles_per_uop: int = 1  # an immediate operand needs only the dst read
+    # a register operand whose src row is the previous micro-op's (the bias broadcast) is not
+    # read again (overlap contract rule 8): the micro-op costs what an immediate one does
+    alu_repeat_src_cycles_per_uop: int = 1
     finish_cycles: int = 3
     dep_only_cycles: int = 0  # a LOAD/STORE with x_size 0 (tokens only)
 
@@ -60,11 +63,18 @@ class Timing:
         instruction pushes a token; a compute LOAD or FINISH follows)."""
         return self.gemm_pipeline_cycles if n_iters else 0
 
-    def alu_issue_cycles(self, n_iters: int, use_imm: bool) -> int:
+    def alu_issue_cycles(self, n_iters: int, use_imm: bool, src_repeats: int = 0) -> int:
         """As ``gemm_issue_cycles`` for an ALU instruction (an immediate operand reads only the
-        destination)."""
-        per_uop = self.alu_imm_cycles_per_uop if use_imm else self.alu_cycles_per_uop
-        return self.alu_setup_cycles + n_iters * per_uop
+        destination; so do the ``src_repeats`` register-operand micro-ops whose src row is the
+        previous micro-op's, ``sim.cycle.alu_src_repeats``)."""
+        if use_imm:
+            return self.alu_setup_cycles + n_iters * self.alu_imm_cycles_per_uop
+        fresh = n_iters - src_repeats
+        return (
+            self.alu_setup_cycles
+            + fresh * self.alu_cycles_per_uop
+            + src_repeats * self.alu_repeat_src_cycles_per_uop
+        )
 
     def alu_drain_cycles(self, n_iters: int) -> int:
         """As ``gemm_drain_cycles`` for an ALU instruction."""

@@ -30,6 +30,9 @@ class ConvConfig:
     tile_co: int
     vthreads: int = 2
     gemm_loops: tuple[str, str] = ("ci", "co")
+    # the epilogue of one thread beside the others' GEMMs (the ISA's overlap bit), where it
+    # applies (``overlapped``); False lowers as VTA v0.0.2 does
+    overlap: bool = True
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -97,6 +100,43 @@ def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
         + (1 if ep.residual_via_gemm else 0),  # bias digit blocks, scaled identity
         "acc": wl.co_blocks if ep.bias and not ep.bias_via_gemm else 0,  # bias rows
     }
+
+
+def overlapped(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> int:
+    """How ``conv2d`` lowers ``c``: 0 without the epilogue overlapped (not asked for, one thread,
+    or no room), else the ACC slots per thread (2 where they fit: a thread's next tile need not
+    wait for the store of its last). Each ACC bank (the top bit of the row,
+    ``isa.layout.OVERLAP_DOC``) holds the slots of alternate threads and a copy of the bias
+    rows."""
+    if not c.overlap or c.vthreads < 2:
+        return 0
+    g = geometry(wl, ep, c)
+    room = hw.acc_depth // 2 - reserved_rows(wl, ep)["acc"]
+    for buffers in (2, 1):
+        if -(-c.vthreads * buffers // 2) * g.acc_rows <= room:
+            return buffers
+    return 0
+
+
+# GEMM micro-ops per output row from which the ALU pipe, beside them, has room for an ACC reset:
+# about what the epilogue's ALU passes take per row (bias, shift, two clips: one cycle each).
+ALU_RESET_MIN_GEMM_PER_ROW = 4
+
+
+def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: int) -> bool:
+    """Whether ``conv2d`` resets thread ``v``'s ACC tile on the ALU pipe (MUL by 0) instead of
+    the GEMM pipe: with the epilogue overlapped, for odd threads, when the tile starts with no
+    other GEMM pass, so the two pipes carry about the same work (a 1x1 layer's GEMM pipe would
+    otherwise hold its GEMMs and every reset)."""
+    starts_with_gemm = (ep.bias and ep.bias_via_gemm) or (
+        ep.residual_via_gemm and not ep.residual_after_shift
+    )
+    return (
+        v % 2 == 1
+        and not starts_with_gemm
+        and wl.ci_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
+        and overlapped(wl, ep, c, hw) > 0
+    )
 
 
 def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Geometry:
