@@ -233,11 +233,11 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
                 if k == 0 and lay.acc_slots == 1:
                     start(v, tile, slot)
                 _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, v)
+                if k == 0:
+                    residual_rows(v, tile)
                 if k == n_chunks - 1:
                     pending.append((v, tile, slot, last_part))
                 gemm_emitted(v)
-                if k == 0:
-                    residual_rows(v, tile)
     while pending:
         emit(pending.pop(0))
     em.finish()
