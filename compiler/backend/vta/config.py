@@ -59,11 +59,20 @@ class Geometry:
     inp_rows: int
     wgt_rows: int
     acc_rows: int  # output rows + residual rows (the bias of all blocks is held once, apart)
+    # input rows apart of two rows in the INP slot: a 1x1 kernel with a stride and no padding
+    # reads every stride-th row only, so only those are loaded (in_h = tile_h)
+    row_step: int = 1
+
+
+def skips_rows(wl: ConvWorkload) -> bool:
+    """Whether the input loads skip the rows the conv does not read (``Geometry.row_step``)."""
+    return wl.kernel_h == 1 and wl.stride > 1 and wl.pad == 0 and wl.pad_b == 0
 
 
 def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
     s = wl.stride
-    in_h = (c.tile_h - 1) * s + wl.kernel_h
+    step = s if skips_rows(wl) else 1
+    in_h = (c.tile_h - 1) * (s // step) + wl.kernel_h
     in_w = (c.tile_w - 1) * s + wl.kernel_w
     pixels = c.tile_h * c.tile_w
     acc = c.tile_co * pixels * (2 if ep.residual and not ep.residual_via_gemm else 1)
@@ -75,6 +84,7 @@ def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
         inp,
         c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w,
         acc,
+        step,
     )
 
 
@@ -87,7 +97,7 @@ def gemm_dims(wl: ConvWorkload, c: ConvConfig, g: Geometry) -> dict[str, tuple[i
         "ci": (c.tile_ci, 0, g.in_h * g.in_w, kk),
         "kh": (wl.kernel_h, 0, g.in_w, wl.kernel_w),
         "kw": (wl.kernel_w, 0, 1, 1),
-        "oh": (c.tile_h, c.tile_w, s * g.in_w, 0),
+        "oh": (c.tile_h, c.tile_w, s // g.row_step * g.in_w, 0),
         "ow": (c.tile_w, 1, s, 0),
     }
 

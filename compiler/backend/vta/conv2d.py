@@ -405,7 +405,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
     # input rows/cols the tile needs, in unpadded coordinates, and how much falls in the padding
     top, left = oh0 * s - pad, ow0 * s - pad
     y0, x0 = max(0, -top), max(0, -left)
-    y1 = max(0, top + g.in_h - wl.height)
+    y1 = max(0, top + (g.in_h - 1) * g.row_step + 1 - wl.height)  # (row_step > 1: no padding)
     x1 = max(0, left + g.in_w - wl.width)
     ys, xs = g.in_h - y0 - y1, g.in_w - x0 - x1
     if ys <= 0 or xs <= 0:
@@ -418,7 +418,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
             dram.data + plane + (top + y0) * wl.width + (left + x0),
             ys,
             xs,
-            wl.width,
+            wl.width * g.row_step,
             (y0, y1, x0, x1),
         )
     key = (co0, ci0)

@@ -317,8 +317,10 @@ def _dma(
         return window - np.maximum(0, -start) - np.maximum(0, start + window - size)
 
     ys = clipped(wl.out_h, c.tile_h, g.in_h, wl.height)[:, None]
+    if g.row_step > 1:  # every row_step-th row (no padding): never clipped
+        ys = np.full_like(ys, g.in_h)
     xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
-    flat = (xs == wl.width) | (ys == 1)  # one contiguous block
+    flat = ((xs == wl.width) & (g.row_step == 1)) | (ys == 1)  # one contiguous block
     inp = port(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
     per_sp = co_tiles * chunks * c.tile_ci  # input transfers per spatial tile
     inp_port = per_sp * float(inp.sum())

@@ -24,7 +24,7 @@ from pyvta.compiler.backend.vta.reference import reference_conv
 from pyvta.compiler.backend.vta.workload import resnet18_workload
 from pyvta.compiler.workloads import VTA_LAYERS
 from pyvta.driver import SimDevice
-from pyvta.isa import HwConfig, Module, encode_uops
+from pyvta.isa import HwConfig, MemType, Module, encode_uops
 
 
 def run_and_check(
@@ -230,3 +230,14 @@ def test_overlapped_lowering_is_race_free_and_equals_the_v002_one(ep_name, c):
         if overlap:
             assert sum(getattr(i, "overlap", False) for i in low.insns) > 0
     assert np.array_equal(outputs[0], outputs[1])
+
+
+def test_strided_1x1_loads_only_the_rows_it_reads(rng):
+    """A 1x1 kernel with stride 2 and no padding reads every other input row: the input loads
+    skip the others (half the INP traffic), and the result stays exact."""
+    wl = ConvWorkload(28, 28, 64, 128, 1, 1, 2, 0)
+    c = ConvConfig(2, 14, 4, 8, 2)
+    low = lower_conv2d(wl, Epilogue.requant(8), c, HwConfig(), DramMap.disjoint(wl, HwConfig()))
+    inp = [i for i in low.insns if getattr(i, "memory_type", None) is MemType.INP]
+    assert inp and all(i.x_stride == 2 * wl.width and i.y_size == c.tile_h for i in inp)
+    run_and_check(wl, Epilogue.requant(8), rng, c)
