@@ -135,8 +135,8 @@ ALU_RESET_MIN_GEMM_PER_ROW = 4
 
 def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: int) -> bool:
     """Whether ``conv2d`` resets thread ``v``'s ACC tile on the ALU pipe (MUL by 0) instead of
-    the GEMM pipe: with the epilogue overlapped, for odd threads, when the tile starts with no
-    other GEMM pass, so the two pipes carry about the same work (a 1x1 layer's GEMM pipe would
+    the GEMM pipe: with the epilogue overlapped and two ACC slots per thread, for odd threads,
+    when the tile starts with no other GEMM pass, so the two pipes carry about the same work (a 1x1 layer's GEMM pipe would
     otherwise hold its GEMMs and every reset)."""
     starts_with_gemm = (ep.bias and ep.bias_via_gemm) or (
         ep.residual_via_gemm and not ep.residual_after_shift
@@ -145,7 +145,7 @@ def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: in
         v % 2 == 1
         and not starts_with_gemm
         and wl.ci_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
-        and overlapped(wl, ep, c, hw) > 0
+        and overlapped(wl, ep, c, hw) == 2  # tile starts batched (conv2d._emit_overlapped)
     )
 
 
