@@ -1,17 +1,19 @@
 """Differential fuzzing at scale: N seeded random programs on the fast RTL device
 (``driver.open("rtl")``, one device kept open), each final DRAM compared with ``sim.run``.
 
-    .venv/bin/python benchmarks/rtl_fuzz.py [--count 10000] [--seed 0] [--faults]
+    .venv/bin/python benchmarks/rtl_fuzz.py [--count 10000] [--seed 0] [--faults] [--overlap]
 
 tests/hw/test_rtl_device.py runs 200 of these per test run; this is the 10,000-program run.
 Prints the seeds, the mismatches (none expected), cycles simulated and the time taken.
 ``--faults``: each program gets one random bad instruction (``sim.faults``); the RTL must stop
-at the instruction ``sim.run`` refuses, with the simulator's kind of error.
+at the instruction ``sim.run`` refuses, with the simulator's kind of error. ``--overlap``: the
+programs also carry the overlap bit where it is legal (``random_program(overlap=True)``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections import Counter
 
@@ -30,6 +32,7 @@ def main(argv=None) -> int:
     ap.add_argument("--count", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0, help="first seed")
     ap.add_argument("--faults", action="store_true", help="one random bad instruction each")
+    ap.add_argument("--overlap", action="store_true", help="overlap bits where legal")
     args = ap.parse_args(argv)
     print(f"seeds {args.seed}..{args.seed + args.count - 1}")
     dev = driver.open("rtl", dram_bytes=1 << 22)
@@ -38,6 +41,8 @@ def main(argv=None) -> int:
     for start in range(args.seed, args.seed + args.count, BATCH):
         seeds = range(start, min(start + BATCH, args.seed + args.count))
         make = _faulting_program if args.faults else random_program
+        if args.overlap and not args.faults:
+            make = functools.partial(random_program, overlap=True)
         named = [(f"seed {s}", make(np.random.default_rng(s))) for s in seeds]
         runs = device_runs(dev, [p for _, p in named])
         bad += (fault_mismatches if args.faults else accelerator_mismatches)(named, runs)

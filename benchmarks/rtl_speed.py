@@ -2,11 +2,13 @@
 cocotb testbench on the same programs, and the cycle model's error against the RTL.
 
     python benchmarks/rtl_speed.py [--random 20] [--seed 1000] [--no-cocotb] [--no-layer]
+                                   [--overlap 20]
 
 Prints, for a GEMM-heavy program (a tiled int8 matrix multiply) and ResNet-18 layer C9, the RTL
 cycle count and simulated cycles per second on both paths (fast: the launch's wall time, device
 already open; cocotb: wall time including the simulator's start, as ``pyvta hw run`` pays it); then
-per program the RTL cycles (fast device; cocotb) next to ``sim.run_cycles``. Ends with
+per program the RTL cycles (fast device; cocotb) next to ``sim.run_cycles`` (``--overlap N``: also
+N random programs with overlap bits). Ends with
 ``rtl cycles/s: N`` (the fast device on the GEMM-heavy program, build excluded, per CPU second of
 the simulating process: on a shared machine wall-clock rates depend on the load; both are printed).
 Target: 2e5.
@@ -92,6 +94,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1000, help="first seed of the random programs")
     ap.add_argument("--no-cocotb", action="store_true", help="skip the cocotb side")
     ap.add_argument("--no-layer", action="store_true", help="skip ResNet-18 layer C9")
+    ap.add_argument(
+        "--overlap", type=int, default=0, help="random programs with overlap bits in the table"
+    )
     args = ap.parse_args(argv)
     cfg = isa.DEFAULT_CONFIG
     print(f"random seeds {args.seed}..{args.seed + args.random - 1}")
@@ -133,6 +138,10 @@ def main(argv=None) -> int:
     table = {"gemm_heavy": progs[next(iter(progs))]} | directed_programs(cfg)
     seeds = range(args.seed, args.seed + args.random)
     table |= {f"random_{s}": random_program(np.random.default_rng(s)) for s in seeds}
+    table |= {
+        f"overlap_{s}": random_program(np.random.default_rng(s), overlap=True)
+        for s in range(args.seed, args.seed + args.overlap)
+    }
     from pyvta.testing.compare import device_runs
 
     fast = device_runs(dev, table.values())

@@ -55,7 +55,9 @@ class SimDevice(HostDramDevice):
         wall_s = time.perf_counter() - t0
         report = None
         if self.cycles:
-            report = sim.cycles_of(program.insns(), self.config, self.timing, trace=self.trace)
+            report = sim.cycles_of(
+                program.insns(), self.config, self.timing, self.trace, program.dram
+            )
         return RunResult(
             stats=Stats.from_cycle_report(report, result.counters) if report else None,
             counters=result.counters.to_dict(),

@@ -1,19 +1,31 @@
 """The compute unit: micro-op buffer, ACC buffer, GEMM core and ALU, UOP/ACC loads, FINISH.
 
-GEMM/ALU pipeline, one micro-op per cycle (two for ALU without immediate: one ACC read port), every
-stage ends in registers:
+Two issue lanes (``isa.layout.OVERLAP_DOC``): the GEMM lane (GEMM instructions, resets included)
+and the ALU lane, each with its own loop counters and UOP read port, each in order, one micro-op
+per cycle. Every stage ends in registers:
   S0  loop counters -> UOP read           S1  UOP row -> indices (u + loop bases)
-  S2  ISSUE: INP/WGT reads; the only stage that stalls (read-after-write hazards on ACC, so results
-      never depend on micro-op order, and the ACC read port for two-phase ALU micro-ops)
+  S2  ISSUE: INP/WGT reads (GEMM lane); the only stage that stalls (read-after-write hazards on
+      ACC rows in both lanes, program order between the lanes, the ACC bank ports)
   S3  INP/WGT rows registered             S4-S6  GEMM core (products, adder tree in two halves)
-  S4  ACC src read (ALU without imm)      S5  ACC dst read;  S6  ACC rows registered
+  S4  ACC src read (ALU, register operand, unless the src-row register holds the row)
+  S5  ACC dst read;  S6  ACC rows registered
   S7  accumulate (GEMM) / ALU operands    S8  ACC and OUT write (ALU result combined)
-Each micro-op carries its own control (``op_layout``), so the next instruction's micro-ops follow
-the previous one's without a drain. The unit drains (``pipe_busy`` low) only before pushing a
-dependency token, before FINISH and before a LOAD (into UOP/ACC, which the pipeline reads).
+ACC and OUT are two banks by the top row bit, each with its own ports; when both lanes need one
+bank's port in the same cycle the ALU lane waits. Each micro-op carries its own control
+(``op_layout``), so the next instruction's micro-ops follow without a drain.
+
+Dispatch is in program order (``hw.queues.sequence``): a GEMM/ALU instruction goes to its lane once
+the lane's counters are free and, unless its ``overlap`` bit is set, the other lane's too; its
+micro-ops then issue after every earlier micro-op of the other lane except (``overlap``) those of
+its partner, the other lane's most recent instruction (instruction tags ``seq``/``limit``). An
+instruction that pushes a token waits for its lane to drain and for the other lane to retire all
+but the partner; a LOAD (into UOP/ACC, which the lanes read) and FINISH wait for both to drain.
+A program without overlap bits runs exactly as on one lane.
 """
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, memory, stream, wiring
@@ -23,9 +35,17 @@ from pyvta import isa
 from pyvta.hw.axi import read_client_signature
 from pyvta.hw.core import ALU_LATENCY_CYCLES, GEMM_LATENCY_CYCLES, Alu, GemmCore, lanes_add
 from pyvta.hw.dma import DmaLoad
-from pyvta.hw.fields import INSN_WORD_BITS, flexible_layout, insn_view, uop_view
+from pyvta.hw.fields import INSN_WORD_BITS, any_of, flexible_layout, insn_view, uop_view
 from pyvta.hw.queues import sequence, token_port
-from pyvta.hw.sram import sram_read_signature, sram_shape, sram_write_signature
+from pyvta.hw.sram import (
+    ACC_BANKS,
+    bank_of,
+    bank_row,
+    bank_shape,
+    sram_read_signature,
+    sram_shape,
+    sram_write_signature,
+)
 
 COMPUTE_LOADS = tuple(m for m, mod in isa.LOAD_MODULE.items() if mod is isa.Module.COMPUTE)
 # Pipeline stages (numbered as in the module docstring), derived from the cores' latencies.
@@ -36,6 +56,10 @@ ACC_READ_STAGE = DOT_STAGE - 2  # read, then registered: the ACC row is there wi
 SRC_READ_STAGE = ACC_READ_STAGE - 1
 assert WRITE_STAGE - ALU_LATENCY_CYCLES == DOT_STAGE, "ALU operands enter with the dot product"
 PIPELINE_LATENCY_CYCLES = WRITE_STAGE  # S0 of the last micro-op to its ACC write
+# Instruction tags, compared modulo 2**SEQ_BITS: far more than the instructions in flight
+# (at most one per lane stage).
+SEQ_BITS = 6
+LANES = ("gemm", "alu")
 
 
 def op_layout(cfg: isa.HwConfig, acc_bits: int) -> data.StructLayout:
@@ -50,6 +74,10 @@ def op_layout(cfg: isa.HwConfig, acc_bits: int) -> data.StructLayout:
             "alu_op": alu["alu_opcode"].shape,
             "imm": alu["imm"].shape,
             "dst": acc_bits,
+            "src_cached": 1,  # the src row is the one the last src read fetched (no read)
+            "overlap": 1,
+            "seq": SEQ_BITS,  # the instruction's tag
+            "limit": SEQ_BITS,  # issue after the other lane's micro-ops with older tags
         }
     )
 
@@ -59,9 +87,20 @@ def reads_dst(op):
     return op.alu | (op.gemm & ~op.reset)
 
 
-def two_phase(op):
-    """An ALU micro-op with a src row: reads ACC twice (src, then dst)."""
+def needs_src(op):
+    """An ALU micro-op with a register operand (a src row)."""
     return op.alu & ~op.use_imm
+
+
+def two_phase(op):
+    """An ALU micro-op that reads its src row from ACC: reads ACC twice (src, then dst)."""
+    return needs_src(op) & ~op.src_cached
+
+
+def older(a, b):
+    """Instruction tag ``a`` is older than tag ``b`` (modulo 2**SEQ_BITS)."""
+    d = (b - a)[:SEQ_BITS]
+    return (d != 0) & ~d[SEQ_BITS - 1]
 
 
 class ComputeUnit(wiring.Component):
@@ -73,6 +112,12 @@ class ComputeUnit(wiring.Component):
         self.inp = sram_shape(cfg, "inp")
         self.wgt = sram_shape(cfg, "wgt")
         self.out = sram_shape(cfg, "out")
+        if self.out.depth != self.acc.depth:
+            raise ValueError(
+                f"OUT depth {self.out.depth} differs from ACC depth {self.acc.depth}: the compute"
+                " unit writes OUT row i with ACC row i (equal depths are required)"
+            )
+        self.out_bank = bank_shape(self.out)
         super().__init__(
             {
                 "cmd": In(stream.Signature(INSN_WORD_BITS)),
@@ -85,7 +130,7 @@ class ComputeUnit(wiring.Component):
                 "inp_data": In(self.inp.row_bits),
                 "wgt_rd": Out(sram_read_signature(self.wgt)),
                 "wgt_data": In(self.wgt.row_bits),
-                "out_wr": Out(sram_write_signature(self.out)),
+                "out_wr": Out(sram_write_signature(self.out_bank)).array(ACC_BANKS),
                 "clear": In(1),
                 "zero": In(1),
                 "zero_addr": In(16),
@@ -107,13 +152,7 @@ class ComputeUnit(wiring.Component):
         m.submodules.uop_mem = uop_mem = memory.Memory(
             shape=self.uop.row_bits, depth=self.uop.depth, init=[]
         )
-        m.submodules.acc_mem = acc_mem = memory.Memory(
-            shape=self.acc.row_bits, depth=self.acc.depth, init=[]
-        )
         uop_wr = uop_mem.write_port(granularity=self.uop.granularity_bits)
-        uop_rd = uop_mem.read_port()
-        acc_wr = acc_mem.write_port(granularity=self.acc.granularity_bits)
-        acc_rd = acc_mem.read_port()
         with m.If(self.zero):
             m.d.comb += [uop_wr.addr.eq(self.zero_addr), uop_wr.data.eq(0), uop_wr.en.eq(-1)]
         with m.Else():
@@ -127,7 +166,6 @@ class ComputeUnit(wiring.Component):
 
         insn = Signal(INSN_WORD_BITS)
         g = insn_view("gemm", cfg, insn)
-        a = insn_view("alu", cfg, insn)
         is_gemm = g.opcode == isa.Opcode.GEMM
         is_alu = g.opcode == isa.Opcode.ALU
         is_loop = is_gemm | is_alu
@@ -149,48 +187,244 @@ class ComputeUnit(wiring.Component):
             may_start=may_start,
             back_to_back=True,
         )
-        m.d.comb += [
-            self.idle.eq(idle),
-            self.executing.eq(executing),
-            self.stalled.eq(stalled),
-            dma.insn.eq(insn),
-            dma.start.eq(start & is_load),
-        ]
+        m.d.comb += [dma.insn.eq(insn), dma.start.eq(start & is_load)]
         with m.If(start & is_finish):
             m.d.sync += self.finished.eq(1)
         with m.If(self.clear):
             m.d.sync += [self.finished.eq(0), self.gemm_uops.eq(0), self.alu_uops.eq(0)]
 
-        # ---- S0: loop counters -------------------------------------------------------------------
-        acc_bits, inp_bits, wgt_bits = self.acc.addr_bits, self.inp.addr_bits, self.wgt.addr_bits
-        src_bits = max(acc_bits, inp_bits)
-        layout = op_layout(cfg, acc_bits)
-        stages = range(WRITE_STAGE + 1)
-        valid = [Signal(name=f"s{s}_valid") for s in stages]
-        op = [Signal(layout, name=f"s{s}_op") for s in stages]
-        gen = Signal()
-        i = Signal(len(g.iter_out))
-        j = Signal(len(g.iter_in))
-        k = Signal(len(g.uop_end))
-        bases_o = [
-            Signal(acc_bits, name="dst_o"),
-            Signal(src_bits, name="src_o"),
-            Signal(wgt_bits, name="wgt_o"),
+        # ---- dispatch: instruction tags, the lanes' S0-S2 -----------------------------------------
+        seq = Signal(SEQ_BITS)
+        with m.If(start & is_loop):
+            m.d.sync += seq.eq(seq + 1)
+        lanes = {}
+        for name, is_kind in zip(LANES, (is_gemm, is_alu), strict=True):
+            port = uop_mem.read_port()
+            lanes[name] = self._lane(m, name, port, start & is_kind, insn)
+        G, A = lanes["gemm"], lanes["alu"]
+        ov = g.overlap
+        for me, other in ((G, A), (A, G)):
+            # An overlapped instruction need not wait for its partner (the other lane's newest);
+            # with the other lane empty there is none, and the tag of its newest may be stale.
+            m.d.comb += me.new_limit.eq(Mux(ov & other.busy, other.seq, seq))
+            m.d.comb += me.new_seq.eq(seq)
+        pipe_busy = G.busy | A.busy
+        loop_ok = Mux(is_gemm, G.free & (ov | A.free), A.free & (ov | G.free))
+        m.d.comb += may_start.eq(Mux(is_load | is_finish, ~pipe_busy, ~is_loop | loop_ok))
+        # A push waits for its lane to drain and the other lane to retire all but the partner.
+        push_ok = Mux(
+            is_gemm, ~G.busy & ~A.retiring_older(G.limit), ~A.busy & ~G.retiring_older(A.limit)
+        )
+        pushes = g.push_prev_dep | g.push_next_dep
+        m.d.comb += finished.eq(Mux(is_load, ~dma.busy, ~is_loop | ~pushes | push_ok))
+        # Waiting for a lane is counted as executing (one lane: the previous instruction's EXEC).
+        loop_wait = ~idle & ~executing & is_loop & ~may_start
+        m.d.comb += [
+            self.idle.eq(idle),
+            self.executing.eq(executing | loop_wait),
+            self.stalled.eq(stalled & ~loop_wait),
         ]
-        bases_i = [
-            Signal(acc_bits, name="dst_i"),
-            Signal(src_bits, name="src_i"),
-            Signal(wgt_bits, name="wgt_i"),
-        ]
-        f_out = [
-            g.dst_factor_out,
-            Mux(is_alu, a.src_factor_out, g.src_factor_out),
-            g.wgt_factor_out,
-        ]
-        f_in = [g.dst_factor_in, Mux(is_alu, a.src_factor_in, g.src_factor_in), g.wgt_factor_in]
 
-        issue_go = Signal()
-        issue_ready = ~valid[ISSUE_STAGE] | issue_go
+        # ---- S2: issue --------------------------------------------------------------------------
+        acc_bits = self.acc.addr_bits
+
+        def written(idx, read_stage, lanes_=(G, A)):
+            """A micro-op past ISSUE still writes ACC row ``idx`` when the one at ISSUE reads it
+            at ``read_stage`` (the read port is not transparent: same-cycle writes are not seen)."""
+            last = WRITE_STAGE + ISSUE_STAGE - read_stage
+            return any_of(
+                ln.valid[s] & (ln.op[s].dst == idx)
+                for ln in lanes_
+                for s in range(ISSUE_STAGE + 1, last + 1)
+            )
+
+        def after_older(cur, other):
+            """The other lane holds an un-issued micro-op that must issue before ``cur``."""
+            return any_of(
+                other.valid[s] & older(other.op[s].seq, cur.limit)
+                for s in range(1, ISSUE_STAGE + 1)
+            )
+
+        cg, ca = G.op[ISSUE_STAGE], A.op[ISSUE_STAGE]
+        g_waits = after_older(cg, A)
+        g_hazard = reads_dst(cg) & written(cg.dst, ACC_READ_STAGE)
+        m.d.comb += G.issue_go.eq(G.valid[ISSUE_STAGE] & ~g_hazard & ~g_waits)
+
+        src = A.issue_src[:acc_bits]
+        src_tag, src_tag_seq, src_tag_valid, src_hit = self._src_row_register(
+            m, ca, src, (G, A), start & is_load
+        )
+        reads_src = needs_src(ca) & ~src_hit
+        a_hazard = (reads_dst(ca) & written(ca.dst, ACC_READ_STAGE)) | (
+            reads_src & written(src, SRC_READ_STAGE)
+        )
+        ahead = ISSUE_STAGE + 1
+        # Ports: a src read (ahead + 1) meets the dst read of a micro-op issued one cycle before
+        # (ALU lane: any; GEMM lane: in the same bank, or any for an instruction without overlap,
+        # as on one lane); a GEMM micro-op issuing now to the ALU's dst bank has priority.
+        g_ahead = G.valid[ahead] & reads_dst(G.op[ahead])
+        port_taken = reads_src & (
+            (A.valid[ahead] & reads_dst(A.op[ahead]))
+            | (g_ahead & (~ca.overlap | (bank_of(G.op[ahead].dst) == bank_of(src))))
+        )
+        bank_taken = G.valid[ISSUE_STAGE] & ~g_waits & (bank_of(cg.dst) == bank_of(ca.dst))
+        a_waits = after_older(ca, G)
+        m.d.comb += A.issue_go.eq(
+            A.valid[ISSUE_STAGE] & ~a_hazard & ~a_waits & ~port_taken & ~bank_taken
+        )
+        with m.If(A.issue_go & reads_src):
+            m.d.sync += [src_tag.eq(src), src_tag_seq.eq(ca.seq), src_tag_valid.eq(1)]
+        m.d.sync += A.op[ahead].src_cached.eq(src_hit)
+        m.d.comb += [
+            self.inp_rd.addr.eq(G.issue_src),
+            self.inp_rd.en.eq(G.issue_go),
+            self.wgt_rd.addr.eq(G.issue_wgt),
+            self.wgt_rd.en.eq(G.issue_go),
+        ]
+        m.d.sync += [
+            self.gemm_uops.eq(self.gemm_uops + G.issue_go),
+            self.alu_uops.eq(self.alu_uops + A.issue_go),
+        ]
+        src_at = {ahead: Signal(acc_bits, name=f"s{ahead}_src")}
+        m.d.sync += src_at[ahead].eq(src)
+        for s in range(ahead, ACC_READ_STAGE):
+            src_at[s + 1] = Signal(acc_bits, name=f"s{s + 1}_src")
+            m.d.sync += src_at[s + 1].eq(src_at[s])
+
+        # ---- S3-S6: INP/WGT rows registered, GEMM core; ACC reads (two banks), registered ------
+        inp_row = Signal.like(self.inp_data)
+        wgt_row = Signal.like(self.wgt_data)
+        m.d.sync += [inp_row.eq(self.inp_data), wgt_row.eq(self.wgt_data)]
+        m.d.comb += [gemm.inp.eq(inp_row), gemm.wgt.eq(wgt_row)]
+        bank = bank_shape(self.acc)
+        acc_rd, acc_wr = [], []
+        for b in range(ACC_BANKS):
+            mem = memory.Memory(shape=bank.row_bits, depth=bank.depth, init=[])
+            m.submodules[f"acc_mem{b}"] = mem
+            acc_wr.append(mem.write_port(granularity=bank.granularity_bits))
+            acc_rd.append(rd := mem.read_port())
+            a_src, a_dst, g_dst = (A.op[SRC_READ_STAGE], A.op[ACC_READ_STAGE], G.op[ACC_READ_STAGE])
+            src_idx = src_at[SRC_READ_STAGE]
+            with m.If(A.valid[SRC_READ_STAGE] & two_phase(a_src) & (bank_of(src_idx) == b)):
+                m.d.comb += [rd.addr.eq(bank_row(src_idx)), rd.en.eq(1)]
+            with m.Elif(A.valid[ACC_READ_STAGE] & (bank_of(a_dst.dst) == b)):
+                m.d.comb += [rd.addr.eq(bank_row(a_dst.dst)), rd.en.eq(1)]
+            with m.Elif(G.valid[ACC_READ_STAGE] & reads_dst(g_dst) & (bank_of(g_dst.dst) == b)):
+                m.d.comb += [rd.addr.eq(bank_row(g_dst.dst)), rd.en.eq(1)]
+
+        def read_data(idx):
+            """The row the bank of ``idx`` returns (read the cycle before)."""
+            return Mux(bank_of(idx), acc_rd[1].data, acc_rd[0].data)
+
+        # The src row arrives while its micro-op reads dst; the ALU's second operand (that row or
+        # the immediate) and the dst rows are registered for DOT_STAGE.
+        lanes_n = cfg.batch * cfg.block_out
+        aw = cfg.acc_width_bits
+        row_bits = self.acc.row_bits
+        src_row = Signal(row_bits)
+        alu_row = Signal(row_bits)
+        gemm_row = Signal(row_bits)
+        operand_b = Signal(row_bits)
+        with m.If(A.valid[ahead + 2] & two_phase(A.op[ahead + 2])):
+            m.d.sync += src_row.eq(read_data(src_at[ahead + 2]))  # held for the next micro-ops
+        b_op = A.op[DOT_STAGE - 1]
+        imm = Signal(aw)
+        m.d.comb += imm.eq(b_op.imm)
+        m.d.sync += [
+            operand_b.eq(Mux(b_op.use_imm, imm.replicate(lanes_n), src_row)),
+            alu_row.eq(read_data(A.op[DOT_STAGE - 1].dst)),
+            gemm_row.eq(read_data(G.op[DOT_STAGE - 1].dst)),
+        ]
+
+        # ---- S7: accumulate / ALU operands ---------------------------------------------------------
+        m.d.comb += [alu.op.eq(A.op[DOT_STAGE].alu_op), alu.a.eq(alu_row), alu.b.eq(operand_b)]
+        gemm_sum = Signal(row_bits)
+        g_dot = G.op[DOT_STAGE]
+        m.d.sync += gemm_sum.eq(Mux(g_dot.reset, 0, lanes_add(gemm_row, gemm.dot, aw, lanes_n)))
+
+        # ---- S8: ACC and OUT writes, per bank ---------------------------------------------------
+        def out_row(result):
+            return Cat(*(result[lane * aw :][: cfg.out_width_bits] for lane in range(lanes_n)))
+
+        writers = [(G, gemm_sum), (A, alu.result)]
+        for b in range(ACC_BANKS):
+            wr, out_wr = acc_wr[b], self.out_wr[b]
+            with m.If(self.zero):
+                m.d.comb += [
+                    wr.addr.eq(self.zero_addr),
+                    wr.data.eq(0),
+                    wr.en.eq(-1),
+                    out_wr.addr.eq(self.zero_addr),
+                    out_wr.data.eq(0),
+                    out_wr.en.eq(-1),
+                ]
+            for lane, result in writers:
+                w = lane.op[WRITE_STAGE]
+                with m.Elif(lane.valid[WRITE_STAGE] & (bank_of(w.dst) == b)):
+                    m.d.comb += [
+                        wr.addr.eq(bank_row(w.dst)),
+                        wr.data.eq(result),
+                        wr.en.eq(-1),
+                        out_wr.addr.eq(bank_row(w.dst)),
+                        out_wr.data.eq(out_row(result)),
+                        out_wr.en.eq(-1),
+                    ]
+            with m.Elif(bank_of(dma.acc_wr.addr) == b):
+                m.d.comb += [
+                    wr.addr.eq(bank_row(dma.acc_wr.addr)),
+                    wr.data.eq(dma.acc_wr.data),
+                    wr.en.eq(dma.acc_wr.en),
+                ]
+        return m
+
+    def _lane(self, m, name, uop_rd, start, insn):
+        """One issue lane's S0 (loop counters, UOP read), S1 (indices) and S2 registers, and the
+        stages past ISSUE (control only). The caller drives ``issue_go``, ``new_seq`` and
+        ``new_limit`` (the tags of the instruction dispatched when ``start`` is high)."""
+        cfg = self.cfg
+        is_alu = name == "alu"
+        acc_bits, inp_bits, wgt_bits = (self.acc.addr_bits, self.inp.addr_bits, self.wgt.addr_bits)
+        src_bits = acc_bits if is_alu else inp_bits
+        layout = op_layout(cfg, acc_bits)
+        valid = [None] + [Signal(name=f"{name}_s{s}_valid") for s in range(1, WRITE_STAGE + 1)]
+        op = [None] + [Signal(layout, name=f"{name}_s{s}_op") for s in range(1, WRITE_STAGE + 1)]
+        ln = SimpleNamespace(
+            valid=valid,
+            op=op,
+            issue_go=Signal(name=f"{name}_issue_go"),
+            new_seq=Signal(SEQ_BITS, name=f"{name}_new_seq"),
+            new_limit=Signal(SEQ_BITS, name=f"{name}_new_limit"),
+            seq=Signal(SEQ_BITS, name=f"{name}_seq"),
+            limit=Signal(SEQ_BITS, name=f"{name}_limit"),
+            issue_src=Signal(src_bits, name=f"{name}_issue_src"),
+            issue_wgt=Signal(wgt_bits, name=f"{name}_issue_wgt"),
+        )
+        own = Signal(INSN_WORD_BITS, name=f"{name}_insn")  # the lane's instruction, kept
+        gi, g, a = (
+            insn_view("gemm", cfg, insn),
+            insn_view("gemm", cfg, own),
+            insn_view("alu", cfg, own),
+        )
+        with m.If(start):
+            m.d.sync += [own.eq(insn), ln.seq.eq(ln.new_seq), ln.limit.eq(ln.new_limit)]
+
+        # ---- S0: loop counters -------------------------------------------------------------------
+        gen, gen_prev = Signal(name=f"{name}_gen"), Signal(name=f"{name}_gen_prev")
+        m.d.sync += gen_prev.eq(gen)
+        i = Signal(len(g.iter_out), name=f"{name}_i")
+        j = Signal(len(g.iter_in), name=f"{name}_j")
+        k = Signal(len(g.uop_end), name=f"{name}_k")
+        widths = [acc_bits, src_bits] + ([] if is_alu else [wgt_bits])
+        tags = ["dst", "src", "wgt"]
+        bases_o = [Signal(w, name=f"{name}_{t}_o") for w, t in zip(widths, tags, strict=False)]
+        bases_i = [Signal(w, name=f"{name}_{t}_i") for w, t in zip(widths, tags, strict=False)]
+        src_f = (
+            (a.src_factor_out, a.src_factor_in) if is_alu else (g.src_factor_out, g.src_factor_in)
+        )
+        f_out = [g.dst_factor_out, src_f[0], g.wgt_factor_out][: len(widths)]
+        f_in = [g.dst_factor_in, src_f[1], g.wgt_factor_in][: len(widths)]
+
+        issue_ready = ~valid[ISSUE_STAGE] | ln.issue_go
         s1_ready = ~valid[1] | issue_ready
         s0_fire = gen & s1_ready
         log_per_row = self.uop.log_elems_per_row
@@ -210,148 +444,86 @@ class ComputeUnit(wiring.Component):
                         m.d.sync += bi.eq(bi + fi)
             with m.Else():
                 m.d.sync += k.eq(k + 1)
-        loop_nonempty = (g.iter_out != 0) & (g.iter_in != 0) & (g.uop_end > g.uop_bgn)
-        with m.If(start & is_loop):
-            m.d.sync += [gen.eq(loop_nonempty), i.eq(0), j.eq(0), k.eq(g.uop_bgn)]
+        loop_nonempty = (gi.iter_out != 0) & (gi.iter_in != 0) & (gi.uop_end > gi.uop_bgn)
+        with m.If(start):
+            m.d.sync += [gen.eq(loop_nonempty), i.eq(0), j.eq(0), k.eq(gi.uop_bgn)]
             m.d.sync += [b.eq(0) for b in bases_o + bases_i]
 
         # ---- S1: the UOP row arrives; indices ------------------------------------------------------
-        s1_bases = [Signal(len(b), name=f"s1_{b.name}") for b in bases_i]
-        s1_lane = Signal(max(1, log_per_row))
+        s1_bases = [
+            Signal(len(b), name=f"{name}_s1_{t}") for b, t in zip(bases_i, tags, strict=False)
+        ]
+        s1_lane = Signal(max(1, log_per_row), name=f"{name}_s1_lane")
         with m.If(s1_ready):
             m.d.sync += valid[1].eq(s0_fire)
         with m.If(s0_fire):
             m.d.sync += [s.eq(b) for s, b in zip(s1_bases, bases_i, strict=True)]
             m.d.sync += s1_lane.eq(k[:log_per_row] if log_per_row else 0)
             m.d.sync += [
-                op[1].gemm.eq(is_gemm),
+                op[1].gemm.eq(not is_alu),
                 op[1].alu.eq(is_alu),
-                op[1].reset.eq(g.reset_reg),
-                op[1].use_imm.eq(a.use_imm),
-                op[1].alu_op.eq(a.alu_opcode),
-                op[1].imm.eq(a.imm),
+                op[1].overlap.eq(g.overlap),
+                op[1].seq.eq(ln.seq),
+                op[1].limit.eq(ln.limit),
             ]
+            if is_alu:
+                m.d.sync += [
+                    op[1].use_imm.eq(a.use_imm),
+                    op[1].alu_op.eq(a.alu_opcode),
+                    op[1].imm.eq(a.imm),
+                ]
+            else:
+                m.d.sync += op[1].reset.eq(g.reset_reg)
         u = uop_view(cfg, uop_rd.data.word_select(s1_lane, self.uop.elem_bits))
         src_sum = u.src + s1_bases[1]
-        issue_src = Signal(src_bits)
-        issue_wgt = Signal(wgt_bits)
         with m.If(issue_ready):
             m.d.sync += [
                 valid[ISSUE_STAGE].eq(valid[1]),
                 op[ISSUE_STAGE].eq(op[1]),
                 op[ISSUE_STAGE].dst.eq(u.dst + s1_bases[0]),
-                issue_src.eq(Mux(op[1].alu, src_sum[:acc_bits], src_sum[:inp_bits])),
-                issue_wgt.eq(u.wgt + s1_bases[2]),
+                ln.issue_src.eq(src_sum[:src_bits]),
             ]
+            if not is_alu:
+                m.d.sync += ln.issue_wgt.eq(u.wgt + s1_bases[2])
 
-        # ---- S2: issue (hazards) and INP/WGT reads -------------------------------------------------
-        def in_flight(idx, read_stage):
-            """A micro-op ahead still writes ACC row ``idx`` when the one at ISSUE reads it at
-            ``read_stage`` (the read port is not transparent: same-cycle writes are not seen)."""
-            last = WRITE_STAGE + ISSUE_STAGE - read_stage
-            hit = 0
-            for s in range(ISSUE_STAGE + 1, last + 1):
-                hit = hit | (valid[s] & (op[s].dst == idx))
-            return hit
-
-        cur = op[ISSUE_STAGE]
+        # ---- past ISSUE: control moves one stage per cycle ------------------------------------------
         ahead = ISSUE_STAGE + 1
-        hazard = (reads_dst(cur) & in_flight(cur.dst, ACC_READ_STAGE)) | (
-            two_phase(cur) & in_flight(issue_src[:acc_bits], SRC_READ_STAGE)
-        )
-        # A src read at SRC_READ_STAGE meets the dst read of the micro-op one ahead.
-        port_taken = two_phase(cur) & valid[ahead] & reads_dst(op[ahead])
-        m.d.comb += issue_go.eq(valid[ISSUE_STAGE] & ~hazard & ~port_taken)
-        m.d.comb += [
-            self.inp_rd.addr.eq(issue_src),
-            self.inp_rd.en.eq(issue_go & cur.gemm),
-            self.wgt_rd.addr.eq(issue_wgt),
-            self.wgt_rd.en.eq(issue_go & cur.gemm),
-        ]
-        with m.If(issue_go):
-            m.d.sync += [
-                self.gemm_uops.eq(self.gemm_uops + cur.gemm),
-                self.alu_uops.eq(self.alu_uops + cur.alu),
-            ]
-        m.d.sync += [valid[ahead].eq(issue_go), op[ahead].eq(cur)]
+        m.d.sync += [valid[ahead].eq(ln.issue_go), op[ahead].eq(op[ISSUE_STAGE])]
         for s in range(ahead, WRITE_STAGE):
             m.d.sync += [valid[s + 1].eq(valid[s]), op[s + 1].eq(op[s])]
-        src_at = {ahead: Signal(src_bits, name=f"s{ahead}_src")}
-        m.d.sync += src_at[ahead].eq(issue_src)
-        for s in range(ahead, SRC_READ_STAGE):
-            src_at[s + 1] = Signal(src_bits, name=f"s{s + 1}_src")
-            m.d.sync += src_at[s + 1].eq(src_at[s])
 
-        # ---- S3-S6: INP/WGT rows registered, GEMM core; ACC reads, registered ----------------------
-        inp_row = Signal.like(self.inp_data)
-        wgt_row = Signal.like(self.wgt_data)
-        m.d.sync += [inp_row.eq(self.inp_data), wgt_row.eq(self.wgt_data)]
-        m.d.comb += [gemm.inp.eq(inp_row), gemm.wgt.eq(wgt_row)]
-        src_op, dst_op = op[SRC_READ_STAGE], op[ACC_READ_STAGE]
-        with m.If(valid[SRC_READ_STAGE] & two_phase(src_op)):
-            m.d.comb += [acc_rd.addr.eq(src_at[SRC_READ_STAGE][:acc_bits]), acc_rd.en.eq(1)]
-        with m.Elif(valid[ACC_READ_STAGE] & reads_dst(dst_op)):
-            m.d.comb += [acc_rd.addr.eq(dst_op.dst), acc_rd.en.eq(1)]
-        # The src row arrives while its micro-op reads dst; the ALU's second operand (that row or
-        # the immediate) and the dst row are registered for DOT_STAGE.
-        lanes = cfg.batch * cfg.block_out
-        aw = cfg.acc_width_bits
-        src_row = Signal(self.acc.row_bits)
-        acc_row = Signal(self.acc.row_bits)
-        operand_b = Signal(self.acc.row_bits)
-        b_op = op[DOT_STAGE - 1]
-        imm = Signal(aw)
-        m.d.comb += imm.eq(b_op.imm)
-        m.d.sync += [
-            src_row.eq(acc_rd.data),
-            operand_b.eq(Mux(b_op.use_imm, imm.replicate(lanes), src_row)),
-            acc_row.eq(acc_rd.data),
-        ]
+        ln.free = ~gen & ~gen_prev  # the counters take the next instruction (as after EXEC)
+        ln.busy = gen | any_of(valid[1:])
 
-        # ---- S7: accumulate / ALU operands ---------------------------------------------------------
-        dot_op = op[DOT_STAGE]
-        m.d.comb += [alu.op.eq(dot_op.alu_op), alu.a.eq(acc_row), alu.b.eq(operand_b)]
-        gemm_sum = Signal(self.acc.row_bits)
-        m.d.sync += gemm_sum.eq(Mux(dot_op.reset, 0, lanes_add(acc_row, gemm.dot, aw, lanes)))
+        def retiring_older(limit):
+            """Micro-ops of this lane older than tag ``limit`` not yet retired."""
+            return any_of(valid[s] & older(op[s].seq, limit) for s in range(1, WRITE_STAGE + 1))
 
-        # ---- S8: ACC and OUT writes ----------------------------------------------------------------
-        wr_op = op[WRITE_STAGE]
-        result = Signal(self.acc.row_bits)
-        m.d.comb += result.eq(Mux(wr_op.alu, alu.result, gemm_sum))
-        with m.If(self.zero):
-            m.d.comb += [
-                acc_wr.addr.eq(self.zero_addr),
-                acc_wr.data.eq(0),
-                acc_wr.en.eq(-1),
-                self.out_wr.addr.eq(self.zero_addr),
-                self.out_wr.data.eq(0),
-                self.out_wr.en.eq(-1),
-            ]
-        with m.Elif(valid[WRITE_STAGE]):
-            m.d.comb += [
-                acc_wr.addr.eq(wr_op.dst),
-                acc_wr.data.eq(result),
-                acc_wr.en.eq((1 << self.acc.lanes) - 1),
-                self.out_wr.addr.eq(wr_op.dst),
-                self.out_wr.data.eq(
-                    Cat(*(result[lane * aw :][: cfg.out_width_bits] for lane in range(lanes)))
-                ),
-                self.out_wr.en.eq((1 << self.out.lanes) - 1),
-            ]
-        with m.Else():
-            m.d.comb += [
-                acc_wr.addr.eq(dma.acc_wr.addr),
-                acc_wr.data.eq(dma.acc_wr.data),
-                acc_wr.en.eq(dma.acc_wr.en),
-            ]
+        ln.retiring_older = retiring_older
+        return ln
 
-        # Drain only where another party must see the writes or the pipeline's reads are done.
-        pipe_busy = gen
-        for v in valid[1:]:
-            pipe_busy = pipe_busy | v
-        pushes = g.push_prev_dep | g.push_next_dep
-        m.d.comb += [
-            may_start.eq(~((is_load | is_finish) & pipe_busy)),
-            finished.eq(Mux(is_load, ~dma.busy, Mux(is_loop, ~gen & ~(pushes & pipe_busy), 1))),
-        ]
-        return m
+    def _src_row_register(self, m, cur, src, lanes, loading):
+        """Rule 8 of the overlap contract: the ALU keeps the last ACC src row it read (one entry).
+
+        Returns (tag, tag_seq, tag_valid, hit): ``hit`` is high when the micro-op at ISSUE needs
+        src row ``src`` and that row is the one the last src read of the same instruction fetched
+        (the entry counts within one instruction, as the cycle model does), with no write to it
+        since or in flight (stages past ISSUE, either lane), so it takes no ACC read (one cycle,
+        not two). A write to the row, CTRL.CLEAR and a LOAD invalidate the entry; the caller sets
+        it on a src read.
+        """
+        tag = Signal(self.acc.addr_bits, name="src_tag")
+        tag_seq = Signal(SEQ_BITS, name="src_tag_seq")
+        tag_valid = Signal(name="src_tag_valid")
+        written = any_of(
+            ln.valid[s] & (ln.op[s].dst == src)
+            for ln in lanes
+            for s in range(ISSUE_STAGE + 1, WRITE_STAGE + 1)
+        )
+        hit_by_write = any_of(
+            ln.valid[WRITE_STAGE] & (ln.op[WRITE_STAGE].dst == tag) for ln in lanes
+        )
+        with m.If(self.zero | loading | hit_by_write):
+            m.d.sync += tag_valid.eq(0)
+        hit = needs_src(cur) & tag_valid & (tag == src) & (tag_seq == cur.seq) & ~written
+        return tag, tag_seq, tag_valid, hit

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
-from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
 
 from pyvta import isa
 
@@ -114,3 +116,61 @@ def sram_read_signature(shape: SramShape) -> wiring.Signature:
 def clear_rows(cfg: isa.HwConfig) -> int:
     """Cycles CTRL.CLEAR takes: the depth of the deepest buffer (rows, as stored)."""
     return max(sram_shape(cfg, n).depth for n in ("uop", "inp", "wgt", "acc"))
+
+
+ACC_BANKS = 2  # ACC and OUT: two banks by the top row bit, each with its own ports
+
+
+def bank_shape(shape: SramShape) -> SramShape:
+    """One of the ``ACC_BANKS`` banks of buffer ``shape`` (its rows split by the top index bit)."""
+    return dataclasses.replace(shape, depth=shape.depth // ACC_BANKS)
+
+
+def bank_of(row):
+    """The bank of row index ``row`` (an Amaranth value as wide as the buffer's addresses)."""
+    return row[-1]
+
+
+def bank_row(row):
+    """Row index ``row`` within its bank."""
+    return row[:-1]
+
+
+class BankedMemory(wiring.Component):
+    """A buffer in ``ACC_BANKS`` banks: a write port per bank (``wr``, addresses within the bank)
+    and one read port over all rows (``rd``/``data``, the ``sram_read_signature`` timing: data the
+    next cycle, held while ``en`` is low). The OUT buffer: each compute lane writes its bank."""
+
+    def __init__(self, shape: SramShape):
+        self.shape = shape
+        self.bank = bank_shape(shape)
+        super().__init__(
+            {
+                "wr": In(sram_write_signature(self.bank)).array(ACC_BANKS),
+                "rd": In(sram_read_signature(shape)),
+                "data": Out(shape.row_bits),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        assert ACC_BANKS == 2
+        selected = Signal()
+        data = []
+        for b in range(ACC_BANKS):
+            mem = memory.Memory(shape=self.bank.row_bits, depth=self.bank.depth, init=[])
+            m.submodules[f"bank{b}"] = mem
+            wr = mem.write_port(granularity=self.bank.granularity_bits)
+            rd = mem.read_port()
+            m.d.comb += [
+                wr.addr.eq(self.wr[b].addr),
+                wr.data.eq(self.wr[b].data),
+                wr.en.eq(self.wr[b].en),
+                rd.addr.eq(bank_row(self.rd.addr)),
+                rd.en.eq(self.rd.en),
+            ]
+            data.append(rd.data)
+        with m.If(self.rd.en):
+            m.d.sync += selected.eq(bank_of(self.rd.addr))
+        m.d.comb += self.data.eq(Mux(selected, data[1], data[0]))
+        return m

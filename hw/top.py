@@ -18,7 +18,7 @@ from pyvta.hw.compute import ComputeUnit
 from pyvta.hw.fetch import Fetch
 from pyvta.hw.fields import INSN_WORD_BITS
 from pyvta.hw.queues import TokenQueue, connect_tokens
-from pyvta.hw.sram import clear_rows
+from pyvta.hw.sram import ACC_BANKS, BankedMemory, clear_rows
 from pyvta.hw.units import LoadUnit, StoreUnit
 from pyvta.isa import regmap
 
@@ -89,7 +89,7 @@ class Vta(wiring.Component):
             tokens[queue] = tq.count
 
         # Buffers shared between units.
-        shapes = {"inp": compute.inp, "wgt": compute.wgt, "out": compute.out}
+        shapes = {"inp": compute.inp, "wgt": compute.wgt}
         load_shapes = {s.name: s for s in load.shapes.values()}
         mems = {}
         for name, shape in shapes.items():
@@ -112,16 +112,11 @@ class Vta(wiring.Component):
                 rd.en.eq(req.en),
                 getattr(compute, f"{name}_data").eq(rd.data),
             ]
-        out_wr = mems["out"].write_port()
-        out_rd = mems["out"].read_port()
-        m.d.comb += [
-            out_wr.addr.eq(compute.out_wr.addr),
-            out_wr.data.eq(compute.out_wr.data),
-            out_wr.en.eq(compute.out_wr.en),
-            out_rd.addr.eq(store.out_rd.addr),
-            out_rd.en.eq(store.out_rd.en),
-            store.out_data.eq(out_rd.data),
-        ]
+        m.submodules.out_mem = out_mem = BankedMemory(compute.out)  # a bank per compute lane
+        for b in range(ACC_BANKS):
+            wiring.connect(m, compute.out_wr[b], out_mem.wr[b])
+        wiring.connect(m, store.out_rd, out_mem.rd)
+        m.d.comb += store.out_data.eq(out_mem.data)
 
         # DRAM: reads arbitrated between fetch, load and compute; the store unit writes.
         m.submodules.arbiter = arb = ReadArbiter(3, cfg.bus_width_bits)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from pyvta.isa import (
     PADDED_MEM_TYPES,
     AluInsn,
@@ -22,10 +24,12 @@ from pyvta.isa import (
     MemType,
     Module,
 )
+from pyvta.sim import dma
 from pyvta.sim.dispatch import Dispatched, deadlock_error, dispatch
-from pyvta.sim.loops import n_iters
+from pyvta.sim.loops import n_iters, n_uops
 from pyvta.sim.program import Program
-from pyvta.sim.races import check_static_bounds
+from pyvta.sim.races import accesses, check_static_bounds
+from pyvta.sim.state import SramState
 from pyvta.sim.timing import Timing
 
 
@@ -111,7 +115,34 @@ class _Dram:
         return self.free_at, start - first
 
 
-def _compute_cycles(insn: Insn, t: Timing) -> tuple[int, int]:
+def alu_src_repeats(insn: AluInsn, fields: dict[str, np.ndarray] | None = None) -> int:
+    """Register-operand micro-ops of an ALU instruction whose src row is the previous micro-op's
+    and was not just written by it (overlap contract rule 8: they skip the src read; counted
+    within one instruction). ``fields``: the kernel's decoded micro-ops; without them only a
+    one-micro-op kernel is counted (exactly, from the loop factors), a longer one as none."""
+    if insn.use_imm or n_iters(insn) < 2:
+        return 0
+    n_in, n_out = insn.iter_in, insn.iter_out
+    if fields is None or n_iters(insn) > _MAX_EXPANDED_ITERS:
+        if n_uops(insn) != 1:
+            return 0
+        sfo, sfi = insn.src_factor_out, insn.src_factor_in
+        inner = n_out * (n_in - 1) if sfi == 0 else 0
+        across = n_out - 1 if sfo == (n_in - 1) * sfi else 0
+        return inner + across
+    o = np.arange(n_out)[:, None, None]
+    i = np.arange(n_in)[None, :, None]
+    src = (fields["src"][None, None, :] + o * insn.src_factor_out + i * insn.src_factor_in).ravel()
+    dst = (fields["dst"][None, None, :] + o * insn.dst_factor_out + i * insn.dst_factor_in).ravel()
+    return int(((src[1:] == src[:-1]) & (dst[:-1] != src[:-1])).sum())
+
+
+_MAX_EXPANDED_ITERS = 1 << 20
+
+
+def _compute_cycles(
+    insn: Insn, t: Timing, fields: dict[str, np.ndarray] | None = None
+) -> tuple[int, int]:
     """(cycles until the instruction's last micro-op has entered the pipeline, the cycles the
     pipeline then needs to drain) of a compute-module instruction other than a LOAD."""
     if isinstance(insn, GemmInsn):
@@ -119,14 +150,116 @@ def _compute_cycles(insn: Insn, t: Timing) -> tuple[int, int]:
         return t.gemm_issue_cycles(n), t.gemm_drain_cycles(n)
     if isinstance(insn, AluInsn):
         n = n_iters(insn)
-        return t.alu_issue_cycles(n, insn.use_imm), t.alu_drain_cycles(n)
+        repeats = alu_src_repeats(insn, fields)
+        return t.alu_issue_cycles(n, insn.use_imm, repeats), t.alu_drain_cycles(n)
     return t.finish_cycles, 0
 
 
-def _waits_for_drain(module: Module, insn: Insn) -> bool:
-    """Compute starts a LOAD (into UOP/ACC, which the pipeline reads) or FINISH only once the
-    GEMM/ALU pipeline is empty; GEMM/ALU micro-ops follow the previous instruction's at once."""
-    return module is Module.COMPUTE and not isinstance(insn, GemmInsn | AluInsn)
+@dataclass
+class _Pipe:
+    """One compute pipe's timeline: when its last micro-op issued and its last write lands, and
+    the same before its latest instruction (what an overlapped instruction of the other pipe
+    waits for); which ACC banks that latest instruction uses (None: not known), whether it
+    pushed, when it started."""
+
+    issued: int = 0
+    drained: int = 0
+    issued_before: int = 0
+    drained_before: int = 0
+    banks: frozenset | None = None
+    pushed: bool = False
+    start: int = 0
+
+
+class _ComputePipes:
+    """The compute module as the overlap contract (``isa.layout.OVERLAP_DOC``) describes it: a
+    GEMM and an ALU pipe, fed in program order. An instruction with ``overlap = 0`` waits until
+    the other pipe has issued everything (the ACC read-after-write check orders the writes, as
+    in one pipeline); with ``overlap = 1`` everything except its partner, the other pipe's
+    latest instruction (rule 3). A push waits for the writes it covers (rule 5), and later
+    instructions for the push; LOAD and FINISH for both pipes to drain (rule 4). Two pipes on
+    one ACC bank (rule 7): the ALU waits for the GEMM's micro-ops."""
+
+    def __init__(self, cfg: HwConfig, t: Timing, dram: np.ndarray | None):
+        self.t = t
+        self.pipes = {"gemm": _Pipe(), "alu": _Pipe()}
+        self.dispatch = 0  # no compute instruction starts before this (in order; pushes)
+        self.state = SramState(cfg) if dram is not None else None
+        self.dram = dram
+        self.half = cfg.acc_depth // 2
+
+    @staticmethod
+    def _names(insn: Insn) -> tuple[str, str] | None:
+        if isinstance(insn, GemmInsn):
+            return "gemm", "alu"
+        if isinstance(insn, AluInsn):
+            return "alu", "gemm"
+        return None
+
+    def _partner_runs(self, insn: Insn, other: _Pipe) -> bool:
+        return bool(insn.overlap) and not other.pushed
+
+    def ready(self, insn: Insn) -> int:
+        """The earliest cycle the instruction may start on compute (tokens and arrival aside)."""
+        names = self._names(insn)
+        if names is None:
+            return max(self.dispatch, *(p.drained for p in self.pipes.values()))
+        mine, other = self.pipes[names[0]], self.pipes[names[1]]
+        waits = other.issued_before if self._partner_runs(insn, other) else other.issued
+        return max(self.dispatch, mine.issued, waits)
+
+    def run(self, index: int, insn: Insn, start: int, pushes: bool) -> int:
+        """Time the instruction from ``start``; returns its end (the push, for a pushing one)."""
+        names = self._names(insn)
+        if names is None:
+            self.dispatch = start
+            return start  # a LOAD: timed by the caller, which sets ``dispatch`` to its end
+        fields = self._fields(index, insn)
+        issue, drain = _compute_cycles(insn, self.t, fields)
+        mine, other = self.pipes[names[0]], self.pipes[names[1]]
+        beside = self._partner_runs(insn, other) and other.issued > start
+        banks = self._banks(insn, fields)
+        shared = beside and banks is not None and other.banks is not None and banks & other.banks
+        if shared:
+            if names[0] == "alu":  # the ALU waits for the GEMM's micro-ops (rule 7)
+                start = max(start, other.issued)
+            else:  # the ALU's remaining micro-ops wait for this GEMM's
+                other.issued += issue
+                other.drained += issue
+        mine.issued_before, mine.drained_before = mine.issued, mine.drained
+        mine.issued = start + issue
+        mine.drained = max(mine.drained, mine.issued + drain)
+        mine.banks, mine.pushed, mine.start = banks, pushes, start
+        self.dispatch = start
+        end = mine.issued
+        if pushes:
+            covered = other.drained_before if self._partner_runs(insn, other) else other.drained
+            end = max(mine.drained, covered)
+            self.dispatch = end
+        return end
+
+    def after_load(self, end: int) -> None:
+        self.dispatch = end
+
+    def _fields(self, index: int, insn: Insn) -> dict[str, np.ndarray] | None:
+        if self.state is None or not n_iters(insn) or insn.uop_end > self.state.uop.shape[0]:
+            return None
+        return self.state.decoded_uops(insn.uop_bgn, insn.uop_end, index)
+
+    def _banks(self, insn: Insn, fields) -> frozenset | None:
+        """ACC banks (rule 7: the top bit of the row) of the instruction's ACC rows."""
+        if fields is None:
+            return None
+        banks = set()
+        for a in accesses(insn, self.state):
+            if a.space == "acc" and a.hi > a.lo:
+                banks.update({a.lo >= self.half, a.hi - 1 >= self.half})
+        return frozenset(banks)
+
+    def load_uops(self, index: int, insn: MemInsn) -> None:
+        """Replay a UOP load (the micro-op contents decide rules 7 and 8)."""
+        if self.state is not None and insn.memory_type is MemType.UOP:
+            dma.load(self.state, self.dram, insn, index)
 
 
 def _mem_duration(
@@ -158,13 +291,22 @@ def run_cycles(program: Program, timing: Timing | None = None, trace: bool = Fal
     OutOfBoundsError (as ``sim.run`` does) instead of being timed."""
     insns = program.insns()
     check_static_bounds(insns, program.config, program.dram.size)
-    return cycles_of(insns, program.config, timing, trace)
+    return cycles_of(insns, program.config, timing, trace, program.dram)
 
 
 def cycles_of(
-    insns: list[Insn], cfg: HwConfig, timing: Timing | None = None, trace: bool = False
+    insns: list[Insn],
+    cfg: HwConfig,
+    timing: Timing | None = None,
+    trace: bool = False,
+    dram: np.ndarray | None = None,
 ) -> CycleReport:
+    """The cycle model of an instruction stream. ``dram``: the program's DRAM image, from which
+    the UOP loads are replayed so the micro-ops' rows are known (ALU src-row repeats of any
+    kernel, ACC bank conflicts between the pipes); without it only one-micro-op kernels' repeats
+    are counted and no bank conflicts are seen."""
     t = timing or Timing()
+    pipes = _ComputePipes(cfg, t, dram)
     queues = dispatch(insns)
     port = _Dram(cfg, t)
     heads = {m: 0 for m in Module}
@@ -184,7 +326,6 @@ def cycles_of(
         for pos, d in enumerate(q):
             position[d.index] = (m, pos)
     events: list[TraceEvent] = []
-    pipe_empty = 0  # when compute's GEMM/ALU pipeline has written its last micro-op
     gemm_cycles = macs = 0
     end_cycle = 0
     remaining = len(insns)
@@ -203,7 +344,9 @@ def cycles_of(
             d = queues[m][h]
             if d.index not in arrival or any(not tokens[p] for p in d.pops):
                 continue
-            ready = max(free[m], arrival[d.index], pipe_empty if _waits_for_drain(m, d.insn) else 0)
+            ready = max(free[m], arrival[d.index])
+            if m is Module.COMPUTE:
+                ready = max(ready, pipes.ready(d.insn))
             start = max([ready] + [tokens[p][0] for p in d.pops])
             if best is None or start < best[0]:
                 best = (start, 1, m)
@@ -224,7 +367,9 @@ def cycles_of(
             fetched += 1
             continue
         d = queues[m][heads[m]]
-        ready = max(free[m], arrival[d.index], pipe_empty if _waits_for_drain(m, d.insn) else 0)
+        ready = max(free[m], arrival[d.index])
+        if m is Module.COMPUTE:
+            ready = max(ready, pipes.ready(d.insn))
         for p in d.pops:
             tokens[p].popleft()
         s = stats[m.value]
@@ -233,20 +378,22 @@ def cycles_of(
         if isinstance(d.insn, MemInsn):
             end, wait = _mem_duration(d, start, cfg, t, port)
             s.dram_stall_cycles += wait
-        else:
-            issued, drain = _compute_cycles(d.insn, t)
-            end = start + issued
-            pipe_empty = max(pipe_empty, end + drain)
-            if d.pushes:  # the other module must see the writes: drain first
-                end = pipe_empty
+            if m is Module.COMPUTE:
+                pipes.load_uops(d.index, d.insn)
+                pipes.after_load(end)
+        elif isinstance(d.insn, GemmInsn | AluInsn):
+            end = pipes.run(d.index, d.insn, start, bool(d.pushes))
             if isinstance(d.insn, GemmInsn) and not d.insn.reset_reg:
                 gemm_cycles += n_iters(d.insn) * t.gemm_cycles_per_uop
                 macs += n_iters(d.insn) * cfg.gemm_macs_per_cycle
+        else:  # FINISH
+            end = start + t.finish_cycles
+            pipes.after_load(end)
         for p in d.pushes:
             tokens[p].append(end)
         s.insns += 1
         s.busy_cycles += end - start
-        free[m] = end
+        free[m] = pipes.dispatch if m is Module.COMPUTE else end
         heads[m] += 1
         remaining -= 1
         end_cycle = max(end_cycle, end)

@@ -114,11 +114,11 @@ def _run_numpy(
     for d in sched.order:
         module = d.insn.module
         if races:
-            races.before(module, d.pops)
-            races.access(module, d.index, accesses(d.insn, st))
+            races.before(module, d.pops, d.insn)
+            races.access(module, d.index, accesses(d.insn, st), d.insn)
         execute_one(st, dram, d, limits)
         if races:
-            races.after(module, d.pushes)
+            races.after(module, d.pushes, d.insn)
         if isinstance(d.insn, FinishInsn):
             finish_index = d.index
         counters.add_insn(d.insn, cfg)

@@ -128,52 +128,118 @@ def check_static_bounds(insns: list[Insn], cfg: HwConfig, dram_bytes: int) -> No
             )
 
 
+# The agents happens-before is tracked for: the load and store modules, and the compute module
+# split into its two pipes (OVERLAP_DOC) and the rest of its instructions (LOADs, FINISH), which
+# wait for both pipes to be empty.
+_GEMM_PIPE, _ALU_PIPE = "gemm pipe", "alu pipe"
+_AGENTS = (Module.LOAD, Module.COMPUTE, Module.STORE, _GEMM_PIPE, _ALU_PIPE)
+
+
+def pipe_of(insn: Insn) -> str | None:
+    """The compute pipe a GEMM (resets included) or ALU instruction issues to (None otherwise)."""
+    if isinstance(insn, GemmInsn):
+        return _GEMM_PIPE
+    if isinstance(insn, AluInsn):
+        return _ALU_PIPE
+    return None
+
+
+def _label(agent) -> str:
+    return agent.value if isinstance(agent, Module) else "compute"
+
+
 class RaceDetector:
+    """Vector clocks over the agents of ``_AGENTS``. Inside the compute module (rules 1-5 of the
+    overlap contract, ``isa.layout.OVERLAP_DOC``): instructions dispatch in order, so each knows
+    every token popped and every push made before it, its own pipe's earlier instructions and
+    the compute LOADs; a GEMM/ALU instruction knows all of the other pipe, except, when it has
+    ``overlap = 1``, its partner (the other pipe's most recent instruction, unless that one
+    pushed a token: later instructions wait for a push)."""
+
     def __init__(self, cfg: HwConfig):
-        self.clock = {m: {x: 0 for x in Module} for m in Module}
+        self.clock = {a: {x: 0 for x in _AGENTS} for a in _AGENTS}
+        self.before_last = {a: {x: 0 for x in _AGENTS} for a in _AGENTS}  # before its latest
+        self.last_pushed = {a: False for a in _AGENTS}
+        self.dispatched = {x: 0 for x in _AGENTS}  # what every later compute instruction knows
         self.token_clocks: dict[DepQueue, deque] = {q: deque() for q in DepQueue}
         self.last = {
-            kind: {m: {s: np.zeros(cfg.depth_of(s), np.int64) for s in _SPACES} for m in Module}
+            kind: {a: {s: np.zeros(cfg.depth_of(s), np.int64) for s in _SPACES} for a in _AGENTS}
             for kind in ("w", "r")
         }
-        self.index_of: dict[tuple[Module, int], int] = {}
-        self.dram: dict[Module, list[tuple[int, int, bool, int]]] = {m: [] for m in Module}
+        self.index_of: dict[tuple, int] = {}
+        self.latest_index = {a: -1 for a in _AGENTS}
+        self.dram: dict = {a: [] for a in _AGENTS}
+        self._current = None
 
-    def before(self, module: Module, pops) -> None:
+    def _agent(self, module: Module, insn: Insn | None):
+        return (pipe_of(insn) if insn is not None else None) or module
+
+    def before(self, module: Module, pops, insn: Insn | None = None) -> None:
+        agent = self._agent(module, insn)
         for q in pops:
-            for x, n in self.token_clocks[q].popleft().items():
-                self.clock[module][x] = max(self.clock[module][x], n)
+            popped = self.token_clocks[q].popleft()
+            _merge(self.clock[agent], popped)
+            if module is Module.COMPUTE:
+                _merge(self.dispatched, popped)
+        if module is not Module.COMPUTE:
+            return
+        mine = self.clock[agent]
+        _merge(mine, self.dispatched)
+        _merge(mine, self.clock[Module.COMPUTE])
+        pipe = pipe_of(insn) if insn is not None else None
+        others = [a for a in (_GEMM_PIPE, _ALU_PIPE) if a != pipe]
+        for other in others:
+            partner = self.latest_index[other]
+            if pipe and insn.overlap and partner >= 0 and not self.last_pushed[other]:
+                _merge(mine, self.before_last[other])
+                self._current = partner
+            else:
+                _merge(mine, self.clock[other])
 
-    def after(self, module: Module, pushes) -> None:
+    def after(self, module: Module, pushes, insn: Insn | None = None) -> None:
+        agent = self._agent(module, insn)
+        self.last_pushed[agent] = bool(pushes)
         for q in pushes:
-            self.token_clocks[q].append(dict(self.clock[module]))
+            self.token_clocks[q].append(dict(self.clock[agent]))
+        if module is Module.COMPUTE and pushes:
+            _merge(self.dispatched, self.clock[agent])
 
-    def access(self, module: Module, index: int, accs: list[Access]) -> None:
-        mine = self.clock[module]
-        mine[module] += 1
-        stamp = mine[module]
-        self.index_of[(module, stamp)] = index
+    def access(self, module: Module, index: int, accs: list[Access], insn: Insn | None = None):
+        agent = self._agent(module, insn)
+        partner, self._current = self._current, None
+        mine = self.clock[agent]
+        self.before_last[agent] = dict(mine)
+        mine[agent] += 1
+        stamp = mine[agent]
+        self.index_of[(agent, stamp)] = index
+        self.latest_index[agent] = index
         for a in accs:
-            for x in Module:
-                if x is module:
+            for x in _AGENTS:
+                if x == agent:
                     continue
                 seen = mine[x]
                 worst = self._latest(x, a)
                 if worst > seen:
                     other = self.index_of[(x, worst)]
                     what = "writes" if a.write else "reads"
+                    why = "no dependency token orders the two"
+                    if other == partner:
+                        why = (
+                            f"the two run side by side on the {agent} and the {x} (instruction"
+                            f" {index} has overlap = 1 and {other} is its partner): an overlapped"
+                            " pair must touch disjoint ACC and OUT rows"
+                        )
                     raise RaceError(
-                        f"instruction {index} ({module.value}) {what} {a.space} [{a.lo}, {a.hi})"
-                        f" which instruction {other} ({x.value}) also accesses, and no dependency"
-                        " token orders the two"
+                        f"instruction {index} ({_label(agent)}) {what} {a.space} [{a.lo}, {a.hi})"
+                        f" which instruction {other} ({_label(x)}) also accesses, and {why}"
                     )
         for a in accs:
             if a.space == "dram":
-                self.dram[module].append((a.lo, a.hi, a.write, stamp))
+                self.dram[agent].append((a.lo, a.hi, a.write, stamp))
             else:
-                self.last["w" if a.write else "r"][module][a.space][max(a.lo, 0) : a.hi] = stamp
+                self.last["w" if a.write else "r"][agent][a.space][max(a.lo, 0) : a.hi] = stamp
 
-    def _latest(self, x: Module, a: Access) -> int:
+    def _latest(self, x, a: Access) -> int:
         if a.space == "dram":
             best = 0
             for lo, hi, write, stamp in self.dram[x]:
@@ -188,3 +254,9 @@ class RaceDetector:
         if a.write:
             found = max(found, int(self.last["r"][x][a.space][lo:hi].max()))
         return found
+
+
+def _merge(into: dict, other: dict) -> None:
+    for x, n in other.items():
+        if n > into[x]:
+            into[x] = n

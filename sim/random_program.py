@@ -53,6 +53,7 @@ class _Gen:
         self.pb.dram.write(self.data_addr, rng.integers(0, 256, DATA_BYTES, dtype=np.uint8))
         self.out_addr = self.pb.dram.alloc(OUT_BYTES, 256)
         self.uop_shadow = np.zeros(cfg.uop_depth, np.uint32)
+        self.rows: list[list[tuple[int, int]]] = []  # per GEMM/ALU in order: its ACC/OUT rows
 
     def r(self, lo: int, hi: int) -> int:
         """An int in [lo, hi] inclusive."""
@@ -146,6 +147,10 @@ class _Gen:
                     check_hazard(insn, idx["dst"], 0)
                 except HazardError:
                     continue
+            rows = [(int(idx["dst"].min()), int(idx["dst"].max()) + 1)]
+            if not gemm and not insn.use_imm:
+                rows.append((int(idx["src"].min()), int(idx["src"].max()) + 1))
+            self.rows.append(rows)
             return insn
         return None
 
@@ -165,10 +170,13 @@ class _Gen:
             x_stride=stride,
         )
 
-    def draw(self) -> Insn | None:
+    def draw(self, compute_heavy: bool = False) -> Insn | None:
+        """One instruction; ``compute_heavy``: GEMM/ALU runs more often (fewer compute LOADs)."""
         kind = self.rng.choice(
             ["inp", "wgt", "acc", "acc8", "uop", "gemm", "alu", "store"],
-            p=[0.12, 0.12, 0.08, 0.06, 0.1, 0.22, 0.18, 0.12],
+            p=[0.1, 0.1, 0.03, 0.03, 0.06, 0.3, 0.3, 0.08]
+            if compute_heavy
+            else [0.12, 0.12, 0.08, 0.06, 0.1, 0.22, 0.18, 0.12],
         )
         mem = {"inp": MemType.INP, "wgt": MemType.WGT, "acc": MemType.ACC, "acc8": MemType.ACC_8BIT}
         if kind in mem:
@@ -201,20 +209,54 @@ def _serialise_append(out: list[Insn], insn: Insn) -> list[Insn]:
     return out
 
 
+def _mark_overlaps(
+    insns: list[Insn], rows: list[list[tuple[int, int]]], rng: np.random.Generator
+) -> list[Insn]:
+    """Set ``overlap`` (isa.layout.OVERLAP_DOC) on three in four of the GEMM/ALU instructions
+    that may have it: the ACC/OUT rows (``rows``, per GEMM/ALU in order) disjoint from the partner's
+    (the other pipe's latest GEMM/ALU, with no compute LOAD between), and no push of their own
+    (the serialised program's next module reads everything before it)."""
+    out = list(insns)
+    latest: dict[bool, tuple[int, list]] = {}  # is GEMM -> (position, rows)
+    k = 0
+    for i, insn in enumerate(insns):
+        if insn.module is not Module.COMPUTE:
+            continue
+        if not isinstance(insn, GemmInsn | AluInsn):
+            latest.clear()
+            continue
+        mine, is_gemm = rows[k], isinstance(insn, GemmInsn)
+        k += 1
+        partner = latest.get(not is_gemm)
+        latest[is_gemm] = (i, mine)
+        pushes = insn.push_prev_dep or insn.push_next_dep
+        if partner is None or pushes or rng.random() < 0.25:
+            continue
+        if all(hi <= lo2 or hi2 <= lo for lo, hi in mine for lo2, hi2 in partner[1]):
+            out[i] = dataclasses.replace(insn, overlap=True)
+    return out
+
+
 def random_program(
     rng: np.random.Generator,
     cfg: HwConfig = DEFAULT_CONFIG,
     n_insns: tuple[int, int] = (4, 40),
     max_iters: int = 4096,
+    overlap: bool = False,
 ) -> Program:
-    """A random valid program of between n_insns[0] and n_insns[1] body instructions."""
+    """A random valid program of between n_insns[0] and n_insns[1] body instructions.
+    ``overlap``: more GEMM/ALU instructions in a row, and the overlap bit set where it is legal
+    (``_mark_overlaps``); another program than the same seed without it."""
     gen = _Gen(cfg, rng, max_iters)
     body: list[Insn] = []
     target = gen.r(*n_insns)
     while len(body) < target:
-        insn = gen.draw()
+        insn = gen.draw(compute_heavy=overlap)
         if insn is not None:
             body.append(insn)
-    for insn in _serialise(body):
+    insns = _serialise(body)
+    if overlap:
+        insns = _mark_overlaps(insns, gen.rows, rng)
+    for insn in insns:
         gen.pb.emit(insn)
     return gen.pb.build()

@@ -50,6 +50,18 @@ def test_random_programs(rtl_device, hw_fuzz):
     assert not bad, "\n".join(bad[:10])
 
 
+def test_random_programs_with_overlap_bits(rtl_device):
+    """Random programs with the overlap bit set where legal (isa.layout.OVERLAP_DOC): results
+    are those of program order, as sim.run computes them."""
+    seeds = range(5000, 5100)
+    named = [(f"seed {s}", random_program(np.random.default_rng(s), overlap=True)) for s in seeds]
+    flagged = sum(i.overlap for _, p in named for i in p.insns() if hasattr(i, "overlap"))
+    print(f"\n[hw] seeds 5000..5099 with {flagged} overlap bits")
+    assert flagged > 20
+    bad = accelerator_mismatches(named, device_runs(rtl_device, [p for _, p in named]))
+    assert not bad, "\n".join(bad[:10])
+
+
 @pytest.mark.parametrize("name", ["matmul_tiled_xpad", "gemm_loops", "alu_ops", "dep_only"])
 def test_stats_mean_what_the_simulators_mean(rtl_device, name):
     """Stats.from_registers (RTL) and Stats.from_cycle_report (simulator) count the same work."""

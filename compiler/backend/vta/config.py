@@ -30,6 +30,9 @@ class ConvConfig:
     tile_co: int
     vthreads: int = 2
     gemm_loops: tuple[str, str] = ("ci", "co")
+    # the epilogue of one thread beside the others' GEMMs (the ISA's overlap bit), where it
+    # applies (``overlapped``); False lowers as VTA v0.0.2 does
+    overlap: bool = True
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -56,11 +59,20 @@ class Geometry:
     inp_rows: int
     wgt_rows: int
     acc_rows: int  # output rows + residual rows (the bias of all blocks is held once, apart)
+    # input rows apart of two rows in the INP slot: a 1x1 kernel with a stride and no padding
+    # reads every stride-th row only, so only those are loaded (in_h = tile_h)
+    row_step: int = 1
+
+
+def skips_rows(wl: ConvWorkload) -> bool:
+    """Whether the input loads skip the rows the conv does not read (``Geometry.row_step``)."""
+    return wl.kernel_h == 1 and wl.stride > 1 and wl.pad == 0 and wl.pad_b == 0
 
 
 def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
     s = wl.stride
-    in_h = (c.tile_h - 1) * s + wl.kernel_h
+    step = s if skips_rows(wl) else 1
+    in_h = (c.tile_h - 1) * (s // step) + wl.kernel_h
     in_w = (c.tile_w - 1) * s + wl.kernel_w
     pixels = c.tile_h * c.tile_w
     acc = c.tile_co * pixels * (2 if ep.residual and not ep.residual_via_gemm else 1)
@@ -72,6 +84,7 @@ def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
         inp,
         c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w,
         acc,
+        step,
     )
 
 
@@ -84,7 +97,7 @@ def gemm_dims(wl: ConvWorkload, c: ConvConfig, g: Geometry) -> dict[str, tuple[i
         "ci": (c.tile_ci, 0, g.in_h * g.in_w, kk),
         "kh": (wl.kernel_h, 0, g.in_w, wl.kernel_w),
         "kw": (wl.kernel_w, 0, 1, 1),
-        "oh": (c.tile_h, c.tile_w, s * g.in_w, 0),
+        "oh": (c.tile_h, c.tile_w, s // g.row_step * g.in_w, 0),
         "ow": (c.tile_w, 1, s, 0),
     }
 
@@ -97,6 +110,43 @@ def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
         + (1 if ep.residual_via_gemm else 0),  # bias digit blocks, scaled identity
         "acc": wl.co_blocks if ep.bias and not ep.bias_via_gemm else 0,  # bias rows
     }
+
+
+def overlapped(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> int:
+    """How ``conv2d`` lowers ``c``: 0 without the epilogue overlapped (not asked for, one thread,
+    or no room), else the ACC slots per thread (2 where they fit: a thread's next tile need not
+    wait for the store of its last). Each ACC bank (the top bit of the row,
+    ``isa.layout.OVERLAP_DOC``) holds the slots of alternate threads and a copy of the bias
+    rows."""
+    if not c.overlap or c.vthreads < 2:
+        return 0
+    g = geometry(wl, ep, c)
+    room = hw.acc_depth // 2 - reserved_rows(wl, ep)["acc"]
+    for buffers in (2, 1):
+        if -(-c.vthreads * buffers // 2) * g.acc_rows <= room:
+            return buffers
+    return 0
+
+
+# GEMM micro-ops per output row from which the ALU pipe, beside them, has room for an ACC reset:
+# about what the epilogue's ALU passes take per row (bias, shift, two clips: one cycle each).
+ALU_RESET_MIN_GEMM_PER_ROW = 4
+
+
+def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: int) -> bool:
+    """Whether ``conv2d`` resets thread ``v``'s ACC tile on the ALU pipe (MUL by 0) instead of
+    the GEMM pipe: with the epilogue overlapped and two ACC slots per thread, for odd threads,
+    when the tile starts with no other GEMM pass, so the two pipes carry about the same work (a 1x1 layer's GEMM pipe would
+    otherwise hold its GEMMs and every reset)."""
+    starts_with_gemm = (ep.bias and ep.bias_via_gemm) or (
+        ep.residual_via_gemm and not ep.residual_after_shift
+    )
+    return (
+        v % 2 == 1
+        and not starts_with_gemm
+        and wl.ci_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
+        and overlapped(wl, ep, c, hw) == 2  # tile starts batched (conv2d._emit_overlapped)
+    )
 
 
 def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Geometry:

@@ -25,11 +25,13 @@ from pyvta.compiler.backend.vta.config import (
     ConvConfig,
     FitError,
     Geometry,
+    alu_reset,
     check_fit,
     gemm_dims,
+    overlapped,
     reserved_rows,
 )
-from pyvta.compiler.backend.vta.deps import insert_dep_tokens
+from pyvta.compiler.backend.vta.deps import insert_dep_tokens, mark_overlaps
 from pyvta.compiler.backend.vta.emitter import Emitter, UopOverflowError
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.isa import AluInsn, AluOp, GemmInsn, HwConfig, Insn, MemType, Uop
@@ -136,31 +138,25 @@ def lower_conv2d(
     g = check_fit(wl, ep, c, hw)
     if hw.batch != 1:
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
-    v_count = c.vthreads
-    fixed = reserved_rows(wl, ep)
-    lay = _Layout(
-        inp_slot=(hw.inp_depth - fixed["inp"]) // v_count,
-        wgt_slot=(hw.wgt_depth - fixed["wgt"]) // v_count,
-        acc_slot=(hw.acc_depth - fixed["acc"]) // v_count,
-        ones=hw.inp_depth - 1,
-        bias_wgt=hw.wgt_depth - fixed["wgt"],
-        ident=hw.wgt_depth - 1,
-        bias_acc=hw.acc_depth - fixed["acc"],
-    )
-    ctx = _Ctx(wl, ep, c, g, dram, lay, fixed)
+    lay = _Layout.of(wl, ep, c, hw)
+    ctx = _Ctx(wl, ep, c, g, dram, lay, reserved_rows(wl, ep))
+    emit = _emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
-        em = _emit(ctx, Emitter(hw))
+        em = emit(ctx, Emitter(hw))
     except UopOverflowError:
         try:
-            em = _emit(ctx, Emitter(hw, dynamic_uops=True))
+            em = emit(ctx, Emitter(hw, dynamic_uops=True))
         except UopOverflowError as exc:
             raise FitError(f"config {c.to_dict()}: {exc}") from None
     insns, accesses = em.program(dram.uops)
+    if lay.overlapped:
+        insns = mark_overlaps(insns, accesses)
     return LoweredConv(insert_dep_tokens(insns, accesses, hw), list(em.uops), g)
 
 
 def _emit(x: _Ctx, em: Emitter) -> Emitter:
-    wl, c, lay = x.wl, x.c, x.lay
+    """Each group: every thread's tile start, the chunks thread by thread, the epilogues."""
+    wl, c = x.wl, x.c
     groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
@@ -171,25 +167,131 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
             _tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
-                bases = (v * lay.acc_slot, v * lay.inp_slot, v * lay.wgt_slot)
-                _chunk(em, x, bases, tile, k, wgt_loaded, v)
+                _chunk(em, x, x.lay.bases(v), tile, k, wgt_loaded, v)
         for v, tile in group:
             _epilogue(em, x, v, tile)
     em.finish()
     return em
 
 
+def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
+    """Software-pipelined for the two compute pipes: each thread's epilogue (ALU) after the next
+    GEMM of another thread, so that it runs beside it (an epilogue with a GEMM pass, the
+    residual: its head then, the pass joining the GEMMs, its tail after the next GEMM of
+    another thread); ``mark_overlaps`` then sets the overlap bits where the footprints allow.
+    With two ACC slots per thread (``_Layout.acc_slots``) a group's tile starts come first,
+    the odd threads' resets on the ALU pipe (``config.alu_reset``) and before the GEMM pipe's
+    (two threads, one chunk: reset 1 (ALU), reset 0, GEMM 0, epilogue 1 of the last group,
+    GEMM 1, epilogue 0, reset 1', ...); with one, a thread's tile start comes just before its
+    first chunk, after the epilogue of its last tile."""
+    wl, c, lay = x.wl, x.c, x.lay
+    n_chunks = wl.ci_blocks // c.tile_ci
+    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
+    pending: list[tuple[int, tuple, int, str]] = []  # (thread, tile, slot, part) to emit
+
+    def emit(entry) -> None:
+        v, tile, slot, part = entry
+        _epilogue(em, x, v, tile, slot, part)
+        if part == "head":  # it ended with a GEMM pass of thread v
+            pending.append((v, tile, slot, "tail"))
+            gemm_emitted(v)
+
+    def gemm_emitted(v: int) -> None:
+        """A GEMM of thread v was emitted: the other threads' pending parts go beside it."""
+        for entry in [p for p in pending if p[0] != v]:
+            if entry in pending:
+                pending.remove(entry)
+                emit(entry)
+
+    def finish_first(due) -> None:
+        while any(due(p) for p in pending):
+            entry = next(p for p in pending if due(p))
+            pending.remove(entry)
+            emit(entry)
+
+    def start(v: int, tile, slot: int) -> None:
+        finish_first(lambda p: p[2] == slot)  # what reads this ACC slot
+        _tile_start(em, x, v, tile, slot, late_residual=True)
+
+    def residual_rows(v: int, tile) -> None:
+        """After the tile's first chunk (its loads go first): its residual rows, once the
+        last tile's pass (a head) has read them."""
+        if x.ep.residual_via_gemm and x.ep.residual_after_shift:
+            finish_first(lambda p: p[3] == "head" and p[0] == v)
+            _residual_loads(em, x, v, tile)
+
+    last_part = "head" if _splits(x.ep) else "all"
+    _load_constants(em, x)
+    for n, tiles in enumerate(_tile_groups(wl, c)):
+        group = [(v, tile, v + c.vthreads * (n % lay.acc_slots)) for v, tile in enumerate(tiles)]
+        if lay.acc_slots > 1:  # ALU resets first: a GEMM reset after them covers the last
+            # group's GEMMs, so it can free their input slots for the loads (insert_dep_tokens)
+            for v, tile, slot in sorted(group, key=lambda t: t[0] % 2 == 0):
+                start(v, tile, slot)
+        for k in range(n_chunks):
+            for v, tile, slot in group:
+                if k == 0 and lay.acc_slots == 1:
+                    start(v, tile, slot)
+                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, v)
+                if k == 0:
+                    residual_rows(v, tile)
+                if k == n_chunks - 1:
+                    pending.append((v, tile, slot, last_part))
+                gemm_emitted(v)
+    while pending:
+        emit(pending.pop(0))
+    em.finish()
+    return em
+
+
 @dataclass(frozen=True)
 class _Layout:
-    """SRAM placement: per-thread slots from row 0, program-wide constants at the top."""
+    """SRAM placement: per-thread slots from row 0, program-wide constants at the top. With the
+    epilogue overlapped, thread v's ACC slot lies in bank v % 2 (the top bit of the row), each
+    bank with its own copy of the bias rows at its top, so a pair on two threads never shares
+    a bank (rule 7 of ``isa.layout.OVERLAP_DOC``)."""
 
     inp_slot: int
     wgt_slot: int
-    acc_slot: int
+    acc_base: tuple[int, ...]  # per ACC slot (v + vthreads * buffer): its first ACC row
     ones: int  # INP row of the bias digits' input
     bias_wgt: int  # first WGT row of the bias digit blocks
     ident: int  # WGT row of the scaled identity (residual GEMM)
-    bias_acc: int  # first ACC row of the biases (ALU path)
+    bias_acc: tuple[int, ...]  # per ACC slot: first ACC row of the biases it reads (ALU path)
+    overlapped: bool = False
+    acc_slots: int = 1  # ACC slots per thread, used by its tiles in turn
+
+    @classmethod
+    def of(cls, wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> _Layout:
+        v_count = c.vthreads
+        fixed = reserved_rows(wl, ep)
+        buffers = overlapped(wl, ep, c, hw)
+        if buffers:
+            half = hw.acc_depth // 2
+            slots = range(v_count * buffers)  # slot s: thread s % v_count, in bank s % 2
+            per_bank = -(-len(slots) // 2)
+            size = (half - fixed["acc"]) // per_bank
+            acc_base = tuple((s % 2) * half + (s // 2) * size for s in slots)
+            bias_acc = tuple((s % 2 + 1) * half - fixed["acc"] for s in slots)
+        else:
+            size = (hw.acc_depth - fixed["acc"]) // v_count
+            acc_base = tuple(v * size for v in range(v_count))
+            bias_acc = (hw.acc_depth - fixed["acc"],) * v_count
+        return cls(
+            inp_slot=(hw.inp_depth - fixed["inp"]) // v_count,
+            wgt_slot=(hw.wgt_depth - fixed["wgt"]) // v_count,
+            acc_base=acc_base,
+            ones=hw.inp_depth - 1,
+            bias_wgt=hw.wgt_depth - fixed["wgt"],
+            ident=hw.wgt_depth - 1,
+            bias_acc=bias_acc,
+            overlapped=buffers > 0,
+            acc_slots=max(buffers, 1),
+        )
+
+    def bases(self, v: int, slot: int | None = None) -> tuple[int, int, int]:
+        """Thread v's first ACC (of ``slot``, default its first), INP and WGT rows."""
+        return self.acc_base[v if slot is None else slot], v * self.inp_slot, v * self.wgt_slot
 
 
 @dataclass(frozen=True)
@@ -214,17 +316,27 @@ def _load_constants(em: Emitter, x: _Ctx) -> None:
         first = dram.wgt_consts + (0 if ep.bias and ep.bias_via_gemm else wl.co_blocks)
         em.load(MemType.WGT, lay.bias_wgt, first, 1, n, n)
     if fixed["acc"]:
-        em.load(MemType.ACC, lay.bias_acc, dram.bias, 1, fixed["acc"], fixed["acc"])
+        for row in sorted(set(lay.bias_acc)):  # one copy per ACC bank when overlapped
+            em.load(MemType.ACC, row, dram.bias, 1, fixed["acc"], fixed["acc"])
 
 
-def _tile_start(em: Emitter, x: _Ctx, v: int, tile) -> None:
-    """Reset the tile's ACC rows; add the bias and the residual with GEMM passes if chosen."""
-    wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
+def _tile_start(
+    em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None, late_residual: bool = False
+) -> None:
+    """Reset the tile's ACC rows (on the GEMM pipe, or the ALU's: ``config.alu_reset``); add
+    the bias and the residual with GEMM passes if chosen. ``late_residual``: the residual rows
+    a pass after the shift reads are loaded by the caller (``_residual_loads``), later."""
+    wl, ep, c, g, lay = x.wl, x.ep, x.c, x.g, x.lay
     co0, oh0, ow0 = tile
     p = g.pixels
     rows = c.tile_co * p
-    acc0 = v * lay.acc_slot
-    em.loop(GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1), [Uop(dst=acc0)])
+    acc0 = lay.acc_base[v if slot is None else slot]
+    if alu_reset(wl, ep, c, em.hw, v):
+        _alu_rows(em, AluOp.MUL, acc0, rows, 0)
+    else:
+        em.loop(
+            GemmInsn(reset_reg=True, iter_out=rows, iter_in=1, dst_factor_out=1), [Uop(dst=acc0)]
+        )
     if ep.bias and ep.bias_via_gemm:
         em.loop(
             GemmInsn(
@@ -232,19 +344,28 @@ def _tile_start(em: Emitter, x: _Ctx, v: int, tile) -> None:
             ),
             [Uop(dst=acc0, src=lay.ones, wgt=lay.bias_wgt + co0)],
         )
-    if ep.residual_via_gemm:
-        res0 = v * lay.inp_slot + g.inp_rows - rows  # after the data rows of the slot
-        for co in range(c.tile_co):
-            em.load(
-                MemType.INP,
-                res0 + co * p,
-                dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
-                c.tile_h,
-                c.tile_w,
-                wl.out_w,
-            )
+    if ep.residual_via_gemm and not (late_residual and ep.residual_after_shift):
+        _residual_loads(em, x, v, tile)
         if not ep.residual_after_shift:
+            res0 = v * lay.inp_slot + g.inp_rows - rows
             _residual_gemm(em, ep, acc0, res0, rows, lay.ident)
+
+
+def _residual_loads(em: Emitter, x: _Ctx, v: int, tile) -> None:
+    """The tile's residual rows into thread v's INP slot, after its data rows (GEMM path)."""
+    wl, c, g, dram, lay = x.wl, x.c, x.g, x.dram, x.lay
+    co0, oh0, ow0 = tile
+    p = g.pixels
+    res0 = v * lay.inp_slot + g.inp_rows - c.tile_co * p
+    for co in range(c.tile_co):
+        em.load(
+            MemType.INP,
+            res0 + co * p,
+            dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
+            c.tile_h,
+            c.tile_w,
+            wl.out_w,
+        )
 
 
 def _residual_gemm(em: Emitter, ep: Epilogue, acc0: int, res0: int, rows: int, ident: int) -> None:
@@ -284,7 +405,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
     # input rows/cols the tile needs, in unpadded coordinates, and how much falls in the padding
     top, left = oh0 * s - pad, ow0 * s - pad
     y0, x0 = max(0, -top), max(0, -left)
-    y1 = max(0, top + g.in_h - wl.height)
+    y1 = max(0, top + (g.in_h - 1) * g.row_step + 1 - wl.height)  # (row_step > 1: no padding)
     x1 = max(0, left + g.in_w - wl.width)
     ys, xs = g.in_h - y0 - y1, g.in_w - x0 - x1
     if ys <= 0 or xs <= 0:
@@ -297,7 +418,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
             dram.data + plane + (top + y0) * wl.width + (left + x0),
             ys,
             xs,
-            wl.width,
+            wl.width * g.row_step,
             (y0, y1, x0, x1),
         )
     key = (co0, ci0)
@@ -331,13 +452,25 @@ def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
     )
 
 
-def _epilogue(em: Emitter, x: _Ctx, v: int, tile) -> None:
+def _splits(ep: Epilogue) -> bool:
+    """Whether the epilogue has a GEMM pass in the middle (the residual, after the shift): its
+    ``head`` ends with it, its ``tail`` is the ALU passes after it and the stores."""
+    return ep.residual_via_gemm and ep.residual_after_shift
+
+
+def _epilogue(
+    em: Emitter, x: _Ctx, v: int, tile, slot: int | None = None, part: str = "all"
+) -> None:
+    """The tile's epilogue (``part``: "all", or its "head" or "tail", ``_splits``)."""
+    if part == "tail":
+        return _epilogue_tail(em, x, v, tile, slot)
     wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
     co0, oh0, ow0 = tile
     p = g.pixels
     rows = c.tile_co * p
-    acc0 = v * lay.acc_slot
-    bias_row = lay.bias_acc + co0
+    slot = v if slot is None else slot
+    acc0 = lay.acc_base[slot]
+    bias_row = lay.bias_acc[slot] + co0
     if ep.bias and not ep.bias_via_gemm:
         em.loop(
             AluInsn(
@@ -369,13 +502,24 @@ def _epilogue(em: Emitter, x: _Ctx, v: int, tile) -> None:
             ),
             [Uop(dst=acc0, src=res0)],
         )
-    if ep.residual_via_gemm and ep.residual_after_shift:
+    if _splits(ep):
         pre = ep.residual_pre_shift
         if pre:
             _alu_rows(em, AluOp.SHR, acc0, rows, pre)
         _residual_gemm(em, ep, acc0, v * lay.inp_slot + g.inp_rows - rows, rows, lay.ident)
-        if ep.shift - pre:
-            _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift - pre)
+    if part == "all":
+        _epilogue_tail(em, x, v, tile, slot)
+
+
+def _epilogue_tail(em: Emitter, x: _Ctx, v: int, tile, slot: int | None) -> None:
+    wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
+    co0, oh0, ow0 = tile
+    p = g.pixels
+    rows = c.tile_co * p
+    acc0 = lay.acc_base[v if slot is None else slot]
+    if _splits(ep):
+        if ep.shift - ep.residual_pre_shift:
+            _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift - ep.residual_pre_shift)
     elif ep.shift:
         _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift)
     _alu_rows(em, AluOp.MAX, acc0, rows, ep.lo)

@@ -18,8 +18,10 @@ import numpy as np
 from pyvta.compiler.backend.vta.config import (
     ConvConfig,
     Geometry,
+    alu_reset,
     check_fit,
     gemm_dims,
+    overlapped,
     reserved_rows,
 )
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
@@ -36,7 +38,8 @@ class TileCompute:
     chunk_gemm: int  # micro-op iterations of one chunk's GEMM
     chunks: int
     epilogue_gemms: tuple[int, ...]
-    epilogue_alus: tuple[tuple[int, bool], ...]  # (iterations, immediate operand) of each ALU op
+    # (iterations, immediate operand, src-row repeats (Timing.alu_issue_cycles)) of each ALU op
+    epilogue_alus: tuple[tuple[int, bool, int], ...]
 
     @property
     def n_insns(self) -> int:
@@ -58,7 +61,7 @@ class TileCompute:
     def alu_cycles(self, t: Timing) -> int:
         """The epilogue's ALU instructions; the last pushes the tile to the store module, so
         it waits for the pipeline to drain."""
-        issue = sum(t.alu_issue_cycles(n, imm) for n, imm in self.epilogue_alus)
+        issue = sum(t.alu_issue_cycles(n, imm, rep) for n, imm, rep in self.epilogue_alus)
         return issue + (t.alu_drain_cycles(self.epilogue_alus[-1][0]) if self.epilogue_alus else 0)
 
     def cycles(self, t: Timing) -> int:
@@ -70,23 +73,23 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
     one tile (each pass one micro-op iteration per ACC row of the tile)."""
     rows = c.tile_co * g.pixels
     start, epi_gemm = [rows], []  # the ACC reset
-    alu: list[tuple[int, bool]] = []
+    alu: list[tuple[int, bool, int]] = []
     if ep.bias and ep.bias_via_gemm:
         start.append(rows)
     if ep.residual_via_gemm:
         (epi_gemm if ep.residual_after_shift else start).append(ep.residual_passes * rows)
-    if ep.bias and not ep.bias_via_gemm:
-        alu.append((rows, False))
+    if ep.bias and not ep.bias_via_gemm:  # one bias row per channel block, over its pixels
+        alu.append((rows, False, c.tile_co * (g.pixels - 1)))
     if ep.residual and not ep.residual_via_gemm:
         if ep.residual_shift:
-            alu.append((rows, True))
-        alu.append((rows, False))
+            alu.append((rows, True, 0))
+        alu.append((rows, False, 0))
     if ep.residual_via_gemm and ep.residual_after_shift:
         pre = ep.residual_pre_shift
-        alu += [(rows, True)] * ((1 if pre else 0) + (1 if ep.shift - pre else 0))
+        alu += [(rows, True, 0)] * ((1 if pre else 0) + (1 if ep.shift - pre else 0))
     elif ep.shift:
-        alu.append((rows, True))
-    alu += [(rows, True), (rows, True)]  # MAX lo, MIN hi
+        alu.append((rows, True, 0))
+    alu += [(rows, True, 0), (rows, True, 0)]  # MAX lo, MIN hi
     chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
     return TileCompute(tuple(start), chunk, wl.ci_blocks // c.tile_ci, tuple(epi_gemm), tuple(alu))
 
@@ -153,6 +156,65 @@ def _pipeline_cycles(
     return ends[-1] + (groups - len(ends)) * period
 
 
+def _overlapped_pipeline_cycles(
+    threads: int,
+    groups: int,
+    chunks: int,
+    per_tile: dict[str, float],
+    start: float,
+    buffers: int,
+    alu_resets: frozenset[int],
+) -> float:
+    """``_pipeline_cycles`` for ``conv2d._emit_overlapped``: the GEMM and ALU pipes apart, each
+    epilogue on the ALU pipe once the next chunk of another thread has started, a tile start
+    waiting for the store of its ACC slot (``buffers`` slots per thread, used in turn: with
+    two, a group's tile starts first, ALU resets (``alu_resets``) first; with one, each just
+    before the thread's first chunk)."""
+    gemm = alu = start
+    load = store = 0.0
+    gemm_end, reset_end = [0.0] * threads, [0.0] * threads
+    store_end: dict[int, float] = {}
+    pending: list[tuple[int, int, float]] = []  # (thread, slot, its last chunk's end)
+    ends = []
+
+    def epilogue(begin: float) -> None:
+        nonlocal alu, store
+        _, slot, ready = pending.pop(0)
+        alu = max(alu, ready, begin) + per_tile["epilogue"]
+        store = max(store, alu) + per_tile["store"]
+        store_end[slot] = store
+
+    def tile_start(t: int, slot: int) -> None:
+        nonlocal alu, gemm
+        while any(p[1] == slot for p in pending):
+            epilogue(gemm)
+        if t in alu_resets:
+            alu = reset_end[t] = max(alu, store_end.get(slot, 0.0)) + per_tile["start"]
+        else:
+            gemm = reset_end[t] = max(gemm, store_end.get(slot, 0.0)) + per_tile["start"]
+
+    for n in range(min(groups, STEADY_GROUPS)):
+        slots = [t + threads * (n % buffers) for t in range(threads)]
+        if buffers > 1:
+            for t in sorted(range(threads), key=lambda t: t not in alu_resets):
+                tile_start(t, slots[t])
+        for k in range(chunks):
+            for t in range(threads):
+                if k == 0 and buffers == 1:
+                    tile_start(t, slots[t])
+                load = max(load, gemm_end[t]) + per_tile["load"]
+                begin = max(gemm, load, reset_end[t])
+                gemm = gemm_end[t] = begin + per_tile["chunk"]
+                while pending and pending[0][0] != t:
+                    epilogue(begin)
+                if k == chunks - 1:
+                    pending.append((t, slots[t], gemm))
+        ends.append(max(gemm, alu, store))
+    period = ends[-1] - ends[-2] if len(ends) > 1 else ends[-1]
+    tail = len(pending) * (per_tile["epilogue"] + per_tile["store"])
+    return ends[-1] + (groups - len(ends)) * period + tail
+
+
 def conv_cost(
     wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, timing: Timing | None = None
 ) -> ConvCost:
@@ -165,10 +227,14 @@ def conv_cost(
     tile = tile_compute_insns(wl, ep, c, g)
     dims = gemm_dims(wl, c, g)
     kernel_uops = math.prod(e for d, (e, *_) in dims.items() if d not in c.gemm_loops)
-    dma = _dma(wl, ep, c, g, hw, t, co_tiles, sp_tiles, chunks)
-    ring = min(c.vthreads, tiles) * kernel_uops >= hw.uop_depth
+    dma = _dma(
+        wl, ep, c, g, hw, t, co_tiles, sp_tiles, chunks, 2 if overlapped(wl, ep, c, hw) else 1
+    )
+    buffers = overlapped(wl, ep, c, hw)
+    kernels = min(c.vthreads * max(buffers, 1), tiles)  # one chunk kernel per ACC slot
+    ring = kernels * kernel_uops >= hw.uop_depth
     uop_cycles = kernel_uops * t.uop_cycles_per_elem  # one kernel's load
-    uops = tiles * chunks * uop_cycles if ring else min(c.vthreads, tiles) * uop_cycles
+    uops = tiles * chunks * uop_cycles if ring else kernels * uop_cycles
     per_tile = {
         "start": tile.start_cycles(t),
         "chunk": tile.chunk_cycles(t) + (uop_cycles if ring else 0),
@@ -184,7 +250,14 @@ def conv_cost(
     fetch = insns * (t.fetch_insn_cycles + insn_beats)
     threads = min(c.vthreads, tiles)
     start = (0 if ring else uops) + dma.compute_const
-    overlapped = _pipeline_cycles(threads, -(-tiles // threads), chunks, per_tile, start)
+    groups = -(-tiles // threads)
+    if buffers:
+        resets = frozenset(v for v in range(threads) if alu_reset(wl, ep, c, hw, v))
+        steps = _overlapped_pipeline_cycles(
+            threads, groups, chunks, per_tile, start, buffers, resets
+        )
+    else:
+        steps = _pipeline_cycles(threads, groups, chunks, per_tile, start)
     return ConvCost(
         compute_cycles=compute,
         load_cycles=dma.load,
@@ -204,7 +277,7 @@ def conv_cost(
         chunks=chunks,
         kernel_uops=kernel_uops,
         vthreads=c.vthreads,
-        total_cycles=max(overlapped + t.finish_cycles, port, fetch),
+        total_cycles=max(steps + t.finish_cycles, port, fetch),
     )
 
 
@@ -225,7 +298,9 @@ class _Dma:
     stores: int
 
 
-def _dma(wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int) -> _Dma:
+def _dma(
+    wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int, bias_copies: int
+) -> _Dma:
     """The layer's transfers as ``conv2d`` emits them and the cycle model costs them: per tile
     and chunk ``tile_ci`` input loads (clipped at the image edge, the rest zero-filled one
     element per cycle; one contiguous block when whole rows), the chunk's weights when they
@@ -242,8 +317,10 @@ def _dma(wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int)
         return window - np.maximum(0, -start) - np.maximum(0, start + window - size)
 
     ys = clipped(wl.out_h, c.tile_h, g.in_h, wl.height)[:, None]
+    if g.row_step > 1:  # every row_step-th row (no padding): never clipped
+        ys = np.full_like(ys, g.in_h)
     xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
-    flat = (xs == wl.width) | (ys == 1)  # one contiguous block
+    flat = ((xs == wl.width) & (g.row_step == 1)) | (ys == 1)  # one contiguous block
     inp = port(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
     per_sp = co_tiles * chunks * c.tile_ci  # input transfers per spatial tile
     inp_port = per_sp * float(inp.sum())
@@ -278,7 +355,8 @@ def _dma(wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int)
     }
     n_const_loads = const[MemType.INP][1] + const[MemType.WGT][1]
     const_port = const[MemType.INP][0] + const[MemType.WGT][0]
-    acc_port, n_acc = const[MemType.ACC]
+    acc_port, n_acc = const[MemType.ACC]  # once per ACC bank with the epilogue overlapped
+    acc_port, n_acc = acc_port * bias_copies, n_acc * bias_copies
     load_lat = (per_sp * sp_tiles + n_wgt + n_const_loads + (n_res if via_gemm else 0)) * one_load
     store_lat = tiles * n_out * (t.store_setup_cycles + t.dram_latency_cycles)
     load_port = inp_port + n_wgt * wgt + const_port + (res if via_gemm else 0)

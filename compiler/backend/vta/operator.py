@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit
+from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit, overlapped
 from pyvta.compiler.backend.vta.constants import bias_digit_blocks, identity_block, ones_row
 from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 from pyvta.compiler.backend.vta.default import default_config
@@ -52,6 +52,19 @@ def lowering_epilogue(
     return ep, digits
 
 
+def alu_bias_is_free(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwConfig) -> bool:
+    """Whether the bias is better added on the ALU than by a GEMM pass: with the epilogue
+    overlapped (``config.overlapped``, the ALU bias rows fitting too) the ALU pass (one cycle a
+    row, rule 8 of ``isa.layout.OVERLAP_DOC``) runs beside the other thread's GEMMs, while the
+    GEMM pass holds the GEMM pipe."""
+    alu = dataclasses.replace(ep, bias_via_gemm=False)
+    try:
+        check_fit(wl, alu, config, hw)
+    except FitError:
+        return False
+    return overlapped(wl, alu, config, hw) > 0
+
+
 def _check_operands(wl: ConvWorkload, ep: Epilogue, weights, bias) -> None:
     expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
     if weights.shape != expect or weights.dtype != np.int8:
@@ -91,6 +104,8 @@ def build_kernel(
     config = config or default_config(
         wl, ep, hw, measure=measure if search else None, candidates=max(search, 1), explore=explore
     )
+    if digits is not None and alu_bias_is_free(wl, ep, config, hw):
+        ep, digits = dataclasses.replace(ep, bias_via_gemm=False), None
     _check_operands(wl, ep, weights, bias)
     consts = {
         "weights": np.ascontiguousarray(weights, np.int8).tobytes(),

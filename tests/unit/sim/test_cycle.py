@@ -81,3 +81,50 @@ def test_cycle_model_runs_random_programs(seed):
     report = sim.run_cycles(program)
     assert report.total_cycles > 0
     assert sum(s.insns for n, s in report.modules.items() if n != "fetch") == program.insn_count
+
+
+def _gemm_beside_alu(alu_row: int, overlap: bool, n: int = 200) -> sim.CycleReport:
+    """A GEMM over ACC rows [0, n) (n micro-ops) and an ALU MAX (immediate) over rows
+    [alu_row, alu_row + n), then FINISH."""
+    from pyvta.isa import AluInsn, AluOp
+
+    pb = ProgramBuilder(HwConfig(), dram_bytes=1 << 16)
+    pb.load_uops([Uop(dst=0), Uop(dst=alu_row, src=alu_row)], 0)
+    rows = dict(iter_out=n, iter_in=1, dst_factor_out=1, src_factor_out=1)
+    pb.emit(GemmInsn(uop_bgn=0, uop_end=1, **rows))
+    pb.emit(
+        AluInsn(alu_opcode=AluOp.MAX, use_imm=True, uop_bgn=1, uop_end=2, overlap=overlap, **rows)
+    )
+    pb.emit(FinishInsn())
+    return sim.run_cycles(pb.build())
+
+
+def test_an_overlapped_alu_runs_beside_the_gemm_in_another_bank():
+    n, half = 200, HwConfig().acc_depth // 2
+    serial = _gemm_beside_alu(half, overlap=False, n=n).total_cycles
+    beside = _gemm_beside_alu(half, overlap=True, n=n).total_cycles
+    assert serial - beside == sim.Timing().alu_issue_cycles(n, True)  # the whole ALU hidden
+    # in the GEMM's bank the ALU waits for the GEMM's micro-ops (rule 7): no gain
+    assert _gemm_beside_alu(n, overlap=True, n=n).total_cycles == serial
+
+
+def test_a_repeated_alu_src_row_costs_one_cycle():
+    """Rule 8: the bias broadcast (src factor 0 in the inner loop) reads its src row once per
+    outer iteration; the cycle model counts it with or without the micro-ops' contents."""
+    from pyvta.isa import AluInsn, AluOp
+    from pyvta.sim.cycle import alu_src_repeats
+
+    t = sim.Timing()
+    bias = AluInsn(
+        alu_opcode=AluOp.ADD, uop_bgn=0, uop_end=1, iter_out=4, iter_in=49,
+        dst_factor_out=49, src_factor_out=1, dst_factor_in=1,
+    )  # fmt: skip
+    fields = {"dst": np.array([0]), "src": np.array([1000])}
+    assert alu_src_repeats(bias) == alu_src_repeats(bias, fields) == 4 * 48
+    distinct = AluInsn(alu_opcode=AluOp.ADD, uop_bgn=0, uop_end=1, iter_out=196, iter_in=1,
+                       dst_factor_out=1, src_factor_out=1)  # fmt: skip
+    assert alu_src_repeats(distinct) == 0
+    assert t.alu_issue_cycles(196, False, 4 * 48) == t.alu_setup_cycles + 4 * 2 + 4 * 48
+    in_place = {"dst": np.array([0]), "src": np.array([0])}  # each micro-op writes its src row
+    same_row = AluInsn(alu_opcode=AluOp.ADD, uop_bgn=0, uop_end=1, iter_out=5, iter_in=1)
+    assert alu_src_repeats(same_row, in_place) == 0

