@@ -57,9 +57,16 @@ def conv2d(ins, attrs):
 
 
 def dense(ins, attrs):
-    x, w, b = ins[:3]
-    y = cpu_llvm.gemm(x.astype(np.float32), np.ascontiguousarray(w.T)) + b
-    return _epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
+    return dense_transposed(ins[0], np.ascontiguousarray(ins[1].T), ins[2:], attrs)
+
+
+def dense_transposed(x, wt, rest, attrs):
+    """:func:`dense` with its weight given transposed, ``wt [K, N]`` (or as
+    ``cpu_llvm.gemm_operand`` pads it: extra zero columns), and ``rest = [bias, (residual)]``:
+    a backend with constant weights prepares them once."""
+    n = rest[0].shape[-1]
+    y = cpu_llvm.gemm(x.astype(np.float32), wt)[:, :n] + rest[0]
+    return _epilogue(y, rest[1] if len(rest) > 1 else None, attrs)
 
 
 def _epilogue(y, res, attrs):
@@ -101,10 +108,26 @@ def batch_norm(ins, attrs):
 
 
 def max_pool(ins, attrs):
+    """The maximum over each window, taken along the width and then along the height of the
+    padded input (a max is separable and exact: the same values as a max over windows)."""
     x = ins[0]
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    cols = _windows(x, attrs["kernel"], attrs["strides"], attrs["pads"], fill=fill)
-    return cols.max(axis=(2, 3))
+    t, l, b, r = attrs["pads"]
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
+    n, c, h, w = x.shape
+    if any(attrs["pads"]):
+        xp = np.full((n, c, h + t + b, w + l + r), fill, x.dtype)
+        xp[:, :, t : t + h, l : l + w] = x
+        x = xp
+    oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+    rows = x[:, :, : sh * (oh - 1) + kh]
+    across = rows[..., : sw * (ow - 1) + 1 : sw].copy()
+    for j in range(1, kw):
+        np.maximum(across, rows[..., j : j + sw * (ow - 1) + 1 : sw], out=across)
+    out = across[:, :, : sh * (oh - 1) + 1 : sh].copy()
+    for i in range(1, kh):
+        np.maximum(out, across[:, :, i : i + sh * (oh - 1) + 1 : sh], out=out)
+    return out
 
 
 def avg_pool(ins, attrs):
