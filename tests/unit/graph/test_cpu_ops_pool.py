@@ -52,3 +52,26 @@ def test_dense_with_prepared_weights_is_bit_exact():
     want = cpu_ops.dense([x, w, b], attrs)
     assert got.shape == want.shape == (1, 1000)
     np.testing.assert_array_equal(got, want)
+
+
+def test_windows_by_phases_equal_strided_slices():
+    """im2col's windows (split into stride phases first) for random kernels, strides,
+    dilations and pads, against one strided slice per kernel position."""
+    rng = np.random.default_rng(SEED)
+    print("seed", SEED)
+    checked = 0
+    while checked < 40:
+        (kh, kw), (sh, sw), (dh, dw) = rng.integers(1, 5, 2), rng.integers(1, 4, 2), (1, 2)
+        pads = tuple(int(p) for p in rng.integers(0, 3, 4))
+        x = rng.standard_normal((1, 2, *rng.integers(8, 14, 2))).astype(np.float32)
+        xp = np.pad(x, ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+        oh = (xp.shape[2] - (kh - 1) * dh - 1) // sh + 1
+        ow = (xp.shape[3] - (kw - 1) * dw - 1) // sw + 1
+        if oh <= 0 or ow <= 0:
+            continue
+        got = cpu_ops._windows(x, (kh, kw), (sh, sw), pads, (dh, dw))
+        for i in range(kh):
+            for j in range(kw):
+                want = xp[:, :, i * dh :: sh, j * dw :: sw][:, :, :oh, :ow]
+                np.testing.assert_array_equal(got[:, :, i, j], want)
+        checked += 1
