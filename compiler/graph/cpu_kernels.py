@@ -14,6 +14,7 @@ views; graph outputs get fresh arrays).
 from __future__ import annotations
 
 import json
+import math
 import os
 import weakref
 from dataclasses import dataclass
@@ -287,7 +288,7 @@ class CpuKernels:
 
             out = aligned_empty(v.shape, v.dtype)
         else:
-            out = self._arena[slot][: int(np.prod(v.shape))].reshape(v.shape)
+            out = self._arena[slot][: math.prod(v.shape)].reshape(v.shape)
         arrays = zip(args + [out], mod.func.params, strict=True)  # elementwise: flat arrays
         mod(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
         return out
