@@ -82,8 +82,8 @@ def pointwise_nchwc(c, h, w, o, ic, oc, knobs=None, epilogue=None):
     s[conv].set_scope("local")
     po, pi = s[out].split("p", pb)
     fo, fi = s[out].split("fi", oct_)
-    s[out].reorder("n", "f", po, fo, pi, fi)
-    s[conv].compute_at(s[out], fo)
+    s[out].reorder("n", "f", fo, po, pi, fi)  # a channel tile's weights serve every pixel
+    s[conv].compute_at(s[out], po)
     s[conv].reorder("n", "f", "rco", "rci", "p", "fi")
     s[conv].unroll("p")
     s[conv].vectorize("fi")
