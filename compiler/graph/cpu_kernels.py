@@ -147,10 +147,7 @@ def default_conv_schedule(wl: ConvWorkload) -> dict:
     1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
     with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise."""
     if wl.depthwise:
-        padded_w = wl.w + wl.pads[1] + wl.pads[3]
-        knobs = DepthwiseKnobs.for_target(
-            _host(), wl.out_hw, wl.ob, wl.kernel[0], wl.strides[0], padded_w
-        )
+        knobs = DepthwiseKnobs.for_target(_host(), wl.out_hw, wl.ob)
         return {"template": "depthwise", "knobs": knobs.to_dict()}
     if wl.pointwise_ok:
         knobs = PointwiseKnobs.for_target(_host(), wl.h * wl.w, wl.ob)
