@@ -97,7 +97,7 @@ def bench_layer(name: str, rounds: int, number: int, seed: int) -> float:
         wk = WINOGRAD_KNOBS[name]
         s, args = conv2d_winograd(c, hw, hw, o, wk)
         wino = compiler.build(s, args, num_threads=THREADS)
-        u = aligned_copy(transform_weights(w))
+        u = aligned_copy(transform_weights(w, wk.k_block))
         out_w = aligned_empty(args[2].shape, "float32")
         runs["winograd"] = lambda: wino(x, u, out_w)
         outs["winograd"] = out_w

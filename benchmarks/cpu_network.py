@@ -22,7 +22,8 @@ wall clock cannot (both runtimes then compute on the calling thread only).
 
 ``--per-layer`` adds, per model, where the time goes: a second onnxruntime session with its
 profiler on (``SessionOptions.enable_profiling``, same threads) runs in the same rounds, and
-each pyvta node's median time (the executor's timing table) is set beside onnxruntime's
+each pyvta node's median time (the executor's timing table; CPU time with ``--cpu-time``,
+while onnxruntime's profile stays wall time) is set beside onnxruntime's
 median kernel time of the node of the same kind and rank (the k-th conv beside the k-th
 Conv: both run the ONNX graph's order, their node names differ), kinds totalled at the end.
 """
@@ -40,6 +41,7 @@ import numpy as np
 
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.executor import Executor
 from pyvta.compiler.graph.reference import onnxruntime_session
 
 MAX_REL_ERR = 1e-4
@@ -144,7 +146,10 @@ def bench_model(
         kernels = {"cpu": CpuKernels(cm.graph, threads)}  # built for the run's thread count
 
         def run(cm=cm, key=key, kernels=kernels):
-            outs, table = run_model(cm, x, backends=kernels)
+            if per_layer:  # nodes timed by the run's clock (CPU time with --cpu-time)
+                outs, table = Executor(cm.graph, None, kernels, clock).run({"input": x})
+            else:
+                outs, table = run_model(cm, x, backends=kernels)
             if per_layer:  # the timed runs keep their tables
                 tables[key].append(table)
             return outs

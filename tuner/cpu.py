@@ -150,7 +150,7 @@ def _nchwc_space(*args) -> ConfigSpace:
     wl = _nchwc_workload(*args)
     return ConfigSpace(
         [TileKnob("tile", ("ow_block", "oc_tile"), conv_tiles(wl.out_hw[1], wl.ob)),
-         BoolKnob("unroll_rx")]
+         BoolKnob("unroll_rx"), BoolKnob("flat")]
     )  # fmt: skip
 
 
@@ -189,7 +189,10 @@ def _winograd_space(*args) -> ConfigSpace:
     lanes, regs = target.vector_lanes("float32"), target.vector_registers
     tiles = (-(-wl.h // 2)) * (-(-wl.w // 2))
     kbs = [k for k in range(lanes, 65, lanes) if wl.o % k == 0]
-    pairs = [(p, k) for k in kbs for p in divisors(tiles) if p <= 16 and p * k // lanes <= regs - 2]
+    # any p_block (the template rounds the tiles up to whole register tiles) wasting at most
+    # an eighth of them
+    ps = [p for p in range(1, 17) if -tiles % p <= tiles // 8]
+    pairs = [(p, k) for k in kbs for p in ps if p * k // lanes <= regs - 2]
     return ConfigSpace([TileKnob("tile", ("p_block", "k_block"), pairs)])
 
 

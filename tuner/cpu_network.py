@@ -25,6 +25,7 @@ from pyvta.tuner.log import best_record, read_records
 
 PRETUNED = Path(__file__).resolve().parent / "pretuned"
 MIN_TRIALS = 4
+SIDE_BY_SIDE = "side by side"  # the msg of compare_templates' records
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,11 @@ def _default_point(task, layer: CpuLayer):
     wl = layer.workload
     if task.name == "cpu.conv2d_nchwc":
         k = default_direct_knobs(wl)
-        point = {"tile": (k["ow_block"], k["oc_tile"] or wl.ob), "unroll_rx": k["unroll_rx"]}
+        point = {
+            "tile": (k["ow_block"], k["oc_tile"] or wl.ob),
+            "unroll_rx": k["unroll_rx"],
+            "flat": k["flat"],
+        }
     elif task.name == "cpu.winograd_nchwc":
         k = default_winograd_knobs(wl)
         point = None if k is None else {"tile": (k["p_block"], k["k_block"])}
@@ -142,27 +147,108 @@ def tune_cpu_network(
             if progress:
                 print(f"    best {res.best_cost * 1e3:.3f} ms in {time.perf_counter() - t0:.0f} s")
             out.append((layer, task, defaults[i], res.best_cost))
+        if log is not None and final_check > 1:
+            compare_templates(layers, log, measurer, rounds=final_check, progress=progress)
     finally:
         if own and measurer is not None:
             measurer.close()
     return out
 
 
+def compare_templates(
+    layers: list[CpuLayer], log: str, measurer=None, rounds: int = 4, progress: bool = True
+) -> None:
+    """For each layer with more than one template (direct and Winograd or pointwise), measure each
+    template's best logged config ``rounds`` times in turns, all of them in each round, and
+    append the records to ``log``: each task was tuned at its own time, and on a shared machine
+    costs measured minutes apart compare the load more than the schedules; measured side by
+    side they share it (tagged ``SIDE_BY_SIDE``: ``cpu_schedules`` compares those)."""
+    from dataclasses import replace
+
+    from pyvta.tuner.log import TuningLog, make_record
+    from pyvta.tuner.tune import default_measurer
+
+    own = measurer is None
+    writer = TuningLog(log)
+    try:
+        for layer in layers:
+            tasks = _tasks(layer)
+            best = [(t, best_record(read_records(log, t))) for t in tasks]
+            pairs = [(t, t.space.config(r.config)) for t, r in best if r is not None]
+            if len(pairs) < 2:
+                continue
+            if measurer is None:
+                measurer = default_measurer(pairs[0][0])
+            seen: dict[str, list[float]] = {t.name: [] for t, _ in pairs}
+            for _ in range(rounds):
+                for task, cfg in pairs:
+                    res = replace(measurer.measure(task, [cfg])[0], msg=SIDE_BY_SIDE)
+                    writer.append(make_record(task, cfg, res))
+                    seen[task.name].append(res.cost)
+            if progress:
+                meds = ", ".join(
+                    f"{n} {sorted(v)[len(v) // 2] * 1e3:.3f} ms" for n, v in seen.items()
+                )
+                print(f"side by side, {layer.workload.key}: {meds}", flush=True)
+    finally:
+        writer.close()
+        if own and measurer is not None:
+            measurer.close()
+
+
 def cpu_schedules(log: str, layers: list[CpuLayer]) -> dict[str, dict]:
     """``{workload key: schedule}``: per layer the best logged record over its templates (the
-    compiler's ``cpu_schedules``); layers without a valid record are left out."""
+    compiler's ``cpu_schedules``); where every template's best config has records measured
+    side by side (``compare_templates``), the lowest median of those decides. Layers without a
+    valid record are left out."""
+    import statistics
+
     from pyvta.tuner.cpu import schedule_of
 
     out = {}
     for layer in layers:
-        best = None
+        cands = []  # (logged cost, side-by-side costs, schedule)
         for task in _tasks(layer):
-            rec = best_record(read_records(log, task))
-            if rec is not None and (best is None or rec.result.cost < best[0]):
-                best = (rec.result.cost, schedule_of(task, task.space.config(rec.config)))
-        if best is not None:
-            out[layer.workload.key] = best[1]
+            records = read_records(log, task)
+            rec = best_record(records)
+            if rec is not None:
+                side = [
+                    r.result.cost
+                    for r in records
+                    if r.index == rec.index and r.result.ok and r.result.msg == SIDE_BY_SIDE
+                ]
+                cfg = task.space.config(rec.config)
+                cands.append((rec.result.cost, side, schedule_of(task, cfg)))
+        if not cands:
+            continue
+        if all(side for _, side, _ in cands):
+            best = min(cands, key=lambda c: statistics.median(c[1]))
+        else:
+            best = min(cands, key=lambda c: c[0])
+        out[layer.workload.key] = best[2]
     return out
+
+
+def write_cpu_log(src: str, dst: str) -> int:
+    """``tuner.log.write_best`` of ``src`` into ``dst`` (the log to ship beside a model), plus
+    the side-by-side records (``compare_templates``) of each task's best config, which
+    ``cpu_schedules`` decides between templates by. Returns the number of records written."""
+    from pyvta.tuner.log import TuningLog, write_best
+
+    write_best(src, dst)
+    kept = {(r.task_key, r.index) for r in read_records(dst)}
+    side = [
+        r
+        for r in read_records(src)
+        if r.result.msg == SIDE_BY_SIDE and (r.task_key, r.index) in kept
+    ]
+    writer = TuningLog(dst)
+    try:
+        for r in side:
+            writer.append(r)
+    finally:
+        writer.close()
+    return len(kept) + len(side)
 
 
 def tuned_schedules(model, log: str) -> dict[str, dict]:

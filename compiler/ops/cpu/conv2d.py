@@ -53,16 +53,18 @@ class Conv2dKnobs:
         return Conv2dKnobs(ic=lanes, oc=2 * lanes, ow_block=owb)
 
 
-def schedule_register_tile(conv, unroll_rx: bool) -> None:
-    """The register tile's loops of a blocked conv stage (axes n, f, y, x, fi; reductions rco,
-    ry, rx, rci): the output columns ``x`` unrolled and the channel lanes ``fi`` vectorised
-    innermost; with ``unroll_rx`` the kernel-width loop inside ``rci`` and unrolled, so
-    neighbouring columns share their input loads."""
+def schedule_register_tile(conv, unroll_rx: bool, rows: bool = True) -> None:
+    """The register tile's loops of a blocked conv stage (axes n, f, y, x, fi, or n, f, x, fi
+    without ``rows``: output positions flattened; reductions rco, ry, rx, rci): the output
+    columns ``x`` unrolled and the channel lanes ``fi`` vectorised innermost; with
+    ``unroll_rx`` the kernel-width loop inside ``rci`` and unrolled, so neighbouring columns
+    share their input loads."""
+    outer = ("n", "f", "y") if rows else ("n", "f")
     if unroll_rx:
-        conv.reorder("n", "f", "y", "rco", "ry", "rci", "rx", "x", "fi")
+        conv.reorder(*outer, "rco", "ry", "rci", "rx", "x", "fi")
         conv.unroll("rx")
     else:
-        conv.reorder("n", "f", "y", "rco", "ry", "rx", "rci", "x", "fi")
+        conv.reorder(*outer, "rco", "ry", "rx", "rci", "x", "fi")
     conv.vectorize("fi")
     conv.unroll("x")
 

@@ -55,6 +55,8 @@ class Epilogue:
 
 
 SPARE_REGISTERS = 4  # vector registers a conv tile leaves for the input broadcast and weights
+FLAT_BELOW_WIDTH = 8  # untuned convs with narrower output rows tile flattened positions
+MIN_FLAT_TILE = 4  # columns of a flat tile (x two vectors: 8 accumulators, the FMA latency)
 
 
 def register_tiles(target, out_width: int, out_block: int) -> list[tuple[int, int]]:
@@ -76,27 +78,39 @@ class NchwcConvKnobs:
     register tile (a multiple of the vector lanes dividing the output block; 0: the whole
     block), so a tile holds ``oc_tile / lanes * ow_block`` vector accumulators; ``unroll_rx``
     kernel-width loop innermost and unrolled (neighbouring columns share loads, stride 1);
-    ``parallel`` tiles (output block x row) across threads. The channel blocks are the
-    layout's, not knobs: they are the blocks of the tensors the conv reads and writes."""
+    ``parallel`` tiles (output block x row) across threads; ``flat`` the output positions as
+    one axis, the tiles running on across rows (only the layer's last tile is cut short, not
+    each row's). The channel blocks are the layout's, not knobs: they are the blocks of the
+    tensors the conv reads and writes."""
 
     ow_block: int = 4
     oc_tile: int = 0
     unroll_rx: bool = False
     parallel: bool = True
+    flat: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @staticmethod
-    def for_target(target, out_width: int, out_block: int) -> NchwcConvKnobs:
+    def for_target(target, out_width: int, out_block: int, out_height: int = 1) -> NchwcConvKnobs:
         """Of :func:`register_tiles`: the widest channel tile (one broadcast of an input value
         feeds the most FMAs; whole cache lines of weights), then the fewest tiles per output
         row, then the most even ones (7 columns as 4 + 3, not 6 + 1: a one-column tile cannot
         hide the FMA latency). On AVX2 (ResNet-18, one thread) this took the 14- and 7-wide
-        layers from 7 x 8 to 5 x 16 and 4 x 16 tiles, about 15-25% faster."""
+        layers from 7 x 8 to 5 x 16 and 4 x 16 tiles, about 15-25% faster. Rows narrower than
+        ``FLAT_BELOW_WIDTH`` run ``flat``: the widest channel tile, then of at least
+        ``MIN_FLAT_TILE`` columns the fewest positions computed (layer 4's 7 x 7 as 10 tiles
+        of 5, not 14 of 4: about 5% faster)."""
         tiles = register_tiles(target, out_width, out_block)
-        ow_block, oc_tile = min(tiles, key=lambda dt: (-dt[1], -(-out_width // dt[0]), dt[0]))
-        return NchwcConvKnobs(ow_block, oc_tile if oc_tile != out_block else 0)
+        flat = out_width < FLAT_BELOW_WIDTH
+        if flat:
+            pos = out_width * out_height
+            wide = [dt for dt in tiles if dt[0] >= MIN_FLAT_TILE] or tiles
+            ow_block, oc_tile = min(wide, key=lambda dt: (-dt[1], -pos % dt[0], -dt[0]))
+        else:
+            ow_block, oc_tile = min(tiles, key=lambda dt: (-dt[1], -(-out_width // dt[0]), dt[0]))
+        return NchwcConvKnobs(ow_block, oc_tile if oc_tile != out_block else 0, flat=flat)
 
 
 def pack_conv_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
@@ -155,44 +169,63 @@ def conv2d_nchwc(
             f"ow_block {owb} must be at most the output width {ow}, oc_tile {oct_} divide the"
             f" block {oc}"
         )
+    # flat: the output positions as one axis (the same bytes as [1, O/oc, OH, OW, oc]), so
+    # register tiles run on across rows and only the layer's last tile is narrower
+    oshape = (1, o // oc, oh * ow, oc) if knobs.flat else (1, o // oc, oh, ow, oc)
+    if knobs.flat and owb > oh * ow:
+        raise ValueError(f"ow_block {owb} must be at most the {oh * ow} output positions")
     data = placeholder((1, c // ic, h, w, ic), "float32", "data")
     wgt = placeholder((o // oc, c // ic, kh, kw, ic, oc), "float32", "weight")
     bias = placeholder((o,), "float32", "bias")
     args = [data, wgt, bias]
     res = None
     if epilogue.residual:
-        res = placeholder((1, o // oc, oh, ow, oc), "float32", "residual")
+        res = placeholder(oshape, "float32", "residual")
         args.append(res)
     dp = _padded(data, pads, 0.0, "data.pad")
     rco, ry, rx = reduce_axis(c // ic, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     rci = reduce_axis(ic, "rci")
-    conv = compute(
-        (1, o // oc, oh, ow, oc),
-        lambda n, f, y, x, fi: te_sum(
+
+    def conv_fn(n, f, y, x, fi):
+        return te_sum(
             dp[n, rco, y * sh + ry, x * sw + rx, rci] * wgt[f, rco, ry, rx, rci, fi],
             [rco, ry, rx, rci],
-        ),
-        name="conv",
-    )
+        )
 
-    def out_fn(n, f, y, x, fi):
-        r = res[n, f, y, x, fi] if res is not None else None
-        return epilogue.apply(conv[n, f, y, x, fi], bias[f * oc + fi], r)
+    def out_fn(*idx):
+        r = res[idx] if res is not None else None
+        return epilogue.apply(conv[idx], bias[idx[1] * oc + idx[-1]], r)
 
-    out = compute((1, o // oc, oh, ow, oc), out_fn, name="out")
+    # the accumulators cover whole register tiles: columns past the last are computed as a
+    # copy of it (clamped index) and not stored, so the reduction has no bounds checks
+    cols = oshape[-2]
+    cols_pad = -(-cols // owb) * owb
+    cshape = oshape[:-2] + (cols_pad, oc)
+
+    def last(x):
+        return minimum(x, const(cols - 1)) if cols_pad > cols else x
+
+    if knobs.flat:
+        conv = compute(
+            cshape, lambda n, f, x, fi: conv_fn(n, f, last(x) // ow, last(x) % ow, fi), "conv"
+        )
+        out = compute(oshape, lambda n, f, x, fi: out_fn(n, f, x, fi), name="out")
+    else:
+        conv = compute(cshape, lambda n, f, y, x, fi: conv_fn(n, f, y, last(x), fi), "conv")
+        out = compute(oshape, lambda n, f, y, x, fi: out_fn(n, f, y, x, fi), name="out")
     s = create_schedule(out)
     s[conv].set_scope("local")
     xo, xi = s[out].split("x", owb)
     fo, fi = s[out].split("fi", oct_)
-    s[out].reorder("n", "f", "y", xo, fo, xi, fi)
+    s[out].reorder(*(("n", "f") if knobs.flat else ("n", "f", "y")), xo, fo, xi, fi)
     s[conv].compute_at(s[out], fo)
-    schedule_register_tile(s[conv], knobs.unroll_rx)
+    schedule_register_tile(s[conv], knobs.unroll_rx, rows=not knobs.flat)
     s[out].unroll(xi)
     s[out].vectorize(fi)
     if dp is not data:
         s[dp].vectorize("ci")
     if knobs.parallel:
-        s[out].parallel(s[out].fuse("f", "y"))
+        s[out].parallel(s[out].fuse("f", xo) if knobs.flat else s[out].fuse("f", "y"))
         if dp is not data:
             s[dp].parallel(s[dp].fuse("ch", "y"))
     return s, args + [out]

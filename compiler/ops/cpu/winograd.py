@@ -3,13 +3,16 @@
 Each 2x2 output tile comes from a 4x4 input tile: ``Y = A^T [(G g G^T) * (B^T d B)] A``.
 Per layer, for ``C`` input and ``K`` output channels and ``P`` tiles:
 
-- the kernel transform ``U[4, 4, C, K]`` is done once ahead of time (``transform_weights``);
+- the kernel transform ``U[4, 4, K/k_block, C, k_block]`` is done once ahead of time
+  (``transform_weights``);
 - the input transform ``V[4, 4, C, P]`` is one parallel pass over the input: per channel and
   row of tiles, the zero-padded 4x4 tiles are gathered into a small local buffer, then
-  transformed with additions only;
+  transformed with additions only; on NCHW{c}c data it is ``V[4, 4, P, C]``, per tile and
+  channel block: 16 channel vectors loaded, transformed, stored (no gathers);
 - 16 independent GEMMs ``M[e, P, K] = V[e]^T U[e]`` (e over the 4x4 positions) do the work,
-  register-tiled like the GEMM template: ``p_block`` tiles x ``k_block`` channels per tile;
-- the output transform writes NCHW ``[1, K, H, W]``.
+  register-tiled like the GEMM template: ``p_block`` tiles x ``k_block`` channels per tile
+  (NCHWc: the tiles are rounded up to whole register tiles, so any ``p_block`` fits);
+- the output transform writes NCHW ``[1, K, H, W]`` (or NCHW{c}c).
 
 It does 2.25x fewer multiplications than direct convolution; the results differ from direct
 convolution by float32 rounding only (a relative error around 1e-6).
@@ -32,6 +35,13 @@ _G = ((1.0, 0.0, 0.0), (0.5, 0.5, 0.5), (0.5, -0.5, 0.5), (0.0, 0.0, 1.0))
 _AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 
 
+# A position's U[e] (C x K float32) of at least this many bytes is swept once per GEMM, the
+# tiles inside its column blocks (C x k_block stays in cache while every tile uses it), not
+# once per tile block: layer 4's 1 MB U[e] ran 7.1 -> 4.6 ms (512 channels, 7x7, one thread),
+# layer 3's 256 KB about 10% faster; at 64 KB (128 channels) the other order was faster.
+U_COLUMN_OUTER_BYTES = 256 * 1024
+
+
 @dataclass(frozen=True)
 class WinogradKnobs:
     """``p_block``: tiles per register tile (unrolled); ``k_block``: output channels per
@@ -45,10 +55,17 @@ class WinogradKnobs:
         return asdict(self)
 
 
-def transform_weights(kernel: np.ndarray) -> np.ndarray:
-    """OIHW ``[K, C, 3, 3]`` -> ``U[4, 4, C, K] = G g G^T`` (float32, contiguous)."""
+def transform_weights(kernel: np.ndarray, k_block: int | None = None) -> np.ndarray:
+    """OIHW ``[K, C, 3, 3]`` -> ``U = G g G^T`` as ``[4, 4, K/k_block, C, k_block]`` (float32,
+    contiguous: a register tile's column of U is one stream; default ``k_block`` K, the same
+    bytes as ``[4, 4, C, K]``)."""
+    k, c = kernel.shape[:2]
+    kb = k if k_block is None else k_block
+    if kb < 1 or k % kb:
+        raise ValueError(f"k_block {kb} must divide the {k} output channels")
     g = np.asarray(_G, np.float64)
     u = np.einsum("ai,kcij,bj->abck", g, kernel.astype(np.float64), g)
+    u = u.reshape(4, 4, c, k // kb, kb).transpose(0, 1, 3, 2, 4)
     return np.ascontiguousarray(u.astype(np.float32))
 
 
@@ -87,7 +104,7 @@ def conv2d_winograd(
 ):
     """Schedule and arguments ``(sch, [data, U, out])`` for a 3x3 / stride 1 / pad 1 float32
     convolution of ``data [1, C, H, W]`` into ``out [1, K, H, W]``; ``U`` comes from
-    ``transform_weights``.
+    ``transform_weights(w, knobs.k_block)``.
 
     With ``blocks=(ic, oc)`` data and out are NCHW{c}c (``[1, C/ic, H, W, ic]``, ``[1, K/oc,
     H, W, oc]``); with an ``epilogue`` (``compiler.ops.cpu.nchwc.Epilogue``) the arguments are
@@ -96,15 +113,19 @@ def conv2d_winograd(
     ib, ob = blocks if blocks is not None else (None, None)
     nth, ntw = -(-h // 2), -(-w // 2)
     p_tiles = nth * ntw
-    if p_tiles % pb or k % kb:
+    # NCHWc: the tiles rounded up to whole register tiles (the extra tiles read zero padding
+    # or the last rows again, and nothing reads their results); NCHW: p_block divides them
+    p_pad = -(-p_tiles // pb) * pb if blocks is not None and pb > 0 else p_tiles
+    if pb < 1 or p_pad % pb or k % kb:
         raise ValueError(
-            f"p_block {pb} must divide the {p_tiles} tiles and k_block {kb} the {k} channels"
+            f"p_block {pb} must divide the {p_tiles} tiles (NCHWc: be positive) and k_block"
+            f" {kb} the {k} channels"
         )
     if ib is not None and (c % ib or k % ob or ob % 8):
         raise ValueError(f"blocks {blocks} must divide the channels {c}/{k} (oc a multiple of 8)")
     dshape = (1, c, h, w) if ib is None else (1, c // ib, h, w, ib)
     data = placeholder(dshape, "float32", "data")
-    u = placeholder((4, 4, c, k), "float32", "U")
+    u = placeholder((4, 4, k // kb, c, kb), "float32", "U")
     args = [data, u]
     if epilogue is not None:
         args.append(placeholder((k,), "float32", "bias"))
@@ -120,10 +141,21 @@ def conv2d_winograd(
         inside = all_(y >= 0, y < h, x >= 0, x < w)
         return select(inside, read(ch, y, x), const(0.0))
 
-    dt = compute((4, 4, c, p_tiles), tile_fn, name="D")
+    # NCHW: V[a, b, C, P] (tiles of a row vectorized); NCHWc: V[a, b, P, C] (channels
+    # vectorized: the tile's inputs are whole channel vectors of the blocked layout)
+    blocked = ib is not None
+
+    def at(t, a, b, ch, p):
+        return t[a, b, p, ch] if blocked else t[a, b, ch, p]
+
+    vshape = (4, 4, p_pad, c) if blocked else (4, 4, c, p_pad)
+    if blocked:
+        dt = compute(vshape, lambda i, j, p, ch: tile_fn(i, j, ch, p), name="D")
+    else:
+        dt = compute(vshape, tile_fn, name="D")
 
     def v_fn(a, b, ch, p):
-        dd = [[dt[i, j, ch, p] for j in range(4)] for i in range(4)]
+        dd = [[at(dt, i, j, ch, p) for j in range(4)] for i in range(4)]
         btd = [
             [_signed_sum([(_BT[r][i], dd[i][j]) for i in range(4)]) for j in range(4)]
             for r in range(4)
@@ -134,11 +166,14 @@ def conv2d_winograd(
         ]
         return _by_position(a, b, v)
 
-    vt = compute((4, 4, c, p_tiles), v_fn, name="V")
+    if blocked:
+        vt = compute(vshape, lambda a, b, p, ch: v_fn(a, b, ch, p), name="V")
+    else:
+        vt = compute(vshape, v_fn, name="V")
     rc = reduce_axis(c, "rc")
     m = compute(
-        (4, 4, p_tiles, k),
-        lambda a, b, p, kk: te_sum(vt[a, b, rc, p] * u[a, b, rc, kk], rc),
+        (4, 4, p_pad, k),
+        lambda a, b, p, kk: te_sum(at(vt, a, b, rc, p) * u[a, b, kk // kb, rc, kk % kb], rc),
         name="M",
     )
 
@@ -175,23 +210,39 @@ def conv2d_winograd(
     s = create_schedule(out)
     # input transform: one (channel, tile row) per task, a/b unrolled, tiles in a row vectorized;
     # the row's 4x4 input tiles are gathered first (strided masked loads) into a local buffer
-    po, pi = s[vt].split("p", ntw)
-    s[vt].reorder("ch", po, "a", "b", pi)
+    s[dt].set_scope("local")
+    if blocked:  # per tile and channel block: 16 vector loads, transform, 16 vector stores
+        co, ci = s[vt].split("ch", ib)
+        s[vt].reorder("p", co, "a", "b", ci)
+        s[vt].vectorize(ci)
+        s[dt].compute_at(s[vt], co)
+        s[dt].reorder("i", "j", "p", "ch")
+        s[dt].vectorize("ch")
+        v_task = ("p", co)
+    else:
+        po, pi = s[vt].split("p", ntw)
+        s[vt].reorder("ch", po, "a", "b", pi)
+        s[vt].vectorize(pi)
+        s[dt].compute_at(s[vt], po)
+        s[dt].reorder("ch", "i", "j", "p")
+        s[dt].vectorize("p")
+        v_task = ("ch", po)
     s[vt].unroll("a")
     s[vt].unroll("b")
-    s[vt].vectorize(pi)
-    s[dt].set_scope("local")
-    s[dt].compute_at(s[vt], po)
-    s[dt].reorder("ch", "i", "j", "p")
     s[dt].unroll("i")
     s[dt].unroll("j")
-    s[dt].vectorize("p")
-    # batched GEMM: p_block x k_block register tiles, reduction over C inside
+    # batched GEMM: p_block x k_block register tiles, reduction over C inside; with a large
+    # U[e] the tiles run inside the channel blocks (see U_COLUMN_OUTER_BYTES)
     ml = s.cache_write(m, "local")
     s[m].split("kk", kb)
     pbo, pbi = s[m].split("p", pb)
-    s[m].reorder("a", "b", pbo, "kk.outer", pbi, "kk.inner")
-    s[ml].compute_at(s[m], "kk.outer")
+    u_outer = c * k * 4 >= U_COLUMN_OUTER_BYTES
+    if u_outer:
+        s[m].reorder("a", "b", "kk.outer", pbo, pbi, "kk.inner")
+        s[ml].compute_at(s[m], pbo)
+    else:
+        s[m].reorder("a", "b", pbo, "kk.outer", pbi, "kk.inner")
+        s[ml].compute_at(s[m], "kk.outer")
     s[ml].reorder("a.c", "b.c", "rc", "p.c", "kk.c")
     s[ml].unroll("p.c")
     s[ml].vectorize("kk.c")
@@ -205,7 +256,7 @@ def conv2d_winograd(
     s[out].unroll(xi)
     s[out].vectorize(ki)
     if knobs.parallel:
-        s[vt].parallel(s[vt].fuse("ch", po))
-        s[m].parallel(s[m].fuse(s[m].fuse("a", "b"), pbo))
+        s[vt].parallel(s[vt].fuse(*v_task))
+        s[m].parallel(s[m].fuse(s[m].fuse("a", "b"), "kk.outer" if u_outer else pbo))
         s[out].parallel(s[out].fuse(ko, yo))
     return s, args + [out]

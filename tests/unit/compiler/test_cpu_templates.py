@@ -70,6 +70,7 @@ def test_compiler_imports_point_one_way():
     [
         (8, 6, 32, WinogradKnobs(p_block=3, k_block=32)),
         (16, 7, 16, WinogradKnobs(p_block=4, k_block=16)),  # odd size: partial edge tiles
+        (16, 6, 32, WinogradKnobs(p_block=3, k_block=16)),  # U in two column blocks
         (4, 5, 32, WinogradKnobs(p_block=9, k_block=32, parallel=False)),
     ],
 )
@@ -78,7 +79,7 @@ def test_winograd_template(build, rng, conv_reference, c, h, k, knobs):
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
     w = rng.standard_normal((k, c, 3, 3)).astype(np.float32)
     out = np.zeros((1, k, h, h), np.float32)
-    build(s, args)(x, transform_weights(w), out)
+    build(s, args)(x, transform_weights(w, knobs.k_block), out)
     np.testing.assert_allclose(out, conv_reference(x, w, 1, 1), rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="must divide"):
         conv2d_winograd(c, h, h, k, WinogradKnobs(p_block=1000))
@@ -112,17 +113,19 @@ def _nchwc_conv_reference(x, w, bias, strides, pads, ob, res=None, clip=None):
 
 
 @pytest.mark.parametrize(
-    "c,h,o,k,stride,pad,ow_block,oc_tile",
+    "c,h,o,k,stride,pad,ow_block,oc_tile,flat",
     [
-        (32, 14, 32, 3, 1, 1, 5, 0),  # 14 columns as 5 + 5 + 4
-        (16, 7, 16, 3, 1, 1, 4, 0),  # 7 as 4 + 3
-        (16, 13, 32, 3, 2, 1, 6, 8),  # 7 outputs, stride 2: 6 + 1
-        (3, 23, 16, 7, 2, 3, 5, 0),  # the 3-channel stem: 12 as 5 + 5 + 2
-        (32, 9, 16, 1, 1, 0, 9, 8),  # one tile per row
+        (32, 14, 32, 3, 1, 1, 5, 0, False),  # 14 columns as 5 + 5 + 4
+        (16, 7, 16, 3, 1, 1, 4, 0, False),  # 7 as 4 + 3
+        (16, 13, 32, 3, 2, 1, 6, 8, False),  # 7 outputs, stride 2: 6 + 1
+        (3, 23, 16, 7, 2, 3, 5, 0, False),  # the 3-channel stem: 12 as 5 + 5 + 2
+        (32, 9, 16, 1, 1, 0, 9, 8, False),  # one tile per row
+        (32, 7, 16, 3, 1, 1, 5, 0, True),  # 49 positions as 9 x 5 + 4, across rows
+        (16, 13, 32, 3, 2, 1, 6, 8, True),  # stride 2: 49 as 8 x 6 + 1
     ],
 )
 def test_nchwc_conv_with_tiles_that_do_not_divide_the_row(
-    build, rng, c, h, o, k, stride, pad, ow_block, oc_tile
+    build, rng, c, h, o, k, stride, pad, ow_block, oc_tile, flat
 ):
     from pyvta.compiler.ops.cpu.nchwc import (
         Epilogue,
@@ -132,18 +135,21 @@ def test_nchwc_conv_with_tiles_that_do_not_divide_the_row(
     )
 
     ib, ob = (16 if c % 16 == 0 else c), 16
-    knobs = NchwcConvKnobs(ow_block=ow_block, oc_tile=oc_tile)
+    knobs = NchwcConvKnobs(ow_block=ow_block, oc_tile=oc_tile, flat=flat)
     ep = Epilogue(residual=True, clip=(0.0, 6.0))
     pads = (pad,) * 4
     s, args = conv2d_nchwc(c, h, h, o, (k, k), (stride, stride), pads, ib, ob, knobs, ep)
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
     w = (rng.standard_normal((o, c, k, k)) * 0.3).astype(np.float32)
     bias = rng.standard_normal(o).astype(np.float32)
-    out_shape = args[-1].shape
+    oh, ow = -(-h // stride), -(-h // stride)
+    out_shape = (1, o // ob, oh, ow, ob)  # flat: the same bytes as [1, O/ob, OH * OW, ob]
+    assert args[-1].shape == ((1, o // ob, oh * ow, ob) if flat else out_shape)
     res = rng.standard_normal(out_shape).astype(np.float32)
     xb = np.ascontiguousarray(x.reshape(1, c // ib, ib, h, h).transpose(0, 1, 3, 4, 2))
     out = np.full(out_shape, np.nan, np.float32)  # every element must be written
-    build(s, args)(xb, pack_conv_weights(w, ib, ob), bias, res, out)
+    shape = args[-1].shape
+    build(s, args)(xb, pack_conv_weights(w, ib, ob), bias, res.reshape(shape), out.reshape(shape))
     want = _nchwc_conv_reference(x, w, bias, (stride, stride), pads, ob, res, (0.0, 6.0))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 

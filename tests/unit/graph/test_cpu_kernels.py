@@ -80,6 +80,13 @@ def test_compiled_resnet_matches_onnxruntime_and_runs_no_numpy_kernels(resnet_fi
     assert _rel_err(out, ref) < MAX_REL_ERR
     (again,), _ = run_model(cm, x)  # the arena is reused: same answer, output not aliased
     np.testing.assert_array_equal(again, out)
+    # the second run called bound kernels; a new input (a new array, or the same one changed
+    # in place) still gives its own answer
+    x2 = zoo.sample_inputs(1, 32, seed=rng_seed + 1)[0]
+    (ref2,) = run_onnxruntime(onnx.load(resnet_file), {"input": x2})
+    assert _rel_err(run_model(cm, x2)[0][0], ref2) < MAX_REL_ERR
+    x2[...] = x
+    np.testing.assert_array_equal(run_model(cm, x2)[0][0], out)
     loaded = CompiledModel.load(cm.save(tmp_path / "r.npz"))
     conv = next(n for n in loaded.graph.nodes if n.op == "cpu_conv2d")
     assert conv.attrs["schedule"]["knobs"]["ow_block"] >= 1  # the artifact holds the schedules

@@ -11,11 +11,13 @@ from pyvta.compiler.graph import compile_model, run_model, zoo
 from pyvta.compiler.graph.reference import run_onnxruntime
 from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
 from pyvta.tuner.cpu_network import (
+    compare_templates,
     cpu_network_layers,
     cpu_schedules,
     pretuned_cpu_log,
     spread_trials,
     tune_cpu_network,
+    write_cpu_log,
 )
 from pyvta.tuner.log import read_records
 from pyvta.tuner.measure import Backend, InProcessMeasurer
@@ -77,6 +79,36 @@ def test_every_layer_is_tuned_and_the_best_schedules_compile(small_resnet, tmp_p
     (ref,) = run_onnxruntime(onnx.load(small_resnet), {"input": x})
     out = run_model(cm, x)[0][0]
     assert float(np.abs(out - ref).max() / np.abs(ref).max()) < 1e-4
+
+
+class WinogradScaled(SyntheticCost):
+    """The synthetic costs with Winograd's times ``factor``."""
+
+    def __init__(self, factor: float):
+        self.factor = factor
+
+    def run(self, task, config, artifact, repeats):
+        cost = super().run(task, config, artifact, repeats)
+        return [c * self.factor if task.name == "cpu.winograd_nchwc" else c for c in cost]
+
+
+def test_templates_measured_side_by_side_decide_between_them(small_resnet, tmp_path):
+    layers = cpu_network_layers(small_resnet)
+    log = str(tmp_path / "cpu.jsonl")
+    tune_cpu_network(
+        layers, 4, log=log, tuner="random", measurer=InProcessMeasurer(WinogradScaled(1e3), 1),
+        progress=False, final_check=0,
+    )  # fmt: skip
+    before = cpu_schedules(log, layers)
+    both = [la for la in layers if len(nchwc_conv_tasks(la.workload)) == 2]
+    assert both and all(before[la.workload.key]["template"] == "direct" for la in both)
+    compare_templates(layers, log, InProcessMeasurer(WinogradScaled(1e-3), 1), rounds=3)
+    shipped = str(tmp_path / "shipped.jsonl")
+    assert write_cpu_log(log, shipped) == len(read_records(shipped))
+    for schedules in (cpu_schedules(log, layers), cpu_schedules(shipped, layers)):
+        for la in layers:  # side by side Winograd wins; layers with one template keep theirs
+            want = "winograd" if la in both else before[la.workload.key]["template"]
+            assert schedules[la.workload.key]["template"] == want, la.workload.key
 
 
 def _keys(cm):
