@@ -154,20 +154,11 @@ def _nchwc_space(*args) -> ConfigSpace:
     )  # fmt: skip
 
 
-def nchwc_knobs(config) -> dict:
-    """The ``NchwcConvKnobs`` fields of a point of an NCHWc conv task's space."""
-    d = dict(config)
-    d["ow_block"], d["oc_tile"] = d.pop("tile")
-    return d
-
-
 def _nchwc_instantiate(config, *args):
     from pyvta.compiler.graph.cpu_kernels import conv_schedule
 
     try:
-        return conv_schedule(
-            _nchwc_workload(*args), {"template": "direct", "knobs": nchwc_knobs(config)}
-        )
+        return conv_schedule(_nchwc_workload(*args), schedule_of_template("direct", config))
     except ValueError as e:
         raise InvalidConfig(str(e)) from None
 
@@ -205,12 +196,6 @@ def _winograd_space(*args) -> ConfigSpace:
     return ConfigSpace([TileKnob("tile", ("p_block", "k_block"), pairs)])
 
 
-def winograd_knobs(config) -> dict:
-    d = dict(config)
-    d["p_block"], d["k_block"] = d.pop("tile")
-    return d
-
-
 def _winograd_instantiate(config, *args):
     from pyvta.compiler.graph.cpu_kernels import conv_schedule
 
@@ -218,9 +203,98 @@ def _winograd_instantiate(config, *args):
     if not wl.winograd_ok:
         raise InvalidConfig(f"winograd does not apply to {wl.key}")
     try:
-        return conv_schedule(wl, {"template": "winograd", "knobs": winograd_knobs(config)})
+        return conv_schedule(wl, schedule_of_template("winograd", config))
     except ValueError as e:
         raise InvalidConfig(str(e)) from None
+
+
+MIN_TILE_SHARE = 0.6  # of the accumulator registers a pointwise / depthwise tile fills, at least
+
+
+def _pointwise_space(*args) -> ConfigSpace:
+    """``(p_block, oc_tile)`` tiles: the NCHWc conv's register tiles over the flattened pixels
+    (``compiler.ops.cpu.nchwc.register_tiles`` of a row ``H x W`` long) that hold at least
+    ``MIN_TILE_SHARE`` of the registers a tile may use as accumulators (fewer cannot hide the
+    FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+
+    wl = _nchwc_workload(*args)
+    t = CpuTarget.host()
+    lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
+    tiles = conv_tiles(wl.h * wl.w, wl.ob)
+    big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room]
+    return ConfigSpace([TileKnob("tile", ("p_block", "oc_tile"), big or tiles)])
+
+
+def _pointwise_instantiate(config, *args):
+    from pyvta.compiler.graph.cpu_kernels import conv_schedule
+
+    try:
+        return conv_schedule(_nchwc_workload(*args), schedule_of_template("pointwise", config))
+    except ValueError as e:
+        raise InvalidConfig(str(e)) from None
+
+
+def _pointwise_reference(arrays, *args):
+    """:func:`_nchwc_reference` of the pixel-flattened arrays, flattened back."""
+    wl = _nchwc_workload(*args)
+    data, wgt, bias = arrays[:3]
+    ob = wgt.shape[-1]
+    want = _nchwc_reference(
+        [data.reshape(1, wl.c // wl.ib, wl.h, wl.w, wl.ib),
+         wgt.reshape(wl.o // ob, wl.c // wl.ib, 1, 1, wl.ib, ob), bias],
+        *args,
+    )  # fmt: skip
+    return want.reshape(arrays[-1].shape)
+
+
+def _depthwise_workload(*args):
+    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+
+    c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, block = args
+    return ConvWorkload(c, h, w, c, (kh, kw), (sh, sw), (pt, pl, pb, pr), block, block, True)
+
+
+def _depthwise_space(*args) -> ConfigSpace:
+    """``(ow_block, y_block)``: column tiles whose accumulators fit the vector registers (less
+    the depthwise template's spare ones) and fill at least ``MIN_TILE_SHARE`` of them (or the
+    whole row) x rows per task (1, 2, 4, 7, 8, 14, up to the height)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.depthwise import SPARE_REGISTERS
+
+    wl = _depthwise_workload(*args)
+    t = CpuTarget.host()
+    vecs = max(1, wl.ob // t.vector_lanes("float32"))
+    room = max(1, (t.vector_registers - SPARE_REGISTERS) // vecs)
+    oh, ow = wl.out_hw
+    lo = min(ow, max(1, int(MIN_TILE_SHARE * room)))
+    cols = range(lo, min(room, ow) + 1)
+    tiles = [(d, y) for d in cols for y in (1, 2, 4, 7, 8, 14) if y <= oh]
+    return ConfigSpace([TileKnob("tile", ("ow_block", "y_block"), tiles)])
+
+
+def _depthwise_instantiate(config, *args):
+    from pyvta.compiler.graph.cpu_kernels import conv_schedule
+
+    try:
+        return conv_schedule(_depthwise_workload(*args), schedule_of_template("depthwise", config))
+    except ValueError as e:
+        raise InvalidConfig(str(e)) from None
+
+
+def _depthwise_reference(arrays, *args):
+    """float64 depthwise conv of NCHW{c}c data with ``[C/c, KH, KW, c]`` weights plus bias."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    wl = _depthwise_workload(*args)
+    data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
+    t, lft, b, r = wl.pads
+    x = np.pad(data[0], ((0, 0), (t, b), (lft, r), (0, 0)))
+    win = sliding_window_view(x, wl.kernel, axis=(1, 2))[:, :: wl.strides[0], :: wl.strides[1]]
+    oh, ow = wl.out_hw
+    y = np.einsum("fyxcij,fijc->fyxc", win[:, :oh, :ow], wgt)
+    return (y + bias.reshape(y.shape[0], 1, 1, -1))[None]
 
 
 GEMM = Template(
@@ -240,24 +314,58 @@ CONV2D_NCHWC = Template(
     reference_fn=_nchwc_reference,
 )
 WINOGRAD_NCHWC = Template("cpu.winograd_nchwc", _winograd_space, _winograd_instantiate)
-TEMPLATES = {t.name: t for t in (GEMM, CONV2D, CONV2D_NCHWC, WINOGRAD_NCHWC)}
+POINTWISE_NCHWC = Template(
+    "cpu.pointwise_nchwc",
+    _pointwise_space,
+    _pointwise_instantiate,
+    reference_fn=_pointwise_reference,
+)
+DEPTHWISE_NCHWC = Template(
+    "cpu.depthwise_nchwc",
+    _depthwise_space,
+    _depthwise_instantiate,
+    reference_fn=_depthwise_reference,
+)
+TEMPLATES = {
+    t.name: t
+    for t in (GEMM, CONV2D, CONV2D_NCHWC, WINOGRAD_NCHWC, POINTWISE_NCHWC, DEPTHWISE_NCHWC)
+}
+# template name -> the compiler's schedule template and the knobs its tile knob stands for
+_TILE_PARTS = {
+    CONV2D_NCHWC.name: ("direct", ("ow_block", "oc_tile")),
+    WINOGRAD_NCHWC.name: ("winograd", ("p_block", "k_block")),
+    POINTWISE_NCHWC.name: ("pointwise", ("p_block", "oc_tile")),
+    DEPTHWISE_NCHWC.name: ("depthwise", ("ow_block", "y_block")),
+}
 
 
 def nchwc_conv_tasks(wl) -> list[Task]:
     """The tasks of a network's conv layer (``compiler.graph.cpu_kernels.ConvWorkload``,
-    bias only): direct NCHWc, and Winograd where it applies."""
+    bias only): the depthwise template for a depthwise layer; else direct NCHWc, Winograd
+    where it applies (3x3 stride 1) and pointwise where it does (1x1 stride 1, no padding)."""
+    if wl.depthwise:
+        return [DEPTHWISE_NCHWC.task(wl.c, wl.h, wl.w, *wl.kernel, *wl.strides, *wl.pads, wl.ob)]
     args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
     tasks = [CONV2D_NCHWC.task(*args)]
     if wl.winograd_ok:
         tasks.append(WINOGRAD_NCHWC.task(*args))
+    if wl.pointwise_ok:
+        tasks.append(POINTWISE_NCHWC.task(*args))
     return tasks
 
 
+def schedule_of_template(template: str, config) -> dict:
+    """The ``attrs["schedule"]`` record of a point of a tile-knob space of ``template``
+    (the compiler's name: direct, winograd, pointwise, depthwise)."""
+    parts = next(p for t, p in _TILE_PARTS.values() if t == template)
+    d = dict(config)
+    d.update(zip(parts, d.pop("tile"), strict=True))
+    return {"template": template, "knobs": d}
+
+
 def schedule_of(task: Task, config) -> dict:
-    """The ``attrs["schedule"]`` record of ``config`` of an NCHWc conv task."""
-    if task.name == WINOGRAD_NCHWC.name:
-        return {"template": "winograd", "knobs": winograd_knobs(config)}
-    return {"template": "direct", "knobs": nchwc_knobs(config)}
+    """The ``attrs["schedule"]`` record of ``config`` of a network conv layer's task."""
+    return schedule_of_template(_TILE_PARTS[task.name][0], config)
 
 
 def gemm_task(m: int, n: int, k: int) -> Task:

@@ -7,7 +7,8 @@
 
 A layer is a ``compiler.graph.cpu_kernels.ConvWorkload`` exactly as the layout plan runs it
 (its channel blocks, padding, stride). Each has a task per template that applies (direct
-NCHWc; Winograd for 3x3 stride 1), so "Winograd where it wins" is decided by measurement.
+NCHWc; Winograd for 3x3 stride 1; pointwise for 1x1 stride 1; depthwise for a depthwise
+layer, its only one), so "Winograd where it wins" is decided by measurement.
 Each task first measures the compiler's untuned choice (for the direct template; for
 Winograd the first tile that fits) and then spends its share of the trial budget: the
 budget is spread over the tasks in proportion to their expected gain, the time their layer
@@ -50,7 +51,7 @@ def cpu_network_layers(model) -> list[CpuLayer]:
         graph = run_pipeline(import_onnx(model), options)
     counts: dict = {}
     for n in graph.nodes:
-        if n.op == "cpu_conv2d" and n.attrs["schedule"]["template"] != "depthwise":
+        if n.op == "cpu_conv2d":
             wl = node_workload(n, graph.values[n.inputs[0]].shape)
             counts[wl] = counts.get(wl, 0) + 1
     return [CpuLayer(wl, c) for wl, c in counts.items()]
@@ -65,7 +66,11 @@ def _tasks(layer: CpuLayer):
 def _default_point(task, layer: CpuLayer):
     """The compiler's untuned knobs of the task's template as a point of its space (the
     first point where they are not one)."""
-    from pyvta.compiler.graph.cpu_kernels import default_direct_knobs, default_winograd_knobs
+    from pyvta.compiler.graph.cpu_kernels import (
+        default_conv_schedule,
+        default_direct_knobs,
+        default_winograd_knobs,
+    )
 
     wl = layer.workload
     if task.name == "cpu.conv2d_nchwc":
@@ -75,9 +80,15 @@ def _default_point(task, layer: CpuLayer):
             "unroll_rx": k["unroll_rx"],
             "flat": k["flat"],
         }
-    else:
+    elif task.name == "cpu.winograd_nchwc":
         k = default_winograd_knobs(wl)
         point = None if k is None else {"tile": (k["p_block"], k["k_block"])}
+    elif task.name == "cpu.pointwise_nchwc":
+        k = default_conv_schedule(wl)["knobs"]
+        point = {"tile": (k["p_block"], k["oc_tile"] or wl.ob)}
+    else:  # depthwise
+        k = default_conv_schedule(wl)["knobs"]
+        point = {"tile": (k["ow_block"], k["y_block"])}
     try:
         return task.space.config(point) if point is not None else task.space.get(0)
     except ValueError:
@@ -147,7 +158,7 @@ def tune_cpu_network(
 def compare_templates(
     layers: list[CpuLayer], log: str, measurer=None, rounds: int = 4, progress: bool = True
 ) -> None:
-    """For each layer with more than one template (direct and Winograd), measure each
+    """For each layer with more than one template (direct and Winograd or pointwise), measure each
     template's best logged config ``rounds`` times in turns, all of them in each round, and
     append the records to ``log``: each task was tuned at its own time, and on a shared machine
     costs measured minutes apart compare the load more than the schedules; measured side by

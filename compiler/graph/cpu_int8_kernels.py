@@ -8,7 +8,8 @@ AVX-VNNI, else ``vpmaddwd`` (AVX2); the vector width follows the host's register
 constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
 kernels are in the disk cache before the first inference). Nodes it does not compile (grouped
 or dilated convs, batched dense, every other op) run on the graph's float CPU backend, which
-runs them with numpy as before.
+runs them with numpy as before; a float ``dense`` with constant weights (the classifier) has
+its weights transposed once, not per inference (the same product, the same bits).
 """
 
 from __future__ import annotations
@@ -113,17 +114,25 @@ class CpuInt8Kernels:
         self.fallback = fallback if fallback is not None else cpu_backend_for(graph)
         threads = num_threads or os.cpu_count() or 1
         self.kernels: dict[str, Int8Kernel] = {}
+        self._dense_wt: dict[str, np.ndarray] = {}  # float dense node -> its weights, transposed
         if not cpu_llvm.have_llvmlite():
             return  # a board's runtime: the numpy kernels compute the same bits
         for n in graph.nodes:
             if compiled_int8(n, graph):
                 self.kernels[n.name] = Int8Kernel(n, graph, threads)
+            elif n.op == "dense" and n.target == "cpu" and n.inputs[1] in graph.constants:
+                self._dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
         kernel = self.kernels.get(node.name)
-        if kernel is None:
-            return self.fallback.run(node, args)
-        return kernel(args)
+        if kernel is not None:
+            return kernel(args)
+        wt = self._dense_wt.get(node.name)
+        if wt is not None:
+            from pyvta.compiler.graph.cpu_ops import dense_transposed
+
+            return dense_transposed(args[0], wt, args[2:], node.attrs)
+        return self.fallback.run(node, args)
 
 
 def has_int8_nodes(graph: Graph) -> bool:

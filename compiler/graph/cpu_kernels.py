@@ -1,9 +1,9 @@
 """Compiled kernels for the graph's ``cpu_*`` ops (``compiler.ops.cpu`` templates, llvmlite).
 
 ``alter_cpu_layout`` writes each conv's schedule choice into its node (``attrs["schedule"]``:
-``{"template": "direct" | "winograd" | "depthwise", "knobs": {...}}``), so an artifact says
-which schedule every layer runs. :class:`CpuKernels` builds one kernel per node before the
-first inference; ``compiler.build`` caches kernels on disk by their loop IR, so compiling a
+``{"template": "direct" | "winograd" | "pointwise" | "depthwise", "knobs": {...}}``), so an
+artifact says which schedule every layer runs. :class:`CpuKernels` builds one kernel per node
+before the first inference; ``compiler.build`` caches kernels on disk by their loop IR, so compiling a
 model (``compile_model``) leaves every kernel a later ``pyvta run`` needs in the cache.
 
 It also plans the memory of one inference: every compiled op writes into a buffer of an arena
@@ -14,6 +14,7 @@ views; graph outputs get fresh arrays).
 from __future__ import annotations
 
 import json
+import math
 import os
 import weakref
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from pyvta.compiler.graph import cpu_llvm
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pack_depthwise_weights
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
+from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
 
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
@@ -84,6 +87,16 @@ class ConvWorkload:
         )
 
     @property
+    def pointwise_ok(self) -> bool:
+        """The pointwise (pixel-GEMM) template applies: 1x1, stride 1, no padding."""
+        return (
+            not self.depthwise
+            and self.kernel == (1, 1)
+            and self.strides == (1, 1)
+            and not any(self.pads)
+        )
+
+    @property
     def flops(self) -> int:
         oh, ow = self.out_hw
         per_out = self.kernel[0] * self.kernel[1] * (1 if self.depthwise else self.c)
@@ -138,10 +151,15 @@ def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
 
 
 def default_conv_schedule(wl: ConvWorkload) -> dict:
-    """The untuned choice: depthwise for group = C; Winograd for 3x3 stride-1 layers at least
-    ``WINOGRAD_MIN_WIDTH`` wide with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise."""
+    """The untuned choice: depthwise for group = C; pointwise (a GEMM over the pixels) for
+    1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
+    with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise."""
     if wl.depthwise:
-        return {"template": "depthwise", "knobs": {}}
+        knobs = DepthwiseKnobs.for_target(_host(), wl.out_hw, wl.ob)
+        return {"template": "depthwise", "knobs": knobs.to_dict()}
+    if wl.pointwise_ok:
+        knobs = PointwiseKnobs.for_target(_host(), wl.h * wl.w, wl.ob)
+        return {"template": "pointwise", "knobs": knobs.to_dict()}
     wino = default_winograd_knobs(wl)
     if wino is not None:
         return {"template": "winograd", "knobs": wino}
@@ -151,13 +169,15 @@ def default_conv_schedule(wl: ConvWorkload) -> dict:
 def conv_weights(schedule: dict, w: np.ndarray, ib: int, ob: int) -> np.ndarray:
     """OIHW weights in the form ``schedule``'s template reads."""
     t = schedule["template"]
-    if t == "direct":
+    if t in ("direct", "pointwise"):
         return nchwc.pack_conv_weights(w, ib, ob)
     if t == "winograd":
         return transform_weights(w, schedule["knobs"]["k_block"])
     if t == "depthwise":
-        return nchwc.pack_depthwise_weights(w, ob)
-    raise ValueError(f"conv schedule template {t!r} (allowed: direct, winograd, depthwise)")
+        return pack_depthwise_weights(w, ob)
+    raise ValueError(
+        f"conv schedule template {t!r} (allowed: direct, winograd, pointwise, depthwise)"
+    )
 
 
 def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = False):
@@ -175,9 +195,17 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
         if not wl.winograd_ok:
             raise ValueError(f"winograd does not apply to {wl.key}")
         return conv2d_winograd(wl.c, wl.h, wl.w, wl.o, WinogradKnobs(**knobs), (wl.ib, wl.ob), ep)
+    if t == "pointwise":
+        if not wl.pointwise_ok:
+            raise ValueError(f"pointwise does not apply to {wl.key}")
+        k = PointwiseKnobs(**knobs)
+        return pointwise_nchwc(wl.c, wl.h, wl.w, wl.o, wl.ib, wl.ob, k, ep)
     if t == "depthwise":
-        return nchwc.depthwise_nchwc(wl.c, wl.h, wl.w, wl.kernel, wl.strides, wl.pads, wl.ob, ep)
-    raise ValueError(f"conv schedule template {t!r} (allowed: direct, winograd, depthwise)")
+        k = DepthwiseKnobs(**knobs)
+        return depthwise_nchwc(wl.c, wl.h, wl.w, wl.kernel, wl.strides, wl.pads, wl.ob, k, ep)
+    raise ValueError(
+        f"conv schedule template {t!r} (allowed: direct, winograd, pointwise, depthwise)"
+    )
 
 
 def node_workload(node: Node, x_shape) -> ConvWorkload:
@@ -276,7 +304,7 @@ class CpuKernels:
 
             out = aligned_empty(v.shape, v.dtype)
         else:
-            out = self._arena[slot][: int(np.prod(v.shape))].reshape(v.shape)
+            out = self._arena[slot][: math.prod(v.shape)].reshape(v.shape)
         arrays = zip(args + [out], mod.func.params, strict=True)  # elementwise: flat arrays
         call = mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
         call()

@@ -49,10 +49,30 @@ def _kernel(m: int, n: int, k: int):
         from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed
 
         knobs = GemmKnobs.for_target(CpuTarget.host())
-        n_pad = -(-n // knobs.bn) * knobs.bn
+        n_pad = _n_pad(n)
         sch, args = matmul_packed(m, n_pad, k, knobs)
         _KERNELS[key] = (compiler.build(sch, args), n_pad)
     return _KERNELS[key]
+
+
+def _n_pad(n: int) -> int:
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu import GemmKnobs
+
+    bn = GemmKnobs.for_target(CpuTarget.host()).bn
+    return -(-n // bn) * bn
+
+
+def gemm_operand(b: np.ndarray) -> np.ndarray:
+    """``b (K, N)`` as :func:`gemm` reads it (float32, C-contiguous, zero columns up to the
+    kernel's column block), for a ``b`` used in many products: ``gemm(a, gemm_operand(b))[:,
+    :N]`` is ``gemm(a, b)`` bit for bit, without its per-call copy."""
+    if not have_llvmlite():
+        return np.ascontiguousarray(b, np.float32)
+    k, n = b.shape
+    out = np.zeros((k, _n_pad(n)), np.float32)
+    out[:, :n] = b
+    return out
 
 
 def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -17,7 +17,9 @@ from pyvta.compiler.graph.vta_ops import FusedParams, exact_dot_terms_ok, requan
 
 
 def _windows(x: np.ndarray, kernel, strides, pads, dilations=(1, 1), fill=0.0) -> np.ndarray:
-    """``(N, C, H, W)`` -> ``(N, C, KH, KW, OH, OW)`` sliding windows (a copy)."""
+    """``(N, C, H, W)`` -> ``(N, C, KH, KW, OH, OW)`` sliding windows (a copy). A strided
+    input is first split into its ``SH x SW`` phases (rows ``a::SH``, columns ``b::SW``), so
+    every window position copies unit-stride rows of one phase."""
     t, l, b, r = pads
     if any(pads):
         x = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=fill)
@@ -25,15 +27,14 @@ def _windows(x: np.ndarray, kernel, strides, pads, dilations=(1, 1), fill=0.0) -
     (kh, kw), (sh, sw), (dh, dw) = kernel, strides, dilations
     oh = (h - (kh - 1) * dh - 1) // sh + 1
     ow = (w - (kw - 1) * dw - 1) // sw + 1
+    phases: dict[tuple[int, int], np.ndarray] = {}
     cols = np.empty((n, c, kh, kw, oh, ow), x.dtype)
     for i in range(kh):
         for j in range(kw):
-            cols[:, :, i, j] = x[
-                :,
-                :,
-                i * dh : i * dh + sh * (oh - 1) + 1 : sh,
-                j * dw : j * dw + sw * (ow - 1) + 1 : sw,
-            ]
+            (y0, a), (x0, bb) = divmod(i * dh, sh), divmod(j * dw, sw)
+            if (a, bb) not in phases:
+                phases[a, bb] = np.ascontiguousarray(x[:, :, a::sh, bb::sw])
+            cols[:, :, i, j] = phases[a, bb][:, :, y0 : y0 + oh, x0 : x0 + ow]
     return cols
 
 
@@ -52,23 +53,35 @@ def _conv_sum(x, w, attrs, dtype) -> np.ndarray:
 
 def conv2d(ins, attrs):
     x, w, b = ins[:3]
-    y = _conv_sum(x, w, attrs, np.float32) + b.reshape(1, -1, 1, 1)
+    y = _conv_sum(x, w, attrs, np.float32)
+    if b.dtype == y.dtype:  # in place: the same sums, one pass less
+        y += b.reshape(1, -1, 1, 1)
+    else:
+        y = y + b.reshape(1, -1, 1, 1)
     return _epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
 
 
 def dense(ins, attrs):
-    x, w, b = ins[:3]
-    y = cpu_llvm.gemm(x.astype(np.float32), np.ascontiguousarray(w.T)) + b
-    return _epilogue(y, ins[3] if len(ins) > 3 else None, attrs)
+    return dense_transposed(ins[0], np.ascontiguousarray(ins[1].T), ins[2:], attrs)
+
+
+def dense_transposed(x, wt, rest, attrs):
+    """:func:`dense` with its weight given transposed, ``wt [K, N]`` (or as
+    ``cpu_llvm.gemm_operand`` pads it: extra zero columns), and ``rest = [bias, (residual)]``:
+    a backend with constant weights prepares them once."""
+    n = rest[0].shape[-1]
+    y = cpu_llvm.gemm(x.astype(np.float32), wt)[:, :n] + rest[0]
+    return _epilogue(y, rest[1] if len(rest) > 1 else None, attrs)
 
 
 def _epilogue(y, res, attrs):
+    """``clip(y + res)`` as float32 (``y``, a fresh array, is overwritten)."""
     if res is not None:
         y = y + res
     clip = attrs.get("clip")
     if clip is not None:
-        y = np.clip(y, clip[0], clip[1])
-    return y.astype(np.float32)
+        y = np.clip(y, clip[0], clip[1], out=y if y.dtype == np.float32 else None)
+    return y.astype(np.float32, copy=False)
 
 
 def qaccumulate(op: str, ins, attrs) -> np.ndarray:
@@ -101,10 +114,26 @@ def batch_norm(ins, attrs):
 
 
 def max_pool(ins, attrs):
+    """The maximum over each window, taken along the width and then along the height of the
+    padded input (a max is separable and exact: the same values as a max over windows)."""
     x = ins[0]
     fill = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
-    cols = _windows(x, attrs["kernel"], attrs["strides"], attrs["pads"], fill=fill)
-    return cols.max(axis=(2, 3))
+    t, l, b, r = attrs["pads"]
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
+    n, c, h, w = x.shape
+    if any(attrs["pads"]):
+        xp = np.full((n, c, h + t + b, w + l + r), fill, x.dtype)
+        xp[:, :, t : t + h, l : l + w] = x
+        x = xp
+    oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+    rows = x[:, :, : sh * (oh - 1) + kh]
+    across = rows[..., : sw * (ow - 1) + 1 : sw].copy()
+    for j in range(1, kw):
+        np.maximum(across, rows[..., j : j + sw * (ow - 1) + 1 : sw], out=across)
+    out = across[:, :, : sh * (oh - 1) + 1 : sh].copy()
+    for i in range(1, kh):
+        np.maximum(out, across[:, :, i : i + sh * (oh - 1) + 1 : sh], out=out)
+    return out
 
 
 def avg_pool(ins, attrs):

@@ -124,16 +124,29 @@ class Int8ConvKnobs:
     def for_layer(
         o: int, ow: int, lanes: int = 8, registers: int = 16, dot: str = "pmaddwd"
     ) -> Int8ConvKnobs:
-        """Two vectors of ``lanes`` int32 per tile when ``o`` allows (else one, else vectors of
-        8, else scalar); the widest column tile dividing ``ow`` whose accumulators leave two
-        registers (the broadcast input and a product; weights are read from memory)."""
-        oc, vec = next(
-            ((n * v, v) for v in dict.fromkeys((lanes, 8)) for n in (2, 1) if o % (n * v) == 0),
-            (1, 1),
-        )
-        nvec = oc // vec
-        owb = max(d for d in range(1, ow + 1) if ow % d == 0 and d * nvec + 2 <= registers)
-        return Int8ConvKnobs(oc, owb, dot=dot, vector_lanes=vec if vec < oc else 0)
+        """The tile with the most vector accumulators that fit beside two registers (the
+        broadcast input and a weight): one or two vectors of ``lanes`` (else 8) int32 that
+        divide ``o`` (else scalar) x the widest column tile dividing ``ow``. A ``pmaddwd``
+        accumulator needs a second register for its product (``vpmaddwd``, then ``vpaddd``;
+        ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
+        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. Ties: more
+        channels per broadcast."""
+        per_acc = 2 if dot == "pmaddwd" else 1
+
+        def widest(regs_per_column: int) -> int:
+            ok = [d for d in range(1, ow + 1) if ow % d == 0]
+            return max([d for d in ok if d * regs_per_column + 2 <= registers], default=1)
+
+        tiles = [  # (accumulators, channels, columns, vector lanes)
+            (widest(n * per_acc) * n, n * v, widest(n * per_acc), v)
+            for v in dict.fromkeys((lanes, 8))
+            for n in (2, 1)
+            if o % (n * v) == 0
+        ]
+        if not tiles:
+            return Int8ConvKnobs(1, widest(1), dot=dot)
+        _, oc, owb, v = max(tiles)
+        return Int8ConvKnobs(oc, owb, dot=dot, vector_lanes=v if v < oc else 0)
 
 
 def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:

@@ -7,7 +7,7 @@ read and write that layout, so no transform runs between layers:
 - ``conv2d_nchwc``: direct convolution, register-tiled like ``conv2d_nchw_blocked``
   (``ow_block`` columns x one output block of ``oc`` channels per tile, the input value
   broadcast and FMA'd into ``oc / lanes`` vector accumulators per column),
-- ``depthwise_nchwc``: one filter per channel, the channel block vectorized,
+- (depthwise and pointwise convs: ``depthwise.py``, ``pointwise.py``),
 - ``max_pool_nchwc``, ``global_avg_pool_nchwc``, ``dense_nc``, ``softmax_nc``,
   ``layout_transform``, ``elementwise``.
 
@@ -120,13 +120,6 @@ def pack_conv_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 3, 1))
 
 
-def pack_depthwise_weights(kernel: np.ndarray, block: int) -> np.ndarray:
-    """``[C, 1, KH, KW]`` -> ``[C/c, KH, KW, c]``."""
-    c, _, kh, kw = kernel.shape
-    w = kernel.astype(np.float32).reshape(c // block, block, kh, kw)
-    return np.ascontiguousarray(w.transpose(0, 2, 3, 1))
-
-
 def _padded(data, pads, fill: float, name: str):
     """``data [1, C/c, H, W, c]`` with ``pads`` (top, left, bottom, right) of ``fill``."""
     _, cb, h, w, blk = data.shape
@@ -233,57 +226,6 @@ def conv2d_nchwc(
         s[dp].vectorize("ci")
     if knobs.parallel:
         s[out].parallel(s[out].fuse("f", xo) if knobs.flat else s[out].fuse("f", "y"))
-        if dp is not data:
-            s[dp].parallel(s[dp].fuse("ch", "y"))
-    return s, args + [out]
-
-
-def depthwise_nchwc(c, h, w, kernel, strides, pads, block, epilogue=Epilogue(), parallel=True):
-    """``(sch, [data, weight, bias, (residual,) out])`` of a depthwise conv (group = C): data
-    ``[1, C/c, H, W, c]``, weight from :func:`pack_depthwise_weights`, out NCHW{c}c. A register
-    tile holds up to 8 output columns of one channel block."""
-    kh, kw = kernel
-    sh, sw = strides
-    oh, ow = _conv_shape(h, w, kernel, strides, pads)
-    data = placeholder((1, c // block, h, w, block), "float32", "data")
-    wgt = placeholder((c // block, kh, kw, block), "float32", "weight")
-    bias = placeholder((c,), "float32", "bias")
-    args = [data, wgt, bias]
-    res = None
-    if epilogue.residual:
-        res = placeholder((1, c // block, oh, ow, block), "float32", "residual")
-        args.append(res)
-    dp = _padded(data, pads, 0.0, "data.pad")
-    ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
-    acc = compute(
-        (1, c // block, oh, ow, block),
-        lambda n, f, y, x, fi: te_sum(
-            dp[n, f, y * sh + ry, x * sw + rx, fi] * wgt[f, ry, rx, fi], [ry, rx]
-        ),
-        name="acc",
-    )
-
-    def out_fn(n, f, y, x, fi):
-        r = res[n, f, y, x, fi] if res is not None else None
-        return epilogue.apply(acc[n, f, y, x, fi], bias[f * block + fi], r)
-
-    out = compute(acc.shape, out_fn, name="out")
-    s = create_schedule(out)
-    s[acc].set_scope("local")
-    owb = max(d for d in (1, 2, 4, 7, 8) if ow % d == 0)  # columns per register tile
-    xo, xi = s[out].split("x", owb)
-    s[out].reorder("n", "f", "y", xo, xi, "fi")
-    s[acc].compute_at(s[out], xo)
-    s[acc].reorder("n", "f", "y", "ry", "rx", "x", "fi")  # a weight vector serves the tile
-    s[acc].vectorize("fi")
-    s[acc].unroll("rx")
-    s[acc].unroll("x")
-    s[out].unroll(xi)
-    s[out].vectorize("fi")
-    if dp is not data:
-        s[dp].vectorize("ci")
-    if parallel:
-        s[out].parallel(s[out].fuse("f", "y"))
         if dp is not data:
             s[dp].parallel(s[dp].fuse("ch", "y"))
     return s, args + [out]

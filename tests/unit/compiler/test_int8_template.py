@@ -66,11 +66,15 @@ def test_qconv_equals_the_contract(layer, dot, build, rng):
 
 
 def test_knobs_tile_the_layer():
-    assert Int8ConvKnobs.for_layer(64, 56) == Int8ConvKnobs(16, 7, vector_lanes=8)
+    # pmaddwd: two registers per accumulator (its product), so 7 accumulators on AVX2
+    assert Int8ConvKnobs.for_layer(64, 56) == Int8ConvKnobs(8, 7)
+    vnni = Int8ConvKnobs.for_layer(64, 56, dot="vpdpbusd")  # accumulates in place: 14
+    assert vnni == Int8ConvKnobs(16, 7, dot="vpdpbusd", vector_lanes=8)
     assert Int8ConvKnobs.for_layer(24, 7) == Int8ConvKnobs(8, 7)
     assert Int8ConvKnobs.for_layer(12, 7).oc_block == 1  # 12 is no multiple of 8
+    assert Int8ConvKnobs.for_layer(512, 1) == Int8ConvKnobs(16, 1, vector_lanes=8)  # a dense
     wide = Int8ConvKnobs.for_layer(64, 14, lanes=16, registers=32)
-    assert wide == Int8ConvKnobs(32, 14, vector_lanes=16)
+    assert wide == Int8ConvKnobs(32, 7, vector_lanes=16)  # ties: more channels per broadcast
     with pytest.raises(Int8TemplateError, match="vector_lanes 8 must divide oc_block 12"):
         Int8ConvKnobs(12, 1, vector_lanes=8)
     with pytest.raises(ValueError, match="oc_block 8 must divide the 12 output channels"):

@@ -144,3 +144,39 @@ def test_shipped_resnet18_log_covers_every_cpu_layer(tmp_path):
     schedules = cpu_schedules(str(pretuned_cpu_log("resnet18_224")), layers)
     missing = [la.workload.key for la in layers if la.workload.key not in schedules]
     assert not missing, f"no shipped schedule for {missing}"
+
+
+def test_mobilenet_layers_get_depthwise_and_pointwise_tasks(tmp_path):
+    """A MobileNet-style net: every depthwise layer is a task of the depthwise template only,
+    every 1x1 stride-1 layer also one of the pointwise template; the tuned schedules compile
+    and the network still matches onnxruntime."""
+    from pyvta.compiler.graph.cpu_kernels import node_workload
+
+    path = tmp_path / "mobilenet_32.onnx"
+    onnx.save(zoo.mobilenet(size=32, width=8, classes=10, seed=3), path)
+    layers = cpu_network_layers(path)
+    names = {la.workload.key: [t.name for t in nchwc_conv_tasks(la.workload)] for la in layers}
+    dw = [k for k in names if k.endswith(" depthwise")]
+    pw = [k for k in names if " k1x1 s1x1 p0,0,0,0 " in k]
+    assert dw and pw
+    assert all(names[k] == ["cpu.depthwise_nchwc"] for k in dw)
+    assert all("cpu.pointwise_nchwc" in names[k] for k in pw)
+    log = str(tmp_path / "cpu.jsonl")
+    measurer = InProcessMeasurer(SyntheticCost(), repeats=1)
+    tune_cpu_network(
+        layers, 4, log=log, tuner="random", measurer=measurer, progress=False, final_check=0
+    )
+    schedules = cpu_schedules(log, layers)
+    assert set(schedules) == set(names)
+    assert {schedules[k]["template"] for k in dw} == {"depthwise"}
+    cm = compile_model(str(path), "cpu", cpu_schedules=schedules)
+    g = cm.graph
+    for n in g.nodes:
+        if n.op == "cpu_conv2d":
+            assert (
+                n.attrs["schedule"] == schedules[node_workload(n, g.values[n.inputs[0]].shape).key]
+            )
+    x = zoo.sample_inputs(1, 32, seed=52)[0]
+    (ref,) = run_onnxruntime(onnx.load(path), {"input": x})
+    out = run_model(cm, x)[0][0]
+    assert float(np.abs(out - ref).max() / np.abs(ref).max()) < 1e-4

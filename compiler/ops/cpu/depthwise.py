@@ -1,0 +1,131 @@
+"""Depthwise conv (group = C) in the blocked NCHW{c}c layout, float32 batch 1, fused epilogue.
+
+data ``[1, C/c, H, W, c]``, weight ``[C/c, KH, KW, c]`` (:func:`pack_depthwise_weights`),
+bias ``[C]``, out (and residual) ``[1, C/c, OH, OW, c]``.
+
+The schedule never materialises a padded copy of the whole input: each task (one channel
+block x ``y_block`` output rows) pads only the input rows it reads into a small ``local``
+buffer (``(y_block - 1) * stride + KH`` rows), which stays in L1 while the task's register
+tiles read it. A register tile is ``ow_block`` output columns x the channel block
+(``c / lanes`` vectors each): for every kernel tap one weight vector is loaded and FMA'd into
+every column's accumulator, the columns unrolled. The epilogue (bias, residual, clip) runs
+on the tile's accumulators before they are stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.expr_ops import select
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
+
+SPARE_REGISTERS = 2  # vector registers a tile leaves for the weight and input vectors
+# Output rows per task, at most (dividing the height: no guarded partial block). On AVX2 (one
+# thread, caches flushed between calls) 4 rows per task beat 1 and 2 by 15-30% at 112 -> 56
+# (stride 2) and 56 x 56, and 8 were slower again; from 28 rows down the choice moved < 10%.
+MAX_Y_BLOCK = 4
+
+
+def pack_depthwise_weights(kernel: np.ndarray, block: int) -> np.ndarray:
+    """``[C, 1, KH, KW]`` -> ``[C/c, KH, KW, c]`` (float32, contiguous)."""
+    c, _, kh, kw = kernel.shape
+    w = kernel.astype(np.float32).reshape(c // block, block, kh, kw)
+    return np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+
+
+@dataclass(frozen=True)
+class DepthwiseKnobs:
+    """``ow_block`` output columns per register tile (at most the output width; the row's
+    last tile takes the rest); ``y_block`` output rows per task (the input rows they read
+    are padded once per task); ``parallel`` tasks across threads."""
+
+    ow_block: int = 4
+    y_block: int = 1
+    parallel: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def for_target(target, out_hw: tuple[int, int], block: int) -> DepthwiseKnobs:
+        """The widest tile whose accumulators fit the vector registers (less
+        ``SPARE_REGISTERS``), the row split into even tiles (14 columns as 7 + 7); the most
+        rows per task dividing the height up to ``MAX_Y_BLOCK``."""
+        oh, ow = out_hw
+        vecs = max(1, block // target.vector_lanes("float32"))
+        room = max(1, (target.vector_registers - SPARE_REGISTERS) // vecs)
+        tiles = -(-ow // min(room, ow))
+        rows = max(y for y in range(1, min(oh, MAX_Y_BLOCK) + 1) if oh % y == 0)
+        return DepthwiseKnobs(-(-ow // tiles), rows)
+
+
+def depthwise_nchwc(c, h, w, kernel, strides, pads, block, knobs=None, epilogue=None):
+    """``(sch, [data, weight, bias, (residual,) out])`` (see the module docstring)."""
+    from pyvta.compiler.ops.cpu.nchwc import Epilogue, _conv_shape
+
+    knobs = knobs or DepthwiseKnobs()
+    epilogue = epilogue or Epilogue()
+    if c % block:
+        raise ValueError(f"depthwise: {c} channels must be a multiple of the block {block}")
+    kh, kw = kernel
+    sh, sw = strides
+    t, lft, b, r = pads
+    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+    owb, yb = knobs.ow_block, knobs.y_block
+    if not (0 < owb <= ow and 0 < yb <= oh):
+        raise ValueError(
+            f"depthwise: ow_block {owb} must be in 1..{ow} (the output width), y_block {yb}"
+            f" in 1..{oh} (the output height)"
+        )
+    cb = c // block
+    data = placeholder((1, cb, h, w, block), "float32", "data")
+    wgt = placeholder((cb, kh, kw, block), "float32", "weight")
+    bias = placeholder((c,), "float32", "bias")
+    args = [data, wgt, bias]
+    res = None
+    if epilogue.residual:
+        res = placeholder((1, cb, oh, ow, block), "float32", "residual")
+        args.append(res)
+
+    def pad_fn(n, f, y, x, ci):
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        return select(inside, data[n, f, y - t, x - lft, ci], const(0.0))
+
+    dp = compute((1, cb, h + t + b, w + lft + r, block), pad_fn, name="data.pad")
+    ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    acc = compute(
+        (1, cb, oh, ow, block),
+        lambda n, f, y, x, fi: te_sum(
+            dp[n, f, y * sh + ry, x * sw + rx, fi] * wgt[f, ry, rx, fi], [ry, rx]
+        ),
+        name="acc",
+    )
+
+    def out_fn(n, f, y, x, fi):
+        rv = res[n, f, y, x, fi] if res is not None else None
+        return epilogue.apply(acc[n, f, y, x, fi], bias[f * block + fi], rv)
+
+    out = compute(acc.shape, out_fn, name="out")
+    s = create_schedule(out)
+    yo, yi = s[out].split("y", yb)
+    s[out].reorder("n", "f", yo, yi, "x", "fi")
+    s[out].vectorize("fi")
+    task = s[out].fuse("f", yo)
+    s[acc].set_scope("local")
+    s[acc].compute_at(s[out], task)
+    axo, axi = s[acc].split("x", owb)
+    s[acc].reorder("n", "f", "y", axo, "ry", "rx", axi, "fi")  # a weight vector serves the tile
+    for a in ("ry", "rx", axi):
+        s[acc].unroll(a)
+    s[acc].vectorize("fi")
+    s[dp].set_scope("local")
+    s[dp].compute_at(s[acc], "n")  # the rows the task's tiles read, padded once
+    s[dp].vectorize("ci")
+    if knobs.parallel:
+        s[out].parallel(task)
+    return s, args + [out]

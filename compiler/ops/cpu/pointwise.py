@@ -1,0 +1,94 @@
+"""Pointwise (1x1, stride 1, no padding) conv in the blocked NCHW{c}c layout, float32 batch 1,
+fused epilogue: a GEMM over the flattened pixels.
+
+A 1x1 conv reads and writes ``[1, C/c, H, W, c]`` tensors whose pixels of one channel block
+are contiguous, so the kernel views them as ``[1, C/c, H*W, c]`` (the same bytes) and
+register-tiles ``p_block`` consecutive pixels x ``oc_tile`` output channels, across row ends:
+a 7x7 layer is 49 pixels (e.g. eight tiles of 6 and one of 1), not seven rows of 4 + 3
+columns. For each input channel the tile broadcasts one value per pixel and FMAs it into
+``oc_tile / lanes`` weight vectors. Weights: ``nchwc.pack_conv_weights`` (OIHW{ic}i{oc}o,
+read as ``[O/oc, C/ic, ic, oc]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
+from pyvta.compiler.te.tensor import sum as te_sum
+
+
+@dataclass(frozen=True)
+class PointwiseKnobs:
+    """``p_block`` pixels x ``oc_tile`` output channels (a multiple of the vector lanes
+    dividing the output block; 0: the whole block) per register tile; ``parallel`` output
+    channel blocks across threads."""
+
+    p_block: int = 6
+    oc_tile: int = 0
+    parallel: bool = True
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def for_target(target, pixels: int, out_block: int) -> PointwiseKnobs:
+        """The whole output block per tile (one broadcast feeds the most FMAs) and as many
+        pixels as leave ``SPARE_REGISTERS`` of the vector registers free (AVX2: 6 x 16)."""
+        from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+
+        vecs = max(1, out_block // target.vector_lanes("float32"))
+        room = max(1, (target.vector_registers - SPARE_REGISTERS) // vecs)
+        return PointwiseKnobs(min(room, pixels), 0)
+
+
+def pointwise_nchwc(c, h, w, o, ic, oc, knobs=None, epilogue=None):
+    """``(sch, [data, weight, bias, (residual,) out])``: data ``[1, C/ic, H*W, ic]``, weight
+    ``[O/oc, C/ic, ic, oc]``, bias ``[O]``, residual and out ``[1, O/oc, H*W, oc]``."""
+    from pyvta.compiler.ops.cpu.nchwc import Epilogue
+
+    knobs = knobs or PointwiseKnobs()
+    epilogue = epilogue or Epilogue()
+    if c % ic or o % oc:
+        raise ValueError(f"channels {c}/{o} must be multiples of the blocks ic={ic}/oc={oc}")
+    npix = h * w
+    pb, oct_ = knobs.p_block, knobs.oc_tile or oc
+    if not 0 < pb <= npix or oc % oct_:
+        raise ValueError(
+            f"p_block {pb} must be in 1..{npix} (the pixels), oc_tile {oct_} divide the block {oc}"
+        )
+    data = placeholder((1, c // ic, npix, ic), "float32", "data")
+    wgt = placeholder((o // oc, c // ic, ic, oc), "float32", "weight")
+    bias = placeholder((o,), "float32", "bias")
+    args = [data, wgt, bias]
+    res = None
+    if epilogue.residual:
+        res = placeholder((1, o // oc, npix, oc), "float32", "residual")
+        args.append(res)
+    rco, rci = reduce_axis(c // ic, "rco"), reduce_axis(ic, "rci")
+    conv = compute(
+        (1, o // oc, npix, oc),
+        lambda n, f, p, fi: te_sum(data[n, rco, p, rci] * wgt[f, rco, rci, fi], [rco, rci]),
+        name="conv",
+    )
+
+    def out_fn(n, f, p, fi):
+        r = res[n, f, p, fi] if res is not None else None
+        return epilogue.apply(conv[n, f, p, fi], bias[f * oc + fi], r)
+
+    out = compute(conv.shape, out_fn, name="out")
+    s = create_schedule(out)
+    s[conv].set_scope("local")
+    po, pi = s[out].split("p", pb)
+    fo, fi = s[out].split("fi", oct_)
+    s[out].reorder("n", "f", fo, po, pi, fi)  # a channel tile's weights serve every pixel
+    s[conv].compute_at(s[out], po)
+    s[conv].reorder("n", "f", "rco", "rci", "p", "fi")
+    s[conv].unroll("p")
+    s[conv].vectorize("fi")
+    s[out].unroll(pi)
+    s[out].vectorize(fi)
+    if knobs.parallel:
+        s[out].parallel("f")
+    return s, args + [out]

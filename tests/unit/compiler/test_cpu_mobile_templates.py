@@ -1,0 +1,89 @@
+"""The CPU templates of MobileNet-style layers: depthwise 3x3 (row-block padding, register
+tiles along the width, stride 2) and pointwise 1x1 (a GEMM over the flattened pixels), each
+with its fused epilogue, against float64 numpy in the blocked NCHW{c}c layout."""
+
+import numpy as np
+import pytest
+
+from pyvta.compiler.ops.cpu.depthwise import (
+    DepthwiseKnobs,
+    depthwise_nchwc,
+    pack_depthwise_weights,
+)
+from pyvta.compiler.ops.cpu.nchwc import Epilogue, pack_conv_weights
+from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
+
+
+def _blocked(x: np.ndarray, block: int) -> np.ndarray:
+    """NCHW ``[1, C, H, W]`` -> ``[1, C/c, H, W, c]``."""
+    _, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(1, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _epilogue(y, bias, block, res, clip):
+    """NCHW float64 ``y [C, OH, OW]`` + bias -> blocked, + residual, clipped."""
+    y = _blocked((y + bias[:, None, None])[None], block)
+    return np.clip(y + res, *clip)
+
+
+@pytest.mark.parametrize(
+    "c,h,w,stride,block,knobs",
+    [
+        (32, 14, 14, 1, 16, DepthwiseKnobs(7, 2)),
+        (32, 13, 11, 1, 16, DepthwiseKnobs(4, 3)),  # tiles and row blocks that do not divide
+        (16, 14, 14, 2, 16, DepthwiseKnobs(7, 2)),  # stride 2: 7 x 7 out
+        (16, 15, 9, 2, 8, DepthwiseKnobs(3, 4, parallel=False)),  # 8 x 5 out: 3 + 2 columns
+        (16, 7, 7, 1, 16, DepthwiseKnobs(7, 7)),  # one task per channel block
+    ],
+)
+def test_depthwise_template(build, rng, c, h, w, stride, block, knobs):
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    ep = Epilogue(residual=True, clip=(0.0, 6.0))
+    s, args = depthwise_nchwc(c, h, w, (3, 3), (stride, stride), (1, 1, 1, 1), block, knobs, ep)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    k = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    out_shape = args[-1].shape
+    res = rng.standard_normal(out_shape).astype(np.float32)
+    out = np.full(out_shape, np.nan, np.float32)  # every element must be written
+    build(s, args)(_blocked(x, block), pack_depthwise_weights(k, block), bias, res, out)
+    xp = np.pad(x[0].astype(np.float64), ((0, 0), (1, 1), (1, 1)))
+    win = sliding_window_view(xp, (3, 3), axis=(1, 2))[:, ::stride, ::stride]
+    y = np.einsum("cyxij,cij->cyx", win, k[:, 0].astype(np.float64))
+    want = _epilogue(y, bias, block, res, (0.0, 6.0))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "c,h,w,o,ib,ob,knobs",
+    [
+        (32, 7, 7, 32, 16, 16, PointwiseKnobs(6, 0)),  # 49 pixels: 8 tiles of 6 and one of 1
+        (16, 5, 6, 32, 16, 32, PointwiseKnobs(3, 16)),  # channel tiles of a 32-block
+        (3, 4, 4, 16, 3, 16, PointwiseKnobs(16, 0, parallel=False)),  # one tile, odd channels
+    ],
+)
+def test_pointwise_template(build, rng, c, h, w, o, ib, ob, knobs):
+    ep = Epilogue(residual=True, clip=(0.0, 6.0))
+    s, args = pointwise_nchwc(c, h, w, o, ib, ob, knobs, ep)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    k = rng.standard_normal((o, c, 1, 1)).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    res = rng.standard_normal((1, o // ob, h, w, ob)).astype(np.float32)
+    out = np.full(res.shape, np.nan, np.float32)
+    mod = build(s, args)
+    flat = [a.reshape(p.shape) for a, p in zip([_blocked(x, ib), pack_conv_weights(k, ib, ob),
+            bias, res, out], mod.func.params, strict=True)]  # fmt: skip
+    mod(*flat)
+    y = np.einsum("chw,oc->ohw", x[0].astype(np.float64), k[:, :, 0, 0].astype(np.float64))
+    want = _epilogue(y, bias, ob, res, (0.0, 6.0))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_bad_knobs_say_what_is_allowed():
+    with pytest.raises(ValueError, match="ow_block 15 must be in 1..14"):
+        depthwise_nchwc(16, 14, 14, (3, 3), (1, 1), (1, 1, 1, 1), 16, DepthwiseKnobs(15, 1))
+    with pytest.raises(ValueError, match="p_block 50 must be in 1..49"):
+        pointwise_nchwc(16, 7, 7, 16, 16, 16, PointwiseKnobs(50, 0))
+    with pytest.raises(ValueError, match="oc_tile 24 divide the block 16"):
+        pointwise_nchwc(16, 7, 7, 16, 16, 16, PointwiseKnobs(4, 24))
