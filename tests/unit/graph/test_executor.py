@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,36 @@ def test_buffers_are_freed_after_last_use(vta_graph):
 def test_input_shape_mismatch_is_reported(vta_graph):
     with pytest.raises(GraphError, match="expected"):
         Executor(vta_graph).run({"input": np.zeros((1, 3, 16, 16), np.float32)})
+
+
+class GcProbeVta(GoldenVta):
+    """Records whether the cyclic collector was on at each accelerator node; fails on the 3rd."""
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        super().__init__()
+        self.seen: list[bool] = []
+        self.fail_at = fail_at
+
+    def conv2d(self, x, w, bias, res, p):
+        self.seen.append(gc.isenabled())
+        if len(self.seen) == self.fail_at:
+            raise RuntimeError("probe failure")
+        return super().conv2d(x, w, bias, res, p)
+
+
+def test_collector_paused_during_inference_and_restored(vta_graph):
+    x = zoo.sample_inputs(1, 32, seed=9)[0]
+    assert gc.isenabled()
+    probe = GcProbeVta()
+    Executor(vta_graph, probe).run({"input": x})
+    assert probe.seen and not any(probe.seen)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError, match="probe failure"):
+        Executor(vta_graph, GcProbeVta(fail_at=3)).run({"input": x})
+    assert gc.isenabled()  # restored after a failing node too
+    gc.disable()
+    try:  # a caller that had it off keeps it off
+        Executor(vta_graph, GcProbeVta()).run({"input": x})
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
