@@ -80,7 +80,9 @@ class DmaLoad(wiring.Component):
 
         # ---- issuer: one request per DRAM row ------------------------------------------------
         iss_busy = Signal()
-        iss_y_left = Signal(16)  # rows still to request, minus one
+        # Rows still to request (y_size at start: no subtraction on the start path, where yosys
+        # would share one subtractor between start and step and put start in front of its carry).
+        iss_y_left = Signal(16)
         iss_row = Signal(ADDR_BITS)
         m.d.comb += [
             split.cmd.valid.eq(iss_busy),
@@ -90,7 +92,7 @@ class DmaLoad(wiring.Component):
         ]
         with m.If(split.cmd.valid & split.cmd.ready):
             m.d.sync += [iss_y_left.eq(iss_y_left - 1), iss_row.eq(iss_row + f.x_stride)]
-            with m.If(iss_y_left == 0):
+            with m.If(iss_y_left == 1):
                 m.d.sync += iss_busy.eq(0)
 
         # ---- writer: walks the padded SRAM rectangle ------------------------------------------
@@ -162,7 +164,7 @@ class DmaLoad(wiring.Component):
         with m.If(self.start):
             m.d.sync += [
                 iss_busy.eq(go),
-                iss_y_left.eq(start_f.y_size - 1),
+                iss_y_left.eq(start_f.y_size),
                 iss_row.eq(start_f.dram_base),
                 w_busy.eq(go),
                 r.eq(1),

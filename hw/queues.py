@@ -1,7 +1,8 @@
 """Dependency-token queues and the per-unit instruction sequencer.
 
 A token queue carries no data, so it is a saturating counter: ``push`` adds a token, ``pop`` takes one
-(only when ``can_pop``); both in one cycle leave the count unchanged. Latency one cycle.
+(only when ``can_pop``); both in one cycle leave the count unchanged. Latency one cycle; ``can_push`` and
+``can_pop`` are registered (set with the count), so they say the same as ``count != depth`` / ``!= 0``.
 """
 
 from __future__ import annotations
@@ -23,26 +24,32 @@ class TokenQueue(wiring.Component):
                 "push": In(1),
                 "pop": In(1),
                 "clear": In(1),
-                "can_push": Out(1),
+                "can_push": Out(1, init=1),
                 "can_pop": Out(1),
                 "count": Out(range(depth + 1)),
             }
         )
 
     def elaborate(self, platform):
+        # can_push / can_pop are registers, set from the count the cycle brings (a token
+        # unit's start logic begins at a flip-flop, not at a 10-bit comparison of the count).
         m = Module()
-        m.d.comb += [
-            self.can_push.eq(self.count != self.depth),
-            self.can_pop.eq(self.count != 0),
-        ]
         up = self.push & self.can_push
         down = self.pop & self.can_pop
         with m.If(self.clear):
-            m.d.sync += self.count.eq(0)
+            m.d.sync += [self.count.eq(0), self.can_pop.eq(0), self.can_push.eq(1)]
         with m.Elif(up & ~down):
-            m.d.sync += self.count.eq(self.count + 1)
+            m.d.sync += [
+                self.count.eq(self.count + 1),
+                self.can_pop.eq(1),
+                self.can_push.eq(self.count != self.depth - 1),
+            ]
         with m.Elif(down & ~up):
-            m.d.sync += self.count.eq(self.count - 1)
+            m.d.sync += [
+                self.count.eq(self.count - 1),
+                self.can_pop.eq(self.count != 1),
+                self.can_push.eq(1),
+            ]
         return m
 
 
