@@ -132,9 +132,9 @@ class Alu(wiring.Component):
             simple = Signal(w, name=f"simple_{lane}")
             with m.Switch(self.op):
                 with m.Case(isa.AluOp.MIN):
-                    m.d.sync += simple.eq(Mux(a < b, a, b))
+                    m.d.sync += simple.eq(Mux(signed_less(a, b), a, b))
                 with m.Case(isa.AluOp.MAX):
-                    m.d.sync += simple.eq(Mux(a > b, a, b))
+                    m.d.sync += simple.eq(Mux(signed_less(b, a), a, b))
                 with m.Case(isa.AluOp.SHR):
                     m.d.sync += simple.eq(Mux(b >= 0, a >> right, a << left))
             # MUL, low w bits: lo*lo + ((hi*lo + lo*hi) << half), each 16x16 product registered.
@@ -147,6 +147,14 @@ class Alu(wiring.Component):
                 Mux(op == isa.AluOp.MUL, product, Mux(op == isa.AluOp.ADD, total, simple))
             )
         return m
+
+
+def signed_less(a, b):
+    """``a < b`` for signed values of one width, from the two halves compared side by side: half
+    the carry chain of one full-width comparison (short paths)."""
+    half = len(a) // 2
+    high_a, high_b = a[half:], b[half:]
+    return (high_a.as_signed() < high_b.as_signed()) | ((high_a == high_b) & (a[:half] < b[:half]))
 
 
 def lanes_add(a, b, lane_bits: int, lanes: int):

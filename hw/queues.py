@@ -7,7 +7,7 @@ A token queue carries no data, so it is a saturating counter: ``push`` adds a to
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -101,12 +101,31 @@ def sequence(
     ]
     pops = [(getattr(header, f), p) for f, p in flags if f.startswith("pop")]
     pushes = [(getattr(header, f), p) for f, p in flags if f.startswith("push")]
+    # With back_to_back the next word is taken from the command stream while this one runs
+    # (into ``pending``), so the stream's ready is a register and not the end of the
+    # ``finished`` logic; the word reaches ``insn`` in the same cycle as if taken directly.
+    pending = Signal.like(insn, name="seq_pending")
+    has_pending = Signal(name="seq_has_pending")
+    next_word = Mux(has_pending, pending, cmd.payload)
+    if back_to_back:
+        m.d.comb += cmd.ready.eq(~has_pending)
+        with m.If(cmd.valid & ~has_pending):
+            m.d.sync += [pending.eq(cmd.payload), has_pending.eq(1)]
+
+    def latch_next(otherwise: str):
+        """Take the next word into ``insn`` and go to POP; else go to ``otherwise``."""
+        with m.If(has_pending | cmd.valid):
+            m.d.sync += [insn.eq(next_word), has_pending.eq(0)]
+            m.next = "POP"
+        with m.Else():
+            m.next = otherwise
+
     with m.FSM(name="seq"):
         with m.State("IDLE"):
-            m.d.comb += [idle.eq(1), cmd.ready.eq(1)]
-            with m.If(cmd.valid):
-                m.d.sync += insn.eq(cmd.payload)
-                m.next = "POP"
+            m.d.comb += idle.eq(~has_pending)
+            if not back_to_back:
+                m.d.comb += cmd.ready.eq(1)
+            latch_next("IDLE")
         with m.State("POP"):
             ready = 1
             for flag, port in pops:
@@ -126,11 +145,7 @@ def sequence(
                     for flag, _ in pushes:
                         no_push = no_push & ~flag
                     with m.If(no_push):
-                        m.d.comb += cmd.ready.eq(1)
-                        m.next = "IDLE"
-                        with m.If(cmd.valid):
-                            m.d.sync += insn.eq(cmd.payload)
-                            m.next = "POP"
+                        latch_next("IDLE")
         with m.State("PUSH"):
             ready = 1
             for flag, port in pushes:
