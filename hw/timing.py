@@ -180,6 +180,24 @@ def parse_ltp(text: str) -> tuple[int, list[str]]:
     return max(int(m.group(1)), 0), nets
 
 
+def report_key(cfg: isa.HwConfig, **vta_kwargs) -> str:
+    """The cache key of ``cfg``'s report: hw/'s and isa/'s sources, the config, the scripts."""
+    return source_key(cfg, f"yosys: {SYNTH_SCRIPT}\n{ANALYSIS_SCRIPT}", vta_kwargs)
+
+
+def _root(build_dir: str | Path | None) -> Path:
+    return Path(build_dir) if build_dir else default_cache_dir() / "timing"
+
+
+def latest_report(cfg: isa.HwConfig, build_dir: str | Path | None = None) -> TimingReport | None:
+    """The newest cached report of ``cfg`` whatever sources it was made from (its
+    ``source_key`` says which; compare ``report_key(cfg)``), or None."""
+    reports = sorted(
+        _root(build_dir).glob(f"reports/{cfg.tag}-*.json"), key=lambda p: p.stat().st_mtime
+    )
+    return TimingReport.from_json(reports[-1].read_text()) if reports else None
+
+
 def timing(
     cfg: isa.HwConfig = isa.DEFAULT_CONFIG,
     build_dir: str | Path | None = None,
@@ -192,8 +210,8 @@ def timing(
     ``build_dir`` must lie outside the system temp folder (yowasp maps its own over it).
     Default config: about 10 minutes on 2 cores; ``QUICK_CONFIG``: well under a minute.
     """
-    key = source_key(cfg, f"yosys: {SYNTH_SCRIPT}\n{ANALYSIS_SCRIPT}", vta_kwargs)
-    root = Path(build_dir) if build_dir else default_cache_dir() / "timing"
+    key = report_key(cfg, **vta_kwargs)
+    root = _root(build_dir)
     report_path = root / "reports" / f"{cfg.tag}-{key}.json"
     if use_cache and report_path.exists():
         return TimingReport.from_json(report_path.read_text())

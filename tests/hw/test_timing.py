@@ -100,3 +100,22 @@ def test_quick_mode_synthesises_and_is_cached(tmp_path_factory):
     t0 = time.monotonic()
     again = timing.timing(timing.QUICK_CONFIG, build_dir=build)
     assert time.monotonic() - t0 < 5 and again.worst_ps == report.worst_ps
+
+
+def test_latest_report_is_the_newest_of_any_sources(tmp_path):
+    import os
+
+    from pyvta.hw.synth import parse_stat
+
+    cfg = timing.QUICK_CONFIG
+    assert timing.latest_report(cfg, build_dir=tmp_path) is None
+    (tmp_path / "reports").mkdir()
+    for n, key in enumerate(("old", "new")):
+        report = timing.TimingReport(
+            cfg.tag, key, 1000 + n, [], 3, [], parse_stat({"modules": {"\\vta": {}}})
+        )
+        path = tmp_path / "reports" / f"{cfg.tag}-{key}.json"
+        path.write_text(report.to_json())
+        os.utime(path, (n, n))
+    assert timing.latest_report(cfg, build_dir=tmp_path).source_key == "new"
+    assert timing.report_key(cfg) != "new"

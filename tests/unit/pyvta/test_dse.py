@@ -58,6 +58,29 @@ def test_sweep_resumes_from_the_cache_and_retries_failures(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_timing_is_redone_when_its_hw_sources_change(tmp_path):
+    sources = {"now": "aaaa"}
+    calls = []
+
+    def timing(cfg):
+        calls.append(sources["now"])
+        return {"cell_delay_ns": 5.0, "timing_sources": sources["now"]}
+
+    def explorer(**kw):
+        kw.setdefault("sources", {"timing": lambda cfg: sources["now"]})
+        return dse.Explorer(tmp_path, stages={"timing": timing}, log=lambda _: None, **kw)
+
+    (p,) = explorer().explore({"small": SMALL})
+    (p,) = explorer().explore({"small": SMALL})
+    assert calls == ["aaaa"] and not p.notes  # cached: same sources
+    sources["now"] = "bbbb"
+    (p,) = explorer().explore({"small": SMALL})
+    assert calls == ["aaaa", "bbbb"] and p.timing_sources == "bbbb" and not p.notes
+    sources["now"] = "cccc"  # kept, with a note, where no stage asks for current sources
+    (p,) = explorer(sources={}).explore({"small": SMALL})
+    assert calls == ["aaaa", "bbbb"] and "hw sources bbbb, not the current" in p.notes[0]
+
+
 def test_cycles_only_run_on_the_small_config(tmp_path, capsys):
     from pyvta.cli import main
 
