@@ -4,8 +4,10 @@ For each config: synthesis (``hw.timing``: resources, the worst cell-delay path)
 board part (``hw.synth.BOARD_DEVICES``), ResNet-18's accelerator cycles on the simulator (the zoo
 network compiled with ``compile_model(..., hw=cfg)``, analytic default schedules), and the latency
 at the clock the design can reach. The reachable clock is an estimate: the cell-delay lower bound
-(Artix-7 -1 cell models, no routing) taken as ``1 - ROUTING_SHARE`` of the period. This lives in
-the ``pyvta`` tool because it joins ``hw`` and ``compiler`` (which do not import each other).
+(Artix-7 -1 cell models, no routing) taken as ``1 - ROUTING_SHARE`` of the period.
+
+Every config, the UltraScale+ ones too, is synthesised with ``-family xc7`` (why: ``hw.synth``); the
+clock estimate is the slower family's (a -1 Zynq UltraScale+ is faster).
 
 Every stage's result is cached per config as JSON under ``~/.cache/pyvta/dse`` (synthesis also by
 ``hw.timing``'s own cache), so an interrupted sweep resumes where it stopped; a stage that fails
