@@ -51,13 +51,14 @@ SYNTH_SCRIPT = (
     " tee -q -o stat.json stat -json; write_rtlil netlist.il"
 )
 # Stage 2 (seconds): cell-delay STA and the fabric-only logic depth on the stored netlist. ltp
-# walks the selected wires through the selected cells: all wires, fabric cells only.
+# walks the selected wires through the selected cells: all wires, fabric cells only. The JSON
+# (for deep_endpoints) is written before the cell library is read (its models have processes).
 ANALYSIS_SCRIPT = (
-    "read_rtlil netlist.il; read_verilog -lib -specify +/xilinx/cells_sim.v;"
+    "read_rtlil netlist.il; write_json netlist.json;"
+    " read_verilog -lib -specify +/xilinx/cells_sim.v;"
     " tee -q -o sta.txt sta;"
     " select -set fabric " + " ".join(f"t:{c}" for c in FABRIC_CELLS) + ";"
-    " tee -q -o ltp.txt ltp -noff @fabric w:*;"
-    " write_json netlist.json"
+    " tee -q -o ltp.txt ltp -noff @fabric w:*"
 )
 # ``cell (TYPE.IN->OUT)`` on the way; ``cell (TYPE.PIN)`` where the path ends at a cell's input
 # (its arrival includes that pin's setup into the cell's internal register, e.g. a DSP's PCIN)

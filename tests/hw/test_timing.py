@@ -97,6 +97,9 @@ def test_quick_mode_synthesises_and_is_cached(tmp_path_factory):
     assert report.path and report.path[-1].arrival_ps == report.worst_ps
     assert sum(s.delay_ps for s in report.path) == report.worst_ps
     assert report.logic_levels > 0 and report.resources.lut > 0 and report.resources.fits()
+    # the target (<= 10 fabric levels); the deepest ends name what broke it
+    assert report.logic_levels <= 10, report.deep
+    assert report.deep and report.deep[0][0] == report.logic_levels
     t0 = time.monotonic()
     again = timing.timing(timing.QUICK_CONFIG, build_dir=build)
     assert time.monotonic() - t0 < 5 and again.worst_ps == report.worst_ps
