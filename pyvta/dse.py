@@ -168,6 +168,8 @@ class Explorer:
                 setattr(p, k, v)
         if "timing" not in cached and not self.synth:
             p.notes.append("no synthesis yet (run without --no-synth)")
+        elif "timing" in cached and not p.timing_sources:
+            p.notes.append("synthesis of unrecorded hw sources (an earlier pyvta): rerun it")
         elif p.timing_sources and p.timing_sources != (now := self._sources("timing", cfg)):
             p.notes.append(
                 f"synthesis of hw sources {p.timing_sources}, not the current {now}"
