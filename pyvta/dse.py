@@ -92,6 +92,14 @@ def current_timing_sources(cfg: isa.HwConfig) -> str:
     return report_key(cfg)
 
 
+def latest_timing_sources(cfg: isa.HwConfig) -> str:
+    """The sources of the newest cached synthesis of ``cfg`` (the current ones if none)."""
+    from pyvta.hw.timing import latest_report
+
+    r = latest_report(cfg)
+    return r.source_key if r else current_timing_sources(cfg)
+
+
 def measure_resnet18(cfg: isa.HwConfig, size: int) -> dict:
     """Stage 2: ResNet-18 (zoo, ``size`` x ``size``) accelerator cycles on the simulator."""
     import tempfile
@@ -133,12 +141,16 @@ class Explorer:
                 self.stages["timing"] = lambda cfg: measure_timing(
                     cfg, self.synth_timeout_s, self.reuse_timing
                 )
-                if not self.reuse_timing:
-                    self.sources["timing"] = current_timing_sources
+                self.sources.setdefault(
+                    "timing", latest_timing_sources if self.reuse_timing else current_timing_sources
+                )
             self.stages["resnet18"] = lambda cfg: measure_resnet18(cfg, self.size)
 
-    def _sources(self, stage: str, cfg: isa.HwConfig) -> str:
-        return self.sources.get(stage, current_timing_sources)(cfg)
+    def _now_sources(self, cfg: isa.HwConfig) -> str:
+        """The hw sources a synthesis is compared with for the table's note: those on disk."""
+        if self.reuse_timing:
+            return current_timing_sources(cfg)
+        return self.sources.get("timing", current_timing_sources)(cfg)
 
     def _cached(self, stage: str, cfg: isa.HwConfig, cached: dict) -> bool:
         if stage not in cached:
@@ -170,7 +182,7 @@ class Explorer:
             p.notes.append("no synthesis yet (run without --no-synth)")
         elif "timing" in cached and not p.timing_sources:
             p.notes.append("synthesis of unrecorded hw sources (an earlier pyvta): rerun it")
-        elif p.timing_sources and p.timing_sources != (now := self._sources("timing", cfg)):
+        elif p.timing_sources and p.timing_sources != (now := self._now_sources(cfg)):
             p.notes.append(
                 f"synthesis of hw sources {p.timing_sources}, not the current {now}"
                 " (hw/ changed since)"
