@@ -115,16 +115,14 @@ class Alu(wiring.Component):
             a = self.a[lane * w : (lane + 1) * w].as_signed()
             b = self.b[lane * w : (lane + 1) * w].as_signed()
             res = self.result[lane * w : (lane + 1) * w]
-            # Shift amounts clamped to max_shift without a full-width negation (short paths):
-            # right by b for b >= 0, left by -b for b < 0.
-            right = Signal(sh_bits, name=f"rsh_{lane}")
-            left = Signal(sh_bits, name=f"lsh_{lane}")
+            # SHR: right by b for b >= 0, left by -b for b < 0, both clamped to max_shift. The
+            # shifters take b's low bits as they are and the clamp picks among the results
+            # after them; left by -b is left by ~b and then by one (no negation: short paths).
+            sh = b[:sh_bits]
             high = b[sh_bits:]
-            small_neg = (high == (1 << len(high)) - 1) & (b[:sh_bits] != 0)  # -max_shift <= b < 0
-            m.d.comb += [
-                right.eq(Mux(high != 0, max_shift, b[:sh_bits])),
-                left.eq(Mux(small_neg, (~b[:sh_bits] + 1)[:sh_bits], max_shift)),
-            ]
+            small_neg = (high == (1 << len(high)) - 1) & (sh != 0)  # -max_shift <= b < 0
+            shr = Mux(high != 0, a >> max_shift, a >> sh)
+            shl = Mux(small_neg, (a << ~sh) << 1, a << max_shift)
             # ADD has its own register: the opcode's mux follows it one stage later, not the
             # carry chain's end (short paths).
             total = Signal(w, name=f"add_{lane}")
@@ -132,11 +130,11 @@ class Alu(wiring.Component):
             simple = Signal(w, name=f"simple_{lane}")
             with m.Switch(self.op):
                 with m.Case(isa.AluOp.MIN):
-                    m.d.sync += simple.eq(Mux(a < b, a, b))
+                    m.d.sync += simple.eq(Mux(signed_less(a, b), a, b))
                 with m.Case(isa.AluOp.MAX):
-                    m.d.sync += simple.eq(Mux(a > b, a, b))
+                    m.d.sync += simple.eq(Mux(signed_less(b, a), a, b))
                 with m.Case(isa.AluOp.SHR):
-                    m.d.sync += simple.eq(Mux(b >= 0, a >> right, a << left))
+                    m.d.sync += simple.eq(Mux(b >= 0, shr, shl))
             # MUL, low w bits: lo*lo + ((hi*lo + lo*hi) << half), each 16x16 product registered.
             a_lo, a_hi, b_lo, b_hi = a[:half], a[half:], b[:half], b[half:]
             low = Signal(w, name=f"mul_ll_{lane}")
@@ -147,6 +145,14 @@ class Alu(wiring.Component):
                 Mux(op == isa.AluOp.MUL, product, Mux(op == isa.AluOp.ADD, total, simple))
             )
         return m
+
+
+def signed_less(a, b):
+    """``a < b`` for signed values of one width, from the two halves compared side by side: half
+    the carry chain of one full-width comparison (short paths)."""
+    half = len(a) // 2
+    high_a, high_b = a[half:], b[half:]
+    return (high_a.as_signed() < high_b.as_signed()) | ((high_a == high_b) & (a[:half] < b[:half]))
 
 
 def lanes_add(a, b, lane_bits: int, lanes: int):

@@ -80,7 +80,9 @@ class DmaLoad(wiring.Component):
 
         # ---- issuer: one request per DRAM row ------------------------------------------------
         iss_busy = Signal()
-        iss_y_left = Signal(16)  # rows still to request, minus one
+        # Rows still to request (y_size at start: no subtraction on the start path, where yosys
+        # would share one subtractor between start and step and put start in front of its carry).
+        iss_y_left = Signal(16)
         iss_row = Signal(ADDR_BITS)
         m.d.comb += [
             split.cmd.valid.eq(iss_busy),
@@ -90,7 +92,7 @@ class DmaLoad(wiring.Component):
         ]
         with m.If(split.cmd.valid & split.cmd.ready):
             m.d.sync += [iss_y_left.eq(iss_y_left - 1), iss_row.eq(iss_row + f.x_stride)]
-            with m.If(iss_y_left == 0):
+            with m.If(iss_y_left == 1):
                 m.d.sync += iss_busy.eq(0)
 
         # ---- writer: walks the padded SRAM rectangle ------------------------------------------
@@ -162,7 +164,7 @@ class DmaLoad(wiring.Component):
         with m.If(self.start):
             m.d.sync += [
                 iss_busy.eq(go),
-                iss_y_left.eq(start_f.y_size - 1),
+                iss_y_left.eq(start_f.y_size),
                 iss_row.eq(start_f.dram_base),
                 w_busy.eq(go),
                 r.eq(1),
@@ -276,6 +278,12 @@ class DmaStore(wiring.Component):
         f = insn_view("mem", cfg, insn)
         start_f = insn_view("mem", cfg, self.insn)
         go = (start_f.x_size != 0) & (start_f.y_size != 0)
+        # The last column and row (sizes minus one, registered at start): the counters are
+        # compared with them as they are, not after an increment (short paths).
+        x_last = Signal(16)
+        y_last = Signal(16)
+        with m.If(self.start):
+            m.d.sync += [x_last.eq(start_f.x_size - 1), y_last.eq(start_f.y_size - 1)]
 
         # ---- AW: one request per DRAM row; burst lengths queued for the W side ---------------
         iss_busy = Signal()
@@ -289,7 +297,7 @@ class DmaStore(wiring.Component):
         ]
         with m.If(split.cmd.valid & split.cmd.ready):
             m.d.sync += [iss_y.eq(iss_y + 1), iss_row.eq(iss_row + f.x_stride)]
-            with m.If(iss_y + 1 == f.y_size):
+            with m.If(iss_y == y_last):
                 m.d.sync += iss_busy.eq(0)
         aw = self.wr.aw
         m.d.comb += [
@@ -311,9 +319,9 @@ class DmaStore(wiring.Component):
         m.d.comb += [self.out_rd.en.eq(issue), self.out_rd.addr.eq(rd_addr)]
         with m.If(issue):
             m.d.sync += [rd_addr.eq(rd_addr + 1), rd_x.eq(rd_x + 1)]
-            with m.If(rd_x + 1 == f.x_size):
+            with m.If(rd_x == x_last):
                 m.d.sync += [rd_x.eq(0), rd_y.eq(rd_y + 1)]
-                with m.If(rd_y + 1 == f.y_size):
+                with m.If(rd_y == y_last):
                     m.d.sync += rd_left.eq(0)
         m.d.sync += have.eq(issue | (have & ~elem_sent))
 
@@ -344,7 +352,7 @@ class DmaStore(wiring.Component):
             with m.If(last_chunk):
                 m.d.comb += elem_sent.eq(1)
                 m.d.sync += ex.eq(ex + 1)
-                with m.If(ex + 1 == f.x_size):
+                with m.If(ex == x_last):
                     m.d.sync += [ex.eq(0), row_elem.eq(row_elem + f.x_stride)]
 
         # ---- B responses ------------------------------------------------------------------

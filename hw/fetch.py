@@ -12,7 +12,7 @@ Throughput: one instruction per 128/bus-width beats; dispatch one per cycle.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -74,8 +74,8 @@ class Fetch(wiring.Component):
         # The staging buffer's free places not promised to reads in flight (STAGE_DEPTH - level -
         # inflight), kept in a register: the room check is one short compare.
         space = Signal(range(STAGE_DEPTH + 1), init=STAGE_DEPTH)
+        # The words of the next read, Mux(full, BURST_INSNS, tail), kept in a register too.
         n = Signal(range(BURST_INSNS + 1))
-        m.d.comb += n.eq(Mux(full, BURST_INSNS, tail))
         room = n <= space
         m.d.comb += [
             split.cmd.valid.eq((n != 0) & room & (self.fault == 0)),
@@ -105,15 +105,30 @@ class Fetch(wiring.Component):
             stage.w_en.eq(check.valid_out),
             stage.w_data.eq(Cat(check.word_out, check.fault)),
         ]
-        added = Mux(issued, n, 0)
-        inflight_next = inflight + added - check.valid_out
-        m.d.sync += [inflight.eq(inflight_next), space.eq(space - added + stage.r_en)]
+        # Each count moves by a small step looked up from n and the cycle's events (one adder
+        # after the events, not a mux, a subtract and an add in a row).
+        arrived, taken = check.valid_out, stage.r_en
+        d_inflight = _step(m, "d_inflight", Cat(n, issued, arrived), lambda k, i, a: i * k - a)
+        d_space = _step(m, "d_space", Cat(n, issued, taken), lambda k, i, t: t - i * k)
+        # STAGE_DEPTH - inflight, for START (the staging buffer empties): its own register.
+        outside = Signal(range(STAGE_DEPTH + 1), init=STAGE_DEPTH)
+        d_outside = _step(m, "d_outside", Cat(n, issued, arrived), lambda k, i, a: a - i * k)
+        outside_next = outside + d_outside
+        m.d.sync += [
+            inflight.eq(inflight + d_inflight),
+            outside.eq(outside_next),
+            space.eq(space + d_space),
+        ]
         with m.If(issued):
             m.d.sync += next_addr.eq(next_addr + n * insn_bytes)
             with m.If(full):
-                m.d.sync += [bursts.eq(bursts - 1), full.eq(bursts != 1)]
+                m.d.sync += [
+                    bursts.eq(bursts - 1),
+                    full.eq(bursts != 1),
+                    n.eq(Mux(bursts != 1, BURST_INSNS, tail)),
+                ]
             with m.Else():
-                m.d.sync += tail.eq(0)
+                m.d.sync += [tail.eq(0), n.eq(0)]
 
         # Dispatch the staged word at the head, unless it faults.
         head, head_fault = stage.r_data[:INSN_WORD_BITS], stage.r_data[INSN_WORD_BITS:]
@@ -139,13 +154,30 @@ class Fetch(wiring.Component):
                 bursts.eq(count[LOG_BURST_INSNS:]),
                 tail.eq(count[:LOG_BURST_INSNS]),
                 full.eq(count[LOG_BURST_INSNS:] != 0),
+                n.eq(Mux(count[LOG_BURST_INSNS:] != 0, BURST_INSNS, count[:LOG_BURST_INSNS])),
                 next_addr.eq(self.insn_addr),
                 self.dispatched.eq(0),
                 c.eq(0),
                 asm_addr.eq(self.insn_addr),
                 self.fault.eq(0),
                 self.fault_index.eq(0),
-                space.eq(STAGE_DEPTH - inflight_next),  # the staging buffer empties
+                space.eq(outside_next),  # the staging buffer empties
             ]
         m.d.comb += self.done.eq((n == 0) & (inflight == 0) & ~stage.r_rdy)
         return m
+
+
+def _step(m: Module, name: str, inputs, fn) -> Signal:
+    """``fn(n, *flags)`` for every value of ``inputs`` = Cat(n, flag, flag), as a lookup table
+    (LUTs, no carry chain): a signed count step."""
+    n_bits = len(inputs) - 2
+    steps = {
+        v: fn(v & ((1 << n_bits) - 1), (v >> n_bits) & 1, v >> (n_bits + 1))
+        for v in range(1 << len(inputs))
+    }
+    out = Signal(signed(max(abs(x) for x in steps.values()).bit_length() + 1), name=name)
+    with m.Switch(inputs):
+        for v, step in steps.items():
+            with m.Case(v):
+                m.d.comb += out.eq(step)
+    return out

@@ -1,12 +1,13 @@
 """Dependency-token queues and the per-unit instruction sequencer.
 
 A token queue carries no data, so it is a saturating counter: ``push`` adds a token, ``pop`` takes one
-(only when ``can_pop``); both in one cycle leave the count unchanged. Latency one cycle.
+(only when ``can_pop``); both in one cycle leave the count unchanged. Latency one cycle; ``can_push`` and
+``can_pop`` are registered (set with the count), so they say the same as ``count != depth`` / ``!= 0``.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -23,26 +24,32 @@ class TokenQueue(wiring.Component):
                 "push": In(1),
                 "pop": In(1),
                 "clear": In(1),
-                "can_push": Out(1),
+                "can_push": Out(1, init=1),
                 "can_pop": Out(1),
                 "count": Out(range(depth + 1)),
             }
         )
 
     def elaborate(self, platform):
+        # can_push / can_pop are registers, set from the count the cycle brings (a token
+        # unit's start logic begins at a flip-flop, not at a 10-bit comparison of the count).
         m = Module()
-        m.d.comb += [
-            self.can_push.eq(self.count != self.depth),
-            self.can_pop.eq(self.count != 0),
-        ]
         up = self.push & self.can_push
         down = self.pop & self.can_pop
         with m.If(self.clear):
-            m.d.sync += self.count.eq(0)
+            m.d.sync += [self.count.eq(0), self.can_pop.eq(0), self.can_push.eq(1)]
         with m.Elif(up & ~down):
-            m.d.sync += self.count.eq(self.count + 1)
+            m.d.sync += [
+                self.count.eq(self.count + 1),
+                self.can_pop.eq(1),
+                self.can_push.eq(self.count != self.depth - 1),
+            ]
         with m.Elif(down & ~up):
-            m.d.sync += self.count.eq(self.count - 1)
+            m.d.sync += [
+                self.count.eq(self.count - 1),
+                self.can_pop.eq(self.count != 1),
+                self.can_push.eq(1),
+            ]
         return m
 
 
@@ -94,12 +101,31 @@ def sequence(
     ]
     pops = [(getattr(header, f), p) for f, p in flags if f.startswith("pop")]
     pushes = [(getattr(header, f), p) for f, p in flags if f.startswith("push")]
+    # With back_to_back the next word is taken from the command stream while this one runs
+    # (into ``pending``), so the stream's ready is a register and not the end of the
+    # ``finished`` logic; the word reaches ``insn`` in the same cycle as if taken directly.
+    pending = Signal.like(insn, name="seq_pending")
+    has_pending = Signal(name="seq_has_pending")
+    next_word = Mux(has_pending, pending, cmd.payload)
+    if back_to_back:
+        m.d.comb += cmd.ready.eq(~has_pending)
+        with m.If(cmd.valid & ~has_pending):
+            m.d.sync += [pending.eq(cmd.payload), has_pending.eq(1)]
+
+    def latch_next(otherwise: str):
+        """Take the next word into ``insn`` and go to POP; else go to ``otherwise``."""
+        with m.If(has_pending | cmd.valid):
+            m.d.sync += [insn.eq(next_word), has_pending.eq(0)]
+            m.next = "POP"
+        with m.Else():
+            m.next = otherwise
+
     with m.FSM(name="seq"):
         with m.State("IDLE"):
-            m.d.comb += [idle.eq(1), cmd.ready.eq(1)]
-            with m.If(cmd.valid):
-                m.d.sync += insn.eq(cmd.payload)
-                m.next = "POP"
+            m.d.comb += idle.eq(~has_pending)
+            if not back_to_back:
+                m.d.comb += cmd.ready.eq(1)
+            latch_next("IDLE")
         with m.State("POP"):
             ready = 1
             for flag, port in pops:
@@ -119,11 +145,7 @@ def sequence(
                     for flag, _ in pushes:
                         no_push = no_push & ~flag
                     with m.If(no_push):
-                        m.d.comb += cmd.ready.eq(1)
-                        m.next = "IDLE"
-                        with m.If(cmd.valid):
-                            m.d.sync += insn.eq(cmd.payload)
-                            m.next = "POP"
+                        latch_next("IDLE")
         with m.State("PUSH"):
             ready = 1
             for flag, port in pushes:

@@ -3,6 +3,12 @@
 yowasp runs yosys in WebAssembly and maps its own temporary folder over the system one, so the
 build folder lives outside it (default ``~/.cache/pyvta/synth/<tag>``) and yosys gets relative paths
 with ``cwd=``. ``YOWASP_CACHE_DIR`` defaults to ``~/.cache/pyvta/yowasp`` (first run ~1 min, 210 MB).
+
+Every config is mapped with ``-family xc7``, the UltraScale+ ones too (``hw.timing`` and ``pyvta
+dse`` do the same): yosys's cell library has delays only for the 7-series primitives (its DSP48E2,
+RAMB36E2 and CARRY8 are timing-less blackboxes), and the primitives this design uses (LUT6,
+flip-flops, 36 Kb block RAM, 25x18 / 27x18 multipliers) count the same on both families, so the
+7-series counts stand in for the UltraScale+ parts in ``BOARD_DEVICES``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ figures) and ``sta`` finds the latest-arriving endpoint. Wires have no delay, so
 LUT-RAMs have no timing arcs in the models, so paths start at their outputs at time 0 (no
 clock-to-out) and end at their inputs (no setup time); BRAM and DSP clock-to-out are counted. The fabric logic depth
 comes from ``ltp -noff`` restricted to LUT / CARRY4 / MUXF7 / MUXF8 cells (plain ``ltp`` treats
-BRAM and DSP cells as combinational and reports nonsense paths through them).
+BRAM and DSP cells as combinational and reports nonsense paths through them); ``deep_endpoints``
+lists, from the same netlist, every register that such a path of near the longest length ends at,
+with the register it starts from (``ltp`` names only the longest, by opaque nets).
 
 One yosys synthesis gives the resources (``stat -json``) and the netlist that the analysis (seconds)
 reads. The report is cached as JSON under ``~/.cache/pyvta/timing/reports/<tag>-<source key>.json``
@@ -31,6 +33,9 @@ from pyvta.hw.runner import default_cache_dir, source_key
 from pyvta.hw.synth import SynthReport, parse_stat, run_yosys
 
 FABRIC_CELLS = ("LUT*", "CARRY4", "MUXF7", "MUXF8")
+FABRIC_PREFIXES = tuple(c.rstrip("*") for c in FABRIC_CELLS)
+DEEP_MARGIN_LEVELS = 2  # the report lists the ends within this many levels of the longest path
+DEEP_ROWS = 24
 # The quick mode's config: 2x2 GEMM, small buffers (a regression check that synthesises in seconds).
 QUICK_CONFIG = isa.HwConfig(
     LOG_BLOCK=1,
@@ -46,9 +51,11 @@ SYNTH_SCRIPT = (
     " tee -q -o stat.json stat -json; write_rtlil netlist.il"
 )
 # Stage 2 (seconds): cell-delay STA and the fabric-only logic depth on the stored netlist. ltp
-# walks the selected wires through the selected cells: all wires, fabric cells only.
+# walks the selected wires through the selected cells: all wires, fabric cells only. The JSON
+# (for deep_endpoints) is written before the cell library is read (its models have processes).
 ANALYSIS_SCRIPT = (
-    "read_rtlil netlist.il; read_verilog -lib -specify +/xilinx/cells_sim.v;"
+    "read_rtlil netlist.il; write_json netlist.json;"
+    " read_verilog -lib -specify +/xilinx/cells_sim.v;"
     " tee -q -o sta.txt sta;"
     " select -set fabric " + " ".join(f"t:{c}" for c in FABRIC_CELLS) + ";"
     " tee -q -o ltp.txt ltp -noff @fabric w:*"
@@ -84,6 +91,8 @@ class TimingReport:
     resources: SynthReport
     endpoints_unannotated: int = 0
     extra: dict = field(default_factory=dict)
+    # (levels, start net, end register) of the deepest fabric paths, one per end (deep_endpoints)
+    deep: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
     def period_lower_bound_ns(self) -> float:
@@ -124,6 +133,11 @@ class TimingReport:
         if self.fabric_path:
             lines.append(f"  from {self.fabric_path[0]}")
             lines.append(f"  to   {self.fabric_path[-1]}")
+        if self.deep:
+            lines.append(
+                f"deepest ends (within {DEEP_MARGIN_LEVELS} levels; levels: start -> end):"
+            )
+            lines.extend(f"  {n:3d}: {start} -> {end}" for n, start, end in self.deep)
         lines.append("")
         lines.append(self.resources.table())
         return "\n".join(lines)
@@ -137,6 +151,7 @@ class TimingReport:
     def from_json(cls, text: str) -> TimingReport:
         d = json.loads(text)
         d["path"] = [PathStep(**s) for s in d["path"]]
+        d["deep"] = [tuple(row) for row in d.get("deep", [])]
         d["resources"] = SynthReport(**d["resources"])
         return cls(**d)
 
@@ -180,6 +195,105 @@ def parse_ltp(text: str) -> tuple[int, list[str]]:
     return max(int(m.group(1)), 0), nets
 
 
+def deep_endpoints(netlist: dict, min_levels: int) -> list[tuple[int, str, str]]:
+    """(levels, start, end) of the fabric paths at least ``min_levels`` deep, deepest first, one
+    per end register: from yosys ``write_json`` of the synthesised netlist. ``start``/``end`` are
+    the nets' public names where they have one (a register's output, e.g. ``compute.dma.insn``);
+    an end is the register (or memory, DSP, port) the path's last fabric cell feeds."""
+    top = next(m for m in netlist["modules"].values() if m.get("attributes", {}).get("top"))
+    names: dict[int, str] = {}
+    for name, net in top["netnames"].items():
+        for bit in net["bits"]:
+            if isinstance(bit, int) and (bit not in names or names[bit].startswith("$")):
+                names[bit] = name
+    drivers: dict[int, list[int]] = {}  # fabric cell output bit -> the cell's input bits
+    ends: dict[int, set[str]] = {}  # fabric-driven bit -> what it feeds outside the fabric
+    for cell_name, cell in top["cells"].items():
+        dirs, conns = cell["port_directions"], cell["connections"]
+        ins = [b for p, bits in conns.items() if dirs.get(p) == "input" for b in bits]
+        ins = [b for b in ins if isinstance(b, int)]
+        if cell["type"].startswith(FABRIC_PREFIXES):
+            for p, bits in conns.items():
+                if dirs.get(p) == "output":
+                    drivers.update((b, ins) for b in bits if isinstance(b, int))
+            continue
+        outs = [b for p, bits in conns.items() if dirs.get(p) == "output" for b in bits]
+        label = names.get(outs[0], cell_name) if outs and isinstance(outs[0], int) else cell_name
+        for b in ins:
+            ends.setdefault(b, set()).add(label.split("[")[0])
+    for port, p in top["ports"].items():
+        if p["direction"] == "output":
+            for b in p["bits"]:
+                if isinstance(b, int):
+                    ends.setdefault(b, set()).add(port)
+    depth: dict[int, int] = {}
+    back: dict[int, int] = {}
+    visiting: set[int] = set()
+    for root in ends:
+        stack = [root]
+        while stack:
+            bit = stack[-1]
+            if bit in depth:
+                stack.pop()
+                continue
+            if bit in visiting and any(b not in depth for b in drivers.get(bit, ())):
+                depth[bit] = 0  # a combinational loop: cut it here
+                stack.pop()
+                continue
+            visiting.add(bit)
+            ins = drivers.get(bit)
+            if ins is None:
+                depth[bit] = 0
+                stack.pop()
+                continue
+            todo = [b for b in ins if b not in depth]
+            if todo:
+                stack.extend(todo)
+                continue
+            deepest = max(ins, key=depth.__getitem__, default=None)
+            depth[bit] = 1 + (depth[deepest] if deepest is not None else 0)
+            if deepest is not None:
+                back[bit] = deepest
+            stack.pop()
+    best: dict[str, tuple[int, str]] = {}
+    for bit, labels in ends.items():
+        if depth[bit] < min_levels:
+            continue
+        start = bit
+        while start in back:
+            start = back[start]
+        for label in labels:
+            if depth[bit] > best.get(label, (0, ""))[0]:
+                best[label] = (depth[bit], names.get(start, str(start)))
+    # ends that differ only in numbers (lanes, bits: ``alu.simple_3``) and share the path: one row
+    groups: dict[tuple[int, str, str], list[str]] = {}
+    for end, (levels, start) in best.items():
+        groups.setdefault((levels, start, re.sub(r"\d+", "#", end)), []).append(end)
+    rows = [
+        (levels, start, ends[0] if len(ends) == 1 else f"{pattern} ({len(ends)} ends)")
+        for (levels, start, pattern), ends in groups.items()
+    ]
+    return sorted(rows, key=lambda r: (-r[0], r[2]))
+
+
+def report_key(cfg: isa.HwConfig, **vta_kwargs) -> str:
+    """The cache key of ``cfg``'s report: hw/'s and isa/'s sources, the config, the scripts."""
+    return source_key(cfg, f"yosys: {SYNTH_SCRIPT}\n{ANALYSIS_SCRIPT}", vta_kwargs)
+
+
+def _root(build_dir: str | Path | None) -> Path:
+    return Path(build_dir) if build_dir else default_cache_dir() / "timing"
+
+
+def latest_report(cfg: isa.HwConfig, build_dir: str | Path | None = None) -> TimingReport | None:
+    """The newest cached report of ``cfg`` whatever sources it was made from (its
+    ``source_key`` says which; compare ``report_key(cfg)``), or None."""
+    reports = sorted(
+        _root(build_dir).glob(f"reports/{cfg.tag}-*.json"), key=lambda p: p.stat().st_mtime
+    )
+    return TimingReport.from_json(reports[-1].read_text()) if reports else None
+
+
 def timing(
     cfg: isa.HwConfig = isa.DEFAULT_CONFIG,
     build_dir: str | Path | None = None,
@@ -192,8 +306,8 @@ def timing(
     ``build_dir`` must lie outside the system temp folder (yowasp maps its own over it).
     Default config: about 10 minutes on 2 cores; ``QUICK_CONFIG``: well under a minute.
     """
-    key = source_key(cfg, f"yosys: {SYNTH_SCRIPT}\n{ANALYSIS_SCRIPT}", vta_kwargs)
-    root = Path(build_dir) if build_dir else default_cache_dir() / "timing"
+    key = report_key(cfg, **vta_kwargs)
+    root = _root(build_dir)
     report_path = root / "reports" / f"{cfg.tag}-{key}.json"
     if use_cache and report_path.exists():
         return TimingReport.from_json(report_path.read_text())
@@ -208,6 +322,9 @@ def timing(
     run_yosys(ANALYSIS_SCRIPT, out, timeout_s, log="analysis.log")
     worst, path, unannotated = parse_sta((out / "sta.txt").read_text())
     levels, fabric_path = parse_ltp((out / "ltp.txt").read_text())
+    netlist = json.loads((out / "netlist.json").read_text())
+    deep = deep_endpoints(netlist, max(1, levels - DEEP_MARGIN_LEVELS))[:DEEP_ROWS]
+    (out / "netlist.json").unlink()  # large (60 MB on the default config); the .il stays
     report = TimingReport(
         tag=cfg.tag,
         source_key=key,
@@ -217,6 +334,7 @@ def timing(
         fabric_path=fabric_path,
         resources=parse_stat(json.loads((out / "stat.json").read_text())),
         endpoints_unannotated=unannotated,
+        deep=deep,
     )
     report_path.parent.mkdir(parents=True, exist_ok=True)
     report_path.write_text(report.to_json())

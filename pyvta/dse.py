@@ -4,12 +4,17 @@ For each config: synthesis (``hw.timing``: resources, the worst cell-delay path)
 board part (``hw.synth.BOARD_DEVICES``), ResNet-18's accelerator cycles on the simulator (the zoo
 network compiled with ``compile_model(..., hw=cfg)``, analytic default schedules), and the latency
 at the clock the design can reach. The reachable clock is an estimate: the cell-delay lower bound
-(Artix-7 -1 cell models, no routing) taken as ``1 - ROUTING_SHARE`` of the period. This lives in
-the ``pyvta`` tool because it joins ``hw`` and ``compiler`` (which do not import each other).
+(Artix-7 -1 cell models, no routing) taken as ``1 - ROUTING_SHARE`` of the period.
+
+Every config, the UltraScale+ ones too, is synthesised with ``-family xc7`` (why: ``hw.synth``); the
+clock estimate is the slower family's (a -1 Zynq UltraScale+ is faster).
 
 Every stage's result is cached per config as JSON under ``~/.cache/pyvta/dse`` (synthesis also by
 ``hw.timing``'s own cache), so an interrupted sweep resumes where it stopped; a stage that fails
-(e.g. a synthesis past its timeout) is recorded as missing and retried on the next run.
+(e.g. a synthesis past its timeout) is recorded as missing and retried on the next run. The timing
+stage records the hw/ sources it was synthesised from and is redone (from ``hw.timing``'s cache
+where it has them) when they change; ``reuse_timing`` instead takes the newest synthesis of a config
+from any sources, which the table notes.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ class DsePoint:
     cell_delay_ns: float | None = None
     logic_levels: int | None = None
     resnet18_cycles: int | None = None
+    timing_sources: str | None = None  # hw.timing's source key of the synthesis used
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -61,12 +67,13 @@ def _key(cfg: isa.HwConfig, options: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def measure_timing(cfg: isa.HwConfig, timeout_s: float) -> dict:
-    """Stage 1: synthesis and timing (``hw.timing``)."""
+def measure_timing(cfg: isa.HwConfig, timeout_s: float, reuse: bool = False) -> dict:
+    """Stage 1: synthesis and timing (``hw.timing``); with ``reuse``, the newest cached
+    synthesis of ``cfg`` even where hw/ has changed since (synthesised only if there is none)."""
     from pyvta.hw.synth import BOARD_DEVICES
-    from pyvta.hw.timing import timing
+    from pyvta.hw.timing import latest_report, timing
 
-    r = timing(cfg, timeout_s=timeout_s)
+    r = (latest_report(cfg) if reuse else None) or timing(cfg, timeout_s=timeout_s)
     res = r.resources
     used = {k: getattr(res, k) for k in RESOURCES}
     return {
@@ -75,7 +82,22 @@ def measure_timing(cfg: isa.HwConfig, timeout_s: float) -> dict:
         "fits": {d.name: res.fits(d) for d in BOARD_DEVICES},
         "cell_delay_ns": r.period_lower_bound_ns,
         "logic_levels": r.logic_levels,
+        "timing_sources": r.source_key,
     }
+
+
+def current_timing_sources(cfg: isa.HwConfig) -> str:
+    from pyvta.hw.timing import report_key
+
+    return report_key(cfg)
+
+
+def latest_timing_sources(cfg: isa.HwConfig) -> str:
+    """The sources of the newest cached synthesis of ``cfg`` (the current ones if none)."""
+    from pyvta.hw.timing import latest_report
+
+    r = latest_report(cfg)
+    return r.source_key if r else current_timing_sources(cfg)
 
 
 def measure_resnet18(cfg: isa.HwConfig, size: int) -> dict:
@@ -107,21 +129,41 @@ class Explorer:
     size: int = 224
     synth: bool = True
     synth_timeout_s: float = 3600
+    reuse_timing: bool = False  # take the newest synthesis of a config, from any hw/ sources
     stages: dict[str, Callable[[isa.HwConfig], dict]] = field(default_factory=dict)
     log: Callable[[str], None] = print
+    # stage -> the sources its cached result must have been measured from (else it is rerun)
+    sources: dict[str, Callable[[isa.HwConfig], str]] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.stages:
             if self.synth:
-                self.stages["timing"] = lambda cfg: measure_timing(cfg, self.synth_timeout_s)
+                self.stages["timing"] = lambda cfg: measure_timing(
+                    cfg, self.synth_timeout_s, self.reuse_timing
+                )
+                self.sources.setdefault(
+                    "timing", latest_timing_sources if self.reuse_timing else current_timing_sources
+                )
             self.stages["resnet18"] = lambda cfg: measure_resnet18(cfg, self.size)
+
+    def _now_sources(self, cfg: isa.HwConfig) -> str:
+        """The hw sources a synthesis is compared with for the table's note: those on disk."""
+        if self.reuse_timing:
+            return current_timing_sources(cfg)
+        return self.sources.get("timing", current_timing_sources)(cfg)
+
+    def _cached(self, stage: str, cfg: isa.HwConfig, cached: dict) -> bool:
+        if stage not in cached:
+            return False
+        want = self.sources.get(stage)
+        return want is None or cached[stage].get(f"{stage}_sources") == want(cfg)
 
     def point(self, name: str, cfg: isa.HwConfig) -> DsePoint:
         path = self.cache_dir / f"{cfg.tag}-{_key(cfg, {'size': self.size})}.json"
         cached = json.loads(path.read_text()) if path.exists() else {}
         p = DsePoint(name, cfg.tag)
         for stage, fn in self.stages.items():
-            if stage in cached:
+            if self._cached(stage, cfg, cached):
                 continue
             t0 = time.monotonic()
             try:
@@ -138,6 +180,13 @@ class Explorer:
                 setattr(p, k, v)
         if "timing" not in cached and not self.synth:
             p.notes.append("no synthesis yet (run without --no-synth)")
+        elif "timing" in cached and not p.timing_sources:
+            p.notes.append("synthesis of unrecorded hw sources (an earlier pyvta): rerun it")
+        elif p.timing_sources and p.timing_sources != (now := self._now_sources(cfg)):
+            p.notes.append(
+                f"synthesis of hw sources {p.timing_sources}, not the current {now}"
+                " (hw/ changed since)"
+            )
         return p
 
     def explore(self, configs: dict[str, isa.HwConfig]) -> list[DsePoint]:

@@ -21,6 +21,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--synth-timeout", type=float, default=3600, help="seconds per synthesis (default 3600)"
     )
+    p.add_argument(
+        "--reuse-timing",
+        action="store_true",
+        help="take each config's newest cached synthesis even if hw/ changed since (noted)",
+    )
     p.add_argument("--plot", metavar="FILE.png", help="write the Pareto plot")
     p.add_argument("--board", default="xczu7ev", help="board part of the plot's shares")
     p.add_argument("--json", metavar="FILE.json", help="write the points as JSON")
@@ -45,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         size=args.size,
         synth=not args.no_synth,
         synth_timeout_s=args.synth_timeout,
+        reuse_timing=args.reuse_timing,
     )
     points = explorer.explore(configs)
     print(dse.table(points))

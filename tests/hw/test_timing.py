@@ -97,6 +97,55 @@ def test_quick_mode_synthesises_and_is_cached(tmp_path_factory):
     assert report.path and report.path[-1].arrival_ps == report.worst_ps
     assert sum(s.delay_ps for s in report.path) == report.worst_ps
     assert report.logic_levels > 0 and report.resources.lut > 0 and report.resources.fits()
+    # the issue's target (<= 10 fabric levels); the deepest ends name what broke it
+    assert report.logic_levels <= 10, report.deep
+    assert report.deep and report.deep[0][0] == report.logic_levels
     t0 = time.monotonic()
     again = timing.timing(timing.QUICK_CONFIG, build_dir=build)
     assert time.monotonic() - t0 < 5 and again.worst_ps == report.worst_ps
+
+
+def test_latest_report_is_the_newest_of_any_sources(tmp_path):
+    import os
+
+    from pyvta.hw.synth import parse_stat
+
+    cfg = timing.QUICK_CONFIG
+    assert timing.latest_report(cfg, build_dir=tmp_path) is None
+    (tmp_path / "reports").mkdir()
+    for n, key in enumerate(("old", "new")):
+        report = timing.TimingReport(
+            cfg.tag, key, 1000 + n, [], 3, [], parse_stat({"modules": {"\\vta": {}}})
+        )
+        path = tmp_path / "reports" / f"{cfg.tag}-{key}.json"
+        path.write_text(report.to_json())
+        os.utime(path, (n, n))
+    assert timing.latest_report(cfg, build_dir=tmp_path).source_key == "new"
+    assert timing.report_key(cfg) != "new"
+
+
+def _cell(kind, ins, outs):
+    conns = {**ins, **outs}
+    dirs = {p: "input" for p in ins} | {p: "output" for p in outs}
+    return {"type": kind, "port_directions": dirs, "connections": conns}
+
+
+def test_deep_endpoints_name_each_register_a_long_fabric_path_ends_at():
+    # q (bit 2) -> LUT -> CARRY4 -> LUT -> FF r (3 levels); q -> LUT -> FF s (1 level);
+    # two lanes' registers lane_0 / lane_1 at 2 levels from q, grouped into one row
+    cells = {
+        "fq": _cell("FDRE", {"D": [9]}, {"Q": [2]}),
+        "l1": _cell("LUT2", {"I0": [2], "I1": ["0"]}, {"O": [3]}),
+        "c1": _cell("CARRY4", {"S": [3, 3, 3, 3]}, {"CO": [4, 5, 6, 7]}),
+        "l2": _cell("LUT1", {"I0": [7]}, {"O": [8]}),
+        "fr": _cell("FDRE", {"D": [8]}, {"Q": [10]}),
+        "fs": _cell("FDRE", {"D": [3]}, {"Q": [11]}),
+        "f0": _cell("FDRE", {"D": [4]}, {"Q": [12]}),
+        "f1": _cell("FDRE", {"D": [5]}, {"Q": [13]}),
+    }
+    names = {"q": [2], "r": [10], "s": [11], "lane_0": [12], "lane_1": [13], "$x": [8]}
+    top = {"attributes": {"top": 1}, "ports": {}, "cells": cells}
+    top["netnames"] = {n: {"bits": b} for n, b in names.items()}
+    rows = timing.deep_endpoints({"modules": {"vta": top}}, 1)
+    assert rows == [(3, "q", "r"), (2, "q", "lane_# (2 ends)"), (1, "q", "s")]
+    assert timing.deep_endpoints({"modules": {"vta": top}}, 3) == [(3, "q", "r")]

@@ -28,6 +28,7 @@ def test_sweep_resumes_from_the_cache_and_retries_failures(tmp_path):
             "fits": {"xc7z020": True, "xczu3eg": True, "xczu7ev": True},
             "cell_delay_ns": 6.0,
             "logic_levels": 12,
+            "timing_sources": "fake",
         }
 
     def resnet18(cfg):
@@ -38,7 +39,8 @@ def test_sweep_resumes_from_the_cache_and_retries_failures(tmp_path):
 
     def explorer():
         stages = {"timing": timing, "resnet18": resnet18}
-        return dse.Explorer(tmp_path, stages=stages, log=lambda _: None)
+        sources = {"timing": lambda cfg: "fake"}
+        return dse.Explorer(tmp_path, stages=stages, sources=sources, log=lambda _: None)
 
     (p,) = explorer().explore({"small": SMALL})
     assert p.cell_delay_ns == 6.0 and p.resnet18_cycles is None and "simulated crash" in p.notes[0]
@@ -49,13 +51,38 @@ def test_sweep_resumes_from_the_cache_and_retries_failures(tmp_path):
     assert p.latency_ms == pytest.approx(70.0) and not p.notes
     (p,) = explorer().explore({"small": SMALL})
     assert calls == {"timing": 1, "resnet18": 2}
-    cycles_only = dse.Explorer(tmp_path, synth=False, stages={"resnet18": resnet18})
+    cycles_only = dse.Explorer(
+        tmp_path, synth=False, stages={"resnet18": resnet18}, sources={"timing": lambda c: "fake"}
+    )
     (q,) = cycles_only.explore({"small": SMALL})  # earlier stages still read from the cache
     assert q.cell_delay_ns == 6.0 and q.latency_ms == p.latency_ms and not q.notes
     text = dse.table([p, dse.DsePoint("other", "t")])
     assert "| small | 1x8_" in text and "| 7.00 | 70.00 |" in text and "| other | t | - |" in text
     png = dse.plot([p], tmp_path / "dse.png")
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_timing_is_redone_when_its_hw_sources_change(tmp_path):
+    sources = {"now": "aaaa"}
+    calls = []
+
+    def timing(cfg):
+        calls.append(sources["now"])
+        return {"cell_delay_ns": 5.0, "timing_sources": sources["now"]}
+
+    def explorer(**kw):
+        kw.setdefault("sources", {"timing": lambda cfg: sources["now"]})
+        return dse.Explorer(tmp_path, stages={"timing": timing}, log=lambda _: None, **kw)
+
+    (p,) = explorer().explore({"small": SMALL})
+    (p,) = explorer().explore({"small": SMALL})
+    assert calls == ["aaaa"] and not p.notes  # cached: same sources
+    sources["now"] = "bbbb"
+    (p,) = explorer().explore({"small": SMALL})
+    assert calls == ["aaaa", "bbbb"] and p.timing_sources == "bbbb" and not p.notes
+    sources["now"] = "cccc"  # kept, with a note, where no stage asks for current sources
+    (p,) = explorer(sources={}).explore({"small": SMALL})
+    assert calls == ["aaaa", "bbbb"] and "hw sources bbbb, not the current" in p.notes[0]
 
 
 def test_cycles_only_run_on_the_small_config(tmp_path, capsys):
