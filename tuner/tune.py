@@ -165,11 +165,8 @@ def tune(
         )
     last_improved = len(result.history)
     live = {"best": result.best_cost, "errors": result.n_errors}
-    first = []
-    for c in initial:
-        i = int(getattr(c, "index", c))
-        if i not in tn.visited and i not in first:
-            first.append(i)
+    initial_indices = list(dict.fromkeys(int(getattr(c, "index", c)) for c in initial))
+    first = [i for i in initial_indices if i not in tn.visited]
     first = first[: max(0, n_trials - len(result.history))]
     try:
         while len(result.history) < n_trials:
@@ -207,7 +204,7 @@ def tune(
         if final_check > 1:
             if bar is not None:
                 bar.set_description(f"{desc or task.key}: final check of the {final_check} best")
-            _final_check(task, measurer, result, final_check, final_rounds, writer)
+            _final_check(task, measurer, result, final_check, final_rounds, writer, initial_indices)
     finally:
         if bar is not None:
             bar.close()
@@ -228,15 +225,19 @@ def tune(
     return result
 
 
-def _final_check(task, measurer, result: TuneResult, k: int, rounds: int, writer) -> None:
+def _final_check(
+    task, measurer, result: TuneResult, k: int, rounds: int, writer, initial=()
+) -> None:
     """Re-measure the ``k`` best distinct configs of ``result`` ``rounds`` times, all ``k`` in
     each round (so that they see the same machine state); set the best to the lowest median
-    of each config's medians, its first trial's included."""
+    of each config's medians, its first trial's included. The ``initial`` configs (a backend's
+    default) are always among them, so the pick never lost to the default side by side."""
     first: dict[int, float] = {}
     for _, i, c in result.history:
         if math.isfinite(c) and i not in first:
             first[i] = c
     top = sorted(first, key=first.get)[:k]
+    top += [i for i in initial if i in first and i not in top]
     if len(top) < 2:
         return
     seen = {i: [first[i]] for i in top}

@@ -183,3 +183,25 @@ def test_final_check_picks_the_steady_config_over_the_lucky_one(check, tmp_path,
     from pyvta.tuner.log import apply_best
 
     assert apply_best(log, task)["a"] == 1
+
+
+class _UnluckyDefault(SyntheticBackend):
+    """a=1 (the default) is a steady 0.8 but measures 5.0 the first time; a=0: 1.0; a=2: 3.0."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = {}
+
+    def run(self, task, config, artifact, repeats):
+        n = self.calls[config.index] = self.calls.get(config.index, 0) + 1
+        cost = {0: 1.0, 1: 5.0 if n == 1 else 0.8, 2: 3.0}[config["a"]]
+        return [cost] * repeats
+
+
+def test_final_check_always_remeasures_the_initial_config(seed):
+    task = SMALL.task()
+    default = next(c for c in map(task.space.get, range(task.space.size)) if c["a"] == 1)
+    args = dict(tuner="random", batch_size=6, seed=seed, progress=False, initial=[default])
+    res = tune(task, 6, InProcessMeasurer(_UnluckyDefault()), final_check=2, **args)
+    assert default.index in res.rechecked  # not among the 2 best first measurements, kept anyway
+    assert res.best_index == default.index and res.best_cost == 0.8
