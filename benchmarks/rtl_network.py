@@ -3,16 +3,19 @@ shipped pretuned layer configs) and run on the fast RTL device (``driver.open("r
 ``SimDevice``: outputs bit for bit, and per accelerator layer the RTL's cycles (CYCLES register)
 next to the cycle model's.
 
-    .venv/bin/python benchmarks/rtl_network.py [--size 224] [--seed 0]
+    .venv/bin/python benchmarks/rtl_network.py [--size 224] [--seed 0] [--no-overlap]
 
 The simulator's cycle model runs with the RTL memory model's latency
 (``sim.Timing.rtl_testbench()``). Targets (issues 16, 19): outputs identical; whole network within
 3% of the cycle model; RTL wall time under 2 minutes; at most 6.9 M cycles (224x224).
+``--no-overlap``: the layers lowered without the epilogue overlap (``ConvConfig.overlap``, the VTA
+v0.0.2 lowering), same tile configs.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +43,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-overlap", action="store_true", help="lower without the epilogue overlap")
     args = ap.parse_args(argv)
     print(f"seed {args.seed}")
     t0 = time.perf_counter()
@@ -55,6 +59,13 @@ def main(argv=None) -> int:
         from pyvta.commands.network import tuned_configs
 
         configs = tuned_configs(cm, log)
+    if args.no_overlap:
+        from pyvta.compiler.backend.vta.config import ConvConfig
+
+        configs = {
+            k: dataclasses.replace(c, overlap=False) if isinstance(c, ConvConfig) else c
+            for k, c in (configs or {}).items()
+        }
     cm.lower_kernels(None, configs)
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)

@@ -211,10 +211,17 @@ class ComputeUnit(wiring.Component):
         pipe_busy = G.busy | A.busy
         loop_ok = Mux(is_gemm, G.free & (ov | A.free), A.free & (ov | G.free))
         m.d.comb += may_start.eq(Mux(is_load | is_finish, ~pipe_busy, ~is_loop | loop_ok))
-        # A push waits for its lane to drain and the other lane to retire all but the partner.
-        push_ok = Mux(
-            is_gemm, ~G.busy & ~A.retiring_older(G.limit), ~A.busy & ~G.retiring_older(A.limit)
+        # A push waits for both lanes to drain (as on one lane) or, overlapped, for its own lane
+        # and the other lane's micro-ops older than the partner: that check is registered (its
+        # tag compares are long; in EXEC it only turns true, so a cycle-old value is safe).
+        partner_retired = Signal()
+        m.d.sync += partner_retired.eq(
+            executing
+            & Mux(
+                is_gemm, ~G.busy & ~A.retiring_older(G.limit), ~A.busy & ~G.retiring_older(A.limit)
+            )
         )
+        push_ok = Mux(ov, partner_retired, ~pipe_busy)
         pushes = g.push_prev_dep | g.push_next_dep
         m.d.comb += finished.eq(Mux(is_load, ~dma.busy, ~is_loop | ~pushes | push_ok))
         # Waiting for a lane is counted as executing (one lane: the previous instruction's EXEC).
@@ -238,15 +245,8 @@ class ComputeUnit(wiring.Component):
                 for s in range(ISSUE_STAGE + 1, last + 1)
             )
 
-        def after_older(cur, other):
-            """The other lane holds an un-issued micro-op that must issue before ``cur``."""
-            return any_of(
-                other.valid[s] & older(other.op[s].seq, cur.limit)
-                for s in range(1, ISSUE_STAGE + 1)
-            )
-
         cg, ca = G.op[ISSUE_STAGE], A.op[ISSUE_STAGE]
-        g_waits = after_older(cg, A)
+        g_waits = self._waits_for_older(m, G, A)
         g_hazard = reads_dst(cg) & written(cg.dst, ACC_READ_STAGE)
         m.d.comb += G.issue_go.eq(G.valid[ISSUE_STAGE] & ~g_hazard & ~g_waits)
 
@@ -268,7 +268,7 @@ class ComputeUnit(wiring.Component):
             | (g_ahead & (~ca.overlap | (bank_of(G.op[ahead].dst) == bank_of(src))))
         )
         bank_taken = G.valid[ISSUE_STAGE] & ~g_waits & (bank_of(cg.dst) == bank_of(ca.dst))
-        a_waits = after_older(ca, G)
+        a_waits = self._waits_for_older(m, A, G)
         m.d.comb += A.issue_go.eq(
             A.valid[ISSUE_STAGE] & ~a_hazard & ~a_waits & ~port_taken & ~bank_taken
         )
@@ -281,10 +281,11 @@ class ComputeUnit(wiring.Component):
             self.wgt_rd.addr.eq(G.issue_wgt),
             self.wgt_rd.en.eq(G.issue_go),
         ]
-        m.d.sync += [
-            self.gemm_uops.eq(self.gemm_uops + G.issue_go),
-            self.alu_uops.eq(self.alu_uops + A.issue_go),
-        ]
+        # Counters enabled by issue (issue as a carry-in would run along the 32-bit carry chain).
+        with m.If(G.issue_go):
+            m.d.sync += self.gemm_uops.eq(self.gemm_uops + 1)
+        with m.If(A.issue_go):
+            m.d.sync += self.alu_uops.eq(self.alu_uops + 1)
         src_at = {ahead: Signal(acc_bits, name=f"s{ahead}_src")}
         m.d.sync += src_at[ahead].eq(src)
         for s in range(ahead, ACC_READ_STAGE):
@@ -389,6 +390,7 @@ class ComputeUnit(wiring.Component):
         valid = [None] + [Signal(name=f"{name}_s{s}_valid") for s in range(1, WRITE_STAGE + 1)]
         op = [None] + [Signal(layout, name=f"{name}_s{s}_op") for s in range(1, WRITE_STAGE + 1)]
         ln = SimpleNamespace(
+            name=name,
             valid=valid,
             op=op,
             issue_go=Signal(name=f"{name}_issue_go"),
@@ -492,6 +494,7 @@ class ComputeUnit(wiring.Component):
         for s in range(ahead, WRITE_STAGE):
             m.d.sync += [valid[s + 1].eq(valid[s]), op[s + 1].eq(op[s])]
 
+        ln.issue_ready, ln.s0_fire = issue_ready, s0_fire
         ln.free = ~gen & ~gen_prev  # the counters take the next instruction (as after EXEC)
         ln.busy = gen | any_of(valid[1:])
 
@@ -501,6 +504,28 @@ class ComputeUnit(wiring.Component):
 
         ln.retiring_older = retiring_older
         return ln
+
+    def _waits_for_older(self, m, me, other):
+        """High when ``other`` lane holds an un-issued micro-op (S1, S2) older than the ``limit``
+        of ``me``'s micro-op at ISSUE: that one issues first (program order between the lanes).
+
+        The tag compares are registered: each flag's next value is chosen among the compares of
+        the values S1/S2 can hold next (held, or moved on), so only a mux follows the issue
+        decisions and only the valid bits and an OR precede this cycle's."""
+        # Next cycle, me's ISSUE holds S1's micro-op (it moves on) or its own; other's S1 holds
+        # a new micro-op (S0 fires) or its own, other's S2 holds S1's (it moves on) or its own.
+        limits = (me.op[1].limit, me.op[ISSUE_STAGE].limit)
+        nexts = {
+            1: (other.s0_fire, other.seq, other.op[1].seq),
+            ISSUE_STAGE: (other.issue_ready, other.op[1].seq, other.op[ISSUE_STAGE].seq),
+        }
+        waits = 0
+        for s, (moves, new, held) in nexts.items():
+            flag = Signal(name=f"{me.name}_after_{other.name}_s{s}")
+            pick = [Mux(moves, older(new, lim), older(held, lim)) for lim in limits]
+            m.d.sync += flag.eq(Mux(me.issue_ready, pick[0], pick[1]))
+            waits = waits | (other.valid[s] & flag)
+        return waits
 
     def _src_row_register(self, m, cur, src, lanes, loading):
         """Rule 8 of the overlap contract: the ALU keeps the last ACC src row it read (one entry).

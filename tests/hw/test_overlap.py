@@ -5,7 +5,8 @@ src-row register (rule 8); bit for bit against ``sim.run`` and in cycles."""
 import numpy as np
 import pytest
 
-from pyvta.isa import AluInsn, AluOp, GemmInsn, Load, MemType, Store, Uop
+from pyvta import sim
+from pyvta.isa import AluInsn, AluOp, FinishInsn, GemmInsn, Load, MemType, Store, Uop
 from pyvta.sim.builder import ProgramBuilder
 from pyvta.testing.compare import accelerator_mismatches, device_runs
 
@@ -62,6 +63,9 @@ def _src_rewritten_program():
 
 
 def _cycles(dev, program) -> int:
+    """The program's RTL cycles, after checking it is legal (``sim.run`` with race checking: the
+    overlap contract's promise) and bit-exact on the RTL."""
+    sim.run(program, check_races=True)
     bad = accelerator_mismatches([("program", program)], device_runs(dev, [program]))
     assert not bad, bad
     return dev.run_program(program)[1].cycles
@@ -158,3 +162,47 @@ def test_epilogue_runs_beside_the_other_threads_gemm(rtl_device):
         f"\ntwo threads, {rows} rows: cycles without overlap {cycles[False]}, with {cycles[True]}"
     )
     assert saved >= 2 * rows, cycles
+
+
+def _gemm_beside_epilogue_program(rows: int, overlap: bool, k_iters: int = 4):
+    """Thread 0's GEMM, then its epilogue (one ALU instruction, ``k_iters`` x ``rows`` micro-ops),
+    then thread 1's GEMM reset and GEMM, which carry the bit with ``overlap`` (partner: thread
+    0's epilogue, rows in the other bank), then thread 1's epilogue; both stored at the end."""
+    pb = ProgramBuilder()
+    cfg = pb.cfg
+    rng = np.random.default_rng(SEED + 1)
+    base = [0, cfg.depth_of("acc") // 2]
+    inp = pb.put(rng.integers(-128, 128, (rows, cfg.batch, cfg.block_in), dtype=np.int8), "inp")
+    wgt = pb.put(rng.integers(-128, 128, (1, cfg.block_out, cfg.block_in), dtype=np.int8), "wgt")
+    pb.emit(Load(MemType.INP, dram_base=inp, y_size=1, x_size=rows, x_stride=rows))
+    pb.emit(Load(MemType.WGT, dram_base=wgt, y_size=1, x_size=1, x_stride=1, push_next_dep=True))
+    pb.load_uops([Uop(dst=b, src=0, wgt=0) for b in base] + [Uop(dst=b) for b in base], 0)
+    for t in (0, 1):
+        ov = overlap and t == 1
+        first = dict(pop_prev_dep=t == 0)
+        pb.emit(GemmInsn(reset_reg=True, uop_bgn=t, uop_end=t + 1, iter_out=rows, iter_in=1,
+                         dst_factor_out=1, overlap=ov, **first))  # fmt: skip
+        pb.emit(GemmInsn(uop_bgn=t, uop_end=t + 1, iter_out=k_iters, iter_in=rows,
+                         dst_factor_in=1, src_factor_in=1, overlap=ov))  # fmt: skip
+        pb.emit(AluInsn(alu_opcode=AluOp.ADD, uop_bgn=2 + t, uop_end=3 + t, iter_out=k_iters,
+                        iter_in=rows, dst_factor_in=1, src_factor_in=1, use_imm=True, imm=-9,
+                        push_next_dep=t == 1))  # fmt: skip
+    outs = [pb.alloc(rows, "out") for _ in base]
+    pb.emit(Store(sram_base=base[0], dram_base=outs[0], y_size=1, x_size=rows, x_stride=rows,
+                  pop_prev_dep=True))  # fmt: skip
+    pb.emit(Store(sram_base=base[1], dram_base=outs[1], y_size=1, x_size=rows, x_stride=rows,
+                  push_prev_dep=True))  # fmt: skip
+    pb.emit(FinishInsn(pop_next_dep=True))
+    return pb.build()
+
+
+def test_gemm_runs_beside_the_other_threads_epilogue(rtl_device):
+    """The GEMM side of rule 3: thread 1's GEMMs carry the bit and run beside thread 0's epilogue
+    (its partner): same results, and at least half the epilogue's cycles fewer."""
+    rows = 64
+    progs = {ov: _gemm_beside_epilogue_program(rows, ov) for ov in (False, True)}
+    cycles = {ov: _cycles(rtl_device, p) for ov, p in progs.items()}
+    print(
+        f"\nGEMM beside the epilogue: cycles without overlap {cycles[False]}, with {cycles[True]}"
+    )
+    assert cycles[False] - cycles[True] >= 2 * rows, cycles
