@@ -8,7 +8,7 @@ The zoo's models (``pyvta.compiler.graph.zoo``) at 224x224, one seeded input. py
 ``compile_model(..., "cpu")``'s artifact through ``run_model`` (the path ``pyvta run --target
 cpu`` takes: NCHW16c kernels, fused epilogues, one arena), with the default schedules and,
 when a log has records for the model's layers (``pyvta tune MODEL --target cpu``; default: the
-shipped log ``tuner/pretuned/resnet18_224_cpu.jsonl`` for every model), the tuned ones.
+model's shipped log ``tuner/pretuned/MODEL_224_cpu.jsonl``, else ResNet-18's), the tuned ones.
 onnxruntime runs the same ONNX file (``onnxruntime_session``, spinning off, so its idle pool
 does not slow what runs beside it). Runs are interleaved one inference at a time per round on
 this shared machine; each reports its median over the rounds. Outputs must agree with
@@ -197,7 +197,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tuning-log", dest="tuning_log", help="default: the shipped ResNet-18 log")
+    ap.add_argument(
+        "--tuning-log", dest="tuning_log",
+        help="default: each model's shipped log, else the shipped ResNet-18 one",
+    )  # fmt: skip
     ap.add_argument(
         "--per-layer", dest="per_layer", action="store_true",
         help="per-node times of pyvta beside onnxruntime's profile",
@@ -207,13 +210,20 @@ def main() -> None:
         help="time by the calling thread's CPU time (needs --threads 1)",
     )  # fmt: skip
     args = ap.parse_args()
-    log = args.tuning_log or pretuned_cpu_log("resnet18_224")
+
+    def log_of(model: str):
+        return (
+            args.tuning_log
+            or pretuned_cpu_log(f"{model}_{args.size}")
+            or pretuned_cpu_log("resnet18_224")
+        )
+
     if args.cpu_time and args.threads != 1:
         ap.error("--cpu-time needs --threads 1 (it times the calling thread only)")
     clock = time.thread_time if args.cpu_time else time.perf_counter
     print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
     print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    summary = {m: bench_model(m, args.size, args.rounds, args.threads, log and str(log),
+    summary = {m: bench_model(m, args.size, args.rounds, args.threads, log_of(m) and str(log_of(m)),
                               args.seed, args.per_layer, clock)
                for m in args.models.split(",")}  # fmt: skip
     for key, target in (("tuned", 1.0), ("default", 0.8)):

@@ -137,11 +137,13 @@ def test_shipped_resnet18_log_still_fits_its_tasks():
         task.instantiate(task.space.config(rec.config))  # raises if it no longer fits
 
 
-def test_shipped_resnet18_log_covers_every_cpu_layer(tmp_path):
-    path = str(tmp_path / "resnet18.onnx")
-    zoo.save_model("resnet18", path, size=224)
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet"])
+def test_shipped_log_covers_every_cpu_layer(tmp_path, model):
+    """The shipped log of each zoo model applies: a schedule for every CPU conv layer."""
+    path = str(tmp_path / f"{model}.onnx")
+    zoo.save_model(model, path, size=224)
     layers = cpu_network_layers(path)
-    schedules = cpu_schedules(str(pretuned_cpu_log("resnet18_224")), layers)
+    schedules = cpu_schedules(str(pretuned_cpu_log(f"{model}_224")), layers)
     missing = [la.workload.key for la in layers if la.workload.key not in schedules]
     assert not missing, f"no shipped schedule for {missing}"
 
