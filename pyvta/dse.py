@@ -2,7 +2,9 @@
 
 For each config: synthesis (``hw.timing``: resources, the worst cell-delay path), the fit on each
 board part (``hw.synth.BOARD_DEVICES``), ResNet-18's accelerator cycles on the simulator (the zoo
-network compiled with ``compile_model(..., hw=cfg)``, analytic default schedules), and the latency
+network compiled with ``compile_model(..., hw=cfg)``; the shipped tuned configs where they were
+tuned for the config (``tuner.network.pretuned_log``: the default config), else analytic
+default schedules; the table says which), and the latency
 at the clock the design can reach. The reachable clock is an estimate: the cell-delay lower bound
 (Artix-7 -1 cell models, no routing) taken as ``1 - ROUTING_SHARE`` of the period.
 
@@ -14,7 +16,8 @@ Every stage's result is cached per config as JSON under ``~/.cache/pyvta/dse`` (
 (e.g. a synthesis past its timeout) is recorded as missing and retried on the next run. The timing
 stage records the hw/ sources it was synthesised from and is redone (from ``hw.timing``'s cache
 where it has them) when they change; ``reuse_timing`` instead takes the newest synthesis of a config
-from any sources, which the table notes.
+from any sources, which the table notes. The ResNet-18 stage likewise records the compiler's,
+simulator's and ISA's sources and the tuned log it used, and is redone when they change.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class DsePoint:
     logic_levels: int | None = None
     resnet18_cycles: int | None = None
     timing_sources: str | None = None  # hw.timing's source key of the synthesis used
+    resnet18_schedules: str | None = None  # "tuned configs (LOG)" or "analytic defaults"
+    resnet18_sources: str | None = None  # resnet18_sources() of the run
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -100,8 +105,33 @@ def latest_timing_sources(cfg: isa.HwConfig) -> str:
     return r.source_key if r else current_timing_sources(cfg)
 
 
+def _tuned_log(cfg: isa.HwConfig, size: int) -> Path | None:
+    """The shipped tuned log of ResNet-18 at ``size`` if it was tuned for ``cfg`` (the VTA tuning
+    tasks are the default config's), else None."""
+    from pyvta.tuner.network import pretuned_log
+
+    return pretuned_log(f"resnet18_{size}") if cfg.tag == isa.DEFAULT_CONFIG.tag else None
+
+
+def resnet18_sources(cfg: isa.HwConfig, size: int) -> str:
+    """Hash of what ResNet-18's cycles depend on: the compiler's, simulator's and ISA's sources
+    and the tuned log used (if any)."""
+    from pyvta import compiler, sim
+
+    h = hashlib.sha256()
+    for pkg in (compiler, sim, isa):
+        root = Path(pkg.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(str(path.relative_to(root)).encode())
+            h.update(path.read_bytes())
+    log = _tuned_log(cfg, size)
+    h.update(log.read_bytes() if log else b"no log")
+    return h.hexdigest()[:16]
+
+
 def measure_resnet18(cfg: isa.HwConfig, size: int) -> dict:
-    """Stage 2: ResNet-18 (zoo, ``size`` x ``size``) accelerator cycles on the simulator."""
+    """Stage 2: ResNet-18 (zoo, ``size`` x ``size``) accelerator cycles on the simulator, with the
+    shipped tuned configs where they fit ``cfg`` (``_tuned_log``), else analytic defaults."""
     import tempfile
 
     import numpy as np
@@ -114,11 +144,22 @@ def measure_resnet18(cfg: isa.HwConfig, size: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = save_model("resnet18", str(Path(tmp) / "resnet18.onnx"), size=size)
         cm = compile_model(path, "vta", lower=False, hw=cfg)
-    vta = AcceleratorBackend.for_graph(cm.graph, SimDevice(config=cfg))
+    configs, schedules = None, "analytic defaults"
+    log = _tuned_log(cfg, size)
+    if log is not None:
+        from pyvta.tuner.network import network_configs, network_layers
+
+        configs = network_configs(str(log), network_layers(cm))
+        schedules = f"tuned configs ({log.name})"
+    vta = AcceleratorBackend.for_graph(cm.graph, SimDevice(config=cfg), configs)
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     run_model(cm, x, backends={"vta": vta})
-    return {"resnet18_cycles": int(vta.total_cycles)}
+    return {
+        "resnet18_cycles": int(vta.total_cycles),
+        "resnet18_schedules": schedules,
+        "resnet18_sources": resnet18_sources(cfg, size),
+    }
 
 
 @dataclass
@@ -145,6 +186,7 @@ class Explorer:
                     "timing", latest_timing_sources if self.reuse_timing else current_timing_sources
                 )
             self.stages["resnet18"] = lambda cfg: measure_resnet18(cfg, self.size)
+            self.sources.setdefault("resnet18", lambda cfg: resnet18_sources(cfg, self.size))
 
     def _now_sources(self, cfg: isa.HwConfig) -> str:
         """The hw sources a synthesis is compared with for the table's note: those on disk."""
@@ -219,7 +261,10 @@ def table(points: list[DsePoint]) -> str:
             + f" | {_fmt(p.cell_delay_ns, '.2f')} | {_fmt(p.logic_levels, 'd')}"
             f" | {_fmt(p.clock_mhz, '.0f')} | {_fmt(cycles, '.2f')} | {_fmt(p.latency_ms, '.2f')} |"
         )
-    notes = [f"- {p.name}: {n}" for p in points for n in p.notes]
+    notes = [
+        f"- {p.name}: ResNet-18 with {p.resnet18_schedules}" for p in points if p.resnet18_schedules
+    ]
+    notes += [f"- {p.name}: {n}" for p in points for n in p.notes]
     lines.append(
         f"\nclock estimate: the cell-delay path (Artix-7 -1 models, no routing) taken as"
         f" {100 * (1 - ROUTING_SHARE):.0f}% of the period."

@@ -103,3 +103,31 @@ def test_unknown_board_is_an_error(capsys):
 
     assert main(["dse", "--configs", str(CONFIG_DIR / "small.json"), "--board", "xc7z010"]) == 2
     assert "allowed: xc7z020, xczu3eg, xczu7ev" in capsys.readouterr().err
+
+
+def test_resnet18_cycles_are_redone_when_the_compiler_changes(tmp_path, monkeypatch):
+    """The default explorer keys the ResNet-18 stage by ``resnet18_sources`` (compiler, sim, ISA
+    sources and the tuned log): a cached figure from other sources is measured again."""
+    now = {"key": "c1"}
+    calls = []
+
+    def resnet18(cfg, size):
+        calls.append(now["key"])
+        return {"resnet18_cycles": 1, "resnet18_schedules": "x", "resnet18_sources": now["key"]}
+
+    monkeypatch.setattr(dse, "measure_resnet18", resnet18)
+    monkeypatch.setattr(dse, "resnet18_sources", lambda cfg, size: now["key"])
+    for _ in range(2):
+        (p,) = dse.Explorer(tmp_path, synth=False, log=lambda _: None).explore({"s": SMALL})
+    assert calls == ["c1"]
+    now["key"] = "c2"
+    (p,) = dse.Explorer(tmp_path, synth=False, log=lambda _: None).explore({"s": SMALL})
+    assert calls == ["c1", "c2"] and p.resnet18_sources == "c2"
+
+
+def test_tuned_log_only_for_the_config_it_was_tuned_for():
+    log = dse._tuned_log(isa.DEFAULT_CONFIG, 224)
+    assert log is not None and log.name == "resnet18_224_vta-sim.jsonl"
+    assert dse._tuned_log(SMALL, 224) is None and dse._tuned_log(isa.DEFAULT_CONFIG, 32) is None
+    a = dse.resnet18_sources(SMALL, 224)
+    assert a == dse.resnet18_sources(SMALL, 224) != dse.resnet18_sources(isa.DEFAULT_CONFIG, 224)
