@@ -353,15 +353,20 @@ def _tile_start(
 
 def _residual_loads(em: Emitter, x: _Ctx, v: int, tile) -> None:
     """The tile's residual rows into thread v's INP slot, after its data rows (GEMM path)."""
-    wl, c, g, dram, lay = x.wl, x.c, x.g, x.dram, x.lay
+    res0 = v * x.lay.inp_slot + x.g.inp_rows - x.c.tile_co * x.g.pixels
+    _load_residual(em, x, tile, MemType.INP, res0)
+
+
+def _load_residual(em: Emitter, x: _Ctx, tile, mem: MemType, sram0: int) -> None:
+    """The tile's int8 residual rows (one 2-D load per channel block) into ``mem`` from row
+    ``sram0``: INP for the GEMM path, ACC_8BIT (sign-extended) for the ALU path."""
+    wl, c, p = x.wl, x.c, x.g.pixels
     co0, oh0, ow0 = tile
-    p = g.pixels
-    res0 = v * lay.inp_slot + g.inp_rows - c.tile_co * p
     for co in range(c.tile_co):
         em.load(
-            MemType.INP,
-            res0 + co * p,
-            dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
+            mem,
+            sram0 + co * p,
+            x.dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
             c.tile_h,
             c.tile_w,
             wl.out_w,
@@ -464,8 +469,8 @@ def _epilogue(
     """The tile's epilogue (``part``: "all", or its "head" or "tail", ``_splits``)."""
     if part == "tail":
         return _epilogue_tail(em, x, v, tile, slot)
-    wl, ep, c, g, dram, lay = x.wl, x.ep, x.c, x.g, x.dram, x.lay
-    co0, oh0, ow0 = tile
+    ep, c, g, lay = x.ep, x.c, x.g, x.lay
+    co0 = tile[0]
     p = g.pixels
     rows = c.tile_co * p
     slot = v if slot is None else slot
@@ -485,15 +490,7 @@ def _epilogue(
         )
     if ep.residual and not ep.residual_via_gemm:
         res0 = acc0 + rows
-        for co in range(c.tile_co):
-            em.load(
-                MemType.ACC_8BIT,
-                res0 + co * p,
-                dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
-                c.tile_h,
-                c.tile_w,
-                wl.out_w,
-            )
+        _load_residual(em, x, tile, MemType.ACC_8BIT, res0)
         if ep.residual_shift:
             _alu_rows(em, AluOp.SHR, res0, rows, -ep.residual_shift)
         em.loop(
