@@ -65,6 +65,21 @@ def alu_bias_is_free(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwC
     return overlapped(wl, alu, config, hw) > 0
 
 
+def config_epilogue(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwConfig) -> Epilogue:
+    """The layer's lowering epilogue ``ep`` as lowered with ``config``: the bias by a GEMM pass
+    over digit rows only where they fit beside the config's tiles and the ALU pass is not free
+    beside the other thread's GEMMs (``alu_bias_is_free``); else by the ALU. One home for the
+    choice: ``build_kernel`` and the tuner's ``measurement_kernel`` both take it."""
+    if not ep.bias_via_gemm:
+        return ep
+    alu = dataclasses.replace(ep, bias_via_gemm=False)
+    try:
+        check_fit(wl, ep, config, hw)
+    except FitError:  # the digit rows do not fit beside this config's tiles
+        return alu
+    return alu if alu_bias_is_free(wl, ep, config, hw) else ep
+
+
 def _check_operands(wl: ConvWorkload, ep: Epilogue, weights, bias) -> None:
     expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
     if weights.shape != expect or weights.dtype != np.int8:
@@ -95,17 +110,14 @@ def build_kernel(
     """
     if ep.bias and bias is not None:
         bias = check_int32("bias", bias)  # before any use: a float or wide bias is refused
-    ep, digits = lowering_epilogue(wl, ep, bias)
-    if config is not None and digits is not None:
-        try:
-            check_fit(wl, ep, config, hw)
-        except FitError:  # the digit rows do not fit beside this config's tiles: use the ALU
-            ep, digits = dataclasses.replace(ep, bias_via_gemm=False), None
+    layer_ep, digits = lowering_epilogue(wl, ep, bias)
     config = config or default_config(
-        wl, ep, hw, measure=measure if search else None, candidates=max(search, 1), explore=explore
-    )
-    if digits is not None and alu_bias_is_free(wl, ep, config, hw):
-        ep, digits = dataclasses.replace(ep, bias_via_gemm=False), None
+        wl, layer_ep, hw, measure=measure if search else None, candidates=max(search, 1),
+        explore=explore,
+    )  # fmt: skip
+    ep = config_epilogue(wl, layer_ep, config, hw)
+    if not ep.bias_via_gemm:
+        digits = None
     _check_operands(wl, ep, weights, bias)
     consts = {
         "weights": np.ascontiguousarray(weights, np.int8).tobytes(),
@@ -120,12 +132,14 @@ def build_kernel(
         ).tobytes(),
         "ones": ones_row(wl.block).tobytes(),
     }
-    return _lowered_kernel(wl, ep, config, hw, consts)
+    return _lowered_kernel(wl, ep, config, hw, consts, layer_ep)
 
 
 def measurement_kernel(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwConfig) -> Kernel:
-    """The kernel of one schedule candidate, to measure its cycles: ``ep`` is taken as lowered
-    (its lowering choices already made, as a tuning task gives it) and the constants are zeros."""
+    """The kernel of one schedule candidate, to measure its cycles: ``ep`` is the layer's
+    lowering epilogue (as a tuning task gives it), lowered with ``config`` as ``build_kernel``
+    lowers it (``config_epilogue``); the constants are zeros."""
+    layer_ep, ep = ep, config_epilogue(wl, ep, config, hw)
     w_bytes = wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * wl.block * wl.block
     consts = {
         "weights": bytes(w_bytes),
@@ -133,11 +147,16 @@ def measurement_kernel(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: H
         "consts": bytes((wl.co_blocks + 1) * wl.block * wl.block),
         "ones": ones_row(wl.block).tobytes(),
     }
-    return _lowered_kernel(wl, ep, config, hw, consts)
+    return _lowered_kernel(wl, ep, config, hw, consts, layer_ep)
 
 
 def _lowered_kernel(
-    wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwConfig, consts: dict[str, bytes]
+    wl: ConvWorkload,
+    ep: Epilogue,
+    config: ConvConfig,
+    hw: HwConfig,
+    consts: dict[str, bytes],
+    layer_ep: Epilogue,
 ) -> Kernel:
     """Place the regions from byte 0, lower the stream against them, build the relocation table."""
     out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
@@ -170,6 +189,7 @@ def _lowered_kernel(
     info = {
         "workload": dataclasses.asdict(wl),
         "epilogue": dataclasses.asdict(ep),
+        "layer_epilogue": dataclasses.asdict(layer_ep),
         "config": config.to_dict(),
         "uops": len(lowered.uops),
     }
@@ -221,8 +241,14 @@ class VtaConv2d:
 
     @property
     def ep(self) -> Epilogue:
-        """The epilogue as lowered (with its lowering choices)."""
+        """The epilogue as lowered (with its lowering choices, the config's included)."""
         return Epilogue(**self.kernel.info["epilogue"])
+
+    @property
+    def layer_ep(self) -> Epilogue:
+        """The layer's lowering epilogue, before the config's choice (``config_epilogue``): the
+        key of the layer in a network tuning log (``graph_backend.accelerator_layers``)."""
+        return Epilogue(**self.kernel.info.get("layer_epilogue", self.kernel.info["epilogue"]))
 
     @property
     def config(self) -> ConvConfig:

@@ -33,7 +33,7 @@ def test_collected_layers_are_the_layers_that_run(small_net):
     run_model(small_net, _input(small_net), backends={"vta": acc})
     ran = {}
     for op in acc._ops.values():
-        ran[(op.wl, op.ep)] = ran.get((op.wl, op.ep), 0) + 1
+        ran[(op.wl, op.layer_ep)] = ran.get((op.wl, op.layer_ep), 0) + 1
     assert {(la.workload, la.epilogue): la.count for la in layers} == ran
     assert sum(la.count for la in layers) == len(acc.runs)
     assert any(la.epilogue.residual for la in layers)
@@ -56,7 +56,7 @@ def test_tuned_configs_are_applied_and_exact(small_net, tmp_path):
     (ref,), _ = run_model(small_net, x)  # the golden integer model on the CPU
     assert np.array_equal(out, ref)
     for op in tuned._ops.values():
-        assert op.config == configs[(op.wl, op.ep)]
+        assert op.config == configs[(op.wl, op.layer_ep)]
     # the device runs cost what the tuner measured (same stream, other DRAM addresses)
     assert tuned.total_cycles == pytest.approx(summary.cycles("tuned"), rel=0.02)
 
