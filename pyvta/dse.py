@@ -116,15 +116,10 @@ def _tuned_log(cfg: isa.HwConfig, size: int) -> Path | None:
 def resnet18_sources(cfg: isa.HwConfig, size: int) -> str:
     """Hash of what ResNet-18's cycles depend on: the compiler's, simulator's and ISA's sources
     and the tuned log used (if any)."""
-    from pyvta import compiler, sim
+    from pyvta.compiler.backend.llvm.cache import source_digest
 
-    h = hashlib.sha256()
-    for pkg in (compiler, sim, isa):
-        root = Path(pkg.__file__).parent
-        for path in sorted(root.rglob("*.py")):
-            h.update(str(path.relative_to(root)).encode())
-            h.update(path.read_bytes())
     log = _tuned_log(cfg, size)
+    h = hashlib.sha256(source_digest("compiler", "sim", "isa").encode())
     h.update(log.read_bytes() if log else b"no log")
     return h.hexdigest()[:16]
 

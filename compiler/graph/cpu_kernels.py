@@ -250,15 +250,23 @@ _MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, p
 
 
 def node_module(node: Node, in_shapes, num_threads: int):
-    """The built kernel of a compiled node (lowered and built once per process; the loop IR's
-    disk cache makes a build after ``compile_model`` skip code generation)."""
+    """The built kernel of a compiled node, once per process. On disk, the kernel cache keeps
+    the node's lowered function (keyed by the node, its shapes and the compiler's sources) and
+    its code, so after ``compile_model`` a fresh process neither lowers nor generates code."""
     from pyvta import compiler
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.backend.llvm.cache import func_key
+    from pyvta.compiler.backend.llvm.entry import BACKEND
 
     key = json.dumps([node.op, node.attrs, in_shapes, num_threads], sort_keys=True, default=str)
     mod = _MODULES.get(key)
     if mod is None:
-        sch, args = node_schedule(node, in_shapes)
-        mod = _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        fkey = func_key(f"{key}\0{CpuTarget.host(num_threads).key}")  # schedules follow the host
+        mod = BACKEND.cached(fkey, num_threads=num_threads)
+        if mod is None:
+            sch, args = node_schedule(node, in_shapes)
+            mod = compiler.build(sch, args, num_threads=num_threads, func_key=fkey)
+        _MODULES[key] = mod
     return mod
 
 

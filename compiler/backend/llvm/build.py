@@ -12,9 +12,26 @@ from pyvta.compiler.ir.stmt import PrimFunc
 from pyvta.compiler.passes.pipeline import run_passes
 
 
-def build_llvm(func: PrimFunc, target: CpuTarget, cache: KernelCache) -> Module:
-    """Run ``LLVM_PASSES`` on ``func``, generate, optimise and JIT it (or reuse a cached copy)."""
+def build_llvm(
+    func: PrimFunc, target: CpuTarget, cache: KernelCache, func_key: str | None = None
+) -> Module:
+    """Run ``LLVM_PASSES`` on ``func``, generate, optimise and JIT it (or reuse a cached copy).
+
+    ``func_key`` (``cache.func_key``): keep the function after the passes under that key, so a
+    later process builds it with ``cached_func`` without lowering it."""
     func = run_passes(func, LLVM_PASSES)
+    if func_key is not None:
+        cache.write_func(func_key, func)
+    return _build_passed(func, target, cache)
+
+
+def cached_func(key: str, target: CpuTarget, cache: KernelCache) -> Module | None:
+    """The module of the function ``build_llvm`` kept under ``key``, or None if it has none."""
+    func = cache.read_func(key)
+    return None if func is None else _build_passed(func, target, cache)
+
+
+def _build_passed(func: PrimFunc, target: CpuTarget, cache: KernelCache) -> Module:
     key = kernel_key(str(func), target.key)
     hit = cache.get_memory(key)
     if hit is not None:

@@ -4,12 +4,19 @@ without generating code.
 
 The key is a SHA-256 of the printed loop IR, the target key and ``CODEGEN_VERSION``; bump the
 version whenever code generation changes what it emits for the same IR.
+
+Lowered functions (``KEY.func``, pickled, after the LLVM passes) are kept too, under a key the
+caller derives from what it lowered (e.g. a graph node and its shapes) and ``source_digest`` of
+the compiler's sources, so a fresh process that runs a compiled artifact finds its kernels
+without lowering their schedules again (``compiler.graph.cpu_kernels.node_module``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import pickle
 from pathlib import Path
 
 CODEGEN_VERSION = "11"  # 11: min/max propagate NaN (llvm.minimum/maximum)
@@ -21,6 +28,27 @@ def kernel_key(ir_text: str, target_key: str) -> str:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
+
+
+@functools.cache
+def source_digest(*packages: str) -> str:
+    """SHA-256 (16 hex digits) of the Python sources of the named ``pyvta`` subpackages (e.g.
+    ``"compiler"``): what a cached result made by their code depends on."""
+    import importlib
+
+    h = hashlib.sha256()
+    for name in packages:
+        root = Path(importlib.import_module(f"pyvta.{name}").__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            h.update(f"{name}/{path.relative_to(root)}".encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def func_key(what: str) -> str:
+    """The key of a lowered function cached for ``what`` (the caller's description of it) under
+    today's compiler sources."""
+    return hashlib.sha256(f"{source_digest('compiler')}\0{what}".encode()).hexdigest()
 
 
 class KernelCache:
@@ -58,6 +86,19 @@ class KernelCache:
 
     def write_object(self, key: str, code: bytes) -> None:
         self._write(f"{key}.o", code)
+
+    def read_func(self, key: str):
+        """The lowered function kept under ``key`` (``func_key``), or None (also for a damaged
+        or foreign file: the caller lowers it again)."""
+        if self.directory is None:
+            return None
+        try:
+            return pickle.loads((self.directory / f"{key}.func").read_bytes())
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            return None
+
+    def write_func(self, key: str, func) -> None:
+        self._write(f"{key}.func", pickle.dumps(func, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _write(self, name: str, data: bytes) -> None:
         if self.directory is None:

@@ -21,16 +21,28 @@ class LlvmBackend:
     name = "llvm"
     passes = LLVM_PASSES
 
-    def build(self, func, cache_dir=..., num_threads=None):
+    def build(self, func, cache_dir=..., num_threads=None, func_key=None):
         """A callable ``Module`` for the host CPU. ``cache_dir``: where compiled kernels are
         kept on disk (default ``default_cache_dir()``; None keeps them in memory only).
-        ``num_threads``: threads for ``parallel`` loops (default: all cores)."""
+        ``num_threads``: threads for ``parallel`` loops (default: all cores). ``func_key``
+        (``cache.func_key``): also keep the lowered function, for ``cached``."""
         from pyvta.compiler.backend.llvm import CpuTarget, build_llvm
-        from pyvta.compiler.backend.llvm.cache import KernelCache
 
-        directory = default_cache_dir() if cache_dir is ... else cache_dir
-        cache = _CACHES.setdefault(directory, KernelCache(directory))
-        return build_llvm(func, CpuTarget.host(num_threads), cache)
+        return build_llvm(func, CpuTarget.host(num_threads), _cache(cache_dir), func_key)
+
+    def cached(self, func_key, cache_dir=..., num_threads=None):
+        """The module of the function kept under ``func_key`` by ``build``, or None."""
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.backend.llvm.build import cached_func
+
+        return cached_func(func_key, CpuTarget.host(num_threads), _cache(cache_dir))
+
+
+def _cache(cache_dir):
+    from pyvta.compiler.backend.llvm.cache import KernelCache
+
+    directory = default_cache_dir() if cache_dir is ... else cache_dir
+    return _CACHES.setdefault(directory, KernelCache(directory))
 
 
 BACKEND = LlvmBackend()

@@ -248,3 +248,38 @@ def test_compile_builds_every_kernel_so_running_builds_none(resnet_file, monkeyp
     backend = CpuKernels(cm.graph)
     assert len(backend.modules) == sum(n.op in COMPILED_OPS for n in cm.graph.nodes)
     assert built == []
+
+
+def _fresh_process(monkeypatch):
+    """Forget every kernel built in this process (what a fresh ``pyvta run`` starts from)."""
+    from pyvta.compiler.backend.llvm import entry
+    from pyvta.compiler.graph import cpu_kernels
+
+    monkeypatch.setattr(cpu_kernels, "_MODULES", {})
+    monkeypatch.setattr(entry, "_CACHES", {})
+
+
+def test_a_fresh_run_neither_lowers_nor_generates_code(resnet_file, tmp_path, monkeypatch):
+    """After ``compile_model``, a new process finds each node's lowered function and code on
+    disk; a damaged lowered-function file is lowered again, not trusted."""
+    from pyvta.compiler.graph import cpu_kernels
+
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
+    _fresh_process(monkeypatch)
+    cm = compile_model(resnet_file, "cpu")
+    x = zoo.sample_inputs(1, 32, seed=4)[0]
+    (ref,), _ = run_model(cm, x)
+    real = cpu_kernels.node_schedule
+    lowered = []
+    monkeypatch.setattr(
+        cpu_kernels, "node_schedule", lambda *a: lowered.append(a[0].name) or real(*a)
+    )
+    _fresh_process(monkeypatch)
+    (out,), _ = run_model(cm, x, backends={"cpu": CpuKernels(cm.graph)})
+    assert lowered == [] and np.array_equal(out, ref)
+    funcs = sorted((tmp_path / "llvm").glob("*.func"))
+    assert funcs
+    funcs[0].write_bytes(b"not a pickle")
+    _fresh_process(monkeypatch)
+    (out,), _ = run_model(cm, x, backends={"cpu": CpuKernels(cm.graph)})
+    assert len(lowered) == 1 and np.array_equal(out, ref)
