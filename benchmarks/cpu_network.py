@@ -211,19 +211,20 @@ def main() -> None:
     )  # fmt: skip
     args = ap.parse_args()
 
-    def log_of(model: str):
-        return (
+    def log_of(model: str) -> str | None:
+        log = (
             args.tuning_log
             or pretuned_cpu_log(f"{model}_{args.size}")
             or pretuned_cpu_log("resnet18_224")
         )
+        return log and str(log)
 
     if args.cpu_time and args.threads != 1:
         ap.error("--cpu-time needs --threads 1 (it times the calling thread only)")
     clock = time.thread_time if args.cpu_time else time.perf_counter
     print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
     print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    summary = {m: bench_model(m, args.size, args.rounds, args.threads, log_of(m) and str(log_of(m)),
+    summary = {m: bench_model(m, args.size, args.rounds, args.threads, log_of(m),
                               args.seed, args.per_layer, clock)
                for m in args.models.split(",")}  # fmt: skip
     for key, target in (("tuned", 1.0), ("default", 0.8)):
