@@ -8,7 +8,7 @@ model (``compile_model``) leaves every kernel a later ``pyvta run`` needs in the
 
 It also plans the memory of one inference: every compiled op writes into a buffer of an arena
 that is reused once its value is dead (values that views alias stay alive as long as the
-views; graph outputs get fresh arrays).
+views; graph outputs are returned as fresh arrays, copied from a buffer of their node's).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from pyvta.compiler.ops.cpu.winograd import transform_weights
 
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
 
-DENSE_BLOCKS = (8, 4, 2, 1)  # output columns per weight panel (at most one AVX2 vector)
+DENSE_PANEL_VECTORS = 5  # at most this many SIMD vectors of outputs per dense weight panel
+DENSE_SMALL_BLOCKS = (4, 2, 1)  # panels of outputs that no whole vector divides
 VIEW_OPS = ("reshape", "flatten", "identity")  # numpy ops whose output may alias their input
 COMPILED_OPS = (
     "cpu_conv2d",
@@ -104,8 +105,15 @@ class ConvWorkload:
 
 
 def dense_block(out_features: int) -> int:
-    """Columns per weight panel of a dense layer: the widest of ``DENSE_BLOCKS`` dividing it."""
-    return next(b for b in DENSE_BLOCKS if out_features % b == 0)
+    """Columns per weight panel of a dense layer on the host: the most whole vectors, up to
+    ``DENSE_PANEL_VECTORS``, dividing ``out_features`` (a batch-1 dense is a chain of FMAs per
+    vector: more vectors per panel, more chains in flight; 1000 -> 40 on AVX2), else the
+    widest of ``DENSE_SMALL_BLOCKS``."""
+    lanes = _host().vector_lanes("float32")
+    for vecs in range(DENSE_PANEL_VECTORS, 0, -1):
+        if out_features % (vecs * lanes) == 0:
+            return vecs * lanes
+    return next(b for b in DENSE_SMALL_BLOCKS if out_features % b == 0)
 
 
 def _host():
@@ -234,7 +242,7 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
     if op == "cpu_dense":
         (m, k), (nb, _, blk) = in_shapes[0], in_shapes[1]
         ep = nchwc.Epilogue(len(in_shapes) == 4, tuple(a["clip"]) if a.get("clip") else None)
-        return nchwc.dense_nc(m, k, nb * blk, blk, ep)
+        return nchwc.dense_nc(m, k, nb * blk, blk, ep, vector_lanes=_host().vector_lanes("float32"))
     if op == "cpu_elementwise":
         return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)
     if op == "cpu_softmax":
@@ -289,36 +297,41 @@ class CpuKernels:
             shapes = [graph.values[i].shape for i in n.inputs]
             self.modules[n.name] = node_module(n, shapes, threads)
         self.slots, self._arena = plan_memory(graph, set(self.modules))
-        # node -> (the args it last ran on, its bound kernel call or None, its output): a node
-        # given the same arrays again (arena views, constants) reuses the checked call
-        self._bound: dict[str, tuple[tuple, object, np.ndarray]] = {}
+        # node -> (the args it last ran on, its bound kernel call or None, its output, whether
+        # that is returned as is): a node given the same arrays again (arena views, constants)
+        # reuses the checked call; a graph output is computed into a buffer of its node's
+        # (``_own``) and copied out (a fresh array per run, without binding the call again)
+        self._bound: dict[str, tuple[tuple, object, np.ndarray, bool]] = {}
+        self._own: dict[str, np.ndarray] = {}
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
         hit = self._bound.get(node.name)
         if hit is not None and len(hit[0]) == len(args) and all(map(_same, hit[0], args)):
             if hit[1] is not None:
                 hit[1]()
-            return hit[2]
+            return hit[2] if hit[3] else hit[2].copy()
         mod = self.modules.get(node.name)
         if mod is None:
             out = run_cpu_op(node.op, args, node.attrs)
             if node.op in VIEW_OPS and np.shares_memory(out, args[0]):
-                self._bound[node.name] = (tuple(args), None, out)  # the same view next time
+                self._bound[node.name] = (tuple(args), None, out, True)  # the same view next time
             return out
         v = self.graph.values[node.outputs[0]]
         slot = self.slots.get(v.name)
-        if slot is None:
-            from pyvta.compiler.backend.llvm.module import aligned_empty
+        if slot is None:  # a graph output: computed into the node's own buffer, returned copied
+            out = self._own.get(v.name)
+            if out is None:
+                from pyvta.compiler.backend.llvm.module import aligned_empty
 
-            out = aligned_empty(v.shape, v.dtype)
+                out = self._own[v.name] = aligned_empty(v.shape, v.dtype)
         else:
             out = self._arena[slot][: math.prod(v.shape)].reshape(v.shape)
         arrays = zip(args + [out], mod.func.params, strict=True)  # elementwise: flat arrays
         call = mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
         call()
-        if slot is not None and all(a.flags.c_contiguous for a in args):  # no copies bound
-            self._bound[node.name] = (tuple(args), call, out)
-        return out
+        if all(a.flags.c_contiguous for a in args):  # no copies bound
+            self._bound[node.name] = (tuple(args), call, out, slot is not None)
+        return out if slot is not None else out.copy()
 
 
 def _same(a, b) -> bool:

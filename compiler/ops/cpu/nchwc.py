@@ -287,9 +287,13 @@ def pack_dense_weights(weight: np.ndarray, block: int) -> np.ndarray:
     )
 
 
-def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True):
+def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True, vector_lanes: int = 8):
     """``(sch, [x, weight, bias, (residual,) out])``: ``out[M, N] = epilogue(x @ W^T)`` with
-    ``weight`` from :func:`pack_dense_weights` (``block`` columns vectorized per panel)."""
+    ``weight`` from :func:`pack_dense_weights`. A panel of ``block`` columns that holds several
+    vectors of ``vector_lanes`` is computed as that many vectors side by side (one broadcast of
+    ``x`` feeds independent FMA chains: 1000 outputs as panels of 5 x 8 ran the classifier of
+    the zoo's models ~1.4x faster than panels of one vector on AVX2, one thread); LLVM is not
+    given the panel as one vector (a 40-wide vector came out as shuffles and spills)."""
     if n % block:
         raise ValueError(f"dense: {n} outputs must be a multiple of the panel block {block}")
     x = placeholder((m, k), "float32", "x")
@@ -316,8 +320,13 @@ def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True):
     s[acc].set_scope("local")
     s[acc].compute_at(s[out], jo)
     s[acc].reorder("i", "jo", "k", "ji")
-    s[acc].vectorize("ji")
-    s[out].vectorize(ji)
+    for st, axis in ((s[acc], "ji"), (s[out], ji)):
+        if block > vector_lanes and block % vector_lanes == 0:
+            vecs, lanes = st.split(axis, vector_lanes)
+            st.unroll(vecs)
+            st.vectorize(lanes)
+        else:
+            st.vectorize(axis)
     if parallel:
         s[out].parallel(jo)
     return s, args + [out]

@@ -87,3 +87,36 @@ def test_bad_knobs_say_what_is_allowed():
         pointwise_nchwc(16, 7, 7, 16, 16, 16, PointwiseKnobs(50, 0))
     with pytest.raises(ValueError, match="oc_tile 24 divide the block 16"):
         pointwise_nchwc(16, 7, 7, 16, 16, 16, PointwiseKnobs(4, 24))
+
+
+@pytest.mark.parametrize(
+    "m,k,n,block,lanes",
+    [
+        (1, 37, 80, 40, 8),  # panels of 5 vectors side by side
+        (2, 16, 48, 24, 8),  # 3 vectors, two rows
+        (1, 9, 12, 4, 8),  # a panel narrower than one vector
+    ],
+)
+def test_dense_panels_of_several_vectors(build, rng, m, k, n, block, lanes):
+    from pyvta.compiler.ops.cpu.nchwc import dense_nc, pack_dense_weights
+
+    ep = Epilogue(residual=True, clip=(0.0, 6.0))
+    s, args = dense_nc(m, k, n, block, ep, vector_lanes=lanes)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    bias = rng.standard_normal(n).astype(np.float32)
+    res = rng.standard_normal((m, n)).astype(np.float32)
+    out = np.full((m, n), np.nan, np.float32)
+    build(s, args)(x, pack_dense_weights(w, block), bias, res, out)
+    want = np.clip(x.astype(np.float64) @ w.T.astype(np.float64) + bias + res, 0.0, 6.0)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_dense_panels_take_whole_vectors_of_the_host():
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.graph.cpu_kernels import DENSE_PANEL_VECTORS, dense_block
+
+    lanes = CpuTarget.host().vector_lanes("float32")
+    assert dense_block(DENSE_PANEL_VECTORS * lanes * 7) == DENSE_PANEL_VECTORS * lanes
+    assert dense_block(lanes * 2) == lanes * 2
+    assert dense_block(lanes + 2) in (4, 2, 1) and (lanes + 2) % dense_block(lanes + 2) == 0

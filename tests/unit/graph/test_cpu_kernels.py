@@ -283,3 +283,19 @@ def test_a_fresh_run_neither_lowers_nor_generates_code(resnet_file, tmp_path, mo
     _fresh_process(monkeypatch)
     (out,), _ = run_model(cm, x, backends={"cpu": CpuKernels(cm.graph)})
     assert len(lowered) == 1 and np.array_equal(out, ref)
+
+
+def test_graph_outputs_are_fresh_arrays_each_run(resnet_file):
+    """The classifier's output comes from a buffer its kernel is bound to once; each run
+    returns a copy, so an earlier result is not overwritten by a later run."""
+    cm = compile_model(resnet_file, "cpu")
+    x1, x2 = zoo.sample_inputs(2, 32, seed=36)
+    print("input seed", 36)
+    (a,), _ = run_model(cm, x1)
+    keep = a.copy()
+    (b,), _ = run_model(cm, x2)
+    (c,), _ = run_model(cm, x1)
+    assert a is not b and not np.shares_memory(a, b)
+    np.testing.assert_array_equal(a, keep)
+    np.testing.assert_array_equal(c, keep)  # the bound call, run again
+    assert not np.array_equal(a, b)
