@@ -120,3 +120,20 @@ def test_dense_panels_take_whole_vectors_of_the_host():
     assert dense_block(DENSE_PANEL_VECTORS * lanes * 7) == DENSE_PANEL_VECTORS * lanes
     assert dense_block(lanes * 2) == lanes * 2
     assert dense_block(lanes + 2) in (4, 2, 1) and (lanes + 2) % dense_block(lanes + 2) == 0
+
+
+def test_default_pointwise_tile_leaves_no_one_pixel_tail():
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+    from pyvta.compiler.ops.cpu.pointwise import TILE_COST_PIXELS
+
+    t = CpuTarget.host()
+    lanes = t.vector_lanes("float32")
+    room = (t.vector_registers - SPARE_REGISTERS) // 2
+    for pixels in (49, 196, 784, 3136, 12544, 5):
+        p = PointwiseKnobs.for_target(t, pixels, 2 * lanes).p_block
+        cost = -(-pixels // p) * (p + TILE_COST_PIXELS)
+        assert 0 < p <= min(room, pixels)
+        assert all(-(-pixels // q) * (q + TILE_COST_PIXELS) >= cost for q in range(1, p)), pixels
+    if lanes == 8:  # AVX2: up to 6 x 16; 7 x 7 as 9 x 5 + 4, 14 x 14 as 32 x 6 + 4
+        assert [PointwiseKnobs.for_target(t, n, 16).p_block for n in (49, 196)] == [5, 6]
