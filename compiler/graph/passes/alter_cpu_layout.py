@@ -16,8 +16,7 @@ Rewrites (float32, batch 1, ``target == "cpu"``; anything else is left alone):
 A blocked value keeps its NCHW name for readers that need NCHW: a ``layout_transform`` under
 that name follows every blocked producer, and ``remove_dead_code`` drops those nobody reads.
 Channels that are not a multiple of the block use one block of all channels (the 3-channel
-image: ``[1, 1, H, W, 3]``), except where a conv with a small kernel reads an NCHW value:
-it reads it as NCHW1c, the same bytes (``MAX_NCHW_READ_KERNEL``).
+image: ``[1, 1, H, W, 3]``).
 """
 
 from __future__ import annotations
@@ -27,11 +26,6 @@ from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 
 MAX_SINGLE_BLOCK = 32  # channels below this that the block does not divide form one block
-# A conv whose input is still NCHW (the image) with channels the block does not divide, and a
-# kernel at most this wide, reads it as NCHW1c (the same bytes: no transform, a reshape).
-# On AVX2 (one thread) MobileNet's 3x3 stride-2 stem took 0.33 ms reading NCHW1c against
-# 0.35 ms + 0.06 ms for the transform to NCHW3c; ResNet's 7x7 stem ran 2.9 ms against 2.6 ms.
-MAX_NCHW_READ_KERNEL = 3
 
 
 class _Layouts:
@@ -52,13 +46,9 @@ class _Layouts:
         if have is not None and have[1] == block:
             return have[0]
         src, src_block = have if have is not None else (name, None)
-        shape = self.g.values[name].shape
-        if src_block is None and block == 1:  # NCHW1c is NCHW byte for byte
-            attrs = {"shape": [*shape, 1]}
-            out = self.em.emit("reshape", [src], attrs, f"{name}_to1c")
-        else:
-            attrs = {"channels": shape[1], "src_block": src_block, "dst_block": block}
-            out = self.em.emit("layout_transform", [src], attrs, f"{name}_to{block}c")
+        c = self.g.values[name].shape[1]
+        attrs = {"channels": c, "src_block": src_block, "dst_block": block}
+        out = self.em.emit("layout_transform", [src], attrs, f"{name}_to{block}c")
         if have is None:
             self.blocked[name] = (out, block)
         return out
@@ -93,9 +83,6 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     if a["group"] != 1 and not depthwise:
         return False
     ib, ob = lay.block_for(c), lay.block_for(o)
-    small = max(kh, kw) <= MAX_NCHW_READ_KERNEL
-    if ib is not None and ib != lay.block and x not in lay.blocked and small and not depthwise:
-        ib = 1
     if ib is None or ob is None or ob % 8 or (depthwise and ib != ob):
         return False
     _, _, h, wd = g.values[x].shape
