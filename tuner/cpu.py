@@ -164,7 +164,8 @@ def _nchwc_instantiate(config, *args):
 
 
 def _nchwc_reference(arrays, *args):
-    """float64 conv of NCHW{ib}c data with OIHW{ib}i{ob}o weights plus bias, NCHW{ob}c out."""
+    """float64 conv of NCHW{ib}c data with OIHW{ib}i{ob}o weights plus bias, NCHW{ob}c out
+    in the shape of ``arrays[-1]`` (a flat config's ``[1, O/ob, OH * OW, ob]``)."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     wl = _nchwc_workload(*args)
@@ -178,7 +179,8 @@ def _nchwc_reference(arrays, *args):
     win = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
     y = np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4])) + bias[:, None, None]
     oh, ow = wl.out_hw
-    return y[:, :oh, :ow].reshape(wl.o // ob, ob, oh, ow).transpose(0, 2, 3, 1)[None]
+    want = y[:, :oh, :ow].reshape(wl.o // ob, ob, oh, ow).transpose(0, 2, 3, 1)[None]
+    return want.reshape(arrays[-1].shape)  # a flat config's out: [1, O/ob, OH * OW, ob]
 
 
 def _winograd_space(*args) -> ConfigSpace:
@@ -237,16 +239,15 @@ def _pointwise_instantiate(config, *args):
 
 
 def _pointwise_reference(arrays, *args):
-    """:func:`_nchwc_reference` of the pixel-flattened arrays, flattened back."""
+    """:func:`_nchwc_reference` of the pixel-flattened arrays (its result in ``out``'s shape)."""
     wl = _nchwc_workload(*args)
     data, wgt, bias = arrays[:3]
     ob = wgt.shape[-1]
-    want = _nchwc_reference(
+    return _nchwc_reference(
         [data.reshape(1, wl.c // wl.ib, wl.h, wl.w, wl.ib),
-         wgt.reshape(wl.o // ob, wl.c // wl.ib, 1, 1, wl.ib, ob), bias],
+         wgt.reshape(wl.o // ob, wl.c // wl.ib, 1, 1, wl.ib, ob), bias, arrays[-1]],
         *args,
     )  # fmt: skip
-    return want.reshape(arrays[-1].shape)
 
 
 def _depthwise_workload(*args):

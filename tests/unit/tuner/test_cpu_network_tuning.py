@@ -182,3 +182,23 @@ def test_mobilenet_layers_get_depthwise_and_pointwise_tasks(tmp_path):
     (ref,) = run_onnxruntime(onnx.load(path), {"input": x})
     out = run_model(cm, x)[0][0]
     assert float(np.abs(out - ref).max() / np.abs(ref).max()) < 1e-4
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_direct_and_pointwise_configs_pass_the_reference_check(flat):
+    """A 1x1 layer's direct configs (flat ones write ``[1, O/ob, OH * OW, ob]``) and its
+    pointwise config measure against the float64 reference (no ``run`` error, no wrong
+    answer)."""
+    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+    from pyvta.tuner.cpu import CpuBackend
+
+    wl = ConvWorkload(32, 5, 5, 16, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)
+    direct, pointwise = nchwc_conv_tasks(wl)[0], nchwc_conv_tasks(wl)[-1]
+    cfgs = [
+        (direct, direct.space.config({"tile": (4, 16), "unroll_rx": False, "flat": flat})),
+        (pointwise, pointwise.space.get(0)),
+    ]
+    backend = CpuBackend(min_repeat_ms=1.0)
+    for task, cfg in cfgs:
+        (res,) = InProcessMeasurer(backend, repeats=1).measure(task, [cfg])
+        assert res.ok, (task.name, res.error, res.msg[-300:])
