@@ -49,7 +49,9 @@ COMPILED_OPS = (
 @dataclass(frozen=True)
 class ConvWorkload:
     """A float conv layer as the CPU templates see it (batch 1): ``ib``/``ob`` are the channel
-    blocks of the tensors it reads and writes (the layout plan's, not its own choice)."""
+    blocks of the tensors it reads and writes (the layout plan's, not its own choice);
+    ``nchw_input``: it reads the NCHW image and the direct template's padding stage blocks it
+    (not part of ``key``: the knobs tuned on the blocked input serve it the same)."""
 
     c: int
     h: int
@@ -61,6 +63,7 @@ class ConvWorkload:
     ib: int
     ob: int
     depthwise: bool = False
+    nchw_input: bool = False
 
     @property
     def key(self) -> str:
@@ -194,11 +197,14 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
 
     ep = nchwc.Epilogue(residual, tuple(clip) if clip is not None else None)
     t, knobs = schedule["template"], schedule.get("knobs", {})
+    if wl.nchw_input and t != "direct":
+        raise ValueError(f"only the direct template reads an NCHW input, not {t!r} ({wl.key})")
     if t == "direct":
         k = nchwc.NchwcConvKnobs(**knobs)
         return nchwc.conv2d_nchwc(
-            wl.c, wl.h, wl.w, wl.o, wl.kernel, wl.strides, wl.pads, wl.ib, wl.ob, k, ep
-        )
+            wl.c, wl.h, wl.w, wl.o, wl.kernel, wl.strides, wl.pads, wl.ib, wl.ob, k, ep,
+            nchw_input=wl.nchw_input,
+        )  # fmt: skip
     if t == "winograd":
         if not wl.winograd_ok:
             raise ValueError(f"winograd does not apply to {wl.key}")
@@ -217,13 +223,20 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
 
 
 def node_workload(node: Node, x_shape) -> ConvWorkload:
-    """The workload of a ``cpu_conv2d`` node reading ``x_shape`` ``[1, C/c, H, W, c]``."""
+    """The workload of a ``cpu_conv2d`` node reading ``x_shape``: ``[1, C/c, H, W, c]``, or the
+    NCHW ``[1, C, H, W]`` it blocks itself (``attrs["in_block"]``)."""
     a = node.attrs
-    _, cb, h, w, ib = x_shape
+    nchw = len(x_shape) == 4
+    if nchw:
+        _, c, h, w = x_shape
+        ib = a["in_block"]
+    else:
+        _, cb, h, w, ib = x_shape
+        c = cb * ib
     depthwise = a["schedule"]["template"] == "depthwise"
     return ConvWorkload(
-        cb * ib, h, w, a["channels"], tuple(a["kernel"]), tuple(a["strides"]), tuple(a["pads"]),
-        ib, a["out_block"], depthwise,
+        c, h, w, a["channels"], tuple(a["kernel"]), tuple(a["strides"]), tuple(a["pads"]),
+        ib, a["out_block"], depthwise, nchw,
     )  # fmt: skip
 
 

@@ -171,10 +171,13 @@ def _blocked_channels(node, v: Value) -> int:
 
 
 def _cpu_conv2d(node, ins):
-    """``cpu_conv2d``: NCHW{in_block}c data -> NCHW{out_block}c (``channels`` outputs)."""
+    """``cpu_conv2d``: NCHW{in_block}c data (or NCHW data of one ``in_block``, which the
+    kernel blocks itself) -> NCHW{out_block}c (``channels`` outputs)."""
     _need(node, ins, (3, 4))
     a = node.attrs
-    _blocked_channels(node, ins[0])
+    x = ins[0]
+    if not (len(x.shape) == 4 and x.shape[0] == 1 and x.shape[1] == a["in_block"]):
+        _blocked_channels(node, x)
     ob, o = a["out_block"], a["channels"]
     if o % ob or ins[2].shape != (o,):
         raise GraphError(f"node {node.name!r}: {o} channels, out block {ob}, bias {ins[2].shape}")

@@ -16,7 +16,8 @@ Rewrites (float32, batch 1, ``target == "cpu"``; anything else is left alone):
 A blocked value keeps its NCHW name for readers that need NCHW: a ``layout_transform`` under
 that name follows every blocked producer, and ``remove_dead_code`` drops those nobody reads.
 Channels that are not a multiple of the block use one block of all channels (the 3-channel
-image: ``[1, 1, H, W, 3]``).
+image: ``[1, 1, H, W, 3]``); a direct conv reading such an NCHW value (the image) blocks it
+in its own padding copy, so no transform runs before the first conv.
 """
 
 from __future__ import annotations
@@ -90,8 +91,10 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
                                   ib, ob, depthwise)  # fmt: skip
     schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl)
     wt = cpu_kernels.conv_weights(schedule, g.constants[n.inputs[1]], ib, ob)
+    # the direct template blocks an NCHW input of one block in its padding copy itself
+    nchw_read = x not in lay.blocked and ib == c != lay.block and schedule["template"] == "direct"
     ins = [
-        lay.get(x, ib),
+        x if nchw_read else lay.get(x, ib),
         g.add_constant(g.fresh_name(f"{n.inputs[1]}_{schedule['template']}"), wt),
     ]
     ins.append(n.inputs[2])

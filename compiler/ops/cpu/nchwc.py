@@ -120,16 +120,29 @@ def pack_conv_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 3, 1))
 
 
-def _padded(data, pads, fill: float, name: str):
-    """``data [1, C/c, H, W, c]`` with ``pads`` (top, left, bottom, right) of ``fill``."""
-    _, cb, h, w, blk = data.shape
+def _padded(data, pads, fill: float, name: str, block: int | None = None):
+    """``data [1, C/c, H, W, c]`` with ``pads`` (top, left, bottom, right) of ``fill``. With
+    ``block``, ``data`` is NCHW ``[1, C, H, W]``: the stage is always made, and reads it into
+    NCHW{block}c as it pads (the layout transform fused into the padding copy)."""
+    if block is None:
+        _, cb, h, w, blk = data.shape
+    else:
+        _, c, h, w = data.shape
+        cb, blk = c // block, block
     t, lft, b, r = pads
-    if not any(pads):
+    if not any(pads) and block is None:
         return data
 
+    def read(n, ch, y, x, ci):
+        if block is None:
+            return data[n, ch, y, x, ci]
+        return data[n, ch * block + ci, y, x]
+
     def f(n, ch, y, x, ci):
+        if not any(pads):
+            return read(n, ch, y, x, ci)
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
-        return select(inside, data[n, ch, y - t, x - lft, ci], const(fill))
+        return select(inside, read(n, ch, y - t, x - lft, ci), const(fill))
 
     return compute((1, cb, h + t + b, w + lft + r, blk), f, name=name)
 
@@ -155,8 +168,10 @@ def conv2d_nchwc(
     oc: int,
     knobs: NchwcConvKnobs = NchwcConvKnobs(),
     epilogue: Epilogue = Epilogue(),
+    nchw_input: bool = False,
 ):
-    """``(sch, [data, weight, bias, (residual,) out])``: data ``[1, C/ic, H, W, ic]``, weight
+    """``(sch, [data, weight, bias, (residual,) out])``: data ``[1, C/ic, H, W, ic]`` (with
+    ``nchw_input``: NCHW ``[1, C, H, W]``, read into NCHW{ic}c by the padding stage), weight
     from :func:`pack_conv_weights`, bias ``[O]``, residual and out ``[1, O/oc, OH, OW, oc]``."""
     if c % ic or o % oc:
         raise ValueError(f"channels {c}/{o} must be multiples of the blocks ic={ic}/oc={oc}")
@@ -174,7 +189,8 @@ def conv2d_nchwc(
     oshape = (1, o // oc, oh * ow, oc) if knobs.flat else (1, o // oc, oh, ow, oc)
     if knobs.flat and owb > oh * ow:
         raise ValueError(f"ow_block {owb} must be at most the {oh * ow} output positions")
-    data = placeholder((1, c // ic, h, w, ic), "float32", "data")
+    dshape = (1, c, h, w) if nchw_input else (1, c // ic, h, w, ic)
+    data = placeholder(dshape, "float32", "data")
     wgt = placeholder((o // oc, c // ic, kh, kw, ic, oc), "float32", "weight")
     bias = placeholder((o,), "float32", "bias")
     args = [data, wgt, bias]
@@ -182,7 +198,7 @@ def conv2d_nchwc(
     if epilogue.residual:
         res = placeholder(oshape, "float32", "residual")
         args.append(res)
-    dp = _padded(data, pads, 0.0, "data.pad")
+    dp = _padded(data, pads, 0.0, "data.pad", ic if nchw_input else None)
     rco, ry, rx = reduce_axis(c // ic, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     rci = reduce_axis(ic, "rci")
 

@@ -172,3 +172,29 @@ def test_default_nchwc_tiles_take_whole_blocks_and_even_columns():
         assert (k.ow_block, block) in register_tiles(t, ow, block)
     if lanes == 8:  # AVX2: 16 registers, 12 accumulators
         assert [NchwcConvKnobs.for_target(t, ow, 16).ow_block for ow in (56, 14, 7)] == [6, 5, 4]
+
+
+@pytest.mark.parametrize("pad", [1, 0])
+def test_nchwc_conv_blocks_an_nchw_input_in_its_padding_copy(build, rng, pad):
+    """The stem's form: NCHW data of one channel block, blocked by the kernel's own padding
+    stage (also without padding), equal to the conv of the blocked input."""
+    from pyvta.compiler.ops.cpu.nchwc import (
+        Epilogue,
+        NchwcConvKnobs,
+        conv2d_nchwc,
+        pack_conv_weights,
+    )
+
+    c, h, o, k, stride = 3, 11, 16, 3, 2
+    pads = (pad,) * 4
+    ep = Epilogue(clip=(0.0, 6.0))
+    knobs = NchwcConvKnobs(ow_block=4)
+    s, args = conv2d_nchwc(c, h, h, o, (k, k), (stride, stride), pads, c, 16, knobs, ep, True)
+    assert args[0].shape == (1, c, h, h)
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    w = (rng.standard_normal((o, c, k, k)) * 0.3).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    out = np.full(args[-1].shape, np.nan, np.float32)
+    build(s, args)(x, pack_conv_weights(w, c, 16), bias, out)
+    want = _nchwc_conv_reference(x, w, bias, (stride, stride), pads, 16, clip=(0.0, 6.0))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
