@@ -27,6 +27,10 @@ from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 
 SPARE_REGISTERS = 2  # vector registers a tile leaves for the weight and input vectors
+# Accumulator vectors of the untuned tile, at most: 4 columns x 16 channels on AVX2. With the
+# input read through a select, 7 x 16 ran 5-15% slower than 4 x 16 (MobileNet's 112- to
+# 28-wide layers, AVX2, one thread, min of 30); 3 to 5 columns were within the noise.
+DEFAULT_TILE_VECTORS = 8
 MAX_Y_BLOCK = 4  # output rows per task, at most (dividing the height: no partial block)
 
 
@@ -52,12 +56,13 @@ class DepthwiseKnobs:
 
     @staticmethod
     def for_target(target, out_hw: tuple[int, int], block: int) -> DepthwiseKnobs:
-        """The widest tile whose accumulators fit the vector registers (less
-        ``SPARE_REGISTERS``), the row split into even tiles (14 columns as 7 + 7); the most
-        rows per task dividing the height up to ``MAX_Y_BLOCK``."""
+        """The widest tile of at most ``DEFAULT_TILE_VECTORS`` accumulators that fit the
+        vector registers (less ``SPARE_REGISTERS``), in the fewest tiles per row (7 columns as
+        4 + 3); the most rows per task dividing the height up to ``MAX_Y_BLOCK``."""
         oh, ow = out_hw
         vecs = max(1, block // target.vector_lanes("float32"))
-        room = max(1, (target.vector_registers - SPARE_REGISTERS) // vecs)
+        regs = min(target.vector_registers - SPARE_REGISTERS, DEFAULT_TILE_VECTORS)
+        room = max(1, regs // vecs)
         tiles = -(-ow // min(room, ow))
         rows = max(y for y in range(1, min(oh, MAX_Y_BLOCK) + 1) if oh % y == 0)
         return DepthwiseKnobs(-(-ow // tiles), rows)

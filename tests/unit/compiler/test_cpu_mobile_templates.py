@@ -137,3 +137,17 @@ def test_default_pointwise_tile_leaves_no_one_pixel_tail():
         assert all(-(-pixels // q) * (q + TILE_COST_PIXELS) >= cost for q in range(1, p)), pixels
     if lanes == 8:  # AVX2: up to 6 x 16; 7 x 7 as 9 x 5 + 4, 14 x 14 as 32 x 6 + 4
         assert [PointwiseKnobs.for_target(t, n, 16).p_block for n in (49, 196)] == [5, 6]
+
+
+def test_default_depthwise_tile_is_at_most_the_default_vectors():
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.depthwise import DEFAULT_TILE_VECTORS
+
+    t = CpuTarget.host()
+    block = 2 * t.vector_lanes("float32")
+    for hw in ((112, 112), (56, 56), (14, 14), (7, 7), (3, 3)):
+        k = DepthwiseKnobs.for_target(t, hw, block)
+        assert 0 < 2 * k.ow_block <= DEFAULT_TILE_VECTORS and k.ow_block <= hw[1]
+        assert hw[0] % k.y_block == 0
+    if t.vector_lanes("float32") == 8:  # AVX2: 4 columns x 16 channels, 7 as 4 + 3
+        assert DepthwiseKnobs.for_target(t, (7, 7), 16).ow_block == 4
