@@ -61,6 +61,8 @@ def test_depthwise_template(build, rng, c, h, w, stride, block, knobs):
         (32, 7, 7, 32, 16, 16, PointwiseKnobs(6, 0)),  # 49 pixels: 8 tiles of 6 and one of 1
         (16, 5, 6, 32, 16, 32, PointwiseKnobs(3, 16)),  # channel tiles of a 32-block
         (3, 4, 4, 16, 3, 16, PointwiseKnobs(16, 0, parallel=False)),  # one tile, odd channels
+        (64, 5, 5, 32, 16, 16, PointwiseKnobs(6, 0, k_blocks=2)),  # two accumulation passes
+        (64, 3, 5, 32, 16, 16, PointwiseKnobs(4, 8, k_blocks=3)),  # passes of 3 + 1 blocks
     ],
 )
 def test_pointwise_template(build, rng, c, h, w, o, ib, ob, knobs):
