@@ -5,7 +5,9 @@ and the ALU lane, each with its own loop counters and UOP read port, each in ord
 per cycle. Every stage ends in registers:
   S0  loop counters -> UOP read           S1  UOP row -> indices (u + loop bases)
   S2  ISSUE: INP/WGT reads (GEMM lane); the only stage that stalls (read-after-write hazards on
-      ACC rows in both lanes, program order between the lanes, the ACC bank ports)
+      ACC rows in both lanes, program order between the lanes, the ACC bank ports). Its decision
+      starts at flip-flops: the row compares with the stages past ISSUE, the src-row register's
+      tag compare and the loop counters' last-value tests are registered a cycle ahead
   S3  INP/WGT rows registered             S4-S6  GEMM core (products, adder tree in two halves)
   S4  ACC src read (ALU, register operand, unless the src-row register holds the row)
   S5  ACC dst read;  S6  ACC rows registered
@@ -235,28 +237,35 @@ class ComputeUnit(wiring.Component):
         # ---- S2: issue --------------------------------------------------------------------------
         acc_bits = self.acc.addr_bits
 
-        def written(idx, read_stage, lanes_=(G, A)):
-            """A micro-op past ISSUE still writes ACC row ``idx`` when the one at ISSUE reads it
-            at ``read_stage`` (the read port is not transparent: same-cycle writes are not seen)."""
+        cg, ca = G.op[ISSUE_STAGE], A.op[ISSUE_STAGE]
+        src = A.issue_src[:acc_bits]
+        matches = {
+            "g_dst": self._row_matches(m, G, "dst", cg.dst, (G, A)),
+            "a_dst": self._row_matches(m, A, "dst", ca.dst, (G, A)),
+            "a_src": self._row_matches(m, A, "src", src, (G, A)),
+        }
+
+        def written(which, read_stage):
+            """A micro-op past ISSUE still writes the ACC row ``which`` (``matches``) of the one at
+            ISSUE when that one reads it at ``read_stage`` (the read port is not transparent:
+            same-cycle writes are not seen)."""
             last = WRITE_STAGE + ISSUE_STAGE - read_stage
             return any_of(
-                ln.valid[s] & (ln.op[s].dst == idx)
-                for ln in lanes_
+                ln.valid[s] & matches[which][ln.name, s]
+                for ln in (G, A)
                 for s in range(ISSUE_STAGE + 1, last + 1)
             )
 
-        cg, ca = G.op[ISSUE_STAGE], A.op[ISSUE_STAGE]
         g_waits = self._waits_for_older(m, G, A)
-        g_hazard = reads_dst(cg) & written(cg.dst, ACC_READ_STAGE)
+        g_hazard = reads_dst(cg) & written("g_dst", ACC_READ_STAGE)
         m.d.comb += G.issue_go.eq(G.valid[ISSUE_STAGE] & ~g_hazard & ~g_waits)
 
-        src = A.issue_src[:acc_bits]
         src_tag, src_tag_seq, src_tag_valid, src_hit = self._src_row_register(
-            m, ca, src, (G, A), start & is_load
+            m, A, src, (G, A), start & is_load, written("a_src", ISSUE_STAGE)
         )
         reads_src = needs_src(ca) & ~src_hit
-        a_hazard = (reads_dst(ca) & written(ca.dst, ACC_READ_STAGE)) | (
-            reads_src & written(src, SRC_READ_STAGE)
+        a_hazard = (reads_dst(ca) & written("a_dst", ACC_READ_STAGE)) | (
+            reads_src & written("a_src", SRC_READ_STAGE)
         )
         ahead = ISSUE_STAGE + 1
         # Ports: a src read (ahead + 1) meets the dst read of a micro-op issued one cycle before
@@ -272,8 +281,10 @@ class ComputeUnit(wiring.Component):
         m.d.comb += A.issue_go.eq(
             A.valid[ISSUE_STAGE] & ~a_hazard & ~a_waits & ~port_taken & ~bank_taken
         )
-        with m.If(A.issue_go & reads_src):
+        set_tag = A.issue_go & reads_src
+        with m.If(set_tag):
             m.d.sync += [src_tag.eq(src), src_tag_seq.eq(ca.seq), src_tag_valid.eq(1)]
+        self._tag_match_next(m, A, src, set_tag)
         m.d.sync += A.op[ahead].src_cached.eq(src_hit)
         m.d.comb += [
             self.inp_rd.addr.eq(G.issue_src),
@@ -426,29 +437,39 @@ class ComputeUnit(wiring.Component):
         f_out = [g.dst_factor_out, src_f[0], g.wgt_factor_out][: len(widths)]
         f_in = [g.dst_factor_in, src_f[1], g.wgt_factor_in][: len(widths)]
 
+        # k, j, i at their last value (limit - 1), registered: each is set with its counter,
+        # from the value the counter takes, so a step tests flip-flops, not a sum and a compare.
+        k_last, j_last, i_last = (Signal(name=f"{name}_{c}_last") for c in "kji")
+
         issue_ready = ~valid[ISSUE_STAGE] | ln.issue_go
         s1_ready = ~valid[1] | issue_ready
         s0_fire = gen & s1_ready
         log_per_row = self.uop.log_elems_per_row
         m.d.comb += [uop_rd.addr.eq(k >> log_per_row), uop_rd.en.eq(s0_fire)]
         with m.If(s0_fire):
-            with m.If(k + 1 == g.uop_end):
-                m.d.sync += k.eq(g.uop_bgn)
-                with m.If(j + 1 == g.iter_in):
-                    m.d.sync += [j.eq(0), i.eq(i + 1)]
-                    with m.If(i + 1 == g.iter_out):
+            with m.If(k_last):
+                m.d.sync += [k.eq(g.uop_bgn), k_last.eq(g.uop_bgn + 1 == g.uop_end)]
+                with m.If(j_last):
+                    m.d.sync += [j.eq(0), j_last.eq(g.iter_in == 1)]
+                    m.d.sync += [i.eq(i + 1), i_last.eq(i + 2 == g.iter_out)]
+                    with m.If(i_last):
                         m.d.sync += gen.eq(0)
                     for bo, bi, fo in zip(bases_o, bases_i, f_out, strict=True):
                         m.d.sync += [bo.eq(bo + fo), bi.eq(bo + fo)]
                 with m.Else():
-                    m.d.sync += j.eq(j + 1)
+                    m.d.sync += [j.eq(j + 1), j_last.eq(j + 2 == g.iter_in)]
                     for bi, fi in zip(bases_i, f_in, strict=True):
                         m.d.sync += bi.eq(bi + fi)
             with m.Else():
-                m.d.sync += k.eq(k + 1)
+                m.d.sync += [k.eq(k + 1), k_last.eq(k + 2 == g.uop_end)]
         loop_nonempty = (gi.iter_out != 0) & (gi.iter_in != 0) & (gi.uop_end > gi.uop_bgn)
         with m.If(start):
             m.d.sync += [gen.eq(loop_nonempty), i.eq(0), j.eq(0), k.eq(gi.uop_bgn)]
+            m.d.sync += [
+                k_last.eq(gi.uop_bgn + 1 == gi.uop_end),
+                j_last.eq(gi.iter_in == 1),
+                i_last.eq(gi.iter_out == 1),
+            ]
             m.d.sync += [b.eq(0) for b in bases_o + bases_i]
 
         # ---- S1: the UOP row arrives; indices ------------------------------------------------------
@@ -478,6 +499,15 @@ class ComputeUnit(wiring.Component):
                 m.d.sync += op[1].reset.eq(g.reset_reg)
         u = uop_view(cfg, uop_rd.data.word_select(s1_lane, self.uop.elem_bits))
         src_sum = u.src + s1_bases[1]
+
+        def new_row_is(what, row):
+            """S1's row ``what`` ("dst"/"src": the micro-op's field plus the loop base) equals
+            ``row``, tested as field == row - base (modulo the row width): the subtraction is of
+            registers, so only a compare follows the UOP read (not the sum, then the compare)."""
+            field, base = (u.dst, s1_bases[0]) if what == "dst" else (u.src, s1_bases[1])
+            return field[: len(row)] == (row - base)[: len(row)]
+
+        ln.new_row_is = new_row_is
         with m.If(issue_ready):
             m.d.sync += [
                 valid[ISSUE_STAGE].eq(valid[1]),
@@ -527,7 +557,7 @@ class ComputeUnit(wiring.Component):
             waits = waits | (other.valid[s] & flag)
         return waits
 
-    def _src_row_register(self, m, cur, src, lanes, loading):
+    def _src_row_register(self, m, lane, src, lanes, loading, in_flight):
         """Rule 8 of the overlap contract: the ALU keeps the last ACC src row it read (one entry).
 
         Returns (tag, tag_seq, tag_valid, hit): ``hit`` is high when the micro-op at ISSUE needs
@@ -535,20 +565,56 @@ class ComputeUnit(wiring.Component):
         (the entry counts within one instruction, as the cycle model does), with no write to it
         since or in flight (stages past ISSUE, either lane), so it takes no ACC read (one cycle,
         not two). A write to the row, CTRL.CLEAR and a LOAD invalidate the entry; the caller sets
-        it on a src read.
+        it on a src read (and keeps ``lane.tag_match``, ``_tag_match_next``). ``in_flight``: a
+        micro-op past ISSUE writes row ``src``.
         """
+        cur = lane.op[ISSUE_STAGE]
         tag = Signal(self.acc.addr_bits, name="src_tag")
         tag_seq = Signal(SEQ_BITS, name="src_tag_seq")
         tag_valid = Signal(name="src_tag_valid")
-        written = any_of(
-            ln.valid[s] & (ln.op[s].dst == src)
-            for ln in lanes
-            for s in range(ISSUE_STAGE + 1, WRITE_STAGE + 1)
-        )
+        lane.tag_match = Signal(name="src_tag_match")  # tag == src and tag_seq == cur.seq
         hit_by_write = any_of(
             ln.valid[WRITE_STAGE] & (ln.op[WRITE_STAGE].dst == tag) for ln in lanes
         )
         with m.If(self.zero | loading | hit_by_write):
             m.d.sync += tag_valid.eq(0)
-        hit = needs_src(cur) & tag_valid & (tag == src) & (tag_seq == cur.seq) & ~written
+        hit = needs_src(cur) & tag_valid & lane.tag_match & ~in_flight
+        lane.src_tag, lane.src_tag_seq = tag, tag_seq
         return tag, tag_seq, tag_valid, hit
+
+    def _tag_match_next(self, m, lane, src, set_tag):
+        """``lane.tag_match`` a cycle ahead: the src-row register's tag (``src`` and its
+        instruction tag when ``set_tag``) against the src row and tag of the micro-op at ISSUE
+        next (S1's when ``issue_ready``), so the hit test starts at a flip-flop."""
+        cur = lane.op[ISSUE_STAGE]
+        tag, tag_seq = lane.src_tag, lane.src_tag_seq
+        new_seq = lane.op[1].seq
+        m.d.sync += lane.tag_match.eq(
+            Mux(
+                set_tag,
+                lane.new_row_is("src", src) & (new_seq == cur.seq),
+                Mux(
+                    lane.issue_ready,
+                    lane.new_row_is("src", tag) & (new_seq == tag_seq),
+                    (src == tag) & (cur.seq == tag_seq),
+                ),
+            )
+        )
+
+    def _row_matches(self, m, me, what, cur_idx, lanes) -> dict:
+        """Registered compares of row ``what`` (``cur_idx``) of ``me``'s micro-op at ISSUE with
+        the ACC destination at every stage past ISSUE of ``lanes``: ``{(lane, stage): bit}``.
+
+        Each bit is set a cycle ahead from what the stages hold next: the stages past ISSUE move
+        on every cycle (stage s takes s - 1's micro-op, the first one ISSUE's), and ISSUE takes
+        S1's micro-op (``me.new_row_is``) when ``issue_ready``. So the issue decision starts at
+        flip-flops (the valid bits and these), not at 11-bit compares."""
+        out = {}
+        for ln in lanes:
+            for s in range(ISSUE_STAGE + 1, WRITE_STAGE + 1):
+                bit = Signal(name=f"{me.name}_{what}_is_{ln.name}_s{s}_dst")
+                dst_next = ln.op[s - 1].dst
+                now = cur_idx == dst_next
+                m.d.sync += bit.eq(Mux(me.issue_ready, me.new_row_is(what, dst_next), now))
+                out[ln.name, s] = bit
+        return out

@@ -35,6 +35,18 @@ def _sel(m, mem_type, infos, attr, width):
     return sig
 
 
+def _chunk(beat, info, log_bus: int, elem_lane, c):
+    """The chunk of ``beat`` that memory type ``info`` writes now: the whole beat where its chunks
+    are bus-wide, else the one at DRAM byte lane ``elem_lane * elem_bytes + c * chunk_bytes``
+    (static shifts of registers: a short select, no adder of the type's sizes in the path)."""
+    bits = info.chunk_bytes * 8
+    lanes_log = log_bus - info.log_chunk_bytes  # chunks per beat, log2
+    if lanes_log <= 0:
+        return beat[:bits]
+    index = ((elem_lane << info.log_chunks_per_elem) + c)[:lanes_log]
+    return beat.word_select(index, bits)
+
+
 class DmaLoad(wiring.Component):
     """LOAD of the memory types in ``srams`` ({MemType: SramShape}) from DRAM into SRAM write ports.
 
@@ -113,11 +125,7 @@ class DmaLoad(wiring.Component):
         last_chunk = c == bounds["c_last"]
         x_last = x == bounds["x_last"]
         r_last = r == bounds["r_last"]
-        lane_byte = Signal(lane_bits)
-        m.d.comb += lane_byte.eq((elem_lane << log_e) + (c << log_t))
         beat = self.rd.r.payload.data
-        chunk = Signal(max(i.chunk_bytes for i in infos) * 8)
-        m.d.comb += chunk.eq(beat >> (lane_byte * 8) if log_bus > 0 else beat)
 
         write = Signal()
         advance = Signal()
@@ -157,8 +165,10 @@ class DmaLoad(wiring.Component):
             for info in infos:
                 if info.sram != name:
                     continue
-                with m.If(write & (f.memory_type == info.mem)):
-                    self._drive_write(m, port, shape, info, chunk, c, is_data, sram_addr)
+                chunk = _chunk(beat, info, log_bus, elem_lane, c)
+                self._drive_write(
+                    m, port, shape, info, chunk, (write, f.memory_type), c, is_data, sram_addr
+                )
 
         # ---- start ----------------------------------------------------------------------------
         with m.If(self.start):
@@ -219,7 +229,11 @@ class DmaLoad(wiring.Component):
         return bounds
 
     @staticmethod
-    def _drive_write(m, port, shape: SramShape, info, chunk, c, is_data, sram_addr):
+    def _drive_write(m, port, shape: SramShape, info, chunk, strobe, c, is_data, sram_addr):
+        """Drive ``port`` for memory type ``info``: the data whenever the LOAD is of that type
+        (it matters only where ``en`` is set; no write strobe in its path), ``en`` on a write
+        (``strobe``: the write, the LOAD's memory type)."""
+        write, mem_type = strobe
         lanes_per_chunk = info.sram_chunk_bits // shape.granularity_bits
         lanes_per_elem = shape.elem_bits // shape.granularity_bits
         elem_lane = 0
@@ -235,15 +249,18 @@ class DmaLoad(wiring.Component):
                     for i in range(0, len(raw), 8)
                 )
             )
-        lane_mask = (1 << lanes_per_chunk) - 1
-        with m.If(is_data):
-            m.d.comb += [
-                port.data.eq(raw.replicate(copies)),
-                port.en.eq(Const(lane_mask, shape.lanes) << (c * lanes_per_chunk + elem_lane)),
-            ]
-        with m.Else():
-            elem_mask = Const((1 << lanes_per_elem) - 1, shape.lanes)
-            m.d.comb += [port.data.eq(0), port.en.eq(elem_mask << elem_lane)]
+        lane_mask = Const((1 << lanes_per_chunk) - 1, shape.lanes)
+        elem_mask = Const((1 << lanes_per_elem) - 1, shape.lanes)
+        with m.If(mem_type == info.mem):
+            m.d.comb += port.data.eq(Mux(is_data, raw.replicate(copies), 0))
+            with m.If(write):
+                m.d.comb += port.en.eq(
+                    Mux(
+                        is_data,
+                        lane_mask << (c * lanes_per_chunk + elem_lane),
+                        elem_mask << elem_lane,
+                    )
+                )
 
 
 class DmaStore(wiring.Component):
