@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyvta import isa
-from pyvta.hw.export import TOP_NAME, verilog
+from pyvta.hw.export import TOP_NAME, rtlil
 from pyvta.hw.runner import default_cache_dir
 
 
@@ -116,12 +116,13 @@ def synth(
     timeout_s: float = 3600,
     **vta_kwargs,
 ) -> SynthReport:
-    """Export Verilog, run ``synth_xilinx -family xc7 -flatten`` and count LUT/FF/BRAM36/DSP."""
+    """Export RTLIL (``hw.export.rtlil``: why not Verilog), run ``synth_xilinx -family xc7 -flatten``
+    and count LUT/FF/BRAM36/DSP."""
     out = Path(build_dir) if build_dir else default_cache_dir() / "synth" / cfg.tag
     out.mkdir(parents=True, exist_ok=True)
-    (out / "vta.v").write_text(verilog(cfg, **vta_kwargs))
+    (out / "vta.il").write_text(rtlil(cfg, **vta_kwargs))
     script = (
-        f"read_verilog vta.v; synth_xilinx -family xc7 -flatten -top {TOP_NAME};"
+        f"read_rtlil vta.il; synth_xilinx -family xc7 -flatten -top {TOP_NAME};"
         " tee -q -o stat.json stat -json"
     )
     run_yosys(script, out, timeout_s)
