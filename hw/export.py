@@ -1,11 +1,12 @@
 """Verilog and RTLIL export of the accelerator for a ``HwConfig``.
 
-Amaranth elaborates to RTLIL; its Verilog is that RTLIL passed through yosys (``proc -nomux``,
-``write_verilog``). Synthesis (``hw.timing``, ``hw.synth``) reads the RTLIL itself: the same design
-without the round trip, and yosys's Verilog frontend is what makes the large configs intractable
-(on the UltraScale config, 8 Mbit of zero-initialised weight buffer written out as 1024 ``initial``
-assignments of 8192 bits, then ``proc_prune`` on the re-read processes: still in its first pass
-after 38 minutes, against 10 s from RTLIL).
+Amaranth elaborates to RTLIL; its Verilog is that RTLIL passed through yosys (``proc -nomux
+-norom``, ``write_verilog``). Synthesis (``hw.timing``, ``hw.synth``) reads the RTLIL itself: the
+same design without the round trip. On the UltraScale config (1x32, 1 MiB weight buffer) yosys's
+Verilog frontend had not finished reading the Verilog after 7 minutes (the zero-initialised 8 Mbit
+weight buffer is written as 1024 ``initial`` assignments of 8192 bits; with those removed, reading
+took 80 s and ``proc_prune`` on the re-read processes 3.5 minutes more); ``read_rtlil`` and
+``proc`` take 6 s (``benchmarks/hw_synth_input.py``).
 """
 
 from __future__ import annotations

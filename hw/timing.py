@@ -305,7 +305,9 @@ def timing(
     """Synthesise ``cfg`` and estimate its timing (a cached report when the sources are unchanged).
 
     ``build_dir`` must lie outside the system temp folder (yowasp maps its own over it).
-    Default config: about 10 minutes on 2 cores; ``QUICK_CONFIG``: well under a minute.
+    On 2 shared cores (load about 3): the default config about 17 minutes, the UltraScale one
+    (1x32, 1 MiB weight buffer) about 30 (ABC9 14 of them, 2.2 GB); ``QUICK_CONFIG``: well under
+    a minute.
     """
     key = report_key(cfg, **vta_kwargs)
     root = _root(build_dir)
