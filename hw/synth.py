@@ -8,7 +8,9 @@ Every config is mapped with ``-family xc7``, the UltraScale+ ones too (``hw.timi
 dse`` do the same): yosys's cell library has delays only for the 7-series primitives (its DSP48E2,
 RAMB36E2 and CARRY8 are timing-less blackboxes), and the primitives this design uses (LUT6,
 flip-flops, 36 Kb block RAM, 25x18 / 27x18 multipliers) count the same on both families, so the
-7-series counts stand in for the UltraScale+ parts in ``BOARD_DEVICES``.
+7-series counts stand in for the UltraScale+ parts in ``BOARD_DEVICES``. Their URAM is not counted:
+on the UltraScale config (1x32) ``-family xcup -uram`` puts only the micro-op buffer in URAM (4
+URAM288) and still needs 321 RAMB36E2 + 30 RAMB18E2 (336 of the xczu7ev's 312 BRAM36).
 """
 
 from __future__ import annotations
