@@ -1,7 +1,17 @@
-"""Verilog export of the accelerator for a ``HwConfig``."""
+"""Verilog and RTLIL export of the accelerator for a ``HwConfig``.
+
+Amaranth elaborates to RTLIL; its Verilog is that RTLIL passed through yosys (``proc -nomux
+-norom``, ``write_verilog``). Synthesis (``hw.timing``, ``hw.synth``) reads the RTLIL itself: the
+same design without the round trip. On the UltraScale config (1x32, 1 MiB weight buffer) yosys's
+Verilog frontend had not finished reading the Verilog after 7 minutes (the zero-initialised 8 Mbit
+weight buffer is written as 1024 ``initial`` assignments of 8192 bits; with those removed, reading
+took 80 s and ``proc_prune`` on the re-read processes 3.5 minutes more); ``read_rtlil`` and
+``proc`` take 6 s (``benchmarks/hw_synth_input.py``).
+"""
 
 from __future__ import annotations
 
+from amaranth.back import rtlil as _rtlil
 from amaranth.back import verilog as _verilog
 
 from pyvta import isa
@@ -15,3 +25,9 @@ def verilog(cfg: isa.HwConfig = isa.DEFAULT_CONFIG, **kwargs) -> str:
     ``irq``). ``kwargs`` go to ``hw.top.Vta`` (e.g. ``dsp_products``, ``cmd_queue_depth``)."""
     top = Vta(cfg, **kwargs)
     return _verilog.convert(top, name=TOP_NAME, emit_src=False)
+
+
+def rtlil(cfg: isa.HwConfig = isa.DEFAULT_CONFIG, **kwargs) -> str:
+    """RTLIL text of the same top level as ``verilog`` (what yosys ``read_rtlil`` reads)."""
+    top = Vta(cfg, **kwargs)
+    return _rtlil.convert(top, name=TOP_NAME, emit_src=False)

@@ -8,7 +8,9 @@ Every config is mapped with ``-family xc7``, the UltraScale+ ones too (``hw.timi
 dse`` do the same): yosys's cell library has delays only for the 7-series primitives (its DSP48E2,
 RAMB36E2 and CARRY8 are timing-less blackboxes), and the primitives this design uses (LUT6,
 flip-flops, 36 Kb block RAM, 25x18 / 27x18 multipliers) count the same on both families, so the
-7-series counts stand in for the UltraScale+ parts in ``BOARD_DEVICES``.
+7-series counts stand in for the UltraScale+ parts in ``BOARD_DEVICES``. Their URAM is not counted:
+on the UltraScale config (1x32) ``-family xcup -uram`` puts only the micro-op buffer in URAM (4
+URAM288) and still needs 321 RAMB36E2 + 30 RAMB18E2 (336 of the xczu7ev's 312 BRAM36).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pyvta import isa
-from pyvta.hw.export import TOP_NAME, verilog
+from pyvta.hw.export import TOP_NAME, rtlil
 from pyvta.hw.runner import default_cache_dir
 
 
@@ -116,12 +118,13 @@ def synth(
     timeout_s: float = 3600,
     **vta_kwargs,
 ) -> SynthReport:
-    """Export Verilog, run ``synth_xilinx -family xc7 -flatten`` and count LUT/FF/BRAM36/DSP."""
+    """Export RTLIL (``hw.export.rtlil``: why not Verilog), run ``synth_xilinx -family xc7 -flatten``
+    and count LUT/FF/BRAM36/DSP."""
     out = Path(build_dir) if build_dir else default_cache_dir() / "synth" / cfg.tag
     out.mkdir(parents=True, exist_ok=True)
-    (out / "vta.v").write_text(verilog(cfg, **vta_kwargs))
+    (out / "vta.il").write_text(rtlil(cfg, **vta_kwargs))
     script = (
-        f"read_verilog vta.v; synth_xilinx -family xc7 -flatten -top {TOP_NAME};"
+        f"read_rtlil vta.il; synth_xilinx -family xc7 -flatten -top {TOP_NAME};"
         " tee -q -o stat.json stat -json"
     )
     run_yosys(script, out, timeout_s)

@@ -11,11 +11,12 @@ BRAM and DSP cells as combinational and reports nonsense paths through them); ``
 lists, from the same netlist, every register that such a path of near the longest length ends at,
 with the register it starts from (``ltp`` names only the longest, by opaque nets).
 
-One yosys synthesis gives the resources (``stat -json``) and the netlist that the analysis (seconds)
-reads. The report is cached as JSON under ``~/.cache/pyvta/timing/reports/<tag>-<source key>.json``
+One yosys synthesis of the design's RTLIL (``hw.export.rtlil``; the Verilog frontend is what made
+the large configs intractable) gives the resources (``stat -json``) and the netlist that the
+analysis (seconds) reads. The report is cached as JSON under ``~/.cache/pyvta/timing/reports/<tag>-<source key>.json``
 (the key hashes hw/'s sources, the config and the scripts, as ``hw.runner`` keys its builds), so a
-rerun of unchanged sources reads it at once; the netlist under ``timing/<tag>-<Verilog hash>``, so
-an edit to hw/ that leaves the exported Verilog unchanged re-exports but does not resynthesise.
+rerun of unchanged sources reads it at once; the netlist under ``timing/<tag>-<RTLIL hash>``, so
+an edit to hw/ that leaves the exported RTLIL unchanged re-exports but does not resynthesise.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from pyvta import isa
-from pyvta.hw.export import TOP_NAME, verilog
+from pyvta.hw.export import TOP_NAME, rtlil
 from pyvta.hw.runner import default_cache_dir, source_key
 from pyvta.hw.synth import SynthReport, parse_stat, run_yosys
 
@@ -47,7 +48,7 @@ QUICK_CONFIG = isa.HwConfig(
 )
 # Stage 1 (slow, cached by source key): synthesis, resources, the netlist.
 SYNTH_SCRIPT = (
-    f"read_verilog vta.v; synth_xilinx -family xc7 -flatten -noiopad -noclkbuf -top {TOP_NAME};"
+    f"read_rtlil vta.il; synth_xilinx -family xc7 -flatten -noiopad -noclkbuf -top {TOP_NAME};"
     " tee -q -o stat.json stat -json; write_rtlil netlist.il"
 )
 # Stage 2 (seconds): cell-delay STA and the fabric-only logic depth on the stored netlist. ltp
@@ -304,20 +305,22 @@ def timing(
     """Synthesise ``cfg`` and estimate its timing (a cached report when the sources are unchanged).
 
     ``build_dir`` must lie outside the system temp folder (yowasp maps its own over it).
-    Default config: about 10 minutes on 2 cores; ``QUICK_CONFIG``: well under a minute.
+    On 2 shared cores (load about 3): the default config about 17 minutes, the UltraScale one
+    (1x32, 1 MiB weight buffer) about 30 (ABC9 14 of them, 2.2 GB); ``QUICK_CONFIG``: well under
+    a minute.
     """
     key = report_key(cfg, **vta_kwargs)
     root = _root(build_dir)
     report_path = root / "reports" / f"{cfg.tag}-{key}.json"
     if use_cache and report_path.exists():
         return TimingReport.from_json(report_path.read_text())
-    text = verilog(cfg, **vta_kwargs)
-    # The netlist is keyed by the Verilog itself: edits to hw/ that leave the RTL alone reuse it.
+    text = rtlil(cfg, **vta_kwargs)
+    # The netlist is keyed by the RTLIL itself: edits to hw/ that leave the RTL alone reuse it.
     netlist_key = hashlib.sha256(f"{SYNTH_SCRIPT}\n{text}".encode()).hexdigest()[:16]
     out = root / f"{cfg.tag}-{netlist_key}"
     out.mkdir(parents=True, exist_ok=True)
     if not (use_cache and (out / "netlist.il").exists()):
-        (out / "vta.v").write_text(text)
+        (out / "vta.il").write_text(text)
         run_yosys(SYNTH_SCRIPT, out, timeout_s)
     run_yosys(ANALYSIS_SCRIPT, out, timeout_s, log="analysis.log")
     worst, path, unannotated = parse_sta((out / "sta.txt").read_text())

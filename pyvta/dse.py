@@ -234,6 +234,19 @@ def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def overuse(p: DsePoint) -> str | None:
+    """Which resources keep ``p`` off which boards (``"xczu7ev: BRAM36 113%"``), or None."""
+    if not p.fits or all(p.fits.values()):
+        return None
+    over = [
+        f"{board}: "
+        + ", ".join(f"{k.upper()} {100 * v:.0f}%" for k, v in p.share[board].items() if v > 1)
+        for board, fits in p.fits.items()
+        if not fits
+    ]
+    return "over " + "; ".join(over) + " (block RAM only: URAM not counted)"
+
+
 def table(points: list[DsePoint]) -> str:
     """Markdown: resources, board fit, timing, ResNet-18 cycles and latency per config."""
     from pyvta.hw.synth import BOARD_DEVICES
@@ -259,6 +272,7 @@ def table(points: list[DsePoint]) -> str:
     notes = [
         f"- {p.name}: ResNet-18 with {p.resnet18_schedules}" for p in points if p.resnet18_schedules
     ]
+    notes += [f"- {p.name}: {o}" for p in points if (o := overuse(p))]
     notes += [f"- {p.name}: {n}" for p in points for n in p.notes]
     lines.append(
         f"\nclock estimate: the cell-delay path (Artix-7 -1 models, no routing) taken as"

@@ -149,3 +149,30 @@ def test_deep_endpoints_name_each_register_a_long_fabric_path_ends_at():
     rows = timing.deep_endpoints({"modules": {"vta": top}}, 1)
     assert rows == [(3, "q", "r"), (2, "q", "lane_# (2 ends)"), (1, "q", "s")]
     assert timing.deep_endpoints({"modules": {"vta": top}}, 3) == [(3, "q", "r")]
+
+
+def _module(text: str, head: str) -> str:
+    start = text.index(head)  # to the module's closing ``end`` / ``endmodule`` at column 0
+    return text[start : text.index("\nend", start)]
+
+
+def test_synthesis_reads_the_rtlil_of_the_design_the_verilog_describes():
+    # hw.timing synthesises hw.export.rtlil (the Verilog frontend is intractable on the large
+    # configs): the same top level, port for port (name, direction, width), as the Verilog
+    import re
+
+    from pyvta.hw.export import TOP_NAME, rtlil, verilog
+
+    assert "read_rtlil vta.il; synth_xilinx -family xc7 -flatten" in timing.SYNTH_SCRIPT
+    cfg = timing.QUICK_CONFIG
+    il = _module(rtlil(cfg), f"module \\{TOP_NAME}\n")
+    v = _module(verilog(cfg), f"module {TOP_NAME}(")
+    il_ports = {
+        (m[3], m[2], int(m[1]))
+        for m in re.finditer(r"^\s*wire width (\d+) (input|output) \d+\s+\\(\S+)$", il, re.M)
+    }
+    v_ports = {
+        (m[3], m[1], int(m[2] or 0) + 1)
+        for m in re.finditer(r"^\s*(input|output) (?:\[(\d+):0\] )?\\?(\S+?) ?;$", v, re.M)
+    }
+    assert len(il_ports) > 20 and il_ports == v_ports

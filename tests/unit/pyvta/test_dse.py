@@ -85,6 +85,21 @@ def test_timing_is_redone_when_its_hw_sources_change(tmp_path):
     assert calls == ["aaaa", "bbbb"] and "hw sources bbbb, not the current" in p.notes[0]
 
 
+def test_table_names_the_resources_that_keep_a_config_off_a_board():
+    small = {"lut": 0.2, "ff": 0.1, "bram36": 0.5, "dsp": 0.3}
+    big = {"lut": 0.46, "ff": 0.06, "bram36": 1.128, "dsp": 1.5}
+    share = {"xc7z020": big, "xczu3eg": small, "xczu7ev": small | {"bram36": 1.128}}
+    fits = {board: all(v <= 1 for v in s.values()) for board, s in share.items()}
+    p = dse.DsePoint("big", "t", share=share, fits=fits)
+    fitting = dse.DsePoint("ok", "t", share={"xczu7ev": small}, fits=dict.fromkeys(fits, True))
+    assert dse.overuse(p) == (
+        "over xc7z020: BRAM36 113%, DSP 150%; xczu7ev: BRAM36 113%"
+        " (block RAM only: URAM not counted)"
+    )
+    assert dse.overuse(fitting) is None and dse.overuse(dse.DsePoint("none", "t")) is None
+    assert "- big: over xc7z020: BRAM36 113%" in dse.table([p, fitting])
+
+
 def test_cycles_only_run_on_the_small_config(tmp_path, capsys):
     from pyvta.cli import main
 
