@@ -183,7 +183,9 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     the odd threads' resets on the ALU pipe (``config.alu_reset``) and before the GEMM pipe's
     (two threads, one chunk: reset 1 (ALU), reset 0, GEMM 0, epilogue 1 of the last group,
     GEMM 1, epilogue 0, reset 1', ...); with one, a thread's tile start comes just before its
-    first chunk, after the epilogue of its last tile."""
+    first chunk, after the epilogue of its last tile. With ``_early_starts`` a group's tiles
+    start (on the ALU) beside the group before's second chunk, and the tails go beside the
+    next group's first GEMMs."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
     wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
@@ -192,13 +194,17 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     def emit(entry) -> None:
         v, tile, slot, part = entry
         _epilogue(em, x, v, tile, slot, part)
-        if part == "head":  # it ended with a GEMM pass of thread v
+        if part == "head":  # it ended with a GEMM pass of thread v (one cycle a row)
             pending.append((v, tile, slot, "tail"))
-            gemm_emitted(v)
+            gemm_emitted(v, short=True)
 
-    def gemm_emitted(v: int) -> None:
-        """A GEMM of thread v was emitted: the other threads' pending parts go beside it."""
-        for entry in [p for p in pending if p[0] != v]:
+    def gemm_emitted(v: int, short: bool = False) -> None:
+        """A GEMM of thread v was emitted: the other threads' pending parts go beside it. Beside
+        a ``short`` one (a residual pass) only heads while another group follows: a tail (three
+        ALU passes) there would hold back the next GEMM, which waits for all but the ALU's
+        latest instruction."""
+        hold = short and not last_group and early
+        for entry in [p for p in pending if p[0] != v and not (hold and p[3] == "tail")]:
             if entry in pending:
                 pending.remove(entry)
                 emit(entry)
@@ -221,13 +227,23 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
             _residual_loads(em, x, v, tile)
 
     last_part = "head" if _splits(x.ep) else "all"
+    last_group = False
+    early = _early_starts(x)
+    started: set[tuple] = set()  # tiles started early (beside the group before)
+    groups = _tile_groups(wl, c)
     _load_constants(em, x)
-    for n, tiles in enumerate(_tile_groups(wl, c)):
+    for n, tiles in enumerate(groups):
+        last_group = n + 1 == len(groups)
         group = [(v, tile, v + c.vthreads * (n % lay.acc_slots)) for v, tile in enumerate(tiles)]
+        ahead = [  # the next group's tiles, started beside this group's GEMMs (early starts)
+            (v, tile, v + c.vthreads * ((n + 1) % lay.acc_slots))
+            for v, tile in enumerate(groups[n + 1] if early and n + 1 < len(groups) else [])
+        ]
         if lay.acc_slots > 1:  # ALU resets first: a GEMM reset after them covers the last
             # group's GEMMs, so it can free their input slots for the loads (insert_dep_tokens)
             for v, tile, slot in sorted(group, key=lambda t: t[0] % 2 == 0):
-                start(v, tile, slot)
+                if (v, tile, slot) not in started:  # (not started early)
+                    start(v, tile, slot)
         for k in range(n_chunks):
             for v, tile, slot in group:
                 if k == 0 and lay.acc_slots == 1:
@@ -237,11 +253,41 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
                     residual_rows(v, tile)
                 if k == n_chunks - 1:
                     pending.append((v, tile, slot, last_part))
+                if k == EARLY_START_CHUNK:  # the other bank's next tile beside this GEMM
+                    for w, tile_w, slot_w in [a for a in ahead if a[2] % 2 != slot % 2]:
+                        start(w, tile_w, slot_w)
+                        started.add((w, tile_w, slot_w))
                 gemm_emitted(v)
     while pending:
         emit(pending.pop(0))
     em.finish()
     return em
+
+
+# The chunk (of the current group) beside whose GEMMs the next group's tiles start (their ACC
+# reset and bias, on the ALU pipe; ``_early_starts``): the second, by when the store of each
+# ACC slot's previous tile, beside the first, is done.
+EARLY_START_CHUNK = 1
+EARLY_START_MIN_GROUPS = 8
+
+
+def _early_starts(x: _Ctx) -> bool:
+    """Whether ``_emit_overlapped`` starts each tile (ALU reset, then the ALU bias: adding it
+    first or last gives the same int32 sum) beside the other thread's GEMMs of the group before,
+    so that neither the GEMM pipe nor the next group's first GEMM waits for a tile start: two
+    threads (in two ACC banks), two ACC slots each, and at least two chunks per tile (the
+    second chunk's GEMMs take the starts; with one chunk, the previous epilogue of that slot
+    would not be stored yet), and ``EARLY_START_MIN_GROUPS`` groups (with fewer, the first
+    group's starts, in sequence on the ALU, and the program's tail outweigh what the others
+    gain: ResNet-18's 7x7 residual layers, two groups, lose 0.8%). With them, the tails of the
+    epilogues (the ALU passes after a residual pass) also wait for the next group's first
+    GEMMs instead of going beside a residual pass (``_emit_overlapped``)."""
+    return (
+        x.lay.acc_slots > 1
+        and x.c.vthreads == 2
+        and x.wl.ci_blocks // x.c.tile_ci > EARLY_START_CHUNK
+        and len(_tile_groups(x.wl, x.c)) >= EARLY_START_MIN_GROUPS
+    )
 
 
 @dataclass(frozen=True)
@@ -331,7 +377,11 @@ def _tile_start(
     p = g.pixels
     rows = c.tile_co * p
     acc0 = lay.acc_base[v if slot is None else slot]
-    if alu_reset(wl, ep, c, em.hw, v):
+    if _early_starts(x):
+        _alu_rows(em, AluOp.MUL, acc0, rows, 0)
+        if ep.bias and not ep.bias_via_gemm:
+            _alu_bias(em, x, tile, v if slot is None else slot)
+    elif alu_reset(wl, ep, c, em.hw, v):
         _alu_rows(em, AluOp.MUL, acc0, rows, 0)
     else:
         em.loop(
@@ -457,6 +507,23 @@ def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
     )
 
 
+def _alu_bias(em: Emitter, x: _Ctx, tile, slot: int) -> None:
+    """acc += bias on the ALU: each channel block's bias row broadcast over the tile's pixels
+    (one cycle a row: the src row repeats, rule 8 of ``isa.layout.OVERLAP_DOC``)."""
+    p = x.g.pixels
+    em.loop(
+        AluInsn(
+            alu_opcode=AluOp.ADD,
+            iter_out=x.c.tile_co,
+            iter_in=p,
+            dst_factor_out=p,
+            src_factor_out=1,
+            dst_factor_in=1,
+        ),
+        [Uop(dst=x.lay.acc_base[slot], src=x.lay.bias_acc[slot] + tile[0])],
+    )
+
+
 def _splits(ep: Epilogue) -> bool:
     """Whether the epilogue has a GEMM pass in the middle (the residual, after the shift): its
     ``head`` ends with it, its ``tail`` is the ALU passes after it and the stores."""
@@ -470,24 +537,12 @@ def _epilogue(
     if part == "tail":
         return _epilogue_tail(em, x, v, tile, slot)
     ep, c, g, lay = x.ep, x.c, x.g, x.lay
-    co0 = tile[0]
     p = g.pixels
     rows = c.tile_co * p
     slot = v if slot is None else slot
     acc0 = lay.acc_base[slot]
-    bias_row = lay.bias_acc[slot] + co0
-    if ep.bias and not ep.bias_via_gemm:
-        em.loop(
-            AluInsn(
-                alu_opcode=AluOp.ADD,
-                iter_out=c.tile_co,
-                iter_in=p,
-                dst_factor_out=p,
-                src_factor_out=1,
-                dst_factor_in=1,
-            ),
-            [Uop(dst=acc0, src=bias_row)],
-        )
+    if ep.bias and not ep.bias_via_gemm and not _early_starts(x):
+        _alu_bias(em, x, tile, slot)
     if ep.residual and not ep.residual_via_gemm:
         res0 = acc0 + rows
         _load_residual(em, x, tile, MemType.ACC_8BIT, res0)
