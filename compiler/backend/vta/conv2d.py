@@ -159,7 +159,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
     wl, c = x.wl, x.c
     groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
+    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
     _load_constants(em, x)
     for tiles in groups:
         group = list(enumerate(tiles))
@@ -167,7 +167,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
             _tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
-                _chunk(em, x, x.lay.bases(v), tile, k, wgt_loaded, v)
+                _chunk(em, x, x.lay.bases(v), tile, k, wgt_loaded)
         for v, tile in group:
             _epilogue(em, x, v, tile)
     em.finish()
@@ -188,7 +188,7 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     next group's first GEMMs."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
+    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
     pending: list[tuple[int, tuple, int, str]] = []  # (thread, tile, slot, part) to emit
 
     def emit(entry) -> None:
@@ -239,16 +239,19 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
             (v, tile, v + c.vthreads * ((n + 1) % lay.acc_slots))
             for v, tile in enumerate(groups[n + 1] if early and n + 1 < len(groups) else [])
         ]
-        if lay.acc_slots > 1:  # ALU resets first: a GEMM reset after them covers the last
+        lazy = _lazy_alu_starts(x) and n > 0
+        if (
+            lay.acc_slots > 1 and not lazy
+        ):  # ALU resets first: a GEMM reset after them covers the last
             # group's GEMMs, so it can free their input slots for the loads (insert_dep_tokens)
             for v, tile, slot in sorted(group, key=lambda t: t[0] % 2 == 0):
                 if (v, tile, slot) not in started:  # (not started early)
                     start(v, tile, slot)
         for k in range(n_chunks):
             for v, tile, slot in group:
-                if k == 0 and lay.acc_slots == 1:
+                if k == 0 and (lay.acc_slots == 1 or lazy):
                     start(v, tile, slot)
-                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, v)
+                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded)
                 if k == 0:
                     residual_rows(v, tile)
                 if k == n_chunks - 1:
@@ -269,6 +272,26 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
 # ACC slot's previous tile, beside the first, is done.
 EARLY_START_CHUNK = 1
 EARLY_START_MIN_GROUPS = 8
+
+
+# GEMM cycles per output row (one chunk) from which a tile's ALU reset and the epilogue of the
+# other thread's last tile (about four ALU passes, one cycle a row each) fit beside one GEMM.
+LAZY_ALU_START_MIN_GEMM_PER_ROW = 8
+
+
+def _lazy_alu_starts(x: _Ctx) -> bool:
+    """Whether ``_emit_overlapped`` resets each tile on the ALU just before its GEMM (beside the
+    other thread's GEMM before, after that thread's epilogue) instead of a group's resets at
+    its start, one on the GEMM pipe: two threads, two ACC slots each, one chunk a tile, and
+    GEMMs long enough for the ALU work beside them (``LAZY_ALU_START_MIN_GEMM_PER_ROW``: the
+    1x1 layers of ResNet-18 from 128 input channels)."""
+    wl, c = x.wl, x.c
+    return (
+        x.lay.acc_slots > 1
+        and c.vthreads == 2
+        and wl.ci_blocks == c.tile_ci
+        and c.tile_ci * wl.kernel_h * wl.kernel_w >= LAZY_ALU_START_MIN_GEMM_PER_ROW
+    )
 
 
 def _early_starts(x: _Ctx) -> bool:
@@ -306,6 +329,9 @@ class _Layout:
     bias_acc: tuple[int, ...]  # per ACC slot: first ACC row of the biases it reads (ALU path)
     overlapped: bool = False
     acc_slots: int = 1  # ACC slots per thread, used by its tiles in turn
+    # one weight tile holds every weight (tile_co, tile_ci the whole layer): loaded once, in
+    # thread 0's WGT slot, and read by every thread (not once per thread)
+    shared_wgt: bool = False
 
     @classmethod
     def of(cls, wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> _Layout:
@@ -333,11 +359,14 @@ class _Layout:
             bias_acc=bias_acc,
             overlapped=buffers > 0,
             acc_slots=max(buffers, 1),
+            shared_wgt=c.tile_co == wl.co_blocks and c.tile_ci == wl.ci_blocks,
         )
 
     def bases(self, v: int, slot: int | None = None) -> tuple[int, int, int]:
-        """Thread v's first ACC (of ``slot``, default its first), INP and WGT rows."""
-        return self.acc_base[v if slot is None else slot], v * self.inp_slot, v * self.wgt_slot
+        """Thread v's first ACC (of ``slot``, default its first), INP and WGT rows (every
+        thread's WGT rows from 0 when the weights are ``shared_wgt``)."""
+        wgt0 = 0 if self.shared_wgt else v * self.wgt_slot
+        return self.acc_base[v if slot is None else slot], v * self.inp_slot, wgt0
 
 
 @dataclass(frozen=True)
@@ -377,7 +406,9 @@ def _tile_start(
     p = g.pixels
     rows = c.tile_co * p
     acc0 = lay.acc_base[v if slot is None else slot]
-    if _early_starts(x):
+    if _lazy_alu_starts(x):
+        _alu_rows(em, AluOp.MUL, acc0, rows, 0)
+    elif _early_starts(x):
         _alu_rows(em, AluOp.MUL, acc0, rows, 0)
         if ep.bias and not ep.bias_via_gemm:
             _alu_bias(em, x, tile, v if slot is None else slot)
@@ -451,7 +482,7 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     return [tiles[i : i + v] for i in range(0, len(tiles), v)]
 
 
-def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) -> None:
+def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict) -> None:
     wl, c, g, dram = x.wl, x.c, x.g, x.dram
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
@@ -477,7 +508,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
             (y0, y1, x0, x1),
         )
     key = (co0, ci0)
-    if wgt_loaded[v] != key:
+    if wgt_loaded.get(wgt0) != key:
         kk = wl.kernel_h * wl.kernel_w
         em.load(
             MemType.WGT,
@@ -487,7 +518,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
             c.tile_ci * kk,
             wl.ci_blocks * kk,
         )
-        wgt_loaded[v] = key
+        wgt_loaded[wgt0] = key
     insn, kernel = _gemm(wl, c, g, acc0, inp0, wgt0)
     em.loop(insn, kernel)
 
