@@ -17,6 +17,7 @@ GEMMs; ``insert_dep_tokens`` then derives every dependency token from the access
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,6 +141,7 @@ def lower_conv2d(
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
     lay = _Layout.of(wl, ep, c, hw)
     ctx = _Ctx(wl, ep, c, g, dram, lay, reserved_rows(wl, ep))
+    ctx = dataclasses.replace(ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx))
     emit = _emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
         em = emit(ctx, Emitter(hw))
@@ -228,7 +230,7 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
 
     last_part = "head" if _splits(x.ep) else "all"
     last_group = False
-    early = _early_starts(x)
+    early = x.early
     started: set[tuple] = set()  # tiles started early (beside the group before)
     groups = _tile_groups(wl, c)
     _load_constants(em, x)
@@ -239,7 +241,7 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
             (v, tile, v + c.vthreads * ((n + 1) % lay.acc_slots))
             for v, tile in enumerate(groups[n + 1] if early and n + 1 < len(groups) else [])
         ]
-        lazy = _lazy_alu_starts(x) and n > 0
+        lazy = x.lazy and n > 0
         if (
             lay.acc_slots > 1 and not lazy
         ):  # ALU resets first: a GEMM reset after them covers the last
@@ -261,10 +263,26 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
                         start(w, tile_w, slot_w)
                         started.add((w, tile_w, slot_w))
                 gemm_emitted(v)
-    while pending:
-        emit(pending.pop(0))
+    while pending:  # the program's tail: nothing beside it
+        v, tile, slot, part = pending.pop(0)
+        if pending or part == "head" or x.ep.residual:
+            emit((v, tile, slot, part))
+        else:  # the last: its stores start after each block's passes
+            _epilogue_by_block(em, x, v, tile, slot, part)
     em.finish()
     return em
+
+
+def _epilogue_by_block(em: Emitter, x: _Ctx, v: int, tile, slot: int, part: str) -> None:
+    """The epilogue of a tile without a residual, one channel block at a time (all its passes,
+    then its store), so that the stores run beside the ALU passes of the blocks after it:
+    for the program's last tile, which nothing else hides."""
+    co0, oh0, ow0 = tile
+    p = x.g.pixels
+    one = dataclasses.replace(x.c, tile_co=1)
+    for j in range(x.c.tile_co):
+        lay = dataclasses.replace(x.lay, acc_base=tuple(b + j * p for b in x.lay.acc_base))
+        _epilogue(em, dataclasses.replace(x, c=one, lay=lay), v, (co0 + j, oh0, ow0), slot, part)
 
 
 # The chunk (of the current group) beside whose GEMMs the next group's tiles start (their ACC
@@ -380,6 +398,8 @@ class _Ctx:
     dram: DramMap
     lay: _Layout
     fixed: dict
+    early: bool = False  # ``_early_starts``
+    lazy: bool = False  # ``_lazy_alu_starts``
 
 
 def _load_constants(em: Emitter, x: _Ctx) -> None:
@@ -406,9 +426,9 @@ def _tile_start(
     p = g.pixels
     rows = c.tile_co * p
     acc0 = lay.acc_base[v if slot is None else slot]
-    if _lazy_alu_starts(x):
+    if x.lazy:
         _alu_rows(em, AluOp.MUL, acc0, rows, 0)
-    elif _early_starts(x):
+    elif x.early:
         _alu_rows(em, AluOp.MUL, acc0, rows, 0)
         if ep.bias and not ep.bias_via_gemm:
             _alu_bias(em, x, tile, v if slot is None else slot)
@@ -572,7 +592,7 @@ def _epilogue(
     rows = c.tile_co * p
     slot = v if slot is None else slot
     acc0 = lay.acc_base[slot]
-    if ep.bias and not ep.bias_via_gemm and not _early_starts(x):
+    if ep.bias and not ep.bias_via_gemm and not x.early:
         _alu_bias(em, x, tile, slot)
     if ep.residual and not ep.residual_via_gemm:
         res0 = acc0 + rows
