@@ -388,6 +388,8 @@ def _weight_loads(c: ConvConfig, co_tiles: int, sp_tiles: int, chunks: int) -> i
     tiles = co_tiles * sp_tiles
     if chunks > 1:
         return tiles * chunks
+    if co_tiles == 1:  # every weight in one tile: loaded once, shared (conv2d._Layout.shared_wgt)
+        return 1
     v = c.vthreads
     if co_tiles % v == 0:
         return co_tiles
