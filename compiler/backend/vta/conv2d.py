@@ -290,6 +290,10 @@ def _epilogue_by_block(em: Emitter, x: _Ctx, v: int, tile, slot: int, part: str)
 # ACC slot's previous tile, beside the first, is done.
 EARLY_START_CHUNK = 1
 EARLY_START_MIN_GROUPS = 8
+# ACC rows a tile needs for early starts to pay: on small tiles the starts' ALU instructions (and
+# the drains of their pushes) cost more than the resets they move off the GEMM pipe (a 2x1-pixel,
+# two-block tile: 2% slower)
+EARLY_START_MIN_ROWS = 128
 
 
 # GEMM cycles per output row (one chunk) from which a tile's ALU reset and the epilogue of the
@@ -320,7 +324,8 @@ def _early_starts(x: _Ctx) -> bool:
     second chunk's GEMMs take the starts; with one chunk, the previous epilogue of that slot
     would not be stored yet), and ``EARLY_START_MIN_GROUPS`` groups (with fewer, the first
     group's starts, in sequence on the ALU, and the program's tail outweigh what the others
-    gain: ResNet-18's 7x7 residual layers, two groups, lose 0.8%). With them, the tails of the
+    gain: ResNet-18's 7x7 residual layers, two groups, lose 0.8%), on tiles of at least
+    ``EARLY_START_MIN_ROWS`` ACC rows. With them, the tails of the
     epilogues (the ALU passes after a residual pass) also wait for the next group's first
     GEMMs instead of going beside a residual pass (``_emit_overlapped``)."""
     return (
@@ -328,6 +333,7 @@ def _early_starts(x: _Ctx) -> bool:
         and x.c.vthreads == 2
         and x.wl.ci_blocks // x.c.tile_ci > EARLY_START_CHUNK
         and len(_tile_groups(x.wl, x.c)) >= EARLY_START_MIN_GROUPS
+        and x.c.tile_co * x.g.pixels >= EARLY_START_MIN_ROWS
     )
 
 
