@@ -290,15 +290,18 @@ def default_vta_config(task: Task):
 
 
 class VtaCycleBackend(Backend):
-    """``build``: lower to a VTA instruction stream (``FitError`` -> invalid); ``run``: the cycle
-    model's total for that stream (no execution, no data)."""
+    """``build``: lower to a VTA instruction stream (``FitError`` -> invalid) with the
+    config's epilogue as the network lowers it (``operator.config_epilogue``: the GEMM or ALU
+    bias); ``run``: the cycle model's total for that stream (no execution, no data)."""
 
     def build(self, task, config):
         from pyvta.compiler.backend.vta.config import FitError
         from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
+        from pyvta.compiler.backend.vta.operator import config_epilogue
 
         wl, ep, cfg, hw = task.instantiate(config)
         try:
+            ep = config_epilogue(wl, ep, cfg, hw)
             return lower_conv2d(wl, ep, cfg, hw, DramMap.disjoint(wl, hw)).insns
         except FitError as e:
             raise InvalidConfig(str(e)) from None

@@ -17,6 +17,7 @@ GEMMs; ``insert_dep_tokens`` then derives every dependency token from the access
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,6 +141,7 @@ def lower_conv2d(
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
     lay = _Layout.of(wl, ep, c, hw)
     ctx = _Ctx(wl, ep, c, g, dram, lay, reserved_rows(wl, ep))
+    ctx = dataclasses.replace(ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx))
     emit = _emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
         em = emit(ctx, Emitter(hw))
@@ -159,7 +161,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
     wl, c = x.wl, x.c
     groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
+    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
     _load_constants(em, x)
     for tiles in groups:
         group = list(enumerate(tiles))
@@ -167,7 +169,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
             _tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
-                _chunk(em, x, x.lay.bases(v), tile, k, wgt_loaded, v)
+                _chunk(em, x, x.lay.bases(v), tile, k, wgt_loaded)
         for v, tile in group:
             _epilogue(em, x, v, tile)
     em.finish()
@@ -183,22 +185,28 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     the odd threads' resets on the ALU pipe (``config.alu_reset``) and before the GEMM pipe's
     (two threads, one chunk: reset 1 (ALU), reset 0, GEMM 0, epilogue 1 of the last group,
     GEMM 1, epilogue 0, reset 1', ...); with one, a thread's tile start comes just before its
-    first chunk, after the epilogue of its last tile."""
+    first chunk, after the epilogue of its last tile. With ``_early_starts`` a group's tiles
+    start (on the ALU) beside the group before's second chunk, and the tails go beside the
+    next group's first GEMMs."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int] | None] = {v: None for v in range(c.vthreads)}
+    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
     pending: list[tuple[int, tuple, int, str]] = []  # (thread, tile, slot, part) to emit
 
     def emit(entry) -> None:
         v, tile, slot, part = entry
         _epilogue(em, x, v, tile, slot, part)
-        if part == "head":  # it ended with a GEMM pass of thread v
+        if part == "head":  # it ended with a GEMM pass of thread v (one cycle a row)
             pending.append((v, tile, slot, "tail"))
-            gemm_emitted(v)
+            gemm_emitted(v, short=True)
 
-    def gemm_emitted(v: int) -> None:
-        """A GEMM of thread v was emitted: the other threads' pending parts go beside it."""
-        for entry in [p for p in pending if p[0] != v]:
+    def gemm_emitted(v: int, short: bool = False) -> None:
+        """A GEMM of thread v was emitted: the other threads' pending parts go beside it. Beside
+        a ``short`` one (a residual pass) only heads while another group follows: a tail (three
+        ALU passes) there would hold back the next GEMM, which waits for all but the ALU's
+        latest instruction."""
+        hold = short and not last_group and early
+        for entry in [p for p in pending if p[0] != v and not (hold and p[3] == "tail")]:
             if entry in pending:
                 pending.remove(entry)
                 emit(entry)
@@ -221,27 +229,112 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
             _residual_loads(em, x, v, tile)
 
     last_part = "head" if _splits(x.ep) else "all"
+    last_group = False
+    early = x.early
+    started: set[tuple] = set()  # tiles started early (beside the group before)
+    groups = _tile_groups(wl, c)
     _load_constants(em, x)
-    for n, tiles in enumerate(_tile_groups(wl, c)):
+    for n, tiles in enumerate(groups):
+        last_group = n + 1 == len(groups)
         group = [(v, tile, v + c.vthreads * (n % lay.acc_slots)) for v, tile in enumerate(tiles)]
-        if lay.acc_slots > 1:  # ALU resets first: a GEMM reset after them covers the last
+        ahead = [  # the next group's tiles, started beside this group's GEMMs (early starts)
+            (v, tile, v + c.vthreads * ((n + 1) % lay.acc_slots))
+            for v, tile in enumerate(groups[n + 1] if early and n + 1 < len(groups) else [])
+        ]
+        lazy = x.lazy and n > 0
+        if (
+            lay.acc_slots > 1 and not lazy
+        ):  # ALU resets first: a GEMM reset after them covers the last
             # group's GEMMs, so it can free their input slots for the loads (insert_dep_tokens)
             for v, tile, slot in sorted(group, key=lambda t: t[0] % 2 == 0):
-                start(v, tile, slot)
+                if (v, tile, slot) not in started:  # (not started early)
+                    start(v, tile, slot)
         for k in range(n_chunks):
             for v, tile, slot in group:
-                if k == 0 and lay.acc_slots == 1:
+                if k == 0 and (lay.acc_slots == 1 or lazy):
                     start(v, tile, slot)
-                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, v)
+                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded)
                 if k == 0:
                     residual_rows(v, tile)
                 if k == n_chunks - 1:
                     pending.append((v, tile, slot, last_part))
+                if k == EARLY_START_CHUNK:  # the other bank's next tile beside this GEMM
+                    for w, tile_w, slot_w in [a for a in ahead if a[2] % 2 != slot % 2]:
+                        start(w, tile_w, slot_w)
+                        started.add((w, tile_w, slot_w))
                 gemm_emitted(v)
-    while pending:
-        emit(pending.pop(0))
+    while pending:  # the program's tail: nothing beside it
+        v, tile, slot, part = pending.pop(0)
+        if pending or part == "head" or x.ep.residual:
+            emit((v, tile, slot, part))
+        else:  # the last: its stores start after each block's passes
+            _epilogue_by_block(em, x, v, tile, slot, part)
     em.finish()
     return em
+
+
+def _epilogue_by_block(em: Emitter, x: _Ctx, v: int, tile, slot: int, part: str) -> None:
+    """The epilogue of a tile without a residual, one channel block at a time (all its passes,
+    then its store), so that the stores run beside the ALU passes of the blocks after it:
+    for the program's last tile, which nothing else hides."""
+    co0, oh0, ow0 = tile
+    p = x.g.pixels
+    one = dataclasses.replace(x.c, tile_co=1)
+    for j in range(x.c.tile_co):
+        lay = dataclasses.replace(x.lay, acc_base=tuple(b + j * p for b in x.lay.acc_base))
+        _epilogue(em, dataclasses.replace(x, c=one, lay=lay), v, (co0 + j, oh0, ow0), slot, part)
+
+
+# The chunk (of the current group) beside whose GEMMs the next group's tiles start (their ACC
+# reset and bias, on the ALU pipe; ``_early_starts``): the second, by when the store of each
+# ACC slot's previous tile, beside the first, is done.
+EARLY_START_CHUNK = 1
+EARLY_START_MIN_GROUPS = 8
+# ACC rows a tile needs for early starts to pay: on small tiles the starts' ALU instructions (and
+# the drains of their pushes) cost more than the resets they move off the GEMM pipe (a 2x1-pixel,
+# two-block tile: 2% slower)
+EARLY_START_MIN_ROWS = 128
+
+
+# GEMM cycles per output row (one chunk) from which a tile's ALU reset and the epilogue of the
+# other thread's last tile (about four ALU passes, one cycle a row each) fit beside one GEMM.
+LAZY_ALU_START_MIN_GEMM_PER_ROW = 8
+
+
+def _lazy_alu_starts(x: _Ctx) -> bool:
+    """Whether ``_emit_overlapped`` resets each tile on the ALU just before its GEMM (beside the
+    other thread's GEMM before, after that thread's epilogue) instead of a group's resets at
+    its start, one on the GEMM pipe: two threads, two ACC slots each, one chunk a tile, and
+    GEMMs long enough for the ALU work beside them (``LAZY_ALU_START_MIN_GEMM_PER_ROW``: the
+    1x1 layers of ResNet-18 from 128 input channels)."""
+    wl, c = x.wl, x.c
+    return (
+        x.lay.acc_slots > 1
+        and c.vthreads == 2
+        and wl.ci_blocks == c.tile_ci
+        and c.tile_ci * wl.kernel_h * wl.kernel_w >= LAZY_ALU_START_MIN_GEMM_PER_ROW
+    )
+
+
+def _early_starts(x: _Ctx) -> bool:
+    """Whether ``_emit_overlapped`` starts each tile (ALU reset, then the ALU bias: adding it
+    first or last gives the same int32 sum) beside the other thread's GEMMs of the group before,
+    so that neither the GEMM pipe nor the next group's first GEMM waits for a tile start: two
+    threads (in two ACC banks), two ACC slots each, and at least two chunks per tile (the
+    second chunk's GEMMs take the starts; with one chunk, the previous epilogue of that slot
+    would not be stored yet), and ``EARLY_START_MIN_GROUPS`` groups (with fewer, the first
+    group's starts, in sequence on the ALU, and the program's tail outweigh what the others
+    gain: ResNet-18's 7x7 residual layers, two groups, lose 0.8%), on tiles of at least
+    ``EARLY_START_MIN_ROWS`` ACC rows. With them, the tails of the
+    epilogues (the ALU passes after a residual pass) also wait for the next group's first
+    GEMMs instead of going beside a residual pass (``_emit_overlapped``)."""
+    return (
+        x.lay.acc_slots > 1
+        and x.c.vthreads == 2
+        and x.wl.ci_blocks // x.c.tile_ci > EARLY_START_CHUNK
+        and len(_tile_groups(x.wl, x.c)) >= EARLY_START_MIN_GROUPS
+        and x.c.tile_co * x.g.pixels >= EARLY_START_MIN_ROWS
+    )
 
 
 @dataclass(frozen=True)
@@ -260,6 +353,9 @@ class _Layout:
     bias_acc: tuple[int, ...]  # per ACC slot: first ACC row of the biases it reads (ALU path)
     overlapped: bool = False
     acc_slots: int = 1  # ACC slots per thread, used by its tiles in turn
+    # one weight tile holds every weight (tile_co, tile_ci the whole layer): loaded once, in
+    # thread 0's WGT slot, and read by every thread (not once per thread)
+    shared_wgt: bool = False
 
     @classmethod
     def of(cls, wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> _Layout:
@@ -287,11 +383,14 @@ class _Layout:
             bias_acc=bias_acc,
             overlapped=buffers > 0,
             acc_slots=max(buffers, 1),
+            shared_wgt=c.tile_co == wl.co_blocks and c.tile_ci == wl.ci_blocks,
         )
 
     def bases(self, v: int, slot: int | None = None) -> tuple[int, int, int]:
-        """Thread v's first ACC (of ``slot``, default its first), INP and WGT rows."""
-        return self.acc_base[v if slot is None else slot], v * self.inp_slot, v * self.wgt_slot
+        """Thread v's first ACC (of ``slot``, default its first), INP and WGT rows (every
+        thread's WGT rows from 0 when the weights are ``shared_wgt``)."""
+        wgt0 = 0 if self.shared_wgt else v * self.wgt_slot
+        return self.acc_base[v if slot is None else slot], v * self.inp_slot, wgt0
 
 
 @dataclass(frozen=True)
@@ -305,6 +404,8 @@ class _Ctx:
     dram: DramMap
     lay: _Layout
     fixed: dict
+    early: bool = False  # ``_early_starts``
+    lazy: bool = False  # ``_lazy_alu_starts``
 
 
 def _load_constants(em: Emitter, x: _Ctx) -> None:
@@ -331,7 +432,13 @@ def _tile_start(
     p = g.pixels
     rows = c.tile_co * p
     acc0 = lay.acc_base[v if slot is None else slot]
-    if alu_reset(wl, ep, c, em.hw, v):
+    if x.lazy:
+        _alu_rows(em, AluOp.MUL, acc0, rows, 0)
+    elif x.early:
+        _alu_rows(em, AluOp.MUL, acc0, rows, 0)
+        if ep.bias and not ep.bias_via_gemm:
+            _alu_bias(em, x, tile, v if slot is None else slot)
+    elif alu_reset(wl, ep, c, em.hw, v):
         _alu_rows(em, AluOp.MUL, acc0, rows, 0)
     else:
         em.loop(
@@ -401,7 +508,7 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     return [tiles[i : i + v] for i in range(0, len(tiles), v)]
 
 
-def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) -> None:
+def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict) -> None:
     wl, c, g, dram = x.wl, x.c, x.g, x.dram
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
@@ -427,7 +534,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
             (y0, y1, x0, x1),
         )
     key = (co0, ci0)
-    if wgt_loaded[v] != key:
+    if wgt_loaded.get(wgt0) != key:
         kk = wl.kernel_h * wl.kernel_w
         em.load(
             MemType.WGT,
@@ -437,7 +544,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, v: int) 
             c.tile_ci * kk,
             wl.ci_blocks * kk,
         )
-        wgt_loaded[v] = key
+        wgt_loaded[wgt0] = key
     insn, kernel = _gemm(wl, c, g, acc0, inp0, wgt0)
     em.loop(insn, kernel)
 
@@ -457,6 +564,23 @@ def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
     )
 
 
+def _alu_bias(em: Emitter, x: _Ctx, tile, slot: int) -> None:
+    """acc += bias on the ALU: each channel block's bias row broadcast over the tile's pixels
+    (one cycle a row: the src row repeats, rule 8 of ``isa.layout.OVERLAP_DOC``)."""
+    p = x.g.pixels
+    em.loop(
+        AluInsn(
+            alu_opcode=AluOp.ADD,
+            iter_out=x.c.tile_co,
+            iter_in=p,
+            dst_factor_out=p,
+            src_factor_out=1,
+            dst_factor_in=1,
+        ),
+        [Uop(dst=x.lay.acc_base[slot], src=x.lay.bias_acc[slot] + tile[0])],
+    )
+
+
 def _splits(ep: Epilogue) -> bool:
     """Whether the epilogue has a GEMM pass in the middle (the residual, after the shift): its
     ``head`` ends with it, its ``tail`` is the ALU passes after it and the stores."""
@@ -470,24 +594,12 @@ def _epilogue(
     if part == "tail":
         return _epilogue_tail(em, x, v, tile, slot)
     ep, c, g, lay = x.ep, x.c, x.g, x.lay
-    co0 = tile[0]
     p = g.pixels
     rows = c.tile_co * p
     slot = v if slot is None else slot
     acc0 = lay.acc_base[slot]
-    bias_row = lay.bias_acc[slot] + co0
-    if ep.bias and not ep.bias_via_gemm:
-        em.loop(
-            AluInsn(
-                alu_opcode=AluOp.ADD,
-                iter_out=c.tile_co,
-                iter_in=p,
-                dst_factor_out=p,
-                src_factor_out=1,
-                dst_factor_in=1,
-            ),
-            [Uop(dst=acc0, src=bias_row)],
-        )
+    if ep.bias and not ep.bias_via_gemm and not x.early:
+        _alu_bias(em, x, tile, slot)
     if ep.residual and not ep.residual_via_gemm:
         res0 = acc0 + rows
         _load_residual(em, x, tile, MemType.ACC_8BIT, res0)

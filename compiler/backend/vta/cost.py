@@ -305,7 +305,8 @@ def _dma(
     and chunk ``tile_ci`` input loads (clipped at the image edge, the rest zero-filled one
     element per cycle; one contiguous block when whole rows), the chunk's weights when they
     change, ``tile_co`` residual loads (or none), one store per channel block (one when the
-    tile is the whole image)."""
+    tile is the whole image, except for the last tile of an overlapped epilogue without a
+    residual). ``bias_copies``: 2 with the epilogue overlapped (one per ACC bank), else 1."""
     bus = hw.bus_width_bytes
     tiles = co_tiles * sp_tiles
 
@@ -358,7 +359,11 @@ def _dma(
     acc_port, n_acc = const[MemType.ACC]  # once per ACC bank with the epilogue overlapped
     acc_port, n_acc = acc_port * bias_copies, n_acc * bias_copies
     load_lat = (per_sp * sp_tiles + n_wgt + n_const_loads + (n_res if via_gemm else 0)) * one_load
-    store_lat = tiles * n_out * (t.store_setup_cycles + t.dram_latency_cycles)
+    stores, store_port = tiles * n_out, tiles * n_out * out
+    if bias_copies > 1 and not ep.residual:  # overlapped: the last tile's blocks stored apart
+        stores += c.tile_co - n_out  # (conv2d._epilogue_by_block)
+        store_port += c.tile_co * per_block - n_out * out
+    store_lat = stores * (t.store_setup_cycles + t.dram_latency_cycles)
     load_port = inp_port + n_wgt * wgt + const_port + (res if via_gemm else 0)
     compute_port = acc_port + (0 if via_gemm else res)
     compute_const = acc_port + n_acc * one_load
@@ -366,18 +371,18 @@ def _dma(
     inp_elems = per_sp * float((ys * xs).sum())
     return _Dma(
         load=load_port + load_lat + pad,
-        store=tiles * n_out * out + store_lat,
-        store_port=tiles * n_out * out,
+        store=store_port + store_lat,
+        store_port=store_port,
         compute=compute,
         compute_const=compute_const,
-        port=load_port + tiles * n_out * out + compute_port,
+        port=load_port + store_port + compute_port,
         latency=load_lat + store_lat,
-        transfers=per_sp * sp_tiles + n_wgt + n_res + tiles * n_out + n_const_loads + n_acc,
+        transfers=per_sp * sp_tiles + n_wgt + n_res + stores + n_const_loads + n_acc,
         inp_bytes=int(inp_elems) * hw.inp_elem_bytes,
         wgt_bytes=n_wgt * c.tile_co * wgt_row,
         inp_loads=per_sp * sp_tiles,
         wgt_loads=n_wgt,
-        stores=tiles * n_out,
+        stores=stores,
     )
 
 
@@ -388,6 +393,8 @@ def _weight_loads(c: ConvConfig, co_tiles: int, sp_tiles: int, chunks: int) -> i
     tiles = co_tiles * sp_tiles
     if chunks > 1:
         return tiles * chunks
+    if co_tiles == 1:  # every weight in one tile: loaded once, shared (conv2d._Layout.shared_wgt)
+        return 1
     v = c.vthreads
     if co_tiles % v == 0:
         return co_tiles

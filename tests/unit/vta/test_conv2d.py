@@ -232,6 +232,31 @@ def test_overlapped_lowering_is_race_free_and_equals_the_v002_one(ep_name, c):
     assert np.array_equal(outputs[0], outputs[1])
 
 
+def test_early_tile_starts_keep_resets_off_the_gemm_pipe(rng):
+    """Two ACC slots per thread, two chunks a tile, eight groups of 196-row tiles: every tile
+    starts on the ALU (a MUL by 0, then its bias), none with a GEMM reset, only the first
+    group's starts come before the first GEMM (the others' beside the GEMMs of the group
+    before); race-free, and exact against the reference."""
+    from pyvta.isa import AluInsn, AluOp, GemmInsn
+
+    hw, wl = HwConfig(), ConvWorkload(28, 28, 64, 64, 3, 3, 1, 1)
+    ep, c = Epilogue(bias=True, shift=8, lo=-128, hi=127), ConvConfig(7, 28, 2, 1)
+    dram_map = DramMap.disjoint(wl, hw)
+    low = lower_conv2d(wl, ep, c, hw, dram_map)
+    gemms = [i for i, x in enumerate(low.insns) if isinstance(x, GemmInsn)]
+    resets = [i for i in gemms if low.insns[i].reset_reg]
+    muls = [
+        i for i, x in enumerate(low.insns) if isinstance(x, AluInsn) and x.alu_opcode is AluOp.MUL
+    ]
+    assert not resets and len(muls) == 16  # 4 channel tiles x 4 spatial tiles
+    assert sum(m < gemms[0] for m in muls) == 2  # the first group's two threads
+    dram = np.random.default_rng(5).integers(0, 256, 1 << 23, dtype=np.uint8)
+    uops = np.frombuffer(encode_uops(low.uops, hw), np.uint8)
+    dram[dram_map.uops * 4 : dram_map.uops * 4 + uops.size] = uops
+    sim.run_insns(low.insns, dram, hw, check_races=True)
+    run_and_check(wl, ep, rng, c)
+
+
 def test_strided_1x1_loads_only_the_rows_it_reads(rng):
     """A 1x1 kernel with stride 2 and no padding reads every other input row: the input loads
     skip the others (half the INP traffic), and the result stays exact."""
