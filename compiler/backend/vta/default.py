@@ -68,6 +68,7 @@ def default_config(
     of the fitting space, and the fastest wins. (The tuner searches the space properly.)
     """
     from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
+    from pyvta.compiler.backend.vta.operator import config_epilogue
 
     ranked = ranked_configs(wl, ep, hw, vthreads, timing)
     if measure is not None:
@@ -83,7 +84,7 @@ def default_config(
     lowered = []
     for _, c in ranked[: max(64, candidates)]:
         try:
-            low = lower_conv2d(wl, ep, c, hw, DramMap.disjoint(wl, hw))
+            low = lower_conv2d(wl, config_epilogue(wl, ep, c, hw), c, hw, DramMap.disjoint(wl, hw))
         except FitError:
             continue
         if measure is None:
