@@ -5,7 +5,7 @@ to reading Amaranth's Verilog of the same design (what they did before), in the 
 
 For each input, the seconds yosys takes to read the design and turn its processes into netlists
 (``read_*; hierarchy -check; proc``: the front of ``synth_xilinx``), and the ratio. The Verilog
-frontend is what made the UltraScale config (1x32, 1 MiB weight buffer) intractable: its
+frontend is what made the UltraScale config (1x32, then with a 1 MiB weight buffer) intractable: its
 zero-initialised memories are written as one ``initial`` assignment per row (8 Mbit of weight buffer
 as 1024 8192-bit constants), and ``proc_prune`` on the re-read processes takes minutes more. A run
 past ``--timeout`` is printed as a lower bound.
