@@ -154,13 +154,19 @@ def _nchwc_space(*args) -> ConfigSpace:
     )  # fmt: skip
 
 
-def _nchwc_instantiate(config, *args):
+def _graph_conv(wl, template: str, config):
+    """The graph compiler's conv schedule of ``template`` for ``wl`` with ``config``; a config
+    the template refuses is an ``InvalidConfig``."""
     from pyvta.compiler.graph.cpu_kernels import conv_schedule
 
     try:
-        return conv_schedule(_nchwc_workload(*args), schedule_of_template("direct", config))
+        return conv_schedule(wl, schedule_of_template(template, config))
     except ValueError as e:
         raise InvalidConfig(str(e)) from None
+
+
+def _nchwc_instantiate(config, *args):
+    return _graph_conv(_nchwc_workload(*args), "direct", config)
 
 
 def _nchwc_reference(arrays, *args):
@@ -199,15 +205,10 @@ def _winograd_space(*args) -> ConfigSpace:
 
 
 def _winograd_instantiate(config, *args):
-    from pyvta.compiler.graph.cpu_kernels import conv_schedule
-
     wl = _nchwc_workload(*args)
     if not wl.winograd_ok:
         raise InvalidConfig(f"winograd does not apply to {wl.key}")
-    try:
-        return conv_schedule(wl, schedule_of_template("winograd", config))
-    except ValueError as e:
-        raise InvalidConfig(str(e)) from None
+    return _graph_conv(wl, "winograd", config)
 
 
 MIN_TILE_SHARE = 0.6  # of the accumulator registers a pointwise / depthwise tile fills, at least
@@ -230,12 +231,7 @@ def _pointwise_space(*args) -> ConfigSpace:
 
 
 def _pointwise_instantiate(config, *args):
-    from pyvta.compiler.graph.cpu_kernels import conv_schedule
-
-    try:
-        return conv_schedule(_nchwc_workload(*args), schedule_of_template("pointwise", config))
-    except ValueError as e:
-        raise InvalidConfig(str(e)) from None
+    return _graph_conv(_nchwc_workload(*args), "pointwise", config)
 
 
 def _pointwise_reference(arrays, *args):
@@ -276,12 +272,7 @@ def _depthwise_space(*args) -> ConfigSpace:
 
 
 def _depthwise_instantiate(config, *args):
-    from pyvta.compiler.graph.cpu_kernels import conv_schedule
-
-    try:
-        return conv_schedule(_depthwise_workload(*args), schedule_of_template("depthwise", config))
-    except ValueError as e:
-        raise InvalidConfig(str(e)) from None
+    return _graph_conv(_depthwise_workload(*args), "depthwise", config)
 
 
 def _depthwise_reference(arrays, *args):
