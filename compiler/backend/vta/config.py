@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import asdict, dataclass
 
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
-from pyvta.isa import HwConfig, PyvtaError
+from pyvta.isa import AluOp, HwConfig, PyvtaError, clip_imm
 from pyvta.isa.layout import gemm_layout
 
 # (outer, inner) dimensions of the GEMM's two hardware loops; the other dimensions of
@@ -33,6 +34,13 @@ class ConvConfig:
     # the epilogue of one thread beside the others' GEMMs (the ISA's overlap bit), where it
     # applies (``overlapped``); False lowers as VTA v0.0.2 does
     overlap: bool = True
+    # the epilogue's clip to [lo, hi] as one ALU CLIP (``isa.opcodes.CLIP_DOC``, ``clip_ops``);
+    # False clips with MAX lo, MIN hi as VTA v0.0.2 does
+    clip: bool = True
+
+    def v002(self) -> ConvConfig:
+        """This config lowered with VTA v0.0.2's instructions only: no overlap bit, no CLIP."""
+        return dataclasses.replace(self, overlap=False, clip=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -110,6 +118,14 @@ def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
         + (1 if ep.residual_via_gemm else 0),  # bias digit blocks, scaled identity
         "acc": wl.co_blocks if ep.bias and not ep.bias_via_gemm else 0,  # bias rows
     }
+
+
+def clip_ops(ep: Epilogue, c: ConvConfig) -> tuple[tuple[AluOp, int], ...]:
+    """The (opcode, immediate) ALU passes that clip the epilogue's int32 rows to [lo, hi]: one
+    CLIP with ``c.clip`` (the ISA extension), else MAX lo then MIN hi (VTA v0.0.2)."""
+    if c.clip:
+        return ((AluOp.CLIP, clip_imm(ep.lo, ep.hi)),)
+    return ((AluOp.MAX, ep.lo), (AluOp.MIN, ep.hi))
 
 
 def overlapped(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> int:

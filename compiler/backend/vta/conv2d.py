@@ -9,7 +9,7 @@ For each output tile (tile_co blocks x tile_h x tile_w pixels), assigned round-r
         LOAD WGT: one 2-D load of the chunk's weights (skipped when unchanged)
         GEMM:     one instruction; two dimensions in its hardware loops, the rest in its
                   micro-op kernel
-    ALU epilogue: + bias, + residual << residual_shift, >> shift, max lo, min hi
+    ALU epilogue: + bias, + residual << residual_shift, >> shift, clip to [lo, hi]
     STORE the int8 OUT rows.
 The threads' streams are interleaved chunk by chunk so one thread's loads overlap another's
 GEMMs; ``insert_dep_tokens`` then derives every dependency token from the accesses.
@@ -28,6 +28,7 @@ from pyvta.compiler.backend.vta.config import (
     Geometry,
     alu_reset,
     check_fit,
+    clip_ops,
     gemm_dims,
     overlapped,
     reserved_rows,
@@ -631,8 +632,8 @@ def _epilogue_tail(em: Emitter, x: _Ctx, v: int, tile, slot: int | None) -> None
             _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift - ep.residual_pre_shift)
     elif ep.shift:
         _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift)
-    _alu_rows(em, AluOp.MAX, acc0, rows, ep.lo)
-    _alu_rows(em, AluOp.MIN, acc0, rows, ep.hi)
+    for op, imm in clip_ops(ep, c):
+        _alu_rows(em, op, acc0, rows, imm)
     out_plane = wl.out_h * wl.out_w
     if c.tile_w == wl.out_w and c.tile_h == wl.out_h:
         em.store(acc0, dram.output + co0 * out_plane, 1, rows, rows)

@@ -20,6 +20,7 @@ from pyvta.compiler.backend.vta.config import (
     Geometry,
     alu_reset,
     check_fit,
+    clip_ops,
     gemm_dims,
     overlapped,
     reserved_rows,
@@ -89,7 +90,7 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         alu += [(rows, True, 0)] * ((1 if pre else 0) + (1 if ep.shift - pre else 0))
     elif ep.shift:
         alu.append((rows, True, 0))
-    alu += [(rows, True, 0), (rows, True, 0)]  # MAX lo, MIN hi
+    alu += [(rows, True, 0)] * len(clip_ops(ep, c))  # CLIP, or MAX lo and MIN hi
     chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
     return TileCompute(tuple(start), chunk, wl.ci_blocks // c.tile_ci, tuple(epi_gemm), tuple(alu))
 
