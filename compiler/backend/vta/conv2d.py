@@ -33,6 +33,7 @@ from pyvta.compiler.backend.vta.config import (
     overlapped,
     reserved_rows,
 )
+from pyvta.compiler.backend.vta.cost import tile_compute_insns
 from pyvta.compiler.backend.vta.deps import insert_dep_tokens, mark_overlaps
 from pyvta.compiler.backend.vta.emitter import Emitter, UopOverflowError
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
@@ -297,23 +298,21 @@ EARLY_START_MIN_GROUPS = 8
 EARLY_START_MIN_ROWS = 128
 
 
-# GEMM cycles per output row (one chunk) from which a tile's ALU reset and the epilogue of the
-# other thread's last tile (about four ALU passes, one cycle a row each) fit beside one GEMM.
-LAZY_ALU_START_MIN_GEMM_PER_ROW = 8
-
-
 def _lazy_alu_starts(x: _Ctx) -> bool:
     """Whether ``_emit_overlapped`` resets each tile on the ALU just before its GEMM (beside the
     other thread's GEMM before, after that thread's epilogue) instead of a group's resets at
     its start, one on the GEMM pipe: two threads, two ACC slots each, one chunk a tile, and
-    GEMMs long enough for the ALU work beside them (``LAZY_ALU_START_MIN_GEMM_PER_ROW``: the
-    1x1 layers of ResNet-18 from 128 input channels)."""
+    GEMMs long enough for the ALU work beside them: at least one GEMM cycle a row for each ALU
+    pass of a tile (its reset and its epilogue's passes, one cycle a row each; the 1x1 layers
+    of ResNet-18: reset, bias, shift, CLIP beside 4 GEMM cycles a row from 64 input channels,
+    from 128 with MAX and MIN for the clip)."""
     wl, c = x.wl, x.c
+    alu_passes = 1 + len(tile_compute_insns(wl, x.ep, c, x.g).epilogue_alus)
     return (
         x.lay.acc_slots > 1
         and c.vthreads == 2
         and wl.ci_blocks == c.tile_ci
-        and c.tile_ci * wl.kernel_h * wl.kernel_w >= LAZY_ALU_START_MIN_GEMM_PER_ROW
+        and c.tile_ci * wl.kernel_h * wl.kernel_w >= alu_passes
     )
 
 
