@@ -143,7 +143,9 @@ def lower_conv2d(
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
     lay = _Layout.of(wl, ep, c, hw)
     ctx = _Ctx(wl, ep, c, g, dram, lay, reserved_rows(wl, ep))
-    ctx = dataclasses.replace(ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx))
+    ctx = dataclasses.replace(
+        ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx), first_parts=_first_chunk_parts(c)
+    )
     emit = _emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
         em = emit(ctx, Emitter(hw))
@@ -243,19 +245,20 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
             (v, tile, v + c.vthreads * ((n + 1) % lay.acc_slots))
             for v, tile in enumerate(groups[n + 1] if early and n + 1 < len(groups) else [])
         ]
-        lazy = x.lazy and n > 0
-        if (
-            lay.acc_slots > 1 and not lazy
-        ):  # ALU resets first: a GEMM reset after them covers the last
-            # group's GEMMs, so it can free their input slots for the loads (insert_dep_tokens)
+        # the group's tile starts first (the first group's always: nothing is pending), ALU
+        # resets first: a GEMM reset after them covers the last group's GEMMs, so it can free
+        # their input slots for the loads (insert_dep_tokens); else each just before its chunk
+        batch = (lay.acc_slots > 1 and not (x.lazy and n > 0)) or n == 0
+        if batch:
             for v, tile, slot in sorted(group, key=lambda t: t[0] % 2 == 0):
                 if (v, tile, slot) not in started:  # (not started early)
                     start(v, tile, slot)
         for k in range(n_chunks):
             for v, tile, slot in group:
-                if k == 0 and (lay.acc_slots == 1 or lazy):
+                if k == 0 and not batch:
                     start(v, tile, slot)
-                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded)
+                parts = x.first_parts if n == 0 and k == 0 else 1
+                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, parts)
                 if k == 0:
                     residual_rows(v, tile)
                 if k == n_chunks - 1:
@@ -296,6 +299,25 @@ EARLY_START_MIN_GROUPS = 8
 # the drains of their pushes) cost more than the resets they move off the GEMM pipe (a 2x1-pixel,
 # two-block tile: 2% slower)
 EARLY_START_MIN_ROWS = 128
+
+
+# The most parts the first group's first chunks are cut into (``_first_chunk_parts``).
+FIRST_CHUNK_MAX_PARTS = 4
+
+
+def _first_chunk_parts(c: ConvConfig) -> int:
+    """In how many runs of output-channel blocks (at least two blocks each: no GEMM hazard)
+    ``_emit_overlapped`` loads the weights of the first group's first chunks and runs their
+    GEMMs: nothing hides the program's first loads, so the GEMM pipe starts after a part's
+    weights instead of all the chunk's, and runs beside the next part's load."""
+    return max(
+        (
+            d
+            for d in range(1, FIRST_CHUNK_MAX_PARTS + 1)
+            if c.tile_co % d == 0 and c.tile_co // d >= 2
+        ),
+        default=1,
+    )
 
 
 def _lazy_alu_starts(x: _Ctx) -> bool:
@@ -406,6 +428,7 @@ class _Ctx:
     fixed: dict
     early: bool = False  # ``_early_starts``
     lazy: bool = False  # ``_lazy_alu_starts``
+    first_parts: int = 1  # ``_first_chunk_parts``
 
 
 def _load_constants(em: Emitter, x: _Ctx) -> None:
@@ -508,7 +531,10 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     return [tiles[i : i + v] for i in range(0, len(tiles), v)]
 
 
-def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict) -> None:
+def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, parts: int = 1) -> None:
+    """Chunk k of a tile: its input loads, its weights (unless the thread holds them), its GEMM;
+    with ``parts`` > 1 and weights to load, those and the GEMM in that many runs of channel
+    blocks (``_first_chunk_parts``)."""
     wl, c, g, dram = x.wl, x.c, x.g, x.dram
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
@@ -534,19 +560,26 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict) -> None:
             (y0, y1, x0, x1),
         )
     key = (co0, ci0)
-    if wgt_loaded.get(wgt0) != key:
-        kk = wl.kernel_h * wl.kernel_w
-        em.load(
-            MemType.WGT,
-            wgt0,
-            dram.weights + (co0 * wl.ci_blocks + ci0) * kk,
-            c.tile_co,
-            c.tile_ci * kk,
-            wl.ci_blocks * kk,
+    if wgt_loaded.get(wgt0) == key:
+        parts = 1
+    kk = wl.kernel_h * wl.kernel_w
+    part_co = c.tile_co // parts
+    part = dataclasses.replace(c, tile_co=part_co)
+    for j in range(parts):  # (the weights of part j, then its GEMM)
+        if wgt_loaded.get(wgt0) != key:
+            em.load(
+                MemType.WGT,
+                wgt0 + j * part_co * c.tile_ci * kk,
+                dram.weights + ((co0 + j * part_co) * wl.ci_blocks + ci0) * kk,
+                part_co,
+                c.tile_ci * kk,
+                wl.ci_blocks * kk,
+            )
+        insn, kernel = _gemm(
+            wl, part, g, acc0 + j * part_co * g.pixels, inp0, wgt0 + j * part_co * c.tile_ci * kk
         )
-        wgt_loaded[wgt0] = key
-    insn, kernel = _gemm(wl, c, g, acc0, inp0, wgt0)
-    em.loop(insn, kernel)
+        em.loop(insn, kernel)
+    wgt_loaded[wgt0] = key
 
 
 def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
