@@ -29,9 +29,12 @@ from pyvta.compiler.backend.vta.config import (
     alu_reset,
     check_fit,
     clip_ops,
+    first_chunk_parts,
     gemm_dims,
     overlapped,
     reserved_rows,
+    same_pixels,
+    shared_inputs,
 )
 from pyvta.compiler.backend.vta.cost import tile_compute_insns
 from pyvta.compiler.backend.vta.deps import insert_dep_tokens, mark_overlaps
@@ -144,7 +147,7 @@ def lower_conv2d(
     lay = _Layout.of(wl, ep, c, hw)
     ctx = _Ctx(wl, ep, c, g, dram, lay, reserved_rows(wl, ep))
     ctx = dataclasses.replace(
-        ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx), first_parts=_first_chunk_parts(c)
+        ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx), first_parts=first_chunk_parts(c)
     )
     emit = _emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
@@ -165,7 +168,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
     wl, c = x.wl, x.c
     groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
+    loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     _load_constants(em, x)
     for tiles in groups:
         group = list(enumerate(tiles))
@@ -173,7 +176,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
             _tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
-                _chunk(em, x, x.lay.bases(v), tile, k, wgt_loaded)
+                _chunk(em, x, x.lay.bases(v), tile, k, loaded)
         for v, tile in group:
             _epilogue(em, x, v, tile)
     em.finish()
@@ -194,7 +197,7 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     next group's first GEMMs."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
+    loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     pending: list[tuple[int, tuple, int, str]] = []  # (thread, tile, slot, part) to emit
 
     def emit(entry) -> None:
@@ -258,7 +261,11 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
                 if k == 0 and not batch:
                     start(v, tile, slot)
                 parts = x.first_parts if n == 0 and k == 0 else 1
-                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded, parts)
+                bases = lay.bases(v, slot)
+                if lay.shared_inp:  # the chunk's turn picks the INP slot, for every thread
+                    turn = (n * n_chunks + k) % c.vthreads
+                    bases = (bases[0], turn * lay.inp_slot, bases[2])
+                _chunk(em, x, bases, tile, k, loaded, parts)
                 if k == 0:
                     residual_rows(v, tile)
                 if k == n_chunks - 1:
@@ -299,25 +306,6 @@ EARLY_START_MIN_GROUPS = 8
 # the drains of their pushes) cost more than the resets they move off the GEMM pipe (a 2x1-pixel,
 # two-block tile: 2% slower)
 EARLY_START_MIN_ROWS = 128
-
-
-# The most parts the first group's first chunks are cut into (``_first_chunk_parts``).
-FIRST_CHUNK_MAX_PARTS = 4
-
-
-def _first_chunk_parts(c: ConvConfig) -> int:
-    """In how many runs of output-channel blocks (at least two blocks each: no GEMM hazard)
-    ``_emit_overlapped`` loads the weights of the first group's first chunks and runs their
-    GEMMs: nothing hides the program's first loads, so the GEMM pipe starts after a part's
-    weights instead of all the chunk's, and runs beside the next part's load."""
-    return max(
-        (
-            d
-            for d in range(1, FIRST_CHUNK_MAX_PARTS + 1)
-            if c.tile_co % d == 0 and c.tile_co // d >= 2
-        ),
-        default=1,
-    )
 
 
 def _lazy_alu_starts(x: _Ctx) -> bool:
@@ -378,6 +366,9 @@ class _Layout:
     # one weight tile holds every weight (tile_co, tile_ci the whole layer): loaded once, in
     # thread 0's WGT slot, and read by every thread (not once per thread)
     shared_wgt: bool = False
+    # a group's threads compute the same pixels (``_tile_groups``): each chunk's input is loaded
+    # once, into the INP slot of the chunk's turn, and read by every thread (``_emit_overlapped``)
+    shared_inp: bool = False
 
     @classmethod
     def of(cls, wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> _Layout:
@@ -406,6 +397,7 @@ class _Layout:
             overlapped=buffers > 0,
             acc_slots=max(buffers, 1),
             shared_wgt=c.tile_co == wl.co_blocks and c.tile_ci == wl.ci_blocks,
+            shared_inp=shared_inputs(wl, ep, c, hw),
         )
 
     def bases(self, v: int, slot: int | None = None) -> tuple[int, int, int]:
@@ -428,7 +420,7 @@ class _Ctx:
     fixed: dict
     early: bool = False  # ``_early_starts``
     lazy: bool = False  # ``_lazy_alu_starts``
-    first_parts: int = 1  # ``_first_chunk_parts``
+    first_parts: int = 1  # ``first_chunk_parts``
 
 
 def _load_constants(em: Emitter, x: _Ctx) -> None:
@@ -521,7 +513,7 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     v = c.vthreads
     cos = list(range(0, wl.co_blocks, c.tile_co))
     sps = [(oh, ow) for oh in range(0, wl.out_h, c.tile_h) for ow in range(0, wl.out_w, c.tile_w)]
-    if len(cos) % v == 0:
+    if same_pixels(wl, c):
         return [
             [(cos[i + t], oh, ow) for t in range(v)]
             for i in range(0, len(cos), v)
@@ -531,10 +523,11 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     return [tiles[i : i + v] for i in range(0, len(tiles), v)]
 
 
-def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, parts: int = 1) -> None:
-    """Chunk k of a tile: its input loads, its weights (unless the thread holds them), its GEMM;
-    with ``parts`` > 1 and weights to load, those and the GEMM in that many runs of channel
-    blocks (``_first_chunk_parts``)."""
+def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, loaded: dict, parts: int = 1) -> None:
+    """Chunk k of a tile: its input loads and its weights (each unless its slot holds them:
+    ``loaded`` maps a slot's first row to what it holds), its GEMM; with ``parts`` > 1 and
+    weights to load, those and the GEMM in that many runs of channel blocks
+    (``first_chunk_parts``)."""
     wl, c, g, dram = x.wl, x.c, x.g, x.dram
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
@@ -548,7 +541,9 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, parts: i
     ys, xs = g.in_h - y0 - y1, g.in_w - x0 - x1
     if ys <= 0 or xs <= 0:
         raise FitError(f"config {c.to_dict()}: a tile of {wl} lies entirely in the padding")
-    for ci in range(c.tile_ci):
+    inp_key = ("inp", oh0, ow0, ci0)
+    held = x.lay.shared_inp and loaded.get(("inp", inp0)) == inp_key
+    for ci in range(0 if held else c.tile_ci):
         plane = (ci0 + ci) * wl.height * wl.width
         em.load(
             MemType.INP,
@@ -559,14 +554,15 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, parts: i
             wl.width * g.row_step,
             (y0, y1, x0, x1),
         )
+    loaded[("inp", inp0)] = inp_key
     key = (co0, ci0)
-    if wgt_loaded.get(wgt0) == key:
+    if loaded.get(wgt0) == key:
         parts = 1
     kk = wl.kernel_h * wl.kernel_w
     part_co = c.tile_co // parts
     part = dataclasses.replace(c, tile_co=part_co)
     for j in range(parts):  # (the weights of part j, then its GEMM)
-        if wgt_loaded.get(wgt0) != key:
+        if loaded.get(wgt0) != key:
             em.load(
                 MemType.WGT,
                 wgt0 + j * part_co * c.tile_ci * kk,
@@ -579,7 +575,7 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict, parts: i
             wl, part, g, acc0 + j * part_co * g.pixels, inp0, wgt0 + j * part_co * c.tile_ci * kk
         )
         em.loop(insn, kernel)
-    wgt_loaded[wgt0] = key
+    loaded[wgt0] = key
 
 
 def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
