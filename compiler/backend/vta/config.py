@@ -145,7 +145,7 @@ def overlapped(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> i
 
 
 # GEMM micro-ops per output row from which the ALU pipe, beside them, has room for an ACC reset:
-# about what the epilogue's ALU passes take per row (bias, shift, two clips: one cycle each).
+# about what the epilogue's ALU passes take per row (bias, shift, the clip: one cycle each).
 ALU_RESET_MIN_GEMM_PER_ROW = 4
 
 
