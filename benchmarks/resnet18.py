@@ -18,8 +18,8 @@ model + simulated annealing, ``tuner.network``; appended to ``--tuning-log``, re
 ``tuner/pretuned`` log is the best of such a run, ``tuner.log.write_best``). ``--config`` compiles
 for another hardware config (the graph packed to its block); ``--check`` also runs the compiled
 model with the numpy golden model of the accelerator and compares the outputs bit for bit.
-``--breakdown`` also runs the network with the epilogue overlap off (``ConvConfig.overlap``: the
-VTA v0.0.2 lowering, same tile configs) and prints both side by side, per layer and in total; then,
+``--breakdown`` also runs the network lowered with VTA v0.0.2's instructions only
+(``ConvConfig.v002``: no epilogue overlap, no CLIP; same tile configs) and prints both side by side, per layer and in total; then,
 per distinct accelerator layer (the overlapped lowering), where its cycles go on the compute module
 (from the cycle model's traced report of its lowering): the GEMM ideal (the conv's MACs), the
 rest of the GEMM instructions (setup, pipeline fill, bias/residual passes), the ACC resets, the
@@ -141,21 +141,22 @@ def main() -> None:
 
 
 def overlap_comparison(cm, x, vta, hw: HwConfig) -> str:
-    """The network run again with the same tile configs, the epilogue overlap off: per layer and
+    """The network run again with the same tile configs, v0.0.2 instructions only: per layer and
     in total, cycles and GEMM utilisation before (off) and after (``vta``'s run)."""
-    import dataclasses
-
     from pyvta.compiler.backend.vta.config import ConvConfig
 
     off = {}
     for r in vta.runs:
-        c = dataclasses.replace(ConvConfig.from_dict(r.config), overlap=False)
+        c = ConvConfig.from_dict(r.config).v002()
         off[(r.workload, r.epilogue)] = off[r.workload] = c
     before = AcceleratorBackend.for_graph(cm.graph, SimDevice(config=hw), off)
     run_model(cm, x, backends={"vta": before})
     mpc = hw.gemm_macs_per_cycle
     head = f"{'#':>2} {'workload':36s} {'k':>3s} {'off':>9s} {'util':>6s} {'on':>9s} {'util':>6s}"
-    lines = ["epilogue overlap off (VTA v0.0.2 lowering) vs on, same tile configs:", head]
+    lines = [
+        "v0.0.2 lowering (off: no overlap, no CLIP) vs the extensions (on), same tile configs:",
+        head,
+    ]
     tot = {"off": 0, "on": 0}
     macs = 0
     for i, (a, b) in enumerate(zip(before.runs, vta.runs, strict=True)):

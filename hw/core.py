@@ -7,8 +7,9 @@ so the default config's 256 products fit the 220 DSPs of a Zynq-7020. Latency
 ``GEMM_LATENCY_CYCLES`` (registered products, then the adder tree in two registered halves),
 throughput one dot product per cycle; ``dot`` is a register output.
 
-``Alu``: lane-wise MIN, MAX, ADD, SHR (signed amount: right for >= 0, left for < 0, both clamped to 31)
-and MUL (low 32 bits) over BATCH x BLOCK_OUT int32 lanes; all arithmetic wraps. Latency
+``Alu``: lane-wise MIN, MAX, ADD, SHR (signed amount: right for >= 0, left for < 0, both clamped to 31),
+MUL (low 32 bits) and CLIP (``isa.opcodes.CLIP_DOC``) over BATCH x BLOCK_OUT int32 lanes; all
+arithmetic wraps. Latency
 ``ALU_LATENCY_CYCLES``: the operands are registered with the simple results and the three 16x16
 partial products of MUL; ``result`` combines them (combinational from those registers).
 """
@@ -135,6 +136,8 @@ class Alu(wiring.Component):
                     m.d.sync += simple.eq(Mux(signed_less(b, a), a, b))
                 with m.Case(isa.AluOp.SHR):
                     m.d.sync += simple.eq(Mux(b >= 0, shr, shl))
+                with m.Case(isa.AluOp.CLIP):
+                    m.d.sync += simple.eq(clip(a, b))
             # MUL, low w bits: lo*lo + ((hi*lo + lo*hi) << half), each 16x16 product registered.
             a_lo, a_hi, b_lo, b_hi = a[:half], a[half:], b[:half], b[half:]
             low = Signal(w, name=f"mul_ll_{lane}")
@@ -145,6 +148,25 @@ class Alu(wiring.Component):
                 Mux(op == isa.AluOp.MUL, product, Mux(op == isa.AluOp.ADD, total, simple))
             )
         return m
+
+
+def clip(a, b):
+    """``min(max(a, lo), hi)`` with lo, hi the signed bytes 7..0 and 15..8 of ``b``
+    (``isa.opcodes.CLIP_DOC``): the three compares side by side, each on a byte (short paths)."""
+    bits = isa.opcodes.CLIP_BOUND_BITS
+    lo, hi = b[:bits].as_signed(), b[bits : 2 * bits].as_signed()
+    below, above = byte_less(a, lo), byte_less(a, hi, swap=True)
+    return Mux(above | (hi < lo), hi, Mux(below, lo, a))
+
+
+def byte_less(a, byte, swap: bool = False):
+    """``a < byte`` (``byte < a`` with ``swap``) for a signed ``a`` and a signed byte: a compare
+    of the low bytes where ``a`` fits a byte, else ``a``'s sign decides."""
+    bits = len(byte)
+    top = a[bits - 1 :]
+    fits = (top == 0) | (top == (1 << len(top)) - 1)
+    low = a[:bits].as_signed()
+    return Mux(fits, (byte < low) if swap else (low < byte), ~a[-1] if swap else a[-1])
 
 
 def signed_less(a, b):

@@ -27,6 +27,8 @@ from pyvta.isa.opcodes import (
     MemType,
     Module,
     Opcode,
+    clip_bounds,
+    clip_imm,
 )
 from pyvta.isa.stream import (
     INSN_BYTES,
@@ -69,6 +71,8 @@ __all__ = [
     "Store",
     "Uop",
     "alu_layout",
+    "clip_bounds",
+    "clip_imm",
     "decode",
     "decode_insns",
     "decode_uop_fields",

@@ -22,6 +22,7 @@ from pyvta.isa.opcodes import (
     MemType,
     Module,
     Opcode,
+    clip_bounds,
 )
 
 if TYPE_CHECKING:
@@ -181,7 +182,7 @@ class GemmInsn(_LoopInsn):
 
 @dataclass(frozen=True)
 class AluInsn(_LoopInsn):
-    """ACC[dst] = op(ACC[dst], imm if use_imm else ACC[src]) lane by lane.
+    """ACC[dst] = op(ACC[dst], imm if use_imm else ACC[src]) lane by lane (CLIP: opcodes.CLIP_DOC).
 
     ``reset_reg`` is kept for bit compatibility; the ALU ignores it.
     """
@@ -196,6 +197,9 @@ class AluInsn(_LoopInsn):
 
     def __str__(self) -> str:
         operand = f" imm={self.imm}" if self.use_imm else ""
+        if self.use_imm and self.alu_opcode is AluOp.CLIP:
+            lo, hi = clip_bounds(self.imm)
+            operand += f" (lo={lo} hi={hi})"
         return f"ALU.{self.alu_opcode.name}{operand} {self.loops_text()}{self.deps_text()}"
 
 

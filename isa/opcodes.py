@@ -1,4 +1,4 @@
-"""Opcode numbers, memory types and ALU operations (VTA ISA v0.0.2).
+"""Opcode numbers, memory types and ALU operations (VTA ISA v0.0.2, and pyvta's CLIP extension).
 
 This module is the only place in pyvta that knows these numbers.
 """
@@ -6,6 +6,8 @@ This module is the only place in pyvta that knows these numbers.
 from __future__ import annotations
 
 import enum
+
+from pyvta.isa.errors import FieldRangeError
 
 
 class Opcode(enum.IntEnum):
@@ -46,6 +48,42 @@ class AluOp(enum.IntEnum):
     ADD = 2
     SHR = 3
     MUL = 4
+    CLIP = 5  # pyvta extension (CLIP_DOC); 5..7 are unused in VTA v0.0.2
+
+
+CLIP_BOUND_BITS = 8  # each of CLIP's two bounds: a signed byte of the operand's low 16 bits
+
+CLIP_DOC = """ALU opcode 5, ``CLIP`` (a pyvta extension of VTA v0.0.2, whose ALU opcodes are 0..4).
+
+``ACC[dst] = min(max(ACC[dst], lo), hi)`` lane by lane over int32, where the operand ``b``
+(the sign-extended 16-bit ``imm``, or with ``use_imm = 0`` the lane of ``ACC[src]``) gives
+``lo = int8(b[7:0])`` and ``hi = int8(b[15:8])``; the operand's bits 31..16 are ignored. So
+``imm = clip_imm(lo, hi)`` clips to [lo, hi] in one pass where v0.0.2 needs MAX lo then MIN hi
+(the same result for every value); with lo > hi every lane becomes hi, as MAX then MIN give.
+The opcode number was unused in v0.0.2 (its decoder rejects it), so v0.0.2 programs keep their
+meaning bit for bit; a compiler lowers to v0.0.2 alone by not emitting it.
+"""
+
+
+def clip_imm(lo: int, hi: int) -> int:
+    """The ``imm`` of ``CLIP`` to [lo, hi] (CLIP_DOC): hi in bits 15..8, lo in bits 7..0, as the
+    signed 16-bit field holds them. Bounds outside a signed byte raise FieldRangeError."""
+    half = 1 << (CLIP_BOUND_BITS - 1)
+    for name, v in (("lo", lo), ("hi", hi)):
+        if not -half <= v < half:
+            raise FieldRangeError(
+                f"CLIP {name} {v} does not fit a signed {CLIP_BOUND_BITS}-bit bound"
+                f" (allowed: {-half}..{half - 1})"
+            )
+    word = (hi & 0xFF) << CLIP_BOUND_BITS | lo & 0xFF
+    return word - (1 << 16) if word & 0x8000 else word
+
+
+def clip_bounds(imm: int) -> tuple[int, int]:
+    """(lo, hi) of a CLIP operand (its low 16 bits, CLIP_DOC): the inverse of ``clip_imm``."""
+    half = 1 << (CLIP_BOUND_BITS - 1)
+    lo, hi = imm & 0xFF, (imm >> CLIP_BOUND_BITS) & 0xFF
+    return (lo ^ half) - half, (hi ^ half) - half
 
 
 class Module(enum.Enum):

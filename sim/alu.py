@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.isa import AluInsn, AluOp
+from pyvta.isa.opcodes import CLIP_BOUND_BITS
 from pyvta.sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters
 from pyvta.sim.state import SramState
 
@@ -17,7 +18,8 @@ SHIFT_MAX = 31
 
 
 def apply(op: AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """One ALU operation on int32 lanes with pyvta's exact semantics (wrapping, clamped shifts)."""
+    """One ALU operation on int32 lanes with pyvta's exact semantics (wrapping, clamped shifts,
+    CLIP's bounds from the operand's low 16 bits)."""
     a = a.astype(np.int32, copy=False)
     b = np.broadcast_to(np.asarray(b, dtype=np.int32), a.shape)
     if op is AluOp.MIN:
@@ -28,6 +30,11 @@ def apply(op: AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a + b
     if op is AluOp.MUL:
         return a * b
+    if op is AluOp.CLIP:  # isa.opcodes.CLIP_DOC
+        half = 1 << (CLIP_BOUND_BITS - 1)
+        lo = ((b & 0xFF) ^ half) - half
+        hi = (((b >> CLIP_BOUND_BITS) & 0xFF) ^ half) - half
+        return np.minimum(np.maximum(a, lo), hi)
     if op is AluOp.SHR:
         right = a >> np.minimum(np.maximum(b, 0), SHIFT_MAX)
         left_amount = np.minimum(np.maximum(-b.astype(np.int64), 0), SHIFT_MAX).astype(np.uint32)

@@ -19,6 +19,7 @@ from pyvta.isa import (
     MemType,
     Store,
     Uop,
+    clip_imm,
     encode_uops,
 )
 from pyvta.sim.builder import ProgramBuilder
@@ -102,7 +103,8 @@ def gemm_loops_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
 
 
 def alu_ops_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
-    """Every ALU op with a register operand and with immediates, incl. negative and large shifts."""
+    """Every ALU op with a register operand and with immediates, incl. negative and large shifts
+    and CLIP's bounds from a register and an immediate."""
     rng = _rng(seed)
     rows = 6
     a = rng.integers(-(2**31), 2**31, (rows, cfg.block_out), dtype=np.int64).astype(np.int32)
@@ -111,6 +113,7 @@ def alu_ops_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
     b[1, :3] = [2**31 - 1, -(2**31), 0]
     steps = [
         (AluOp.SHR, False, 0),
+        (AluOp.CLIP, False, 0),  # bounds: the bytes of the src lanes' low half-word
         (AluOp.ADD, False, 0),
         (AluOp.MUL, False, 0),
         (AluOp.MAX, False, 0),
@@ -122,6 +125,8 @@ def alu_ops_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
         (AluOp.ADD, True, 32767),
         (AluOp.MIN, True, -7),
         (AluOp.MAX, True, 5),
+        (AluOp.ADD, True, 7),
+        (AluOp.CLIP, True, clip_imm(-100, 90)),
     ]
     return alu_chain_program(a, b, steps=steps, cfg=cfg).program
 

@@ -433,6 +433,12 @@ def _alu_apply(b: ir.IRBuilder, op: AluOp, a, x):
         return b.add(a, x)
     if op is AluOp.MUL:
         return b.mul(a, x)
+    if op is AluOp.CLIP:  # the signed bytes 7..0 (lo) and 15..8 (hi) of x: isa CLIP_DOC
+        c24, c16 = (ir.Constant(vt, [n] * vt.count) for n in (24, 16))
+        lo = b.ashr(b.shl(x, c24), c24)
+        hi = b.ashr(b.shl(x, c16), c24)
+        above_lo = b.select(b.icmp_signed(">", a, lo), a, lo)
+        return b.select(b.icmp_signed("<", above_lo, hi), above_lo, hi)
     if op is AluOp.SHR:
         zero = ir.Constant(vt, [0] * vt.count)
         top = ir.Constant(vt, [31] * vt.count)

@@ -24,6 +24,9 @@ def alu_op(op: AluOp, a: int, b: int) -> int:
         return _wrap32(a + b)
     if op is AluOp.MUL:
         return _wrap32(a * b)
+    if op is AluOp.CLIP:  # bounds: the signed bytes of b's low half-word
+        lo, hi = _low8(b), _low8(b // 256)
+        return min(max(a, lo), hi)
     if b >= 0:
         return a >> min(b, 31)
     return _wrap32(a << min(-b, 31))

@@ -120,6 +120,21 @@ def test_alu_matches_sim(op):
     np.testing.assert_array_equal(got, alu_reference(op, a, b))
 
 
+def test_alu_clip_matches_sim():
+    """CLIP near its bounds: values in and around a byte, bounds in order, equal and reversed."""
+    rng = np.random.default_rng(5)
+    lanes = CFG.batch * CFG.block_out
+    a = rng.integers(-300, 300, (6, lanes)).astype(np.int32)
+    a[0, :4] = [-(2**31), 2**31 - 1, -129, 128]
+    bounds = [(-128, 127), (0, 127), (-5, 5), (7, 7), (20, -20), (-128, -128)]
+    b = np.array([[isa.clip_imm(lo, hi)] * lanes for lo, hi in bounds], np.int32)
+    b[1, 0] |= 0x7FFF0000  # the operand's high half is ignored
+    got = pure.alu(CFG, isa.AluOp.CLIP, a, b)
+    np.testing.assert_array_equal(got, alu_reference(isa.AluOp.CLIP, a, b))
+    want = [np.minimum(np.maximum(row, lo), hi) for row, (lo, hi) in zip(a, bounds, strict=True)]
+    np.testing.assert_array_equal(got, np.array(want))
+
+
 def test_alu_op_may_change_every_cycle():
     """The pipelined ALU keeps each pair's op with it (micro-ops of different instructions
     follow each other in the compute pipeline)."""

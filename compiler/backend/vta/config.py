@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from dataclasses import asdict, dataclass
 
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
-from pyvta.isa import HwConfig, PyvtaError
+from pyvta.isa import AluOp, HwConfig, PyvtaError, clip_imm
 from pyvta.isa.layout import gemm_layout
 
 # (outer, inner) dimensions of the GEMM's two hardware loops; the other dimensions of
@@ -33,6 +34,13 @@ class ConvConfig:
     # the epilogue of one thread beside the others' GEMMs (the ISA's overlap bit), where it
     # applies (``overlapped``); False lowers as VTA v0.0.2 does
     overlap: bool = True
+    # the epilogue's clip to [lo, hi] as one ALU CLIP (``isa.opcodes.CLIP_DOC``, ``clip_ops``);
+    # False clips with MAX lo, MIN hi as VTA v0.0.2 does
+    clip: bool = True
+
+    def v002(self) -> ConvConfig:
+        """This config lowered with VTA v0.0.2's instructions only: no overlap bit, no CLIP."""
+        return dataclasses.replace(self, overlap=False, clip=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -112,6 +120,14 @@ def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
     }
 
 
+def clip_ops(ep: Epilogue, c: ConvConfig) -> tuple[tuple[AluOp, int], ...]:
+    """The (opcode, immediate) ALU passes that clip the epilogue's int32 rows to [lo, hi]: one
+    CLIP with ``c.clip`` (the ISA extension), else MAX lo then MIN hi (VTA v0.0.2)."""
+    if c.clip:
+        return ((AluOp.CLIP, clip_imm(ep.lo, ep.hi)),)
+    return ((AluOp.MAX, ep.lo), (AluOp.MIN, ep.hi))
+
+
 def overlapped(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> int:
     """How ``conv2d`` lowers ``c``: 0 without the epilogue overlapped (not asked for, one thread,
     or no room), else the ACC slots per thread (2 where they fit: a thread's next tile need not
@@ -129,7 +145,7 @@ def overlapped(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> i
 
 
 # GEMM micro-ops per output row from which the ALU pipe, beside them, has room for an ACC reset:
-# about what the epilogue's ALU passes take per row (bias, shift, two clips: one cycle each).
+# about what the epilogue's ALU passes take per row (bias, shift, the clip: one cycle each).
 ALU_RESET_MIN_GEMM_PER_ROW = 4
 
 
@@ -146,6 +162,47 @@ def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: in
         and not starts_with_gemm
         and wl.ci_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
         and overlapped(wl, ep, c, hw) == 2  # tile starts batched (conv2d._emit_overlapped)
+    )
+
+
+def same_pixels(wl: ConvWorkload, c: ConvConfig) -> bool:
+    """Whether each group of ``conv2d._tile_groups`` is one spatial tile in ``vthreads`` channel
+    tiles (the channel tiles divide among the threads)."""
+    return (wl.co_blocks // c.tile_co) % c.vthreads == 0
+
+
+def shared_inputs(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> bool:
+    """Whether ``conv2d._emit_overlapped`` loads each chunk's input once for a whole group (its
+    threads compute the same pixels, ``same_pixels``), into the INP slot of the chunk's turn, and
+    every thread's GEMM reads it; not with the residual rows in the INP slots (GEMM path). Only
+    for 1x1 kernels, whose input loads weigh most beside their GEMMs (ResNet-18 L9, L14: 4% and
+    3% fewer cycles); the threads' weight loads then wait on the shared slot's last reader (the
+    in-order load module), which costs more than it saves on a 3x3 layer (14x14 64->64, 7x14 ci2
+    co1: 8% more cycles)."""
+    return (
+        overlapped(wl, ep, c, hw) > 0
+        and not ep.residual_via_gemm
+        and same_pixels(wl, c)
+        and wl.kernel_h * wl.kernel_w == 1
+    )
+
+
+# The most parts the first group's first chunks are cut into (``first_chunk_parts``).
+FIRST_CHUNK_MAX_PARTS = 4
+
+
+def first_chunk_parts(c: ConvConfig) -> int:
+    """In how many runs of output-channel blocks (at least two blocks each: no GEMM hazard)
+    ``conv2d._emit_overlapped`` loads the weights of the first group's first chunks and runs their
+    GEMMs: nothing hides the program's first loads, so the GEMM pipe starts after a part's
+    weights instead of all the chunk's, and runs beside the next part's load."""
+    return max(
+        (
+            d
+            for d in range(1, FIRST_CHUNK_MAX_PARTS + 1)
+            if c.tile_co % d == 0 and c.tile_co // d >= 2
+        ),
+        default=1,
     )
 
 

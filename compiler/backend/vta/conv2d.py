@@ -9,7 +9,7 @@ For each output tile (tile_co blocks x tile_h x tile_w pixels), assigned round-r
         LOAD WGT: one 2-D load of the chunk's weights (skipped when unchanged)
         GEMM:     one instruction; two dimensions in its hardware loops, the rest in its
                   micro-op kernel
-    ALU epilogue: + bias, + residual << residual_shift, >> shift, max lo, min hi
+    ALU epilogue: + bias, + residual << residual_shift, >> shift, clip to [lo, hi]
     STORE the int8 OUT rows.
 The threads' streams are interleaved chunk by chunk so one thread's loads overlap another's
 GEMMs; ``insert_dep_tokens`` then derives every dependency token from the accesses.
@@ -28,10 +28,15 @@ from pyvta.compiler.backend.vta.config import (
     Geometry,
     alu_reset,
     check_fit,
+    clip_ops,
+    first_chunk_parts,
     gemm_dims,
     overlapped,
     reserved_rows,
+    same_pixels,
+    shared_inputs,
 )
+from pyvta.compiler.backend.vta.cost import tile_compute_insns
 from pyvta.compiler.backend.vta.deps import insert_dep_tokens, mark_overlaps
 from pyvta.compiler.backend.vta.emitter import Emitter, UopOverflowError
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
@@ -141,7 +146,9 @@ def lower_conv2d(
         raise FitError(f"the conv2d template supports BATCH = 1, config has {hw.batch}")
     lay = _Layout.of(wl, ep, c, hw)
     ctx = _Ctx(wl, ep, c, g, dram, lay, reserved_rows(wl, ep))
-    ctx = dataclasses.replace(ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx))
+    ctx = dataclasses.replace(
+        ctx, early=_early_starts(ctx), lazy=_lazy_alu_starts(ctx), first_parts=first_chunk_parts(c)
+    )
     emit = _emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
         em = emit(ctx, Emitter(hw))
@@ -161,7 +168,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
     wl, c = x.wl, x.c
     groups = _tile_groups(wl, c)
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
+    loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     _load_constants(em, x)
     for tiles in groups:
         group = list(enumerate(tiles))
@@ -169,7 +176,7 @@ def _emit(x: _Ctx, em: Emitter) -> Emitter:
             _tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
-                _chunk(em, x, x.lay.bases(v), tile, k, wgt_loaded)
+                _chunk(em, x, x.lay.bases(v), tile, k, loaded)
         for v, tile in group:
             _epilogue(em, x, v, tile)
     em.finish()
@@ -190,7 +197,7 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
     next group's first GEMMs."""
     wl, c, lay = x.wl, x.c, x.lay
     n_chunks = wl.ci_blocks // c.tile_ci
-    wgt_loaded: dict[int, tuple[int, int]] = {}  # WGT slot row -> the (co, ci) tile it holds
+    loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     pending: list[tuple[int, tuple, int, str]] = []  # (thread, tile, slot, part) to emit
 
     def emit(entry) -> None:
@@ -241,19 +248,24 @@ def _emit_overlapped(x: _Ctx, em: Emitter) -> Emitter:
             (v, tile, v + c.vthreads * ((n + 1) % lay.acc_slots))
             for v, tile in enumerate(groups[n + 1] if early and n + 1 < len(groups) else [])
         ]
-        lazy = x.lazy and n > 0
-        if (
-            lay.acc_slots > 1 and not lazy
-        ):  # ALU resets first: a GEMM reset after them covers the last
-            # group's GEMMs, so it can free their input slots for the loads (insert_dep_tokens)
+        # the group's tile starts first (the first group's always: nothing is pending), ALU
+        # resets first: a GEMM reset after them covers the last group's GEMMs, so it can free
+        # their input slots for the loads (insert_dep_tokens); else each just before its chunk
+        batch = (lay.acc_slots > 1 and not (x.lazy and n > 0)) or n == 0
+        if batch:
             for v, tile, slot in sorted(group, key=lambda t: t[0] % 2 == 0):
                 if (v, tile, slot) not in started:  # (not started early)
                     start(v, tile, slot)
         for k in range(n_chunks):
             for v, tile, slot in group:
-                if k == 0 and (lay.acc_slots == 1 or lazy):
+                if k == 0 and not batch:
                     start(v, tile, slot)
-                _chunk(em, x, lay.bases(v, slot), tile, k, wgt_loaded)
+                parts = x.first_parts if n == 0 and k == 0 else 1
+                bases = lay.bases(v, slot)
+                if lay.shared_inp:  # the chunk's turn picks the INP slot, for every thread
+                    turn = (n * n_chunks + k) % c.vthreads
+                    bases = (bases[0], turn * lay.inp_slot, bases[2])
+                _chunk(em, x, bases, tile, k, loaded, parts)
                 if k == 0:
                     residual_rows(v, tile)
                 if k == n_chunks - 1:
@@ -296,23 +308,21 @@ EARLY_START_MIN_GROUPS = 8
 EARLY_START_MIN_ROWS = 128
 
 
-# GEMM cycles per output row (one chunk) from which a tile's ALU reset and the epilogue of the
-# other thread's last tile (about four ALU passes, one cycle a row each) fit beside one GEMM.
-LAZY_ALU_START_MIN_GEMM_PER_ROW = 8
-
-
 def _lazy_alu_starts(x: _Ctx) -> bool:
     """Whether ``_emit_overlapped`` resets each tile on the ALU just before its GEMM (beside the
     other thread's GEMM before, after that thread's epilogue) instead of a group's resets at
     its start, one on the GEMM pipe: two threads, two ACC slots each, one chunk a tile, and
-    GEMMs long enough for the ALU work beside them (``LAZY_ALU_START_MIN_GEMM_PER_ROW``: the
-    1x1 layers of ResNet-18 from 128 input channels)."""
+    GEMMs long enough for the ALU work beside them: at least one GEMM cycle a row for each ALU
+    pass of a tile (its reset and its epilogue's passes, one cycle a row each; the 1x1 layers
+    of ResNet-18: reset, bias, shift, CLIP beside 4 GEMM cycles a row from 64 input channels,
+    from 128 with MAX and MIN for the clip)."""
     wl, c = x.wl, x.c
+    alu_passes = 1 + len(tile_compute_insns(wl, x.ep, c, x.g).epilogue_alus)
     return (
         x.lay.acc_slots > 1
         and c.vthreads == 2
         and wl.ci_blocks == c.tile_ci
-        and c.tile_ci * wl.kernel_h * wl.kernel_w >= LAZY_ALU_START_MIN_GEMM_PER_ROW
+        and c.tile_ci * wl.kernel_h * wl.kernel_w >= alu_passes
     )
 
 
@@ -356,6 +366,9 @@ class _Layout:
     # one weight tile holds every weight (tile_co, tile_ci the whole layer): loaded once, in
     # thread 0's WGT slot, and read by every thread (not once per thread)
     shared_wgt: bool = False
+    # a group's threads compute the same pixels (``_tile_groups``): each chunk's input is loaded
+    # once, into the INP slot of the chunk's turn, and read by every thread (``_emit_overlapped``)
+    shared_inp: bool = False
 
     @classmethod
     def of(cls, wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> _Layout:
@@ -384,6 +397,7 @@ class _Layout:
             overlapped=buffers > 0,
             acc_slots=max(buffers, 1),
             shared_wgt=c.tile_co == wl.co_blocks and c.tile_ci == wl.ci_blocks,
+            shared_inp=shared_inputs(wl, ep, c, hw),
         )
 
     def bases(self, v: int, slot: int | None = None) -> tuple[int, int, int]:
@@ -406,6 +420,7 @@ class _Ctx:
     fixed: dict
     early: bool = False  # ``_early_starts``
     lazy: bool = False  # ``_lazy_alu_starts``
+    first_parts: int = 1  # ``first_chunk_parts``
 
 
 def _load_constants(em: Emitter, x: _Ctx) -> None:
@@ -498,7 +513,7 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     v = c.vthreads
     cos = list(range(0, wl.co_blocks, c.tile_co))
     sps = [(oh, ow) for oh in range(0, wl.out_h, c.tile_h) for ow in range(0, wl.out_w, c.tile_w)]
-    if len(cos) % v == 0:
+    if same_pixels(wl, c):
         return [
             [(cos[i + t], oh, ow) for t in range(v)]
             for i in range(0, len(cos), v)
@@ -508,7 +523,11 @@ def _tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, i
     return [tiles[i : i + v] for i in range(0, len(tiles), v)]
 
 
-def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict) -> None:
+def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, loaded: dict, parts: int = 1) -> None:
+    """Chunk k of a tile: its input loads and its weights (each unless its slot holds them:
+    ``loaded`` maps a slot's first row to what it holds), its GEMM; with ``parts`` > 1 and
+    weights to load, those and the GEMM in that many runs of channel blocks
+    (``first_chunk_parts``)."""
     wl, c, g, dram = x.wl, x.c, x.g, x.dram
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
@@ -522,7 +541,9 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict) -> None:
     ys, xs = g.in_h - y0 - y1, g.in_w - x0 - x1
     if ys <= 0 or xs <= 0:
         raise FitError(f"config {c.to_dict()}: a tile of {wl} lies entirely in the padding")
-    for ci in range(c.tile_ci):
+    inp_key = ("inp", oh0, ow0, ci0)
+    held = x.lay.shared_inp and loaded.get(("inp", inp0)) == inp_key
+    for ci in range(0 if held else c.tile_ci):
         plane = (ci0 + ci) * wl.height * wl.width
         em.load(
             MemType.INP,
@@ -533,20 +554,28 @@ def _chunk(em: Emitter, x: _Ctx, bases, tile, k: int, wgt_loaded: dict) -> None:
             wl.width * g.row_step,
             (y0, y1, x0, x1),
         )
+    loaded[("inp", inp0)] = inp_key
     key = (co0, ci0)
-    if wgt_loaded.get(wgt0) != key:
-        kk = wl.kernel_h * wl.kernel_w
-        em.load(
-            MemType.WGT,
-            wgt0,
-            dram.weights + (co0 * wl.ci_blocks + ci0) * kk,
-            c.tile_co,
-            c.tile_ci * kk,
-            wl.ci_blocks * kk,
+    if loaded.get(wgt0) == key:
+        parts = 1
+    kk = wl.kernel_h * wl.kernel_w
+    part_co = c.tile_co // parts
+    part = dataclasses.replace(c, tile_co=part_co)
+    for j in range(parts):  # (the weights of part j, then its GEMM)
+        if loaded.get(wgt0) != key:
+            em.load(
+                MemType.WGT,
+                wgt0 + j * part_co * c.tile_ci * kk,
+                dram.weights + ((co0 + j * part_co) * wl.ci_blocks + ci0) * kk,
+                part_co,
+                c.tile_ci * kk,
+                wl.ci_blocks * kk,
+            )
+        insn, kernel = _gemm(
+            wl, part, g, acc0 + j * part_co * g.pixels, inp0, wgt0 + j * part_co * c.tile_ci * kk
         )
-        wgt_loaded[wgt0] = key
-    insn, kernel = _gemm(wl, c, g, acc0, inp0, wgt0)
-    em.loop(insn, kernel)
+        em.loop(insn, kernel)
+    loaded[wgt0] = key
 
 
 def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
@@ -631,8 +660,8 @@ def _epilogue_tail(em: Emitter, x: _Ctx, v: int, tile, slot: int | None) -> None
             _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift - ep.residual_pre_shift)
     elif ep.shift:
         _alu_rows(em, AluOp.SHR, acc0, rows, ep.shift)
-    _alu_rows(em, AluOp.MAX, acc0, rows, ep.lo)
-    _alu_rows(em, AluOp.MIN, acc0, rows, ep.hi)
+    for op, imm in clip_ops(ep, c):
+        _alu_rows(em, op, acc0, rows, imm)
     out_plane = wl.out_h * wl.out_w
     if c.tile_w == wl.out_w and c.tile_h == wl.out_h:
         em.store(acc0, dram.output + co0 * out_plane, 1, rows, rows)

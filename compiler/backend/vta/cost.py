@@ -20,9 +20,12 @@ from pyvta.compiler.backend.vta.config import (
     Geometry,
     alu_reset,
     check_fit,
+    clip_ops,
+    first_chunk_parts,
     gemm_dims,
     overlapped,
     reserved_rows,
+    shared_inputs,
 )
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.isa import HwConfig, MemType
@@ -89,7 +92,7 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         alu += [(rows, True, 0)] * ((1 if pre else 0) + (1 if ep.shift - pre else 0))
     elif ep.shift:
         alu.append((rows, True, 0))
-    alu += [(rows, True, 0), (rows, True, 0)]  # MAX lo, MIN hi
+    alu += [(rows, True, 0)] * len(clip_ops(ep, c))  # CLIP, or MAX lo and MIN hi
     chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
     return TileCompute(tuple(start), chunk, wl.ci_blocks // c.tile_ci, tuple(epi_gemm), tuple(alu))
 
@@ -243,8 +246,12 @@ def conv_cost(
         "load": (dma.load + dma.store_port) / (tiles * chunks),
         "store": dma.store / tiles,
     }
-    compute = tiles * tile.cycles(t) + dma.compute + uops + t.finish_cycles
-    insns = tiles * tile.n_insns + dma.transfers + 1
+    # the first chunks' GEMMs in parts: one more GEMM setup for each more weight load
+    split_gemms = dma.wgt_loads - _weight_loads(c, co_tiles, sp_tiles, chunks)
+    compute = (
+        tiles * tile.cycles(t) + split_gemms * t.gemm_setup_cycles + dma.compute + uops
+    ) + t.finish_cycles
+    insns = tiles * tile.n_insns + split_gemms + dma.transfers + 1
     insn_beats = -(-hw.insn_bytes // hw.bus_width_bytes)
     port = dma.port + insns * insn_beats
     fetch = insns * (t.fetch_insn_cycles + insn_beats)
@@ -303,8 +310,9 @@ def _dma(
 ) -> _Dma:
     """The layer's transfers as ``conv2d`` emits them and the cycle model costs them: per tile
     and chunk ``tile_ci`` input loads (clipped at the image edge, the rest zero-filled one
-    element per cycle; one contiguous block when whole rows), the chunk's weights when they
-    change, ``tile_co`` residual loads (or none), one store per channel block (one when the
+    element per cycle; one contiguous block when whole rows; once per group with
+    ``shared_inputs``), the chunk's weights when they change (the first group's first chunks'
+    in ``first_chunk_parts`` loads), ``tile_co`` residual loads (or none), one store per channel block (one when the
     tile is the whole image, except for the last tile of an overlapped epilogue without a
     residual). ``bias_copies``: 2 with the epilogue overlapped (one per ACC bank), else 1."""
     bus = hw.bus_width_bytes
@@ -323,12 +331,22 @@ def _dma(
     xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
     flat = ((xs == wl.width) & (g.row_step == 1)) | (ys == 1)  # one contiguous block
     inp = port(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
-    per_sp = co_tiles * chunks * c.tile_ci  # input transfers per spatial tile
+    # input transfers per spatial tile: once per group of threads with shared inputs
+    shared = shared_inputs(wl, ep, c, hw)
+    per_sp = (co_tiles // c.vthreads if shared else co_tiles) * chunks * c.tile_ci
     inp_port = per_sp * float(inp.sum())
     pad = per_sp * (g.in_h * g.in_w * sp_tiles - float((ys * xs).sum())) * t.pad_cycles_per_elem
     n_wgt = _weight_loads(c, co_tiles, sp_tiles, chunks)
     wgt_row = c.tile_ci * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes
-    wgt = port(1, c.tile_co * wgt_row) if chunks == 1 else port(c.tile_co, wgt_row)
+
+    def wgt_port(co_blocks):
+        return port(1, co_blocks * wgt_row) if chunks == 1 else port(co_blocks, wgt_row)
+
+    # the first group's first chunks: their weights in ``first_chunk_parts`` loads each
+    parts = first_chunk_parts(c) if bias_copies > 1 else 1
+    split = 1 if co_tiles == 1 and chunks == 1 else min(c.vthreads, co_tiles * sp_tiles)
+    split_port = split * (parts * wgt_port(c.tile_co // parts) - wgt_port(c.tile_co))
+    n_wgt_split = split * (parts - 1)
     # per output channel block: tile_h rows of tile_w pixels (contiguous if whole rows)
     per_block = (
         port(1, g.pixels * hw.out_elem_bytes)
@@ -358,13 +376,18 @@ def _dma(
     const_port = const[MemType.INP][0] + const[MemType.WGT][0]
     acc_port, n_acc = const[MemType.ACC]  # once per ACC bank with the epilogue overlapped
     acc_port, n_acc = acc_port * bias_copies, n_acc * bias_copies
-    load_lat = (per_sp * sp_tiles + n_wgt + n_const_loads + (n_res if via_gemm else 0)) * one_load
+    n_wgt_loads = n_wgt + n_wgt_split
+    load_lat = (
+        per_sp * sp_tiles + n_wgt_loads + n_const_loads + (n_res if via_gemm else 0)
+    ) * one_load
     stores, store_port = tiles * n_out, tiles * n_out * out
     if bias_copies > 1 and not ep.residual:  # overlapped: the last tile's blocks stored apart
         stores += c.tile_co - n_out  # (conv2d._epilogue_by_block)
         store_port += c.tile_co * per_block - n_out * out
     store_lat = stores * (t.store_setup_cycles + t.dram_latency_cycles)
-    load_port = inp_port + n_wgt * wgt + const_port + (res if via_gemm else 0)
+    load_port = (
+        inp_port + n_wgt * wgt_port(c.tile_co) + split_port + const_port + (res if via_gemm else 0)
+    )
     compute_port = acc_port + (0 if via_gemm else res)
     compute_const = acc_port + n_acc * one_load
     compute = (0 if via_gemm else res + n_res * one_load) + compute_const
@@ -377,11 +400,11 @@ def _dma(
         compute_const=compute_const,
         port=load_port + store_port + compute_port,
         latency=load_lat + store_lat,
-        transfers=per_sp * sp_tiles + n_wgt + n_res + stores + n_const_loads + n_acc,
+        transfers=per_sp * sp_tiles + n_wgt_loads + n_res + stores + n_const_loads + n_acc,
         inp_bytes=int(inp_elems) * hw.inp_elem_bytes,
         wgt_bytes=n_wgt * c.tile_co * wgt_row,
         inp_loads=per_sp * sp_tiles,
-        wgt_loads=n_wgt,
+        wgt_loads=n_wgt_loads,
         stores=stores,
     )
 

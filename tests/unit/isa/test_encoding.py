@@ -171,7 +171,7 @@ def test_opcode_and_memtype_numbers():
         int(x)
         for x in (MemType.UOP, MemType.WGT, MemType.INP, MemType.ACC, MemType.OUT, MemType.ACC_8BIT)
     ] == [0, 1, 2, 3, 4, 5]
-    assert [int(x) for x in AluOp] == [0, 1, 2, 3, 4]
+    assert [int(x) for x in AluOp] == [0, 1, 2, 3, 4, 5]  # CLIP: a pyvta extension
 
 
 def test_layouts_match_reference_table():

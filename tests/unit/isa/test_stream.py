@@ -1,6 +1,8 @@
 import pytest
 
 from pyvta.isa import (
+    AluInsn,
+    AluOp,
     DecodeError,
     FieldRangeError,
     FinishInsn,
@@ -9,6 +11,8 @@ from pyvta.isa import (
     Load,
     MemType,
     Uop,
+    clip_bounds,
+    clip_imm,
     decode_insns,
     decode_uops,
     disassemble,
@@ -67,3 +71,13 @@ def test_disassembly_text():
         "     0  load     LOAD INP sram=1 dram=2 y=3 x=4 stride=5 pad(y=0,0 x=1,0) [push:l2c]",
         "     1  compute  FINISH [pop:l2c]",
     ]
+
+
+def test_disassembly_shows_clip_bounds():
+    clip = AluInsn(alu_opcode=AluOp.CLIP, use_imm=True, imm=clip_imm(-128, 127), iter_out=2)
+    line = disassemble([clip]).splitlines()[0]
+    assert "ALU.CLIP imm=32640 (lo=-128 hi=127)" in line
+    assert decode_insns(encode_insns([clip], CFG), CFG) == [clip]  # opcode 5 round-trips
+    assert clip_bounds(clip_imm(3, -7)) == (3, -7)
+    with pytest.raises(FieldRangeError, match=r"CLIP hi 128 .* \(allowed: -128..127\)"):
+        clip_imm(0, 128)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from pyvta import sim
-from pyvta.isa import AluOp, HwConfig
+from pyvta.isa import AluOp, HwConfig, clip_imm
 from pyvta.sim.alu import apply
 from pyvta.sim.programs import (
     acc_load_program,
@@ -103,6 +103,13 @@ def test_alu_chain_matches_scalar_reference(rng, engine):
         (AluOp.SHR, 1, -100, -(2**31)),
         (AluOp.MIN, -5, 3, -5),
         (AluOp.MAX, -5, 3, 3),
+        (AluOp.CLIP, 300, clip_imm(-128, 127), 127),
+        (AluOp.CLIP, -(2**31), clip_imm(-128, 127), -128),
+        (AluOp.CLIP, -300, clip_imm(0, 127), 0),
+        (AluOp.CLIP, -3, clip_imm(-5, 5), -3),
+        (AluOp.CLIP, 0, clip_imm(9, -9), -9),  # lo > hi: hi, as MAX then MIN
+        (AluOp.CLIP, 42, 0x7FFF0000 | clip_imm(0, 10), 10),  # bits 31..16 ignored
+        (AluOp.CLIP, 42, -1, -1),  # a register operand of -1: lo = hi = -1
     ],
 )
 def test_alu_semantics(op, a, b, expected):

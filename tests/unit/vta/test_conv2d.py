@@ -24,7 +24,7 @@ from pyvta.compiler.backend.vta.reference import reference_conv
 from pyvta.compiler.backend.vta.workload import resnet18_workload
 from pyvta.compiler.workloads import VTA_LAYERS
 from pyvta.driver import SimDevice
-from pyvta.isa import HwConfig, MemType, Module, encode_uops
+from pyvta.isa import AluOp, HwConfig, MemType, Module, encode_uops
 
 
 def run_and_check(
@@ -213,14 +213,16 @@ OVERLAP_EPILOGUES = {
 @pytest.mark.parametrize("ep_name", OVERLAP_EPILOGUES)
 @pytest.mark.parametrize("c", [ConvConfig(2, 7, 4, 2), ConvConfig(7, 14, 2, 1)], ids=str)
 def test_overlapped_lowering_is_race_free_and_equals_the_v002_one(ep_name, c):
-    """ConvConfig.overlap (one chunk and two; one and two ACC slots per thread): the race
-    checker finds no pair its tokens and overlap bits leave unordered, and the output is that
-    of the v0.0.2 lowering on the same (random) DRAM."""
+    """ConvConfig.overlap and CLIP (one chunk and two; one and two ACC slots per thread): the
+    race checker finds no pair its tokens and overlap bits leave unordered, and the output is
+    that of the v0.0.2 lowering (``ConvConfig.v002``) on the same (random) DRAM."""
     hw, wl, ep = HwConfig(), ConvWorkload(14, 14, 64, 64, 3, 3, 1, 1), OVERLAP_EPILOGUES[ep_name]
     dram_map = DramMap.disjoint(wl, hw)
     outputs = []
     for overlap in (False, True):
-        low = lower_conv2d(wl, ep, dataclasses.replace(c, overlap=overlap), hw, dram_map)
+        low = lower_conv2d(wl, ep, c if overlap else c.v002(), hw, dram_map)
+        clips = [i for i in low.insns if getattr(i, "alu_opcode", None) is AluOp.CLIP]
+        assert bool(clips) == overlap  # the extensions, or v0.0.2's MAX and MIN alone
         dram = np.random.default_rng(5).integers(0, 256, 1 << 23, dtype=np.uint8)
         uops = np.frombuffer(encode_uops(low.uops, hw), np.uint8)
         dram[dram_map.uops * 4 : dram_map.uops * 4 + uops.size] = uops
@@ -266,3 +268,32 @@ def test_strided_1x1_loads_only_the_rows_it_reads(rng):
     inp = [i for i in low.insns if getattr(i, "memory_type", None) is MemType.INP]
     assert inp and all(i.x_stride == 2 * wl.width and i.y_size == c.tile_h for i in inp)
     run_and_check(wl, Epilogue.requant(8), rng, c)
+
+
+def test_strided_1x1_threads_share_inputs_and_the_first_weights_come_in_parts(rng):
+    """Two channel tiles on two threads, one spatial tile, two chunks: each chunk's input is
+    loaded once for both threads (``config.shared_inputs``), the first chunk's weights of each
+    thread in two loads with a GEMM each (``config.first_chunk_parts``); the cost model counts
+    the same transfers; race-free and exact against the reference."""
+    from pyvta.compiler.backend.vta.cost import conv_cost
+    from pyvta.isa import GemmInsn
+
+    hw, wl = HwConfig(), ConvWorkload(14, 14, 64, 128, 1, 1, 2, 0)
+    ep, c = Epilogue.requant(8), ConvConfig(7, 7, 2, 4, 2, ("oh", "co"))
+    dram_map = DramMap.disjoint(wl, hw)
+    low = lower_conv2d(wl, ep, c, hw, dram_map)
+    loads = {
+        m: sum(getattr(i, "memory_type", None) is m and not i.is_store for i in low.insns)
+        for m in (MemType.INP, MemType.WGT)
+    }
+    gemms = [i for i in low.insns if isinstance(i, GemmInsn) and not i.reset_reg]
+    assert loads[MemType.INP] == 2 * c.tile_ci  # two chunks, once for both threads
+    assert loads[MemType.WGT] == 2 * 2 + 2  # per thread and chunk, + the second parts
+    assert len(gemms) == 2 * 2 + 2
+    cost = conv_cost(wl, ep, c, hw)
+    assert (cost.inp_loads, cost.wgt_loads) == (loads[MemType.INP], loads[MemType.WGT])
+    dram = np.random.default_rng(5).integers(0, 256, 1 << 23, dtype=np.uint8)
+    uops = np.frombuffer(encode_uops(low.uops, hw), np.uint8)
+    dram[dram_map.uops * 4 : dram_map.uops * 4 + uops.size] = uops
+    sim.run_insns(low.insns, dram, hw, check_races=True)
+    run_and_check(wl, ep, rng, c)
