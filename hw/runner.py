@@ -32,6 +32,11 @@ BENCH_MODULE = "pyvta.hw.cocotb_bench"
 DEFAULT_WATCHDOG_CYCLES = launch.DEFAULT_WATCHDOG_CYCLES
 VERILATOR_ARGS = ("-Wno-fatal", "-Wno-lint", "-Wno-style")
 VERILATOR_MAKEFLAGS = "CFG_CXXFLAGS_PCH_I=-include"
+# The cocotb bench drives and reads the top level's ports only. cocotb's runner passes
+# --public-flat-rw, which keeps every net of the design (18,000 of yosys's temporaries on the
+# UltraScale config) as a VPI-visible variable that Verilator may not optimise away; turning it off
+# and making the top module public (--public-depth 1) keeps the ports visible.
+COCOTB_VERILATOR_ARGS = (*VERILATOR_ARGS, "--no-public-flat-rw", "--public-depth", "1")
 # Verilog-2005 semantics: yosys's Verilog starts every `always @*` block with a time-0 event from a
 # `reg trigger = 0` initialiser, which SystemVerilog (-g2012) applies without an event (outputs
 # would stay X until an input changes).
@@ -105,7 +110,8 @@ def build(
 
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator {simulator!r} is not supported (allowed: {SIMULATORS})")
-    key = source_key(cfg, simulator, vta_kwargs)
+    build_args = COCOTB_VERILATOR_ARGS if simulator == "verilator" else ICARUS_ARGS
+    key = source_key(cfg, simulator, vta_kwargs, " ".join(build_args).encode())
     root = Path(build_dir) if build_dir else default_cache_dir() / "hw"
     out = root / f"{simulator}-{cfg.tag}-{key}"
     stamp = out / "built.ok"
@@ -122,7 +128,7 @@ def build(
             sources=[src],
             hdl_toplevel=TOP_NAME,
             build_dir=out / "sim_build",
-            build_args=list(VERILATOR_ARGS if simulator == "verilator" else ICARUS_ARGS),
+            build_args=list(build_args),
             timescale=("1ns", "1ps"),
             always=True,
             log_file=out / "build.log",

@@ -4,6 +4,7 @@
 - ``pyvta.testing.naive``: a naive VTA executor written from the ISA text, independently of
   ``pyvta.sim``, to check the simulator against.
 - ``pyvta.testing.compare``: an accelerator run (the RTL, later a board) against ``sim.run``.
+- ``pyvta.testing.compiled``: a layer the compiler writes for a config, as a program bundle.
 - ``pyvta.testing.remote``: a raw client of the device server, to send it what a client should not.
 - ``pyvta.testing.checkout``: the files of a source checkout, as git lists them.
 

@@ -41,18 +41,33 @@ def hw_fuzz(pytestconfig) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="session")
-def vta_build(tmp_path_factory, hw_sim, pytestconfig):
-    """The default-config accelerator built once for this test run (``--hw-cache``: reused)."""
+def hw_builder(tmp_path_factory, pytestconfig):
+    """``build(cfg, simulator)``: the accelerator of ``cfg`` built for this test run, in pytest's
+    tmp folder (``--hw-cache``: into ~/.cache/pyvta/hw, reused while the sources are unchanged)."""
     pytest.importorskip("cocotb")
-    from pyvta import isa
     from pyvta.hw import runner
 
-    t0 = time.monotonic()
     cached = _opt(pytestconfig, "--hw-cache", False)
-    build_dir = None if cached else tmp_path_factory.mktemp("vta_rtl")
-    built = runner.build(isa.DEFAULT_CONFIG, hw_sim, build_dir=build_dir)
-    print(f"\n[hw] built {hw_sim} model in {time.monotonic() - t0:.1f} s: {built.build_dir}")
-    return built
+
+    def build(cfg, simulator):
+        t0 = time.monotonic()
+        build_dir = None if cached else tmp_path_factory.mktemp(f"rtl_{cfg.tag}")
+        built = runner.build(cfg, simulator, build_dir=build_dir)
+        print(
+            f"\n[hw] built {simulator} model of {cfg.tag} in {time.monotonic() - t0:.1f} s:"
+            f" {built.build_dir}"
+        )
+        return built
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def vta_build(hw_builder, hw_sim):
+    """The default-config accelerator built once for this test run (``--hw-cache``: reused)."""
+    from pyvta import isa
+
+    return hw_builder(isa.DEFAULT_CONFIG, hw_sim)
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 from pyvta import sim
-from pyvta.compiler.backend.vta import ConvConfig, ConvWorkload, Epilogue, VtaConv2d
-from pyvta.compiler.backend.vta.packing import pack_bias, pack_data, pack_weights
-from pyvta.driver import SimDevice
+from pyvta.compiler.backend.vta import ConvConfig, ConvWorkload, Epilogue
 from pyvta.hw import runner
+from pyvta.testing.compiled import conv_bundle
 
 pytestmark = pytest.mark.hw
 
@@ -22,45 +21,29 @@ OVERLAPPED = "conv 8x8 32->32 k3 2 threads, epilogue overlapped"
 TOLERANCE = {OVERLAPPED: 0.10}  # the known gap in the module docstring; others 5%
 
 
-def _bundle(wl: ConvWorkload, ep: Epilogue, config: ConvConfig | None, rng) -> sim.Program:
-    dev = SimDevice(dram_bytes=1 << 21)
-    w = rng.integers(
-        -128, 128, (wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w), dtype=np.int8
-    )
-    b = rng.integers(-3000, 3000, wl.out_channels).astype(np.int32)
-    op = VtaConv2d(wl, ep, pack_weights(w), pack_bias(b), dev, config)
-    x = rng.integers(-128, 128, (1, wl.in_channels, wl.height, wl.width), dtype=np.int8)
-    dev.write(op.in_addr, pack_data(x))
-    if ep.residual:
-        r = rng.integers(-128, 128, (1, wl.out_channels, wl.out_h, wl.out_w), dtype=np.int8)
-        dev.write(op.loaded.addrs["residual"], pack_data(r))
-    return dev.snapshot(op.insn_addr, op.insn_count)
-
-
 def test_compiled_conv_and_dense_match_sim_and_cycle_model(vta_build, tmp_path):
     print(f"seed {SEED}")
     rng = np.random.default_rng(SEED)
     programs = {
-        "conv 8x8 32->32 k3 2 threads": _bundle(
+        "conv 8x8 32->32 k3 2 threads": conv_bundle(
             ConvWorkload(8, 8, 32, 32, 3, 3, 1, 1),
             Epilogue.requant(9, relu=True),
-            ConvConfig(4, 8, 1, 1, 2, overlap=False),
             rng,
+            config=ConvConfig(4, 8, 1, 1, 2, overlap=False),
         ),
-        OVERLAPPED: _bundle(
+        OVERLAPPED: conv_bundle(
             ConvWorkload(8, 8, 32, 32, 3, 3, 1, 1),
             Epilogue.requant(9, relu=True),
-            ConvConfig(4, 8, 1, 1, 2, overlap=True),
             rng,
+            config=ConvConfig(4, 8, 1, 1, 2, overlap=True),
         ),
-        "conv 9x9 20->40 k3 s2 residual": _bundle(
+        "conv 9x9 20->40 k3 s2 residual": conv_bundle(
             ConvWorkload(9, 9, 20, 40, 3, 3, 2, 1),
             Epilogue(bias=True, shift=8, lo=0, hi=127, residual=True, residual_shift=8),
-            None,
             rng,
         ),
-        "dense 64->48 (GEMM tile)": _bundle(
-            ConvWorkload.dense(64, 48), Epilogue.requant(7), None, rng
+        "dense 64->48 (GEMM tile)": conv_bundle(
+            ConvWorkload.dense(64, 48), Epilogue.requant(7), rng
         ),
     }
     results = runner.run_programs(programs.values(), built=vta_build, work_dir=tmp_path)
