@@ -137,7 +137,7 @@ def _gemm_hazard(c, dims: dict) -> bool:
     loop nest (two hardware loops, then the kernel's dimensions), an increment of some counter
     with its inner counters wrapping moves the destination by zero rows. ``dims``: the
     lowering's ``gemm_dims`` (dimension -> extent, dst stride, ...)."""
-    from pyvta.compiler.backend.vta.conv2d import KERNEL_ORDER
+    from pyvta.compiler.backend.vta.conv2d_tile import KERNEL_ORDER
 
     order = list(c.gemm_loops) + [d for d in KERNEL_ORDER if d not in c.gemm_loops]
     inner_span = 0  # destination rows the inner counters move from all-zero to all-max

@@ -152,8 +152,8 @@ ALU_RESET_MIN_GEMM_PER_ROW = 4
 def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: int) -> bool:
     """Whether ``conv2d`` resets thread ``v``'s ACC tile on the ALU pipe (MUL by 0) instead of
     the GEMM pipe: with the epilogue overlapped and two ACC slots per thread, for odd threads,
-    when the tile starts with no other GEMM pass, so the two pipes carry about the same work (a 1x1 layer's GEMM pipe would
-    otherwise hold its GEMMs and every reset)."""
+    when the tile starts with no other GEMM pass, so the two pipes carry about the same work (a
+    1x1 layer's GEMM pipe would otherwise hold its GEMMs and every reset)."""
     starts_with_gemm = (ep.bias and ep.bias_via_gemm) or (
         ep.residual_via_gemm and not ep.residual_after_shift
     )
@@ -161,19 +161,19 @@ def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: in
         v % 2 == 1
         and not starts_with_gemm
         and wl.ci_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
-        and overlapped(wl, ep, c, hw) == 2  # tile starts batched (conv2d._emit_overlapped)
+        and overlapped(wl, ep, c, hw) == 2  # tile starts batched (conv2d_overlap.emit_overlapped)
     )
 
 
 def same_pixels(wl: ConvWorkload, c: ConvConfig) -> bool:
-    """Whether each group of ``conv2d._tile_groups`` is one spatial tile in ``vthreads`` channel
-    tiles (the channel tiles divide among the threads)."""
+    """Whether each group of ``conv2d_tile.tile_groups`` is one spatial tile in ``vthreads``
+    channel tiles (the channel tiles divide among the threads)."""
     return (wl.co_blocks // c.tile_co) % c.vthreads == 0
 
 
 def shared_inputs(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> bool:
-    """Whether ``conv2d._emit_overlapped`` loads each chunk's input once for a whole group (its
-    threads compute the same pixels, ``same_pixels``), into the INP slot of the chunk's turn, and
+    """Whether ``conv2d_overlap.emit_overlapped`` loads each chunk's input once for a whole
+    group (its threads compute the same pixels, ``same_pixels``), into the INP slot of the chunk's turn, and
     every thread's GEMM reads it; not with the residual rows in the INP slots (GEMM path). Only
     for 1x1 kernels, whose input loads weigh most beside their GEMMs (ResNet-18 L9, L14: 4% and
     3% fewer cycles); the threads' weight loads then wait on the shared slot's last reader (the
@@ -193,8 +193,8 @@ FIRST_CHUNK_MAX_PARTS = 4
 
 def first_chunk_parts(c: ConvConfig) -> int:
     """In how many runs of output-channel blocks (at least two blocks each: no GEMM hazard)
-    ``conv2d._emit_overlapped`` loads the weights of the first group's first chunks and runs their
-    GEMMs: nothing hides the program's first loads, so the GEMM pipe starts after a part's
+    ``conv2d_overlap.emit_overlapped`` loads the weights of the first group's first chunks and
+    runs their GEMMs: nothing hides the program's first loads, so the GEMM pipe starts after a part's
     weights instead of all the chunk's, and runs beside the next part's load."""
     return max(
         (
