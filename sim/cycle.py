@@ -115,6 +115,15 @@ class _Dram:
         return self.free_at, start - first
 
 
+def expanded_rows(insn: GemmInsn | AluInsn, fields: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """The ``name`` ("dst", "src") row of each micro-op iteration of the instruction, in issue
+    order (outer loop, inner loop, micro-op)."""
+    o = np.arange(insn.iter_out)[:, None, None]
+    i = np.arange(insn.iter_in)[None, :, None]
+    f_out, f_in = getattr(insn, f"{name}_factor_out"), getattr(insn, f"{name}_factor_in")
+    return (fields[name][None, None, :] + o * f_out + i * f_in).ravel()
+
+
 def alu_src_repeats(insn: AluInsn, fields: dict[str, np.ndarray] | None = None) -> int:
     """Register-operand micro-ops of an ALU instruction whose src row is the previous micro-op's
     and was not just written by it (overlap contract rule 8: they skip the src read; counted
@@ -130,28 +139,64 @@ def alu_src_repeats(insn: AluInsn, fields: dict[str, np.ndarray] | None = None) 
         inner = n_out * (n_in - 1) if sfi == 0 else 0
         across = n_out - 1 if sfo == (n_in - 1) * sfi else 0
         return inner + across
-    o = np.arange(n_out)[:, None, None]
-    i = np.arange(n_in)[None, :, None]
-    src = (fields["src"][None, None, :] + o * insn.src_factor_out + i * insn.src_factor_in).ravel()
-    dst = (fields["dst"][None, None, :] + o * insn.dst_factor_out + i * insn.dst_factor_in).ravel()
+    src, dst = expanded_rows(insn, fields, "src"), expanded_rows(insn, fields, "dst")
     return int(((src[1:] == src[:-1]) & (dst[:-1] != src[:-1])).sum())
 
 
 _MAX_EXPANDED_ITERS = 1 << 20
 
 
+def raw_stall_cycles(
+    insn: GemmInsn | AluInsn, t: Timing, fields: dict[str, np.ndarray] | None, cache: dict
+) -> int:
+    """Cycles the ISSUE stage holds the instruction's micro-ops for read-after-write on ACC rows
+    among themselves (``Timing.gemm_raw_stall_cycles``, ``alu_raw_stall_cycles``); 0 without
+    the micro-ops' contents. Instructions alike (micro-ops, loops) are costed once (``cache``:
+    key -> cycles, kept by the caller for one program)."""
+    if fields is None or n_iters(insn) < 2 or n_iters(insn) > _MAX_EXPANDED_ITERS:
+        return 0
+    if isinstance(insn, GemmInsn) and insn.reset_reg:
+        return 0
+    key = (
+        type(insn),
+        getattr(insn, "use_imm", False),
+        insn.iter_out,
+        insn.iter_in,
+        insn.dst_factor_out,
+        insn.dst_factor_in,
+        insn.src_factor_out,
+        insn.src_factor_in,
+        fields["dst"].tobytes(),
+        fields["src"].tobytes(),
+    )
+    if key not in cache:
+        dst = expanded_rows(insn, fields, "dst")
+        if isinstance(insn, GemmInsn):
+            stall = t.gemm_raw_stall_cycles(dst)
+        else:
+            src = None if insn.use_imm else expanded_rows(insn, fields, "src")
+            stall = t.alu_raw_stall_cycles(dst, src)
+        cache[key] = stall
+    return cache[key]
+
+
 def _compute_cycles(
-    insn: Insn, t: Timing, fields: dict[str, np.ndarray] | None = None
+    insn: Insn, t: Timing, fields: dict[str, np.ndarray] | None, cache: dict
 ) -> tuple[int, int]:
     """(cycles until the instruction's last micro-op has entered the pipeline, the cycles the
     pipeline then needs to drain) of a compute-module instruction other than a LOAD."""
     if isinstance(insn, GemmInsn):
         n = n_iters(insn)
-        return t.gemm_issue_cycles(n), t.gemm_drain_cycles(n)
+        return t.gemm_issue_cycles(n) + raw_stall_cycles(
+            insn, t, fields, cache
+        ), t.gemm_drain_cycles(n)
     if isinstance(insn, AluInsn):
         n = n_iters(insn)
         repeats = alu_src_repeats(insn, fields)
-        return t.alu_issue_cycles(n, insn.use_imm, repeats), t.alu_drain_cycles(n)
+        issue = t.alu_issue_cycles(n, insn.use_imm, repeats) + raw_stall_cycles(
+            insn, t, fields, cache
+        )
+        return issue, t.alu_drain_cycles(n)
     return t.finish_cycles, 0
 
 
@@ -187,6 +232,7 @@ class _ComputePipes:
         self.state = SramState(cfg) if dram is not None else None
         self.dram = dram
         self.half = cfg.acc_depth // 2
+        self.raw_stalls: dict[tuple, int] = {}  # raw_stall_cycles of instructions seen
 
     @staticmethod
     def _names(insn: Insn) -> tuple[str, str] | None:
@@ -215,7 +261,7 @@ class _ComputePipes:
             self.dispatch = start
             return start  # a LOAD: timed by the caller, which sets ``dispatch`` to its end
         fields = self._fields(index, insn)
-        issue, drain = _compute_cycles(insn, self.t, fields)
+        issue, drain = _compute_cycles(insn, self.t, fields, self.raw_stalls)
         mine, other = self.pipes[names[0]], self.pipes[names[1]]
         beside = self._partner_runs(insn, other) and other.issued > start
         banks = self._banks(insn, fields)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,14 @@ class Timing:
     # a register operand whose src row is the previous micro-op's (the bias broadcast) is not
     # read again (overlap contract rule 8): the micro-op costs what an immediate one does
     alu_repeat_src_cycles_per_uop: int = 1
+    # Read-after-write on ACC rows (hw.compute: the ISSUE stage S2 holds a micro-op whose ACC row
+    # a micro-op past ISSUE still writes): a row is written at S8 and read at S5 (dst: the GEMM's
+    # accumulate, every ALU op) or S4 (an ALU register operand's src), and the read port does not
+    # see a same-cycle write, so the reader issues at least S8 - S5 + 1 (S8 - S4 + 1) cycles
+    # after the writer. Micro-ops two apart on one row (a 2-pixel-wide tile, its output pixels
+    # innermost) run at 2 cycles each.
+    acc_dst_raw_cycles: int = 4
+    acc_src_raw_cycles: int = 5
     finish_cycles: int = 3
     dep_only_cycles: int = 0  # a LOAD/STORE with x_size 0 (tokens only)
 
@@ -84,6 +95,28 @@ class Timing:
         """As ``gemm_drain_cycles`` for an ALU instruction."""
         return self.alu_pipeline_cycles if n_iters else 0
 
+    def gemm_raw_stall_cycles(self, dst: np.ndarray, reset: bool = False) -> int:
+        """Cycles the ISSUE stage holds a GEMM instruction's micro-ops (``dst``: the ACC row of
+        each micro-op iteration, in issue order) for their own earlier writes; a reset reads
+        no ACC row."""
+        if reset:
+            return 0
+        return raw_stall_cycles(dst, [(dst, self.acc_dst_raw_cycles)], self.gemm_cycles_per_uop)
+
+    def alu_raw_stall_cycles(self, dst: np.ndarray, src: np.ndarray | None) -> int:
+        """As ``gemm_raw_stall_cycles`` for an ALU instruction: every micro-op reads its dst row;
+        with a register operand (``src``, else None) it reads its src row a stage earlier at
+        ``alu_cycles_per_uop``, unless the src is the previous micro-op's (not just written by
+        it: the src-row register holds it, ``alu_repeat_src_cycles_per_uop``)."""
+        reads = [(dst, self.acc_dst_raw_cycles)]
+        if src is None:
+            return raw_stall_cycles(dst, reads, self.alu_imm_cycles_per_uop)
+        cached = np.zeros(dst.size, bool)
+        cached[1:] = (src[1:] == src[:-1]) & (dst[:-1] != src[:-1])
+        period = np.where(cached, self.alu_repeat_src_cycles_per_uop, self.alu_cycles_per_uop)
+        fresh_src = np.where(cached, -1, src)
+        return raw_stall_cycles(dst, reads + [(fresh_src, self.acc_src_raw_cycles)], period)
+
     def port_cycles(self, rows: int, row_bytes: int, bus_bytes: int) -> int:
         """Cycles a transfer of ``rows`` rows of ``row_bytes`` holds the DRAM port (one per beat
         of ``bus_bytes``, ``burst_overhead_cycles`` per burst; latency and waits not included)."""
@@ -95,3 +128,42 @@ class Timing:
         from dataclasses import asdict
 
         return asdict(self)
+
+
+def raw_stall_cycles(
+    written: np.ndarray, reads: list[tuple[np.ndarray, int]], period: int | np.ndarray
+) -> int:
+    """Stall cycles of one in-order issue stream with read-after-write holds.
+
+    ``written[j]``: the row micro-op ``j`` writes; ``reads``: (rows ``r`` with ``r[j]`` the row
+    micro-op ``j`` reads (-1: none), ``gap``: the cycles from a writer's issue to the earliest
+    issue of a reader of its row); ``period``: the cycles from one micro-op's issue to the
+    next's without holds (a scalar, or per micro-op: ``period[j]`` before ``j``). Returns how
+    much later the last micro-op issues than it would without holds."""
+    n = written.size
+    need: dict[int, list[tuple[int, int]]] = {}  # micro-op -> [(distance back, gap)]
+    for rows, gap in reads:
+        for d in range(1, min(gap, n)):
+            for j in (np.flatnonzero(rows[d:] == written[:-d]) + d).tolist():
+                need.setdefault(j, []).append((d, gap))
+    if not need:
+        return 0
+    base = np.cumsum(np.broadcast_to(np.asarray(period, np.int64), (n,))).tolist()
+    hits = sorted(need)
+    stall_at: list[int] = []  # the stall reached at each hit, in ``hits`` order
+    pos: list[int] = []
+    stall = 0
+    for j in hits:
+        for d, gap in need[j]:
+            k = j - d
+            # stall of micro-op k: that of the last hit at or before it
+            i = _last_at_or_before(pos, k)
+            sk = stall_at[i] if i >= 0 else 0
+            stall = max(stall, base[k] + sk + gap - base[j])
+        pos.append(j)
+        stall_at.append(stall)
+    return stall
+
+
+def _last_at_or_before(sorted_pos: list[int], k: int) -> int:
+    return bisect_right(sorted_pos, k) - 1
