@@ -99,20 +99,21 @@ class CycleReport:
 
 
 class _Dram:
-    """The shared AXI port: grants transfers in request order, one beat per cycle."""
+    """One AXI data channel (read, or write): grants transfers in request order, one beat per
+    cycle; a transfer's rows come no faster than the DMA requests them (``Timing.transfer_cycles``),
+    and other transfers' beats fill the gaps."""
 
-    def __init__(self, cfg: HwConfig, timing: Timing):
-        self.bus_bytes = cfg.bus_width_bytes
+    def __init__(self, timing: Timing):
         self.t = timing
         self.free_at = 0
 
-    def transfer(self, ready: int, rows: int, row_bytes: int) -> tuple[int, int]:
-        """Move ``rows`` rows of ``row_bytes``; returns (end cycle, cycles spent waiting for the port)."""
-        busy = self.t.port_cycles(rows, row_bytes, self.bus_bytes)
+    def transfer(self, ready: int, rows: int, row_beats: int) -> tuple[int, int]:
+        """Move ``rows`` rows of ``row_beats`` beats; returns (end cycle, cycles spent waiting
+        for the channel)."""
         first = ready + self.t.dram_latency_cycles
         start = max(first, self.free_at)
-        self.free_at = start + busy
-        return self.free_at, start - first
+        self.free_at = start + rows * row_beats
+        return start + self.t.transfer_cycles(rows, row_beats), start - first
 
 
 def expanded_rows(insn: GemmInsn | AluInsn, fields: dict[str, np.ndarray], name: str) -> np.ndarray:
@@ -309,25 +310,61 @@ class _ComputePipes:
 
 
 def _mem_duration(
-    d: Dispatched, start: int, cfg: HwConfig, t: Timing, port: _Dram
+    d: Dispatched, start: int, cfg: HwConfig, t: Timing, channel: _Dram, on_compute: bool
 ) -> tuple[int, int]:
+    """(end, cycles waiting for the channel) of a LOAD or STORE from ``start``: the sequencer
+    and setup, the latency and the rows (``Timing.dma_cycles`` on an idle channel), then the
+    zero padding a padded load writes. ``on_compute``: a UOP/ACC load, which the compute unit
+    sequences (``Timing.compute_load_sequence_cycles``)."""
     insn: MemInsn = d.insn  # type: ignore[assignment]
+    sequence = t.compute_load_sequence_cycles if on_compute else t.dma_sequence_cycles
     if insn.x_size == 0 or insn.y_size == 0:
-        return start + t.dep_only_cycles, 0
+        return start + sequence + t.dep_only_cycles, 0
     elem = cfg.elem_bytes_of(insn.memory_type.dram_elem)
     setup = t.store_setup_cycles if insn.is_store else t.load_setup_cycles
-    contiguous = insn.x_stride == insn.x_size or insn.y_size == 1
-    rows, row_bytes = (
-        (1, insn.y_size * insn.x_size * elem) if contiguous else (insn.y_size, insn.x_size * elem)
-    )
-    end, wait = port.transfer(start + setup, rows, row_bytes)
-    if insn.memory_type is MemType.UOP:  # one micro-op written per cycle, whatever the bus width
-        end = max(end, start + setup + insn.y_size * insn.x_size * t.uop_cycles_per_elem)
+    beats = t.row_beats(insn.x_size, elem, cfg.bus_width_bytes)
+    end, wait = channel.transfer(start + sequence + setup, insn.y_size, beats)
     if not insn.is_store and insn.memory_type in PADDED_MEM_TYPES:
         width = insn.x_pad_0 + insn.x_size + insn.x_pad_1
         total = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * width
         end += (total - insn.y_size * insn.x_size) * t.pad_cycles_per_elem
     return end, wait
+
+
+class _Fetch:
+    """hw.fetch: instructions read in bursts of ``Timing.fetch_burst_insns``, a burst requested
+    once the staging buffer has room for it (it holds two bursts: burst ``b + 1`` waits for
+    burst ``b - 1`` to be dispatched), through the same request path as a load; each
+    instruction dispatched ``fetch_insn_cycles`` after its last beat, one a cycle, in order."""
+
+    def __init__(self, cfg: HwConfig, t: Timing, n_insns: int, port: _Dram):
+        self.t, self.n, self.port = t, n_insns, port
+        self.insn_beats = t.row_beats(1, cfg.insn_bytes, cfg.bus_width_bytes)
+        self.first_beat: dict[int, int] = {}  # burst -> the cycle of its first beat
+        self.request_free = 0  # the burst splitter takes the next request
+        self.free = 0  # the next instruction may be dispatched
+
+    def _request(self, burst: int, ready: int) -> None:
+        t, size = self.t, self.t.fetch_burst_insns
+        if burst in self.first_beat or burst * size >= self.n:
+            return
+        at = max(ready, self.request_free)
+        self.request_free = at + t.row_request_cycles + t.burst_split_cycles
+        beats = min(size, self.n - burst * size) * self.insn_beats
+        end, _ = self.port.transfer(at + t.load_setup_cycles, 1, beats)
+        self.first_beat[burst] = end - beats
+
+    def dispatch(self, k: int, start: int, arrival: dict[int, int]) -> int:
+        """The cycle instruction ``k`` reaches its module's queue, from ``start`` (when fetch
+        may dispatch it); ``arrival``: the earlier instructions'."""
+        burst, i = divmod(k, self.t.fetch_burst_insns)
+        if i == 0:
+            self._request(burst, start)
+            self._request(burst + 1, arrival[k - 1] if k else start)
+        data = self.first_beat[burst] + (i + 1) * self.insn_beats
+        end = max(start, data + self.t.fetch_insn_cycles)
+        self.free = end + self.t.fetch_dispatch_cycles
+        return end
 
 
 def run_cycles(program: Program, timing: Timing | None = None, trace: bool = False) -> CycleReport:
@@ -354,7 +391,7 @@ def cycles_of(
     t = timing or Timing()
     pipes = _ComputePipes(cfg, t, dram)
     queues = dispatch(insns)
-    port = _Dram(cfg, t)
+    port, write_port = _Dram(t), _Dram(t)  # AXI's read and write channels
     heads = {m: 0 for m in Module}
     free = {m: 0 for m in Module}
     tokens: dict[DepQueue, deque[int]] = {q: deque() for q in DepQueue}
@@ -363,10 +400,7 @@ def cycles_of(
     arrival: dict[int, int] = {}
     started: dict[Module, list[int]] = {m: [] for m in Module}  # start cycles, in queue order
     fetched = 0
-    fetch_free = 0
-    burst_data = 0
-    insn_beats = -(-cfg.insn_bytes // cfg.bus_width_bytes)
-    insns_per_burst = max(t.burst_max_beats // insn_beats, 1)
+    fetch = _Fetch(cfg, t, len(insns), port)
     position = {}  # instruction index -> (module, position in its queue)
     for m, q in queues.items():
         for pos, d in enumerate(q):
@@ -380,9 +414,9 @@ def cycles_of(
         if fetched < len(insns):
             m, pos = position[fetched]
             if pos < t.cmd_queue_depth:
-                best = (fetch_free, 0, None)
+                best = (fetch.free, 0, None)
             elif pos - t.cmd_queue_depth < len(started[m]):  # a command-queue slot is free
-                best = (max(fetch_free, started[m][pos - t.cmd_queue_depth]), 0, None)
+                best = (max(fetch.free, started[m][pos - t.cmd_queue_depth]), 0, None)
         for m in Module:
             h = heads[m]
             if h >= len(queues[m]):
@@ -399,17 +433,11 @@ def cycles_of(
         if best is None:
             raise deadlock_error(queues, heads, {q: len(v) for q, v in tokens.items()})
         start, kind, m = best
-        if kind == 0:  # fetch one instruction; a burst of them is requested at once
-            k = fetched % insns_per_burst
-            if k == 0:
-                n_burst = min(insns_per_burst, len(insns) - fetched)
-                burst_end, _ = port.transfer(start, 1, n_burst * cfg.insn_bytes)
-                burst_data = burst_end - n_burst * insn_beats - t.burst_overhead_cycles
-            end = max(start, burst_data + (k + 1) * insn_beats) + t.fetch_insn_cycles
+        if kind == 0:  # dispatch one instruction
+            end = fetch.dispatch(fetched, start, arrival)
             arrival[fetched] = end
             stats["fetch"].insns += 1
             stats["fetch"].busy_cycles += end - start
-            fetch_free = end
             fetched += 1
             continue
         d = queues[m][heads[m]]
@@ -422,7 +450,8 @@ def cycles_of(
         s.token_stall_cycles += start - ready
         started[m].append(start)
         if isinstance(d.insn, MemInsn):
-            end, wait = _mem_duration(d, start, cfg, t, port)
+            channel = write_port if d.insn.is_store else port
+            end, wait = _mem_duration(d, start, cfg, t, channel, m is Module.COMPUTE)
             s.dram_stall_cycles += wait
             if m is Module.COMPUTE:
                 pipes.load_uops(d.index, d.insn)

@@ -12,19 +12,39 @@ import numpy as np
 class Timing:
     """Cycle costs of the modules and the DRAM port (defaults: a PYNQ-Z1-class build, 100 MHz).
 
-    DRAM: one AXI port shared by fetch, load, compute (UOP/ACC loads) and store, moving
-    ``HwConfig.bus_width_bytes`` per cycle. A transfer pays ``dram_latency_cycles`` once (requests
-    are pipelined), one cycle per data beat, and ``burst_overhead_cycles`` per burst; a burst is at
-    most ``burst_max_beats`` beats and never spans two rows of a 2-D transfer.
+    DRAM: an AXI port whose read channel is shared by fetch, load and compute (UOP/ACC loads) and
+    whose write channel the store module has to itself, each moving one beat per cycle: an
+    element of ``HwConfig`` ``elem_bytes`` in ``ceil(elem_bytes / bus_width_bytes)`` beats (a
+    narrower one, a micro-op, in one narrow beat). A transfer pays ``dram_latency_cycles`` once
+    (requests run ahead of the data), then its rows' beats, each row no sooner than the DMA can
+    request it (``transfer_cycles``); a burst is at most ``burst_max_beats`` beats and never
+    spans two rows of a 2-D transfer.
     """
 
     clock_mhz: float = 100.0
     dram_latency_cycles: int = 32  # PYNQ DDR; the cocotb RAM model answers in 3 (rtl_testbench)
     burst_max_beats: int = 256  # AXI4 INCR bursts (the RTL also splits at 4 KiB)
-    burst_overhead_cycles: int = 1
+    # hw.dma issues one request per DRAM row (also where rows are contiguous) to hw.burst's
+    # BurstSplitter, which accepts it in a cycle and spends three registered steps on each burst:
+    # a row of one burst is requested every 4 cycles, so rows of fewer beats (a 1- or 2-pixel
+    # INP/OUT row: 2 or 4 beats) stream at that rate, not the bus's.
+    row_request_cycles: int = 1
+    burst_split_cycles: int = 3
     cmd_queue_depth: int = 512
-    fetch_insn_cycles: int = 3  # dispatch cost per instruction, beside its DRAM beats
-    load_setup_cycles: int = 1
+    # hw.fetch reads 8 instructions a burst (two bursts staged or in flight at most), checks
+    # each (hw.check.InsnCheck: 2 cycles) into its staging FIFO (1) and dispatches one a cycle
+    fetch_burst_insns: int = 8
+    fetch_insn_cycles: int = 3  # an instruction's last beat to its dispatch
+    fetch_dispatch_cycles: int = 1
+    # The load and store units run each DMA through hw.queues.sequence: IDLE, POP and PUSH
+    # around its EXEC state.
+    dma_sequence_cycles: int = 3
+    # The compute unit's sequencer runs back to back (the next word's POP at once): 1 cycle
+    # beside a UOP/ACC load's EXEC
+    compute_load_sequence_cycles: int = 1
+    # EXEC before the first address: the row's hand-off and the splitter's first two steps (load);
+    # for a store also the burst length through its FIFO to W and the last B response's return
+    load_setup_cycles: int = 3
     store_setup_cycles: int = 5
     pad_cycles_per_elem: int = 1  # zero rows/columns written into SRAM by a padded load
     uop_cycles_per_elem: int = 1  # the RTL writes one micro-op per cycle (not per bus beat)
@@ -50,7 +70,7 @@ class Timing:
     acc_dst_raw_cycles: int = 4
     acc_src_raw_cycles: int = 5
     finish_cycles: int = 3
-    dep_only_cycles: int = 0  # a LOAD/STORE with x_size 0 (tokens only)
+    dep_only_cycles: int = 1  # EXEC of a LOAD/STORE with x_size 0 (tokens only): done at once
 
     # How the constants were set: the per-instruction costs were fitted to the Amaranth RTL under
     # Verilator (the compute constants refitted for the pipelined compute unit of issue 19 on the
@@ -117,12 +137,26 @@ class Timing:
         fresh_src = np.where(cached, -1, src)
         return raw_stall_cycles(dst, reads + [(fresh_src, self.acc_src_raw_cycles)], period)
 
-    def port_cycles(self, rows: int, row_bytes: int, bus_bytes: int) -> int:
-        """Cycles a transfer of ``rows`` rows of ``row_bytes`` holds the DRAM port (one per beat
-        of ``bus_bytes``, ``burst_overhead_cycles`` per burst; latency and waits not included)."""
-        beats_per_row = -(-row_bytes // bus_bytes)
-        bursts = rows * -(-beats_per_row // self.burst_max_beats)
-        return rows * beats_per_row + bursts * self.burst_overhead_cycles
+    @staticmethod
+    def row_beats(x_elems, elem_bytes: int, bus_bytes: int):
+        """Beats of a DRAM row of ``x_elems`` elements (numpy arrays too): whole bus words, or
+        one narrow beat per element narrower than the bus (hw.sram.mem_type_info's chunks)."""
+        return x_elems * -(-elem_bytes // bus_bytes)
+
+    def transfer_cycles(self, rows, row_beats):
+        """Cycles from a transfer's first beat to its last (numpy arrays too): ``rows`` rows of
+        ``row_beats``, each row at the bus's rate or the DMA's request rate, whichever is slower
+        (``row_request_cycles`` + ``burst_split_cycles`` per burst of the row)."""
+        bursts = -(-row_beats // self.burst_max_beats)
+        period = np.maximum(row_beats, self.row_request_cycles + self.burst_split_cycles * bursts)
+        return (rows - 1) * period + row_beats
+
+    def dma_cycles(self, rows, row_beats, store: bool = False):
+        """A load or store unit's cycles for one transfer on an idle channel (numpy arrays too):
+        the sequencer, the setup, the latency, the rows."""
+        setup = self.store_setup_cycles if store else self.load_setup_cycles
+        fixed = self.dma_sequence_cycles + setup + self.dram_latency_cycles
+        return fixed + self.transfer_cycles(rows, row_beats)
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
