@@ -108,12 +108,12 @@ class _Dram:
         self.free_at = 0
 
     def transfer(self, ready: int, rows: int, row_beats: int) -> tuple[int, int]:
-        """Move ``rows`` rows of ``row_beats`` beats; returns (end cycle, cycles spent waiting
-        for the channel)."""
+        """Move ``rows`` rows of ``row_beats`` beats requested from ``ready``; returns (the cycle
+        of the first beat, cycles spent waiting for the channel)."""
         first = ready + self.t.dram_latency_cycles
         start = max(first, self.free_at)
         self.free_at = start + rows * row_beats
-        return start + self.t.transfer_cycles(rows, row_beats), start - first
+        return start, start - first
 
 
 def expanded_rows(insn: GemmInsn | AluInsn, fields: dict[str, np.ndarray], name: str) -> np.ndarray:
@@ -201,6 +201,21 @@ def _compute_cycles(
     return t.finish_cycles, 0
 
 
+def _last_uop_cycles(insn: GemmInsn | AluInsn, t: Timing, fields) -> int:
+    """The cycles the instruction's last micro-op holds ISSUE without read-after-write holds:
+    an ALU register operand's ``alu_cycles_per_uop`` unless its src row is the previous
+    micro-op's (``alu_src_repeats``), else one."""
+    if isinstance(insn, GemmInsn) or insn.use_imm or not n_iters(insn):
+        return t.gemm_cycles_per_uop if isinstance(insn, GemmInsn) else t.alu_imm_cycles_per_uop
+    if n_iters(insn) >= 2 and fields is not None and n_iters(insn) <= _MAX_EXPANDED_ITERS:
+        src, dst = expanded_rows(insn, fields, "src"), expanded_rows(insn, fields, "dst")
+        if src[-1] == src[-2] and dst[-2] != src[-2]:
+            return t.alu_repeat_src_cycles_per_uop
+    elif alu_src_repeats(insn, fields) == n_iters(insn) - 1:  # every micro-op after the first
+        return t.alu_repeat_src_cycles_per_uop
+    return t.alu_cycles_per_uop
+
+
 @dataclass
 class _Pipe:
     """One compute pipe's timeline: when its last micro-op issued and its last write lands, and
@@ -215,6 +230,7 @@ class _Pipe:
     banks: frozenset | None = None
     pushed: bool = False
     start: int = 0
+    ahead: int = 0  # its loop counters ran this far ahead of ISSUE (Timing.lane_ahead_cycles)
 
 
 class _ComputePipes:
@@ -253,7 +269,7 @@ class _ComputePipes:
             return max(self.dispatch, *(p.drained for p in self.pipes.values()))
         mine, other = self.pipes[names[0]], self.pipes[names[1]]
         waits = other.issued_before if self._partner_runs(insn, other) else other.issued
-        return max(self.dispatch, mine.issued, waits)
+        return max(self.dispatch, mine.issued - mine.ahead, waits)
 
     def run(self, index: int, insn: Insn, start: int, pushes: bool) -> int:
         """Time the instruction from ``start``; returns its end (the push, for a pushing one)."""
@@ -277,6 +293,7 @@ class _ComputePipes:
         mine.issued = start + issue
         mine.drained = max(mine.drained, mine.issued + drain)
         mine.banks, mine.pushed, mine.start = banks, pushes, start
+        mine.ahead = self.t.lane_ahead_cycles(_last_uop_cycles(insn, self.t, fields))
         self.dispatch = start
         end = mine.issued
         if pushes:
@@ -323,12 +340,12 @@ def _mem_duration(
     elem = cfg.elem_bytes_of(insn.memory_type.dram_elem)
     setup = t.store_setup_cycles if insn.is_store else t.load_setup_cycles
     beats = t.row_beats(insn.x_size, elem, cfg.bus_width_bytes)
-    end, wait = channel.transfer(start + sequence + setup, insn.y_size, beats)
+    first, wait = channel.transfer(start + sequence + setup, insn.y_size, beats)
+    pads = (0, 0, 0, 0)
     if not insn.is_store and insn.memory_type in PADDED_MEM_TYPES:
-        width = insn.x_pad_0 + insn.x_size + insn.x_pad_1
-        total = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * width
-        end += (total - insn.y_size * insn.x_size) * t.pad_cycles_per_elem
-    return end, wait
+        pads = (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
+    slack = first - (start + sequence)  # the SRAM writer's cycles before the first beat
+    return first + t.write_cycles(insn.y_size, insn.x_size, beats, pads, slack), wait
 
 
 class _Fetch:
@@ -351,8 +368,7 @@ class _Fetch:
         at = max(ready, self.request_free)
         self.request_free = at + t.row_request_cycles + t.burst_split_cycles
         beats = min(size, self.n - burst * size) * self.insn_beats
-        end, _ = self.port.transfer(at + t.load_setup_cycles, 1, beats)
-        self.first_beat[burst] = end - beats
+        self.first_beat[burst], _ = self.port.transfer(at + t.load_setup_cycles, 1, beats)
 
     def dispatch(self, k: int, start: int, arrival: dict[int, int]) -> int:
         """The cycle instruction ``k`` reaches its module's queue, from ``start`` (when fetch

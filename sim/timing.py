@@ -67,6 +67,10 @@ class Timing:
     # see a same-cycle write, so the reader issues at least S8 - S5 + 1 (S8 - S4 + 1) cycles
     # after the writer. Micro-ops two apart on one row (a 2-pixel-wide tile, its output pixels
     # innermost) run at 2 cycles each.
+    # A lane's loop counters (S0) and UOP row (S1) run ahead of ISSUE: where ISSUE holds each of
+    # the last micro-ops (an ALU register operand: 2 cycles), they take the next instruction of
+    # the lane while the last ones wait, and its setup is hidden (lane_ahead_cycles)
+    lane_stages_ahead: int = 2
     acc_dst_raw_cycles: int = 4
     acc_src_raw_cycles: int = 5
     finish_cycles: int = 3
@@ -111,6 +115,13 @@ class Timing:
             + src_repeats * self.alu_repeat_src_cycles_per_uop
         )
 
+    def lane_ahead_cycles(self, last_uop_cycles: int) -> int:
+        """How far before its last micro-op's issue slot ends a lane may start its next
+        instruction, when ISSUE holds that micro-op ``last_uop_cycles``: one cycle per stage
+        ahead of ISSUE for each cycle of hold, at most the setup it hides."""
+        held = self.lane_stages_ahead * (last_uop_cycles - 1)
+        return min(held, self.alu_setup_cycles, self.gemm_setup_cycles)
+
     def alu_drain_cycles(self, n_iters: int) -> int:
         """As ``gemm_drain_cycles`` for an ALU instruction."""
         return self.alu_pipeline_cycles if n_iters else 0
@@ -151,12 +162,29 @@ class Timing:
         period = np.maximum(row_beats, self.row_request_cycles + self.burst_split_cycles * bursts)
         return (rows - 1) * period + row_beats
 
-    def dma_cycles(self, rows, row_beats, store: bool = False):
+    def write_cycles(self, rows, x_elems, row_beats, pads=(0, 0, 0, 0), slack=0):
+        """Cycles from a LOAD's first beat to its last SRAM write (numpy arrays too): ``rows``
+        DRAM rows of ``x_elems`` elements, ``row_beats`` beats, in a rectangle padded by
+        ``pads`` = (y_pad_0, y_pad_1, x_pad_0, x_pad_1) zero elements, one a cycle
+        (hw.dma's writer walks the rectangle: the padding before the first data element is
+        written in the ``slack`` cycles it has before the first beat, that between two rows
+        while the next row's beats may wait). A STORE: the same without padding."""
+        y0, y1, x0, x1 = pads
+        width = x0 + x_elems + x1
+        pad = self.pad_cycles_per_elem
+        lead = np.maximum((y0 * width + x0) * pad - slack, 0)
+        period = np.maximum(
+            self.transfer_cycles(2, row_beats) - row_beats, row_beats + (x0 + x1) * pad
+        )
+        return lead + (rows - 1) * period + row_beats + (x1 + y1 * width) * pad
+
+    def dma_cycles(self, rows, x_elems, row_beats, pads=(0, 0, 0, 0), store: bool = False):
         """A load or store unit's cycles for one transfer on an idle channel (numpy arrays too):
-        the sequencer, the setup, the latency, the rows."""
+        the sequencer, the setup, the latency, the rows and padding (``write_cycles``)."""
         setup = self.store_setup_cycles if store else self.load_setup_cycles
-        fixed = self.dma_sequence_cycles + setup + self.dram_latency_cycles
-        return fixed + self.transfer_cycles(rows, row_beats)
+        slack = setup + self.dram_latency_cycles
+        fixed = self.dma_sequence_cycles + slack
+        return fixed + self.write_cycles(rows, x_elems, row_beats, pads, slack)
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
