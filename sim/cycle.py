@@ -345,7 +345,7 @@ def _mem_duration(
     if not insn.is_store and insn.memory_type in PADDED_MEM_TYPES:
         pads = (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
     slack = first - (start + sequence)  # the SRAM writer's cycles before the first beat
-    return first + t.write_cycles(insn.y_size, insn.x_size, beats, pads, slack), wait
+    return first + int(t.write_cycles(insn.y_size, insn.x_size, beats, pads, slack)), wait
 
 
 class _Fetch:

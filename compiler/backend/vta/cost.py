@@ -104,7 +104,7 @@ class ConvCost:
     compute_cycles: float  # GEMM/ALU instructions, micro-op loads, ALU-path residual loads
     load_cycles: float  # input and weight loads: setup, latency, port beats, zero padding
     store_cycles: float  # output stores: setup, latency, port beats
-    port_cycles: float  # the DRAM port held by all transfers (beats and bursts)
+    port_cycles: float  # the busier AXI data channel's beats (read: loads, fetch; write: stores)
     fetch_cycles: float  # the fetch module: per-instruction dispatch and the instruction beats
     dma_latency_cycles: float  # the loads' and stores' setup and latency (inside load + store)
     gemm_cycles: int  # ideal: the conv's GEMM micro-ops, one per cycle
@@ -239,15 +239,15 @@ def conv_cost(
         "start": tile.start_cycles(t),
         "chunk": tile.chunk_cycles(t) + (uop_cycles if ring else 0),
         "epilogue": tile.epilogue_cycles(t) + (dma.compute - dma.compute_const) / tiles,
-        # the loads also wait for the stores' beats on the one DRAM port
-        "load": (dma.load + dma.store_port) / (tiles * chunks),
+        "load": dma.load / (tiles * chunks),
         "store": dma.store / tiles,
     }
     compute = tiles * tile.cycles(t) + dma.compute + uops + t.finish_cycles
     insns = tiles * tile.n_insns + dma.transfers + 1
-    insn_beats = -(-hw.insn_bytes // hw.bus_width_bytes)
-    port = dma.port + insns * insn_beats
-    fetch = insns * (t.fetch_insn_cycles + insn_beats)
+    insn_beats = t.row_beats(1, hw.insn_bytes, hw.bus_width_bytes)
+    port = max(dma.read_port + insns * insn_beats, dma.store_port)  # AXI read, write channels
+    # hw.fetch: the instructions' beats, one dispatched a cycle at most, behind the first's latency
+    fetch = insns * max(insn_beats, t.fetch_dispatch_cycles) + t.fetch_insn_cycles
     threads = min(c.vthreads, tiles)
     start = (0 if ring else uops) + dma.compute_const
     groups = -(-tiles // threads)
@@ -285,10 +285,10 @@ def conv_cost(
 class _Dma:
     load: float  # load module
     store: float  # store module
-    store_port: float  # the stores' port cycles (inside ``store``)
+    store_port: float  # the stores' beats on the AXI write channel (inside ``store``)
     compute: float  # ACC loads on the compute module: ALU-path residuals, constants
     compute_const: float  # the constants' share of ``compute`` (once, at the start)
-    port: float  # all transfers' port cycles
+    read_port: float  # the loads' beats on the AXI read channel (instructions aside)
     latency: float  # setup + latency of the load and store module's transfers
     transfers: int
     inp_bytes: int
@@ -301,85 +301,101 @@ class _Dma:
 def _dma(
     wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int, bias_copies: int
 ) -> _Dma:
-    """The layer's transfers as ``conv2d`` emits them and the cycle model costs them: per tile
-    and chunk ``tile_ci`` input loads (clipped at the image edge, the rest zero-filled one
-    element per cycle; one contiguous block when whole rows), the chunk's weights when they
-    change, ``tile_co`` residual loads (or none), one store per channel block (one when the
-    tile is the whole image, except for the last tile of an overlapped epilogue without a
-    residual). ``bias_copies``: 2 with the epilogue overlapped (one per ACC bank), else 1."""
+    """The layer's transfers as ``conv2d`` emits them and the cycle model costs them
+    (``Timing.write_cycles``: each DRAM row at the bus's or the DMA's request rate, the zero
+    padding one element a cycle, that before the first beat hidden by the setup and latency):
+    per tile and chunk ``tile_ci`` input loads (clipped at the image edge, the rest
+    zero-filled), the chunk's weights when they change, ``tile_co`` residual loads (or none),
+    one store per channel block (one when the tile is the whole image, except for the last
+    tile of an overlapped epilogue without a residual). ``bias_copies``: 2 with the epilogue
+    overlapped (one per ACC bank), else 1."""
     bus = hw.bus_width_bytes
     tiles = co_tiles * sp_tiles
+    load_fixed = t.dma_sequence_cycles + t.load_setup_cycles + t.dram_latency_cycles
+    compute_fixed = t.compute_load_sequence_cycles + t.load_setup_cycles + t.dram_latency_cycles
+    slack = t.load_setup_cycles + t.dram_latency_cycles  # the writer's, before the first beat
 
-    def port(rows, row_bytes):  # (numpy arrays too)
-        return t.port_cycles(rows, row_bytes, bus)
+    def beats(x, elem_bytes):  # (numpy arrays too)
+        return t.row_beats(x, elem_bytes, bus)
 
-    def clipped(n_out, tile, window, size):  # the input extent each tile loads, per axis
+    def rows_cycles(rows, x, elem_bytes, pads=(0, 0, 0, 0)):  # first beat to last write
+        return t.write_cycles(rows, x, beats(x, elem_bytes), pads, slack)
+
+    def clipped(n_out, tile, window, size):  # (before, extent, after) each tile loads, per axis
         start = np.arange(0, n_out, tile) * wl.stride - wl.pad
-        return window - np.maximum(0, -start) - np.maximum(0, start + window - size)
+        before = np.maximum(0, -start)
+        after = np.maximum(0, start + window - size)
+        return before, window - before - after, after
 
-    ys = clipped(wl.out_h, c.tile_h, g.in_h, wl.height)[:, None]
+    y0, ys, y1 = (a[:, None] for a in clipped(wl.out_h, c.tile_h, g.in_h, wl.height))
     if g.row_step > 1:  # every row_step-th row (no padding): never clipped
-        ys = np.full_like(ys, g.in_h)
-    xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
-    flat = ((xs == wl.width) & (g.row_step == 1)) | (ys == 1)  # one contiguous block
-    inp = port(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
+        y0, ys, y1 = 0 * ys, np.full_like(ys, g.in_h), 0 * ys
+    x0, xs, x1 = (a[None, :] for a in clipped(wl.out_w, c.tile_w, g.in_w, wl.width))
     per_sp = co_tiles * chunks * c.tile_ci  # input transfers per spatial tile
-    inp_port = per_sp * float(inp.sum())
-    pad = per_sp * (g.in_h * g.in_w * sp_tiles - float((ys * xs).sum())) * t.pad_cycles_per_elem
+    inp_elem = hw.inp_elem_bytes
+    inp = per_sp * float(rows_cycles(ys, xs, inp_elem, (y0, y1, x0, x1)).sum())
+    inp_port = per_sp * float((ys * beats(xs, inp_elem)).sum())
     n_wgt = _weight_loads(c, co_tiles, sp_tiles, chunks)
-    wgt_row = c.tile_ci * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes
-    wgt = port(1, c.tile_co * wgt_row) if chunks == 1 else port(c.tile_co, wgt_row)
-    # per output channel block: tile_h rows of tile_w pixels (contiguous if whole rows)
-    per_block = (
-        port(1, g.pixels * hw.out_elem_bytes)
-        if c.tile_w == wl.out_w
-        else port(c.tile_h, c.tile_w * hw.out_elem_bytes)
+    wgt_x = c.tile_ci * wl.kernel_h * wl.kernel_w
+    wgt, wgt_port = (
+        rows_cycles(c.tile_co, wgt_x, hw.wgt_elem_bytes),
+        c.tile_co * beats(wgt_x, hw.wgt_elem_bytes),
     )
+    out_elem = hw.out_elem_bytes
+    # per output channel block: tile_h rows of tile_w pixels (one row if whole rows)
+    block = (1, g.pixels) if c.tile_w == wl.out_w else (c.tile_h, c.tile_w)
+    per_block = rows_cycles(*block, out_elem)
+    per_block_port = block[0] * beats(block[1], out_elem)
     if c.tile_h == wl.out_h and c.tile_w == wl.out_w:
-        n_out, out = 1, port(1, c.tile_co * g.pixels * hw.out_elem_bytes)
+        whole = c.tile_co * g.pixels
+        n_out, out, out_port = 1, rows_cycles(1, whole, out_elem), beats(whole, out_elem)
     else:
-        n_out, out = c.tile_co, per_block
+        n_out, out, out_port = c.tile_co, per_block, per_block_port
     n_res = tiles * c.tile_co if ep.residual else 0
-    res = n_res * per_block
+    res, res_port = n_res * per_block, n_res * per_block_port
     via_gemm = ep.residual_via_gemm
-    one_load = t.load_setup_cycles + t.dram_latency_cycles
     # the program's constants (``conv2d._load_constants``): rows at the top of INP and WGT on
     # the load module, the ALU-path biases into ACC on the compute module
     fixed = reserved_rows(wl, ep)
-    const = {
-        m: (port(1, n * hw.elem_bytes_of(m.dram_elem)), 1 if n else 0)
-        for m, n in (
-            (MemType.INP, fixed["inp"]),
-            (MemType.WGT, fixed["wgt"]),
-            (MemType.ACC, fixed["acc"]),
-        )
-    }
-    n_const_loads = const[MemType.INP][1] + const[MemType.WGT][1]
-    const_port = const[MemType.INP][0] + const[MemType.WGT][0]
-    acc_port, n_acc = const[MemType.ACC]  # once per ACC bank with the epilogue overlapped
-    acc_port, n_acc = acc_port * bias_copies, n_acc * bias_copies
-    load_lat = (per_sp * sp_tiles + n_wgt + n_const_loads + (n_res if via_gemm else 0)) * one_load
-    stores, store_port = tiles * n_out, tiles * n_out * out
+    const = {}
+    for m, n in (
+        (MemType.INP, fixed["inp"]),
+        (MemType.WGT, fixed["wgt"]),
+        (MemType.ACC, fixed["acc"]),
+    ):
+        elem = hw.elem_bytes_of(m.dram_elem)
+        const[m] = (rows_cycles(1, n, elem) if n else 0, beats(n, elem), 1 if n else 0)
+    n_const_loads = const[MemType.INP][2] + const[MemType.WGT][2]
+    const_load = const[MemType.INP][0] + const[MemType.WGT][0]
+    const_port = const[MemType.INP][1] + const[MemType.WGT][1]
+    acc_cycles, acc_port, n_acc = const[MemType.ACC]  # once per ACC bank, overlapped
+    acc_cycles, acc_port, n_acc = (x * bias_copies for x in (acc_cycles, acc_port, n_acc))
+    n_loads = per_sp * sp_tiles + n_wgt + n_const_loads + (n_res if via_gemm else 0)
+    load_lat = n_loads * load_fixed
+    stores, store_rows, store_port = tiles * n_out, tiles * n_out * out, tiles * n_out * out_port
     if bias_copies > 1 and not ep.residual:  # overlapped: the last tile's blocks stored apart
         stores += c.tile_co - n_out  # (conv2d._epilogue_by_block)
-        store_port += c.tile_co * per_block - n_out * out
-    store_lat = stores * (t.store_setup_cycles + t.dram_latency_cycles)
-    load_port = inp_port + n_wgt * wgt + const_port + (res if via_gemm else 0)
-    compute_port = acc_port + (0 if via_gemm else res)
-    compute_const = acc_port + n_acc * one_load
-    compute = (0 if via_gemm else res + n_res * one_load) + compute_const
+        store_rows += c.tile_co * per_block - n_out * out
+        store_port += c.tile_co * per_block_port - n_out * out_port
+    store_fixed = t.dma_sequence_cycles + t.store_setup_cycles + t.dram_latency_cycles
+    store_lat = stores * store_fixed
+    load_rows = inp + n_wgt * wgt + const_load + (res if via_gemm else 0)
+    load_port = inp_port + n_wgt * wgt_port + const_port + (res_port if via_gemm else 0)
+    compute_port = acc_port + (0 if via_gemm else res_port)
+    compute_const = acc_cycles + n_acc * compute_fixed
+    compute = (0 if via_gemm else res + n_res * compute_fixed) + compute_const
     inp_elems = per_sp * float((ys * xs).sum())
     return _Dma(
-        load=load_port + load_lat + pad,
-        store=store_port + store_lat,
+        load=load_rows + load_lat,
+        store=store_rows + store_lat,
         store_port=store_port,
         compute=compute,
         compute_const=compute_const,
-        port=load_port + store_port + compute_port,
+        read_port=load_port + compute_port,
         latency=load_lat + store_lat,
         transfers=per_sp * sp_tiles + n_wgt + n_res + stores + n_const_loads + n_acc,
-        inp_bytes=int(inp_elems) * hw.inp_elem_bytes,
-        wgt_bytes=n_wgt * c.tile_co * wgt_row,
+        inp_bytes=int(inp_elems) * inp_elem,
+        wgt_bytes=n_wgt * c.tile_co * wgt_x * hw.wgt_elem_bytes,
         inp_loads=per_sp * sp_tiles,
         wgt_loads=n_wgt,
         stores=stores,
