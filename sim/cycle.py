@@ -30,7 +30,7 @@ from pyvta.sim.loops import n_iters, n_uops
 from pyvta.sim.program import Program
 from pyvta.sim.races import accesses, check_static_bounds
 from pyvta.sim.state import SramState
-from pyvta.sim.timing import Timing
+from pyvta.sim.timing import Timing, expanded_rows
 
 
 @dataclass
@@ -114,15 +114,6 @@ class _Dram:
         start = max(first, self.free_at)
         self.free_at = start + rows * row_beats
         return start, start - first
-
-
-def expanded_rows(insn: GemmInsn | AluInsn, fields: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """The ``name`` ("dst", "src") row of each micro-op iteration of the instruction, in issue
-    order (outer loop, inner loop, micro-op)."""
-    o = np.arange(insn.iter_out)[:, None, None]
-    i = np.arange(insn.iter_in)[None, :, None]
-    f_out, f_in = getattr(insn, f"{name}_factor_out"), getattr(insn, f"{name}_factor_in")
-    return (fields[name][None, None, :] + o * f_out + i * f_in).ravel()
 
 
 def alu_src_repeats(insn: AluInsn, fields: dict[str, np.ndarray] | None = None) -> int:

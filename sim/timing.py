@@ -192,6 +192,16 @@ class Timing:
         return asdict(self)
 
 
+def expanded_rows(insn, fields: dict[str, np.ndarray], name: str) -> np.ndarray:
+    """The ``name`` ("dst", "src") row of each micro-op iteration of a GEMM or ALU instruction
+    (``fields``: its kernel's decoded micro-ops), in issue order (outer loop, inner loop,
+    micro-op)."""
+    o = np.arange(insn.iter_out)[:, None, None]
+    i = np.arange(insn.iter_in)[None, :, None]
+    f_out, f_in = getattr(insn, f"{name}_factor_out"), getattr(insn, f"{name}_factor_in")
+    return (fields[name][None, None, :] + o * f_out + i * f_in).ravel()
+
+
 def raw_stall_cycles(
     written: np.ndarray, reads: list[tuple[np.ndarray, int]], period: int | np.ndarray
 ) -> int:

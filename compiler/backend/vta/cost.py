@@ -10,11 +10,13 @@ stalls, waits for the shared DRAM port): ``ConvCost.total_cycles`` bounds that s
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from pyvta.compiler.backend.vta import conv2d
 from pyvta.compiler.backend.vta.config import (
     ConvConfig,
     Geometry,
@@ -25,8 +27,8 @@ from pyvta.compiler.backend.vta.config import (
     reserved_rows,
 )
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
-from pyvta.isa import HwConfig, MemType
-from pyvta.sim.timing import Timing
+from pyvta.isa import GemmInsn, HwConfig, MemType
+from pyvta.sim.timing import Timing, expanded_rows
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class TileCompute:
     epilogue_gemms: tuple[int, ...]
     # (iterations, immediate operand, src-row repeats (Timing.alu_issue_cycles)) of each ALU op
     epilogue_alus: tuple[tuple[int, bool, int], ...]
+    # the chunk's GEMM as conv2d lowers it (loops, and its kernel's ACC rows), for the holds of
+    # micro-ops on rows the ones just before write (Timing.gemm_raw_stall_cycles)
+    chunk_insn: GemmInsn | None = None
+    chunk_kernel_dst: tuple[int, ...] = ()
 
     @property
     def n_insns(self) -> int:
@@ -53,7 +59,13 @@ class TileCompute:
     def chunk_cycles(self, t: Timing) -> int:
         """One chunk's GEMM; it pushes a token (its input buffer is free for the next load), so
         it waits for the pipeline to drain."""
-        return t.gemm_issue_cycles(self.chunk_gemm) + t.gemm_drain_cycles(self.chunk_gemm)
+        issue = t.gemm_issue_cycles(self.chunk_gemm) + self.chunk_raw_stall_cycles(t)
+        return issue + t.gemm_drain_cycles(self.chunk_gemm)
+
+    def chunk_raw_stall_cycles(self, t: Timing) -> int:
+        if self.chunk_insn is None:
+            return 0
+        return _gemm_raw_stall_cycles(t, self.chunk_insn, self.chunk_kernel_dst)
 
     def epilogue_cycles(self, t: Timing) -> int:
         return sum(t.gemm_issue_cycles(n) for n in self.epilogue_gemms) + self.alu_cycles(t)
@@ -91,7 +103,22 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         alu.append((rows, True, 0))
     alu += [(rows, True, 0), (rows, True, 0)]  # MAX lo, MIN hi
     chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
-    return TileCompute(tuple(start), chunk, wl.ci_blocks // c.tile_ci, tuple(epi_gemm), tuple(alu))
+    insn, kernel = conv2d._gemm(wl, c, g, 0, 0, 0)
+    return TileCompute(
+        tuple(start),
+        chunk,
+        wl.ci_blocks // c.tile_ci,
+        tuple(epi_gemm),
+        tuple(alu),
+        insn,
+        tuple(u.dst for u in kernel),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _gemm_raw_stall_cycles(t: Timing, insn: GemmInsn, kernel_dst: tuple[int, ...]) -> int:
+    rows = expanded_rows(insn, {"dst": np.array(kernel_dst, np.int64)}, "dst")
+    return t.gemm_raw_stall_cycles(rows)
 
 
 @dataclass(frozen=True)
