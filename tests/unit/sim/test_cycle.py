@@ -161,9 +161,9 @@ def test_padding_before_the_first_beat_is_written_while_the_data_is_on_its_way()
     t = sim.Timing.rtl_testbench()
     slack = t.load_setup_cycles + t.dram_latency_cycles
     plain = _one_transfer(False, 2, 3, t=t)
-    # x_pad_0 elements: one a cycle, before the first beat; the first `slack` of them are free
-    assert _one_transfer(False, 2, 3, (0, 0, slack, 0), t=t) - plain == slack  # 2 rows x slack - slack
-    assert _one_transfer(False, 2, 3, (0, 0, 0, slack), t=t) - plain == 2 * slack  # after the data
+    # x_pad_0 elements, one a cycle: the first row's before the first beat (free), the second's
+    assert _one_transfer(False, 2, 3, (0, 0, slack, 0), t=t) - plain == slack
+    assert _one_transfer(False, 2, 3, (0, 0, 0, slack), t=t) - plain == 2 * slack  # after data
     assert _one_transfer(False, 2, 3, (0, 0, 1, 0), t=t) - plain == 1  # only between the rows
 
 
