@@ -321,8 +321,8 @@ def _mem_duration(
     d: Dispatched, start: int, cfg: HwConfig, t: Timing, channel: _Dram, on_compute: bool
 ) -> tuple[int, int]:
     """(end, cycles waiting for the channel) of a LOAD or STORE from ``start``: the sequencer
-    and setup, the latency and the rows (``Timing.dma_cycles`` on an idle channel), then the
-    zero padding a padded load writes. ``on_compute``: a UOP/ACC load, which the compute unit
+    and setup, the channel's latency and wait, then the rows and the zero padding a padded load
+    writes (``Timing.write_cycles``). ``on_compute``: a UOP/ACC load, which the compute unit
     sequences (``Timing.compute_load_sequence_cycles``)."""
     insn: MemInsn = d.insn  # type: ignore[assignment]
     sequence = t.compute_load_sequence_cycles if on_compute else t.dma_sequence_cycles

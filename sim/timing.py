@@ -76,16 +76,18 @@ class Timing:
     finish_cycles: int = 3
     dep_only_cycles: int = 1  # EXEC of a LOAD/STORE with x_size 0 (tokens only): done at once
 
-    # How the constants were set: the per-instruction costs were fitted to the Amaranth RTL under
-    # Verilator (the compute constants refitted for the pipelined compute unit of issue 19 on the
-    # directed programs and random seeds 0..39). benchmarks/rtl_speed.py --no-cocotb (directed,
-    # GEMM-heavy, held-out seeds 1000..1019): mean error 2.2%, 35 of 39 within 5% (the misses:
-    # back-to-back RAW stalls inside one ALU instruction, which the model does not see, and tiny
-    # loads); ResNet-18 (benchmarks/rtl_network.py): +0.47%. The DRAM latency is the board's.
-    # With the two compute pipes of the overlap contract (isa.layout.OVERLAP_DOC) and rule 8,
-    # against that RTL (issue 19): directed + seeds 1000..1019 mean 2.6%, 34 of 39 within 5%;
-    # seeds 1000..1019 with overlap bits (rtl_speed.py --overlap 20) all within 4.1%; ResNet-18
-    # compiled with the epilogue overlapped: +0.01% (7,075,633 vs 7,074,647 RTL cycles).
+    # How the constants were set: the compute constants were fitted to the Amaranth RTL under
+    # Verilator (the pipelined compute unit of issue 19, directed programs and seeds 0..39); the
+    # DMA, fetch and sequencer constants and the read-after-write holds follow the RTL's structure
+    # (hw/dma.py, hw/burst.py, hw/fetch.py, hw/queues.py, hw/compute.py) and were checked with
+    # one-instruction probes on the fast RTL device (every LOAD/STORE shape of 1..64 rows of 1..32
+    # elements: busy cycles the RTL's EXEC + dma_sequence_cycles, totals a constant 1-2 cycles
+    # apart). benchmarks/rtl_speed.py --no-cocotb --random 20 (directed, GEMM-heavy, ResNet-18 C8
+    # on a 14x2 tile with its pixels innermost, seeds 1000..1019, which set nothing): mean 0.7%,
+    # max 4.0% (dep_only: 24 vs 25 cycles), 41 of 41 within 5% (before: mean 2.6%, max 40% on
+    # that C8 tile, whose read-after-write holds the model did not see); with overlap bits
+    # (--overlap 20) all within 2.7%; ResNet-18 (benchmarks/rtl_network.py): 6,877,089 vs the
+    # RTL's 6,879,303 (-0.03%). The DRAM latency is the board's.
 
     @classmethod
     def rtl_testbench(cls) -> Timing:
@@ -177,14 +179,6 @@ class Timing:
             self.transfer_cycles(2, row_beats) - row_beats, row_beats + (x0 + x1) * pad
         )
         return lead + (rows - 1) * period + row_beats + (x1 + y1 * width) * pad
-
-    def dma_cycles(self, rows, x_elems, row_beats, pads=(0, 0, 0, 0), store: bool = False):
-        """A load or store unit's cycles for one transfer on an idle channel (numpy arrays too):
-        the sequencer, the setup, the latency, the rows and padding (``write_cycles``)."""
-        setup = self.store_setup_cycles if store else self.load_setup_cycles
-        slack = setup + self.dram_latency_cycles
-        fixed = self.dma_sequence_cycles + slack
-        return fixed + self.write_cycles(rows, x_elems, row_beats, pads, slack)
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
