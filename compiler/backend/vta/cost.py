@@ -27,7 +27,7 @@ from pyvta.compiler.backend.vta.config import (
     reserved_rows,
 )
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
-from pyvta.isa import GemmInsn, HwConfig, MemType
+from pyvta.isa import GemmInsn, HwConfig, MemType, encode_uops
 from pyvta.sim.timing import Timing, expanded_rows
 
 
@@ -113,6 +113,17 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         insn,
         tuple(u.dst for u in kernel),
     )
+
+
+def uop_image(uops_addr: int, uops: list, hw: HwConfig) -> np.ndarray:
+    """A DRAM image holding only ``uops`` at ``uops_addr`` (micro-op units, ``DramMap.uops``):
+    what the cycle model (``sim.cycles_of(..., dram=)``) replays of a lowered stream to see its
+    kernels' rows (read-after-write holds, src-row repeats, ACC banks) without its data."""
+    raw = np.frombuffer(encode_uops(uops, hw), np.uint8)
+    at = uops_addr * hw.uop_elem_bytes
+    image = np.zeros(at + max(hw.uop_buff_bytes, raw.size), np.uint8)
+    image[at : at + raw.size] = raw
+    return image
 
 
 @functools.lru_cache(maxsize=4096)

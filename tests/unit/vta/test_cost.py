@@ -11,10 +11,10 @@ from pyvta import sim
 from pyvta.compiler.backend.vta import Epilogue, lower_conv2d
 from pyvta.compiler.backend.vta.config import ConvConfig, FitError, check_fit, fitting_configs
 from pyvta.compiler.backend.vta.conv2d import DramMap
-from pyvta.compiler.backend.vta.cost import conv_cost, tile_compute_insns
+from pyvta.compiler.backend.vta.cost import conv_cost, tile_compute_insns, uop_image
 from pyvta.compiler.backend.vta.default import estimate_cycles, ranked_configs
 from pyvta.compiler.backend.vta.workload import ConvWorkload
-from pyvta.isa import GemmInsn, HwConfig, MemInsn, MemType, encode_uops
+from pyvta.isa import GemmInsn, HwConfig, MemInsn, MemType
 from pyvta.sim.timing import Timing
 
 HW = HwConfig()
@@ -30,16 +30,6 @@ EPILOGUES = {
 WORKLOADS = (ConvWorkload(14, 14, 64, 64, 3, 3, 1, 1), ConvWorkload(28, 28, 64, 128, 1, 1, 2, 0))
 
 
-def _uop_image(dram_map: DramMap, uops) -> np.ndarray:
-    """A DRAM image holding only the micro-ops at their place (what the cycle model replays to
-    see the kernels' rows: read-after-write holds, src-row repeats)."""
-    raw = np.frombuffer(encode_uops(uops, HW), np.uint8)
-    at = dram_map.uops * HW.uop_elem_bytes
-    image = np.zeros(at + HW.uop_buff_bytes, np.uint8)
-    image[at : at + raw.size] = raw
-    return image
-
-
 def _lowering_configs(wl, ep, rng, n, overlap=True):
     """(config, instructions, DRAM image with the micro-ops) of ``n`` random configs."""
     fitting = fitting_configs(wl, ep, HW)
@@ -51,7 +41,7 @@ def _lowering_configs(wl, ep, rng, n, overlap=True):
             low = lower_conv2d(wl, ep, c, HW, dram_map)
         except FitError:
             continue
-        out.append((c, low.insns, _uop_image(dram_map, low.uops)))
+        out.append((c, low.insns, uop_image(dram_map.uops, low.uops, HW)))
         if len(out) == n:
             return out
     return out
