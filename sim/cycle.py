@@ -1,5 +1,6 @@
 """The cycle model: fetch, load, compute and store run concurrently, blocked by dependency tokens,
-by their command queues and by one shared DRAM port.
+by their command queues and by the DRAM port's AXI channels (fetch, load and the compute unit's
+loads share the read channel; the store has the write channel).
 
 It is an event simulation at instruction granularity: the instruction that can start earliest runs
 next, so DRAM requests are granted in time order. All costs come from ``sim.timing.Timing``.
@@ -38,7 +39,7 @@ class ModuleStats:
     insns: int = 0
     busy_cycles: int = 0
     token_stall_cycles: int = 0  # waiting for a dependency token
-    dram_stall_cycles: int = 0  # waiting for the shared DRAM port
+    dram_stall_cycles: int = 0  # waiting for the DRAM port's channel
 
 
 @dataclass

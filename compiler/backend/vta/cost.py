@@ -5,7 +5,7 @@ the DMA counts of ``conv_cost``) and costed per module with the cycle model's fo
 constants (``sim.timing.Timing``: the GEMM/ALU instruction costs, the DRAM port's beats and
 bursts, the per-transfer setup and latency). ``default`` ranks configs by it and the tuner's
 context features read its parts. What it leaves out is how the modules overlap (dependency
-stalls, waits for the shared DRAM port): ``ConvCost.total_cycles`` bounds that simply.
+stalls, waits for the DRAM port's channels): ``ConvCost.total_cycles`` bounds that simply.
 """
 
 from __future__ import annotations
