@@ -2,8 +2,9 @@
 
 The instructions the template emits per tile are described here once (``tile_compute_insns``,
 the DMA counts of ``conv_cost``) and costed per module with the cycle model's formulas and
-constants (``sim.timing.Timing``: the GEMM/ALU instruction costs, the DRAM port's beats and
-bursts, the per-transfer setup and latency). ``default`` ranks configs by it and the tuner's
+constants (``sim.timing.Timing``: the GEMM/ALU instruction costs and the chunk GEMM's
+read-after-write holds, the DMA rows' beats at the bus's or the request rate, the per-transfer
+sequencer, setup and latency). ``default`` ranks configs by it and the tuner's
 context features read its parts. What it leaves out is how the modules overlap (dependency
 stalls, waits for the DRAM port's channels): ``ConvCost.total_cycles`` bounds that simply.
 """
