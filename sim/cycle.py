@@ -242,6 +242,9 @@ class _ComputePipes:
         self.dram = dram
         self.half = cfg.acc_depth // 2
         self.raw_stalls: dict[tuple, int] = {}  # raw_stall_cycles of instructions seen
+        # the micro-ops' fields and ACC banks of the instructions since the last UOP load
+        self._decoded: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self._bank_sets: dict[Insn, frozenset] = {}
 
     @staticmethod
     def _names(insn: Insn) -> tuple[str, str] | None:
@@ -300,22 +303,29 @@ class _ComputePipes:
     def _fields(self, index: int, insn: Insn) -> dict[str, np.ndarray] | None:
         if self.state is None or not n_iters(insn) or insn.uop_end > self.state.uop.shape[0]:
             return None
-        return self.state.decoded_uops(insn.uop_bgn, insn.uop_end, index)
+        key = (insn.uop_bgn, insn.uop_end)
+        if key not in self._decoded:  # (emptied by each UOP load)
+            self._decoded[key] = self.state.decoded_uops(insn.uop_bgn, insn.uop_end, index)
+        return self._decoded[key]
 
     def _banks(self, insn: Insn, fields) -> frozenset | None:
         """ACC banks (rule 7: the top bit of the row) of the instruction's ACC rows."""
         if fields is None:
             return None
-        banks = set()
-        for a in accesses(insn, self.state):
-            if a.space == "acc" and a.hi > a.lo:
-                banks.update({a.lo >= self.half, a.hi - 1 >= self.half})
-        return frozenset(banks)
+        if insn not in self._bank_sets:  # (emptied by each UOP load)
+            banks = set()
+            for a in accesses(insn, self.state):
+                if a.space == "acc" and a.hi > a.lo:
+                    banks.update({a.lo >= self.half, a.hi - 1 >= self.half})
+            self._bank_sets[insn] = frozenset(banks)
+        return self._bank_sets[insn]
 
     def load_uops(self, index: int, insn: MemInsn) -> None:
         """Replay a UOP load (the micro-op contents decide rules 7 and 8)."""
         if self.state is not None and insn.memory_type is MemType.UOP:
             dma.load(self.state, self.dram, insn, index)
+            self._decoded.clear()
+            self._bank_sets.clear()
 
 
 def _mem_duration(
