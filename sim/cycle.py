@@ -1,5 +1,6 @@
 """The cycle model: fetch, load, compute and store run concurrently, blocked by dependency tokens,
-by their command queues and by one shared DRAM port.
+by their command queues and by the DRAM port's AXI channels (fetch, load and the compute unit's
+loads share the read channel; the store has the write channel).
 
 It is an event simulation at instruction granularity: the instruction that can start earliest runs
 next, so DRAM requests are granted in time order. All costs come from ``sim.timing.Timing``.
@@ -30,7 +31,7 @@ from pyvta.sim.loops import n_iters, n_uops
 from pyvta.sim.program import Program
 from pyvta.sim.races import accesses, check_static_bounds
 from pyvta.sim.state import SramState
-from pyvta.sim.timing import Timing
+from pyvta.sim.timing import Timing, expanded_rows
 
 
 @dataclass
@@ -38,7 +39,7 @@ class ModuleStats:
     insns: int = 0
     busy_cycles: int = 0
     token_stall_cycles: int = 0  # waiting for a dependency token
-    dram_stall_cycles: int = 0  # waiting for the shared DRAM port
+    dram_stall_cycles: int = 0  # waiting for the DRAM port's channel
 
 
 @dataclass
@@ -99,20 +100,21 @@ class CycleReport:
 
 
 class _Dram:
-    """The shared AXI port: grants transfers in request order, one beat per cycle."""
+    """One AXI data channel (read, or write): grants transfers in request order, one beat per
+    cycle; a transfer's rows come no faster than the DMA requests them (``Timing.transfer_cycles``),
+    and other transfers' beats fill the gaps."""
 
-    def __init__(self, cfg: HwConfig, timing: Timing):
-        self.bus_bytes = cfg.bus_width_bytes
+    def __init__(self, timing: Timing):
         self.t = timing
         self.free_at = 0
 
-    def transfer(self, ready: int, rows: int, row_bytes: int) -> tuple[int, int]:
-        """Move ``rows`` rows of ``row_bytes``; returns (end cycle, cycles spent waiting for the port)."""
-        busy = self.t.port_cycles(rows, row_bytes, self.bus_bytes)
+    def transfer(self, ready: int, rows: int, row_beats: int) -> tuple[int, int]:
+        """Move ``rows`` rows of ``row_beats`` beats requested from ``ready``; returns (the cycle
+        of the first beat, cycles spent waiting for the channel)."""
         first = ready + self.t.dram_latency_cycles
         start = max(first, self.free_at)
-        self.free_at = start + busy
-        return self.free_at, start - first
+        self.free_at = start + rows * row_beats
+        return start, start - first
 
 
 def alu_src_repeats(insn: AluInsn, fields: dict[str, np.ndarray] | None = None) -> int:
@@ -130,29 +132,80 @@ def alu_src_repeats(insn: AluInsn, fields: dict[str, np.ndarray] | None = None) 
         inner = n_out * (n_in - 1) if sfi == 0 else 0
         across = n_out - 1 if sfo == (n_in - 1) * sfi else 0
         return inner + across
-    o = np.arange(n_out)[:, None, None]
-    i = np.arange(n_in)[None, :, None]
-    src = (fields["src"][None, None, :] + o * insn.src_factor_out + i * insn.src_factor_in).ravel()
-    dst = (fields["dst"][None, None, :] + o * insn.dst_factor_out + i * insn.dst_factor_in).ravel()
+    src, dst = expanded_rows(insn, fields, "src"), expanded_rows(insn, fields, "dst")
     return int(((src[1:] == src[:-1]) & (dst[:-1] != src[:-1])).sum())
 
 
 _MAX_EXPANDED_ITERS = 1 << 20
 
 
+def raw_stall_cycles(
+    insn: GemmInsn | AluInsn, t: Timing, fields: dict[str, np.ndarray] | None, cache: dict
+) -> int:
+    """Cycles the ISSUE stage holds the instruction's micro-ops for read-after-write on ACC rows
+    among themselves (``Timing.gemm_raw_stall_cycles``, ``alu_raw_stall_cycles``); 0 without
+    the micro-ops' contents. Instructions alike (micro-ops, loops) are costed once (``cache``:
+    key -> cycles, kept by the caller for one program)."""
+    if fields is None or n_iters(insn) < 2 or n_iters(insn) > _MAX_EXPANDED_ITERS:
+        return 0
+    if isinstance(insn, GemmInsn) and insn.reset_reg:
+        return 0
+    key = (
+        type(insn),
+        getattr(insn, "use_imm", False),
+        insn.iter_out,
+        insn.iter_in,
+        insn.dst_factor_out,
+        insn.dst_factor_in,
+        insn.src_factor_out,
+        insn.src_factor_in,
+        fields["dst"].tobytes(),
+        fields["src"].tobytes(),
+    )
+    if key not in cache:
+        dst = expanded_rows(insn, fields, "dst")
+        if isinstance(insn, GemmInsn):
+            stall = t.gemm_raw_stall_cycles(dst)
+        else:
+            src = None if insn.use_imm else expanded_rows(insn, fields, "src")
+            stall = t.alu_raw_stall_cycles(dst, src)
+        cache[key] = stall
+    return cache[key]
+
+
 def _compute_cycles(
-    insn: Insn, t: Timing, fields: dict[str, np.ndarray] | None = None
+    insn: Insn, t: Timing, fields: dict[str, np.ndarray] | None, cache: dict
 ) -> tuple[int, int]:
     """(cycles until the instruction's last micro-op has entered the pipeline, the cycles the
     pipeline then needs to drain) of a compute-module instruction other than a LOAD."""
     if isinstance(insn, GemmInsn):
         n = n_iters(insn)
-        return t.gemm_issue_cycles(n), t.gemm_drain_cycles(n)
+        return t.gemm_issue_cycles(n) + raw_stall_cycles(
+            insn, t, fields, cache
+        ), t.gemm_drain_cycles(n)
     if isinstance(insn, AluInsn):
         n = n_iters(insn)
         repeats = alu_src_repeats(insn, fields)
-        return t.alu_issue_cycles(n, insn.use_imm, repeats), t.alu_drain_cycles(n)
+        issue = t.alu_issue_cycles(n, insn.use_imm, repeats) + raw_stall_cycles(
+            insn, t, fields, cache
+        )
+        return issue, t.alu_drain_cycles(n)
     return t.finish_cycles, 0
+
+
+def _last_uop_cycles(insn: GemmInsn | AluInsn, t: Timing, fields) -> int:
+    """The cycles the instruction's last micro-op holds ISSUE without read-after-write holds:
+    an ALU register operand's ``alu_cycles_per_uop`` unless its src row is the previous
+    micro-op's (``alu_src_repeats``), else one."""
+    if isinstance(insn, GemmInsn) or insn.use_imm or not n_iters(insn):
+        return t.gemm_cycles_per_uop if isinstance(insn, GemmInsn) else t.alu_imm_cycles_per_uop
+    if n_iters(insn) >= 2 and fields is not None and n_iters(insn) <= _MAX_EXPANDED_ITERS:
+        src, dst = expanded_rows(insn, fields, "src"), expanded_rows(insn, fields, "dst")
+        if src[-1] == src[-2] and dst[-2] != src[-2]:
+            return t.alu_repeat_src_cycles_per_uop
+    elif alu_src_repeats(insn, fields) == n_iters(insn) - 1:  # every micro-op after the first
+        return t.alu_repeat_src_cycles_per_uop
+    return t.alu_cycles_per_uop
 
 
 @dataclass
@@ -169,6 +222,7 @@ class _Pipe:
     banks: frozenset | None = None
     pushed: bool = False
     start: int = 0
+    ahead: int = 0  # its loop counters ran this far ahead of ISSUE (Timing.lane_ahead_cycles)
 
 
 class _ComputePipes:
@@ -187,6 +241,10 @@ class _ComputePipes:
         self.state = SramState(cfg) if dram is not None else None
         self.dram = dram
         self.half = cfg.acc_depth // 2
+        self.raw_stalls: dict[tuple, int] = {}  # raw_stall_cycles of instructions seen
+        # the micro-ops' fields and ACC banks of the instructions since the last UOP load
+        self._decoded: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self._bank_sets: dict[Insn, frozenset] = {}
 
     @staticmethod
     def _names(insn: Insn) -> tuple[str, str] | None:
@@ -206,7 +264,7 @@ class _ComputePipes:
             return max(self.dispatch, *(p.drained for p in self.pipes.values()))
         mine, other = self.pipes[names[0]], self.pipes[names[1]]
         waits = other.issued_before if self._partner_runs(insn, other) else other.issued
-        return max(self.dispatch, mine.issued, waits)
+        return max(self.dispatch, mine.issued - mine.ahead, waits)
 
     def run(self, index: int, insn: Insn, start: int, pushes: bool) -> int:
         """Time the instruction from ``start``; returns its end (the push, for a pushing one)."""
@@ -215,7 +273,7 @@ class _ComputePipes:
             self.dispatch = start
             return start  # a LOAD: timed by the caller, which sets ``dispatch`` to its end
         fields = self._fields(index, insn)
-        issue, drain = _compute_cycles(insn, self.t, fields)
+        issue, drain = _compute_cycles(insn, self.t, fields, self.raw_stalls)
         mine, other = self.pipes[names[0]], self.pipes[names[1]]
         beside = self._partner_runs(insn, other) and other.issued > start
         banks = self._banks(insn, fields)
@@ -230,6 +288,7 @@ class _ComputePipes:
         mine.issued = start + issue
         mine.drained = max(mine.drained, mine.issued + drain)
         mine.banks, mine.pushed, mine.start = banks, pushes, start
+        mine.ahead = self.t.lane_ahead_cycles(_last_uop_cycles(insn, self.t, fields))
         self.dispatch = start
         end = mine.issued
         if pushes:
@@ -244,44 +303,86 @@ class _ComputePipes:
     def _fields(self, index: int, insn: Insn) -> dict[str, np.ndarray] | None:
         if self.state is None or not n_iters(insn) or insn.uop_end > self.state.uop.shape[0]:
             return None
-        return self.state.decoded_uops(insn.uop_bgn, insn.uop_end, index)
+        key = (insn.uop_bgn, insn.uop_end)
+        if key not in self._decoded:  # (emptied by each UOP load)
+            self._decoded[key] = self.state.decoded_uops(insn.uop_bgn, insn.uop_end, index)
+        return self._decoded[key]
 
     def _banks(self, insn: Insn, fields) -> frozenset | None:
         """ACC banks (rule 7: the top bit of the row) of the instruction's ACC rows."""
         if fields is None:
             return None
-        banks = set()
-        for a in accesses(insn, self.state):
-            if a.space == "acc" and a.hi > a.lo:
-                banks.update({a.lo >= self.half, a.hi - 1 >= self.half})
-        return frozenset(banks)
+        if insn not in self._bank_sets:  # (emptied by each UOP load)
+            banks = set()
+            for a in accesses(insn, self.state):
+                if a.space == "acc" and a.hi > a.lo:
+                    banks.update({a.lo >= self.half, a.hi - 1 >= self.half})
+            self._bank_sets[insn] = frozenset(banks)
+        return self._bank_sets[insn]
 
     def load_uops(self, index: int, insn: MemInsn) -> None:
         """Replay a UOP load (the micro-op contents decide rules 7 and 8)."""
         if self.state is not None and insn.memory_type is MemType.UOP:
             dma.load(self.state, self.dram, insn, index)
+            self._decoded.clear()
+            self._bank_sets.clear()
 
 
 def _mem_duration(
-    d: Dispatched, start: int, cfg: HwConfig, t: Timing, port: _Dram
+    d: Dispatched, start: int, cfg: HwConfig, t: Timing, channel: _Dram, on_compute: bool
 ) -> tuple[int, int]:
+    """(end, cycles waiting for the channel) of a LOAD or STORE from ``start``: the sequencer
+    and setup, the channel's latency and wait, then the rows and the zero padding a padded load
+    writes (``Timing.write_cycles``). ``on_compute``: a UOP/ACC load, which the compute unit
+    sequences (``Timing.compute_load_sequence_cycles``)."""
     insn: MemInsn = d.insn  # type: ignore[assignment]
+    sequence = t.compute_load_sequence_cycles if on_compute else t.dma_sequence_cycles
     if insn.x_size == 0 or insn.y_size == 0:
-        return start + t.dep_only_cycles, 0
+        return start + sequence + t.dep_only_cycles, 0
     elem = cfg.elem_bytes_of(insn.memory_type.dram_elem)
     setup = t.store_setup_cycles if insn.is_store else t.load_setup_cycles
-    contiguous = insn.x_stride == insn.x_size or insn.y_size == 1
-    rows, row_bytes = (
-        (1, insn.y_size * insn.x_size * elem) if contiguous else (insn.y_size, insn.x_size * elem)
-    )
-    end, wait = port.transfer(start + setup, rows, row_bytes)
-    if insn.memory_type is MemType.UOP:  # one micro-op written per cycle, whatever the bus width
-        end = max(end, start + setup + insn.y_size * insn.x_size * t.uop_cycles_per_elem)
+    beats = t.row_beats(insn.x_size, elem, cfg.bus_width_bytes)
+    first, wait = channel.transfer(start + sequence + setup, insn.y_size, beats)
+    pads = (0, 0, 0, 0)
     if not insn.is_store and insn.memory_type in PADDED_MEM_TYPES:
-        width = insn.x_pad_0 + insn.x_size + insn.x_pad_1
-        total = (insn.y_pad_0 + insn.y_size + insn.y_pad_1) * width
-        end += (total - insn.y_size * insn.x_size) * t.pad_cycles_per_elem
-    return end, wait
+        pads = (insn.y_pad_0, insn.y_pad_1, insn.x_pad_0, insn.x_pad_1)
+    slack = first - (start + sequence)  # the SRAM writer's cycles before the first beat
+    return first + int(t.write_cycles(insn.y_size, insn.x_size, beats, pads, slack)), wait
+
+
+class _Fetch:
+    """hw.fetch: instructions read in bursts of ``Timing.fetch_burst_insns``, a burst requested
+    once the staging buffer has room for it (it holds two bursts: burst ``b + 1`` waits for
+    burst ``b - 1`` to be dispatched), through the same request path as a load; each
+    instruction dispatched ``fetch_insn_cycles`` after its last beat, one a cycle, in order."""
+
+    def __init__(self, cfg: HwConfig, t: Timing, n_insns: int, port: _Dram):
+        self.t, self.n, self.port = t, n_insns, port
+        self.insn_beats = t.row_beats(1, cfg.insn_bytes, cfg.bus_width_bytes)
+        self.first_beat: dict[int, int] = {}  # burst -> the cycle of its first beat
+        self.request_free = 0  # the burst splitter takes the next request
+        self.free = 0  # the next instruction may be dispatched
+
+    def _request(self, burst: int, ready: int) -> None:
+        t, size = self.t, self.t.fetch_burst_insns
+        if burst in self.first_beat or burst * size >= self.n:
+            return
+        at = max(ready, self.request_free)
+        self.request_free = at + t.row_request_cycles + t.burst_split_cycles
+        beats = min(size, self.n - burst * size) * self.insn_beats
+        self.first_beat[burst], _ = self.port.transfer(at + t.load_setup_cycles, 1, beats)
+
+    def dispatch(self, k: int, start: int, arrival: dict[int, int]) -> int:
+        """The cycle instruction ``k`` reaches its module's queue, from ``start`` (when fetch
+        may dispatch it); ``arrival``: the earlier instructions'."""
+        burst, i = divmod(k, self.t.fetch_burst_insns)
+        if i == 0:
+            self._request(burst, start)
+            self._request(burst + 1, arrival[k - 1] if k else start)
+        data = self.first_beat[burst] + (i + 1) * self.insn_beats
+        end = max(start, data + self.t.fetch_insn_cycles)
+        self.free = end + self.t.fetch_dispatch_cycles
+        return end
 
 
 def run_cycles(program: Program, timing: Timing | None = None, trace: bool = False) -> CycleReport:
@@ -308,7 +409,7 @@ def cycles_of(
     t = timing or Timing()
     pipes = _ComputePipes(cfg, t, dram)
     queues = dispatch(insns)
-    port = _Dram(cfg, t)
+    port, write_port = _Dram(t), _Dram(t)  # AXI's read and write channels
     heads = {m: 0 for m in Module}
     free = {m: 0 for m in Module}
     tokens: dict[DepQueue, deque[int]] = {q: deque() for q in DepQueue}
@@ -317,10 +418,7 @@ def cycles_of(
     arrival: dict[int, int] = {}
     started: dict[Module, list[int]] = {m: [] for m in Module}  # start cycles, in queue order
     fetched = 0
-    fetch_free = 0
-    burst_data = 0
-    insn_beats = -(-cfg.insn_bytes // cfg.bus_width_bytes)
-    insns_per_burst = max(t.burst_max_beats // insn_beats, 1)
+    fetch = _Fetch(cfg, t, len(insns), port)
     position = {}  # instruction index -> (module, position in its queue)
     for m, q in queues.items():
         for pos, d in enumerate(q):
@@ -334,9 +432,9 @@ def cycles_of(
         if fetched < len(insns):
             m, pos = position[fetched]
             if pos < t.cmd_queue_depth:
-                best = (fetch_free, 0, None)
+                best = (fetch.free, 0, None)
             elif pos - t.cmd_queue_depth < len(started[m]):  # a command-queue slot is free
-                best = (max(fetch_free, started[m][pos - t.cmd_queue_depth]), 0, None)
+                best = (max(fetch.free, started[m][pos - t.cmd_queue_depth]), 0, None)
         for m in Module:
             h = heads[m]
             if h >= len(queues[m]):
@@ -353,17 +451,11 @@ def cycles_of(
         if best is None:
             raise deadlock_error(queues, heads, {q: len(v) for q, v in tokens.items()})
         start, kind, m = best
-        if kind == 0:  # fetch one instruction; a burst of them is requested at once
-            k = fetched % insns_per_burst
-            if k == 0:
-                n_burst = min(insns_per_burst, len(insns) - fetched)
-                burst_end, _ = port.transfer(start, 1, n_burst * cfg.insn_bytes)
-                burst_data = burst_end - n_burst * insn_beats - t.burst_overhead_cycles
-            end = max(start, burst_data + (k + 1) * insn_beats) + t.fetch_insn_cycles
+        if kind == 0:  # dispatch one instruction
+            end = fetch.dispatch(fetched, start, arrival)
             arrival[fetched] = end
             stats["fetch"].insns += 1
             stats["fetch"].busy_cycles += end - start
-            fetch_free = end
             fetched += 1
             continue
         d = queues[m][heads[m]]
@@ -376,7 +468,8 @@ def cycles_of(
         s.token_stall_cycles += start - ready
         started[m].append(start)
         if isinstance(d.insn, MemInsn):
-            end, wait = _mem_duration(d, start, cfg, t, port)
+            channel = write_port if d.insn.is_store else port
+            end, wait = _mem_duration(d, start, cfg, t, channel, m is Module.COMPUTE)
             s.dram_stall_cycles += wait
             if m is Module.COMPUTE:
                 pipes.load_uops(d.index, d.insn)

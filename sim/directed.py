@@ -270,6 +270,52 @@ def cross_insn_raw_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
     return pb.build()
 
 
+def narrow_rows_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
+    """DRAM rows of one and two elements (INP loads, an OUT store: each row one DMA request, so
+    they run at the request rate, not the bus's) and a GEMM whose micro-ops accumulate into the
+    ACC row of the micro-op two before (two output pixels innermost: the issue stage holds
+    each one until that row is written)."""
+    rng = _rng(seed)
+    pb = ProgramBuilder(cfg)
+    inp_addr = pb.put(_i8(rng, (24, cfg.batch, cfg.block_in)), "inp")
+    wgt_addr = pb.put(_i8(rng, (2, cfg.block_out, cfg.block_in)), "wgt")
+    pb.load_uops(
+        [Uop(dst=0), Uop(dst=0, src=0, wgt=0), Uop(dst=1, src=1, wgt=0)]
+        + [Uop(dst=0, src=2, wgt=1), Uop(dst=1, src=3, wgt=1)],
+        0,
+    )
+    # rows of one element (every other one) into INP 0..5, of two (every fourth pair) into 6..11
+    pb.emit(Load(MemType.INP, sram_base=0, dram_base=inp_addr, y_size=6, x_size=1, x_stride=2))
+    pb.emit(Load(MemType.INP, sram_base=6, dram_base=inp_addr + 12, y_size=3, x_size=2, x_stride=4))
+    pb.emit(
+        Load(
+            MemType.WGT,
+            sram_base=0,
+            dram_base=wgt_addr,
+            y_size=1,
+            x_size=2,
+            x_stride=2,
+            push_next_dep=True,
+        )
+    )
+    pb.emit(GemmInsn(reset_reg=True, uop_bgn=0, uop_end=1, iter_out=6, iter_in=1, dst_factor_out=1))
+    pb.emit(
+        GemmInsn(
+            uop_bgn=1,
+            uop_end=5,
+            iter_out=3,
+            iter_in=1,
+            dst_factor_out=2,
+            src_factor_out=4,
+            pop_prev_dep=True,
+            push_next_dep=True,
+        )
+    )
+    o_addr = pb.alloc(16, "out")
+    pb.store_and_finish(0, o_addr + 1, 2, y_size=3, x_stride=5)
+    return pb.build()
+
+
 def dep_only_program(cfg: HwConfig = DEFAULT_CONFIG):
     """LOAD/STORE with x_size 0 only pass tokens around (load -> compute -> store -> compute)."""
     pb = ProgramBuilder(cfg)
@@ -302,6 +348,7 @@ def directed_programs(cfg: HwConfig = DEFAULT_CONFIG) -> dict[str, object]:
         "alu_src_raw": alu_src_raw_program(cfg),
         "cross_insn_raw": cross_insn_raw_program(cfg),
         "dram_bursts": dram_bursts_program(cfg),
+        "narrow_rows": narrow_rows_program(cfg),
         "dep_only": dep_only_program(cfg),
     }
     for pads in [(0, 0, 0, 0), (1, 2, 3, 4), (0, 3, 0, 0), (0, 0, 2, 0), (15, 15, 15, 15)]:

@@ -22,6 +22,7 @@ this writing (``ConvWorkload``, ``Epilogue``, ``ConvConfig``, ``check_fit``, ``c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -289,28 +290,49 @@ def default_vta_config(task: Task):
     return space_point(task, default_config(wl, ep, HwConfig()))
 
 
+@dataclass(frozen=True, eq=False)
+class LoweredStream:
+    """A candidate's instruction stream (iterating gives it) and a DRAM image holding only its
+    micro-ops (``cost.uop_image``), from which the cycle model sees its kernels' rows: a tile
+    whose GEMM micro-ops wait on each other's ACC rows measures as slow as the RTL runs it."""
+
+    insns: list
+    dram: np.ndarray
+
+    def __iter__(self):
+        return iter(self.insns)
+
+    def __len__(self) -> int:
+        return len(self.insns)
+
+
 class VtaCycleBackend(Backend):
     """``build``: lower to a VTA instruction stream (``FitError`` -> invalid) with the
     config's epilogue as the network lowers it (``operator.config_epilogue``: the GEMM or ALU
-    bias); ``run``: the cycle model's total for that stream (no execution, no data)."""
+    bias), and its micro-ops (``LoweredStream``); ``run``: the cycle model's total for that
+    stream (no execution, no data)."""
 
     def build(self, task, config):
         from pyvta.compiler.backend.vta.config import FitError
         from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
+        from pyvta.compiler.backend.vta.cost import uop_image
         from pyvta.compiler.backend.vta.operator import config_epilogue
 
         wl, ep, cfg, hw = task.instantiate(config)
         try:
             ep = config_epilogue(wl, ep, cfg, hw)
-            return lower_conv2d(wl, ep, cfg, hw, DramMap.disjoint(wl, hw)).insns
+            dram = DramMap.disjoint(wl, hw)
+            low = lower_conv2d(wl, ep, cfg, hw, dram)
         except FitError as e:
             raise InvalidConfig(str(e)) from None
+        return LoweredStream(low.insns, uop_image(dram.uops, low.uops, hw))
 
     def run(self, task, config, artifact, repeats):
         from pyvta import sim
 
         hw = task.instantiate(config)[3]
-        cycles = float(sim.cycles_of(list(artifact), hw).total_cycles)
+        image = getattr(artifact, "dram", None)
+        cycles = float(sim.cycles_of(list(artifact), hw, dram=image).total_cycles)
         return [cycles]  # deterministic: repeats add nothing
 
 

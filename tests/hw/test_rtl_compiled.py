@@ -1,10 +1,10 @@
 """Programs the compiler writes (VTA conv2d and dense with fused epilogues) on the RTL: the final
 DRAM equals the simulator's bit for bit, and the cycle model (test-RAM timing) is within 5%.
 
-Known gap (issue 19): on the small two-thread conv with the epilogue overlapped, the model is
-about 9% under the RTL (it is so with the overlap bits cleared too: the lowering's order, not the
-overlap rules; on ResNet-18's layers it is within 0.3%). That program is held to 10% until the
-model follows it; the same conv in the v0.0.2 order is held to 5%."""
+The narrow tile (two output pixels innermost, 1x1 stride 2) is the case the model once missed by
+31% (40% on ResNet-18's C8): GEMM micro-ops two apart on one ACC row, which the issue stage holds
+(``Timing.acc_dst_raw_cycles``), and 1- and 2-pixel DMA rows. The small overlapped conv, once 9%
+under (the loads' padding and request rate), is within 1% (observed)."""
 
 import numpy as np
 import pytest
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.hw
 
 SEED = 77
 OVERLAPPED = "conv 8x8 32->32 k3 2 threads, epilogue overlapped"
-TOLERANCE = {OVERLAPPED: 0.10}  # the known gap in the module docstring; others 5%
+TOLERANCE = 0.05
 
 
 def test_compiled_conv_and_dense_match_sim_and_cycle_model(vta_build, tmp_path):
@@ -45,6 +45,12 @@ def test_compiled_conv_and_dense_match_sim_and_cycle_model(vta_build, tmp_path):
         "dense 64->48 (GEMM tile)": conv_bundle(
             ConvWorkload.dense(64, 48), Epilogue.requant(7), rng
         ),
+        "conv 16x16 128->128 k1 s2, 8x2 tile, pixels innermost": conv_bundle(
+            ConvWorkload(16, 16, 128, 128, 1, 1, 2, 0),
+            Epilogue(bias=True, shift=8, lo=-128, hi=127, bias_via_gemm=True),
+            rng,
+            config=ConvConfig(8, 2, 8, 8, 2, ("oh", "co")),
+        ),
     }
     results = runner.run_programs(programs.values(), built=vta_build, work_dir=tmp_path)
     timing = sim.Timing.rtl_testbench()
@@ -54,5 +60,4 @@ def test_compiled_conv_and_dense_match_sim_and_cycle_model(vta_build, tmp_path):
         model = sim.run_cycles(program, timing).total_cycles
         err = (model - result.cycles) / result.cycles
         print(f"{name}: RTL {result.cycles} cycles, model {model} ({100 * err:+.1f}%)")
-        limit = TOLERANCE.get(name, 0.05)
-        assert abs(err) <= limit, f"{name}: cycle model {100 * err:+.1f}% off the RTL"
+        assert abs(err) <= TOLERANCE, f"{name}: cycle model {100 * err:+.1f}% off the RTL"

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 KERNEL_ORDER = ("ci", "kh", "kw", "co", "oh", "ow")  # outermost first; outputs innermost
 
 
-def _gemm(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: int, wgt0: int):
+def chunk_gemm(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: int, wgt0: int):
     dims = gemm_dims(wl, c, g)
     outer, inner = c.gemm_loops
     kernel_dims = [d for d in KERNEL_ORDER if d not in (outer, inner)]
@@ -300,7 +300,7 @@ def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1
                 c.tile_ci * kk,
                 wl.ci_blocks * kk,
             )
-        insn, kernel = _gemm(
+        insn, kernel = chunk_gemm(
             wl, part, g, acc0 + j * part_co * g.pixels, inp0, wgt0 + j * part_co * c.tile_ci * kk
         )
         em.loop(insn, kernel)

@@ -2,14 +2,16 @@
 
 The instructions the template emits per tile are described here once (``tile_compute_insns``,
 the DMA counts of ``conv_cost``) and costed per module with the cycle model's formulas and
-constants (``sim.timing.Timing``: the GEMM/ALU instruction costs, the DRAM port's beats and
-bursts, the per-transfer setup and latency). ``default`` ranks configs by it and the tuner's
+constants (``sim.timing.Timing``: the GEMM/ALU instruction costs and the chunk GEMM's
+read-after-write holds, the DMA rows' beats at the bus's or the request rate, the per-transfer
+sequencer, setup and latency). ``default`` ranks configs by it and the tuner's
 context features read its parts. What it leaves out is how the modules overlap (dependency
-stalls, waits for the shared DRAM port): ``ConvCost.total_cycles`` bounds that simply.
+stalls, waits for the DRAM port's channels): ``ConvCost.total_cycles`` bounds that simply.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -27,9 +29,10 @@ from pyvta.compiler.backend.vta.config import (
     reserved_rows,
     shared_inputs,
 )
+from pyvta.compiler.backend.vta.conv2d_tile import chunk_gemm
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
-from pyvta.isa import HwConfig, MemType
-from pyvta.sim.timing import Timing
+from pyvta.isa import GemmInsn, HwConfig, MemType, encode_uops
+from pyvta.sim.timing import Timing, expanded_rows
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class TileCompute:
     epilogue_gemms: tuple[int, ...]
     # (iterations, immediate operand, src-row repeats (Timing.alu_issue_cycles)) of each ALU op
     epilogue_alus: tuple[tuple[int, bool, int], ...]
+    # the chunk's GEMM as conv2d lowers it (loops, and its kernel's ACC rows), for the holds of
+    # micro-ops on rows the ones just before write (Timing.gemm_raw_stall_cycles)
+    chunk_insn: GemmInsn | None = None
+    chunk_kernel_dst: tuple[int, ...] = ()
 
     @property
     def n_insns(self) -> int:
@@ -56,7 +63,13 @@ class TileCompute:
     def chunk_cycles(self, t: Timing) -> int:
         """One chunk's GEMM; it pushes a token (its input buffer is free for the next load), so
         it waits for the pipeline to drain."""
-        return t.gemm_issue_cycles(self.chunk_gemm) + t.gemm_drain_cycles(self.chunk_gemm)
+        issue = t.gemm_issue_cycles(self.chunk_gemm) + self.chunk_raw_stall_cycles(t)
+        return issue + t.gemm_drain_cycles(self.chunk_gemm)
+
+    def chunk_raw_stall_cycles(self, t: Timing) -> int:
+        if self.chunk_insn is None:
+            return 0
+        return _gemm_raw_stall_cycles(t, self.chunk_insn, self.chunk_kernel_dst)
 
     def epilogue_cycles(self, t: Timing) -> int:
         return sum(t.gemm_issue_cycles(n) for n in self.epilogue_gemms) + self.alu_cycles(t)
@@ -72,7 +85,7 @@ class TileCompute:
 
 
 def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometry) -> TileCompute:
-    """What ``conv2d._tile_start``, ``_chunk`` and ``_epilogue`` emit on the compute module for
+    """What ``conv2d_tile.tile_start``, ``chunk`` and ``epilogue`` emit on the compute module for
     one tile (each pass one micro-op iteration per ACC row of the tile)."""
     rows = c.tile_co * g.pixels
     start, epi_gemm = [rows], []  # the ACC reset
@@ -94,7 +107,33 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         alu.append((rows, True, 0))
     alu += [(rows, True, 0)] * len(clip_ops(ep, c))  # CLIP, or MAX lo and MIN hi
     chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
-    return TileCompute(tuple(start), chunk, wl.ci_blocks // c.tile_ci, tuple(epi_gemm), tuple(alu))
+    insn, kernel = chunk_gemm(wl, c, g, 0, 0, 0)
+    return TileCompute(
+        tuple(start),
+        chunk,
+        wl.ci_blocks // c.tile_ci,
+        tuple(epi_gemm),
+        tuple(alu),
+        insn,
+        tuple(u.dst for u in kernel),
+    )
+
+
+def uop_image(uops_addr: int, uops: list, hw: HwConfig) -> np.ndarray:
+    """A DRAM image holding only ``uops`` at ``uops_addr`` (micro-op units, ``DramMap.uops``):
+    what the cycle model (``sim.cycles_of(..., dram=)``) replays of a lowered stream to see its
+    kernels' rows (read-after-write holds, src-row repeats, ACC banks) without its data."""
+    raw = np.frombuffer(encode_uops(uops, hw), np.uint8)
+    at = uops_addr * hw.uop_elem_bytes
+    image = np.zeros(at + max(hw.uop_buff_bytes, raw.size), np.uint8)
+    image[at : at + raw.size] = raw
+    return image
+
+
+@functools.lru_cache(maxsize=4096)
+def _gemm_raw_stall_cycles(t: Timing, insn: GemmInsn, kernel_dst: tuple[int, ...]) -> int:
+    rows = expanded_rows(insn, {"dst": np.array(kernel_dst, np.int64)}, "dst")
+    return t.gemm_raw_stall_cycles(rows)
 
 
 @dataclass(frozen=True)
@@ -107,7 +146,7 @@ class ConvCost:
     compute_cycles: float  # GEMM/ALU instructions, micro-op loads, ALU-path residual loads
     load_cycles: float  # input and weight loads: setup, latency, port beats, zero padding
     store_cycles: float  # output stores: setup, latency, port beats
-    port_cycles: float  # the DRAM port held by all transfers (beats and bursts)
+    port_cycles: float  # the busier AXI data channel's beats (read: loads, fetch; write: stores)
     fetch_cycles: float  # the fetch module: per-instruction dispatch and the instruction beats
     dma_latency_cycles: float  # the loads' and stores' setup and latency (inside load + store)
     gemm_cycles: int  # ideal: the conv's GEMM micro-ops, one per cycle
@@ -168,8 +207,8 @@ def _overlapped_pipeline_cycles(
     buffers: int,
     alu_resets: frozenset[int],
 ) -> float:
-    """``_pipeline_cycles`` for ``conv2d._emit_overlapped``: the GEMM and ALU pipes apart, each
-    epilogue on the ALU pipe once the next chunk of another thread has started, a tile start
+    """``_pipeline_cycles`` for ``conv2d_overlap.emit_overlapped``: the GEMM and ALU pipes apart,
+    each epilogue on the ALU pipe once the next chunk of another thread has started, a tile start
     waiting for the store of its ACC slot (``buffers`` slots per thread, used in turn: with
     two, a group's tile starts first, ALU resets (``alu_resets``) first; with one, each just
     before the thread's first chunk)."""
@@ -242,8 +281,7 @@ def conv_cost(
         "start": tile.start_cycles(t),
         "chunk": tile.chunk_cycles(t) + (uop_cycles if ring else 0),
         "epilogue": tile.epilogue_cycles(t) + (dma.compute - dma.compute_const) / tiles,
-        # the loads also wait for the stores' beats on the one DRAM port
-        "load": (dma.load + dma.store_port) / (tiles * chunks),
+        "load": dma.load / (tiles * chunks),
         "store": dma.store / tiles,
     }
     # the first chunks' GEMMs in parts: one more GEMM setup for each more weight load
@@ -252,9 +290,10 @@ def conv_cost(
         tiles * tile.cycles(t) + split_gemms * t.gemm_setup_cycles + dma.compute + uops
     ) + t.finish_cycles
     insns = tiles * tile.n_insns + split_gemms + dma.transfers + 1
-    insn_beats = -(-hw.insn_bytes // hw.bus_width_bytes)
-    port = dma.port + insns * insn_beats
-    fetch = insns * (t.fetch_insn_cycles + insn_beats)
+    insn_beats = t.row_beats(1, hw.insn_bytes, hw.bus_width_bytes)
+    port = max(dma.read_port + insns * insn_beats, dma.store_port)  # AXI read, write channels
+    # hw.fetch: the instructions' beats, one dispatched a cycle at most, behind the first's latency
+    fetch = insns * max(insn_beats, t.fetch_dispatch_cycles) + t.fetch_insn_cycles
     threads = min(c.vthreads, tiles)
     start = (0 if ring else uops) + dma.compute_const
     groups = -(-tiles // threads)
@@ -292,10 +331,10 @@ def conv_cost(
 class _Dma:
     load: float  # load module
     store: float  # store module
-    store_port: float  # the stores' port cycles (inside ``store``)
+    store_port: float  # the stores' beats on the AXI write channel (inside ``store``)
     compute: float  # ACC loads on the compute module: ALU-path residuals, constants
     compute_const: float  # the constants' share of ``compute`` (once, at the start)
-    port: float  # all transfers' port cycles
+    read_port: float  # the loads' beats on the AXI read channel (instructions aside)
     latency: float  # setup + latency of the load and store module's transfers
     transfers: int
     inp_bytes: int
@@ -308,101 +347,117 @@ class _Dma:
 def _dma(
     wl, ep, c, g, hw, t: Timing, co_tiles: int, sp_tiles: int, chunks: int, bias_copies: int
 ) -> _Dma:
-    """The layer's transfers as ``conv2d`` emits them and the cycle model costs them: per tile
-    and chunk ``tile_ci`` input loads (clipped at the image edge, the rest zero-filled one
-    element per cycle; one contiguous block when whole rows; once per group with
-    ``shared_inputs``), the chunk's weights when they change (the first group's first chunks'
-    in ``first_chunk_parts`` loads), ``tile_co`` residual loads (or none), one store per channel block (one when the
-    tile is the whole image, except for the last tile of an overlapped epilogue without a
-    residual). ``bias_copies``: 2 with the epilogue overlapped (one per ACC bank), else 1."""
+    """The layer's transfers as ``conv2d`` emits them and the cycle model costs them
+    (``Timing.write_cycles``: each DRAM row at the bus's or the DMA's request rate, the zero
+    padding one element a cycle, that before the first beat hidden by the setup and latency):
+    per tile and chunk ``tile_ci`` input loads (clipped at the image edge, the rest
+    zero-filled; once per group with ``shared_inputs``), the chunk's weights when they change
+    (the first group's first chunks' in ``first_chunk_parts`` loads), ``tile_co`` residual
+    loads (or none), one store per channel block (one when the tile is the whole image, except
+    for the last tile of an overlapped epilogue without a residual). ``bias_copies``: 2 with the
+    epilogue overlapped (one per ACC bank), else 1."""
     bus = hw.bus_width_bytes
     tiles = co_tiles * sp_tiles
+    load_fixed = t.dma_sequence_cycles + t.load_setup_cycles + t.dram_latency_cycles
+    compute_fixed = t.compute_load_sequence_cycles + t.load_setup_cycles + t.dram_latency_cycles
+    slack = t.load_setup_cycles + t.dram_latency_cycles  # the writer's, before the first beat
 
-    def port(rows, row_bytes):  # (numpy arrays too)
-        return t.port_cycles(rows, row_bytes, bus)
+    def beats(x, elem_bytes):  # (numpy arrays too)
+        return t.row_beats(x, elem_bytes, bus)
 
-    def clipped(n_out, tile, window, size):  # the input extent each tile loads, per axis
+    def rows_cycles(rows, x, elem_bytes, pads=(0, 0, 0, 0)):  # first beat to last write
+        return t.write_cycles(rows, x, beats(x, elem_bytes), pads, slack)
+
+    def clipped(n_out, tile, window, size):  # (before, extent, after) each tile loads, per axis
         start = np.arange(0, n_out, tile) * wl.stride - wl.pad
-        return window - np.maximum(0, -start) - np.maximum(0, start + window - size)
+        before = np.maximum(0, -start)
+        after = np.maximum(0, start + window - size)
+        return before, window - before - after, after
 
-    ys = clipped(wl.out_h, c.tile_h, g.in_h, wl.height)[:, None]
+    y0, ys, y1 = (a[:, None] for a in clipped(wl.out_h, c.tile_h, g.in_h, wl.height))
     if g.row_step > 1:  # every row_step-th row (no padding): never clipped
-        ys = np.full_like(ys, g.in_h)
-    xs = clipped(wl.out_w, c.tile_w, g.in_w, wl.width)[None, :]
-    flat = ((xs == wl.width) & (g.row_step == 1)) | (ys == 1)  # one contiguous block
-    inp = port(np.where(flat, 1, ys), np.where(flat, ys * xs, xs) * hw.inp_elem_bytes)
+        y0, ys, y1 = 0 * ys, np.full_like(ys, g.in_h), 0 * ys
+    x0, xs, x1 = (a[None, :] for a in clipped(wl.out_w, c.tile_w, g.in_w, wl.width))
     # input transfers per spatial tile: once per group of threads with shared inputs
     shared = shared_inputs(wl, ep, c, hw)
     per_sp = (co_tiles // c.vthreads if shared else co_tiles) * chunks * c.tile_ci
-    inp_port = per_sp * float(inp.sum())
-    pad = per_sp * (g.in_h * g.in_w * sp_tiles - float((ys * xs).sum())) * t.pad_cycles_per_elem
+    inp_elem = hw.inp_elem_bytes
+    inp = per_sp * float(rows_cycles(ys, xs, inp_elem, (y0, y1, x0, x1)).sum())
+    inp_port = per_sp * float((ys * beats(xs, inp_elem)).sum())
     n_wgt = _weight_loads(c, co_tiles, sp_tiles, chunks)
-    wgt_row = c.tile_ci * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes
+    wgt_x = c.tile_ci * wl.kernel_h * wl.kernel_w
 
-    def wgt_port(co_blocks):
-        return port(1, co_blocks * wgt_row) if chunks == 1 else port(co_blocks, wgt_row)
+    def wgt_load(co_blocks):  # (cycles, port beats) of one weight load
+        return rows_cycles(co_blocks, wgt_x, hw.wgt_elem_bytes), co_blocks * beats(
+            wgt_x, hw.wgt_elem_bytes
+        )
 
+    wgt, wgt_port = wgt_load(c.tile_co)
     # the first group's first chunks: their weights in ``first_chunk_parts`` loads each
     parts = first_chunk_parts(c) if bias_copies > 1 else 1
     split = 1 if co_tiles == 1 and chunks == 1 else min(c.vthreads, co_tiles * sp_tiles)
-    split_port = split * (parts * wgt_port(c.tile_co // parts) - wgt_port(c.tile_co))
+    part, part_port = wgt_load(c.tile_co // parts)
+    split_cycles = split * (parts * part - wgt)
+    split_port = split * (parts * part_port - wgt_port)
     n_wgt_split = split * (parts - 1)
-    # per output channel block: tile_h rows of tile_w pixels (contiguous if whole rows)
-    per_block = (
-        port(1, g.pixels * hw.out_elem_bytes)
-        if c.tile_w == wl.out_w
-        else port(c.tile_h, c.tile_w * hw.out_elem_bytes)
-    )
+    out_elem = hw.out_elem_bytes
+    # per output channel block: tile_h rows of tile_w pixels (one row if whole rows)
+    block = (1, g.pixels) if c.tile_w == wl.out_w else (c.tile_h, c.tile_w)
+    per_block = rows_cycles(*block, out_elem)
+    per_block_port = block[0] * beats(block[1], out_elem)
     if c.tile_h == wl.out_h and c.tile_w == wl.out_w:
-        n_out, out = 1, port(1, c.tile_co * g.pixels * hw.out_elem_bytes)
+        whole = c.tile_co * g.pixels
+        n_out, out, out_port = 1, rows_cycles(1, whole, out_elem), beats(whole, out_elem)
     else:
-        n_out, out = c.tile_co, per_block
+        n_out, out, out_port = c.tile_co, per_block, per_block_port
     n_res = tiles * c.tile_co if ep.residual else 0
-    res = n_res * per_block
+    res, res_port = n_res * per_block, n_res * per_block_port
     via_gemm = ep.residual_via_gemm
-    one_load = t.load_setup_cycles + t.dram_latency_cycles
-    # the program's constants (``conv2d._load_constants``): rows at the top of INP and WGT on
+    # the program's constants (``conv2d_tile.load_constants``): rows at the top of INP and WGT on
     # the load module, the ALU-path biases into ACC on the compute module
     fixed = reserved_rows(wl, ep)
-    const = {
-        m: (port(1, n * hw.elem_bytes_of(m.dram_elem)), 1 if n else 0)
-        for m, n in (
-            (MemType.INP, fixed["inp"]),
-            (MemType.WGT, fixed["wgt"]),
-            (MemType.ACC, fixed["acc"]),
-        )
-    }
-    n_const_loads = const[MemType.INP][1] + const[MemType.WGT][1]
-    const_port = const[MemType.INP][0] + const[MemType.WGT][0]
-    acc_port, n_acc = const[MemType.ACC]  # once per ACC bank with the epilogue overlapped
-    acc_port, n_acc = acc_port * bias_copies, n_acc * bias_copies
+    const = {}
+    for m, n in (
+        (MemType.INP, fixed["inp"]),
+        (MemType.WGT, fixed["wgt"]),
+        (MemType.ACC, fixed["acc"]),
+    ):
+        elem = hw.elem_bytes_of(m.dram_elem)
+        const[m] = (rows_cycles(1, n, elem) if n else 0, beats(n, elem), 1 if n else 0)
+    n_const_loads = const[MemType.INP][2] + const[MemType.WGT][2]
+    const_load = const[MemType.INP][0] + const[MemType.WGT][0]
+    const_port = const[MemType.INP][1] + const[MemType.WGT][1]
+    acc_cycles, acc_port, n_acc = const[MemType.ACC]  # once per ACC bank, overlapped
+    acc_cycles, acc_port, n_acc = (x * bias_copies for x in (acc_cycles, acc_port, n_acc))
     n_wgt_loads = n_wgt + n_wgt_split
-    load_lat = (
-        per_sp * sp_tiles + n_wgt_loads + n_const_loads + (n_res if via_gemm else 0)
-    ) * one_load
-    stores, store_port = tiles * n_out, tiles * n_out * out
+    n_loads = per_sp * sp_tiles + n_wgt_loads + n_const_loads + (n_res if via_gemm else 0)
+    load_lat = n_loads * load_fixed
+    stores, store_rows, store_port = tiles * n_out, tiles * n_out * out, tiles * n_out * out_port
     if bias_copies > 1 and not ep.residual:  # overlapped: the last tile's blocks stored apart
-        stores += c.tile_co - n_out  # (conv2d._epilogue_by_block)
-        store_port += c.tile_co * per_block - n_out * out
-    store_lat = stores * (t.store_setup_cycles + t.dram_latency_cycles)
+        stores += c.tile_co - n_out  # (conv2d_overlap._epilogue_by_block)
+        store_rows += c.tile_co * per_block - n_out * out
+        store_port += c.tile_co * per_block_port - n_out * out_port
+    store_fixed = t.dma_sequence_cycles + t.store_setup_cycles + t.dram_latency_cycles
+    store_lat = stores * store_fixed
+    load_rows = inp + n_wgt * wgt + split_cycles + const_load + (res if via_gemm else 0)
     load_port = (
-        inp_port + n_wgt * wgt_port(c.tile_co) + split_port + const_port + (res if via_gemm else 0)
+        inp_port + n_wgt * wgt_port + split_port + const_port + (res_port if via_gemm else 0)
     )
-    compute_port = acc_port + (0 if via_gemm else res)
-    compute_const = acc_port + n_acc * one_load
-    compute = (0 if via_gemm else res + n_res * one_load) + compute_const
+    compute_port = acc_port + (0 if via_gemm else res_port)
+    compute_const = acc_cycles + n_acc * compute_fixed
+    compute = (0 if via_gemm else res + n_res * compute_fixed) + compute_const
     inp_elems = per_sp * float((ys * xs).sum())
     return _Dma(
-        load=load_port + load_lat + pad,
-        store=store_port + store_lat,
+        load=load_rows + load_lat,
+        store=store_rows + store_lat,
         store_port=store_port,
         compute=compute,
         compute_const=compute_const,
-        port=load_port + store_port + compute_port,
+        read_port=load_port + compute_port,
         latency=load_lat + store_lat,
         transfers=per_sp * sp_tiles + n_wgt_loads + n_res + stores + n_const_loads + n_acc,
-        inp_bytes=int(inp_elems) * hw.inp_elem_bytes,
-        wgt_bytes=n_wgt * c.tile_co * wgt_row,
+        inp_bytes=int(inp_elems) * inp_elem,
+        wgt_bytes=n_wgt * c.tile_co * wgt_x * hw.wgt_elem_bytes,
         inp_loads=per_sp * sp_tiles,
         wgt_loads=n_wgt_loads,
         stores=stores,
@@ -412,11 +467,13 @@ def _dma(
 def _weight_loads(c: ConvConfig, co_tiles: int, sp_tiles: int, chunks: int) -> int:
     """Weight loads of ``conv2d._emit``: a thread reloads only when its (channel tile, chunk)
     changes. Threads own channel tiles when those divide among them; else thread ``k`` takes
-    tiles ``k, k + v, ...`` of the channel-major tile order (``conv2d._tile_groups``)."""
+    tiles ``k, k + v, ...`` of the channel-major tile order (``conv2d_tile.tile_groups``)."""
     tiles = co_tiles * sp_tiles
     if chunks > 1:
         return tiles * chunks
-    if co_tiles == 1:  # every weight in one tile: loaded once, shared (conv2d._Layout.shared_wgt)
+    if (
+        co_tiles == 1
+    ):  # every weight in one tile: loaded once, shared (conv2d_tile.SlotLayout.shared_wgt)
         return 1
     v = c.vthreads
     if co_tiles % v == 0:

@@ -95,7 +95,12 @@ def test_features_move_the_physical_way():
 
 def test_module_cycles_agree_with_the_cycle_model(rng):
     """The per-module counts are the cycle model's busy time less its waits for the DRAM port
-    (observed: within 0.5%; the overlap between modules is what they leave out)."""
+    (observed: within 0.5%; the overlap between modules is what they leave out). With the
+    epilogue overlapped, the cycle model's compute busy time also holds the pipes' waits for
+    each other's ACC bank (rule 7: up to 13% here, while the totals stay within 0.5% of the
+    RTL's), which the counts leave out: there only load and store are compared."""
+    from pyvta.compiler.backend.vta.config import overlapped
+
     task = vta_conv2d_task(*SMALL)
     backend = VtaCycleBackend()
     gemm = 4 * 4 * 9 * 14 * 14  # GEMM micro-ops of the layer
@@ -106,8 +111,12 @@ def test_module_cycles_agree_with_the_cycle_model(rng):
         row = task.context(config)
         if not row.any():
             continue
-        report = sim.cycles_of(list(backend.build(task, config)), task.instantiate(config)[3])
+        stream = backend.build(task, config)  # with its micro-ops: the GEMMs' ACC-row holds
+        wl, ep, c, hw = task.instantiate(config)
+        report = sim.cycles_of(list(stream), hw, dram=stream.dram)
         for m, j in names.items():
+            if m == "compute" and overlapped(wl, ep, c, hw):
+                continue
             s = report.modules[m]
             assert gemm * 2 ** float(row[j]) == pytest.approx(
                 s.busy_cycles - s.dram_stall_cycles, rel=0.01
