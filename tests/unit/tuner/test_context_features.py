@@ -6,13 +6,21 @@ import numpy as np
 import pytest
 
 from pyvta import sim
+from pyvta.compiler.backend.vta.config import shared_inputs
+from pyvta.isa import HwConfig
 from pyvta.tuner.cli_support import RESNET18
 from pyvta.tuner.features import ContextFeaturizer, make_featurizer
 from pyvta.tuner.measure import InProcessMeasurer
 from pyvta.tuner.synthetic import TILED_GEMM
 from pyvta.tuner.task import InvalidConfig
 from pyvta.tuner.tune import tune
-from pyvta.tuner.vta import CONTEXT_NAMES, VtaCycleBackend, vta_conv2d_task
+from pyvta.tuner.vta import (
+    CONTEXT_NAMES,
+    VtaCycleBackend,
+    conv_config,
+    task_layer,
+    vta_conv2d_task,
+)
 
 SMALL = (14, 14, 64, 64, 3, 1, 1)
 
@@ -72,11 +80,15 @@ def test_features_move_the_physical_way():
     def f(name, **change):
         return _feature(task, {**base, **change}, name)
 
-    # wider channel tiles: the input is reloaded once per channel tile, so fewer input bytes
-    # per MAC; more weight and accumulator rows on chip
+    # wider channel tiles: the input is reloaded once per pair of channel tiles (the two
+    # threads share it, config.shared_inputs), so fewer input bytes per MAC, down to one load
+    # per spatial tile from two channel tiles (8 blocks each) on; more weight and accumulator
+    # rows on chip
+    wl, ep = task_layer(task)
+    assert shared_inputs(wl, ep, conv_config(task.space.config(base)), HwConfig())
     for name in ("inp_bytes_per_mac", "log2_inp_reload"):
         vals = [f(name, tile_co=co) for co in (1, 2, 4, 8, 16)]
-        assert (np.diff(vals) < 0).all(), (name, vals)
+        assert (np.diff(vals[:4]) < 0).all() and vals[4] == vals[3], (name, vals)
     assert f("wgt_occupancy", tile_co=8) == pytest.approx(2 * f("wgt_occupancy"))
     assert f("acc_occupancy", tile_co=8) > f("acc_occupancy")  # (+ the biases, held once)
     # larger spatial tiles (two chunks): weights are reloaded per tile, so fewer weight bytes
