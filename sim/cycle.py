@@ -27,7 +27,7 @@ from pyvta.isa import (
 )
 from pyvta.sim import dma
 from pyvta.sim.dispatch import Dispatched, deadlock_error, dispatch
-from pyvta.sim.loops import n_iters, n_uops
+from pyvta.sim.loops import loop_shape, n_iters, n_uops
 from pyvta.sim.program import Program
 from pyvta.sim.races import accesses, check_static_bounds
 from pyvta.sim.state import SramState
@@ -153,12 +153,7 @@ def raw_stall_cycles(
     key = (
         type(insn),
         getattr(insn, "use_imm", False),
-        insn.iter_out,
-        insn.iter_in,
-        insn.dst_factor_out,
-        insn.dst_factor_in,
-        insn.src_factor_out,
-        insn.src_factor_in,
+        *loop_shape(insn),
         fields["dst"].tobytes(),
         fields["src"].tobytes(),
     )

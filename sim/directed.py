@@ -39,6 +39,19 @@ def _i8(rng, shape):
     return rng.integers(-128, 128, shape, dtype=np.int8)
 
 
+def _two_weight_rows(wgt_addr: int) -> Load:
+    """LOAD WGT rows 0 and 1 from ``wgt_addr``, then "tile loaded" to compute."""
+    return Load(
+        MemType.WGT,
+        sram_base=0,
+        dram_base=wgt_addr,
+        y_size=1,
+        x_size=2,
+        x_stride=2,
+        push_next_dep=True,
+    )
+
+
 def _store_and_finish(pb: ProgramBuilder, rows: int, stride: int | None = None):
     """STORE ``rows`` OUT rows twice (y_size 2, ``stride`` apart) one row into a fresh buffer, FINISH."""
     stride = rows if stride is None else stride
@@ -230,17 +243,7 @@ def cross_insn_raw_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
     ]
     pb.load_uops(uops, sram_base=0)
     pb.emit(Load(MemType.INP, sram_base=0, dram_base=inp_addr, y_size=1, x_size=2, x_stride=2))
-    pb.emit(
-        Load(
-            MemType.WGT,
-            sram_base=0,
-            dram_base=wgt_addr,
-            y_size=1,
-            x_size=2,
-            x_stride=2,
-            push_next_dep=True,
-        )
-    )
+    pb.emit(_two_weight_rows(wgt_addr))
 
     def gemm(u: int, **kw):
         return GemmInsn(uop_bgn=u, uop_end=u + 1, iter_out=1, iter_in=1, **kw)
@@ -287,17 +290,7 @@ def narrow_rows_program(cfg: HwConfig = DEFAULT_CONFIG, seed: int = 0):
     # rows of one element (every other one) into INP 0..5, of two (every fourth pair) into 6..11
     pb.emit(Load(MemType.INP, sram_base=0, dram_base=inp_addr, y_size=6, x_size=1, x_stride=2))
     pb.emit(Load(MemType.INP, sram_base=6, dram_base=inp_addr + 12, y_size=3, x_size=2, x_stride=4))
-    pb.emit(
-        Load(
-            MemType.WGT,
-            sram_base=0,
-            dram_base=wgt_addr,
-            y_size=1,
-            x_size=2,
-            x_stride=2,
-            push_next_dep=True,
-        )
-    )
+    pb.emit(_two_weight_rows(wgt_addr))
     pb.emit(GemmInsn(reset_reg=True, uop_bgn=0, uop_end=1, iter_out=6, iter_in=1, dst_factor_out=1))
     pb.emit(
         GemmInsn(

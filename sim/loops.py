@@ -24,6 +24,19 @@ class LoopBounds:
     wgt_depth: int | None  # None for ALU (no weight operand)
 
 
+def loop_shape(insn: GemmInsn | AluInsn) -> tuple[int, int, int, int, int, int]:
+    """The two hardware loops: (iter_out, iter_in, dst_factor_out, dst_factor_in,
+    src_factor_out, src_factor_in)."""
+    return (
+        insn.iter_out,
+        insn.iter_in,
+        insn.dst_factor_out,
+        insn.dst_factor_in,
+        insn.src_factor_out,
+        insn.src_factor_in,
+    )
+
+
 def n_uops(insn: GemmInsn | AluInsn) -> int:
     return max(insn.uop_end - insn.uop_bgn, 0)
 

@@ -18,7 +18,7 @@ from pyvta.isa import PADDED_MEM_TYPES, AluInsn, FinishInsn, GemmInsn, HwConfig,
 from pyvta.isa import MemType as MT
 from pyvta.sim.counters import Counters
 from pyvta.sim.dispatch import Dispatched, Schedule
-from pyvta.sim.loops import n_iters
+from pyvta.sim.loops import loop_shape, n_iters
 
 # Kernel records: REC_WORDS int64 words, word 0 the operation (sim/native_ir.py reads them).
 REC_WORDS = 16
@@ -96,16 +96,7 @@ def _records(insn: Insn, cfg: HwConfig) -> list[list[int]]:
         return _mem_records(insn, cfg)
     if not isinstance(insn, (GemmInsn, AluInsn)) or n_iters(insn) == 0:
         return []
-    loop = [
-        insn.uop_bgn,
-        insn.uop_end,
-        insn.iter_out,
-        insn.iter_in,
-        insn.dst_factor_out,
-        insn.dst_factor_in,
-        insn.src_factor_out,
-        insn.src_factor_in,
-    ]
+    loop = [insn.uop_bgn, insn.uop_end, *loop_shape(insn)]
     if isinstance(insn, GemmInsn):
         return [[OP_GEMM, int(insn.reset_reg), *loop, insn.wgt_factor_out, insn.wgt_factor_in]]
     return [[OP_ALU, int(insn.alu_opcode), *loop, 0, 0, int(insn.use_imm), insn.imm]]
