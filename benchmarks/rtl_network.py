@@ -74,7 +74,7 @@ def main(argv=None) -> int:
         configs = {
             k: c.v002() if isinstance(c, ConvConfig) else c for k, c in (configs or {}).items()
         }
-    cm.lower_kernels(None, configs)
+    cm.lower_kernels(hw, configs)
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
 
