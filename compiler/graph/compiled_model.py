@@ -46,7 +46,7 @@ class CompiledModel:
     ``gpu``).
 
     ``kernels``: node name -> relocatable accelerator kernel (``vta`` target); ``hw``: the
-    HwConfig they were lowered for; ``gpu_kernels``: node name -> ``gpu_kernels.GpuKernel``
+    HwConfig they were lowered (or, before ``lower_kernels``, the graph was packed) for; ``gpu_kernels``: node name -> ``gpu_kernels.GpuKernel``
     (PTX and launch plan, ``gpu`` target)."""
 
     graph: Graph
@@ -79,13 +79,14 @@ class CompiledModel:
         search: int = 0,
         progress=None,
     ) -> CompiledModel:
-        """Lower every accelerator node into its kernel for ``hw`` (default config); see
+        """Lower every accelerator node into its kernel for ``hw`` (default: the model's
+        ``hw``, else the default config); see
         ``compiler.backend.vta.graph_backend.compile_kernels``. Returns self."""
         from pyvta.compiler.backend.vta.graph_backend import compile_kernels
 
         if self.target != "vta":
             raise ArtifactError(f"a {self.target!r} model has no accelerator kernels to lower")
-        self.hw = hw or HwConfig()
+        self.hw = hw or self.hw or HwConfig()
         self.kernels = compile_kernels(self.graph, self.hw, configs, measure, search, progress)
         return self
 
@@ -298,7 +299,7 @@ def compile_model(
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
     options = options_for(target, samples, keep_float, cpu_schedules, block=block)
-    cm = CompiledModel(run_pipeline(graph, options), target)
+    cm = CompiledModel(run_pipeline(graph, options), target, hw=hw if target == "vta" else None)
     if target == "vta" and lower:
         cm.lower_kernels(hw)
     if target == "gpu":

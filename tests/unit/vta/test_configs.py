@@ -98,6 +98,9 @@ def test_small_resnet18_bit_exact_with_the_config_block(cfg, tmp_path):
     on_vta = compile_model(path, "vta", cal, hw=cfg)
     packs = [n for n in on_vta.graph.nodes if n.op == "pack_nchw"]
     assert packs and all(n.attrs["block"] == cfg.block_in for n in packs)
+    # compiled without lowering, the model keeps its config: a later lower_kernels() uses it
+    late = compile_model(path, "vta", cal, hw=cfg, lower=False).lower_kernels()
+    assert late.hw == cfg and late.kernels.keys() == on_vta.kernels.keys()
     x = zoo.sample_inputs(1, 32, seed=11)[0]
     (want,), _ = run_model(on_cpu, x)
     (got,), table = run_model(on_vta, x, device=SimDevice(config=cfg))
