@@ -80,7 +80,8 @@ def clip_imm(lo: int, hi: int) -> int:
 
 
 def clip_bounds(imm: int) -> tuple[int, int]:
-    """(lo, hi) of a CLIP operand (its low 16 bits, CLIP_DOC): the inverse of ``clip_imm``."""
+    """(lo, hi) of a CLIP operand (its low 16 bits, CLIP_DOC): the inverse of ``clip_imm``; an
+    int, or lane by lane a numpy int array (the simulator's operands)."""
     half = 1 << (CLIP_BOUND_BITS - 1)
     lo, hi = imm & 0xFF, (imm >> CLIP_BOUND_BITS) & 0xFF
     return (lo ^ half) - half, (hi ^ half) - half

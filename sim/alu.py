@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.isa import AluInsn, AluOp
-from pyvta.isa.opcodes import CLIP_BOUND_BITS
+from pyvta.isa.opcodes import clip_bounds
 from pyvta.sim.loops import LoopBounds, check_bounds, check_hazard, chunks, expand, n_iters
 from pyvta.sim.state import SramState
 
@@ -31,9 +31,7 @@ def apply(op: AluOp, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if op is AluOp.MUL:
         return a * b
     if op is AluOp.CLIP:  # isa.opcodes.CLIP_DOC
-        half = 1 << (CLIP_BOUND_BITS - 1)
-        lo = ((b & 0xFF) ^ half) - half
-        hi = (((b >> CLIP_BOUND_BITS) & 0xFF) ^ half) - half
+        lo, hi = clip_bounds(b)
         return np.minimum(np.maximum(a, lo), hi)
     if op is AluOp.SHR:
         right = a >> np.minimum(np.maximum(b, 0), SHIFT_MAX)

@@ -31,7 +31,7 @@ from pyvta.sim.loops import loop_shape, n_iters, n_uops
 from pyvta.sim.program import Program
 from pyvta.sim.races import accesses, check_static_bounds
 from pyvta.sim.state import SramState
-from pyvta.sim.timing import Timing, expanded_rows
+from pyvta.sim.timing import Timing, expanded_rows, src_cached
 
 
 @dataclass
@@ -133,7 +133,7 @@ def alu_src_repeats(insn: AluInsn, fields: dict[str, np.ndarray] | None = None) 
         across = n_out - 1 if sfo == (n_in - 1) * sfi else 0
         return inner + across
     src, dst = expanded_rows(insn, fields, "src"), expanded_rows(insn, fields, "dst")
-    return int(((src[1:] == src[:-1]) & (dst[:-1] != src[:-1])).sum())
+    return int(src_cached(src, dst).sum())
 
 
 _MAX_EXPANDED_ITERS = 1 << 20
@@ -196,7 +196,7 @@ def _last_uop_cycles(insn: GemmInsn | AluInsn, t: Timing, fields) -> int:
         return t.gemm_cycles_per_uop if isinstance(insn, GemmInsn) else t.alu_imm_cycles_per_uop
     if n_iters(insn) >= 2 and fields is not None and n_iters(insn) <= _MAX_EXPANDED_ITERS:
         src, dst = expanded_rows(insn, fields, "src"), expanded_rows(insn, fields, "dst")
-        if src[-1] == src[-2] and dst[-2] != src[-2]:
+        if src_cached(src[-2:], dst[-2:])[-1]:
             return t.alu_repeat_src_cycles_per_uop
     elif alu_src_repeats(insn, fields) == n_iters(insn) - 1:  # every micro-op after the first
         return t.alu_repeat_src_cycles_per_uop

@@ -13,6 +13,7 @@ import numpy as np
 
 from pyvta.isa import AluInsn, GemmInsn
 from pyvta.sim.errors import HazardError, OutOfBoundsError
+from pyvta.sim.timing import expanded_rows
 
 
 @dataclass(frozen=True)
@@ -82,13 +83,7 @@ def expand(
     insn: GemmInsn | AluInsn, uops: dict[str, np.ndarray], i_lo: int, i_hi: int
 ) -> dict[str, np.ndarray]:
     """Index arrays (int64, execution order) for outer iterations [i_lo, i_hi)."""
-    i = np.arange(i_lo, i_hi, dtype=np.int64)[:, None, None]
-    j = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
-    out = {}
-    for name, f_out, f_in in _operands(insn):
-        base = uops[name][None, None, :]
-        out[name] = (base + i * f_out + j * f_in).reshape(-1)
-    return out
+    return {name: expanded_rows(insn, uops, name, i_lo, i_hi) for name, _, _ in _operands(insn)}
 
 
 def chunks(insn: GemmInsn | AluInsn, max_iters: int) -> Iterator[tuple[int, int]]:

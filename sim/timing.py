@@ -144,8 +144,7 @@ class Timing:
         reads = [(dst, self.acc_dst_raw_cycles)]
         if src is None:
             return raw_stall_cycles(dst, reads, self.alu_imm_cycles_per_uop)
-        cached = np.zeros(dst.size, bool)
-        cached[1:] = (src[1:] == src[:-1]) & (dst[:-1] != src[:-1])
+        cached = src_cached(src, dst)
         period = np.where(cached, self.alu_repeat_src_cycles_per_uop, self.alu_cycles_per_uop)
         fresh_src = np.where(cached, -1, src)
         return raw_stall_cycles(dst, reads + [(fresh_src, self.acc_src_raw_cycles)], period)
@@ -186,14 +185,26 @@ class Timing:
         return asdict(self)
 
 
-def expanded_rows(insn, fields: dict[str, np.ndarray], name: str) -> np.ndarray:
-    """The ``name`` ("dst", "src") row of each micro-op iteration of a GEMM or ALU instruction
-    (``fields``: its kernel's decoded micro-ops), in issue order (outer loop, inner loop,
-    micro-op)."""
-    o = np.arange(insn.iter_out)[:, None, None]
-    i = np.arange(insn.iter_in)[None, :, None]
+def expanded_rows(
+    insn, fields: dict[str, np.ndarray], name: str, i_lo: int = 0, i_hi: int | None = None
+) -> np.ndarray:
+    """The ``name`` ("dst", "src", "wgt") row of each micro-op iteration of a GEMM or ALU
+    instruction (``fields``: its kernel's decoded micro-ops) for the outer iterations
+    [i_lo, i_hi) (default: all), in issue order (outer loop, inner loop, micro-op); int64."""
+    i_hi = insn.iter_out if i_hi is None else i_hi
+    o = np.arange(i_lo, i_hi, dtype=np.int64)[:, None, None]
+    i = np.arange(insn.iter_in, dtype=np.int64)[None, :, None]
     f_out, f_in = getattr(insn, f"{name}_factor_out"), getattr(insn, f"{name}_factor_in")
-    return (fields[name][None, None, :] + o * f_out + i * f_in).ravel()
+    return (fields[name][None, None, :] + o * f_out + i * f_in).reshape(-1)
+
+
+def src_cached(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Per micro-op iteration of an ALU register-operand instruction: whether its src row is the
+    previous iteration's and that one did not write it, so the ALU's src-row register holds it
+    (overlap contract rule 8: no ACC read); False for the first."""
+    cached = np.zeros(src.size, bool)
+    cached[1:] = (src[1:] == src[:-1]) & (dst[:-1] != src[:-1])
+    return cached
 
 
 def raw_stall_cycles(

@@ -4,7 +4,7 @@ programs: ``execute(insns, dram, cfg)`` returns the final DRAM image."""
 
 import numpy as np
 
-from pyvta.isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Uop
+from pyvta.isa import AluInsn, AluOp, FinishInsn, GemmInsn, MemInsn, MemType, Uop, clip_bounds
 
 
 def _wrap32(x: int) -> int:
@@ -25,7 +25,7 @@ def alu_op(op: AluOp, a: int, b: int) -> int:
     if op is AluOp.MUL:
         return _wrap32(a * b)
     if op is AluOp.CLIP:  # bounds: the signed bytes of b's low half-word
-        lo, hi = _low8(b), _low8(b // 256)
+        lo, hi = clip_bounds(b)
         return min(max(a, lo), hi)
     if b >= 0:
         return a >> min(b, 31)
