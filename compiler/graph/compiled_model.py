@@ -46,8 +46,9 @@ class CompiledModel:
     ``gpu``).
 
     ``kernels``: node name -> relocatable accelerator kernel (``vta`` target); ``hw``: the
-    HwConfig they were lowered (or, before ``lower_kernels``, the graph was packed) for; ``gpu_kernels``: node name -> ``gpu_kernels.GpuKernel``
-    (PTX and launch plan, ``gpu`` target)."""
+    HwConfig they were lowered (or, before ``lower_kernels``, the graph was packed) for;
+    ``gpu_kernels``: node name -> ``gpu_kernels.GpuKernel`` (PTX and launch plan, ``gpu``
+    target)."""
 
     graph: Graph
     target: str

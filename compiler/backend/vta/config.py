@@ -173,8 +173,9 @@ def same_pixels(wl: ConvWorkload, c: ConvConfig) -> bool:
 
 def shared_inputs(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> bool:
     """Whether ``conv2d_overlap.emit_overlapped`` loads each chunk's input once for a whole
-    group (its threads compute the same pixels, ``same_pixels``), into the INP slot of the chunk's turn, and
-    every thread's GEMM reads it; not with the residual rows in the INP slots (GEMM path). Only
+    group (its threads compute the same pixels, ``same_pixels``), into the INP slot of the
+    chunk's turn, and every thread's GEMM reads it; not with the residual rows in the INP slots
+    (GEMM path). Only
     for 1x1 kernels, whose input loads weigh most beside their GEMMs (ResNet-18 L9, L14: 4% and
     3% fewer cycles); the threads' weight loads then wait on the shared slot's last reader (the
     in-order load module), which costs more than it saves on a 3x3 layer (14x14 64->64, 7x14 ci2
@@ -194,8 +195,8 @@ FIRST_CHUNK_MAX_PARTS = 4
 def first_chunk_parts(c: ConvConfig) -> int:
     """In how many runs of output-channel blocks (at least two blocks each: no GEMM hazard)
     ``conv2d_overlap.emit_overlapped`` loads the weights of the first group's first chunks and
-    runs their GEMMs: nothing hides the program's first loads, so the GEMM pipe starts after a part's
-    weights instead of all the chunk's, and runs beside the next part's load."""
+    runs their GEMMs: nothing hides the program's first loads, so the GEMM pipe starts after a
+    part's weights instead of all the chunk's, and runs beside the next part's load."""
     return max(
         (
             d
