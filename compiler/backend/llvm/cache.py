@@ -2,8 +2,9 @@
 the host object code MCJIT made from it (``KEY.o``), so a fresh process loads a kernel
 without generating code.
 
-The key is a SHA-256 of the printed loop IR, the target key and ``CODEGEN_VERSION``; bump the
-version whenever code generation changes what it emits for the same IR.
+The key is a SHA-256 of the printed loop IR, the target key and ``codegen_version()``: the
+sources of this code generator and the LLVM it runs on, so a change to either never serves
+machine code the old generator made (a kept copy of a miscompiled kernel, say).
 
 Lowered functions (``KEY.func``, pickled, after the LLVM passes) are kept too, under a key the
 caller derives from what it lowered (e.g. a graph node and its shapes) and ``source_digest`` of
@@ -19,12 +20,19 @@ import os
 import pickle
 from pathlib import Path
 
-CODEGEN_VERSION = "11"  # 11: min/max propagate NaN (llvm.minimum/maximum)
+
+def codegen_version() -> str:
+    """What machine code for a given loop IR and target depends on besides them: the LLVM
+    backend's sources and llvmlite's LLVM version."""
+    import llvmlite.binding as llvm
+
+    version = ".".join(map(str, llvm.llvm_version_info))
+    return f"{source_digest('compiler.backend.llvm')}|llvm{version}"
 
 
 def kernel_key(ir_text: str, target_key: str) -> str:
     h = hashlib.sha256()
-    for part in (CODEGEN_VERSION, target_key, ir_text):
+    for part in (codegen_version(), target_key, ir_text):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -515,54 +515,66 @@ class CodeGen:
 
     def _dot_i16x2(self, e: Call):
         """te ``dot_i16x2(p, q)``: each int32 lane two int16, ``lo*lo + hi*hi``; a vector
-        whose width has a ``pmaddwd`` on this target is one call of it, the rest shifts and
-        multiplies."""
+        whose width has a ``pmaddwd`` on this target is one call of it, the rest half-wise
+        multiplies and adds (:meth:`_dot_parts`)."""
         p, q = self._pair(self.expr(e.args[0]), self.expr(e.args[1]))
         n = p.type.count if self._is_vec(p) else None
         name, feature = self._PMADDWD.get(n, (None, None))
-        if name is not None and f"+{feature}" in self.target.features.split(","):
+        if name is not None and self._has(feature):
             halves = ir.VectorType(ir.IntType(16), 2 * n)
             fn = self._decl(name, p.type, [halves, halves])
             return self.b.call(fn, [self.b.bitcast(p, halves), self.b.bitcast(q, halves)])
-        sixteen = self._bcast(ir.Constant(I32, 16), n) if n else ir.Constant(I32, 16)
+        return self._dot_parts(p, q, 16, signed_p=True)
 
-        def lo(v):
-            return self.b.ashr(self.b.shl(v, sixteen), sixteen)
-
-        low = self.b.mul(lo(p), lo(q))
-        return self.b.add(low, self.b.mul(self.b.ashr(p, sixteen), self.b.ashr(q, sixteen)))
-
-    # vpdpbusd by int32 lanes: (intrinsic, the target features of which one suffices)
-    _VPDPBUSD = {8: ("llvm.x86.avx512.vpdpbusd.256", ("avxvnni", "avx512vnni")),
-                 16: ("llvm.x86.avx512.vpdpbusd.512", ("avx512vnni",))}  # fmt: skip
+    # vpdpbusd by int32 lanes: the intrinsic (AVX-512 VNNI on 512 bits; on 128 and 256 bits
+    # AVX-VNNI, or AVX-512 VNNI with AVX-512VL)
+    _VPDPBUSD = {4: "llvm.x86.avx512.vpdpbusd.128", 8: "llvm.x86.avx512.vpdpbusd.256",
+                 16: "llvm.x86.avx512.vpdpbusd.512"}  # fmt: skip
 
     def _has(self, *features) -> bool:
         have = self.target.features.split(",")
-        return any(f"+{f}" in have for f in features)
+        return all(f"+{f}" in have for f in features)
+
+    def _has_vpdpbusd(self, lanes: int | None) -> bool:
+        if lanes not in self._VPDPBUSD:
+            return False
+        if lanes == 16:
+            return self._has("avx512vnni")
+        return self._has("avxvnni") or self._has("avx512vnni", "avx512vl")
 
     def _dot_u8s8x4(self, e: Call, acc=None):
         """``acc + `` te ``dot_u8s8x4(p, q)``: four u8 x s8 byte products per int32 lane,
         summed; a vector with a ``vpdpbusd`` on this target is one call of it (accumulating
-        into ``acc``), the rest shifts and multiplies."""
+        into ``acc``), the rest byte-wise multiplies and adds (:meth:`_dot_parts`)."""
         p, q = self._pair(self.expr(e.args[0]), self.expr(e.args[1]))
         if acc is not None:
             p, acc = self._pair(p, acc)
             q, acc = self._pair(q, acc)
         n = p.type.count if self._is_vec(p) else None
-        name, features = self._VPDPBUSD.get(n, (None, ()))
-        if n == 8 and not self._has("avxvnni"):
-            features = ("avx512vl",) if self._has("avx512vnni") else ()
-        if name is not None and self._has(*features):
-            fn = self._decl(name, p.type, [p.type] * 3)
+        if self._has_vpdpbusd(n):
+            fn = self._decl(self._VPDPBUSD[n], p.type, [p.type] * 3)
             return self.b.call(fn, [ir.Constant(p.type, None) if acc is None else acc, p, q])
-
-        def const(v):
-            return self._bcast(ir.Constant(I32, v), n) if n else ir.Constant(I32, v)
-
-        total = None
-        for j in range(4):
-            up = self.b.shl(p, const(24 - 8 * j)) if j < 3 else p
-            uq = self.b.shl(q, const(24 - 8 * j)) if j < 3 else q
-            term = self.b.mul(self.b.lshr(up, const(24)), self.b.ashr(uq, const(24)))
-            total = term if total is None else self.b.add(total, term)
+        total = self._dot_parts(p, q, 8, signed_p=False)
         return total if acc is None else self.b.add(acc, total)
+
+    def _dot_parts(self, p, q, part_bits: int, signed_p: bool):
+        """Each int32 lane of ``p`` and ``q`` (scalars or vectors of ``n`` lanes) as ``32 /
+        part_bits`` little-endian parts, multiplied part by part and summed per lane:
+        ``p``'s parts signed (``signed_p``) or unsigned, ``q``'s signed. The parts are a
+        bitcast to ``<parts * n x iN>`` widened to int32, so the lane layout is explicit in the
+        IR (LLVM 22's SLP vectorizer miscompiled the shift-and-mask form of the u8 x s8 dot
+        inside parallel bodies on AVX-512 hosts: wrong int8 convolutions)."""
+        n = p.type.count if self._is_vec(p) else 1
+        parts = 32 // part_bits
+        narrow = ir.VectorType(ir.IntType(part_bits), parts * n)
+        wide = ir.VectorType(I32, parts * n)
+        pw = (self.b.sext if signed_p else self.b.zext)(self.b.bitcast(p, narrow), wide)
+        prod = self.b.mul(pw, self.b.sext(self.b.bitcast(q, narrow), wide))
+        total = None
+        for j in range(parts):  # part j of every lane: elements j, j + parts, ...
+            idx = ir.Constant(ir.VectorType(I32, n), [parts * k + j for k in range(n)])
+            term = self.b.shuffle_vector(prod, ir.Constant(wide, ir.Undefined), idx)
+            total = term if total is None else self.b.add(total, term)
+        if not self._is_vec(p):
+            return self.b.extract_element(total, ir.Constant(I32, 0))
+        return total
