@@ -4,3 +4,27 @@ on fixtures the host makes); the host's test run leaves it to that step."""
 import sys
 
 collect_ignore = ["board"] if sys.version_info[:2] != (3, 10) else []
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+
+_CPU_LEVELS: dict[str, str] = {}  # x86 feature level -> "ran" / "assembled only (...)"
+
+
+@pytest.fixture(scope="session")
+def cpu_levels():
+    """Which CPU feature levels the session's tests ran and which they only assembled (the
+    closing summary prints it)."""
+    return _CPU_LEVELS
+
+
+def pytest_report_header(config):
+    level = os.environ.get("PYVTA_CPU_FEATURES")
+    return f"CPU feature level: {level or 'host'} (PYVTA_CPU_FEATURES)"
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _CPU_LEVELS:
+        rows = ", ".join(f"{lv}: {how}" for lv, how in sorted(_CPU_LEVELS.items()))
+        terminalreporter.write_line(f"CPU feature levels: {rows}")

@@ -1,8 +1,9 @@
 """Compiled int8 kernels for the ``cpu-int8`` target: the graph's ``qconv2d`` / ``qdense`` nodes
 on :mod:`compiler.ops.cpu.int8`, bit-exact with the numpy reference
 :func:`compiler.graph.cpu_ops.run_cpu_op` and the accelerator's contract. The dot-product form
-follows the host's features (``host_dot_form``): ``vpdpbusd`` where the CPU has AVX-512 VNNI or
-AVX-VNNI, else ``vpmaddwd`` (AVX2); the vector width follows the host's registers.
+follows the compiler's CPU target (``CpuTarget.host``, which ``PYVTA_CPU_FEATURES`` may limit):
+``vpdpbusd`` where it has AVX-512 VNNI or AVX-VNNI, else ``vpmaddwd``; the vector width follows
+its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
 constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
@@ -65,7 +66,8 @@ class Int8Kernel:
         from pyvta.compiler.ops.cpu.int8 import (
             Int8ConvKnobs,
             conv_out_hw,
-            host_dot_form,
+            dot_form,
+            dot_isa,
             pack_qconv,
             qconv2d_nchw,
         )
@@ -74,9 +76,10 @@ class Int8Kernel:
         _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
         host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
         lanes, regs = host.vector_lanes("int32"), host.vector_registers
-        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, host_dot_form())
+        dot = dot_form(dot_isa(host.feature_dict))
+        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, dot)
         residual = len(node.inputs) == 4
-        layer = [c, h, w, o, kernel, params, residual, self.knobs, num_threads]
+        layer = [c, h, w, o, kernel, params, residual, self.knobs, num_threads, host.key]
         key = json.dumps(layer, default=repr)
         if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
             sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)

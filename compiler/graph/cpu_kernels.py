@@ -279,10 +279,13 @@ def node_module(node: Node, in_shapes, num_threads: int):
     from pyvta.compiler.backend.llvm.cache import func_key
     from pyvta.compiler.backend.llvm.entry import BACKEND
 
-    key = json.dumps([node.op, node.attrs, in_shapes, num_threads], sort_keys=True, default=str)
+    target = CpuTarget.host(num_threads)  # schedules and code follow the host's features
+    key = json.dumps(
+        [node.op, node.attrs, in_shapes, num_threads, target.key], sort_keys=True, default=str
+    )
     mod = _MODULES.get(key)
     if mod is None:
-        fkey = func_key(f"{key}\0{CpuTarget.host(num_threads).key}")  # schedules follow the host
+        fkey = func_key(key)
         mod = BACKEND.cached(fkey, num_threads=num_threads)
         if mod is None:
             sch, args = node_schedule(node, in_shapes)

@@ -25,6 +25,16 @@ def build_llvm(
     return _build_passed(func, target, cache)
 
 
+def assembly(func: PrimFunc, target: CpuTarget) -> str:
+    """Assembly of a lowered ``func`` generated for ``target``: code generation only, nothing
+    runs, so ``target`` may be a CPU this host is not (``CpuTarget.of_cpu``)."""
+    import llvmlite.binding as llvm
+
+    func = run_passes(func, LLVM_PASSES)
+    text = optimize(str(CodeGen(func, target, cpu_scopes()).generate()), target)
+    return target.target_machine().emit_assembly(llvm.parse_assembly(text))
+
+
 def cached_func(key: str, target: CpuTarget, cache: KernelCache) -> Module | None:
     """The module of the function ``build_llvm`` kept under ``key``, or None if it has none."""
     func = cache.read_func(key)

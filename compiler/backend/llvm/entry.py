@@ -21,14 +21,17 @@ class LlvmBackend:
     name = "llvm"
     passes = LLVM_PASSES
 
-    def build(self, func, cache_dir=..., num_threads=None, func_key=None):
+    def build(self, func, cache_dir=..., num_threads=None, func_key=None, cpu_features=None):
         """A callable ``Module`` for the host CPU. ``cache_dir``: where compiled kernels are
         kept on disk (default ``default_cache_dir()``; None keeps them in memory only).
         ``num_threads``: threads for ``parallel`` loops (default: all cores). ``func_key``
-        (``cache.func_key``): also keep the lowered function, for ``cached``."""
+        (``cache.func_key``): also keep the lowered function, for ``cached``.
+        ``cpu_features``: the x86 feature level to compile for (``target.X86_LEVELS``; default
+        ``$PYVTA_CPU_FEATURES``, else the host's)."""
         from pyvta.compiler.backend.llvm import CpuTarget, build_llvm
 
-        return build_llvm(func, CpuTarget.host(num_threads), _cache(cache_dir), func_key)
+        target = CpuTarget.host(num_threads, cpu_features)
+        return build_llvm(func, target, _cache(cache_dir), func_key)
 
     def cached(self, func_key, cache_dir=..., num_threads=None):
         """The module of the function kept under ``func_key`` by ``build``, or None."""

@@ -56,11 +56,12 @@ def dot_form(isa: str) -> str:
     return "vpdpbusd" if isa in ("avx512vnni", "avxvnni") else "pmaddwd"
 
 
-def host_dot_form() -> str:
-    """The ``DOTS`` form for this machine's CPU (llvmlite's host features)."""
-    import llvmlite.binding as llvm
+def host_dot_form(features: str | None = None) -> str:
+    """The ``DOTS`` form for this machine's CPU at feature level ``features`` (default: the
+    compiler's, ``CpuTarget.host``)."""
+    from pyvta.compiler.backend.llvm.target import CpuTarget
 
-    return dot_form(dot_isa(llvm.get_host_cpu_features()))
+    return dot_form(dot_isa(CpuTarget.host(1, features).feature_dict))
 
 
 def dot_isa(features: dict[str, bool]) -> str:
@@ -77,20 +78,12 @@ def assembly_for(sch, args, cpu: str, features: str, vector_bits: int) -> str:
     """Assembly of ``(sch, args)`` compiled for CPU ``cpu`` with LLVM ``features`` (e.g.
     ``"+avx512vnni,+avx512bw"``): code generation only, it is not run (the host may lack
     them)."""
-    import llvmlite.binding as llvm
-
     from pyvta.compiler.api import lower
-    from pyvta.compiler.backend.llvm.codegen import CodeGen
-    from pyvta.compiler.backend.llvm.jit import optimize
-    from pyvta.compiler.backend.llvm.passes import LLVM_PASSES
-    from pyvta.compiler.backend.llvm.target import CpuTarget, cpu_scopes
-    from pyvta.compiler.passes.pipeline import run_passes
+    from pyvta.compiler.backend.llvm.build import assembly
+    from pyvta.compiler.backend.llvm.target import CpuTarget
 
     host = CpuTarget.host(1)
-    target = CpuTarget(host.triple, cpu, features, vector_bits, 1)
-    func = run_passes(lower(sch, args), LLVM_PASSES)
-    text = optimize(str(CodeGen(func, target, cpu_scopes()).generate()), target)
-    return target.target_machine().emit_assembly(llvm.parse_assembly(text))
+    return assembly(lower(sch, args), CpuTarget(host.triple, cpu, features, vector_bits, 1))
 
 
 @dataclass(frozen=True)
@@ -125,8 +118,8 @@ class Int8ConvKnobs:
         o: int, ow: int, lanes: int = 8, registers: int = 16, dot: str = "pmaddwd"
     ) -> Int8ConvKnobs:
         """The tile with the most vector accumulators that fit beside two registers (the
-        broadcast input and a weight): one or two vectors of ``lanes`` (else 8) int32 that
-        divide ``o`` (else scalar) x the widest column tile dividing ``ow``. A ``pmaddwd``
+        broadcast input and a weight): one or two vectors of ``lanes`` (else 8; else 4, the
+        SSE width, for channels not a multiple of 8) int32 that divide ``o`` (else scalar) x the widest column tile dividing ``ow``. A ``pmaddwd``
         accumulator needs a second register for its product (``vpmaddwd``, then ``vpaddd``;
         ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
         5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. Ties: more
@@ -139,7 +132,7 @@ class Int8ConvKnobs:
 
         tiles = [  # (accumulators, channels, columns, vector lanes)
             (widest(n * per_acc) * n, n * v, widest(n * per_acc), v)
-            for v in dict.fromkeys((lanes, 8))
+            for v in dict.fromkeys((lanes, 8) if o % 8 == 0 else (lanes, 8, 4))
             for n in (2, 1)
             if o % (n * v) == 0
         ]

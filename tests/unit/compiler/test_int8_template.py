@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import re
 
-import llvmlite.binding as llvm
 import numpy as np
 import pytest
 
+from pyvta.compiler.backend.llvm.target import CpuTarget
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
 from pyvta.compiler.graph.vta_ops import FusedParams, wrap_int32
 from pyvta.compiler.ops.cpu.int8 import (
@@ -71,7 +71,8 @@ def test_knobs_tile_the_layer():
     vnni = Int8ConvKnobs.for_layer(64, 56, dot="vpdpbusd")  # accumulates in place: 14
     assert vnni == Int8ConvKnobs(16, 7, dot="vpdpbusd", vector_lanes=8)
     assert Int8ConvKnobs.for_layer(24, 7) == Int8ConvKnobs(8, 7)
-    assert Int8ConvKnobs.for_layer(12, 7).oc_block == 1  # 12 is no multiple of 8
+    assert Int8ConvKnobs.for_layer(12, 7) == Int8ConvKnobs(4, 7)  # 12: SSE-wide vectors of 4
+    assert Int8ConvKnobs.for_layer(10, 7).oc_block == 1  # 10 is no multiple of 4
     assert Int8ConvKnobs.for_layer(512, 1) == Int8ConvKnobs(16, 1, vector_lanes=8)  # a dense
     wide = Int8ConvKnobs.for_layer(64, 14, lanes=16, registers=32)
     assert wide == Int8ConvKnobs(32, 7, vector_lanes=16)  # ties: more channels per broadcast
@@ -162,5 +163,5 @@ def test_dot_isa_from_features():
     assert [dot_form(i) for i in ("avx512vnni", "avxvnni", "avx2")] == ["vpdpbusd"] * 2 + [
         "pmaddwd"
     ]
-    host = dot_isa(llvm.get_host_cpu_features())
+    host = dot_isa(CpuTarget.host(1).feature_dict)
     print(f"host int8 dot products: {host}")
