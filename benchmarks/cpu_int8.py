@@ -142,9 +142,8 @@ def bench_model(
 
 
 def main() -> None:
-    import llvmlite.binding as llvm
-
-    from pyvta.compiler.ops.cpu.int8 import dot_isa
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.int8 import dot_form, dot_isa
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18")
@@ -160,9 +159,11 @@ def main() -> None:
     if args.cpu_time and args.threads != 1:
         ap.error("--cpu-time needs --threads 1 (CPU time adds up the threads' times)")
     clock = time.process_time if args.cpu_time else time.perf_counter
-    isa = dot_isa(llvm.get_host_cpu_features())
-    print(f"host: {llvm.get_host_cpu_name()}, int8 dot products: {isa}; onnxruntime and pyvta"
-          f" on {args.threads} threads")  # fmt: skip
+    target = CpuTarget.host(args.threads)  # PYVTA_CPU_FEATURES may limit it (e.g. avx2)
+    isa = dot_isa(target.feature_dict)
+    print(f"host: {target.description}, int8 dot products: {isa} ({dot_form(isa)} form, "
+          f"{target.vector_lanes('int32')} int32 lanes); onnxruntime and pyvta on"
+          f" {args.threads} threads")  # fmt: skip
     print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     for m in args.models.split(","):
         bench_model(m, args.size, args.rounds, args.threads, args.seed, clock)

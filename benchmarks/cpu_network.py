@@ -137,10 +137,13 @@ def bench_model(
     runs = {"onnxruntime": lambda: sess.run(None, {"input": x})}
     models = {"default": compile_model(path, "cpu")}
     if log is not None:
-        schedules = tuned_schedules(path, log)
+        foreign: dict[str, str] = {}
+        schedules = tuned_schedules(path, log, foreign)
         if schedules:
             models["tuned"] = compile_model(path, "cpu", cpu_schedules=schedules)
-            print(f"{name}: {len(schedules)} tuned layer schedules from {log}")
+            elsewhere = f", {len(foreign)} of them measured on {', '.join(set(foreign.values()))}"
+            print(f"{name}: {len(schedules)} tuned layer schedules from {log}"
+                  f"{elsewhere if foreign else ' (all measured on this kind of CPU)'}")  # fmt: skip
     tables: dict[str, list] = {k: [] for k in models}
     for key, cm in models.items():
         kernels = {"cpu": CpuKernels(cm.graph, threads)}  # built for the run's thread count

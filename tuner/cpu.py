@@ -289,8 +289,38 @@ def _depthwise_reference(arrays, *args):
     return (y + bias.reshape(y.shape[0], 1, 1, -1))[None]
 
 
+def cpu_measured_on() -> str:
+    """The CPU a measurement runs on, as a tuning record names it (``CpuTarget.description``:
+    ``ARCH LEVEL CPU``, the feature level as ``PYVTA_CPU_FEATURES`` leaves it)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    return CpuTarget.host().description
+
+
+def cpu_nearness(machine: str) -> float:
+    """How near a record's CPU (``cpu_measured_on`` of its host) is to this one: the same
+    feature level and CPU 4, the same level 3, the same vector width 2, the same arch 1."""
+    from pyvta.compiler.backend.llvm.target import X86_LEVELS
+
+    here, there = cpu_measured_on().split(), machine.split()
+    if len(there) < 2 or there[0] != here[0]:
+        return 0.0
+    if there[1] == here[1]:
+        return 4.0 if there[2:] == here[2:] else 3.0
+    bits = [X86_LEVELS[lv].vector_bits if lv in X86_LEVELS else 0 for lv in (here[1], there[1])]
+    return 2.0 if bits[0] == bits[1] else 1.0
+
+
+_ON_CPU = {"measured_on_fn": cpu_measured_on, "nearness_fn": cpu_nearness}
+
+
 GEMM = Template(
-    "cpu.gemm", _gemm_space, _gemm_instantiate, lower_fn=_gemm_lower, reference_fn=_gemm_reference
+    "cpu.gemm",
+    _gemm_space,
+    _gemm_instantiate,
+    lower_fn=_gemm_lower,
+    reference_fn=_gemm_reference,
+    **_ON_CPU,
 )
 CONV2D = Template(
     "cpu.conv2d",
@@ -298,25 +328,29 @@ CONV2D = Template(
     _conv2d_instantiate,
     lower_fn=_conv2d_lower,
     reference_fn=_conv2d_reference,
+    **_ON_CPU,
 )
 CONV2D_NCHWC = Template(
     "cpu.conv2d_nchwc",
     _nchwc_space,
     _nchwc_instantiate,
     reference_fn=_nchwc_reference,
+    **_ON_CPU,
 )
-WINOGRAD_NCHWC = Template("cpu.winograd_nchwc", _winograd_space, _winograd_instantiate)
+WINOGRAD_NCHWC = Template("cpu.winograd_nchwc", _winograd_space, _winograd_instantiate, **_ON_CPU)
 POINTWISE_NCHWC = Template(
     "cpu.pointwise_nchwc",
     _pointwise_space,
     _pointwise_instantiate,
     reference_fn=_pointwise_reference,
+    **_ON_CPU,
 )
 DEPTHWISE_NCHWC = Template(
     "cpu.depthwise_nchwc",
     _depthwise_space,
     _depthwise_instantiate,
     reference_fn=_depthwise_reference,
+    **_ON_CPU,
 )
 TEMPLATES = {
     t.name: t
@@ -444,4 +478,7 @@ def cpu_target_info() -> str:
     from pyvta.compiler.backend.llvm import CpuTarget
 
     t = CpuTarget.host()
-    return f"{t.cpu} vector_bits={t.vector_bits} threads={t.num_threads} ({time.strftime('%F')})"
+    return (
+        f"{t.description} vector_bits={t.vector_bits} threads={t.num_threads}"
+        f" ({time.strftime('%F')})"
+    )

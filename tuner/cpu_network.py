@@ -196,20 +196,28 @@ def compare_templates(
             measurer.close()
 
 
-def cpu_schedules(log: str, layers: list[CpuLayer]) -> dict[str, dict]:
+def cpu_schedules(
+    log: str, layers: list[CpuLayer], foreign: dict[str, str] | None = None
+) -> dict[str, dict]:
     """``{workload key: schedule}``: per layer the best logged record over its templates (the
     compiler's ``cpu_schedules``); where every template's best config has records measured
     side by side (``compare_templates``), the lowest median of those decides. Layers without a
-    valid record are left out."""
+    valid record are left out.
+
+    Records measured on this kind of CPU (the task's space here) come first; a layer that has
+    none takes the closest other CPU's (``tuner.log.closest_records``: a schedule is valid on
+    any x86 host, only its speed differs), and ``foreign`` (if given) gets ``{workload key:
+    the CPU its records were measured on}`` for each such layer."""
     import statistics
 
     from pyvta.tuner.cpu import schedule_of
+    from pyvta.tuner.log import closest_records
 
     out = {}
     for layer in layers:
-        cands = []  # (logged cost, side-by-side costs, schedule)
+        found = []  # (machine or "", logged cost, side-by-side costs, schedule)
         for task in _tasks(layer):
-            records = read_records(log, task)
+            records, machine = closest_records(log, task, _instantiates(task))
             rec = best_record(records)
             if rec is not None:
                 side = [
@@ -217,16 +225,33 @@ def cpu_schedules(log: str, layers: list[CpuLayer]) -> dict[str, dict]:
                     for r in records
                     if r.index == rec.index and r.result.ok and r.result.msg == SIDE_BY_SIDE
                 ]
-                cfg = task.space.config(rec.config)
-                cands.append((rec.result.cost, side, schedule_of(task, cfg)))
+                found.append((machine, rec.result.cost, side, schedule_of(task, rec.config)))
+        here = [c for c in found if not c[0]]
+        cands = here or found  # costs from two machines are not compared
         if not cands:
             continue
-        if all(side for _, side, _ in cands):
-            best = min(cands, key=lambda c: statistics.median(c[1]))
+        if all(side for _, _, side, _ in cands):
+            best = min(cands, key=lambda c: statistics.median(c[2]))
         else:
-            best = min(cands, key=lambda c: c[0])
-        out[layer.workload.key] = best[2]
+            best = min(cands, key=lambda c: c[1])
+        out[layer.workload.key] = best[3]
+        if best[0] and foreign is not None:
+            foreign[layer.workload.key] = best[0]
     return out
+
+
+def _instantiates(task):
+    """Whether a config (a record's dict) of another space builds ``task``'s schedule."""
+    from pyvta.tuner.task import InvalidConfig
+
+    def valid(config: dict) -> bool:
+        try:
+            task.instantiate(config)
+        except (InvalidConfig, ValueError, KeyError, TypeError):
+            return False
+        return True
+
+    return valid
 
 
 def write_cpu_log(src: str, dst: str) -> int:
@@ -251,9 +276,9 @@ def write_cpu_log(src: str, dst: str) -> int:
     return len(kept) + len(side)
 
 
-def tuned_schedules(model, log: str) -> dict[str, dict]:
+def tuned_schedules(model, log: str, foreign: dict[str, str] | None = None) -> dict[str, dict]:
     """:func:`cpu_schedules` of ``model``'s layers (an ONNX path or a ``CompiledModel``)."""
-    return cpu_schedules(log, cpu_network_layers(model))
+    return cpu_schedules(log, cpu_network_layers(model), foreign)
 
 
 def pretuned_cpu_log(model: str) -> Path | None:

@@ -5,7 +5,13 @@ A record::
 
     {"v": 1, "task": "cpu.gemm[512, 512, 512]@llvm", "space": "<signature>",
      "index": 17, "config": {"bm": 8, ...}, "costs": [...], "cost": 0.0012,
-     "error": null, "msg": "", "build_s": 0.3, "ts": 1764470000.0, "unit": "s"}
+     "error": null, "msg": "", "build_s": 0.3, "ts": 1764470000.0, "unit": "s",
+     "target": "x86_64 avx2 haswell"}
+
+``target`` (optional) names the machine the cost was measured on, where the task's template
+says (``Template.measured_on_fn``; a CPU task: its ``CpuTarget.description``). A record of the
+same task from another machine's space is still a valid schedule there, only its speed was not
+measured here: :func:`closest_records` falls back to those.
 
 ``read_records`` skips (with one warning each, naming the line) lines that are not JSON (e.g. a
 line cut short by a kill), that lack fields, have another format version or break the schema
@@ -47,9 +53,11 @@ class Record:
     config: dict
     result: MeasureResult
     unit: str = "s"
+    target: str = ""  # the machine measured on ("" where the template does not say)
 
     def to_json(self) -> str:
         r = self.result
+        extra = {"target": self.target} if self.target else {}
         return json.dumps(
             {
                 "v": VERSION,
@@ -64,6 +72,7 @@ class Record:
                 "build_s": round(r.build_s, 4),
                 "ts": round(r.timestamp, 3),
                 "unit": self.unit,
+                **extra,
             }
         )
 
@@ -84,7 +93,11 @@ class Record:
             build_s=_number(d, "build_s"),
             timestamp=_number(d, "ts"),
         )
-        return Record(d["task"], d["space"], d["index"], d["config"], res, str(d.get("unit", "s")))
+        target = d.get("target", "")
+        if not isinstance(target, str):
+            raise ValueError(f"field 'target' must be a string, got {target!r}")
+        unit = str(d.get("unit", "s"))
+        return Record(d["task"], d["space"], d["index"], d["config"], res, unit, target)
 
     def matches(self, task: Task) -> bool:
         return self.task_key == task.key and self.space_sig == task.space.signature()
@@ -150,7 +163,13 @@ def _jsonable(config: dict) -> dict:
 
 def make_record(task: Task, config: Config, result: MeasureResult) -> Record:
     return Record(
-        task.key, task.space.signature(), config.index, config.to_dict(), result, task.cost_unit
+        task.key,
+        task.space.signature(),
+        config.index,
+        config.to_dict(),
+        result,
+        task.cost_unit,
+        task.measured_on(),
     )
 
 
@@ -249,6 +268,26 @@ def write_best(src: str | os.PathLike, dst: str | os.PathLike) -> int:
     tmp.write_text("".join(r.to_json() + "\n" for r in best.values()), encoding="utf-8")
     tmp.replace(dst)
     return len(best)
+
+
+def closest_records(path: str | os.PathLike, task: Task, valid) -> tuple[list[Record], str]:
+    """The records of ``task`` in ``path`` measured in its space (on a machine like this one),
+    and ``""``; if there are none, those of the same task measured in another space (another
+    host's: a schedule valid on any host of the target, its speed measured elsewhere) whose
+    config ``valid(config dict)`` accepts, from the machine nearest this one
+    (``Task.nearness``), and that machine's name (``"another machine"`` if unrecorded)."""
+    own = read_records(path, task)
+    if any(r.result.ok for r in own):
+        return own, ""
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for r in read_records(path):
+        other = r.task_key == task.key and r.space_sig != task.space.signature()
+        if other and r.result.ok and valid(r.config):
+            groups.setdefault((r.space_sig, r.target), []).append(r)
+    if not groups:
+        return own, ""
+    (_, target), recs = max(groups.items(), key=lambda kv: task.nearness(kv[0][1]))
+    return recs, target or "another machine"
 
 
 def apply_best(log: str | os.PathLike, task: Task) -> Config | None:

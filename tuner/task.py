@@ -53,6 +53,10 @@ class Template:
     reference_fn: Callable[..., object] | None = None  # (arrays, *args) -> expected output
     context_fn: Callable[..., np.ndarray] | None = None  # (config, *args) -> float32 [width]
     prior_fn: Callable[..., list] | None = None  # (task, n) -> the backend's n best points
+    # () -> the machine a measurement is made on (a tuning record's ``target``), and
+    # (machine) -> how near a record's machine is to this one (higher: nearer)
+    measured_on_fn: Callable[[], str] | None = None
+    nearness_fn: Callable[[str], float] | None = None
 
     def task(self, *args) -> Task:
         return Task(self, tuple(args), self.space_fn(*args))
@@ -82,6 +86,15 @@ class Task:
     def key(self) -> str:
         """Identifies the workload in logs: name, arguments and target."""
         return f"{self.name}{json.dumps(list(self.args))}@{self.target}"
+
+    def measured_on(self) -> str:
+        """The machine this task's measurements are made on ("" if the template does not
+        say): what its tuning records name as their ``target``."""
+        return self.template.measured_on_fn() if self.template.measured_on_fn else ""
+
+    def nearness(self, machine: str) -> float:
+        """How near ``machine`` (a record's ``target``) is to the one measured on here."""
+        return self.template.nearness_fn(machine) if self.template.nearness_fn else 0.0
 
     def instantiate(self, config: Config):
         return self.template.instantiate_fn(config, *self.args)

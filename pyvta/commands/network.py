@@ -113,7 +113,19 @@ def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
     from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules
 
     layers = functools.partial(cpu_network_layers, path)
-    return _best_from_log(log_path, layers, cpu_schedules, "schedules", "CPU conv", log)
+    foreign: dict[str, str] = {}
+    best = functools.partial(cpu_schedules, foreign=foreign)
+    found = _best_from_log(log_path, layers, best, "schedules", "CPU conv", log)
+    if foreign:
+        from pyvta.tuner.cpu import cpu_measured_on
+
+        machines = ", ".join(sorted(set(foreign.values())))
+        log(
+            f"tuning log {log_path}: {len(foreign)} of those layers use the closest records,"
+            f" measured on {machines}, not this CPU ({cpu_measured_on()}): valid schedules whose"
+            " speed here is unmeasured (re-tune: pyvta tune MODEL --target cpu)"
+        )
+    return found
 
 
 def tuned_configs(cm, log_path: str | Path, log=print) -> dict:

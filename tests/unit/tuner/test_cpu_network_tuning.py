@@ -120,21 +120,74 @@ def _keys(cm):
     ]
 
 
-def test_shipped_resnet18_log_still_fits_its_tasks():
-    """Every record of the shipped log belongs to a task of today's templates (same space) and
-    its schedule instantiates; re-tune when the templates' spaces change."""
+@pytest.mark.parametrize("model", ["resnet18", "mobilenet"])
+def test_shipped_log_still_fits_its_tasks(model):
+    """Every record of the shipped log names the CPU it was measured on and belongs to a task
+    of today's templates; those measured at this host's feature level lie in its task's space
+    (re-tune when a template's space changes), and every record's schedule instantiates here,
+    whichever CPU measured it (a schedule is valid on any x86 host). The log carries records
+    of both AVX2 and AVX-512 hosts."""
     from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+    from pyvta.tuner.cpu import cpu_measured_on
 
-    log = pretuned_cpu_log("resnet18_224")
+    log = pretuned_cpu_log(f"{model}_224")
     assert log is not None
     records = read_records(log)
     assert len(records) >= 11
+    here = cpu_measured_on().split()[1]
     for rec in records:
+        assert len(rec.target.split()) >= 2, f"record of {rec.task_key} names no CPU"
         args = rec.task_key[rec.task_key.index("[") : rec.task_key.index("]") + 1]
-        c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = map(int, args[1:-1].split(","))
-        wl = ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
-        (task,) = [t for t in nchwc_conv_tasks(wl) if rec.matches(t)]
-        task.instantiate(task.space.config(rec.config))  # raises if it no longer fits
+        numbers = list(map(int, args[1:-1].split(",")))
+        if rec.task_key.startswith("cpu.depthwise_nchwc"):
+            c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, ob = numbers
+            wl = ConvWorkload(c, h, w, c, (kh, kw), (sh, sw), (pt, pl, pb, pr), ob, ob, True)
+        else:
+            c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = numbers
+            wl = ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
+        (task,) = [t for t in nchwc_conv_tasks(wl) if t.key == rec.task_key]
+        if rec.target.split()[1] == here:
+            assert rec.matches(task), f"{rec.task_key}: its space changed (re-tune)"
+        task.instantiate(rec.config)  # raises if it no longer fits
+    levels = {r.target.split()[1] for r in records}
+    assert {"avx2", "avx512vnni"} <= levels, levels
+
+
+def test_records_of_another_cpu_apply_and_are_named(small_resnet, tmp_path):
+    """A log measured only on another kind of CPU (another space signature and target) still
+    gives every layer a schedule, the same ones, and names that CPU for each layer; a record
+    of this CPU, where there is one, wins over it."""
+    import json
+
+    layers = cpu_network_layers(small_resnet)
+    log = tmp_path / "here.jsonl"
+    measurer = InProcessMeasurer(SyntheticCost(), repeats=1)
+    tune_cpu_network(
+        layers, 4, log=str(log), tuner="random", measurer=measurer, progress=False, final_check=0
+    )
+    here = cpu_schedules(str(log), layers)
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    other = tmp_path / "other.jsonl"
+    other.write_text(
+        "".join(
+            json.dumps({**d, "space": "0" * 12, "target": "x86_64 sse someoldcpu"}) + "\n"
+            for d in lines
+        )
+    )
+    foreign: dict = {}
+    there = cpu_schedules(str(other), layers, foreign)
+    assert there == here
+    assert foreign == {k: "x86_64 sse someoldcpu" for k in here}
+    from pyvta.commands.network import cpu_tuned_schedules  # what pyvta compile says
+
+    said: list[str] = []
+    assert cpu_tuned_schedules(small_resnet, other, said.append) == here
+    (line,) = [s for s in said if "closest records" in s]
+    assert f"{len(here)} of those layers" in line and "x86_64 sse someoldcpu" in line
+    both = tmp_path / "both.jsonl"  # the other CPU's records and this one's
+    both.write_text(other.read_text() + log.read_text())
+    foreign = {}
+    assert cpu_schedules(str(both), layers, foreign) == here and foreign == {}
 
 
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet"])
