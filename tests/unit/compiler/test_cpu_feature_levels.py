@@ -187,45 +187,70 @@ def test_float_gemm_at_each_vector_width(level, cpu_levels):
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("level", ["avx512", "avx2", "sse"])
-def test_float_network_at_each_vector_width(level, tmp_path, monkeypatch, cpu_levels):
-    """A small float network (odd channels, strides, pads, pools, a dense) compiled for the
-    ``cpu`` target with ``PYVTA_CPU_FEATURES`` set to the level, against onnxruntime."""
-    if _runnable(level) is None:
-        pytest.skip(f"needs a CPU that runs the {level} feature level")
+def _network(tmp_path, rng):
+    """A small float network: odd channels (3 -> 24 -> 20), stride 2, asymmetric pads, a
+    grouped and a depthwise conv, a residual add, pools and a dense."""
     from onnx import TensorProto, helper, numpy_helper
-
-    from pyvta.compiler.graph import compile_model, run_model
-    from pyvta.compiler.graph.reference import run_onnxruntime
-
-    rng = np.random.default_rng(SEED)
-    print(f"seed {SEED}")
 
     def init(name, *shape):
         return numpy_helper.from_array(rng.standard_normal(shape).astype("float32") * 0.2, name)
 
+    conv = helper.make_node
     nodes = [
-        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], strides=[2, 2], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
-        helper.make_node("Add", ["c2", "r1"], ["a2"]),
-        helper.make_node("MaxPool", ["a2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
-        helper.make_node("GlobalAveragePool", ["p2"], ["g"]),
-        helper.make_node("Flatten", ["g"], ["f"]),
-        helper.make_node("Gemm", ["f", "w3", "b3"], ["out"], transB=1),
+        conv("Conv", ["input", "w1", "b1"], ["c1"], strides=[2, 2], pads=[1, 0, 2, 1]),
+        conv("Relu", ["c1"], ["r1"]),
+        conv("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1], group=4),
+        conv("Add", ["c2", "r1"], ["a2"]),
+        conv("Conv", ["a2", "w3", "b3"], ["c3"], pads=[1, 1, 1, 1], group=24),
+        conv("Relu", ["c3"], ["r3"]),
+        conv("Conv", ["r3", "w4", "b4"], ["c4"]),
+        conv("MaxPool", ["c4"], ["p4"], kernel_shape=[2, 2], strides=[2, 2]),
+        conv("GlobalAveragePool", ["p4"], ["g"]),
+        conv("Flatten", ["g"], ["f"]),
+        conv("Gemm", ["f", "w5", "b5"], ["out"], transB=1),
     ]
-    inits = [init("w1", 24, 3, 3, 3), init("b1", 24), init("w2", 24, 24, 3, 3), init("b2", 24),
-             init("w3", 10, 24), init("b3", 10)]  # fmt: skip
+    inits = [init("w1", 24, 3, 3, 3), init("b1", 24), init("w2", 24, 6, 3, 3), init("b2", 24),
+             init("w3", 24, 1, 3, 3), init("b3", 24), init("w4", 20, 24, 1, 1), init("b4", 20),
+             init("w5", 10, 20), init("b5", 10)]  # fmt: skip
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 20, 20])],
+        nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 21, 19])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits,
     )  # fmt: skip
     path = tmp_path / "net.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_networks_at_each_level(level, tmp_path, monkeypatch, cpu_levels):
+    """A small network with ``PYVTA_CPU_FEATURES`` set to the level: compiled for ``cpu``
+    against onnxruntime (1e-4), and for ``cpu-int8`` every compiled int8 node bit-exact with
+    the numpy reference on the same inputs."""
+    if _runnable(level) is None:
+        pytest.skip(f"needs a CPU that runs the {level} feature level")
+    from pyvta.compiler.graph import compile_model, run_model
+    from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels
+    from pyvta.compiler.graph.executor import Executor
+    from pyvta.compiler.graph.reference import run_onnxruntime
+
+    rng = np.random.default_rng(SEED)
+    print(f"seed {SEED}")
+    path = _network(tmp_path, rng)
     monkeypatch.setenv("PYVTA_CPU_FEATURES", level)
-    cpu_levels[level] = "ran"
-    cm = compile_model(str(path), "cpu")
-    x = rng.standard_normal((1, 3, 20, 20)).astype("float32")
+    x = rng.standard_normal((1, 3, 21, 19)).astype("float32")
     (ref,) = run_onnxruntime(onnx.load(path), {"input": x})
-    out = run_model(cm, x)[0][0]
+    out = run_model(compile_model(str(path), "cpu"), x)[0][0]
     assert float(np.abs(out - ref).max() / np.abs(ref).max()) < 1e-4
+    g = compile_model(str(path), "cpu-int8", keep_float=()).graph
+    backend = CpuInt8Kernels(g, num_threads=2)
+    assert backend.kernels, "no int8 node compiled"
+
+    class Checked:
+        def run(self, node, args):
+            got = backend.run(node, args)
+            if node.name in backend.kernels:
+                want = run_cpu_op(node.op, args, node.attrs)
+                assert (got == want).all(), f"{level}: {node.name} differs from numpy"
+            return got
+
+    Executor(g, backends={"cpu": Checked()}).run({"input": x})
