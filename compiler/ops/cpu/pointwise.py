@@ -29,6 +29,11 @@ from pyvta.compiler.te.tensor import sum as te_sum
 TILE_COST_PIXELS = 2  # a register tile's fixed cost (weight loads, latency), in pixels' worth
 K_BLOCKS = 8  # input channel blocks per accumulation pass (128 channels of 16)
 MAX_PARTIAL_SUM_BYTES = 64 * 1024  # an output block's partial sums (on the stack), at most
+# pixels per tile, at most, when the output block is one vector (AVX-512's 16 lanes, 16
+# channels): in MobileNet's 512 -> 512 at 14 x 14 and 256 -> 256 at 28 x 28 on a Zen 4 (2
+# threads, the layer alone) tiles of 7 or 8 pixels ran 0.50 ms, tiles of 12 to 28 (what the
+# register file would hold) 1.0 to 3.3 ms
+MAX_SINGLE_VECTOR_PIXELS = 8
 
 
 @dataclass(frozen=True)
@@ -53,11 +58,14 @@ class PointwiseKnobs:
         6 x 16), the one computing the layer in the least time when a tile costs as much as
         ``TILE_COST_PIXELS`` more pixels: 49 pixels (7 x 7) as 9 tiles of 5 and one of 4, not
         8 of 6 and one of 1 (a one-pixel tile cannot hide the FMA latency; 1024 -> 1024
-        channels at 7 x 7 ran ~6% faster on AVX2, one thread); 196 stay tiles of 6."""
+        channels at 7 x 7 ran ~6% faster on AVX2, one thread); 196 stay tiles of 6. A block of
+        one vector takes at most ``MAX_SINGLE_VECTOR_PIXELS`` pixels per tile."""
         from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
 
         vecs = max(1, out_block // target.vector_lanes("float32"))
         room = max(1, (target.vector_registers - SPARE_REGISTERS) // vecs)
+        if vecs == 1:
+            room = min(room, MAX_SINGLE_VECTOR_PIXELS)
         best = min(
             range(min(room, pixels), 0, -1),
             key=lambda p: -(-pixels // p) * (p + TILE_COST_PIXELS),
