@@ -24,6 +24,7 @@ COMMANDS = {
     "board": "board",
     "serve": "serve",
     "dse": "dse",
+    "cache": "cache",
 }
 
 REPORT_TO = (
