@@ -25,6 +25,7 @@ COMMANDS = {
     "serve": "serve",
     "dse": "dse",
     "cache": "cache",
+    "warmup": "warmup",
 }
 
 REPORT_TO = (

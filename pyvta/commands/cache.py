@@ -58,6 +58,14 @@ def _usage(path: Path) -> tuple[int, int]:
     return files, size
 
 
+def _size(n_bytes: int) -> str:
+    for unit in ("B", "KiB", "MiB"):
+        if n_bytes < 1024:
+            return f"{n_bytes:.0f} {unit}" if unit == "B" else f"{n_bytes:.1f} {unit}"
+        n_bytes /= 1024
+    return f"{n_bytes:.1f} GiB"
+
+
 def _info() -> int:
     root = cache.root()
     print(f"cache root: {root} ({_source()})")
@@ -67,10 +75,10 @@ def _info() -> int:
         if path.is_dir():
             files, size = _usage(path)
             total_files, total_size = total_files + files, total_size + size
-            print(f"  {name:11s} {files:7d} files {size / 2**20:10.1f} MiB  {what}")
+            print(f"  {name:11s} {files:7d} files {_size(size):>10s}  {what}")
         else:
-            print(f"  {name:11s} {'-':>7s}       {'-':>10s}      {what}")
-    print(f"  {'total':11s} {total_files:7d} files {total_size / 2**20:10.1f} MiB")
+            print(f"  {name:11s} {'-':>7s}       {'-':>10s}  {what}")
+    print(f"  {'total':11s} {total_files:7d} files {_size(total_size):>10s}")
     return 0
 
 
@@ -83,6 +91,6 @@ def _clear(names: list[str]) -> int:
         elif path.is_dir():
             files, size = _usage(path)
             shutil.rmtree(path)
-            print(f"removed {path} ({files} files, {size / 2**20:.1f} MiB)")
+            print(f"removed {path} ({files} files, {_size(size)})")
     print(f"cleared {', '.join(names)} under {root}")
     return 0

@@ -66,3 +66,21 @@ def test_cache_info_and_clear(no_cache_env, monkeypatch, capsys):
     assert sorted(p.name for p in root.iterdir()) == ["mine"]
     assert main(["cache", "clear", "objs"]) == 2
     assert "unknown cache folder 'objs' (allowed: sim, llvm," in capsys.readouterr().err
+
+
+def test_warmup_compiles_the_default_configs_kernels_into_the_root(
+    no_cache_env, monkeypatch, capsys
+):
+    from pyvta.sim import native
+
+    if not native.available():
+        pytest.skip("the native engine needs llvmlite (not installed here)")
+    root = no_cache_env / "one"
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(root))
+    monkeypatch.setattr(native, "_kernels", {})
+    assert main(["warmup"]) == 0
+    assert "compiled in" in capsys.readouterr().out
+    assert len(list((root / "sim").glob("*.o"))) == 1
+    monkeypatch.setattr(native, "_kernels", {})  # a new process: the object code is on disk
+    assert main(["warmup"]) == 0
+    assert "already in the cache, loaded in" in capsys.readouterr().out
