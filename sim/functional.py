@@ -42,7 +42,7 @@ ENGINES = ("auto", "native", "numpy")
 # The switch is deterministic (work, not time), and both engines give the same results.
 NATIVE_COMPILE_WORK = 1 << 20
 NUMPY_INSN_WORK = 256
-_numpy_work: dict[HwConfig, int] = {}  # engine="auto": work run on numpy per config, so far
+_numpy_work_so_far: dict[HwConfig, int] = {}  # engine="auto": numpy work per config
 
 
 @dataclass(frozen=True)
@@ -212,11 +212,11 @@ def _auto_runs_native(cfg: HwConfig, plan) -> bool:
 
     if native.kernels_ready(cfg):
         return True
-    total = _numpy_work.get(cfg, 0) + numpy_work(plan)
+    total = _numpy_work_so_far.get(cfg, 0) + numpy_work(plan)
     if total >= NATIVE_COMPILE_WORK:
-        _numpy_work.pop(cfg, None)
+        _numpy_work_so_far.pop(cfg, None)
         return True
-    _numpy_work[cfg] = total
+    _numpy_work_so_far[cfg] = total
     return False
 
 

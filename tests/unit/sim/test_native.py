@@ -146,11 +146,11 @@ def _work(program: sim.Program) -> int:
 def test_auto_compiles_nothing_for_a_lone_small_program(monkeypatch):
     monkeypatch.setattr(native, "kernels_ready", lambda cfg, cache_dir=None: False)
     monkeypatch.setattr(native, "execute", lambda *a: pytest.fail("native engine used"))
-    monkeypatch.setattr(functional, "_numpy_work", {})
+    monkeypatch.setattr(functional, "_numpy_work_so_far", {})
     program = random_program(np.random.default_rng(8))
     assert _work(program) < functional.NATIVE_COMPILE_WORK
     sim.run(program)
-    assert functional._numpy_work == {program.config: _work(program)}
+    assert functional._numpy_work_so_far == {program.config: _work(program)}
 
 
 def test_cold_start_small_programs_switch_to_native(monkeypatch, tmp_path):
@@ -160,7 +160,7 @@ def test_cold_start_small_programs_switch_to_native(monkeypatch, tmp_path):
     native, with the reference's results throughout."""
     monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(native, "_kernels", {})
-    monkeypatch.setattr(functional, "_numpy_work", {})
+    monkeypatch.setattr(functional, "_numpy_work_so_far", {})
     engines: list[str] = []
     real_numpy, real_native = functional._run_numpy, functional._run_native
     monkeypatch.setattr(
