@@ -64,7 +64,11 @@ class Build:
 
 
 def default_cache_dir() -> Path:
-    return Path(os.path.expanduser("~/.cache/pyvta"))
+    """The cache root (``pyvta.cache.root``); hw's folders (hw, bin, synth, timing, ...) are
+    below it."""
+    from pyvta import cache
+
+    return cache.root()
 
 
 def ensure_verilator_on_path(cache_dir: Path | None = None) -> None:

@@ -24,6 +24,8 @@ COMMANDS = {
     "board": "board",
     "serve": "serve",
     "dse": "dse",
+    "cache": "cache",
+    "warmup": "warmup",
 }
 
 REPORT_TO = (

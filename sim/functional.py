@@ -31,11 +31,18 @@ from pyvta.sim.races import RaceDetector, accesses
 from pyvta.sim.state import SramState
 
 ENGINES = ("auto", "native", "numpy")
-# engine="auto" compiles the native kernels of a config (about a second, once per machine: the
-# object code is cached on disk) only for a program of at least this many micro-op iterations
-# (about half a second on the numpy engine); smaller programs run on numpy until the kernels
-# of their config exist.
-NATIVE_COMPILE_MIN_ITERS = 1 << 21
+# engine="auto" runs a config's programs on the numpy engine while its native kernels are not
+# compiled, counting the work they cost there (per config, over the process); the program that
+# takes the count to NATIVE_COMPILE_WORK compiles the kernels (0.3-0.7 s, once per machine: the
+# object code is cached on disk) and it and every later one run native. Work is micro-op
+# iterations plus NUMPY_INSN_WORK per instruction (the numpy engine's fixed ~70 us per
+# instruction at its ~0.25 us per iteration), so the threshold is about a quarter second of
+# numpy time, the compile's own order: a network's or a tuning session's many small programs
+# reach the native engine within their first second, and a lone small program compiles nothing.
+# The switch is deterministic (work, not time), and both engines give the same results.
+NATIVE_COMPILE_WORK = 1 << 20
+NUMPY_INSN_WORK = 256
+_numpy_work_so_far: dict[HwConfig, int] = {}  # engine="auto": numpy work per config
 
 
 @dataclass(frozen=True)
@@ -183,12 +190,34 @@ def _run(
         return build_plan(sched, len(decoded[0]), cfg, dram.size, limits.max_iters_per_insn)
 
     plan = native.plans.get((stream_key, cfg, dram.size, limits, module_order, one_per_turn), build)
-    c = plan.counters
-    small = c.gemm_uop_iters + c.gemm_reset_iters + c.alu_uop_iters < NATIVE_COMPILE_MIN_ITERS
-    if engine == "auto" and small and not native.kernels_ready(cfg):
+    if engine == "auto" and not _auto_runs_native(cfg, plan):
         insns = decoded[0] if decoded else decode()
         return _run_numpy(insns, plan.schedule, dram, cfg, limits, st, False)
     return _run_native(plan, dram, limits, st, state is None)
+
+
+def numpy_work(plan) -> int:
+    """The work of a plan's program on the numpy engine (see NATIVE_COMPILE_WORK), in micro-op
+    iteration equivalents."""
+    c = plan.counters
+    iters = c.gemm_uop_iters + c.gemm_reset_iters + c.alu_uop_iters
+    return iters + NUMPY_INSN_WORK * plan.n_insns
+
+
+def _auto_runs_native(cfg: HwConfig, plan) -> bool:
+    """engine="auto": native when ``cfg``'s kernels cost no compilation, or when this program
+    takes the config's numpy work in this process to NATIVE_COMPILE_WORK (then it compiles
+    them); else the program's work is counted and it runs on numpy."""
+    from pyvta.sim import native
+
+    if native.kernels_ready(cfg):
+        return True
+    total = _numpy_work_so_far.get(cfg, 0) + numpy_work(plan)
+    if total >= NATIVE_COMPILE_WORK:
+        _numpy_work_so_far.pop(cfg, None)
+        return True
+    _numpy_work_so_far[cfg] = total
+    return False
 
 
 def _native_possible(engine: str, check_races: bool) -> bool:
@@ -229,8 +258,8 @@ def run_insns(
     ``check_races`` raises ``RaceError`` for conflicting accesses of two modules that no chain
     of tokens orders (whatever this interleaving did); it runs on the numpy engine.
     ``engine``: "native" (JIT-compiled kernels), "numpy" (the reference) or "auto" (native
-    when llvmlite is there, see NATIVE_COMPILE_MIN_ITERS); both give the same DRAM, counters
-    and errors.
+    when llvmlite is there, once the config's kernels exist or its work so far is worth
+    compiling them: NATIVE_COMPILE_WORK); both give the same DRAM, counters and errors.
     """
     insns = list(insns)
     return _run(

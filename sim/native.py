@@ -2,7 +2,7 @@
 
 The kernels are compiled once per HwConfig (sizes are constants, so LLVM unrolls and
 vectorises the micro-op bodies with the host CPU's features) and kept in memory and, as object
-code, on disk (``~/.cache/pyvta/sim``, keyed by ``cache_key``): a new process loads them in
+code, on disk (the cache root's ``sim`` folder, ``pyvta.cache``, keyed by ``cache_key``): a new process loads them in
 milliseconds without generating any IR. Streams are translated once into plans
 (``sim/plan.py``), kept in memory by stream, config, DRAM size and limits: a repeated run
 decodes and schedules nothing.
@@ -59,8 +59,10 @@ def available() -> bool:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "pyvta" / "sim"
+    """The ``sim`` folder of the cache root (``pyvta.cache``)."""
+    from pyvta import cache
+
+    return cache.folder("sim")
 
 
 class Kernels:

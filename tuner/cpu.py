@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import tempfile
 import time
 
 import numpy as np
@@ -404,7 +403,8 @@ def conv2d_task(c, h, w, o, kernel, stride=1, padding=0) -> Task:
 
 class CpuBackend(Backend):
     """Build with ``compiler.build`` (target ``llvm``) into a kernel cache in ``cache_dir``
-    (a fresh temporary folder by default), run on random inputs and time it.
+    (by default the cache root's ``tune`` folder, ``pyvta.cache``: kept apart from the ``llvm``
+    folder's compiled models, shared by tuning sessions, keyed by loop IR like it), run on random inputs and time it.
 
     With ``check`` the output is compared with the template's ``reference_fn`` (if any); a
     mismatch is recorded as ``wrong_answer``. One repeat calls the kernel ``number`` times, with
@@ -419,7 +419,11 @@ class CpuBackend(Backend):
         check: bool = True,
     ):
         self.check = check
-        self.cache_dir = cache_dir or tempfile.mkdtemp(prefix="pyvta-tune-")
+        if cache_dir is None:
+            from pyvta import cache
+
+            cache_dir = str(cache.folder("tune"))
+        self.cache_dir = cache_dir
         self.num_threads = num_threads or os.cpu_count() or 1
         self.min_repeat_ms = min_repeat_ms
         self._refs: dict = {}  # (task, input shapes) -> reference output (inputs are seeded)

@@ -5,14 +5,13 @@ quantized graph on the CPU. ``pyvta demo gemm``: a hand-built int8 GEMM program 
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from pyvta import sim
+from pyvta import cache, sim
 from pyvta.commands.common import CommandError, atomic_output, output_path
 from pyvta.sim.programs import matmul_program
 
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
 def _model_path(size: int) -> Path:
     from pyvta.compiler.graph.zoo import save_model
 
-    root = Path(os.environ.get("PYVTA_CACHE_DIR", Path.home() / ".cache" / "pyvta")) / "models"
+    root = cache.folder("models")
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"resnet18_{size}.onnx"
     if not path.exists():

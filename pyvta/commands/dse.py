@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plot", metavar="FILE.png", help="write the Pareto plot")
     p.add_argument("--board", default="xczu7ev", help="board part of the plot's shares")
     p.add_argument("--json", metavar="FILE.json", help="write the points as JSON")
-    p.add_argument("--cache-dir", metavar="DIR", help="default ~/.cache/pyvta/dse")
+    p.add_argument("--cache-dir", metavar="DIR", help="default: the cache root's dse folder")
 
 
 def run(args: argparse.Namespace) -> int:

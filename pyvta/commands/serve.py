@@ -33,7 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         dest="store",
         default=None,
         metavar="DIR",
-        help="where uploads are kept by sha256 (default ~/.cache/pyvta/bitstreams)",
+        help="where uploads are kept by sha256 (default: the cache root's bitstreams folder)",
     )
     p.add_argument("--queue-timeout", type=float, default=30.0, dest="queue_timeout_s")
     p.add_argument("--request-timeout", type=float, default=60.0, dest="request_timeout_s")
@@ -63,9 +63,8 @@ def _ssl_context(args):
 def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
-    from pathlib import Path
 
-    from pyvta import driver
+    from pyvta import cache, driver
     from pyvta.commands.common import config_from
     from pyvta.driver.remote.bitstreams import BitstreamStore
     from pyvta.driver.remote.protocol import read_key_file
@@ -79,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--allow-bitstream-upload needs --key-file")
     store = None
     if args.allow_upload:
-        store = BitstreamStore(args.store or Path.home() / ".cache" / "pyvta" / "bitstreams")
+        store = BitstreamStore(args.store or cache.folder("bitstreams"))
     kwargs = {"bitstream": args.bitstream} if args.bitstream else {}
     try:
         device = driver.open(args.device, config=config_from(args), **kwargs)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 from pyvta.compiler.backend.llvm.passes import LLVM_PASSES
 
 _CACHES: dict = {}
 
 
 def default_cache_dir() -> str:
-    """``$PYVTA_CACHE_DIR`` if set, else ``~/.cache/pyvta/llvm``."""
-    env = os.environ.get("PYVTA_CACHE_DIR")
-    if env:
-        return os.path.join(env, "llvm")
-    return os.path.join(os.path.expanduser("~"), ".cache", "pyvta", "llvm")
+    """The ``llvm`` folder of the cache root (``pyvta.cache``: ``$PYVTA_CACHE_DIR/llvm``)."""
+    from pyvta import cache
+
+    return str(cache.folder("llvm"))
 
 
 class LlvmBackend:

@@ -136,11 +136,56 @@ def test_without_llvmlite_auto_falls_back_to_numpy(monkeypatch):
         sim.run(program, engine="native")
 
 
-def test_auto_compiles_only_for_large_programs(monkeypatch):
+def _work(program: sim.Program) -> int:
+    """The program's numpy work as engine="auto" counts it (functional.numpy_work)."""
+    c = sim.run(program, engine="numpy").counters
+    iters = c.gemm_uop_iters + c.gemm_reset_iters + c.alu_uop_iters
+    return iters + functional.NUMPY_INSN_WORK * program.insn_count
+
+
+def test_auto_compiles_nothing_for_a_lone_small_program(monkeypatch):
     monkeypatch.setattr(native, "kernels_ready", lambda cfg, cache_dir=None: False)
     monkeypatch.setattr(native, "execute", lambda *a: pytest.fail("native engine used"))
-    program = random_program(np.random.default_rng(8))  # far below NATIVE_COMPILE_MIN_ITERS
-    assert sim.run(program).counters.gemm_uop_iters < functional.NATIVE_COMPILE_MIN_ITERS
+    monkeypatch.setattr(functional, "_numpy_work_so_far", {})
+    program = random_program(np.random.default_rng(8))
+    assert _work(program) < functional.NATIVE_COMPILE_WORK
+    sim.run(program)
+    assert functional._numpy_work_so_far == {program.config: _work(program)}
+
+
+def test_cold_start_small_programs_switch_to_native(monkeypatch, tmp_path):
+    """From an empty cache (nothing compiled in this process, no object code on disk), a
+    sequence of small programs runs on numpy until their work adds up to NATIVE_COMPILE_WORK;
+    that program compiles the kernels (into the cache root) and it and every later one run
+    native, with the reference's results throughout."""
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "_kernels", {})
+    monkeypatch.setattr(functional, "_numpy_work_so_far", {})
+    engines: list[str] = []
+    real_numpy, real_native = functional._run_numpy, functional._run_native
+    monkeypatch.setattr(
+        functional, "_run_numpy", lambda *a: engines.append("numpy") or real_numpy(*a)
+    )
+    monkeypatch.setattr(
+        functional, "_run_native", lambda *a: engines.append("native") or real_native(*a)
+    )
+    rng = np.random.default_rng(11)
+    programs = [random_program(rng, n_insns=(20, 60)) for _ in range(8)]
+    works = [_work(p) for p in programs]  # engine="numpy": not counted, not recorded
+    expected = [sim.run(p, engine="numpy").dram for p in programs]
+    engines.clear()
+    total, switch = 0, None
+    for i in range(10_000):
+        total += works[i % len(programs)]
+        if total >= functional.NATIVE_COMPILE_WORK:
+            switch = i
+            break
+    assert 10 < switch < 1000, f"switch at run {switch}: pick programs of another size"
+    for i in range(switch + 5):
+        got = sim.run(programs[i % len(programs)])
+        assert np.array_equal(got.dram, expected[i % len(programs)])
+    assert engines == ["numpy"] * switch + ["native"] * 5
+    assert len(list((tmp_path / "sim").glob("*.o"))) == 1
 
 
 def test_bad_engine_and_races_need_numpy():

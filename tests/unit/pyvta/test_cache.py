@@ -1,0 +1,86 @@
+"""One cache root (``pyvta.cache``): its variables, every writer's folder below it, and
+``pyvta cache info|clear``."""
+
+from pathlib import Path
+
+import pytest
+
+from pyvta import cache
+from pyvta.cli import main
+
+
+@pytest.fixture
+def no_cache_env(monkeypatch, tmp_path):
+    monkeypatch.delenv("PYVTA_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+def test_root_from_pyvta_cache_dir_then_xdg_then_home(no_cache_env, monkeypatch):
+    tmp = no_cache_env
+    assert cache.root() == tmp / "home" / ".cache" / "pyvta"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp / "xdg"))
+    assert cache.root() == tmp / "xdg" / "pyvta"
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp / "one"))
+    assert cache.root() == tmp / "one"  # the one root: XDG_CACHE_HOME is only the fallback base
+    with pytest.raises(ValueError, match=r"unknown cache folder 'objs' \(allowed: sim, llvm,"):
+        cache.folder("objs")
+
+
+def test_every_writer_keeps_its_cache_under_the_root(no_cache_env, monkeypatch):
+    from pyvta.compiler.api import default_cache_dir as llvm_dir
+    from pyvta.driver import rtl_build
+    from pyvta.hw.runner import default_cache_dir as hw_root
+    from pyvta.isa import DEFAULT_CONFIG
+    from pyvta.sim import native
+    from pyvta.tuner.cpu import CpuBackend
+
+    root = no_cache_env / "one"
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(root))
+    assert native.default_cache_dir() == root / "sim"
+    assert Path(llvm_dir()) == root / "llvm"
+    assert hw_root() == root
+    assert rtl_build.model_dir(DEFAULT_CONFIG).parent == root / "hw"
+    assert Path(CpuBackend().cache_dir) == root / "tune"
+
+
+def test_cache_info_and_clear(no_cache_env, monkeypatch, capsys):
+    root = no_cache_env / "one"
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(root))
+    (root / "sim").mkdir(parents=True)
+    (root / "sim" / "k.o").write_bytes(b"x" * 2048)
+    (root / "llvm").mkdir()
+    (root / "llvm" / "a.ll").write_text("ll")
+    (root / "mine").mkdir()  # not pyvta's: clear leaves it
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"cache root: {root} ($PYVTA_CACHE_DIR)" in out
+    assert [ln.split()[:2] for ln in out.splitlines() if ln.split()[0] in ("sim", "total")] == [
+        ["sim", "1"],
+        ["total", "2"],
+    ]
+    assert main(["cache", "clear", "sim"]) == 0
+    assert not (root / "sim").exists() and (root / "llvm" / "a.ll").exists()
+    assert main(["cache", "clear"]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["mine"]
+    assert main(["cache", "clear", "objs"]) == 2
+    assert "unknown cache folder 'objs' (allowed: sim, llvm," in capsys.readouterr().err
+
+
+def test_warmup_compiles_the_default_configs_kernels_into_the_root(
+    no_cache_env, monkeypatch, capsys
+):
+    from pyvta.sim import native
+
+    if not native.available():
+        pytest.skip("the native engine needs llvmlite (not installed here)")
+    root = no_cache_env / "one"
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(root))
+    monkeypatch.setattr(native, "_kernels", {})
+    assert main(["warmup"]) == 0
+    assert "compiled in" in capsys.readouterr().out
+    assert len(list((root / "sim").glob("*.o"))) == 1
+    monkeypatch.setattr(native, "_kernels", {})  # a new process: the object code is on disk
+    assert main(["warmup"]) == 0
+    assert "already in the cache, loaded in" in capsys.readouterr().out
