@@ -19,12 +19,9 @@ def cpu_levels():
     return _CPU_LEVELS
 
 
-def pytest_report_header(config):
-    level = os.environ.get("PYVTA_CPU_FEATURES")
-    return f"CPU feature level: {level or 'host'} (PYVTA_CPU_FEATURES)"
-
-
 def pytest_terminal_summary(terminalreporter):
+    level = os.environ.get("PYVTA_CPU_FEATURES") or "host"
+    terminalreporter.write_line(f"CPU feature level of this run: {level} (PYVTA_CPU_FEATURES)")
     if _CPU_LEVELS:
         rows = ", ".join(f"{lv}: {how}" for lv, how in sorted(_CPU_LEVELS.items()))
-        terminalreporter.write_line(f"CPU feature levels: {rows}")
+        terminalreporter.write_line(f"CPU feature levels forced by tests: {rows}")
