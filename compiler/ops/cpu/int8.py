@@ -42,6 +42,10 @@ from pyvta.compiler.te.tensor import sum as te_sum
 from pyvta.isa.errors import PyvtaError
 
 U8_OFFSET = 128  # u = x + 128 maps int8 onto 0..255
+# accumulators per register tile, at most: on AVX-512 VNNI (32 registers) ResNet-18's 3x3
+# layers ran 10-45% slower with 28 (32 channels x 14 columns) than with 14-16 (a Zen 4, 2
+# threads, the layer alone)
+MAX_ACCUMULATORS = 16
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
 # dot form -> (input channels per int32 lane, the te op multiplying such lanes)
 DOTS = {"pmaddwd": (2, dot_i16x2), "vpdpbusd": (4, dot_u8s8x4)}
@@ -122,16 +126,21 @@ class Int8ConvKnobs:
         SSE width, for channels not a multiple of 8) int32 that divide ``o`` (else scalar) x the widest column tile dividing ``ow``. A ``pmaddwd``
         accumulator needs a second register for its product (``vpmaddwd``, then ``vpaddd``;
         ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
-        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. Ties: more
-        channels per broadcast."""
+        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. At most
+        ``MAX_ACCUMULATORS``. Ties: more channels per broadcast."""
         per_acc = 2 if dot == "pmaddwd" else 1
 
-        def widest(regs_per_column: int) -> int:
+        def widest(vectors: int) -> int:
             ok = [d for d in range(1, ow + 1) if ow % d == 0]
-            return max([d for d in ok if d * regs_per_column + 2 <= registers], default=1)
+            fit = [
+                d
+                for d in ok
+                if d * vectors * per_acc + 2 <= registers and d * vectors <= MAX_ACCUMULATORS
+            ]
+            return max(fit, default=1)
 
         tiles = [  # (accumulators, channels, columns, vector lanes)
-            (widest(n * per_acc) * n, n * v, widest(n * per_acc), v)
+            (widest(n) * n, n * v, widest(n), v)
             for v in dict.fromkeys((lanes, 8) if o % 8 == 0 else (lanes, 8, 4))
             for n in (2, 1)
             if o % (n * v) == 0
