@@ -76,9 +76,9 @@ class Kernels:
         if not available():
             raise SimError("the native engine needs llvmlite, which is not installed here")
         self.cfg = cfg
-        cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+        triple, cpu, features = _host()
         self._obj_path = cache_dir / f"{cache_key(cfg)}.o" if cache_dir else None
-        target = llvm.Target.from_triple(llvm.get_process_triple())
+        target = llvm.Target.from_triple(triple)
         self._tm = target.create_target_machine(
             cpu=cpu, features=features, opt=3, codemodel="jitdefault"
         )
@@ -138,24 +138,31 @@ def kernels_ready(cfg: HwConfig, cache_dir: Path | None = None) -> bool:
     return ((cache_dir or default_cache_dir()) / f"{cache_key(cfg)}.o").exists()
 
 
-@cache
+def _host() -> tuple[str, str, str]:
+    """``(triple, cpu, LLVM feature string)`` the kernels are generated for: the host's,
+    limited to ``$PYVTA_CPU_FEATURES`` where set (``pyvta.host_cpu``)."""
+    from pyvta import host_cpu
+
+    triple, cpu, features = host_cpu.host()
+    return triple, cpu, host_cpu.flat(features)
+
+
 def cache_key(cfg: HwConfig) -> str:
-    """The name of a config's object code on disk: a hash of the config, the host CPU, llvmlite's
-    version and the source of everything the kernels are generated from."""
+    """The name of a config's object code on disk: a hash of the config, the host CPU (at its
+    feature level), llvmlite's version and the source of everything the kernels are generated
+    from."""
+    return _cache_key(cfg, *_host())
+
+
+@cache
+def _cache_key(cfg: HwConfig, triple: str, cpu: str, features: str) -> str:
     import llvmlite
-    import llvmlite.binding as llvm
 
     from pyvta.isa import layout
     from pyvta.sim import native_ir, plan
 
     sources = b"".join(Path(m.__file__).read_bytes() for m in (native_ir, plan, layout))
-    parts = [
-        llvmlite.__version__,
-        llvm.get_process_triple(),
-        llvm.get_host_cpu_name(),
-        llvm.get_host_cpu_features().flatten(),
-        cfg.to_json(),
-    ]
+    parts = [llvmlite.__version__, triple, cpu, features, cfg.to_json()]
     return hashlib.sha256(sources + "\n".join(parts).encode()).hexdigest()[:32]
 
 

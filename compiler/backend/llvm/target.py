@@ -1,9 +1,10 @@
 """The host CPU as a code-generation target: triple, CPU name, features, SIMD width, threads.
 
-A target can be limited to a lower x86 feature level than the host's (``X86_LEVELS``): by the
-``features`` argument of :meth:`CpuTarget.host`, or for a whole process by the environment
-variable ``PYVTA_CPU_FEATURES`` (e.g. ``PYVTA_CPU_FEATURES=avx2`` on an AVX-512 host compiles
-every kernel as an AVX2-only host would, so one machine tests both kinds of host).
+A target can be limited to a lower x86 feature level than the host's (``pyvta.host_cpu``'s
+``X86_LEVELS``): by the ``features`` argument of :meth:`CpuTarget.host`, or for a whole process
+by the environment variable ``PYVTA_CPU_FEATURES`` (e.g. ``PYVTA_CPU_FEATURES=avx2`` on an
+AVX-512 host compiles every kernel as an AVX2-only host would, so one machine tests both kinds
+of host).
 """
 
 from __future__ import annotations
@@ -14,65 +15,15 @@ from functools import cache
 
 import llvmlite.binding as llvm
 
+from pyvta import host_cpu
 from pyvta.compiler.schedule.scope import ScopeInfo, ScopeTable
-from pyvta.isa.errors import PyvtaError
+from pyvta.host_cpu import X86_LEVELS, CpuFeatureError, feature_level  # noqa: F401 - re-exported
 
 _ELEM_BITS = {"int8": 8, "int32": 32, "int64": 64, "float32": 32, "bool": 8}
-FEATURES_ENV = "PYVTA_CPU_FEATURES"
-
-
-class CpuFeatureError(PyvtaError, ValueError):
-    """A feature level this host cannot run, or a name that is no feature level."""
-
-
-@dataclass(frozen=True)
-class FeatureLevel:
-    """An x86 feature level: the LLVM features it ``needs``, and the host features it turns
-    off (every feature whose name starts with one of ``masks``)."""
-
-    name: str
-    needs: tuple[str, ...]
-    masks: tuple[str, ...]
-    vector_bits: int
-
-
-_AFTER_AVX2 = ("avx512", "avx10", "avxifma", "avxneconvert", "avxvnniint", "amx", "evex512")
-# best first: a target's level is the first whose needs its features meet
-X86_LEVELS = {
-    lv.name: lv
-    for lv in (
-        FeatureLevel("avx512vnni", ("avx512f", "avx512bw", "avx512vl", "avx512vnni"), (), 512),
-        FeatureLevel("avx512", ("avx512f", "avx512bw", "avx512vl"), ("avx512vnni", "avxvnni"), 512),
-        FeatureLevel("avxvnni", ("avx2", "fma", "avxvnni"), _AFTER_AVX2, 256),
-        FeatureLevel("avx2", ("avx2", "fma"), (*_AFTER_AVX2, "avxvnni"), 256),
-        FeatureLevel("sse", ("sse4.2",), ("avx", "fma", "f16c", "xop", "vaes", "vpclmul"), 128),
-    )
-}
 
 
 def _parse(features: str) -> dict[str, bool]:
     return {f[1:]: f[0] == "+" for f in features.split(",") if f}
-
-
-def _limit(features: dict[str, bool], level: FeatureLevel) -> dict[str, bool]:
-    """``features`` with ``level``'s masks turned off; a need the host lacks is an error."""
-    lacking = [f for f in level.needs if not features.get(f)]
-    if lacking:
-        have = [n for n, lv in X86_LEVELS.items() if all(features.get(f) for f in lv.needs)]
-        raise CpuFeatureError(
-            f"this CPU cannot run feature level {level.name!r}: it lacks {', '.join(lacking)} "
-            f"(levels it runs: {', '.join(have) or 'none'})"
-        )
-    return {f: on and not f.startswith(level.masks) for f, on in features.items()}
-
-
-def feature_level(name: str) -> FeatureLevel:
-    """The ``X86_LEVELS`` entry called ``name``."""
-    if name not in X86_LEVELS:
-        raise CpuFeatureError(
-            f"unknown CPU feature level {name!r} (allowed: {', '.join(X86_LEVELS)}, or host)"
-        )
-    return X86_LEVELS[name]
 
 
 @cache
@@ -97,16 +48,7 @@ class CpuTarget:
         """This machine's CPU, limited to the feature level ``features`` (an ``X86_LEVELS``
         name, or ``"host"``; default: ``$PYVTA_CPU_FEATURES``, else the host's own)."""
         _init_llvm()
-        feats = dict(llvm.get_host_cpu_features())
-        name = features if features is not None else os.environ.get(FEATURES_ENV, "host")
-        if name not in ("host", ""):
-            level = feature_level(name)
-            if not llvm.get_process_triple().startswith(("x86_64", "i686", "i386")):
-                raise CpuFeatureError(
-                    f"feature level {name!r} is an x86 level; this host is "
-                    f"{llvm.get_process_triple()} ({FEATURES_ENV} applies to x86 hosts only)"
-                )
-            feats = _limit(feats, level)
+        triple, cpu, feats = host_cpu.host(features)
         if feats.get("avx512f"):
             bits = 512
         elif feats.get("avx2"):
@@ -116,8 +58,7 @@ class CpuTarget:
         n = num_threads if num_threads is not None else (os.cpu_count() or 1)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"num_threads must be a positive int, got {n!r}")
-        flat = ",".join(f"{'+' if on else '-'}{f}" for f, on in sorted(feats.items()))
-        return CpuTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(), flat, bits, n)
+        return CpuTarget(triple, cpu, host_cpu.flat(feats), bits, n)
 
     @staticmethod
     def of_cpu(cpu: str, level: str, num_threads: int = 1) -> CpuTarget:
@@ -140,11 +81,7 @@ class CpuTarget:
     def level(self) -> str:
         """The best ``X86_LEVELS`` name its features meet (``"generic"`` if none, or not
         x86): what a tuning record says it was measured on."""
-        have = _parse(self.features)
-        for name, lv in X86_LEVELS.items():
-            if all(have.get(f) for f in lv.needs):
-                return name
-        return "generic"
+        return next(iter(host_cpu.levels_met(_parse(self.features))), "generic")
 
     @property
     def description(self) -> str:

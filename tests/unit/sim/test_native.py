@@ -211,6 +211,28 @@ def test_object_code_cached_on_disk(tmp_path):
         del native._kernels[cfg]
 
 
+@pytest.mark.parametrize("level", ["avx2", "sse"])
+def test_kernels_at_a_lower_feature_level(level, monkeypatch, tmp_path):
+    """``PYVTA_CPU_FEATURES`` limits the native kernels too (``pyvta.host_cpu``): their cache
+    key and code follow the level, and they stay bit-exact on random programs."""
+    from pyvta import host_cpu
+
+    try:
+        host_cpu.host(level)
+    except host_cpu.CpuFeatureError as exc:
+        pytest.skip(f"needs a CPU that runs the {level} feature level: {exc}")
+    cfg = HwConfig(LOG_BLOCK=2, LOG_WGT_BUFF_SIZE=14, LOG_ACC_BUFF_SIZE=14, LOG_INP_BUFF_SIZE=12)
+    monkeypatch.delenv("PYVTA_CPU_FEATURES", raising=False)
+    at_host = native.cache_key(cfg)
+    monkeypatch.setenv("PYVTA_CPU_FEATURES", level)
+    assert native.cache_key(cfg) != at_host or host_cpu.levels_met(host_cpu.host()[2])[0] == level
+    assert "+avx512f" not in native._host()[2]
+    monkeypatch.setitem(native._kernels, cfg, native.Kernels(cfg, tmp_path))
+    for seed in range(8):
+        print(f"seed {seed}")
+        assert_same(random_program(np.random.default_rng(seed), cfg, n_insns=(4, 40)))
+
+
 @pytest.mark.slow
 def test_thousand_random_programs_bit_exact_over_configs():
     """~1 min: 1,000 random programs of up to 60 instructions over four configs."""
