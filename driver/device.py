@@ -62,6 +62,12 @@ class Device(abc.ABC):
         tuner measuring many candidates on one device calls this between them."""
         raise DeviceError(f"{type(self).__name__} cannot release its allocations")
 
+    def scrub(self) -> None:
+        """Forget every allocation and zero what a previous user could read back: after it, no
+        ``read`` and no launch sees a byte anyone wrote before (the device server calls it
+        between clients). A backend that cannot erase its memory refuses."""
+        raise DeviceError(f"{type(self).__name__} cannot erase its DRAM")
+
     def close(self) -> None:
         """Release what the device holds (a simulator process, a connection); idempotent."""
         return None

@@ -24,6 +24,9 @@ class HostDramDevice(Device):
     def reset(self) -> None:
         self.dram.release_all()  # the same buffer: a harness holding its pointer keeps it
 
+    def scrub(self) -> None:
+        self.dram.scrub()  # all of DRAM: a launch may have stored outside every allocation
+
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
         self.dram.write(addr, data)
 
