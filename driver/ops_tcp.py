@@ -91,6 +91,10 @@ class RemoteDevice(Device):
 
     def _handshake(self, key: bytes | None, queue_timeout_s: float) -> HwConfig:
         hello = self._recv()
+        if hello.get("ok") is False:  # refused before the hello: busy, too many connections
+            raise DeviceError(
+                f"{self.name} refused the connection: {hello.get('error')}: {hello.get('msg')}"
+            )
         if hello.get("op") != "hello" or hello.get("version") != p.VERSION:
             raise DeviceError(
                 f"{self.name} speaks protocol {hello.get('version')!r}; this client {p.VERSION}"
@@ -102,7 +106,7 @@ class RemoteDevice(Device):
             mac = p.key_mac(key, p.AUTH_CLIENT, nonce, mine)
             reply = self._ask({"op": "auth", "client_nonce": mine.hex(), "mac": mac})
             want = p.key_mac(key, p.AUTH_SERVER, mine, nonce)
-            if not secrets.compare_digest(want, str(reply.get("mac"))):
+            if not p.mac_matches(want, reply.get("mac")):
                 raise DeviceError(f"{self.name} did not prove it holds the key")
         self._sock.settimeout(queue_timeout_s + self.timeout_s)
         self._check(self._recv(), "waiting for the device")
