@@ -6,8 +6,9 @@ nonce, HMAC challenge-response (``protocol``), then the client waits for the dev
 a time, first come first served, ``limits.queue_timeout_s`` before a "busy" answer); the owner's
 session starts and ends with ``device.scrub()`` (nothing of the previous client's DRAM is left,
 inside an allocation or not). Before authentication a connection may send one frame of
-``protocol.AUTH_FRAME_BYTES`` within ``handshake_timeout_s``, and at most
-``max_unauthenticated`` wait at once (a new one cuts off the oldest). Every
+``protocol.AUTH_FRAME_BYTES`` within ``handshake_timeout_s``; at most ``max_unauthenticated``
+wait at once (one more cuts off the oldest), apart from ``max_connections``, which counts key
+holders only (so keyless sockets never take their places). Every
 request has a deadline (``request_timeout_s``; a launch ``launch_timeout_s``); a client that
 stalls mid-frame is cut off at it. Device operations run in one worker thread, so a client that
 disconnects mid-launch only loses its answer: the launch finishes, then the next client gets the
@@ -52,7 +53,7 @@ class Limits:
     launch_timeout_s: float = 600.0
     const_cache_bytes: int = 128 << 20  # a small board has 512 MiB
     max_connections: int = 64  # authenticated: the owner and those queued for the device
-    max_unauthenticated: int = 16  # before auth; a new one beyond cuts off the oldest
+    max_unauthenticated: int = 256  # before auth (~4 kB each); one more cuts off the oldest
 
 
 def _peer(writer) -> str:
@@ -151,22 +152,25 @@ class DeviceServer:
         peer = _peer(writer)
         sid = next(self._sids)
         task = asyncio.current_task()
-        if self._connections >= self.limits.max_connections:
-            LOG.warning("session %d %s: refused, %d connections open", sid, peer, self._connections)
-            await self._refuse_connection(writer, "too many connections; try again later")
-            return
         while len(self._unauthenticated) >= self.limits.max_unauthenticated:
             oldest, (old_sid, old_writer) = next(iter(self._unauthenticated.items()))
             del self._unauthenticated[oldest]
             LOG.warning("session %d: cut off before authentication (a newer one came)", old_sid)
             self._cut_off(old_writer, "too many connections waiting to authenticate")
-        self._connections += 1
         self._unauthenticated[task] = (sid, writer)
         self._tasks[task] = writer
         session = Session(sid, peer, self.device, self.limits.const_cache_bytes, self.store)
+        counted = False
         try:
             await asyncio.wait_for(self._handshake(reader, writer, session), self._hs_timeout)
             self._unauthenticated.pop(task, None)
+            if self._connections >= self.limits.max_connections:
+                why = f"{self._connections} clients hold or wait for the device; try again later"
+                self._refuse(session, "busy", why)
+                await self._send(writer, self._error("busy", why))
+                raise _Closed
+            self._connections += 1
+            counted = True
             await self._own_and_serve(reader, writer, session)
         except _Closed:
             pass
@@ -182,7 +186,7 @@ class DeviceServer:
         except Exception:  # noqa: BLE001 - a session never takes the server down
             LOG.exception("session %d %s: internal error", sid, peer)
         finally:
-            self._connections -= 1
+            self._connections -= counted
             self._unauthenticated.pop(task, None)
             self._tasks.pop(task, None)
             writer.close()
@@ -192,12 +196,6 @@ class DeviceServer:
     @property
     def _hs_timeout(self) -> float:
         return self.limits.handshake_timeout_s
-
-    async def _refuse_connection(self, writer, why: str) -> None:
-        with contextlib.suppress(ConnectionError, OSError):
-            await asyncio.wait_for(self._send(writer, self._error("busy", why)), self._hs_timeout)
-        with contextlib.suppress(*TIMEOUTS):
-            writer.close()
 
     def _cut_off(self, writer, why: str) -> None:
         """End a connection now: a last ``busy`` frame if the socket takes it, no waiting."""

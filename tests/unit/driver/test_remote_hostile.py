@@ -186,8 +186,9 @@ def test_mac_matches_takes_any_value():
 
 # -- 6. connection slots ----------------------------------------------------------------------
 def test_idle_sockets_without_a_key_cannot_lock_key_holders_out():
-    """64 connections that never authenticate (the connection limit): a key holder still gets
-    the device; the oldest waiting ones are cut off with a 'busy' frame."""
+    """64 connections that never authenticate (the connection limit, which counts key holders
+    only): a key holder still gets the device; past 16 waiting, the oldest are cut off with a
+    'busy' frame."""
     limits = Limits(request_timeout_s=0.5, max_connections=64, max_unauthenticated=16)
     with ServerThread(SimDevice(HwConfig(), dram_bytes=1 << 24), KEY, limits=limits) as s:
         idle = [raw_connect(s.address)[0] for _ in range(64)]
@@ -216,10 +217,14 @@ def _until_no_connections(s, limit_s: float = 10.0) -> None:
 
 def test_a_refused_connection_says_busy_to_the_client():
     limits = Limits(max_connections=1, queue_timeout_s=0.3)
-    busy = "refused the connection: busy: too many"
-    with ServerThread(SimDevice(HwConfig(), dram_bytes=1 << 24), KEY, limits=limits) as s:
-        with _open(s), pytest.raises(DeviceError, match=busy):
-            _open(s)
+    busy = "busy: 1 clients hold or wait for the device; try again later"
+    device = SimDevice(HwConfig(), dram_bytes=1 << 24)
+    with (
+        ServerThread(device, KEY, limits=limits) as s,
+        _open(s),
+        pytest.raises(DeviceError, match=busy),
+    ):
+        _open(s)
 
 
 def test_a_burst_of_connect_and_reset_leaves_no_unhandled_error(caplog):
