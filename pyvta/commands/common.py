@@ -79,7 +79,11 @@ def _check_writable(p: Path, parent: Path, flag: str) -> None:
     try:
         fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
     except OSError as exc:
-        raise CommandError(f"{flag} {p}: cannot write in {parent} ({exc.strerror})") from exc
+        raise CommandError(
+            f"{flag} {p}: the folder {parent} exists but no file can be created in it"
+            f" ({exc.strerror}: a read-only or virtual file system, or no permission); give a"
+            " path in a writable folder"
+        ) from exc
     os.close(fd)
     os.unlink(probe)
 

@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    if path.suffix == ".npz":
+    if path.suffix == ".npz" or _is_zip(path):
         from pyvta.sim import Program
 
         program = Program.load(path)
@@ -39,3 +39,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"# {path}: {len(insns)} instructions, config {cfg.tag}")
     print(disassemble(insns))
     return 0
+
+
+def _is_zip(path: Path) -> bool:
+    """A zip archive (an .npz under another name) rather than a raw instruction stream."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False

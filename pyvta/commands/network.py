@@ -72,6 +72,23 @@ def compile_for(
     path = Path(path)
     t0 = time.perf_counter()
     if path.suffix == ".npz":
+        unused = [
+            flag
+            for flag, given in (
+                ("--tuning-log", tuning_log is not None),
+                ("--search", bool(search)),
+                ("--calibration", calibration is not None),
+                ("--input-shape", bool(input_shapes)),
+            )
+            if given
+        ]
+        if unused:
+            raise CommandError(
+                f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to compiling"
+                f" an ONNX file; {path} is a compiled artifact (its kernels, configs and"
+                " quantization were fixed by `pyvta compile`): drop the option, or give the"
+                " .onnx file"
+            )
         cm = CompiledModel.load(path)
         if cm.target != kind:
             raise CommandError(f"{path} was compiled for {cm.target!r}, not {kind!r} ({target})")

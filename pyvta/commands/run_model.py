@@ -18,6 +18,8 @@ from pyvta.commands.network import (
     vta_summary,
 )
 
+REAL_KINDS = "fiu"  # numpy dtype kinds an input may have: float, signed and unsigned integer
+
 HELP = (
     "run MODEL.onnx (or a compiled .npz) on vta-sim, vta-rtl, ..., gpu, gpu-emulated or cpu;"
     " per-layer report"
@@ -178,10 +180,11 @@ def model_inputs(cm, files: dict, seed: int) -> dict[str, np.ndarray]:
         shape = cm.graph.values[name].shape
         if name in files:
             x = np.load(files[name], allow_pickle=False)
-            if not np.issubdtype(x.dtype, np.number) or tuple(x.shape) != tuple(shape):
+            if x.dtype.kind not in REAL_KINDS or tuple(x.shape) != tuple(shape):
                 raise CommandError(
                     f"--input {name}={files[name]}: {x.dtype} {list(x.shape)}; the model takes"
-                    f" float32 {list(shape)}"
+                    f" float32 {list(shape)} (a float or integer array; complex, bool, object,"
+                    " string and structured arrays are refused)"
                 )
             feeds[name] = x.astype(np.float32)
         else:
