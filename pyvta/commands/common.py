@@ -20,11 +20,31 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> HwConfig:
-    return HwConfig.load(args.config) if getattr(args, "config", None) else HwConfig()
+    """The HwConfig of ``--config FILE`` (the default one without it); errors name the option."""
+    path = getattr(args, "config", None)
+    if not path:
+        return HwConfig()
+    try:
+        return HwConfig.load(path)
+    except (PyvtaError, OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        why = why.removeprefix(f"{path}: ")
+        raise CommandError(f"--config {path}: {why}") from None
 
 
 class CommandError(PyvtaError, ValueError):
     """A command-line request that cannot be carried out as asked."""
+
+
+def count_or_all(text: str) -> int:
+    """An option's count: an integer >= 0, or -1 for all (argparse ``type``)."""
+    value = int(text)
+    if value < -1:
+        raise ValueError(text)
+    return value
+
+
+count_or_all.__name__ = "count (>= 0, or -1 for all)"
 
 
 def output_path(

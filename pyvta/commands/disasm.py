@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from pyvta.commands.common import CommandError, add_config_argument, config_from
-from pyvta.isa import decode_insns, disassemble
+from pyvta.isa import PyvtaError, decode_insns, disassemble
 
 HELP = "disassemble an instruction stream (raw .bin of 16-byte words, or a program bundle .npz)"
 
@@ -35,7 +35,10 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         cfg = config_from(args)
-        insns = decode_insns(path.read_bytes(), cfg)
+        try:
+            insns = decode_insns(path.read_bytes(), cfg)
+        except PyvtaError as e:
+            raise CommandError(f"{path}: {e}") from None
         print(f"# {path}: {len(insns)} instructions, config {cfg.tag}")
     print(disassemble(insns))
     return 0

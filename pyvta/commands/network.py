@@ -104,6 +104,7 @@ def compile_for(
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
+    _check_applies(target, kind, hw, tuning_log, search, calibration)
     if kind not in FLOAT_TARGETS:
         log(
             f"calibration: samples from {calibration}"
@@ -123,6 +124,25 @@ def compile_for(
         cm.lower_kernels(hw, configs, measure_for(hw) if search else None, search, log)
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     return cm
+
+
+def _check_applies(target: str, kind: str, hw, tuning_log, search: int, calibration) -> None:
+    """Refuse compile options that the target would leave unused (never a silent no-op)."""
+    unused = [
+        f"{flag} ({why})"
+        for flag, given, applies, why in (
+            ("--config", hw is not None, kind == "vta", "the accelerator's hardware"),
+            ("--search", bool(search), kind == "vta", "accelerator layers' configs"),
+            ("--tuning-log", tuning_log is not None, kind in ("cpu", "vta"), "cpu and vta-*"),
+            ("--calibration", calibration is not None, kind not in FLOAT_TARGETS, "quantized"),
+        )
+        if given and not applies
+    ]
+    if unused:
+        raise CommandError(
+            f"--target {target} does not use {', '.join(unused)}: drop the option or choose a"
+            " target it applies to"
+        )
 
 
 def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
@@ -146,6 +166,7 @@ def _best_from_log(log_path, find_layers, best, what: str, kind: str, log) -> di
     covered (the layers are found only once the log is known to exist)."""
     if not Path(log_path).exists():
         raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
+    _check_tuning_log(Path(log_path))
     layers = find_layers()
     found = best(str(log_path), layers)
     log(
@@ -153,6 +174,27 @@ def _best_from_log(log_path, find_layers, best, what: str, kind: str, log) -> di
         " layers (the others use the default)"
     )
     return found
+
+
+def _check_tuning_log(path: Path) -> None:
+    """A tuning log is a file of JSON lines, at least one of them a record (an object)."""
+    import json
+
+    if not path.is_file():
+        raise CommandError(
+            f"--tuning-log {path} is not a file; give the JSON-lines log `pyvta tune --log` wrote"
+        )
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                if isinstance(json.loads(line), dict):
+                    return
+            except ValueError:
+                continue
+    raise CommandError(
+        f"--tuning-log {path}: no tuning record in it (a log is JSON lines written by"
+        " `pyvta tune MODEL --log`)"
+    )
 
 
 def open_accelerator(cm, device_name: str, trace: bool = False, log=print, **device_kwargs):
