@@ -26,7 +26,14 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.driver import launch as launching
-from pyvta.driver.device import Device, DeviceError, RunResult
+from pyvta.driver.device import (
+    Device,
+    DeviceError,
+    RunResult,
+    check_alignment,
+    check_count,
+    host_bytes,
+)
 from pyvta.isa import HwConfig, regmap
 
 DEVICE_ADDRESS_LIMIT = 1 << 32  # the accelerator's AXI master has 32 address bits
@@ -170,8 +177,7 @@ class PynqDevice(Device):
     # -- DRAM ---------------------------------------------------------------------------------
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
         """A buffer of its own, zeroed (nothing of an earlier user's bytes is handed out)."""
-        if nbytes < 0:
-            raise DeviceError(f"cannot allocate a negative size ({nbytes} bytes)")
+        nbytes, align_bytes = check_count("nbytes", nbytes), check_alignment(align_bytes)
         try:
             buf = self.pynq.allocate(shape=(max(int(nbytes), 1),), dtype=np.uint8)
         except (RuntimeError, MemoryError) as e:  # pynq's "BO allocation failed"
@@ -217,9 +223,7 @@ class PynqDevice(Device):
         raise DeviceError(f"[{addr:#x}, {addr + nbytes:#x}) is not inside one allocated buffer")
 
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
-        raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else None
-        if raw is None:
-            raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        addr, raw = check_count("addr", addr), host_bytes(data)
         start, buf = self._buffer(addr, raw.size)
         if start in self._stale:  # keep what the device wrote around the part we overwrite
             buf.invalidate()
@@ -228,6 +232,7 @@ class PynqDevice(Device):
         self._dirty.add(start)
 
     def read(self, addr: int, nbytes: int) -> np.ndarray:
+        addr, nbytes = check_count("addr", addr), check_count("nbytes", nbytes)
         start, buf = self._buffer(addr, nbytes)
         if start in self._stale:
             buf.invalidate()
