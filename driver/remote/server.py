@@ -141,10 +141,14 @@ class DeviceServer:
         """Stop listening, close every connection, wait for the device thread."""
         if self._server is not None:
             self._server.close()
-        for task, writer in list(self._tasks.items()):
-            writer.transport.abort()  # its reads end even where a cancellation is lost
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        tasks = list(self._tasks)
+        for writer in self._tasks.values():
+            writer.transport.abort()  # its reads and writes end: the session ends by itself
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=5.0)
+            for task in late:  # a device call still running (a cancelled connection task is
+                task.cancel()  # logged as an error by asyncio's streams on Python 3.11)
+            await asyncio.gather(*late, return_exceptions=True)
         self._thread.shutdown(wait=True)
 
     # -- one connection ----------------------------------------------------------------------

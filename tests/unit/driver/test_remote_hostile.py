@@ -8,6 +8,7 @@ deadline. The long run with RSS and latency figures is benchmarks/remote_fuzz.py
 import gc
 import json
 import logging
+import shutil
 import socket
 import struct
 import time
@@ -264,3 +265,34 @@ def test_auth_answer_within_the_handshake_deadline_or_cut_off():
         sock, hello = raw_connect(s.address)
         sock.sendall(auth_frame(KEY, hello))
         assert p.recv_frame(sock)[0]["ok"]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_a_non_ascii_mac_over_tls_is_an_auth_error(tmp_path, caplog):
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key)]
+        + ["-out", str(cert), "-days", "1", "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.create_default_context(cafile=str(cert))
+    device = SimDevice(HwConfig(), dram_bytes=1 << 24)
+    with ServerThread(device, KEY, limits=FAST, ssl_context=server_ctx) as s:
+        host, _, port = s.address.rpartition(":")
+        raw = socket.create_connection((host, int(port)), timeout=5)
+        sock = client_ctx.wrap_socket(raw, server_hostname=host)
+        p.recv_frame(sock)  # hello
+        head = json.dumps({"op": "auth", "client_nonce": "00" * 32, "mac": "é" * 64})
+        sock.sendall(_frame(head.encode()))
+        reply, _ = p.recv_frame(sock)
+        assert reply["error"] == "auth" and reply["msg"] == "authentication failed"
+        with driver.open(f"tcp://{s.address}", key=KEY, tls_ca=str(cert)) as dev:
+            assert dev.alloc(16) > 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
