@@ -369,6 +369,7 @@ class ServerThread:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="device-server", daemon=True)
         self._error: BaseException | None = None
+        self._stop_lock, self._stopping = threading.Lock(), False
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -395,8 +396,12 @@ class ServerThread:
         return self
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        """Stop serving and wait for it; idempotent (from any thread, as often as called)."""
+        with self._stop_lock:
+            first, self._stopping = not self._stopping, True
+        if first and self._thread.is_alive():  # once: a second loop.stop would cut the
+            self._loop.call_soon_threadsafe(self._loop.stop)  # server's own stop() short
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
     def __enter__(self):
