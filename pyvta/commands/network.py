@@ -166,7 +166,9 @@ def _best_from_log(log_path, find_layers, best, what: str, kind: str, log) -> di
     covered (the layers are found only once the log is known to exist)."""
     if not Path(log_path).exists():
         raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
-    _check_tuning_log(Path(log_path))
+    from pyvta.tuner.log import check_log_to_read
+
+    check_log_to_read(log_path, "--tuning-log")
     layers = find_layers()
     found = best(str(log_path), layers)
     log(
@@ -174,27 +176,6 @@ def _best_from_log(log_path, find_layers, best, what: str, kind: str, log) -> di
         " layers (the others use the default)"
     )
     return found
-
-
-def _check_tuning_log(path: Path) -> None:
-    """A tuning log is a file of JSON lines, at least one of them a record (an object)."""
-    import json
-
-    if not path.is_file():
-        raise CommandError(
-            f"--tuning-log {path} is not a file; give the JSON-lines log `pyvta tune --log` wrote"
-        )
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            try:
-                if isinstance(json.loads(line), dict):
-                    return
-            except ValueError:
-                continue
-    raise CommandError(
-        f"--tuning-log {path}: no tuning record in it (a log is JSON lines written by"
-        " `pyvta tune MODEL --log`)"
-    )
 
 
 def open_accelerator(cm, device_name: str, trace: bool = False, log=print, **device_kwargs):
