@@ -21,6 +21,42 @@ class DeviceError(PyvtaError):
     """A device cannot be opened or used as asked (unknown name, wrong config, launch failed)."""
 
 
+class DeviceArgumentError(DeviceError, TypeError):
+    """A ``Device`` method's argument of the wrong type or range (nothing was done)."""
+
+
+def check_count(name: str, value, minimum: int = 0) -> int:
+    """``value`` as an int (a Python or numpy integer, not a bool, float or string) >= minimum."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise DeviceArgumentError(
+            f"{name} must be an integer (bytes or an address), got {type(value).__name__}"
+            f" {value!r:.40}"
+        )
+    if value < minimum:
+        raise DeviceArgumentError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_alignment(align_bytes) -> int:
+    align = check_count("align_bytes", align_bytes, 1)
+    if align & (align - 1):
+        raise DeviceArgumentError(f"align_bytes must be a power of two, got {align}")
+    return align
+
+
+def host_bytes(data) -> np.ndarray:
+    """``data`` (bytes, bytearray, memoryview or a numpy array: its little-endian bytes) as a
+    1-D uint8 array; anything else is refused (a list or a number would be guessed at)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return np.frombuffer(data, np.uint8)
+    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf" and not data.dtype.fields:
+        return np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    what = f"a {data.dtype} array" if isinstance(data, np.ndarray) else type(data).__name__
+    raise DeviceArgumentError(
+        f"data must be bytes, bytearray, memoryview or a numeric numpy array, got {what}"
+    )
+
+
 @dataclass
 class RunResult:
     """What one launch reports.
@@ -48,6 +84,10 @@ class Device(abc.ABC):
     """
 
     def __init__(self, config: HwConfig):
+        if not isinstance(config, HwConfig):
+            raise DeviceArgumentError(
+                f"config must be an isa.HwConfig, got {type(config).__name__} {config!r:.40}"
+            )
         self.config = config
 
     @classmethod
@@ -61,6 +101,12 @@ class Device(abc.ABC):
         """Forget every allocation (the next ``alloc`` starts at the bottom of DRAM again); a
         tuner measuring many candidates on one device calls this between them."""
         raise DeviceError(f"{type(self).__name__} cannot release its allocations")
+
+    def scrub(self) -> None:
+        """Forget every allocation and zero what a previous user could read back: after it, no
+        ``read`` and no launch sees a byte anyone wrote before (the device server calls it
+        between clients). A backend that cannot erase its memory refuses."""
+        raise DeviceError(f"{type(self).__name__} cannot erase its DRAM")
 
     def close(self) -> None:
         """Release what the device holds (a simulator process, a connection); idempotent."""
@@ -100,7 +146,8 @@ class Device(abc.ABC):
 
     def put(self, array: np.ndarray, align_bytes: int = 64) -> int:
         """Allocate and copy in an array; returns its byte address."""
-        arr = np.ascontiguousarray(array)
+        host_bytes(array)  # a numeric array (or bytes): checked before anything is allocated
+        arr = np.ascontiguousarray(array) if isinstance(array, np.ndarray) else host_bytes(array)
         addr = self.alloc(arr.nbytes, align_bytes)
         self.write(addr, arr)
         return addr
@@ -109,6 +156,12 @@ class Device(abc.ABC):
         """Run a program bundle (``sim.Program``: a DRAM image from address 0, ``insn_addr``,
         ``insn_count``): overwrite DRAM from address 0 with the image, launch, read the image back.
         Returns (final image, uint8 of the image's size; the launch's result)."""
+        from pyvta.sim import Program
+
+        if not isinstance(program, Program):
+            raise DeviceArgumentError(
+                f"program must be a sim.Program, got {type(program).__name__}"
+            )
         if program.config != self.config:
             raise DeviceError(
                 f"the program is for config {program.config.tag}, the device is {self.config.tag}"
@@ -120,6 +173,10 @@ class Device(abc.ABC):
 
     def run(self, insns: Sequence[Insn] | bytes) -> RunResult:
         """Write an instruction stream into DRAM and launch it."""
+        if isinstance(insns, (str, np.ndarray)) or not isinstance(insns, (bytes, Sequence)):
+            raise DeviceArgumentError(
+                f"insns must be bytes or a sequence of isa instructions, got {type(insns).__name__}"
+            )
         raw = insns if isinstance(insns, bytes) else encode_insns(insns, self.config)
         addr = self.alloc(len(raw), INSN_BYTES)
         self.write(addr, raw)

@@ -30,9 +30,12 @@ class DeviceStuck(DeviceError):
     """A launch did not reach DONE: ``outcome.status`` is "deadlock" or "timeout" and
     ``outcome.stuck`` says which unit waits for which token."""
 
-    def __init__(self, outcome: protocol.Outcome):
+    def __init__(self, outcome: protocol.Outcome, note: str = ""):
         self.outcome = outcome
-        super().__init__(f"the accelerator did not finish ({outcome.status}): {outcome.message}")
+        note = f" ({note})" if note else ""
+        super().__init__(
+            f"the accelerator did not finish ({outcome.status}{note}): {outcome.message}"
+        )
 
 
 class DeviceFault(DeviceError):

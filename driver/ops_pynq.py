@@ -26,11 +26,44 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.driver import launch as launching
-from pyvta.driver.device import Device, DeviceError, RunResult
+from pyvta.driver.device import (
+    Device,
+    DeviceError,
+    RunResult,
+    check_alignment,
+    check_count,
+    host_bytes,
+)
 from pyvta.isa import HwConfig, regmap
 
 DEVICE_ADDRESS_LIMIT = 1 << 32  # the accelerator's AXI master has 32 address bits
 MANIFEST = "manifest.json"
+
+
+MEMINFO = "/proc/meminfo"  # CmaTotal / CmaFree: the contiguous memory pynq.allocate draws on
+
+
+class OutOfMemory(DeviceError):
+    """The board's contiguous memory cannot hold a buffer asked for."""
+
+
+def contiguous_memory(meminfo: str = MEMINFO) -> tuple[int | None, int | None]:
+    """(free, total) bytes of the kernel's contiguous memory (CMA) from ``meminfo``; None where
+    it does not say."""
+    found = {}
+    try:
+        with open(meminfo) as f:
+            for line in f:
+                name, _, rest = line.partition(":")
+                if name in ("CmaFree", "CmaTotal") and rest.split():
+                    found[name] = int(rest.split()[0]) * 1024  # kB
+    except (OSError, ValueError):
+        pass
+    return found.get("CmaFree"), found.get("CmaTotal")
+
+
+def _mib(nbytes: int | None) -> str:
+    return "? MiB" if nbytes is None else f"{nbytes / (1 << 20):.1f} MiB"
 
 
 class BitstreamError(DeviceError):
@@ -82,11 +115,16 @@ def import_pynq():
 
 
 class _MmioPort:
-    """``driver.launch.RegisterPort`` over a ``pynq.MMIO`` window; waits are real time at the
-    board's PL clock."""
+    """``driver.launch.RegisterPort`` over a ``pynq.MMIO`` window. ``wait`` returns the PL clock
+    cycles that really passed since the previous wait returned (register reads in between
+    included), measured on ``clock`` (seconds): a sleep of 2 us takes ~80 us on a board, and a
+    deadline counted in cycles asked for would fire ~40x late. ``restart`` starts the count
+    again (each launch)."""
 
-    def __init__(self, mmio, clock_mhz: float):
+    def __init__(self, mmio, clock_mhz: float, clock=time.perf_counter, sleep=time.sleep):
         self.mmio, self.clock_hz = mmio, clock_mhz * 1e6
+        self.clock, self.sleep = clock, sleep
+        self._since: float | None = None
 
     def read32(self, offset: int) -> int:
         return int(self.mmio.read(offset)) & 0xFFFF_FFFF
@@ -94,9 +132,14 @@ class _MmioPort:
     def write32(self, offset: int, value: int) -> None:
         self.mmio.write(offset, int(value) & 0xFFFF_FFFF)
 
+    def restart(self) -> None:
+        self._since = None
+
     def wait(self, cycles: int) -> int:
-        time.sleep(cycles / self.clock_hz)
-        return cycles
+        start = self.clock() if self._since is None else self._since
+        self.sleep(cycles / self.clock_hz)
+        self._since = self.clock()
+        return max(1, round((self._since - start) * self.clock_hz))
 
 
 class PynqDevice(Device):
@@ -122,7 +165,9 @@ class PynqDevice(Device):
         clock_mhz = float(manifest["clock_mhz"])
         mmio = self.pynq.MMIO(int(manifest["base_address"]), 1 << regmap.ADDR_BITS)
         self.port = _MmioPort(mmio, clock_mhz)
+        self.deadline_s = float(deadline_s)
         self.max_cycles = int(deadline_s * clock_mhz * 1e6)
+        self.meminfo = MEMINFO
         self._checked = False
         self._starts: list[int] = []  # sorted device addresses of the buffers
         self._buffers: dict[int, object] = {}
@@ -131,9 +176,12 @@ class PynqDevice(Device):
 
     # -- DRAM ---------------------------------------------------------------------------------
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
-        if nbytes < 0:
-            raise DeviceError(f"cannot allocate a negative size ({nbytes} bytes)")
-        buf = self.pynq.allocate(shape=(max(int(nbytes), 1),), dtype=np.uint8)
+        """A buffer of its own, zeroed (nothing of an earlier user's bytes is handed out)."""
+        nbytes, align_bytes = check_count("nbytes", nbytes), check_alignment(align_bytes)
+        try:
+            buf = self.pynq.allocate(shape=(max(int(nbytes), 1),), dtype=np.uint8)
+        except (RuntimeError, MemoryError) as e:  # pynq's "BO allocation failed"
+            raise OutOfMemory(self._out_of_memory(int(nbytes), e)) from None
         addr = int(buf.device_address)
         if addr % align_bytes:
             buf.freebuffer()
@@ -143,9 +191,27 @@ class PynqDevice(Device):
             raise DeviceError(
                 f"buffer at {addr:#x} is above 4 GiB; the accelerator cannot reach it"
             )
+        buf[:] = 0
         bisect.insort(self._starts, addr)
         self._buffers[addr] = buf
+        self._dirty.add(addr)
         return addr
+
+    def _out_of_memory(self, nbytes: int, error: Exception) -> str:
+        held = sum(b.nbytes for b in self._buffers.values())
+        free, total = contiguous_memory(self.meminfo)
+        left = (
+            f"the kernel reports {_mib(free)} of {_mib(total)} contiguous (CMA) memory free"
+            if free is not None
+            else f"the contiguous memory left is unknown ({self.meminfo} has no CmaFree)"
+        )
+        return (
+            f"out of contiguous memory: cannot allocate {nbytes} bytes ({_mib(nbytes)}) for the"
+            f" accelerator ({type(error).__name__}: {error}); {left}; this device holds"
+            f" {len(self._buffers)} buffers of {_mib(held)}. Free buffers (dev.reset(), or close"
+            " other programs and notebooks holding pynq buffers), run a smaller model or batch,"
+            " or give the board more CMA (the kernel's cma= boot argument)"
+        )
 
     def _buffer(self, addr: int, nbytes: int):
         i = bisect.bisect_right(self._starts, addr) - 1
@@ -157,9 +223,7 @@ class PynqDevice(Device):
         raise DeviceError(f"[{addr:#x}, {addr + nbytes:#x}) is not inside one allocated buffer")
 
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
-        raw = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else None
-        if raw is None:
-            raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        addr, raw = check_count("addr", addr), host_bytes(data)
         start, buf = self._buffer(addr, raw.size)
         if start in self._stale:  # keep what the device wrote around the part we overwrite
             buf.invalidate()
@@ -168,6 +232,7 @@ class PynqDevice(Device):
         self._dirty.add(start)
 
     def read(self, addr: int, nbytes: int) -> np.ndarray:
+        addr, nbytes = check_count("addr", addr), check_count("nbytes", nbytes)
         start, buf = self._buffer(addr, nbytes)
         if start in self._stale:
             buf.invalidate()
@@ -179,6 +244,14 @@ class PynqDevice(Device):
             buf.freebuffer()
         self._starts, self._buffers = [], {}
         self._dirty, self._stale = set(), set()
+
+    def scrub(self) -> None:
+        """Zero every buffer in the board's memory, then free them (``alloc`` zeroes too). A
+        launch's stores outside every buffer are beyond what the host can find and erase."""
+        for buf in self._buffers.values():
+            buf[:] = 0
+            buf.flush()
+        self.reset()
 
     def close(self) -> None:
         self.reset()
@@ -196,6 +269,7 @@ class PynqDevice(Device):
             self._buffers[start].flush()
         self._dirty.clear()
         t0 = time.perf_counter()
+        self.port.restart()
         try:
             stats = launching.launch(
                 self.port,
@@ -204,6 +278,14 @@ class PynqDevice(Device):
                 clear_cycles=clear_cycles(self.config),
                 max_cycles=self.max_cycles,
             )
+        except launching.DeviceStuck as e:
+            if e.outcome.status != "timeout":
+                raise
+            note = (
+                f"deadline_s {self.deadline_s:g} s asked; stopped after"
+                f" {time.perf_counter() - t0:.3f} s of wall time"
+            )
+            raise launching.DeviceStuck(e.outcome, note) from None
         finally:
             self._stale = set(self._buffers)
         wall_s = time.perf_counter() - t0

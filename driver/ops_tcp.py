@@ -19,7 +19,14 @@ import time
 
 import numpy as np
 
-from pyvta.driver.device import Device, DeviceError, RunResult
+from pyvta.driver.device import (
+    Device,
+    DeviceError,
+    RunResult,
+    check_alignment,
+    check_count,
+    host_bytes,
+)
 from pyvta.driver.remote import protocol as p
 from pyvta.driver.stats import Stats
 from pyvta.isa import HwConfig
@@ -91,6 +98,10 @@ class RemoteDevice(Device):
 
     def _handshake(self, key: bytes | None, queue_timeout_s: float) -> HwConfig:
         hello = self._recv()
+        if hello.get("ok") is False:  # refused before the hello: busy, too many connections
+            raise DeviceError(
+                f"{self.name} refused the connection: {hello.get('error')}: {hello.get('msg')}"
+            )
         if hello.get("op") != "hello" or hello.get("version") != p.VERSION:
             raise DeviceError(
                 f"{self.name} speaks protocol {hello.get('version')!r}; this client {p.VERSION}"
@@ -102,7 +113,7 @@ class RemoteDevice(Device):
             mac = p.key_mac(key, p.AUTH_CLIENT, nonce, mine)
             reply = self._ask({"op": "auth", "client_nonce": mine.hex(), "mac": mac})
             want = p.key_mac(key, p.AUTH_SERVER, mine, nonce)
-            if not secrets.compare_digest(want, str(reply.get("mac"))):
+            if not p.mac_matches(want, reply.get("mac")):
                 raise DeviceError(f"{self.name} did not prove it holds the key")
         self._sock.settimeout(queue_timeout_s + self.timeout_s)
         self._check(self._recv(), "waiting for the device")
@@ -145,12 +156,11 @@ class RemoteDevice(Device):
 
     # -- the Device interface ----------------------------------------------------------------
     def alloc(self, nbytes: int, align_bytes: int = 64) -> int:
-        return self._ask({"op": "alloc", "nbytes": int(nbytes), "align_bytes": int(align_bytes)})[
-            "addr"
-        ]
+        nbytes, align_bytes = check_count("nbytes", nbytes), check_alignment(align_bytes)
+        return self._ask({"op": "alloc", "nbytes": nbytes, "align_bytes": align_bytes})["addr"]
 
     def write(self, addr: int, data: np.ndarray | bytes) -> None:
-        raw = memoryview(_bytes_of(data)).cast("B")
+        addr, raw = check_count("addr", addr), memoryview(host_bytes(data)).cast("B")
         for at in range(0, max(len(raw), 1), CHUNK_BYTES):  # frames stay under the server's limit
             self._ask({"op": "write", "addr": int(addr) + at}, [raw[at : at + CHUNK_BYTES]])
 
@@ -171,6 +181,7 @@ class RemoteDevice(Device):
             self._consts.add(digest)
 
     def read(self, addr: int, nbytes: int) -> np.ndarray:
+        addr, nbytes = check_count("addr", addr), check_count("nbytes", nbytes)
         out = np.empty(int(nbytes), np.uint8)
         for at in range(0, max(int(nbytes), 1), CHUNK_BYTES):
             n = min(CHUNK_BYTES, int(nbytes) - at)
@@ -179,9 +190,13 @@ class RemoteDevice(Device):
         return out
 
     def launch(self, insn_addr: int, insn_count: int) -> RunResult:
+        insn_addr, insn_count = (
+            check_count("insn_addr", insn_addr),
+            check_count("insn_count", insn_count),
+        )
         t0 = time.perf_counter()
         reply = self._ask(
-            {"op": "launch", "insn_addr": int(insn_addr), "insn_count": int(insn_count)},
+            {"op": "launch", "insn_addr": insn_addr, "insn_count": insn_count},
             timeout_s=self.launch_timeout_s,
         )
         self.last_device_s = time.perf_counter() - t0

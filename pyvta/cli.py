@@ -54,7 +54,30 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=module.HELP, description=module.HELP, parents=[debug])
         module.add_arguments(p)
         p.set_defaults(_run=module.run)
+    _check_numbers(parser)
     return parser
+
+
+def _check_numbers(parser: argparse.ArgumentParser) -> None:
+    """Every int and float option of every subcommand takes a finite number >= 0 (counts,
+    sizes, seeds, seconds): anything else is refused while parsing, naming the option."""
+    for action in parser._actions:
+        if action.type in (int, float):
+            action.type = _non_negative(action.type)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _check_numbers(sub)
+
+
+def _non_negative(kind: type):
+    def parse(text: str):
+        value = kind(text)
+        if not value >= 0 or value == float("inf"):  # also NaN
+            raise ValueError(text)
+        return value
+
+    parse.__name__ = f"{kind.__name__} (a finite number >= 0)"
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:

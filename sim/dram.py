@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import sys
+
 import numpy as np
 
 from pyvta.sim.errors import OutOfBoundsError
@@ -50,6 +54,15 @@ class Dram:
         """Forget every allocation (the contents stay; the next ``alloc`` starts at the bottom)."""
         self._next = 64
 
+    def scrub(self) -> None:
+        """Zero every byte (what any earlier user wrote, inside an allocation or not) and
+        forget every allocation. On Linux the whole pages go back to the OS (they read as zero
+        again and leave the process's resident memory); the buffer stays the same object at the
+        same address (a harness holding its pointer keeps it)."""
+        self._next = 64
+        if not _discard_pages(self.data):
+            self.data[:] = 0
+
     def _check(self, addr: int, nbytes: int) -> None:
         if addr < 0 or addr + nbytes > self.size_bytes:
             raise OutOfBoundsError(
@@ -76,3 +89,25 @@ class Dram:
         addr = self.alloc(arr.nbytes, align_bytes)
         self.write(addr, arr)
         return addr
+
+
+def _discard_pages(data: np.ndarray) -> bool:
+    """Zero ``data`` (contiguous uint8): ``madvise(MADV_DONTNEED)`` on the pages wholly inside it
+    (private anonymous memory reads as zero afterwards), a fill of the partial pages at its ends;
+    False where that is not available (then nothing is changed)."""
+    page = mmap.PAGESIZE
+    if not sys.platform.startswith("linux") or data.nbytes < 4 * page:
+        return False
+    try:
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return False
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    start = data.ctypes.data
+    first = -(-start // page) * page
+    last = (start + data.nbytes) // page * page
+    if madvise(first, last - first, mmap.MADV_DONTNEED) != 0:
+        return False
+    data[: first - start] = 0
+    data[last - start :] = 0
+    return True

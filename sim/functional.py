@@ -24,7 +24,7 @@ from pyvta.sim import dma
 from pyvta.sim import gemm as gemm_sem
 from pyvta.sim.counters import Counters
 from pyvta.sim.dispatch import Dispatched, Schedule, dispatch, schedule
-from pyvta.sim.errors import ProgramError, SimError, SimLimitError
+from pyvta.sim.errors import ArgumentError, ProgramError, SimError, SimLimitError
 from pyvta.sim.loops import n_iters
 from pyvta.sim.program import Program
 from pyvta.sim.races import RaceDetector, accesses
@@ -169,8 +169,7 @@ def _run(
     check_races: bool,
     engine: str,
 ) -> SimResult:
-    if engine not in ENGINES:
-        raise ValueError(f"unknown simulator engine {engine!r} (allowed: {', '.join(ENGINES)})")
+    _check_arguments(limits, state, check_races, one_per_turn, engine)
     limits = limits or SimLimits()
     st = state or SramState(cfg)
     if engine == "numpy" or not _native_possible(engine, check_races) or check_races:
@@ -218,6 +217,22 @@ def _auto_runs_native(cfg: HwConfig, plan) -> bool:
         return True
     _numpy_work_so_far[cfg] = total
     return False
+
+
+def _check_arguments(limits, state, check_races, one_per_turn, engine) -> None:
+    """The public entry points' options, checked at the door (``ArgumentError`` naming the
+    argument, its type and what is allowed)."""
+    if limits is not None and not isinstance(limits, SimLimits):
+        raise ArgumentError(
+            f"limits must be a sim.SimLimits or None, got {type(limits).__name__} {limits!r}"
+        )
+    if state is not None and not isinstance(state, SramState):
+        raise ArgumentError(f"state must be a SramState or None, got {type(state).__name__}")
+    for name, value in (("check_races", check_races), ("one_per_turn", one_per_turn)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise ArgumentError(f"{name} must be True or False, got {type(value).__name__}")
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise ArgumentError(f"unknown simulator engine {engine!r} (allowed: {', '.join(ENGINES)})")
 
 
 def _native_possible(engine: str, check_races: bool) -> bool:
@@ -287,6 +302,13 @@ def run(
 
     The image is a copy of the bundle's (``in_place=True``: the bundle's own array, modified).
     """
+    if not isinstance(program, Program):
+        raise ArgumentError(
+            f"program must be a sim.Program (a DRAM image and its instruction stream), got"
+            f" {type(program).__name__}"
+        )
+    if not isinstance(in_place, (bool, np.bool_)):
+        raise ArgumentError(f"in_place must be True or False, got {type(in_place).__name__}")
     dram = program.dram if in_place else program.dram.copy()
     key = program.insn_bytes().tobytes()
     return _run(

@@ -230,6 +230,17 @@ def tune_command(args: argparse.Namespace) -> int:
         if value is not None and value < 1:
             print(f"error: {flag} must be >= 1, got {value}", file=sys.stderr)
             return 2
+    if getattr(args, "transfer_log", None):
+        from pyvta.tuner.log import LogError, check_log_to_read
+
+        if not args.tuner.startswith("xgb"):
+            raise LogError(
+                f"--transfer-log trains the xgb tuners' cost model; --tuner {args.tuner} has none"
+                " (drop it, or use --tuner xgb / xgb-reg)"
+            )
+        if Path(args.workload).suffix in (".onnx", ".npz"):
+            raise LogError("--transfer-log applies to one operator's tuning, not a network's")
+        check_log_to_read(args.transfer_log, "--transfer-log")
     if Path(args.workload).suffix in (".onnx", ".npz"):
         return _tune_network(args)
     try:

@@ -236,6 +236,23 @@ def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Reco
     return out
 
 
+def check_log_to_read(path: str | os.PathLike, flag: str) -> None:
+    """A log given to read from (``flag``: the option that named it) is a file with at least one
+    record; ``LogError`` naming the option otherwise (a folder, a missing file, garbage)."""
+    p = Path(path)
+    if not p.is_file():
+        what = "is a directory" if p.is_dir() else "does not exist"
+        raise LogError(f"{flag} {p} {what}; give a JSON-lines log that `pyvta tune --log` wrote")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # every line of a garbage file would warn
+        found = read_records(p)
+    if not found:
+        raise LogError(
+            f"{flag} {p}: no tuning record in it (a log is JSON lines written by"
+            " `pyvta tune --log`)"
+        )
+
+
 def best_record(records) -> Record | None:
     """The valid record of the config with the lowest median cost over all its records (a
     config measured again, e.g. by ``tune``'s final check, is judged by all its measurements,

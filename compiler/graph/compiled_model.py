@@ -177,6 +177,7 @@ class CompiledModel:
     def load(cls, path: str | Path) -> CompiledModel:
         """Read an artifact written by :meth:`save`: every blob's hash and the graph are checked;
         a file that is not an intact artifact raises ``ArtifactError`` saying what it is."""
+        _check_path(path, "path")
         path = Path(path)
         if path.is_file() and not zipfile.is_zipfile(path):
             raise ArtifactError(f"{path}: not a compiled model (not an .npz archive)")
@@ -264,6 +265,11 @@ def default_calibration(graph: Graph, count: int = 8, seed: int = 0) -> list[dic
     ]
 
 
+def _check_path(path, name: str) -> None:
+    if not isinstance(path, str | os.PathLike):
+        raise ArtifactError(f"{name} must be a file path (str or Path), got {type(path).__name__}")
+
+
 def compile_model(
     path: str | Path,
     target: str = "vta",
@@ -288,8 +294,13 @@ def compile_model(
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
     and running an artifact needs neither onnx nor the compiler's passes.)"""
     from pyvta.compiler.graph.onnx_import import import_onnx
-    from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+    from pyvta.compiler.graph.pipeline import TARGETS, options_for, run_pipeline
 
+    _check_path(path, "path")
+    if not isinstance(target, str) or target not in TARGETS:
+        raise ArtifactError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
+    if hw is not None and not isinstance(hw, HwConfig):
+        raise ArtifactError(f"hw must be an isa.HwConfig or None, got {type(hw).__name__}")
     graph = import_onnx(path, input_shapes)  # input_shapes: fixed dims for symbolic ones
     samples = calibration_inputs
     if isinstance(samples, str | Path):
@@ -325,6 +336,23 @@ def run_model(
     ``gpu`` (``"cuda"``, the default, or ``"cuda-emulated"``: ``compiled.gpu_backend``);
     ``backends`` gives node backends by target directly (e.g. ``{"vta":
     compiled.accelerator(device)}``)."""
+    from pyvta.driver.device import Device
+
+    if not isinstance(compiled, CompiledModel):
+        raise ArtifactError(
+            f"compiled must be a CompiledModel (CompiledModel.load(path) or compile_model), got"
+            f" {type(compiled).__name__}"
+        )
+    if device is not None and not isinstance(device, Device):
+        raise ArtifactError(
+            f"device must be a driver.Device (driver.open(name)), got {type(device).__name__}"
+            f" {device!r:.40}"
+        )
+    if not isinstance(inputs, dict | np.ndarray):
+        raise ArtifactError(
+            f"inputs must be a numpy array or a dict of them by input name, got"
+            f" {type(inputs).__name__}"
+        )
     if not isinstance(inputs, dict):
         if len(compiled.input_names) != 1:
             raise ValueError(f"model has inputs {compiled.input_names}; pass a dict")

@@ -29,6 +29,8 @@ from pyvta.isa.errors import PyvtaError
 VERSION = 1
 DEFAULT_PORT = 9190
 MAX_FRAME_BYTES = 64 << 20  # the largest request or reply (a layer's constants are a few MiB)
+MAX_HEADER_BYTES = 64 << 10  # a header is a few fields; bytes travel as blobs
+AUTH_FRAME_BYTES = 512  # the largest frame before authentication (an auth message is ~190)
 NONCE_BYTES = 32
 AUTH_CLIENT = b"pyvta-remote-v1 client"
 AUTH_SERVER = b"pyvta-remote-v1 server"
@@ -59,6 +61,14 @@ def key_mac(key: bytes, label: bytes, *nonces: bytes) -> str:
     return hmac.new(key, label + b"".join(nonces), hashlib.sha256).hexdigest()
 
 
+def mac_matches(want: str, got: object) -> bool:
+    """Whether ``got`` (from the wire: any JSON value) is the MAC ``want``, compared in constant
+    time; False for anything but a string of ASCII (``compare_digest`` refuses other strings)."""
+    if not isinstance(got, str) or not got.isascii():
+        return False
+    return hmac.compare_digest(want.encode(), got.encode())
+
+
 def read_key_file(path) -> bytes:
     """The pre-shared key in ``path`` (its bytes, surrounding whitespace stripped; >= 16 bytes)."""
     with open(path, "rb") as f:
@@ -83,6 +93,10 @@ def decode_body(body: bytes, header_bytes: int) -> tuple[dict, list[bytes]]:
         header = json.loads(head.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ProtocolError(f"frame header is not UTF-8 JSON ({e})") from None
+    except ValueError as e:  # an integer of more digits than int() converts
+        raise ProtocolError(f"frame header refused: {e}") from None
+    except RecursionError:
+        raise ProtocolError("frame header nests too deeply (a header is a flat object)") from None
     if not isinstance(header, dict):
         raise ProtocolError(f"frame header is a JSON {type(header).__name__}, not an object")
     sizes = header.get("blobs", [])
@@ -106,31 +120,56 @@ class FrameError(ProtocolError):
     """The length words of a frame are refused: the stream cannot be read further."""
 
 
-def check_lengths(total: int, header_bytes: int, max_frame_bytes: int) -> None:
-    """``FrameError`` for a frame over ``max_frame_bytes`` or with inconsistent lengths."""
+def check_lengths(
+    total: int, header_bytes: int, max_frame_bytes: int, max_header_bytes: int = MAX_HEADER_BYTES
+) -> None:
+    """``FrameError`` for a frame over ``max_frame_bytes``, a header over ``max_header_bytes``
+    or inconsistent lengths."""
     if total > max_frame_bytes:
         raise FrameError(f"frame of {total} bytes exceeds the maximum ({max_frame_bytes})")
     if total < 4 or header_bytes > total - 4:
         raise FrameError(f"frame lengths inconsistent (total {total}, header {header_bytes})")
+    if header_bytes > max_header_bytes:
+        raise FrameError(
+            f"frame header of {header_bytes} bytes exceeds the maximum ({max_header_bytes});"
+            " bytes travel as blobs"
+        )
 
 
-async def read_lengths(reader: asyncio.StreamReader, max_frame_bytes: int) -> tuple[int, int]:
-    """A frame's two length words (``FrameError`` if refused; ``IncompleteReadError`` at EOF)."""
-    total, header_bytes = _LEN.unpack(await reader.readexactly(_LEN.size))
-    check_lengths(total, header_bytes, max_frame_bytes)
+LENGTH_BYTES = _LEN.size
+
+
+def parse_lengths(
+    words: bytes, max_frame_bytes: int, max_header_bytes: int = MAX_HEADER_BYTES
+) -> tuple[int, int]:
+    """A frame's two length words (``LENGTH_BYTES``), checked (``FrameError``)."""
+    total, header_bytes = _LEN.unpack(words)
+    check_lengths(total, header_bytes, max_frame_bytes, max_header_bytes)
     return total, header_bytes
 
 
-async def read_body(reader: asyncio.StreamReader, total: int, header_bytes: int):
-    """The header and blobs after ``read_lengths``; ``ProtocolError`` for a bad header."""
-    return decode_body(await reader.readexactly(total - 4), header_bytes)
+async def read_exactly(reader: asyncio.StreamReader, nbytes: int) -> bytes:
+    """``reader.readexactly``; at EOF its ``IncompleteReadError`` without the partial bytes (the
+    error may outlive the connection in a reference cycle; up to a frame of bytes with it)."""
+    try:
+        return await reader.readexactly(nbytes)
+    except asyncio.IncompleteReadError as e:
+        e.partial = b""
+        raise
 
 
-async def read_frame(reader: asyncio.StreamReader, max_frame_bytes: int) -> tuple[dict, list]:
-    """Read one frame; ``ProtocolError`` for a bad one, ``asyncio.IncompleteReadError`` at EOF."""
-    total, header_bytes = _LEN.unpack(await reader.readexactly(_LEN.size))
-    check_lengths(total, header_bytes, max_frame_bytes)
-    return decode_body(await reader.readexactly(total - 4), header_bytes)
+async def read_frame(
+    reader: asyncio.StreamReader,
+    max_frame_bytes: int,
+    max_header_bytes: int = MAX_HEADER_BYTES,
+    first: bytes = b"",
+) -> tuple[dict, list]:
+    """Read one frame (``first``: its first bytes, already read); ``FrameError`` for lengths
+    refused (read no further), ``ProtocolError`` for a bad header or blobs (the frame was read
+    whole), ``asyncio.IncompleteReadError`` at EOF."""
+    words = first + await read_exactly(reader, _LEN.size - len(first))
+    total, header_bytes = parse_lengths(words, max_frame_bytes, max_header_bytes)
+    return decode_body(await read_exactly(reader, total - 4), header_bytes)
 
 
 def _recv_exactly(sock: socket.socket, nbytes: int) -> bytes:
@@ -155,7 +194,7 @@ def check_request(header: dict, blobs: list) -> tuple[str, dict]:
     """``(op, fields)`` of a request, each field of the type ``OPS`` gives; ``ProtocolError``
     naming what is wrong and what is allowed."""
     op = header.get("op")
-    if op not in OPS:
+    if not isinstance(op, str) or op not in OPS:
         raise ProtocolError(f"unknown operation {op!r} (operations: {', '.join(OPS)})")
     fields = {}
     for name, kind in OPS[op].items():

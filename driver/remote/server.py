@@ -4,7 +4,11 @@
 otherwise and refuses any other address without a key. Per connection: ``hello`` with a fresh
 nonce, HMAC challenge-response (``protocol``), then the client waits for the device (one owner at
 a time, first come first served, ``limits.queue_timeout_s`` before a "busy" answer); the owner's
-session starts with ``device.reset()`` (nothing of the previous client's DRAM is left). Every
+session starts and ends with ``device.scrub()`` (nothing of the previous client's DRAM is left,
+inside an allocation or not). Before authentication a connection may send one frame of
+``protocol.AUTH_FRAME_BYTES`` within ``handshake_timeout_s``; at most ``max_unauthenticated``
+wait at once (one more cuts off the oldest), apart from ``max_connections``, which counts key
+holders only (so keyless sockets never take their places). Every
 request has a deadline (``request_timeout_s``; a launch ``launch_timeout_s``); a client that
 stalls mid-frame is cut off at it. Device operations run in one worker thread, so a client that
 disconnects mid-launch only loses its answer: the launch finishes, then the next client gets the
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 from pyvta.driver.remote import protocol as p
 from pyvta.driver.remote.session import OpRefused, Session
+from pyvta.isa.errors import PyvtaError
 
 LOG = logging.getLogger("pyvta.remote")
 TIMEOUTS = (asyncio.TimeoutError, TimeoutError)  # two classes on Python 3.10 (the board's)
@@ -41,13 +46,20 @@ class Limits:
     session; connections at once."""
 
     max_frame_bytes: int = p.MAX_FRAME_BYTES
-    handshake_timeout_s: float = 10.0
+    handshake_timeout_s: float = 3.0  # TLS, then hello to auth: one round trip with the key
     queue_timeout_s: float = 30.0
     idle_timeout_s: float = 600.0
     request_timeout_s: float = 60.0
     launch_timeout_s: float = 600.0
     const_cache_bytes: int = 128 << 20  # a small board has 512 MiB
-    max_connections: int = 64
+    max_connections: int = 64  # authenticated: the owner and those queued for the device
+    max_unauthenticated: int = 256  # before auth (~4 kB each); one more cuts off the oldest
+
+
+def _peer(writer) -> str:
+    """``HOST:PORT`` of the other end ("?" once it has gone: a connection reset at once)."""
+    peer = writer.get_extra_info("peername")
+    return "{}:{}".format(*peer[:2]) if isinstance(peer, tuple) and len(peer) >= 2 else "?"
 
 
 def is_loopback(host: str) -> bool:
@@ -88,11 +100,19 @@ class DeviceServer:
         self._owner = asyncio.Lock()
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="device")
         self._connections = 0
-        self._tasks: set = set()
+        self._unauthenticated: dict = {}  # task -> (sid, writer), oldest first
+        self._tasks: dict = {}  # task -> its writer
         self._server = None
         self.sessions_served = 0
 
     async def start(self) -> None:
+        try:  # refuse a device that cannot erase one client's data before the next
+            await self._device_call(self.device.scrub)
+        except PyvtaError as e:
+            raise p.ProtocolError(
+                f"cannot serve {type(self.device).__name__}: {e} (the server erases the device"
+                " between clients)"
+            ) from None
         self._server = await asyncio.start_server(
             self._connection,
             self.host,
@@ -121,25 +141,40 @@ class DeviceServer:
         """Stop listening, close every connection, wait for the device thread."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        tasks = list(self._tasks)
+        for writer in self._tasks.values():
+            writer.transport.abort()  # its reads and writes end: the session ends by itself
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=5.0)
+            for task in late:  # a device call still running (a cancelled connection task is
+                task.cancel()  # logged as an error by asyncio's streams on Python 3.11)
+            await asyncio.gather(*late, return_exceptions=True)
         self._thread.shutdown(wait=True)
 
     # -- one connection ----------------------------------------------------------------------
     async def _connection(self, reader, writer) -> None:
-        peer = "{}:{}".format(*writer.get_extra_info("peername")[:2])
+        peer = _peer(writer)
         sid = next(self._sids)
-        if self._connections >= self.limits.max_connections:
-            LOG.warning("session %d %s: refused, %d connections open", sid, peer, self._connections)
-            await self._send(writer, self._error("busy", "too many connections"))
-            writer.close()
-            return
-        self._connections += 1
-        self._tasks.add(asyncio.current_task())
+        task = asyncio.current_task()
+        while len(self._unauthenticated) >= self.limits.max_unauthenticated:
+            oldest, (old_sid, old_writer) = next(iter(self._unauthenticated.items()))
+            del self._unauthenticated[oldest]
+            LOG.warning("session %d: cut off before authentication (a newer one came)", old_sid)
+            self._cut_off(old_writer, "too many connections waiting to authenticate")
+        self._unauthenticated[task] = (sid, writer)
+        self._tasks[task] = writer
         session = Session(sid, peer, self.device, self.limits.const_cache_bytes, self.store)
+        counted = False
         try:
             await asyncio.wait_for(self._handshake(reader, writer, session), self._hs_timeout)
+            self._unauthenticated.pop(task, None)
+            if self._connections >= self.limits.max_connections:
+                why = f"{self._connections} clients hold or wait for the device; try again later"
+                self._refuse(session, "busy", why)
+                await self._send(writer, self._error("busy", why))
+                raise _Closed
+            self._connections += 1
+            counted = True
             await self._own_and_serve(reader, writer, session)
         except _Closed:
             pass
@@ -149,19 +184,28 @@ class DeviceServer:
                 await self._send(writer, self._error("bad_request", str(e)))
         except TIMEOUTS:
             LOG.warning("session %d %s: handshake timed out", sid, peer)
+            self._cut_off(writer, f"no authentication within {self._hs_timeout} s")
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
             LOG.info("session %d %s: connection lost", sid, peer)
         except Exception:  # noqa: BLE001 - a session never takes the server down
             LOG.exception("session %d %s: internal error", sid, peer)
         finally:
-            self._connections -= 1
-            self._tasks.discard(asyncio.current_task())
+            self._connections -= counted
+            self._unauthenticated.pop(task, None)
+            self._tasks.pop(task, None)
             writer.close()
             LOG.info("session %d %s: ended %s", sid, peer, session.summary())
+            session.close()  # its cached constants go now, not at the next garbage collection
 
     @property
     def _hs_timeout(self) -> float:
         return self.limits.handshake_timeout_s
+
+    def _cut_off(self, writer, why: str) -> None:
+        """End a connection now: a last ``busy`` frame if the socket takes it, no waiting."""
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            writer.write(p.encode_frame(self._error("busy", why)))
+        writer.close()
 
     async def _handshake(self, reader, writer, session) -> None:
         nonce = secrets.token_bytes(p.NONCE_BYTES)
@@ -177,7 +221,15 @@ class DeviceServer:
         await self._send(writer, hello)
         if self.key is None:
             return
-        header = await self._read(reader, writer, session)
+        try:
+            header, _ = await p.read_frame(reader, p.AUTH_FRAME_BYTES, p.AUTH_FRAME_BYTES)
+        except p.FrameError as e:
+            self._refuse(session, "auth", str(e))
+            msg = (
+                f"authenticate first: op 'auth' in one frame of at most {p.AUTH_FRAME_BYTES} bytes"
+            )
+            await self._send(writer, self._error("auth", msg))
+            raise _Closed from None
         client_nonce = header.get("client_nonce")
         mac = header.get("mac")
         if (
@@ -186,9 +238,9 @@ class DeviceServer:
             or not isinstance(client_nonce, str)
             or len(client_nonce) != 2 * p.NONCE_BYTES
         ):
-            self._refuse(
-                session, "auth", f"authentication required first (got {header.get('op')!r})"
-            )
+            op = header.get("op")
+            got = repr(op) if isinstance(op, str) else f"a {type(op).__name__}"
+            self._refuse(session, "auth", f"authentication required first (got {got[:80]})")
             await self._send(writer, self._error("auth", "authenticate first: op 'auth'"))
             raise _Closed
         try:
@@ -196,7 +248,7 @@ class DeviceServer:
         except ValueError:
             cn = b""
         want = p.key_mac(self.key, p.AUTH_CLIENT, nonce, cn)
-        if not cn or not secrets.compare_digest(want, mac):
+        if not cn or not p.mac_matches(want, mac):
             self._refuse(session, "auth", "wrong key or replayed answer")
             await self._send(writer, self._error("auth", "authentication failed"))
             raise _Closed
@@ -211,39 +263,47 @@ class DeviceServer:
             await self._send(writer, self._error("busy", "the device is in use by another client"))
             raise _Closed from None
         try:
-            await self._device_call(session.execute, "reset", {}, [])
+            await self._device_call(session.scrub)
             await self._send(writer, {"ok": True, "ready": True})
             self.sessions_served += 1
             LOG.info("session %d %s: owns the device", session.sid, session.peer)
             while await self._serve_one(reader, writer, session):
                 pass
         finally:
-            self._owner.release()
+            try:  # the next owner finds nothing of this one's (the start scrubs again)
+                await self._device_call(session.scrub)
+            except Exception:  # noqa: BLE001 - logged; the next session's start scrubs
+                LOG.exception("session %d %s: erasing the device failed", session.sid, session.peer)
+            finally:
+                self._owner.release()
 
     async def _serve_one(self, reader, writer, session) -> bool:
-        """Answer one request; False when the session ends."""
+        """Answer one request; False when the session ends. Between requests the client may
+        idle (``idle_timeout_s``); from a request's first byte, the whole frame must arrive
+        within ``request_timeout_s``."""
         try:
-            total, hb = await asyncio.wait_for(
-                p.read_lengths(reader, self.limits.max_frame_bytes), self.limits.idle_timeout_s
-            )
+            first = await asyncio.wait_for(p.read_exactly(reader, 1), self.limits.idle_timeout_s)
         except asyncio.IncompleteReadError:
             return False
         except TIMEOUTS:
             self._refuse(session, "timeout", "idle")
             await self._send(writer, self._error("timeout", "idle too long"))
             return False
-        except p.FrameError as e:
-            self._refuse(session, "frame", str(e))
-            await self._send(writer, self._error("frame", str(e)))
-            return False
         try:
             header, blobs = await asyncio.wait_for(
-                p.read_body(reader, total, hb), self.limits.request_timeout_s
+                p.read_frame(reader, self.limits.max_frame_bytes, first=first),
+                self.limits.request_timeout_s,
             )
             op, fields = p.check_request(header, blobs)
+        except asyncio.IncompleteReadError:
+            return False
         except TIMEOUTS:
             self._refuse(session, "timeout", "stalled mid-frame")
             await self._send(writer, self._error("timeout", "frame not received in time"))
+            return False
+        except p.FrameError as e:
+            self._refuse(session, "frame", str(e))
+            await self._send(writer, self._error("frame", str(e)))
             return False
         except p.ProtocolError as e:
             self._refuse(session, "bad_request", str(e))
@@ -268,6 +328,7 @@ class DeviceServer:
         except Exception as e:  # noqa: BLE001 - the device refused; the server stays up
             self._refuse(session, "device", f"{op}: {type(e).__name__}")
             reply, out = self._error("device", f"{op}: {type(e).__name__}: {e}"), []
+        del blobs
         await self._send(writer, reply, out)
         return op != "bye"
 
@@ -283,11 +344,6 @@ class DeviceServer:
             raise
 
     # -- helpers -----------------------------------------------------------------------------
-    async def _read(self, reader, writer, session) -> dict:
-        total, hb = await p.read_lengths(reader, self.limits.max_frame_bytes)
-        header, _ = await p.read_body(reader, total, hb)
-        return header
-
     @staticmethod
     def _error(kind: str, msg: str) -> dict:
         return {"ok": False, "error": kind, "msg": msg}
@@ -313,6 +369,7 @@ class ServerThread:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._main, name="device-server", daemon=True)
         self._error: BaseException | None = None
+        self._stop_lock, self._stopping = threading.Lock(), False
 
     def _main(self) -> None:
         asyncio.set_event_loop(self._loop)
@@ -339,8 +396,12 @@ class ServerThread:
         return self
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        """Stop serving and wait for it; idempotent (from any thread, as often as called)."""
+        with self._stop_lock:
+            first, self._stopping = not self._stopping, True
+        if first and self._thread.is_alive():  # once: a second loop.stop would cut the
+            self._loop.call_soon_threadsafe(self._loop.stop)  # server's own stop() short
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join()
 
     def __enter__(self):

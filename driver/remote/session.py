@@ -75,6 +75,17 @@ class Session:
                 f" session ({len(self.starts)} allocations; alloc first)",
             )
 
+    def scrub(self) -> None:
+        """Erase the device (``Device.scrub``: every byte anyone wrote) and forget the
+        allocations: a session starts and ends with it."""
+        self.device.scrub()
+        self.starts.clear()
+        self.ends.clear()
+
+    def close(self) -> None:
+        """Drop what the session holds in host memory (its cached constants)."""
+        self.consts.clear()
+
     def summary(self) -> dict:
         return {
             "session": self.sid,

@@ -20,11 +20,31 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> HwConfig:
-    return HwConfig.load(args.config) if getattr(args, "config", None) else HwConfig()
+    """The HwConfig of ``--config FILE`` (the default one without it); errors name the option."""
+    path = getattr(args, "config", None)
+    if not path:
+        return HwConfig()
+    try:
+        return HwConfig.load(path)
+    except (PyvtaError, OSError, ValueError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        why = why.removeprefix(f"{path}: ")
+        raise CommandError(f"--config {path}: {why}") from None
 
 
 class CommandError(PyvtaError, ValueError):
     """A command-line request that cannot be carried out as asked."""
+
+
+def count_or_all(text: str) -> int:
+    """An option's count: an integer >= 0, or -1 for all (argparse ``type``)."""
+    value = int(text)
+    if value < -1:
+        raise ValueError(text)
+    return value
+
+
+count_or_all.__name__ = "count (>= 0, or -1 for all)"
 
 
 def output_path(
@@ -79,7 +99,11 @@ def _check_writable(p: Path, parent: Path, flag: str) -> None:
     try:
         fd, probe = tempfile.mkstemp(dir=parent, prefix=f".{p.name}.", suffix=".probe")
     except OSError as exc:
-        raise CommandError(f"{flag} {p}: cannot write in {parent} ({exc.strerror})") from exc
+        raise CommandError(
+            f"{flag} {p}: the folder {parent} exists but no file can be created in it"
+            f" ({exc.strerror}: a read-only or virtual file system, or no permission); give a"
+            " path in a writable folder"
+        ) from exc
     os.close(fd)
     os.unlink(probe)
 

@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     cm = compile_for(
         args.model,
         args.target,
-        hw=config_from(args),
+        hw=config_from(args) if args.config else None,
         tuning_log=args.tuning_log,
         search=args.search,
         calibration=args.calibration,

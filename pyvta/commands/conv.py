@@ -13,6 +13,7 @@ from pyvta.commands.common import (
     add_config_argument,
     atomic_output,
     config_from,
+    count_or_all,
     output_path,
 )
 from pyvta.compiler.backend.vta import (
@@ -44,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--disasm",
         metavar="N",
-        type=int,
+        type=count_or_all,
         default=40,
         help="print the first N instructions (default 40; -1: all)",
     )
@@ -96,8 +97,6 @@ def _config(args, wl, ep, hw) -> ConvConfig | None:
 def run(args: argparse.Namespace) -> int:
     if args.search < 0:
         raise CommandError(f"--search {args.search}: must be >= 0 (0: analytic only)")
-    if args.disasm < -1:
-        raise CommandError(f"--disasm {args.disasm}: must be >= 0, or -1 for all")
     save = args.save and output_path(args.save, ".npz", flag="--save")
     trace = args.trace and output_path(args.trace, ".json", inputs=(save,), flag="--trace")
     hw = config_from(args)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from pyvta.commands.common import CommandError, add_config_argument, config_from
-from pyvta.isa import decode_insns, disassemble
+from pyvta.isa import PyvtaError, decode_insns, disassemble
 
 HELP = "disassemble an instruction stream (raw .bin of 16-byte words, or a program bundle .npz)"
 
@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    if path.suffix == ".npz":
+    if path.suffix == ".npz" or _is_zip(path):
         from pyvta.sim import Program
 
         program = Program.load(path)
@@ -35,7 +35,19 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         cfg = config_from(args)
-        insns = decode_insns(path.read_bytes(), cfg)
+        try:
+            insns = decode_insns(path.read_bytes(), cfg)
+        except PyvtaError as e:
+            raise CommandError(f"{path}: {e}") from None
         print(f"# {path}: {len(insns)} instructions, config {cfg.tag}")
     print(disassemble(insns))
     return 0
+
+
+def _is_zip(path: Path) -> bool:
+    """A zip archive (an .npz under another name) rather than a raw instruction stream."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False

@@ -72,6 +72,23 @@ def compile_for(
     path = Path(path)
     t0 = time.perf_counter()
     if path.suffix == ".npz":
+        unused = [
+            flag
+            for flag, given in (
+                ("--tuning-log", tuning_log is not None),
+                ("--search", bool(search)),
+                ("--calibration", calibration is not None),
+                ("--input-shape", bool(input_shapes)),
+            )
+            if given
+        ]
+        if unused:
+            raise CommandError(
+                f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} to compiling"
+                f" an ONNX file; {path} is a compiled artifact (its kernels, configs and"
+                " quantization were fixed by `pyvta compile`): drop the option, or give the"
+                " .onnx file"
+            )
         cm = CompiledModel.load(path)
         if cm.target != kind:
             raise CommandError(f"{path} was compiled for {cm.target!r}, not {kind!r} ({target})")
@@ -87,6 +104,7 @@ def compile_for(
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
+    _check_applies(target, kind, hw, tuning_log, search, calibration)
     if kind not in FLOAT_TARGETS:
         log(
             f"calibration: samples from {calibration}"
@@ -106,6 +124,25 @@ def compile_for(
         cm.lower_kernels(hw, configs, measure_for(hw) if search else None, search, log)
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     return cm
+
+
+def _check_applies(target: str, kind: str, hw, tuning_log, search: int, calibration) -> None:
+    """Refuse compile options that the target would leave unused (never a silent no-op)."""
+    unused = [
+        f"{flag} ({why})"
+        for flag, given, applies, why in (
+            ("--config", hw is not None, kind == "vta", "the accelerator's hardware"),
+            ("--search", bool(search), kind == "vta", "accelerator layers' configs"),
+            ("--tuning-log", tuning_log is not None, kind in ("cpu", "vta"), "cpu and vta-*"),
+            ("--calibration", calibration is not None, kind not in FLOAT_TARGETS, "quantized"),
+        )
+        if given and not applies
+    ]
+    if unused:
+        raise CommandError(
+            f"--target {target} does not use {', '.join(unused)}: drop the option or choose a"
+            " target it applies to"
+        )
 
 
 def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
@@ -141,6 +178,9 @@ def _best_from_log(log_path, find_layers, best, what: str, kind: str, log) -> di
     covered (the layers are found only once the log is known to exist)."""
     if not Path(log_path).exists():
         raise CommandError(f"no tuning log {log_path} (write one with: pyvta tune MODEL --log)")
+    from pyvta.tuner.log import check_log_to_read
+
+    check_log_to_read(log_path, "--tuning-log")
     layers = find_layers()
     found = best(str(log_path), layers)
     log(

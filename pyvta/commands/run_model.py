@@ -18,6 +18,8 @@ from pyvta.commands.network import (
     vta_summary,
 )
 
+REAL_KINDS = "fiu"  # numpy dtype kinds an input may have: float, signed and unsigned integer
+
 HELP = (
     "run MODEL.onnx (or a compiled .npz) on vta-sim, vta-rtl, ..., gpu, gpu-emulated or cpu;"
     " per-layer report"
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         inputs = (args.model, *input_files.values())
         save = output_path(args.save_output, ".npy", inputs=inputs, flag="--save-output")
     kind, device = parse_target(args.target)
+    _check_device_options(args, device if kind == "vta" else None)
     if device == "cuda":  # no GPU: say so before compiling anything
         from pyvta.compiler.graph.gpu_kernels import open_gpu
 
@@ -126,6 +129,20 @@ def run(args: argparse.Namespace) -> int:
         top5 = np.argsort(row)[::-1][:5]
         print(f"  sample {i}: top-5 classes {top5.tolist()}")
     return 0
+
+
+def _check_device_options(args: argparse.Namespace, device: str | None) -> None:
+    """--bitstream is for a board (pynq), --key-file for a served device (vta-tcp://...)."""
+    from pyvta.commands.common import CommandError
+
+    board = device is not None and device.split(":")[0] == "pynq"
+    served = device is not None and device.startswith("tcp")
+    for flag, given, applies, where in (
+        ("--bitstream", args.bitstream, board, "--target pynq"),
+        ("--key-file", args.key_file, served, "--target vta-tcp://HOST:PORT"),
+    ):
+        if given and not applies:
+            raise CommandError(f"{flag} applies to {where}, not --target {args.target}")
 
 
 def _name_values(items: list[str], flag: str) -> dict[str | None, str]:
@@ -177,11 +194,21 @@ def model_inputs(cm, files: dict, seed: int) -> dict[str, np.ndarray]:
     for name in names:
         shape = cm.graph.values[name].shape
         if name in files:
-            x = np.load(files[name], allow_pickle=False)
-            if not np.issubdtype(x.dtype, np.number) or tuple(x.shape) != tuple(shape):
+            try:
+                x = np.load(files[name], allow_pickle=False)
+            except (ValueError, EOFError) as e:  # not a .npy (or an .npz archive)
+                raise CommandError(
+                    f"--input {name}={files[name]}: not a .npy array ({e})"
+                ) from None
+            if not isinstance(x, np.ndarray):  # an .npz archive
+                raise CommandError(
+                    f"--input {name}={files[name]}: an .npz archive; give one array as .npy"
+                )
+            if x.dtype.kind not in REAL_KINDS or tuple(x.shape) != tuple(shape):
                 raise CommandError(
                     f"--input {name}={files[name]}: {x.dtype} {list(x.shape)}; the model takes"
-                    f" float32 {list(shape)}"
+                    f" float32 {list(shape)} (a float or integer array; complex, bool, object,"
+                    " string and structured arrays are refused)"
                 )
             feeds[name] = x.astype(np.float32)
         else:

@@ -12,7 +12,7 @@ from pyvta.compiler.graph.compiled_model import compile_model, run_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver.launch import DeviceFault, DeviceStuck, WrongHardware
 from pyvta.driver.ops_pynq import BitstreamError, PynqDevice
-from pyvta.isa import FinishInsn, GemmInsn, HwConfig
+from pyvta.isa import FinishInsn, GemmInsn, HwConfig, regmap
 from pyvta.sim.directed import directed_programs
 from pyvta.sim.faults import faulting_programs
 from pyvta.testing.board_model import ModelBoard, write_model_bitstream
@@ -144,3 +144,108 @@ def test_network_on_the_rtl_backed_model_board_equals_the_simulator(small_net, b
     (on_sim,), _ = run_model(cm, x, device=driver.open("sim", config=cm.hw))
     assert np.array_equal(on_board, on_sim)
     assert all(r.cycles > 0 for r in table.rows if r.target == "vta")
+
+
+class _SlowClock:
+    """A clock whose sleeps take ``factor`` times what they ask (as a board's 2 us sleep takes
+    ~80 us), and whose register reads take ``read_s`` each."""
+
+    def __init__(self, factor: float = 40.0, read_s: float = 1e-6):
+        self.now, self.factor, self.read_s = 0.0, factor, read_s
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds * self.factor
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _BusyMmio:
+    """Registers of a run that never finishes but whose progress counters keep moving."""
+
+    def __init__(self, clock: _SlowClock):
+        self.clock, self.reads = clock, 0
+
+    def read(self, offset: int) -> int:
+        self.clock.now += self.clock.read_s
+        self.reads += 1
+        return self.reads if offset != regmap.offset("STATUS") else 0
+
+    def write(self, offset: int, value: int) -> None:
+        pass
+
+
+def test_a_launch_deadline_is_wall_time_when_sleeps_overrun():
+    """The deadline counts the cycles that really passed (sleeps ~40x longer than asked, and
+    the register reads): it fires within one poll of deadline_s of the clock, not 40x late."""
+    from pyvta.driver import launch as launching
+    from pyvta.driver.ops_pynq import _MmioPort
+
+    clock = _SlowClock()
+    port = _MmioPort(_BusyMmio(clock), clock_mhz=100.0, clock=clock, sleep=clock.sleep)
+    deadline_s = 0.2
+    port.restart()
+    outcome = launching.run(
+        launching.protocol.launch(0, 1, max_cycles=int(deadline_s * 100e6)), port
+    )
+    assert outcome.status == "timeout"
+    poll_s = launching.protocol.DEFAULT_POLL_CYCLES / 100e6 * clock.factor + 10 * clock.read_s
+    print(f"deadline {deadline_s} s asked, fired after {clock.now:.4f} s of the clock")
+    assert deadline_s <= clock.now <= deadline_s + poll_s
+
+
+def test_a_launch_past_its_deadline_names_asked_and_fired_wall_time(bitstream):
+    board = ModelBoard()
+    dev = PynqDevice(bitstream=bitstream, pynq=board.pynq, deadline_s=0.05)
+    moving = iter(range(1, 1 << 62))
+    real_read = dev.port.mmio.read
+
+    def never_done(offset):  # STATUS never DONE, the progress counters always moving
+        if offset == regmap.offset("STATUS"):
+            return 0
+        if any(offset == regmap.offset(n) for n in ("FETCHED", "LOAD_BUSY")):
+            return next(moving)
+        return real_read(offset)
+
+    dev.port.mmio.read = never_done
+    with pytest.raises(DeviceStuck, match=r"timeout \(deadline_s 0.05 s asked; stopped after") as e:
+        dev.run([FinishInsn()])
+    print(e.value)
+    assert e.value.outcome.status == "timeout"
+
+
+def test_out_of_contiguous_memory_is_a_device_error_naming_size_and_memory_left(
+    bitstream, tmp_path
+):
+    from pyvta.driver.ops_pynq import OutOfMemory
+
+    board = ModelBoard(memory_bytes=1 << 20)
+    dev = PynqDevice(bitstream=bitstream, pynq=board.pynq)
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal: 510000 kB\nCmaTotal: 262144 kB\nCmaFree: 1024 kB\n")
+    dev.meminfo = str(meminfo)
+    dev.alloc(1 << 19)
+    with pytest.raises(OutOfMemory) as e:
+        dev.alloc(3 << 20)
+    msg = str(e.value)
+    print(msg)
+    assert isinstance(e.value, driver.DeviceError)
+    assert "cannot allocate 3145728 bytes (3.0 MiB)" in msg
+    assert "1.0 MiB of 256.0 MiB contiguous (CMA) memory free" in msg
+    assert "holds 1 buffers of 0.5 MiB" in msg and "Free buffers (dev.reset()" in msg
+    dev.meminfo = str(tmp_path / "missing")
+    with pytest.raises(OutOfMemory, match="contiguous memory left is unknown"):
+        dev.alloc(3 << 20)
+
+
+def test_buffers_are_handed_out_zeroed_and_scrub_erases_them(bitstream):
+    board = ModelBoard()
+    dev = PynqDevice(bitstream=bitstream, pynq=board.pynq)
+    board.memory[board.base_address : board.base_address + (1 << 16)] = 0xA5  # an earlier user
+    addr = dev.alloc(64)
+    assert not dev.read(addr, 64).any()
+    dev.write(addr, np.full(64, 7, np.uint8))
+    dev.run([FinishInsn()])
+    assert board.memory[addr : addr + 64].tolist() == [7] * 64
+    dev.scrub()
+    assert not board.memory[addr : addr + 64].any() and board.freed

@@ -3,7 +3,17 @@ import pytest
 
 from pyvta import sim
 from pyvta.driver import SimDevice
-from pyvta.isa import AluInsn, AluOp, FinishInsn, Load, MemType, Store, Uop, encode_uops
+from pyvta.isa import (
+    AluInsn,
+    AluOp,
+    FinishInsn,
+    HwConfig,
+    Load,
+    MemType,
+    Store,
+    Uop,
+    encode_uops,
+)
 from pyvta.sim import native
 from pyvta.sim.programs import matmul_program
 
@@ -71,3 +81,17 @@ def test_engines_run_in_place_with_the_same_results():
     with pytest.raises(ValueError, match="unknown engine 'gpu'"):
         SimDevice(engine="gpu")
     assert sim.ENGINES == ("auto", "native", "numpy")
+
+
+def test_scrub_zeroes_all_of_dram_in_place_and_forgets_allocations():
+    """What any earlier user left (inside an allocation or where a launch stored it) reads as zero
+    after ``scrub``; the buffer is the same (a harness's pointer stays valid)."""
+    dev = SimDevice(HwConfig(), dram_bytes=1 << 22)
+    buffer = dev.dram.data
+    a = dev.alloc(4096)
+    dev.write(a, np.full(4096, 0xA5, np.uint8))
+    dev.dram.data[(1 << 21) + 3 : (1 << 21) + 9000] = 7  # stored outside every allocation
+    dev.dram.data[-5:] = 9
+    dev.scrub()
+    assert dev.dram.data is buffer and not buffer.any()
+    assert dev.alloc(4096) == a and not dev.read(a, 4096).any()

@@ -25,7 +25,11 @@ def bundle(tmp_path):
 
 
 def _refused(argv, capsys, match):
-    assert main([str(a) for a in argv]) == 2
+    try:
+        rc = main([str(a) for a in argv])
+    except SystemExit as e:  # refused while parsing (argparse)
+        rc = e.code
+    assert rc == 2
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err, err
     return err
@@ -122,8 +126,8 @@ def test_atomic_output_keeps_the_old_file_when_writing_fails(tmp_path):
         (["demo", "gemm", "--save", "D"], "is a directory"),
         (["demo", "gemm", "--trace", "B.npz"], "must end in .json"),
         (["demo", "gemm", "--m", "0"], "--m 0: a matrix dimension must be >= 1"),
-        (["conv", "--search", "-1"], "--search -1: must be >= 0"),
-        (["conv", "--disasm", "-2"], "--disasm -2: must be >= 0, or -1"),
+        (["conv", "--search", "-1"], "argument --search: invalid int (a finite number >= 0)"),
+        (["conv", "--disasm", "-2"], "argument --disasm: invalid count (>= 0, or -1 for all)"),
         (["isa", "--config", "B.npz"], "not a JSON config (not UTF-8 text)"),
         (["isa", "--config", "D"], "is a directory, not a JSON config"),
     ],
@@ -207,3 +211,92 @@ def test_output_through_a_symlink_writes_its_target(tmp_path):
     with atomic_output(p) as tmp:
         tmp.write_bytes(b"new")
     assert (tmp_path / "link.npz").is_symlink() and target.read_bytes() == b"new"
+
+
+# -- issue 39: options that do not apply, inputs the model cannot take, archives by content ---
+@pytest.fixture
+def cpu_artifact(tmp_path):
+    import onnx
+    from onnx import helper
+
+    from pyvta.compiler.graph.zoo import float_model
+
+    model = float_model([helper.make_node("Relu", ["x"], ["y"])], {"x": (1, 6)}, {"y": (1, 6)})
+    onnx.save(model, tmp_path / "relu.onnx")
+    artifact = tmp_path / "relu.npz"
+    assert (
+        main(["compile", str(tmp_path / "relu.onnx"), "--target", "cpu", "-o", str(artifact)]) == 0
+    )
+    return artifact
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--tuning-log", "LOG"], "--tuning-log applies"),
+        (["--tuning-log", "DIR"], "--tuning-log applies"),
+        (["--tuning-log", "missing.jsonl"], "--tuning-log applies"),
+        (["--search", "4"], "--search applies"),
+        (["--calibration", "DIR"], "--calibration applies"),
+        (["--input-shape", "x=1,6"], "--input-shape applies"),
+        (["--search", "2", "--calibration", "DIR"], "--search, --calibration apply"),
+    ],
+)
+def test_run_of_an_artifact_refuses_compile_options(tmp_path, cpu_artifact, capsys, flags, named):
+    (tmp_path / "LOG").write_text("")
+    (tmp_path / "DIR").mkdir()
+    flags = [str(tmp_path / f) if f in ("LOG", "DIR", "missing.jsonl") else f for f in flags]
+    capsys.readouterr()
+    err = _refused(["run", cpu_artifact, "--target", "cpu", *flags], capsys, named)
+    assert "is a compiled artifact" in err and len(err.strip().splitlines()) == 1
+    assert main(["run", str(cpu_artifact), "--target", "cpu"]) == 0  # without them it runs
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.ones((1, 6), np.complex64),
+        np.ones((1, 6), bool),
+        np.array([["a"] * 6]),
+        np.zeros((1, 6), [("re", "f4"), ("im", "f4")]),
+        np.array([[b"a"] * 6]),
+    ],
+    ids=["complex64", "bool", "str", "structured", "bytes"],
+)
+def test_run_refuses_an_input_of_a_dtype_the_model_cannot_take(tmp_path, cpu_artifact, capsys, x):
+    np.save(tmp_path / "x.npy", x)
+    capsys.readouterr()
+    err = _refused(
+        ["run", cpu_artifact, "--target", "cpu", "--input", tmp_path / "x.npy"],
+        capsys,
+        f"{x.dtype} [1, 6]; the model takes float32 [1, 6]",
+    )
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_run_takes_float_and_integer_inputs(tmp_path, cpu_artifact, capsys):
+    for dtype in (np.float64, np.int16, np.uint8):
+        np.save(tmp_path / "x.npy", np.ones((1, 6), dtype))
+        assert (
+            main(["run", str(cpu_artifact), "--target", "cpu", "--input", str(tmp_path / "x.npy")])
+            == 0
+        )
+
+
+def test_disasm_reads_a_bundle_renamed_bin_as_a_bundle(tmp_path, bundle, capsys):
+    renamed = tmp_path / "B.bin"
+    renamed.write_bytes(bundle.read_bytes())
+    assert main(["disasm", str(bundle)]) == 0
+    want = capsys.readouterr().out.splitlines()[1:]
+    assert main(["disasm", str(renamed)]) == 0
+    got = capsys.readouterr().out.splitlines()
+    assert got[1:] == want and "not a multiple of 16" not in "\n".join(got)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs /proc (a folder nobody can write)")
+def test_out_in_a_folder_that_exists_but_cannot_be_written(bundle, capsys):
+    err = _refused(["sim", bundle, "--out", "/proc/version"], capsys, "the folder /proc exists")
+    assert (
+        "no file can be created in it" in err
+        and "No such file or directory" not in err.split("(")[0]
+    )

@@ -86,10 +86,20 @@ def test_tune_refuses_non_positive_trials_and_batch(kw):
         )
 
 
-@pytest.mark.parametrize("flag", [["--trials", "-5"], ["--batch", "0"]])
-def test_cli_refuses_non_positive_trials_and_batch(flag, capsys):
-    assert main(["tune", "gemm:64,64,64", *flag, "--no-progress"]) == 2
-    assert "must be >= 1" in capsys.readouterr().err
+@pytest.mark.parametrize(
+    "flag, says",
+    [
+        (["--trials", "-5"], "argument --trials: invalid int (a finite number >= 0)"),  # parsing
+        (["--batch", "0"], "must be >= 1"),
+    ],
+)
+def test_cli_refuses_non_positive_trials_and_batch(flag, says, capsys):
+    try:
+        rc = main(["tune", "gemm:64,64,64", *flag, "--no-progress"])
+    except SystemExit as e:  # refused while parsing
+        rc = e.code
+    assert rc == 2
+    assert says in capsys.readouterr().err
 
 
 def test_cli_log_that_is_a_directory_or_the_model_is_refused_before_tuning(tmp_path, capsys):
