@@ -81,3 +81,19 @@ def key_file() -> str:
     os.write(fd, KEY)
     os.close(fd)
     return path
+
+
+def self_signed_cert(folder) -> tuple[str, str]:
+    """``(certificate, key)`` PEM files in ``folder`` for a TLS server on 127.0.0.1 (one day,
+    made with the ``openssl`` command)."""
+    from pathlib import Path
+
+    cert, key = Path(folder) / "c.pem", Path(folder) / "k.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key)]
+        + ["-out", str(cert), "-days", "1", "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)

@@ -21,7 +21,15 @@ from pyvta.driver import DeviceError, SimDevice
 from pyvta.driver.remote import protocol as p
 from pyvta.driver.remote.server import Limits, ServerThread
 from pyvta.isa import HwConfig
-from pyvta.testing.remote import KEY, ask, auth_frame, closed, raw_connect, raw_session
+from pyvta.testing.remote import (
+    KEY,
+    ask,
+    auth_frame,
+    closed,
+    raw_connect,
+    raw_session,
+    self_signed_cert,
+)
 
 SEED = 39
 FAST = Limits(request_timeout_s=0.5, queue_timeout_s=0.3, max_frame_bytes=1 << 20)
@@ -270,16 +278,8 @@ def test_auth_answer_within_the_handshake_deadline_or_cut_off():
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 def test_a_non_ascii_mac_over_tls_is_an_auth_error(tmp_path, caplog):
     import ssl
-    import subprocess
 
-    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key)]
-        + ["-out", str(cert), "-days", "1", "-subj", "/CN=localhost"]
-        + ["-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed_cert(tmp_path)
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(cert, key)
     client_ctx = ssl.create_default_context(cafile=str(cert))

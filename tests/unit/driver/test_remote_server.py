@@ -7,7 +7,6 @@ import json
 import shutil
 import socket
 import struct
-import subprocess
 import threading
 import time
 
@@ -25,7 +24,15 @@ from pyvta.driver.remote.bitstreams import BitstreamStore
 from pyvta.driver.remote.server import DeviceServer, Limits, ServerThread
 from pyvta.driver.remote.session import OpRefused, Session
 from pyvta.isa import HwConfig
-from pyvta.testing.remote import KEY, ask, auth_frame, closed, raw_connect, raw_session
+from pyvta.testing.remote import (
+    KEY,
+    ask,
+    auth_frame,
+    closed,
+    raw_connect,
+    raw_session,
+    self_signed_cert,
+)
 
 SEED = 11
 FAST = Limits(request_timeout_s=0.5, queue_timeout_s=0.3, max_frame_bytes=1 << 20)
@@ -241,14 +248,7 @@ def test_refuses_to_listen_beyond_loopback_without_a_key():
 def test_tls(tmp_path):
     import ssl
 
-    cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key)]
-        + ["-out", str(cert), "-days", "1", "-subj", "/CN=localhost"]
-        + ["-addext", "subjectAltName=IP:127.0.0.1"],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed_cert(tmp_path)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(cert, key)
     with ServerThread(SimDevice(HwConfig()), KEY, ssl_context=ctx) as s:
