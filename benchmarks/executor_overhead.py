@@ -1,0 +1,156 @@
+"""The graph executor's cost per node on the compiled float CPU path (issue 36: small networks
+are not overhead), beside onnxruntime on the same model.
+
+Run: .venv/bin/python benchmarks/executor_overhead.py [--rounds 200] [--profile]
+
+Each model is an ONNX file compiled with ``compile_model(path, "cpu")``. Per inference, the
+median over ``--rounds`` (interleaved, one inference at a time per round) of:
+
+- ``run_model``: the public call (an ``Executor`` made per call, as ``pyvta run`` does);
+- ``Executor.run``: one executor made once, run again and again;
+- ``kernels``: the compiled kernels alone, their bound calls (``Module.bind``, on the buffers
+  the backend bound them to) called back to back; the numpy nodes (reshape, flatten, ...)
+  count as overhead, not kernels;
+- ``onnxruntime``: a session of the same ONNX file (spinning off), same thread count as the
+  kernels are built for.
+
+Overhead per node = (Executor.run - kernels) / nodes of the compiled graph (likewise for
+run_model). ``--profile`` prints cProfile's top functions of ``Executor.run`` on the first
+model. Outputs are checked against onnxruntime (max abs difference / max abs value < 1e-4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.reference import onnxruntime_session
+
+MAX_REL_ERR = 1e-4
+
+
+def tiny_chain(length: int = 12, channels: int = 16, size: int = 8) -> onnx.ModelProto:
+    """A chain of tiny ops on a [1, C, H, W] tensor: 1x1 convs with relu and adds, then a
+    flatten and a dense: every node's work is a few microseconds at most."""
+    rng = np.random.default_rng(0)
+    nodes, inits, x = [], {}, "input"
+    for i in range(length):
+        w = (rng.standard_normal((channels, channels, 1, 1)) / channels**0.5).astype(np.float32)
+        inits[f"w{i}"] = w
+        nodes.append(helper.make_node("Conv", [x, f"w{i}"], [f"c{i}"]))
+        nodes.append(helper.make_node("Relu", [f"c{i}"], [f"r{i}"]))
+        nodes.append(helper.make_node("Add", [f"r{i}", x], [f"a{i}"]))
+        x = f"a{i}"
+    inits["fc"] = (rng.standard_normal((channels * size * size, 10)) / 32).astype(np.float32)
+    nodes.append(helper.make_node("Flatten", [x], ["flat"], axis=1))
+    nodes.append(helper.make_node("MatMul", ["flat", "fc"], ["output"]))
+    return zoo.float_model(
+        nodes, {"input": (1, channels, size, size)}, {"output": (1, 10)}, inits, name="chain"
+    )
+
+
+MODELS = {
+    "mobilenet 28x28 w8": lambda: zoo.mobilenet(size=28, classes=10, width=8),
+    "mobilenet 32x32 w16": lambda: zoo.mobilenet(size=32, classes=10, width=16),
+    "tiny chain 16x8x8": tiny_chain,
+}
+
+
+def timed_ms(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return 1e3 * (time.perf_counter() - t0)
+
+
+def kernel_calls(executor: Executor) -> list:
+    """The bound kernel calls of the executor's CPU backend (after one run)."""
+    backend = executor.backends["cpu"]
+    return [hit[1] for hit in backend._bound.values() if hit[1] is not None]
+
+
+def run_all(calls) -> None:
+    for c in calls:
+        c()
+
+
+def measure(name: str, model: onnx.ModelProto, rounds: int, tmp: Path, profile: bool) -> dict:
+    path = tmp / f"{name.replace(' ', '_')}.onnx"
+    onnx.save(model, str(path))
+    cm = compile_model(path, "cpu")
+    shape = cm.graph.values[cm.input_names[0]].shape
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    feeds = {cm.input_names[0]: x}
+    ex = Executor(cm.graph)
+    outs, _ = ex.run(feeds)
+    sess = onnxruntime_session(path, threads=os.cpu_count() or 1, spin=False)
+    ref = sess.run(None, feeds)[0]
+    err = float(np.abs(outs[0] - ref).max() / max(np.abs(ref).max(), 1e-30))
+    if err > MAX_REL_ERR:
+        raise SystemExit(f"{name}: pyvta differs from onnxruntime by {err:.2e} (> {MAX_REL_ERR})")
+    calls = kernel_calls(ex)
+    times: dict[str, list[float]] = {"run_model": [], "executor": [], "kernels": [], "ort": []}
+    for _ in range(10):  # warm up
+        run_model(cm, feeds), ex.run(feeds), run_all(calls), sess.run(None, feeds)
+    for _ in range(rounds):
+        times["run_model"].append(timed_ms(lambda: run_model(cm, feeds)))
+        times["executor"].append(timed_ms(lambda: ex.run(feeds)))
+        times["kernels"].append(timed_ms(lambda: run_all(calls)))
+        times["ort"].append(timed_ms(lambda: sess.run(None, feeds)))
+    if profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(200):
+            ex.run(feeds)
+        prof.disable()
+        print(f"\ncProfile of 200 x Executor.run, {name}:")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(15)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    nodes = len(cm.graph.nodes)
+    return {
+        "name": name,
+        "nodes": nodes,
+        "compiled": len(calls),
+        **med,
+        "us_node_ex": 1e3 * (med["executor"] - med["kernels"]) / nodes,
+        "us_node_rm": 1e3 * (med["run_model"] - med["kernels"]) / nodes,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--profile", action="store_true", help="cProfile the first model's runs")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for i, (name, build) in enumerate(MODELS.items()):
+            rows.append(measure(name, build(), args.rounds, Path(d), args.profile and i == 0))
+    print(f"\nmedian of {args.rounds} rounds, {os.cpu_count()} threads; ms per inference")
+    head = (
+        f"{'model':<20} {'nodes':>5} {'kern':>4} {'run_model':>9} {'Executor':>9} {'kernels':>8}"
+        f" {'onnxrt':>8} {'us/node ex':>10} {'us/node rm':>10} {'ort/ex':>7}"
+    )
+    print(head)
+    for r in rows:
+        print(
+            f"{r['name']:<20} {r['nodes']:>5} {r['compiled']:>4} {r['run_model']:>9.3f}"
+            f" {r['executor']:>9.3f} {r['kernels']:>8.3f} {r['ort']:>8.3f}"
+            f" {r['us_node_ex']:>10.2f} {r['us_node_rm']:>10.2f} {r['ort'] / r['executor']:>7.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
