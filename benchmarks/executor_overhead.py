@@ -1,7 +1,7 @@
 """The graph executor's cost per node on the compiled float CPU path (issue 36: small networks
 are not overhead), beside onnxruntime on the same model.
 
-Run: .venv/bin/python benchmarks/executor_overhead.py [--rounds 200] [--profile]
+Run: .venv/bin/python benchmarks/executor_overhead.py [--rounds 200] [--threads 1] [--profile]
 
 Each model is an ONNX file compiled with ``compile_model(path, "cpu")``. Per inference, the
 median over ``--rounds`` (interleaved, one inference at a time per round) of:
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
 import statistics
 import tempfile
@@ -36,6 +35,7 @@ from onnx import helper
 
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.cpu_kernels import CpuKernels
 from pyvta.compiler.graph.executor import Executor
 from pyvta.compiler.graph.reference import onnxruntime_session
 
@@ -86,16 +86,19 @@ def run_all(calls) -> None:
         c()
 
 
-def measure(name: str, model: onnx.ModelProto, rounds: int, tmp: Path, profile: bool) -> dict:
+def measure(
+    name: str, model: onnx.ModelProto, rounds: int, threads: int, tmp: Path, profile: bool
+) -> dict:
     path = tmp / f"{name.replace(' ', '_')}.onnx"
     onnx.save(model, str(path))
     cm = compile_model(path, "cpu")
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     feeds = {cm.input_names[0]: x}
-    ex = Executor(cm.graph)
+    cpu = {"cpu": CpuKernels(cm.graph, threads)}
+    ex = Executor(cm.graph, backends=cpu)
     outs, _ = ex.run(feeds)
-    sess = onnxruntime_session(path, threads=os.cpu_count() or 1, spin=False)
+    sess = onnxruntime_session(path, threads=threads, spin=False)
     ref = sess.run(None, feeds)[0]
     err = float(np.abs(outs[0] - ref).max() / max(np.abs(ref).max(), 1e-30))
     if err > MAX_REL_ERR:
@@ -103,9 +106,9 @@ def measure(name: str, model: onnx.ModelProto, rounds: int, tmp: Path, profile: 
     calls = kernel_calls(ex)
     times: dict[str, list[float]] = {"run_model": [], "executor": [], "kernels": [], "ort": []}
     for _ in range(10):  # warm up
-        run_model(cm, feeds), ex.run(feeds), run_all(calls), sess.run(None, feeds)
+        run_model(cm, feeds, backends=cpu), ex.run(feeds), run_all(calls), sess.run(None, feeds)
     for _ in range(rounds):
-        times["run_model"].append(timed_ms(lambda: run_model(cm, feeds)))
+        times["run_model"].append(timed_ms(lambda: run_model(cm, feeds, backends=cpu)))
         times["executor"].append(timed_ms(lambda: ex.run(feeds)))
         times["kernels"].append(timed_ms(lambda: run_all(calls)))
         times["ort"].append(timed_ms(lambda: sess.run(None, feeds)))
@@ -132,13 +135,16 @@ def measure(name: str, model: onnx.ModelProto, rounds: int, tmp: Path, profile: 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile the first model's runs")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for i, (name, build) in enumerate(MODELS.items()):
-            rows.append(measure(name, build(), args.rounds, Path(d), args.profile and i == 0))
-    print(f"\nmedian of {args.rounds} rounds, {os.cpu_count()} threads; ms per inference")
+            rows.append(
+                measure(name, build(), args.rounds, args.threads, Path(d), args.profile and i == 0)
+            )
+    print(f"\nmedian of {args.rounds} rounds, {args.threads} threads; ms per inference")
     head = (
         f"{'model':<20} {'nodes':>5} {'kern':>4} {'run_model':>9} {'Executor':>9} {'kernels':>8}"
         f" {'onnxrt':>8} {'us/node ex':>10} {'us/node rm':>10} {'ort/ex':>7}"
