@@ -22,7 +22,7 @@ import gc
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -61,9 +61,9 @@ class ContractNodes:
         raise GraphError(f"op {node.op!r} cannot run on vta (allowed: {', '.join(self.OPS)})")
 
 
-@dataclass(frozen=True)
-class LayerTiming:
-    """One executed node: where it ran and how long it took (``ms``; ``cycles`` from VTA)."""
+class LayerTiming(NamedTuple):
+    """One executed node: where it ran and how long it took (``ms``; ``cycles`` from VTA).
+    (A named tuple: one is made per node per inference, and a frozen dataclass cost ~1 us.)"""
 
     node: str
     op: str
@@ -184,15 +184,31 @@ class Executor:
         # an int8 model's inputs: NaN/Inf in them would be clipped into int8 values somewhere
         int8 = any(n.op == "quantize" for n in graph.nodes)
         self._quantized = set(graph.inputs) if int8 else set()
+        self._inputs = [(name, graph.values[name]) for name in graph.inputs]
+        self._steps = [
+            self._step(n, frees) for n, frees in zip(graph.nodes, self._frees, strict=True)
+        ]
+
+    def _step(self, node: Node, frees: list[str]) -> tuple:
+        """What running ``node`` needs, looked up once: its backend's ``run``, whether that
+        backend reports cycles (it has ``last_cycles`` now), its input names, its output's name,
+        shape and dtype, and the values it frees."""
+        backend = self.backends[node.target]
+        v = self.graph.values[node.outputs[0]]
+        cycles = backend if hasattr(backend, "last_cycles") else None
+        return (
+            node, backend.run, cycles, tuple(node.inputs), v.name, v.shape, np.dtype(v.dtype),
+            tuple(frees),
+        )  # fmt: skip
 
     def run(self, inputs: dict[str, np.ndarray]) -> tuple[list[np.ndarray], TimingTable]:
         """Execute once. ``inputs`` maps graph input names to arrays of the recorded shape."""
         g = self.graph
         env: dict[str, np.ndarray] = dict(g.constants)
-        for name in g.inputs:
+        for name, v in self._inputs:
             if name not in inputs:
                 raise GraphError(f"missing graph input {name!r} (inputs: {g.inputs})")
-            v, a = g.values[name], np.asarray(inputs[name])
+            a = np.asarray(inputs[name])
             if tuple(a.shape) != v.shape or str(a.dtype) != v.dtype:
                 raise GraphError(f"input {name!r} is {a.dtype}{list(a.shape)}, expected {v}")
             if name in self._quantized and not np.isfinite(a).all():
@@ -205,29 +221,35 @@ class Executor:
             return self._run_nodes(env)
 
     def _run_nodes(self, env: dict[str, np.ndarray]) -> tuple[list[np.ndarray], TimingTable]:
-        g = self.graph
-        table = TimingTable()
-        live = 0
-        for node, frees in zip(g.nodes, self._frees, strict=True):
-            args = [env[i] for i in node.inputs]
-            backend = self.backends[node.target]
-            start = self.clock()
-            out = backend.run(node, args)
-            ms = 1e3 * (self.clock() - start)
-            cycles = getattr(backend, "last_cycles", None)
-            table.rows.append(LayerTiming(node.name, node.op, node.target, ms, cycles))
-            expect = g.values[node.outputs[0]]
-            if out.shape != expect.shape or out.dtype != expect.dtype:
+        g, clock = self.graph, self.clock
+        rows: list[LayerTiming] = []
+        live = peak = 0
+        for node, run, cycles, ins, out_name, shape, dtype, frees in self._steps:
+            args = [env[i] for i in ins]
+            start = clock()
+            out = run(node, args)
+            ms = 1e3 * (clock() - start)
+            rows.append(
+                LayerTiming(
+                    node.name,
+                    node.op,
+                    node.target,
+                    ms,
+                    None if cycles is None else cycles.last_cycles,
+                )
+            )
+            if out.shape != shape or out.dtype != dtype:
                 raise GraphError(
                     f"node {node.name!r} ({node.op}@{node.target}) produced "
-                    f"{out.dtype}{list(out.shape)}, expected {expect}"
+                    f"{out.dtype}{list(out.shape)}, expected {g.values[out_name]}"
                 )
-            env[node.outputs[0]] = out
+            env[out_name] = out
             live += out.nbytes
-            table.peak_live_bytes = max(table.peak_live_bytes, live)
+            if live > peak:
+                peak = live
             for name in frees:
                 live -= env.pop(name).nbytes
-        return [env[o] for o in g.outputs], table
+        return [env[o] for o in g.outputs], TimingTable(rows, peak)
 
 
 @contextlib.contextmanager
