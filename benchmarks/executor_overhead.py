@@ -4,7 +4,9 @@ are not overhead), beside onnxruntime on the same model.
 Run: .venv/bin/python benchmarks/executor_overhead.py [--rounds 200] [--threads 1] [--profile]
 
 Each model is an ONNX file compiled with ``compile_model(path, "cpu")``. Per inference, the
-median over ``--rounds`` (interleaved, one inference at a time per round) of:
+median over ``--rounds`` (interleaved, one inference at a time per round, in an order that
+rotates: on more than one thread the first run after another runtime's pays for waking its
+thread pool) of:
 
 - ``run_model``: the public call (an ``Executor`` made per call, as ``pyvta run`` does);
 - ``Executor.run``: one executor made once, run again and again;
@@ -112,11 +114,15 @@ def measure(
     times: dict[str, list[float]] = {"run_model": [], "executor": [], "kernels": [], "ort": []}
     for _ in range(10):  # warm up
         run_model(cm, feeds, backends=cpu), ex.run(feeds), run_all(calls), sess.run(None, feeds)
-    for _ in range(rounds):
-        times["run_model"].append(timed_ms(lambda: run_model(cm, feeds, backends=cpu)))
-        times["executor"].append(timed_ms(lambda: ex.run(feeds)))
-        times["kernels"].append(timed_ms(lambda: run_all(calls)))
-        times["ort"].append(timed_ms(lambda: sess.run(None, feeds)))
+    runs = [
+        ("run_model", lambda: run_model(cm, feeds, backends=cpu)),
+        ("executor", lambda: ex.run(feeds)),
+        ("kernels", lambda: run_all(calls)),
+        ("ort", lambda: sess.run(None, feeds)),
+    ]
+    for i in range(rounds):  # the order rotates: whichever follows onnxruntime wakes a pool
+        for key, fn in runs[i % 4 :] + runs[: i % 4]:
+            times[key].append(timed_ms(fn))
     if profile:
         prof = cProfile.Profile()
         prof.enable()
