@@ -8,17 +8,18 @@ median over ``--rounds`` (interleaved, one inference at a time per round, in an 
 rotates: on more than one thread the first run after another runtime's pays for waking its
 thread pool) of:
 
-- ``run_model``: the public call (an ``Executor`` made per call, as ``pyvta run`` does);
+- ``run_model``: the public call, as ``pyvta run`` makes it;
 - ``Executor.run``: one executor made once, run again and again;
+- ``new x``: that executor given a new input array every inference (copies of the same
+  input, as a caller's new images would be);
 - ``kernels``: the compiled kernels alone, their bound calls (``Module.bind``, on the buffers
   the backend bound them to) called back to back; the numpy nodes (reshape, flatten, ...)
   count as overhead, not kernels;
-- ``onnxruntime``: a session of the same ONNX file (spinning off), same thread count as the
-  kernels are built for.
+- ``onnxruntime``: a session of the same ONNX file (spinning off).
 
 Overhead per node = (Executor.run - kernels) / nodes of the compiled graph (likewise for
-run_model), from the medians and, in a second table, from the minimums (the least disturbed
-rounds). ``--profile`` prints cProfile's top functions of ``Executor.run`` on the first
+run_model, ``rm``, and a new input, ``new x``), from the medians and, in a second table, from
+the minimums (the least disturbed rounds). ``--profile`` prints cProfile's top functions of ``Executor.run`` on the first
 model. Outputs are checked against onnxruntime (max abs difference / max abs value < 1e-4).
 """
 
@@ -111,17 +112,21 @@ def measure(
     if err > MAX_REL_ERR:
         raise SystemExit(f"{name}: pyvta differs from onnxruntime by {err:.2e} (> {MAX_REL_ERR})")
     calls = kernel_calls(ex)
-    times: dict[str, list[float]] = {"run_model": [], "executor": [], "kernels": [], "ort": []}
+    keys = ("run_model", "executor", "new_input", "kernels", "ort")
+    times: dict[str, list[float]] = {k: [] for k in keys}
+    copies = [x.copy() for _ in range(8)]  # a caller's new input array per inference
+    count = iter(range(1 << 62))
     for _ in range(10):  # warm up
         run_model(cm, feeds, backends=cpu), ex.run(feeds), run_all(calls), sess.run(None, feeds)
     runs = [
         ("run_model", lambda: run_model(cm, feeds, backends=cpu)),
         ("executor", lambda: ex.run(feeds)),
+        ("new_input", lambda: ex.run({cm.input_names[0]: copies[next(count) % 8]})),
         ("kernels", lambda: run_all(calls)),
         ("ort", lambda: sess.run(None, feeds)),
     ]
     for i in range(rounds):  # the order rotates: whichever follows onnxruntime wakes a pool
-        for key, fn in runs[i % 4 :] + runs[: i % 4]:
+        for key, fn in runs[i % 5 :] + runs[: i % 5]:
             times[key].append(timed_ms(fn))
     if profile:
         prof = cProfile.Profile()
@@ -142,6 +147,7 @@ def measure(
             **t,
             "us_node_ex": 1e3 * (t["executor"] - t["kernels"]) / nodes,
             "us_node_rm": 1e3 * (t["run_model"] - t["kernels"]) / nodes,
+            "us_node_new": 1e3 * (t["new_input"] - t["kernels"]) / nodes,
         }
     return out
 
@@ -149,15 +155,16 @@ def measure(
 def print_table(rows: list[dict], title: str) -> None:
     print(f"\n{title}")
     head = (
-        f"{'model':<20} {'nodes':>5} {'kern':>4} {'run_model':>9} {'Executor':>9} {'kernels':>8}"
-        f" {'onnxrt':>8} {'us/node ex':>10} {'us/node rm':>10} {'ort/ex':>7}"
+        f"{'model':<20} {'nodes':>5} {'kern':>4} {'run_model':>9} {'Executor':>9} {'new x':>7}"
+        f" {'kernels':>8} {'onnxrt':>8} {'us/node ex':>10} {'rm':>5} {'new x':>5} {'ort/ex':>6}"
     )
     print(head)
     for r in rows:
         print(
             f"{r['name']:<20} {r['nodes']:>5} {r['compiled']:>4} {r['run_model']:>9.3f}"
-            f" {r['executor']:>9.3f} {r['kernels']:>8.3f} {r['ort']:>8.3f}"
-            f" {r['us_node_ex']:>10.2f} {r['us_node_rm']:>10.2f} {r['ort'] / r['executor']:>7.2f}"
+            f" {r['executor']:>9.3f} {r['new_input']:>7.3f} {r['kernels']:>8.3f} {r['ort']:>8.3f}"
+            f" {r['us_node_ex']:>10.2f} {r['us_node_rm']:>5.2f} {r['us_node_new']:>5.2f}"
+            f" {r['ort'] / r['executor']:>6.2f}"
         )
 
 
