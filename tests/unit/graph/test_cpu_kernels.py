@@ -297,3 +297,30 @@ def test_graph_outputs_are_fresh_arrays_each_run(resnet_file):
     np.testing.assert_array_equal(a, keep)
     np.testing.assert_array_equal(c, keep)  # the bound call, run again
     assert not np.array_equal(a, b)
+
+
+def test_a_new_input_array_rebinds_only_the_nodes_that_read_it(resnet_file):
+    """Every other node keeps its bound call (and its output buffer) across runs on new input
+    arrays, and the results equal those of a fresh backend."""
+    cm = compile_model(resnet_file, "cpu")
+    xs = zoo.sample_inputs(2, 32, seed=37)
+    print("input seed", 37)
+    backend = CpuKernels(cm.graph, 1)
+    run_model(cm, xs[0].copy(), backends={"cpu": backend})
+    calls = {name: hit[1] for name, hit in backend._bound.items()}
+    (got,), _ = run_model(cm, xs[1].copy(), backends={"cpu": backend})
+    readers = {n.name for n in cm.graph.nodes if cm.input_names[0] in n.inputs}
+    assert readers and set(calls) - readers
+    for name, hit in backend._bound.items():
+        assert (hit[1] is calls[name]) == (name not in readers), name
+    (want,), _ = run_model(cm, xs[1], backends={"cpu": CpuKernels(cm.graph, 1)})
+    np.testing.assert_array_equal(got, want)
+
+
+def test_run_model_reuses_its_executor_for_the_same_backends(resnet_file):
+    cm = compile_model(resnet_file, "cpu")
+    backend = CpuKernels(cm.graph, 1)
+    assert cm.executor(backends={"cpu": backend}) is cm.executor(backends={"cpu": backend})
+    other = CpuKernels(cm.graph, 1)
+    assert cm.executor(backends={"cpu": other}).backends["cpu"] is other
+    assert cm.executor() is not cm.executor(backends={"cpu": other})
