@@ -194,7 +194,9 @@ def random_network(
     flat = g.op("Flatten", [gap], (n, c), axis=1)
     w, b = _classifier(g, flat, classes, seed)
     g.inits["fc.weight"], g.inits["fc.bias"] = w, b
-    g.nodes.append(helper.make_node("Gemm", [flat, "fc.weight", "fc.bias"], ["logits"], transB=1))
+    g.nodes.append(
+        helper.make_node("Gemm", [flat, "fc.weight", "fc.bias"], ["logits"], name="fc", transB=1)
+    )
     m = float_model(
         g.nodes, {"input": g.shape["input"]}, {"logits": (n, classes)}, g.inits,
         name=f"netgen{seed}",
