@@ -143,9 +143,9 @@ class _Gen:
     def grouped(self, x: str) -> str:
         group = int(self.rng.choice([2, 4]))
         c = self.shape[x][1]
-        if c % group:  # a 1x1 conv to a channel count the groups divide
-            x = self.relu(self.conv(x, max(group, c // group * group), 1))
-        out = group * int(self.rng.integers(1, max(2, self.max_ch // group + 1)))
+        if c % group:  # a 1x1 conv to a channel count the groups divide (at least 4)
+            x = self.relu(self.conv(x, max(4, c // group * group), 1))
+        out = group * int(self.rng.integers(4 // group, max(3, self.max_ch // group + 1)))
         return self.relu(self.conv(x, out, 3, 1, group=group))
 
     def depthwise(self, x: str) -> str:
