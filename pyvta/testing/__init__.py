@@ -7,6 +7,8 @@
 - ``pyvta.testing.compiled``: a layer the compiler writes for a config, as a program bundle.
 - ``pyvta.testing.remote``: a raw client of the device server, to send it what a client should not.
 - ``pyvta.testing.checkout``: the files of a source checkout, as git lists them.
+- ``pyvta.testing.netgen``: seeded random ONNX networks of the kinds users bring (odd channels,
+  groups, dilation, asymmetric pads, residuals, concats, pools), with a one-line ``describe``.
 
 The directed programs that check an accelerator are ``pyvta.sim.directed``; the float reference
 (onnxruntime) a compiled network is judged against is ``pyvta.compiler.graph.reference``.

@@ -1,0 +1,125 @@
+"""Generated networks (``pyvta.testing.netgen``) compile on every CPU-side target and the
+accelerator: ``cpu`` matches onnxruntime to 1e-4 relative, ``cpu-int8`` and ``vta`` give
+outputs close to float (cosine above ``MIN_COSINE``).
+
+The seeds are chosen so that together their networks use every feature the generator has
+(asserted below): batch 4, an input above 64, kernels 1/3/5/7, stride 2, asymmetric pads,
+dilation, groups, depthwise, residual adds, bottlenecks, concats, max/average pooling.
+
+What fails today (seeds 0-23 and 30-62 of ``random_network`` compiled and run on all three
+targets; the compiler is not changed here):
+
+- ``cpu-int8`` with batch 4: ``compile_model`` succeeds, ``run_model`` raises a plain
+  ``ValueError: cannot reshape array of size 77616 into shape (1,44,21,21)`` (seed 0) in
+  ``cpu_int8_kernels.py`` (the compiled int8 kernels are built for batch 1); not a
+  ``PyvtaError``. Recorded as a strict xfail below; ``cpu-int8`` is otherwise tested on the
+  batch-1 version of the same network (``random_network(seed, batch=1)``: same layers).
+- ``cpu-int8`` and ``vta`` with a Gemm classifier of 2 or 3 input features (the last conv has
+  2-3 channels; 4 and more work): ``compile_model`` raises ``IRError: constant index 3 out of
+  bounds for A (3 elems): C.local[j.c] = (C.local[j.c] + (A[3] * B.packed[...]))`` in pass
+  ``unroll_loops``, while calibration runs the float dense through the compiled LLVM gemm
+  (``cpu_llvm.gemm``). A ``PyvtaError``, though it names compiler IR rather than the layer.
+  Found with seed 42 (before the generator's grouped block kept 4 channels or more); recorded
+  as a strict xfail on a hand-made model below. ``cpu`` compiles it.
+- Everything else runs: batch 4 on ``cpu`` and ``vta``, dilation and groups on all three targets.
+
+Cosines measured for int8 (``cpu-int8`` and ``vta`` gave the same cosine to 4 digits on every
+network both ran): 0.978 to 0.9993 on the seeds here; in seeds 0-23 and 30-62 the lowest were
+0.839 (seed 4: 206x206 input, 9 convs), 0.921 (seed 51, 214x214) and 0.923 (seed 58, vta,
+batch 4), so ``MIN_COSINE`` holds for the seeds here, not for every generated network.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.reference import cosine, run_onnxruntime
+from pyvta.compiler.graph.zoo import float_model
+from pyvta.isa.errors import PyvtaError
+from pyvta.testing import netgen
+
+SEEDS = (1, 2, 3, 5, 7, 9)
+MAX_REL_ERR = 1e-4
+MIN_COSINE = 0.95
+
+
+def _net(tmp_path_factory, seed: int, batch: int | None = None):
+    model = netgen.random_network(seed, batch=batch)
+    path = tmp_path_factory.mktemp("netgen") / f"net{seed}.onnx"
+    onnx.save(model, path)
+    x = netgen.sample_input(model, seed + 100)
+    print(f"seed {seed}: {netgen.describe(model)}")
+    return model, path, x, run_onnxruntime(model, {"input": x})[0]
+
+
+def test_the_seeds_cover_every_feature():
+    used = set().union(*(netgen.features(netgen.random_network(s)) for s in SEEDS))
+    assert used == set(netgen.FEATURES), set(netgen.FEATURES) - used
+
+
+def test_the_generator_is_seeded_and_describes_its_networks():
+    a, b = netgen.random_network(3), netgen.random_network(3)
+    assert a.SerializeToString() == b.SerializeToString()
+    assert a.SerializeToString() != netgen.random_network(4).SerializeToString()
+    line = netgen.describe(a)
+    assert line.startswith("netgen3: input 1x3x24x24") and "dilation" in line and "\n" not in line
+    # batch=1 keeps the layers of a batch-4 network
+    four, one = netgen.random_network(1), netgen.random_network(1, batch=1)
+    assert "batch4" in netgen.features(four) and "batch4" not in netgen.features(one)
+    assert [n.op_type for n in four.graph.node] == [n.op_type for n in one.graph.node]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_cpu_matches_onnxruntime(tmp_path_factory, seed):
+    _, path, x, ref = _net(tmp_path_factory, seed)
+    out = run_model(compile_model(path, "cpu"), {"input": x})[0][0]
+    err = float(np.abs(out - ref).max() / np.abs(ref).max())
+    print(f"relative error {err:.2e}")
+    assert out.shape == ref.shape and err < MAX_REL_ERR
+
+
+@pytest.mark.parametrize("target", ["cpu-int8", "vta"])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_int8_targets_are_close_to_float(tmp_path_factory, seed, target):
+    batch = 1 if target == "cpu-int8" else None  # cpu-int8 fails at batch 4 (module docstring)
+    _, path, x, ref = _net(tmp_path_factory, seed, batch)
+    out = run_model(compile_model(path, target), {"input": x})[0][0]
+    cos = cosine(out, ref)
+    print(f"{target}: cosine {cos:.4f} to onnxruntime float")
+    assert out.shape == ref.shape and cos > MIN_COSINE
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="cpu-int8 kernels built for batch 1")
+def test_cpu_int8_batch4(tmp_path_factory):
+    _, path, x, ref = _net(tmp_path_factory, 1)
+    assert x.shape[0] == 4
+    out = run_model(compile_model(path, "cpu-int8"), {"input": x})[0][0]
+    assert cosine(out, ref) > MIN_COSINE
+
+
+@pytest.mark.xfail(strict=True, raises=PyvtaError, reason="int8 dense of 3 input features")
+@pytest.mark.parametrize("target", ["cpu-int8", "vta"])
+def test_a_classifier_of_three_features(tmp_path, target):
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("Conv", ["input", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fw", "fb"], ["logits"], transB=1),
+    ]
+    inits = {
+        "w": rng.standard_normal((3, 3, 3, 3)).astype(np.float32),
+        "fw": rng.standard_normal((5, 3)).astype(np.float32),
+        "fb": np.zeros(5, np.float32),
+    }
+    path = tmp_path / "three.onnx"
+    onnx.save(float_model(nodes, {"input": (1, 3, 16, 16)}, {"logits": (1, 5)}, inits), path)
+    x = np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32)
+    ref = run_onnxruntime(str(path), {"input": x})[0]
+    out = run_model(compile_model(path, target), {"input": x})[0][0]
+    assert cosine(out, ref) > MIN_COSINE
