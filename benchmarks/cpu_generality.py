@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -39,18 +38,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmarks' helpers
-
-from cpu_int8 import qdq_model, timed_ms  # noqa: E402
-from cpu_network import rel_err  # noqa: E402
-
-from pyvta.compiler.graph.compiled_model import (  # noqa: E402
+from pyvta.compiler.graph.compiled_model import (
     compile_model,
     default_calibration,
     run_model,
 )
-from pyvta.compiler.graph.reference import cosine, onnxruntime_session  # noqa: E402
-from pyvta.testing import netgen  # noqa: E402
+from pyvta.compiler.graph.reference import cosine, onnxruntime_session
+from pyvta.testing import netgen
+from pyvta.testing.side_by_side import qdq_model, rel_err, timed_ms
 
 MAX_REL_ERR = 1e-4
 CONV_OPS = ("conv2d", "qconv2d", "cpu_conv2d", "vta_conv2d")

@@ -37,6 +37,7 @@ from pyvta.compiler.graph.compiled_model import compile_model, default_calibrati
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
 from pyvta.compiler.graph.executor import Executor
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
+from pyvta.testing.side_by_side import qdq_model, timed_ms
 
 
 class NumpyNodes:
@@ -44,40 +45,6 @@ class NumpyNodes:
 
     def run(self, node, args):
         return run_cpu_op(node.op, args, node.attrs)
-
-
-def qdq_model(path: str, samples: list[dict], out_path: str) -> str:
-    """onnxruntime's static int8 QDQ quantization of ``path``, calibrated on ``samples``."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.it = iter(samples)
-
-        def get_next(self):
-            return next(self.it, None)
-
-    quantize_static(
-        path,
-        out_path,
-        Reader(),
-        quant_format=QuantFormat.QDQ,
-        activation_type=QuantType.QInt8,
-        weight_type=QuantType.QInt8,
-        per_channel=False,
-    )
-    return out_path
-
-
-def timed_ms(fn, clock=time.perf_counter) -> float:
-    t0 = clock()
-    fn()
-    return (clock() - t0) * 1e3
 
 
 def bench_model(

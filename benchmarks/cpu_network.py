@@ -43,6 +43,7 @@ from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compiled_model import compile_model, run_model
 from pyvta.compiler.graph.executor import Executor
 from pyvta.compiler.graph.reference import onnxruntime_session
+from pyvta.testing.side_by_side import rel_err, timed_ms
 
 MAX_REL_ERR = 1e-4
 # pyvta op -> the onnxruntime op kinds (its profile's op_name) doing the same work
@@ -55,16 +56,6 @@ ORT_KINDS = {
     "cpu_elementwise": ("Add", "Relu", "Clip", "Sum"),
     "layout_transform": ("ReorderInput", "ReorderOutput"),
 }
-
-
-def timed_ms(fn, clock=time.perf_counter) -> float:
-    t0 = clock()
-    fn()
-    return (clock() - t0) * 1e3
-
-
-def rel_err(a: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.abs(a - ref).max() / np.abs(ref).max())
 
 
 def ort_node_ms(profile_json: str, skip_runs: int = 1) -> list[tuple[str, str, float]]:
