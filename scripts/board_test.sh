@@ -2,7 +2,10 @@
 # The board-side tests under the board's Python: PYNQ v3.0/v3.1 images (the last for PYNQ-Z1/Z2)
 # run Python 3.10 with numpy 1.x and no llvmlite/onnx. Makes .venv-board with Python 3.10 (pyenv's,
 # or python3.10 on PATH; fails loudly if there is none), numpy 1.26.4, pytest and pyvta without
-# extras; builds the fixtures with the host's .venv; runs tests/board there.
+# extras; builds the fixtures with the host's .venv; runs tests/board there. Then the same tests
+# on the boards' ARM CPUs, emulated: Debian's python3 and numpy of an armhf (Cortex-A9, PYNQ-Z1/Z2)
+# and an arm64 (Cortex-A53, Ultra96/ZCU104) userland under qemu-user (scripts/arm_userland.sh,
+# cached). PYVTA_BOARD_ARCHES picks them (default "armhf arm64"; "" for the x86 run only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,3 +38,18 @@ trap 'rm -rf "$fixtures"' EXIT
 root=$(pwd)
 (cd "$fixtures" && PYVTA_BOARD_FIXTURES="$fixtures" "$root/.venv-board/bin/python" -m pytest -q \
    -p no:cacheprovider --rootdir "$root" "$root/tests/board")
+
+# The ARM userlands: pyvta's wheel (no extras) unpacked beside the fixtures, on PYTHONPATH.
+arches=${PYVTA_BOARD_ARCHES-armhf arm64}
+if [ -n "$arches" ]; then
+  .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$fixtures/wheel" . \
+    2> >(grep -v "^WARNING: Location" >&2)
+  for arch in $arches; do
+    py=$(bash scripts/arm_userland.sh "$arch")
+    site="$fixtures/site-$arch"
+    .venv/bin/python -m zipfile -e "$fixtures"/wheel/pyvta-*.whl "$site"
+    echo "board-test: tests/board on $arch (emulated)"
+    (cd "$fixtures" && PYTHONPATH="$site" PYVTA_BOARD_ARCH="$arch" PYVTA_BOARD_FIXTURES="$fixtures" \
+       "$py" -m pytest -q -p no:cacheprovider --rootdir "$root" "$root/tests/board")
+  done
+fi
