@@ -28,6 +28,7 @@ class PsKind:
     irq_pin: str  # PL-to-PS interrupt input
     base_address: int  # where the control registers are assigned
     clock_property: str  # CONFIG property of the PL clock frequency (MHz)
+    cpu: str  # its application CPU (compiler.backend.llvm.target.BOARD_CPUS names it)
 
 
 PS7 = PsKind(
@@ -42,6 +43,7 @@ PS7 = PsKind(
     irq_pin="IRQ_F2P",
     base_address=0x43C0_0000,
     clock_property="PCW_FPGA0_PERIPHERAL_FREQMHZ",
+    cpu="cortex-a9",
 )
 
 ZYNQ_ULTRA = PsKind(
@@ -56,6 +58,7 @@ ZYNQ_ULTRA = PsKind(
     irq_pin="pl_ps_irq0",
     base_address=0xA000_0000,
     clock_property="PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ",
+    cpu="cortex-a53",
 )
 
 

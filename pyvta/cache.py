@@ -14,6 +14,8 @@ The root is ``$PYVTA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/pyvta``, else
   timing      timing reports of synthesised configs
   dse         design-space exploration results per config
   bitstreams  bitstreams uploaded to ``pyvta serve``
+  cpu-code    artifacts' CPU kernels for this machine's CPU (shared objects, loaded with ctypes)
+  arm-userland  emulated ARM root file systems (``scripts/arm_userland.sh``)
 
 This module imports nothing of ours, so every package may use it (tests/unit/test_layering.py
 lists it as an allowed leaf). ``pyvta cache info|clear`` shows and empties the folders.
@@ -37,6 +39,8 @@ FOLDERS = {
     "timing": "timing reports",
     "dse": "design-space exploration results",
     "bitstreams": "uploaded bitstreams",
+    "cpu-code": "artifacts' CPU kernels (shared objects)",
+    "arm-userland": "emulated ARM userlands",
 }
 
 

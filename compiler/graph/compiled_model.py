@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvta.compiler.graph.cpu_code import CpuCode
 from pyvta.compiler.graph.executor import Executor, TimingTable
 from pyvta.compiler.graph.ir import Graph, Node, Value, check_graph
 from pyvta.compiler.graph.vta_ops import VtaBackend
@@ -49,13 +50,16 @@ class CompiledModel:
     ``kernels``: node name -> relocatable accelerator kernel (``vta`` target); ``hw``: the
     HwConfig they were lowered (or, before ``lower_kernels``, the graph was packed) for;
     ``gpu_kernels``: node name -> ``gpu_kernels.GpuKernel`` (PTX and launch plan, ``gpu``
-    target)."""
+    target); ``cpu_code``: the CPU nodes' kernels as one shared object for a board's CPU
+    (``cpu_code.CpuCode``, made by ``cpu_cross.cross_compile_cpu``)."""
 
     graph: Graph
     target: str
     kernels: dict[str, Kernel] = field(default_factory=dict)
     hw: HwConfig | None = None
     gpu_kernels: dict = field(default_factory=dict)
+    cpu_code: CpuCode | None = None
+    _cpu_backend: list = field(default_factory=list, repr=False, compare=False)
     _gpu_backends: dict = field(default_factory=dict, repr=False, compare=False)
     _last_executor: list = field(default_factory=list, repr=False, compare=False)
 
@@ -64,6 +68,8 @@ class CompiledModel:
         the last call made when it was given the same objects (and the graph still has the
         same nodes), else a new one, kept for the next call (``run_model`` on a small model
         spent more on making its executor, ~1 us per node, than on some of its kernels)."""
+        if "cpu" not in (backends or {}) and self.cpu_code is not None:
+            backends = {"cpu": self.cpu_backend(), **(backends or {})}
         names = tuple(sorted(backends or {}))
         objs = (self.graph, vta, *[backends[n] for n in names], *self.graph.nodes)
         last = self._last_executor
@@ -73,6 +79,27 @@ class CompiledModel:
         ex = Executor(self.graph, vta, backends)
         last[:] = [names, objs, ex]
         return ex
+
+    def cpu_backend(self):
+        """The executor's ``"cpu"`` backend on the kernels of ``cpu_code`` (the shared object
+        compiled for a board's CPU, loaded once per model) where this machine runs them; else
+        the default one (the JIT's kernels; refused without llvmlite)."""
+        if not self._cpu_backend:
+            from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels, has_int8_nodes
+            from pyvta.compiler.graph.cpu_kernels import CpuKernels
+            from pyvta.compiler.graph.executor import default_backend
+
+            code = self.cpu_code
+            if code is not None and code.runs_here():
+                backend = CpuKernels(self.graph, modules=code.load())
+                if has_int8_nodes(self.graph):
+                    backend = CpuInt8Kernels(self.graph, fallback=backend)
+            else:
+                if code is not None:
+                    _other_cpu(code)
+                backend = default_backend("cpu", self.graph)
+            self._cpu_backend.append(backend)
+        return self._cpu_backend[0]
 
     def gpu_backend(self, device: str = "cuda", race_check: bool = False):
         """The executor's ``"gpu"`` backend on ``device`` (``"cuda"``: this model's PTX on the
@@ -172,6 +199,9 @@ class CompiledModel:
         for j, (node, k) in enumerate(sorted(self.gpu_kernels.items())):
             arrays[f"g{j}_ptx"] = np.frombuffer(k.ptx.encode(), np.uint8)
             meta["gpu_kernels"][node] = {"key": f"g{j}", "arch": k.arch, "plan": k.plan}
+        meta["cpu_code"] = self.cpu_code.meta() if self.cpu_code is not None else None
+        if self.cpu_code is not None:
+            arrays.update(self.cpu_code.arrays())
         meta["sha256"] = {
             key: _sha256(np.ascontiguousarray(a).tobytes()) for key, a in arrays.items()
         }
@@ -222,9 +252,32 @@ class CompiledModel:
             gpu = {
                 node: _gpu_kernel_from(d, arrays) for node, d in meta.get("gpu_kernels", {}).items()
             }
+            cpu_code = CpuCode.from_artifact(meta.get("cpu_code"), arrays)
         except Exception as e:  # the hashes matched but the contents make no graph
             raise ArtifactError(f"{path}: malformed artifact ({type(e).__name__}: {e})") from None
-        return cls(g, meta["target"], kernels, hw, gpu)
+        return cls(g, meta["target"], kernels, hw, gpu, cpu_code)
+
+
+def _other_cpu(code: CpuCode) -> None:
+    """An artifact whose CPU kernels are for another CPU than this machine's: the JIT compiles
+    them here (a warning says so); without llvmlite (a board) it cannot run."""
+    import platform
+    import warnings
+
+    from pyvta.compiler.graph import cpu_llvm
+
+    here = platform.machine()
+    if not cpu_llvm.have_llvmlite():
+        raise ArtifactError(
+            f"the artifact's CPU kernels are for {code.description}; this machine is {here}"
+            " and has no llvmlite to compile them: compile the model for this CPU (pyvta compile"
+            " --board NAME or --cpu-target TRIPLE)"
+        )
+    warnings.warn(
+        f"the artifact's CPU kernels are for {code.description}, not this machine ({here}):"
+        " its CPU nodes run on kernels the JIT compiles here",
+        stacklevel=4,
+    )
 
 
 def _read_checked(path: Path, z) -> tuple[dict, dict[str, np.ndarray]]:

@@ -299,11 +299,16 @@ class CpuKernels:
     """The "cpu" backend of a graph: compiled ``cpu_*`` nodes on preplanned buffers, numpy
     (``cpu_ops``) for the rest. Builds every kernel when constructed."""
 
-    def __init__(self, graph: Graph, num_threads: int | None = None) -> None:
+    def __init__(
+        self, graph: Graph, num_threads: int | None = None, modules: dict | None = None
+    ) -> None:
+        """``modules``: the compiled nodes' kernels, already built (node name -> a kernel
+        called as ``Module`` is: an artifact's shared object, ``cpu_code.CpuCode.load``)."""
         self.graph = graph
         threads = num_threads or os.cpu_count() or 1
-        self.modules: dict[str, object] = {}
+        self.modules: dict[str, object] = dict(modules or {})
         compiled = [n for n in graph.nodes if n.op in COMPILED_OPS and n.target == "cpu"]
+        compiled = [n for n in compiled if n.name not in self.modules]
         if compiled and not cpu_llvm.have_llvmlite():
             raise GraphError(
                 f"{len(compiled)} nodes of this graph (e.g. {compiled[0].name!r}, {compiled[0].op})"

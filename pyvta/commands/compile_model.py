@@ -40,6 +40,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=1,3,224,224",
         help="the shape of an input with symbolic dimensions",
     )
+    cross = p.add_mutually_exclusive_group()
+    cross.add_argument(
+        "--board",
+        metavar="BOARD",
+        help="cpu targets: also cross-compile the CPU kernels for this board's CPU into the"
+        " artifact (a shared object the board loads with ctypes): pynq-z1, pynq-z2 (Cortex-A9),"
+        " ultra96v2, zcu104 (Cortex-A53)",
+    )
+    cross.add_argument(
+        "--cpu-target",
+        metavar="TRIPLE",
+        dest="cpu_target",
+        help="as --board, for a CPU by LLVM triple or name (armv7a-linux-gnueabihf,"
+        " aarch64-linux-gnu, cortex-a9, cortex-a53)",
+    )
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
@@ -48,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from pyvta.commands.run_model import input_shapes
 
     out = output_path(args.out, ".npz", inputs=(args.model,), flag="-o")  # before the work
+    cross = cross_target(args)
     if args.search < 0:
         raise CommandError(f"--search must be >= 0, got {args.search}")
     cm = compile_for(
@@ -59,12 +75,47 @@ def run(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
     )
+    if cross is not None:
+        from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
+
+        cm.cpu_code = cross_compile_cpu(cm.graph, cross)
+        if cm.cpu_code is None:
+            raise CommandError(
+                f"--board/--cpu-target: the {args.target} model has no compiled CPU kernels to"
+                " cross-compile (targets with them: cpu)"
+            )
     path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")
     tag = f", HwConfig {cm.hw.tag}" if cm.hw else ""
     gpu = f", {len(cm.gpu_kernels)} GPU kernels" if cm.gpu_kernels else ""
+    code = cm.cpu_code
+    so = f", {len(code.kernels)} CPU kernels for {code.description}" if code else ""
     print(
         f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
-        f" {len(cm.kernels)} kernels{tag}{gpu})"
+        f" {len(cm.kernels)} kernels{tag}{gpu}{so})"
     )
     return 0
+
+
+def cross_target(args: argparse.Namespace):
+    """The ``CpuTarget`` of ``--board`` (its processing system's CPU) or ``--cpu-target``, or
+    None when neither is given."""
+    from pyvta.commands.common import CommandError
+
+    if args.board is None and args.cpu_target is None:
+        return None
+    from pyvta.compiler.backend.llvm.target import CpuTarget
+    from pyvta.host_cpu import CpuFeatureError
+
+    name = args.cpu_target
+    if args.board is not None:
+        from pyvta.hw.boards import BoardError, board
+
+        try:
+            name = board(args.board).ps.cpu
+        except BoardError as e:
+            raise CommandError(f"--board: {e}") from None
+    try:
+        return CpuTarget.cross(name)
+    except CpuFeatureError as e:
+        raise CommandError(f"--cpu-target: {e}") from None

@@ -113,3 +113,29 @@ def test_the_cli_runs_an_artifact_on_the_board_python(fixtures, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "kernels onto sim" in proc.stdout
     assert same_as_host(np.load(out), expected["vta"])
+
+
+def test_cpu_artifact_with_kernels_for_the_boards_cpu(fixtures):
+    """``pyvta compile --target cpu --board ...``: on the board's CPU the artifact's shared
+    object runs every compiled CPU node (ctypes, no llvmlite), to float32 tolerance of the host's
+    JIT (Cortex-A9 has no fused multiply-add); on another CPU it is refused, naming its CPU."""
+    from pyvta.compiler.graph.cpu_code import SharedKernel
+
+    expected = np.load(fixtures / "expected.npz")
+    if ARCH is None:
+        with pytest.raises(ArtifactError, match="cortex-a9.*no llvmlite"):
+            run_model(CompiledModel.load(fixtures / "cpu-armhf.npz"), expected["x"])
+        return
+    cm = CompiledModel.load(fixtures / f"cpu-{ARCH}.npz")
+    assert cm.cpu_code.runs_here(), cm.cpu_code.description
+    (y,), table = run_model(cm, expected["x"])
+    modules = cm.cpu_backend().modules
+    assert len(modules) == len(cm.cpu_code.kernels) > 0
+    assert all(isinstance(m, SharedKernel) for m in modules.values())
+    print(
+        f"{ARCH}: {cm.cpu_code.description}, max |y - host| {np.abs(y - expected['cpu']).max():.3g}"
+    )
+    assert np.allclose(y, expected["cpu"], **ARM_FLOAT_TOL)
+    other = "arm64" if ARCH == "armhf" else "armhf"
+    with pytest.raises(ArtifactError, match="no llvmlite"):
+        run_model(CompiledModel.load(fixtures / f"cpu-{other}.npz"), expected["x"])

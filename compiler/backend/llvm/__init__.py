@@ -1,7 +1,22 @@
-"""CPU backend: loop IR -> LLVM IR -> host machine code via llvmlite."""
+"""CPU backend: loop IR -> LLVM IR -> host machine code via llvmlite.
 
-from pyvta.compiler.backend.llvm.build import build_llvm
-from pyvta.compiler.backend.llvm.module import Module
-from pyvta.compiler.backend.llvm.target import CpuTarget, cpu_scopes
+Its names are imported on first use, so ``module`` (numpy arrays and ctypes: ``aligned_empty``,
+``check_arrays``) serves a board's runtime, which has no llvmlite.
+"""
 
-__all__ = ["CpuTarget", "Module", "build_llvm", "cpu_scopes"]
+import importlib
+
+_EXPORTS = {
+    "CpuTarget": "target",
+    "cpu_scopes": "target",
+    "Module": "module",
+    "build_llvm": "build",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

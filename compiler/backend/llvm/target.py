@@ -32,6 +32,48 @@ def _init_llvm() -> None:
     llvm.initialize_native_asmprinter()
 
 
+@cache
+def _init_all_targets() -> None:
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+
+
+@dataclass(frozen=True)
+class BoardCpu:
+    """A CPU that code is cross-compiled for (a board's): LLVM's triple, CPU name and features,
+    and its widest SIMD register."""
+
+    name: str
+    triple: str
+    cpu: str
+    features: str
+    vector_bits: int
+
+
+# The boards' CPUs (``hw.boards.Board.cpu`` names one): PYNQ-Z1/Z2's Cortex-A9 (ARMv7-A, NEON,
+# hard float) and the Cortex-A53 (AArch64) of Ultra96 and ZCU104.
+BOARD_CPUS = {
+    c.name: c
+    for c in (
+        BoardCpu("cortex-a9", "armv7a-unknown-linux-gnueabihf", "cortex-a9", "+neon,+vfp3", 128),
+        BoardCpu("cortex-a53", "aarch64-unknown-linux-gnu", "cortex-a53", "+neon", 128),
+    )
+}
+
+
+def board_cpu(name: str) -> BoardCpu:
+    """The ``BOARD_CPUS`` entry called ``name``, or the first whose triple's architecture is
+    that of the triple ``name`` (e.g. ``aarch64-linux-gnu``, ``armv7a-linux-gnueabihf``)."""
+    if name in BOARD_CPUS:
+        return BOARD_CPUS[name]
+    arch = name.split("-")[0]
+    for c in BOARD_CPUS.values():
+        if c.triple.split("-")[0] == arch:
+            return c
+    allowed = ", ".join(f"{c.name} ({c.triple})" for c in BOARD_CPUS.values())
+    raise CpuFeatureError(f"no cross-compilation CPU {name!r} (allowed: {allowed})")
+
+
 @dataclass(frozen=True)
 class CpuTarget:
     """``vector_bits``: widest SIMD register (512 with AVX-512, 256 with AVX2, else 128);
@@ -68,6 +110,13 @@ class CpuTarget:
         features = ",".join(f"+{f}" for f in lv.needs)
         return CpuTarget("x86_64-unknown-linux-gnu", cpu, features, lv.vector_bits, num_threads)
 
+    @staticmethod
+    def cross(name: str) -> CpuTarget:
+        """A board's CPU (``board_cpu(name)``: a ``BOARD_CPUS`` name or a triple), one thread:
+        code generated for it runs on the board, not here."""
+        c = board_cpu(name)
+        return CpuTarget(c.triple, c.cpu, c.features, c.vector_bits, 1)
+
     def has(self, *features: str) -> bool:
         """Whether every one of ``features`` (LLVM names, e.g. ``"avx512vnni"``) is on."""
         have = _parse(self.features)
@@ -101,9 +150,17 @@ class CpuTarget:
     def key(self) -> str:
         return f"{self.triple}|{self.cpu}|{self.features}|{self.vector_bits}|{self.num_threads}"
 
-    def target_machine(self):
+    def target_machine(self, shared: bool = False):
+        """LLVM's target machine: for the JIT, or (``shared``) for position-independent code
+        of a shared object."""
         _init_llvm()
+        if not self.triple.startswith(llvm.get_process_triple().split("-")[0]):
+            _init_all_targets()
         t = llvm.Target.from_triple(self.triple)
+        if shared:
+            return t.create_target_machine(
+                cpu=self.cpu, features=self.features, opt=3, reloc="pic", codemodel="default"
+            )
         return t.create_target_machine(
             cpu=self.cpu, features=self.features, opt=3, codemodel="jitdefault"
         )

@@ -1,0 +1,203 @@
+"""An artifact's CPU kernels as machine code for one CPU (a board's): one shared object and, per
+graph node, the symbol it exports and the arrays it takes. A process on that CPU loads it with
+ctypes: no llvmlite, no compiler (``compiler.graph.cpu_cross`` makes it on the host).
+
+    code = CpuCode.from_artifact(meta, arrays)   # CompiledModel.load does this
+    if code.runs_here(): modules = code.load()   # node -> SharedKernel, what CpuKernels calls
+
+This module imports numpy and nothing of the compiler's code generation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from pyvta.isa.errors import PyvtaError
+
+# architecture families: LLVM's triple's first field or platform.machine() -> (family, bits)
+_FAMILIES = {
+    "x86_64": ("x86_64", 64),
+    "amd64": ("x86_64", 64),
+    "aarch64": ("aarch64", 64),
+    "arm64": ("aarch64", 64),
+}
+_ARM32 = ("arm32", 32)  # armv7a (a triple), armv7l / armv8l (a 32-bit userland), ...
+
+
+def arch_family(name: str) -> tuple[str, int]:
+    """``(family, pointer bits)`` of a triple's architecture or a ``platform.machine()``."""
+    arch = name.split("-")[0].lower()
+    if arch in _FAMILIES:
+        return _FAMILIES[arch]
+    if arch.startswith(("arm", "thumb")):
+        return _ARM32
+    return (arch, 0)
+
+
+def this_machine() -> tuple[str, int]:
+    """This process's architecture family and pointer width (a 32-bit userland on a 64-bit
+    ARM kernel is arm32)."""
+    family, _ = arch_family(platform.machine())
+    bits = struct.calcsize("P") * 8
+    if family == "aarch64" and bits == 32:
+        return _ARM32
+    return family, bits
+
+
+class CpuCodeError(PyvtaError, ValueError):
+    """CPU kernels that cannot run here (another CPU) or arrays they cannot take."""
+
+
+class Param(NamedTuple):
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class KernelSig:
+    """One node's kernel: ``symbol`` in the shared object, its array ``params`` (in order; the
+    ``written`` ones are outputs) and the scratch buffers (``workspace``: shape, dtype) that
+    follow them."""
+
+    symbol: str
+    params: tuple[Param, ...]
+    workspace: tuple[tuple[tuple[int, ...], str], ...]
+    written: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return self.symbol
+
+    def to_json(self) -> dict:
+        return {
+            "symbol": self.symbol,
+            "params": [[p.name, list(p.shape), p.dtype] for p in self.params],
+            "workspace": [[list(s), d] for s, d in self.workspace],
+            "written": list(self.written),
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> KernelSig:
+        params = tuple(Param(n, tuple(s), t) for n, s, t in d["params"])
+        workspace = tuple((tuple(s), t) for s, t in d["workspace"])
+        return cls(d["symbol"], params, workspace, tuple(d["written"]))
+
+
+@dataclass
+class CpuCode:
+    """The shared object (``shared``: ELF bytes) for ``triple`` / ``cpu`` and its kernels by
+    node name."""
+
+    triple: str
+    cpu: str
+    shared: bytes
+    kernels: dict[str, KernelSig]
+
+    KEY = "cpu_so"  # the artifact's array holding ``shared``
+
+    def runs_here(self) -> bool:
+        """Whether this process's CPU runs the shared object (same architecture and width)."""
+        return arch_family(self.triple) == this_machine()
+
+    @property
+    def description(self) -> str:
+        return f"{self.triple} ({self.cpu})"
+
+    def meta(self) -> dict:
+        """The artifact's ``cpu_code`` entry (the bytes go in ``arrays()``)."""
+        kernels = {n: k.to_json() for n, k in sorted(self.kernels.items())}
+        return {"triple": self.triple, "cpu": self.cpu, "kernels": kernels}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {self.KEY: np.frombuffer(self.shared, np.uint8)}
+
+    @classmethod
+    def from_artifact(cls, meta: dict | None, arrays: dict[str, np.ndarray]) -> CpuCode | None:
+        if not meta:
+            return None
+        kernels = {n: KernelSig.from_json(d) for n, d in meta["kernels"].items()}
+        return cls(meta["triple"], meta["cpu"], arrays[cls.KEY].tobytes(), kernels)
+
+    def load(self) -> dict[str, SharedKernel]:
+        """Every node's kernel from the shared object, loaded into this process (a
+        ``CpuCodeError`` on another CPU)."""
+        if not self.runs_here():
+            family, bits = this_machine()
+            raise CpuCodeError(
+                f"the artifact's CPU kernels are for {self.description}; this machine is"
+                f" {platform.machine()} ({family}, {bits}-bit): compile for it"
+                " (pyvta compile --board / --cpu-target)"
+            )
+        lib = _load_library(self.shared)
+        return {node: SharedKernel(lib, sig) for node, sig in self.kernels.items()}
+
+
+@functools.cache
+def _load_library(data: bytes) -> ctypes.CDLL:
+    """``data`` written once under the cache's ``cpu-code`` folder (by its sha256) and loaded
+    (once per process)."""
+    from pyvta import cache
+
+    digest = hashlib.sha256(data).hexdigest()[:32]
+    folder = cache.folder("cpu-code")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{digest}.so"
+    if not path.exists() or path.read_bytes() != data:
+        tmp = folder / f".{digest}.{os.getpid()}.tmp"
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return ctypes.CDLL(str(Path(path)))
+
+
+class SharedKernel:
+    """One node's kernel in a loaded shared object, called as the JIT's ``Module`` is
+    (``bind(*arrays)``, ``kernel(*arrays)``; ``func.params`` gives the parameters)."""
+
+    def __init__(self, lib: ctypes.CDLL, sig: KernelSig) -> None:
+        self.sig = sig
+        fn = getattr(lib, sig.symbol)
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p] * (len(sig.params) + len(sig.workspace))
+        self._fn = fn
+        self._written = frozenset(sig.written)
+        self._local = threading.local()
+
+    @property
+    def func(self) -> KernelSig:
+        return self.sig
+
+    def _pointers(self, arrays) -> list[int]:
+        from pyvta.compiler.backend.llvm.module import check_arrays
+
+        arrays = check_arrays(self.sig, arrays, self._written)
+        return [a.ctypes.data for a in arrays] + self._workspace()
+
+    def _workspace(self) -> list[int]:
+        """Scratch buffers of this calling thread (allocated on its first call, then reused)."""
+        ptrs = getattr(self._local, "ptrs", None)
+        if ptrs is None:
+            from pyvta.compiler.backend.llvm.module import aligned_empty
+
+            arrays = [aligned_empty(shape, dtype) for shape, dtype in self.sig.workspace]
+            self._local.arrays = arrays  # keeps them alive
+            ptrs = self._local.ptrs = [a.ctypes.data for a in arrays]
+        return ptrs
+
+    def __call__(self, *arrays) -> None:
+        self._fn(*self._pointers(arrays))
+
+    def bind(self, *arrays):
+        """A no-argument call on ``arrays``, checked once now; the caller keeps them alive."""
+        return functools.partial(self._fn, *self._pointers(arrays))
