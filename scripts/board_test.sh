@@ -33,14 +33,15 @@ if [ ! -x .venv-board/bin/python ] || [ pyproject.toml -nt .venv-board/.installe
 fi
 fixtures=$(mktemp -d)
 trap 'rm -rf "$fixtures"' EXIT
-.venv/bin/python -P -m pyvta.testing.board "$fixtures"
+arches=${PYVTA_BOARD_ARCHES-armhf arm64}
+# shellcheck disable=SC2086
+.venv/bin/python -P -m pyvta.testing.board "$fixtures" $arches
 # Python 3.10 has no -P: run from the fixtures folder, so the checkout is not on sys.path.
 root=$(pwd)
 (cd "$fixtures" && PYVTA_BOARD_FIXTURES="$fixtures" "$root/.venv-board/bin/python" -m pytest -q \
    -p no:cacheprovider --rootdir "$root" "$root/tests/board")
 
 # The ARM userlands: pyvta's wheel (no extras) unpacked beside the fixtures, on PYTHONPATH.
-arches=${PYVTA_BOARD_ARCHES-armhf arm64}
 if [ -n "$arches" ]; then
   .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$fixtures/wheel" . \
     2> >(grep -v "^WARNING: Location" >&2)

@@ -85,18 +85,32 @@ class CompiledModel:
         compiled for a board's CPU, loaded once per model) where this machine runs them; else
         the default one (the JIT's kernels; refused without llvmlite)."""
         if not self._cpu_backend:
-            from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels, has_int8_nodes
+            from pyvta.compiler.graph.cpu_int8_kernels import (
+                CpuInt8Kernels,
+                Int8Kernel,
+                has_int8_nodes,
+            )
             from pyvta.compiler.graph.cpu_kernels import CpuKernels
             from pyvta.compiler.graph.executor import default_backend
 
             code = self.cpu_code
             if code is not None and code.runs_here():
-                backend = CpuKernels(self.graph, modules=code.load())
+                loaded = code.load()
+                floats = {n: m for n, m in loaded.items() if not code.kernels[n].consts}
+                backend = CpuKernels(self.graph, modules=floats)
                 if has_int8_nodes(self.graph):
-                    backend = CpuInt8Kernels(self.graph, fallback=backend)
+                    out = {n.name: self.graph.values[n.outputs[0]].shape for n in self.graph.nodes}
+                    int8 = {
+                        n: Int8Kernel.loaded(
+                            m, *(code.consts[c] for c in code.kernels[n].consts), out[n]
+                        )
+                        for n, m in loaded.items()
+                        if code.kernels[n].consts
+                    }
+                    backend = CpuInt8Kernels(self.graph, fallback=backend, kernels=int8)
             else:
                 if code is not None:
-                    _other_cpu(code)
+                    _other_cpu(code, self.graph)
                 backend = default_backend("cpu", self.graph)
             self._cpu_backend.append(backend)
         return self._cpu_backend[0]
@@ -258,24 +272,30 @@ class CompiledModel:
         return cls(g, meta["target"], kernels, hw, gpu, cpu_code)
 
 
-def _other_cpu(code: CpuCode) -> None:
+def _other_cpu(code: CpuCode, graph: Graph) -> None:
     """An artifact whose CPU kernels are for another CPU than this machine's: the JIT compiles
-    them here (a warning says so); without llvmlite (a board) it cannot run."""
+    them here, or without llvmlite (a board) numpy runs the nodes that have numpy kernels (the
+    int8 ones); a warning says which. Float kernels without llvmlite: refused."""
     import platform
     import warnings
 
     from pyvta.compiler.graph import cpu_llvm
+    from pyvta.compiler.graph.cpu_kernels import COMPILED_OPS
 
     here = platform.machine()
-    if not cpu_llvm.have_llvmlite():
+    if cpu_llvm.have_llvmlite():
+        instead = "kernels the JIT compiles here"
+    elif any(n.op in COMPILED_OPS and n.target == "cpu" for n in graph.nodes):
         raise ArtifactError(
             f"the artifact's CPU kernels are for {code.description}; this machine is {here}"
             " and has no llvmlite to compile them: compile the model for this CPU (pyvta compile"
             " --board NAME or --cpu-target TRIPLE)"
         )
+    else:
+        instead = "numpy (the same bits, slower)"
     warnings.warn(
         f"the artifact's CPU kernels are for {code.description}, not this machine ({here}):"
-        " its CPU nodes run on kernels the JIT compiles here",
+        f" its CPU nodes run on {instead}",
         stacklevel=4,
     )
 

@@ -17,7 +17,7 @@ import os
 import platform
 import struct
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -75,6 +75,8 @@ class KernelSig:
     params: tuple[Param, ...]
     workspace: tuple[tuple[tuple[int, ...], str], ...]
     written: tuple[str, ...]
+    consts: tuple[str, ...] = ()  # arrays of ``CpuCode.consts`` it takes (an int8 kernel's
+    # packed weight and corrected bias)
 
     @property
     def name(self) -> str:
@@ -86,26 +88,28 @@ class KernelSig:
             "params": [[p.name, list(p.shape), p.dtype] for p in self.params],
             "workspace": [[list(s), d] for s, d in self.workspace],
             "written": list(self.written),
+            "consts": list(self.consts),
         }
 
     @classmethod
     def from_json(cls, d: dict) -> KernelSig:
         params = tuple(Param(n, tuple(s), t) for n, s, t in d["params"])
         workspace = tuple((tuple(s), t) for s, t in d["workspace"])
-        return cls(d["symbol"], params, workspace, tuple(d["written"]))
+        return cls(d["symbol"], params, workspace, tuple(d["written"]), tuple(d["consts"]))
 
 
 @dataclass
 class CpuCode:
-    """The shared object (``shared``: ELF bytes) for ``triple`` / ``cpu`` and its kernels by
-    node name."""
+    """The shared object (``shared``: ELF bytes) for ``triple`` / ``cpu``, its kernels by node
+    name and the arrays laid out for them (``consts``: int8 kernels' packed weights, biases)."""
 
     triple: str
     cpu: str
     shared: bytes
     kernels: dict[str, KernelSig]
+    consts: dict[str, np.ndarray] = field(default_factory=dict)
 
-    KEY = "cpu_so"  # the artifact's array holding ``shared``
+    KEY = "cpu_so"  # the artifact's array holding ``shared``; its consts are ``KEY_name``
 
     def runs_here(self) -> bool:
         """Whether this process's CPU runs the shared object (same architecture and width)."""
@@ -118,17 +122,20 @@ class CpuCode:
     def meta(self) -> dict:
         """The artifact's ``cpu_code`` entry (the bytes go in ``arrays()``)."""
         kernels = {n: k.to_json() for n, k in sorted(self.kernels.items())}
-        return {"triple": self.triple, "cpu": self.cpu, "kernels": kernels}
+        consts = sorted(self.consts)
+        return {"triple": self.triple, "cpu": self.cpu, "kernels": kernels, "consts": consts}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {self.KEY: np.frombuffer(self.shared, np.uint8)}
+        consts = {f"{self.KEY}_{name}": a for name, a in self.consts.items()}
+        return {self.KEY: np.frombuffer(self.shared, np.uint8), **consts}
 
     @classmethod
     def from_artifact(cls, meta: dict | None, arrays: dict[str, np.ndarray]) -> CpuCode | None:
         if not meta:
             return None
         kernels = {n: KernelSig.from_json(d) for n, d in meta["kernels"].items()}
-        return cls(meta["triple"], meta["cpu"], arrays[cls.KEY].tobytes(), kernels)
+        consts = {name: arrays[f"{cls.KEY}_{name}"] for name in meta["consts"]}
+        return cls(meta["triple"], meta["cpu"], arrays[cls.KEY].tobytes(), kernels, consts)
 
     def load(self) -> dict[str, SharedKernel]:
         """Every node's kernel from the shared object, loaded into this process (a

@@ -57,43 +57,60 @@ def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple
 _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
 
 
+def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.ndarray]:
+    """A compiled node's layer for the CPU ``target`` (a ``CpuTarget``: its vector width and
+    dot-product form pick the tile), ``qconv2d_nchw``'s arguments ``(C, H, W, O, kernel, params,
+    residual, knobs)``, and its weight and bias packed for that tile."""
+    from pyvta.compiler.ops.cpu.int8 import (
+        Int8ConvKnobs,
+        conv_out_hw,
+        dot_form,
+        dot_isa,
+        pack_qconv,
+    )
+
+    (c, h, w, o, kernel), params = conv_view(node, graph)
+    _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+    lanes, regs = target.vector_lanes("int32"), target.vector_registers
+    dot = dot_form(dot_isa(target.feature_dict))
+    knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, dot)
+    residual = len(node.inputs) == 4
+    wt = graph.constants[node.inputs[1]]
+    weight, bias = pack_qconv(
+        wt.reshape(o, c, *kernel), graph.constants[node.inputs[2]], knobs.oc_block, knobs.dot
+    )
+    return (c, h, w, o, kernel, params, residual, knobs), weight, bias
+
+
 class Int8Kernel:
     """One compiled node: its module, packed weight and corrected bias."""
 
     def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:
         from pyvta import compiler
         from pyvta.compiler.backend.llvm import CpuTarget
-        from pyvta.compiler.ops.cpu.int8 import (
-            Int8ConvKnobs,
-            conv_out_hw,
-            dot_form,
-            dot_isa,
-            pack_qconv,
-            qconv2d_nchw,
-        )
+        from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
 
-        (c, h, w, o, kernel), params = conv_view(node, graph)
-        _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
         host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
-        lanes, regs = host.vector_lanes("int32"), host.vector_registers
-        dot = dot_form(dot_isa(host.feature_dict))
-        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, dot)
-        residual = len(node.inputs) == 4
-        layer = [c, h, w, o, kernel, params, residual, self.knobs, num_threads, host.key]
-        key = json.dumps(layer, default=repr)
+        layer, weight, bias = int8_layer(node, graph, host)
+        self.knobs = layer[-1]
+        key = json.dumps([*layer, num_threads, host.key], default=repr)
         if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
-            sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)
+            sch, args = qconv2d_nchw(*layer)
             _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
-        self.module = _MODULES[key]
-        wt = graph.constants[node.inputs[1]]
-        self.weight, self.bias = pack_qconv(
-            wt.reshape(o, c, *kernel),
-            graph.constants[node.inputs[2]],
-            self.knobs.oc_block,
-            self.knobs.dot,
-        )
-        self.shapes = [p.shape for p in self.module.func.params]
-        self.out_shape = graph.values[node.outputs[0]].shape
+        self._set(_MODULES[key], weight, bias, graph.values[node.outputs[0]].shape)
+
+    @classmethod
+    def loaded(cls, module, weight: np.ndarray, bias: np.ndarray, out_shape) -> Int8Kernel:
+        """A kernel already built (an artifact's shared object: ``cpu_code.SharedKernel``) with
+        the weight and bias packed for it."""
+        kernel = cls.__new__(cls)
+        kernel._set(module, weight, bias, out_shape)
+        return kernel
+
+    def _set(self, module, weight, bias, out_shape) -> None:
+        self.module, self.weight, self.bias = module, weight, bias
+        self.shapes = [p.shape for p in module.func.params]
+        self.out_shape = tuple(out_shape)
 
     def __call__(self, args: list[np.ndarray]) -> np.ndarray:
         arrays = [args[0], self.weight, self.bias] + args[3:]
@@ -110,15 +127,19 @@ class CpuInt8Kernels:
     :func:`compiled_int8` accepts, ``fallback`` (default: the graph's float CPU backend, numpy
     for these graphs) for the rest. Builds every kernel when constructed."""
 
-    def __init__(self, graph: Graph, num_threads: int | None = None, fallback=None) -> None:
+    def __init__(
+        self, graph: Graph, num_threads: int | None = None, fallback=None, kernels=None
+    ) -> None:
+        """``kernels``: the compiled nodes' kernels, already built (node name ->
+        ``Int8Kernel``, e.g. ``Int8Kernel.loaded`` from an artifact's shared object)."""
         from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
 
         self.graph = graph
         self.fallback = fallback if fallback is not None else cpu_backend_for(graph)
         threads = num_threads or os.cpu_count() or 1
-        self.kernels: dict[str, Int8Kernel] = {}
+        self.kernels: dict[str, Int8Kernel] = dict(kernels or {})
         self._dense_wt: dict[str, np.ndarray] = {}  # float dense node -> its weights, transposed
-        if not cpu_llvm.have_llvmlite():
+        if kernels is not None or not cpu_llvm.have_llvmlite():
             return  # a board's runtime: the numpy kernels compute the same bits
         for n in graph.nodes:
             if compiled_int8(n, graph):

@@ -2,8 +2,8 @@
 the compiler) and the outputs the host computes for them, for ``tests/board`` to check under the
 board's Python (3.10, numpy 1.x, no llvmlite/onnx).
 
-    python -m pyvta.testing.board OUT_DIR     # OUT_DIR/{vta,cpu}.npz, expected.npz, bitstream/,
-                                              # cpu-armhf.npz, cpu-arm64.npz
+    python -m pyvta.testing.board OUT_DIR [ARCH ...]  # OUT_DIR/{vta,cpu}.npz, expected.npz,
+        # bitstream/, {cpu,cpu-int8}-ARCH.npz (ARCH: armhf, always, and those named)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ MODEL = dict(size=32, classes=10, width=16, seed=SEED)
 ARM_CPUS = {"armhf": "cortex-a9", "arm64": "cortex-a53"}
 
 
-def build_board_fixtures(out: str | Path) -> Path:
+def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CPUS)) -> Path:
     """A small ResNet-18 of the zoo compiled for ``vta`` and ``cpu``, a seeded input, and the
     outputs the host gets for them (float CPU layers in numpy, as on a board)."""
     from pyvta import driver
@@ -37,17 +37,22 @@ def build_board_fixtures(out: str | Path) -> Path:
     from pyvta.compiler.backend.llvm.target import CpuTarget
     from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 
-    for arch, name in ARM_CPUS.items():  # the same model with its CPU kernels for the board
-        cpu.cpu_code = cross_compile_cpu(cpu.graph, CpuTarget.cross(name))
-        cpu.save(out / f"cpu-{arch}.npz")
-    cpu.cpu_code = None
+    int8 = compile_model(onnx_path, "cpu-int8")
+    for arch in dict.fromkeys(("armhf", *arches)):  # x86's tests read the armhf ones
+        name = ARM_CPUS[arch]  # the same models with their CPU kernels for the board
+        for cm, stem in ((cpu, "cpu"), (int8, "cpu-int8")):
+            cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.cross(name))
+            cm.save(out / f"{stem}-{arch}.npz")
+            cm.cpu_code = None
     shape = vta.graph.values[vta.input_names[0]].shape
     x = np.random.default_rng(SEED).standard_normal(shape).astype(np.float32)
     with cpu_llvm.numpy_only():
         (y_vta,), _ = run_model(vta, x, device=driver.open("sim", config=vta.hw))
         (y_golden,), _ = run_model(vta, x)  # the golden integer model for the vta nodes
     (y_cpu,), _ = run_model(cpu, x)  # the host's JIT kernels
-    np.savez(out / "expected.npz", x=x, vta=y_vta, golden=y_golden, cpu=y_cpu)
+    with cpu_llvm.numpy_only():
+        (y_int8,), _ = run_model(int8, x)  # as a board runs it without kernels for its CPU
+    np.savez(out / "expected.npz", x=x, vta=y_vta, golden=y_golden, cpu=y_cpu, int8=y_int8)
     from pyvta.testing.board_model import write_model_bitstream
 
     write_model_bitstream(out / "bitstream", vta.hw)  # for PynqDevice on the model board
@@ -56,6 +61,10 @@ def build_board_fixtures(out: str | Path) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m pyvta.testing.board OUT_DIR")
-    print(f"board fixtures (seed {SEED}) in {build_board_fixtures(sys.argv[1])}")
+    if len(sys.argv) < 2 or not set(sys.argv[2:]) <= set(ARM_CPUS):
+        sys.exit(
+            f"usage: python -m pyvta.testing.board OUT_DIR [ARCH ...] (ARCH: {', '.join(ARM_CPUS)})"
+        )
+    print(
+        f"board fixtures (seed {SEED}) in {build_board_fixtures(sys.argv[1], tuple(sys.argv[2:]))}"
+    )

@@ -139,3 +139,27 @@ def test_cpu_artifact_with_kernels_for_the_boards_cpu(fixtures):
     other = "arm64" if ARCH == "armhf" else "armhf"
     with pytest.raises(ArtifactError, match="no llvmlite"):
         run_model(CompiledModel.load(fixtures / f"cpu-{other}.npz"), expected["x"])
+
+
+def test_int8_artifact_with_kernels_for_the_boards_cpu(fixtures):
+    """``pyvta compile --target cpu-int8 --board ...``: on the board's CPU its int8 kernels come
+    from the shared object, bit for bit the numpy kernels of the same artifact; on another CPU
+    numpy runs them and a warning says so."""
+    from pyvta.compiler.graph.cpu_code import SharedKernel
+
+    expected = np.load(fixtures / "expected.npz")
+    if ARCH is None:
+        with pytest.warns(UserWarning, match="cortex-a9.*numpy"):
+            (y,), _ = run_model(CompiledModel.load(fixtures / "cpu-int8-armhf.npz"), expected["x"])
+        assert np.array_equal(y, expected["int8"])
+        return
+    cm = CompiledModel.load(fixtures / f"cpu-int8-{ARCH}.npz")
+    (y,), _ = run_model(cm, expected["x"])
+    kernels = cm.cpu_backend().kernels
+    assert len(kernels) == len(cm.cpu_code.kernels) > 0
+    assert all(isinstance(k.module, SharedKernel) for k in kernels.values())
+    numpy_only = CompiledModel.load(fixtures / f"cpu-int8-{ARCH}.npz")
+    numpy_only.cpu_code = None  # the same artifact on numpy's int8 kernels
+    (want,), _ = run_model(numpy_only, expected["x"])
+    assert np.array_equal(y, want)
+    assert same_as_host(y, expected["int8"])
