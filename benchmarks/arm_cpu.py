@@ -1,0 +1,82 @@
+"""The CPU-only ResNet-18 (float32 and int8) built for the boards' ARM CPUs and run on the
+emulated ARM userlands, against the same models on this x86 host: the "CPU only on the board"
+baseline, ready to be timed on a real board. No time is claimed: qemu's seconds say nothing
+about a Cortex-A9 or A53 (they are printed only to show what ran).
+
+Run: .venv/bin/python benchmarks/arm_cpu.py [--size 224] [--classes 1000] [--arches armhf,arm64]
+
+For each arch (``scripts/arm_userland.sh``: armhf = Cortex-A9 of PYNQ-Z1/Z2, arm64 = Cortex-A53
+of Ultra96/ZCU104), ``compile_model(..., "cpu" | "cpu-int8")`` with its CPU kernels
+cross-compiled for that CPU (``pyvta compile --board``), run once there from the shared
+object. Float: max |ARM - x86| / max |x86| (the JIT's kernels on x86; the same loop IR, other
+rounding: the A9 has no fused multiply-add). Int8: the ARM's int8 kernels bit for bit against
+the same artifact's numpy int8 kernels on the same ARM (its float layers, numpy on Debian's
+reference BLAS, round differently from x86's, so x86 is compared to tolerance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pyvta.compiler.backend.llvm.target import CpuTarget
+from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
+from pyvta.compiler.graph.zoo import save_model
+from pyvta.testing.arm import arm_python, pyvta_site, run_on_arm
+from pyvta.testing.board import ARM_CPUS
+
+SEED = 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--arches", default="armhf,arm64")
+    args = ap.parse_args()
+    print(f"seed {SEED}; ResNet-18 {args.size}x{args.size}, {args.classes} classes")
+    with tempfile.TemporaryDirectory(prefix="pyvta-arm-") as tmp:
+        tmp = Path(tmp)
+        onnx = tmp / "r18.onnx"
+        save_model("resnet18", str(onnx), size=args.size, classes=args.classes, seed=SEED)
+        site = pyvta_site(tmp)
+        rows = []
+        for target in ("cpu", "cpu-int8"):
+            cm = compile_model(onnx, target)
+            shape = cm.graph.values[cm.input_names[0]].shape
+            x = np.random.default_rng(SEED).standard_normal(shape).astype(np.float32)
+            (host,), _ = run_model(cm, x)
+            for arch in args.arches.split(","):
+                t0 = time.perf_counter()
+                cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.cross(ARM_CPUS[arch]))
+                build_s = time.perf_counter() - t0
+                path = cm.save(tmp / f"{target}-{arch}.npz")
+                cm.cpu_code = None
+                python = arm_python(arch)
+                y, rep = run_on_arm(python, site, path, x, tmp / f"y-{target}-{arch}.npy")
+                rel = float(np.abs(y - host).max() / np.abs(host).max())
+                line = (
+                    f"{target:<8} {arch:<5} {rep['machine']:<7} py {rep['python']} numpy"
+                    f" {rep['numpy']}: {rep['shared_kernels']} kernels from {rep['cpu_code']}"
+                    f" ({len(path.read_bytes()) >> 10} KiB artifact, cross-compiled in"
+                    f" {build_s:.0f} s; emulated run {rep['seconds']} s); max|ARM-x86|/max|x86|"
+                    f" {rel:.2e}, top-1 {'same' if y.argmax() == host.argmax() else 'DIFFERS'}"
+                )
+                if target == "cpu-int8":
+                    ref, rep2 = run_on_arm(
+                        python, site, path, x, tmp / f"n-{target}-{arch}.npy", numpy=True
+                    )
+                    assert rep2["shared_kernels"] == 0, rep2
+                    line += f"; int8 kernels vs numpy on the ARM: {'bit-exact' if np.array_equal(y, ref) else 'DIFFER'}"
+                print(line, flush=True)
+                rows.append(line)
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
