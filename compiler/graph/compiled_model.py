@@ -108,6 +108,10 @@ class CompiledModel:
                         if code.kernels[n].consts
                     }
                     backend = CpuInt8Kernels(self.graph, fallback=backend, kernels=int8)
+                if code.gemms:
+                    from pyvta.compiler.graph.cpu_code import WithGemms
+
+                    backend = WithGemms(backend, code.load_gemms())
             else:
                 if code is not None:
                     _other_cpu(code, self.graph)

@@ -108,6 +108,8 @@ class CpuCode:
     shared: bytes
     kernels: dict[str, KernelSig]
     consts: dict[str, np.ndarray] = field(default_factory=dict)
+    gemms: dict[str, KernelSig] = field(default_factory=dict)  # "M N K" -> the float32 GEMM
+    # of that shape (``cpu_llvm.gemm``: the numpy ops' conv2d and dense), its B padded to N'
 
     KEY = "cpu_so"  # the artifact's array holding ``shared``; its consts are ``KEY_name``
 
@@ -123,7 +125,14 @@ class CpuCode:
         """The artifact's ``cpu_code`` entry (the bytes go in ``arrays()``)."""
         kernels = {n: k.to_json() for n, k in sorted(self.kernels.items())}
         consts = sorted(self.consts)
-        return {"triple": self.triple, "cpu": self.cpu, "kernels": kernels, "consts": consts}
+        gemms = {n: k.to_json() for n, k in sorted(self.gemms.items())}
+        return {
+            "triple": self.triple,
+            "cpu": self.cpu,
+            "kernels": kernels,
+            "consts": consts,
+            "gemms": gemms,
+        }
 
     def arrays(self) -> dict[str, np.ndarray]:
         consts = {f"{self.KEY}_{name}": a for name, a in self.consts.items()}
@@ -135,7 +144,8 @@ class CpuCode:
             return None
         kernels = {n: KernelSig.from_json(d) for n, d in meta["kernels"].items()}
         consts = {name: arrays[f"{cls.KEY}_{name}"] for name in meta["consts"]}
-        return cls(meta["triple"], meta["cpu"], arrays[cls.KEY].tobytes(), kernels, consts)
+        gemms = {n: KernelSig.from_json(d) for n, d in meta["gemms"].items()}
+        return cls(meta["triple"], meta["cpu"], arrays[cls.KEY].tobytes(), kernels, consts, gemms)
 
     def load(self) -> dict[str, SharedKernel]:
         """Every node's kernel from the shared object, loaded into this process (a
@@ -149,6 +159,15 @@ class CpuCode:
             )
         lib = _load_library(self.shared)
         return {node: SharedKernel(lib, sig) for node, sig in self.kernels.items()}
+
+    def load_gemms(self) -> dict[tuple[int, int, int], tuple[SharedKernel, int]]:
+        """``(M, N, K)`` -> (its GEMM kernel, N padded), for ``cpu_llvm.use_shared``."""
+        lib = _load_library(self.shared)
+        out = {}
+        for shape, sig in self.gemms.items():
+            m, n, k = map(int, shape.split())
+            out[(m, n, k)] = (SharedKernel(lib, sig), sig.params[1].shape[1])
+        return out
 
 
 @functools.cache
@@ -208,3 +227,20 @@ class SharedKernel:
     def bind(self, *arrays):
         """A no-argument call on ``arrays``, checked once now; the caller keeps them alive."""
         return functools.partial(self._fn, *self._pointers(arrays))
+
+
+class WithGemms:
+    """A node backend whose nodes compute their float products (``cpu_llvm.gemm``) with
+    ``gemms`` (``CpuCode.load_gemms``); everything else is ``inner``'s."""
+
+    def __init__(self, inner, gemms: dict) -> None:
+        self.inner, self.gemms = inner, gemms
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def run(self, node, args: list[np.ndarray]) -> np.ndarray:
+        from pyvta.compiler.graph.cpu_llvm import shared_gemms
+
+        with shared_gemms(self.gemms):
+            return self.inner.run(node, args)

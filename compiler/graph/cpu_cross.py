@@ -4,8 +4,9 @@ into one shared object (``compiler.graph.cpu_code.CpuCode``, kept in the artifac
 Float nodes (``cpu_kernels.COMPILED_OPS``) are lowered from the schedule their attributes name
 (``cpu_kernels.node_schedule``), the same loop IR the host's JIT runs; int8 nodes
 (``cpu_int8_kernels.compiled_int8``) from the int8 template with the tile the board's CPU gets
-(``cpu_int8_kernels.int8_layer``), their weights packed for it here. Code is generated for one
-thread.
+(``cpu_int8_kernels.int8_layer``), their weights packed for it here; the float products of the
+numpy-op layers (a ``vta`` model's first conv and classifier: ``cpu_llvm.gemm``) from the GEMM
+template, one kernel per shape. Code is generated for one thread.
 """
 
 from __future__ import annotations
@@ -45,6 +46,42 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
         workspace = tuple((tuple(b.shape), b.dtype) for b in func.workspace)
         outs = tuple(p.name for p in params if p.name in written)
         kernels[n.name] = KernelSig(func.name, params, workspace, outs, names)
+    gemms = {}
+    for m, n, k in sorted(gemm_shapes(graph)):
+        sch, args = gemm_schedule(m, n, k, target)
+        func = for_llvm(compiler.lower(sch, args, name=f"pyvta_cpu_{len(funcs)}"))
+        funcs.append(func)
+        params = tuple(Param(b.name, tuple(b.shape), b.dtype) for b in func.params)
+        workspace = tuple((tuple(b.shape), b.dtype) for b in func.workspace)
+        gemms[f"{m} {n} {k}"] = KernelSig(func.name, params, workspace, (params[-1].name,))
     if not funcs:
         return None
-    return CpuCode(target.triple, target.cpu, shared_object(funcs, target), kernels, consts)
+    so = shared_object(funcs, target)
+    return CpuCode(target.triple, target.cpu, so, kernels, consts, gemms)
+
+
+def gemm_shapes(graph: Graph) -> set[tuple[int, int, int]]:
+    """The ``(M, N, K)`` of every float32 product ``cpu_llvm.gemm`` computes for the graph's
+    numpy-op CPU nodes: a ``conv2d`` of one group (weights ``[O, C*KH*KW]`` times the image's
+    columns ``[C*KH*KW, OH*OW]``, per image) and a ``dense`` (``[M, K]`` times ``[K, N]``)."""
+    shapes = set()
+    for n in graph.nodes:
+        if n.target != "cpu":
+            continue
+        out = graph.values[n.outputs[0]].shape
+        if n.op == "conv2d" and n.attrs.get("group", 1) == 1:
+            o, cg, kh, kw = graph.values[n.inputs[1]].shape
+            shapes.add((o, out[2] * out[3], cg * kh * kw))
+        elif n.op == "dense" and graph.values[n.inputs[0]].dtype == "float32":
+            m, k = graph.values[n.inputs[0]].shape
+            shapes.add((m, out[-1], k))
+    return shapes
+
+
+def gemm_schedule(m: int, n: int, k: int, target):
+    """``cpu_llvm``'s GEMM template for ``target`` (``GemmKnobs.for_target``), N padded to
+    its column block."""
+    from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed
+
+    knobs = GemmKnobs.for_target(target)
+    return matmul_packed(m, -(-n // knobs.bn) * knobs.bn, k, knobs)

@@ -3,7 +3,8 @@ template: the CPU parts of a partitioned network are compiled code, not numpy BL
 
 One kernel per (M, N, K) shape, built on first use and cached (in memory and on disk by the
 compiler). N is padded to the template's column block. Where llvmlite is not installed (the
-board-side runtime), the product is numpy's.
+board-side runtime), the product is numpy's, or an artifact's kernel for the board's CPU
+(``shared_gemms``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,20 @@ def numpy_only():
 
 
 _KERNELS: dict[tuple[int, int, int], tuple[object, int]] = {}
+# GEMMs of the artifact whose node runs now (``shared_gemms``), innermost last
+_SHARED: list[dict[tuple[int, int, int], tuple[object, int]]] = []
+
+
+@contextlib.contextmanager
+def shared_gemms(kernels: dict[tuple[int, int, int], tuple[object, int]]):
+    """Within the block, the products of these shapes use these kernels (``(M, N, K)`` ->
+    ``(kernel called as Module, its N padded)``: an artifact's shared object for this CPU,
+    ``cpu_code.CpuCode.load_gemms``), with or without llvmlite."""
+    _SHARED.append(kernels)
+    try:
+        yield
+    finally:
+        _SHARED.pop()
 
 
 def _kernel(m: int, n: int, k: int):
@@ -82,9 +97,13 @@ def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if k != k2:
         raise ValueError(f"gemm: inner dimensions differ ({a.shape} @ {b.shape})")
     a32 = np.ascontiguousarray(a, np.float32)
-    if not have_llvmlite():
+    shared = _SHARED[-1].get((m, n, k)) if _SHARED and not _NUMPY_ONLY else None
+    if shared is not None:
+        mod, n_pad = shared
+    elif not have_llvmlite():
         return a32 @ np.asarray(b, np.float32)
-    mod, n_pad = _kernel(m, n, k)
+    else:
+        mod, n_pad = _kernel(m, n, k)
     if n_pad == n:
         b32 = np.ascontiguousarray(b, np.float32)
     else:

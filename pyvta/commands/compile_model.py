@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         if cm.cpu_code is None:
             raise CommandError(
                 f"--board/--cpu-target: the {args.target} model has no compiled CPU kernels to"
-                " cross-compile (targets with them: cpu)"
+                " cross-compile"
             )
     path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")

@@ -3,7 +3,7 @@ the compiler) and the outputs the host computes for them, for ``tests/board`` to
 board's Python (3.10, numpy 1.x, no llvmlite/onnx).
 
     python -m pyvta.testing.board OUT_DIR [ARCH ...]  # OUT_DIR/{vta,cpu}.npz, expected.npz,
-        # bitstream/, {cpu,cpu-int8}-ARCH.npz (ARCH: armhf, always, and those named)
+        # bitstream/, {cpu,cpu-int8,vta}-ARCH.npz (ARCH: armhf, always, and those named)
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     int8 = compile_model(onnx_path, "cpu-int8")
     for arch in dict.fromkeys(("armhf", *arches)):  # x86's tests read the armhf ones
         name = ARM_CPUS[arch]  # the same models with their CPU kernels for the board
-        for cm, stem in ((cpu, "cpu"), (int8, "cpu-int8")):
+        for cm, stem in ((cpu, "cpu"), (int8, "cpu-int8"), (vta, "vta")):
             cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.cross(name))
             cm.save(out / f"{stem}-{arch}.npz")
             cm.cpu_code = None

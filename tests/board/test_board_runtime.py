@@ -163,3 +163,28 @@ def test_int8_artifact_with_kernels_for_the_boards_cpu(fixtures):
     (want,), _ = run_model(numpy_only, expected["x"])
     assert np.array_equal(y, want)
     assert same_as_host(y, expected["int8"])
+
+
+def test_vta_artifact_with_arm_cpu_layers(fixtures):
+    """``pyvta compile --target vta --board ...``: the float CPU layers' products (first conv,
+    classifier) from the shared object, the accelerator's on the simulator; on the board's CPU
+    bit for bit the same artifact's numpy fallback here (seen on both ARMs for this model), on
+    another CPU numpy runs them and a warning says so."""
+    from pyvta.compiler.graph.cpu_code import WithGemms
+
+    expected = np.load(fixtures / "expected.npz")
+    sim = driver.open("sim", config=CompiledModel.load(fixtures / "vta.npz").hw)
+    if ARCH is None:
+        with pytest.warns(UserWarning, match="cortex-a9.*numpy"):
+            (y,), _ = run_model(
+                CompiledModel.load(fixtures / "vta-armhf.npz"), expected["x"], device=sim
+            )
+        assert np.array_equal(y, expected["vta"])
+        return
+    cm = CompiledModel.load(fixtures / f"vta-{ARCH}.npz")
+    (y,), _ = run_model(cm, expected["x"], device=sim)
+    backend = cm.cpu_backend()
+    assert isinstance(backend, WithGemms) and len(backend.gemms) == len(cm.cpu_code.gemms) == 2
+    (fallback,), _ = run_model(CompiledModel.load(fixtures / "vta.npz"), expected["x"], device=sim)
+    assert np.array_equal(y, fallback)
+    assert same_as_host(y, expected["vta"])

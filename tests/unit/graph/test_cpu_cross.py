@@ -108,3 +108,31 @@ def test_compile_refuses_unknown_board_before_compiling(onnx_path, tmp_path, cap
     assert "pynq-z2" in err.err and "compiling" not in err.out
     assert main(["compile", str(onnx_path), "--cpu-target", "mips-linux-gnu", "-o", str(out)]) != 0
     assert not out.exists()
+
+
+def test_vta_artifact_float_layers_from_the_shared_object(onnx_path, tmp_path):
+    """A ``vta`` model's float CPU layers (first conv, classifier) compute their products with the
+    shared object's GEMMs (one per shape) where it runs: for this host, the JIT's bits."""
+    from pyvta import driver
+    from pyvta.compiler.graph.cpu_code import WithGemms
+    from pyvta.compiler.graph.cpu_cross import gemm_shapes
+
+    cm = compile_model(onnx_path, "vta")
+    x = _input(cm)
+    (want,), _ = run_model(cm, x, device=driver.open("sim", config=cm.hw))
+    shapes = gemm_shapes(cm.graph)
+    assert len(shapes) == 2, shapes  # the 7x7 stem conv and the dense
+    cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.host(1))
+    assert (
+        not cm.cpu_code.kernels
+        and {tuple(map(int, g.split())) for g in cm.cpu_code.gemms} == shapes
+    )
+    loaded = CompiledModel.load(cm.save(tmp_path / "vta.npz"))
+    (got,), _ = run_model(loaded, x, device=driver.open("sim", config=loaded.hw))
+    assert isinstance(loaded.cpu_backend(), WithGemms)
+    assert np.array_equal(got, want)
+    with cpu_llvm.numpy_only():  # the products are the shared object's only inside a run
+        assert cpu_llvm.gemm(
+            np.ones((1, 128), np.float32), np.ones((128, 10), np.float32)
+        ).shape == (1, 10)
+    assert not cpu_llvm._SHARED
