@@ -43,12 +43,9 @@ root=$(pwd)
 
 # The ARM userlands: pyvta's wheel (no extras) unpacked beside the fixtures, on PYTHONPATH.
 if [ -n "$arches" ]; then
-  .venv/bin/python -m pip wheel -q --disable-pip-version-check --no-deps -w "$fixtures/wheel" . \
-    2> >(grep -v "^WARNING: Location" >&2)
+  site=$(.venv/bin/python -P -m pyvta.testing.arm --site "$fixtures/pyvta")
   for arch in $arches; do
     py=$(bash scripts/arm_userland.sh "$arch")
-    site="$fixtures/site-$arch"
-    .venv/bin/python -m zipfile -e "$fixtures"/wheel/pyvta-*.whl "$site"
     echo "board-test: tests/board on $arch (emulated)"
     (cd "$fixtures" && PYTHONPATH="$site" PYVTA_BOARD_ARCH="$arch" PYVTA_BOARD_FIXTURES="$fixtures" \
        "$py" -m pytest -q -p no:cacheprovider --rootdir "$root" "$root/tests/board")

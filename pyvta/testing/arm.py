@@ -2,6 +2,7 @@
 
     python = arm_python("armhf")               # builds or reuses the root file system
     site = pyvta_site(tmp)                     # this checkout's wheel, unpacked (no extras)
+                                               # (python -m pyvta.testing.arm --site DIR: the same)
     run_on_arm(python, site, "a.npz", x, out)  # one inference there -> (output, report)
 
 On the ARM side (``python -m pyvta.testing.arm ARTIFACT X.npy OUT.npy [numpy]``) an artifact is
@@ -35,13 +36,25 @@ def arm_python(arch: str) -> Path:
 
 
 def pyvta_site(folder: Path) -> Path:
-    """This checkout's wheel (no extras) unpacked into ``folder/site`` for PYTHONPATH."""
+    """This checkout's wheel (no extras) unpacked into ``folder/site`` for PYTHONPATH. The wheel
+    is built from a copy of the files git tracks or would track (a ``build/`` folder left in
+    the checkout by an earlier build could bring modules that no longer exist)."""
+    import shutil
     import zipfile
 
-    wheels = folder / "wheel"
+    folder = Path(folder)
+    src, wheels = folder / "src", folder / "wheel"
+    files = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check", "--no-deps",
-         "-w", str(wheels), str(ROOT)],
+         "-w", str(wheels), str(src)],
         check=True, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     site = folder / "site"
@@ -66,6 +79,10 @@ def run_on_arm(
 
 def _main(argv: list[str]) -> None:
     import platform
+
+    if argv[:1] == ["--site"]:  # scripts/board_test.sh: the wheel for the ARM userlands
+        print(pyvta_site(Path(argv[1])))
+        return
 
     from pyvta.compiler.graph.compiled_model import CompiledModel, run_model
 
