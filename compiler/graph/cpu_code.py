@@ -150,6 +150,19 @@ class CpuCode:
     def load(self) -> dict[str, SharedKernel]:
         """Every node's kernel from the shared object, loaded into this process (a
         ``CpuCodeError`` on another CPU)."""
+        lib = self._library()
+        return {node: SharedKernel(lib, sig) for node, sig in self.kernels.items()}
+
+    def load_gemms(self) -> dict[tuple[int, int, int], tuple[SharedKernel, int]]:
+        """``(M, N, K)`` -> (its GEMM kernel, N padded), for ``cpu_llvm.shared_gemms``."""
+        lib = self._library()
+        out = {}
+        for shape, sig in self.gemms.items():
+            m, n, k = map(int, shape.split())
+            out[(m, n, k)] = (SharedKernel(lib, sig), sig.params[1].shape[1])
+        return out
+
+    def _library(self) -> ctypes.CDLL:
         if not self.runs_here():
             family, bits = this_machine()
             raise CpuCodeError(
@@ -157,17 +170,7 @@ class CpuCode:
                 f" {platform.machine()} ({family}, {bits}-bit): compile for it"
                 " (pyvta compile --board / --cpu-target)"
             )
-        lib = _load_library(self.shared)
-        return {node: SharedKernel(lib, sig) for node, sig in self.kernels.items()}
-
-    def load_gemms(self) -> dict[tuple[int, int, int], tuple[SharedKernel, int]]:
-        """``(M, N, K)`` -> (its GEMM kernel, N padded), for ``cpu_llvm.use_shared``."""
-        lib = _load_library(self.shared)
-        out = {}
-        for shape, sig in self.gemms.items():
-            m, n, k = map(int, shape.split())
-            out[(m, n, k)] = (SharedKernel(lib, sig), sig.params[1].shape[1])
-        return out
+        return _load_library(self.shared)
 
 
 @functools.cache
