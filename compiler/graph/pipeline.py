@@ -36,8 +36,6 @@ from pyvta.compiler.graph.passes import (
 )
 from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
 
-TARGETS = ("cpu", "cpu-int8", "vta", "gpu")
-
 
 @dataclass
 class PipelineOptions:
@@ -102,23 +100,13 @@ def options_for(
     cpu_schedules: dict | None = None,
     block: int = layout.BLOCK_ELEMS,
 ) -> PipelineOptions:
-    """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``;
-    ``cpu_schedules`` (tuned conv schedules by workload key) apply to ``"cpu"``; ``block``: the
-    accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are packed to."""
-    if target not in TARGETS:
-        raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
-    if target == "cpu":
-        return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
-    if target == "gpu":
-        return PipelineOptions(gpu=True)
-    if not samples:
-        raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
-    return PipelineOptions(
-        QuantConfig(list(samples), keep_float),
-        use_vta=target == "vta",
-        block=block,
-        int8_kernels=True,
-    )
+    """Options for a compile target (a ``compiler.targets`` name); int8 targets
+    need ``samples``; ``cpu_schedules`` (tuned conv schedules by workload key) apply to
+    ``"cpu"``; ``block``: the accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are
+    packed to."""
+    from pyvta.compiler.targets import get_target
+
+    return get_target(target).pipeline_options(samples, keep_float, cpu_schedules, block)
 
 
 def run_pipeline(
