@@ -102,6 +102,11 @@ class Target:
         """The executor's backend for this target's placement running ``cm`` on ``device``."""
         raise TargetError(f"the {self.name} target has no device backend")
 
+    def open_backend(self, cm, device: str, **device_kwargs):
+        """The executor's backend for this target's placement running ``cm`` on the device
+        called ``device`` (opened here)."""
+        raise TargetError(f"the {self.name} target runs on the host CPU; it opens no device")
+
     def placed(self, graph: Graph) -> list[Node]:
         """The nodes of ``graph`` placed on this target's placement."""
         return [n for n in graph.nodes if n.target == self.placement]

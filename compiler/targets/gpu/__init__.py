@@ -29,6 +29,11 @@ class GpuTarget(Target):
 
         return gpu_backend(graph, self.default_device)
 
+    def open_backend(self, cm, device: str, **device_kwargs):
+        """The executor's backend running ``cm``'s GPU nodes on ``device`` (``cuda``,
+        ``cuda-emulated``)."""
+        return cm.gpu_backend(self.check_device(device), **device_kwargs)
+
     def check_device(self, name: str) -> str:
         from pyvta.compiler.targets.base import TargetError
 

@@ -69,6 +69,13 @@ class VtaTarget(Target):
             )
         return AcceleratorBackend(device, cm.kernels)
 
+    def open_backend(self, cm, device: str, **device_kwargs):
+        """Open the ``driver.open`` device ``device`` for ``cm``'s HwConfig and load its
+        kernels: the executor's accelerator backend."""
+        from pyvta import driver
+
+        return self.device_backend(cm, driver.open(device, config=cm.hw, **device_kwargs))
+
     def check_device(self, name: str) -> str:
         from pyvta.driver.registry import device_kinds, parse_name
 

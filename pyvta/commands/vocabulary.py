@@ -1,0 +1,102 @@
+"""One vocabulary for every command: ``--target`` says what to compile, ``--device`` where to run.
+
+- ``--target``: a ``compiler.targets`` name (``cpu``, ``cpu-int8``, ``gpu``, ``vta``),
+- ``--device``: a ``driver.open`` name (``sim``, ``rtl``, ``rtl:cocotb``, ``pynq``,
+  ``tcp://HOST:PORT``) for ``vta``, or ``cuda`` / ``cuda-emulated`` for ``gpu``; default: the
+  target's first (``sim``, ``cuda``); the CPU targets take none.
+
+Old spellings keep working for one release: :data:`OLD_TARGETS` maps each to the new
+``--target``/``--device``, and using one prints a one-line notice naming the new spelling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from pyvta.commands.common import CommandError
+
+OLD_TARGETS: dict[str, tuple[str, str | None]] = {
+    "vta-sim": ("vta", "sim"),
+    "vta-rtl": ("vta", "rtl"),
+    "pynq": ("vta", "pynq"),
+    "gpu-emulated": ("gpu", "cuda-emulated"),
+    "llvm": ("cpu", None),
+    "cuda": ("gpu", "cuda"),
+    "cuda-emulated": ("gpu", "cuda-emulated"),
+}
+"""Old ``--target`` spelling -> (target, device); ``vta-<device>`` (e.g. ``vta-rtl:icarus``,
+``vta-tcp://HOST:PORT``) is ``--target vta --device <device>`` too."""
+
+TARGET_HELP = "cpu | cpu-int8 | gpu | vta (what to compile)"
+DEVICE_HELP = (
+    "where to run: vta: a driver.open name (sim, rtl, rtl:cocotb, pynq, tcp://HOST:PORT;"
+    " default sim); gpu: cuda (default) or cuda-emulated"
+)
+
+
+def notice(text: str) -> None:
+    """One line on stderr (stdout stays the command's output)."""
+    print(f"notice: {text}", file=sys.stderr)
+
+
+def add_target_arguments(p: argparse.ArgumentParser, default: str | None = "vta") -> None:
+    """``--target`` and ``--device`` (parsed by :func:`resolve`)."""
+    shown = f" (default {default})" if default else ""
+    p.add_argument("--target", default=None, help=f"{TARGET_HELP}{shown}")
+    p.add_argument("--device", default=None, metavar="NAME", help=DEVICE_HELP)
+
+
+def old_spelling(target: str) -> tuple[str, str | None] | None:
+    """The (target, device) an old ``--target`` spelling stands for, or None."""
+    if target in OLD_TARGETS:
+        return OLD_TARGETS[target]
+    if target.startswith("vta-"):
+        return "vta", target[4:]
+    return None
+
+
+def resolve(
+    target: str | None,
+    device: str | None,
+    default: str = "vta",
+    say: Callable[[str], None] = notice,
+    run: bool = True,
+):
+    """(Target, device name or None) of a command's ``--target``/``--device``; an old spelling
+    is mapped with a notice naming the new one (through ``say``). ``run``: the command runs the
+    model, so a target with devices gets its default device."""
+    from pyvta.compiler.targets import TargetError, get_target, target_names
+
+    name = target or default
+    old = old_spelling(name)
+    said = None
+    if old is not None:
+        new_name, old_device = old
+        if device is not None and old_device is not None:
+            raise CommandError(
+                f"--target {name} names a device already ({old_device}); give --target"
+                f" {new_name} --device {device}"
+            )
+        device = device if old_device is None else old_device
+        new = f"--target {new_name}" + (f" --device {device}" if old_device and run else "")
+        said = f"--target {name} is the old spelling of {new} (accepted for one release)"
+        name = new_name
+    try:
+        spec = get_target(name)
+    except TargetError:
+        olds = ", ".join([*OLD_TARGETS, "vta-<device>"])
+        raise CommandError(
+            f"unknown target {name!r} (allowed: {', '.join(target_names())}; old spellings: {olds})"
+        ) from None
+    if device is None:
+        device = spec.default_device if run else None
+    else:
+        try:
+            device = spec.check_device(device)
+        except TargetError as e:
+            raise CommandError(str(e)) from None
+    if said:
+        say(said)
+    return spec, device
