@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pyvta.compiler.targets.base import Target, TargetError
 
-__all__ = ["Target", "TargetError", "get_target", "target_names"]
+__all__ = ["Target", "TargetError", "get_target", "resolve", "target_names"]
 
 
 @cache
@@ -43,12 +43,52 @@ def get_target(name: str | Target) -> Target:
     spellings (``pyvta.commands.vocabulary``)."""
     if isinstance(name, Target):
         return name
-    if not isinstance(name, str) or not name:
-        raise TargetError(f"a target name is a non-empty string, got {name!r}")
-    folder = name.replace("-", "_")
+    folder = name.replace("-", "_") if isinstance(name, str) else ""
+    folder = folder if folder.isidentifier() else None
     here = Path(__file__).parent
-    if (here / folder / "__init__.py").is_file():
+    if folder and (here / folder / "__init__.py").is_file():
         target = _load(folder)
         if target.name == name:
             return target
     raise TargetError(f"target {name!r} is not supported (allowed: {', '.join(target_names())})")
+
+
+def resolve(
+    target: str,
+    device: str | None,
+    old: dict[str, tuple[str, str | None]],
+    default_device: bool = True,
+) -> tuple[Target, str | None, str | None]:
+    """(target, device, notice) of a command's ``--target``/``--device``: ``old`` maps a
+    command's old spellings to (target, device) (``vta-<device>`` is ``vta`` on ``<device>``
+    where ``old`` has ``vta-sim``), and the notice names the new spelling (None for a new one).
+    ``default_device``: a target with devices gets its first when none is given. ``TargetError``
+    names what is allowed."""
+    said = None
+    spelled = old.get(target)
+    if spelled is None and target.startswith("vta-") and "vta-sim" in old:
+        spelled = ("vta", target[4:])
+    if spelled is not None:
+        new_name, old_device = spelled
+        if device is not None and old_device is not None:
+            raise TargetError(
+                f"--target {target} names a device already ({old_device}); give --target"
+                f" {new_name} --device {device}"
+            )
+        device = device if old_device is None else old_device
+        new = f"--target {new_name}" + (f" --device {old_device}" if old_device else "")
+        said = f"--target {target} is the old spelling of {new} (accepted for one release)"
+        target = new_name
+    try:
+        spec = get_target(target)
+    except TargetError:
+        olds = ", ".join([*old, *(["vta-<device>"] if "vta-sim" in old else [])])
+        raise TargetError(
+            f"unknown target {target!r} (allowed: {', '.join(target_names())}; old spellings:"
+            f" {olds})"
+        ) from None
+    if device is None:
+        device = spec.default_device if default_device else None
+    else:
+        device = spec.check_device(device)
+    return spec, device, said

@@ -33,7 +33,8 @@ class Target:
     lowered for an ``isa.HwConfig``; ``devices``: the device names ``--device`` may give it
     (``driver.open`` names, or the GPU's), the first the default; ``compile_options``: the
     compile options of a command line that apply to it (``config``, ``search``, ``tuning_log``,
-    ``calibration``)."""
+    ``calibration``); ``tuner_backend``: the tuner's backend (a template's ``target``) of its
+    operators (None: the device's, or none)."""
 
     name: str = ""
     summary: str = ""
@@ -42,6 +43,7 @@ class Target:
     accelerator: bool = False
     devices: tuple[str, ...] = ()
     compile_options: frozenset[str] = frozenset()
+    tuner_backend: str | None = None
 
     @property
     def default_device(self) -> str | None:

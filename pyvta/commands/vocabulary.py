@@ -48,15 +48,6 @@ def add_target_arguments(p: argparse.ArgumentParser, default: str | None = "vta"
     p.add_argument("--device", default=None, metavar="NAME", help=DEVICE_HELP)
 
 
-def old_spelling(target: str) -> tuple[str, str | None] | None:
-    """The (target, device) an old ``--target`` spelling stands for, or None."""
-    if target in OLD_TARGETS:
-        return OLD_TARGETS[target]
-    if target.startswith("vta-"):
-        return "vta", target[4:]
-    return None
-
-
 def resolve(
     target: str | None,
     device: str | None,
@@ -66,37 +57,19 @@ def resolve(
 ):
     """(Target, device name or None) of a command's ``--target``/``--device``; an old spelling
     is mapped with a notice naming the new one (through ``say``). ``run``: the command runs the
-    model, so a target with devices gets its default device."""
-    from pyvta.compiler.targets import TargetError, get_target, target_names
+    model, so a target with devices gets its default device (a command that only compiles takes
+    no device: an old spelling's is dropped)."""
+    from pyvta.compiler.targets import TargetError
+    from pyvta.compiler.targets import resolve as resolve_target
 
+    old = OLD_TARGETS if run else {k: (t, None) for k, (t, _) in OLD_TARGETS.items()}
     name = target or default
-    old = old_spelling(name)
-    said = None
-    if old is not None:
-        new_name, old_device = old
-        if device is not None and old_device is not None:
-            raise CommandError(
-                f"--target {name} names a device already ({old_device}); give --target"
-                f" {new_name} --device {device}"
-            )
-        device = device if old_device is None else old_device
-        new = f"--target {new_name}" + (f" --device {device}" if old_device and run else "")
-        said = f"--target {name} is the old spelling of {new} (accepted for one release)"
-        name = new_name
+    if not run and name.startswith("vta-"):
+        old = {**old, name: ("vta", None)}
     try:
-        spec = get_target(name)
-    except TargetError:
-        olds = ", ".join([*OLD_TARGETS, "vta-<device>"])
-        raise CommandError(
-            f"unknown target {name!r} (allowed: {', '.join(target_names())}; old spellings: {olds})"
-        ) from None
-    if device is None:
-        device = spec.default_device if run else None
-    else:
-        try:
-            device = spec.check_device(device)
-        except TargetError as e:
-            raise CommandError(str(e)) from None
+        spec, device, said = resolve_target(name, device, old, default_device=run)
+    except TargetError as e:
+        raise CommandError(str(e)) from None
     if said:
         say(said)
     return spec, device

@@ -15,6 +15,7 @@ from pyvta.compiler.targets.base import Target
 
 class CpuTarget(Target):
     placement = "cpu"
+    tuner_backend = "llvm"
 
     def __init__(self, name: str = "cpu", features: str | None = None, summary: str = "") -> None:
         self.name = name

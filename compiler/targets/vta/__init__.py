@@ -17,6 +17,7 @@ class VtaTarget(Target):
     accelerator = True
     devices = ("sim", "rtl", "pynq", "tcp://HOST:PORT")
     compile_options = frozenset({"config", "search", "tuning_log", "calibration"})
+    tuner_backend = "vta-sim"
 
     def pipeline_options(self, samples=None, keep_float=None, cpu_schedules=None, block=None):
         return self._quantized_options(samples, keep_float, block, use_vta=True, int8_kernels=True)
