@@ -33,14 +33,15 @@ def test_run_artifact_through_tcp_equals_local_sim(served, tmp_path):
     save_model("resnet18", str(onnx_path), size=32, classes=10, width=16, seed=SEED)
     artifact = compile_model(onnx_path, "vta").save(tmp_path / "r18.npz")
     outs = {}
-    for target, extra in (
-        ("vta-sim", []),
-        (f"vta-tcp://{server.address}", ["--key-file", key_file]),
+    for device, extra in (
+        ("sim", []),
+        (f"tcp://{server.address}", ["--key-file", key_file]),
     ):
         out = tmp_path / f"{len(outs)}.npy"
-        argv = ["run", str(artifact), "--target", target, "--save-output", str(out), *extra]
+        argv = ["run", str(artifact), "--target", "vta", "--device", device]
+        argv += ["--save-output", str(out), *extra]
         assert main([*argv, "--seed", str(SEED)]) == 0
-        outs[target] = np.load(out)
+        outs[device] = np.load(out)
     local, remote = outs.values()
     assert local.shape == (1, 10) and np.array_equal(local, remote)
     assert server.server.sessions_served == 1

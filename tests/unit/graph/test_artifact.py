@@ -78,7 +78,7 @@ def test_cli_run_of_an_artifact_lowers_nothing(artifact, monkeypatch, tmp_path, 
     _forbid_lowering(monkeypatch)
     out = tmp_path / "y.npy"
     assert (
-        main(["run", str(path), "--target", "vta-sim", "--runs", "2", "--save-output", str(out)])
+        main(["run", str(path), "--target", "vta", "--device", "sim", "--runs", "2", "--save-output", str(out)])
         == 0
     )
     text = capsys.readouterr().out
