@@ -84,7 +84,7 @@ class CompiledModel:
             )
         key = (device, race_check)
         if key not in self._gpu_backends:
-            from pyvta.compiler.graph.gpu_kernels import gpu_backend
+            from pyvta.compiler.targets.gpu.kernels import gpu_backend
 
             self._gpu_backends[key] = gpu_backend(self.graph, device, self.gpu_kernels, race_check)
         return self._gpu_backends[key]
@@ -259,7 +259,7 @@ def _kernel_from(d: dict, arrays: dict[str, np.ndarray]) -> Kernel:
 
 
 def _gpu_kernel_from(d: dict, arrays: dict[str, np.ndarray]):
-    from pyvta.compiler.graph.gpu_kernels import GpuKernel
+    from pyvta.compiler.targets.gpu.kernels import GpuKernel
 
     return GpuKernel(arrays[f"{d['key']}_ptx"].tobytes().decode(), d["plan"], d["arch"])
 

@@ -10,7 +10,7 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
   rest numpy,
 - ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU,
 - ``"gpu"``: float graph, every node on the GPU (``place_gpu``; kernels in
-  ``compiler.graph.gpu_kernels``, compiled to PTX by ``compile_model``).
+  ``compiler.targets.gpu.kernels``, compiled to PTX by ``compile_model``).
 """
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     spec, device = resolve(args.target, args.device)
     _check_device_options(args, device if spec.accelerator else None)
     if device == "cuda":  # no GPU: say so before compiling anything
-        from pyvta.compiler.graph.gpu_kernels import open_gpu
+        from pyvta.compiler.targets.gpu.kernels import open_gpu
 
         open_gpu()
     hw = config_from(args) if args.config else None

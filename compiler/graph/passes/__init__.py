@@ -10,9 +10,9 @@ from pyvta.compiler.graph.passes.fold_constants import fold_constants
 from pyvta.compiler.graph.passes.fuse_operators import fuse_operators
 from pyvta.compiler.graph.passes.pack_layouts import pack_layouts
 from pyvta.compiler.graph.passes.partition_targets import partition_targets
-from pyvta.compiler.graph.passes.place_gpu import place_gpu
 from pyvta.compiler.graph.passes.quantize_int8 import quantize_int8
 from pyvta.compiler.graph.passes.remove_dead_code import remove_dead_code
+from pyvta.compiler.targets.gpu.place import place_gpu
 
 __all__ = [
     "alter_cpu_layout",

@@ -1,5 +1,5 @@
 """The ``gpu`` target: a float graph, every node on the GPU (the ``place_gpu`` pass, each node's
-default schedule), compiled to PTX at compile time (``compiler.graph.gpu_kernels``); it runs on
+default schedule), compiled to PTX at compile time (``compiler.targets.gpu.kernels``); it runs on
 the device ``cuda`` (an NVIDIA GPU) or ``cuda-emulated`` (the same lowered kernels as CPU
 code)."""
 
@@ -20,12 +20,12 @@ class GpuTarget(Target):
         return PipelineOptions(gpu=True)
 
     def compile(self, cm, hw=None, lower: bool = True, gpu_arch: str = "sm_90") -> None:
-        from pyvta.compiler.graph.gpu_kernels import compile_gpu_kernels
+        from pyvta.compiler.targets.gpu.kernels import compile_gpu_kernels
 
         cm.gpu_kernels = compile_gpu_kernels(cm.graph, gpu_arch)
 
     def node_backend(self, graph, vta=None):
-        from pyvta.compiler.graph.gpu_kernels import gpu_backend
+        from pyvta.compiler.targets.gpu.kernels import gpu_backend
 
         return gpu_backend(graph, self.default_device)
 

@@ -1,6 +1,6 @@
 """The ``"gpu"`` backend of a float graph: every node one GPU template (``compiler.ops.cuda``).
 
-``graph.passes.place_gpu`` puts every node of a float graph on ``"gpu"`` and writes its
+``targets.gpu.place`` puts every node of a float graph on ``"gpu"`` and writes its
 schedule into it (``attrs["gpu_schedule"]``: ``{"template": ..., "knobs": {...}}``), so an
 artifact says what every layer runs. The templates:
 
