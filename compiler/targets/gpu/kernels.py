@@ -285,7 +285,7 @@ def open_gpu(launch=None):
     except launch.GpuUnavailable as e:
         raise GpuUnavailableError(
             f"the gpu target needs an NVIDIA GPU: {e}; run the same kernels on the CPU with"
-            " --target gpu-emulated"
+            " --device cuda-emulated"
         ) from None
 
 

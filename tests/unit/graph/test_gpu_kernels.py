@@ -154,8 +154,8 @@ def test_cli_compile_and_run_gpu_emulated(model, tmp_path, capsys, monkeypatch):
     assert main(["compile", path, "--target", "gpu", "-o", str(art)]) == 0
     assert f"{len(cm.gpu_kernels)} GPU kernels" in capsys.readouterr().out
     y = tmp_path / "y.npy"
-    assert main(["run", str(art), "--target", "gpu", "--device", "cuda-emulated", "--save-output", str(y)]) == 0
-    )
+    argv = ["run", str(art), "--target", "gpu", "--device", "cuda-emulated"]
+    assert main([*argv, "--save-output", str(y)]) == 0
     text = capsys.readouterr().out
     assert " gpu " in text and "cpu " not in text.split("device time")[0]
     seeded = np.random.default_rng(0).standard_normal(x.shape).astype(np.float32)
