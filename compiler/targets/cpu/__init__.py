@@ -1,5 +1,5 @@
 """The ``cpu`` target: a float graph, every layer on the host CPU; conv2d/dense/pooling run
-compiled kernels in the blocked NCHW{c}c layout (``compiler.graph.cpu_kernels``), the rest the
+compiled kernels in the blocked NCHW{c}c layout (``compiler.targets.cpu.kernels``), the rest the
 numpy layers of ``compiler.graph.cpu_ops``.
 
 The CPU is data: ``features`` names the x86 feature level its kernels are generated for (an
@@ -38,8 +38,8 @@ class CpuTarget(Target):
         """The graph's host layers: its compiled int8 kernels where it has quantized host nodes
         (an int8 model: ``cpu-int8``'s, or the host layers of ``vta``'s), else its compiled
         float kernels."""
-        from pyvta.compiler.graph.cpu_int8_kernels import has_int8_nodes, int8_backend_for
-        from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
+        from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
+        from pyvta.compiler.targets.cpu_int8.kernels import has_int8_nodes, int8_backend_for
 
         return int8_backend_for(graph) if has_int8_nodes(graph) else cpu_backend_for(graph)
 

@@ -1,6 +1,6 @@
 """The ``cpu-int8`` target: quantized to int8 (calibrated on samples), every layer on the host
 CPU; the quantized conv2d/dense run compiled int8 kernels with the accelerator's arithmetic
-(``compiler.graph.cpu_int8_kernels``), the rest numpy. Its nodes are placed ``cpu``: the
+(``compiler.targets.cpu_int8.kernels``), the rest numpy. Its nodes are placed ``cpu``: the
 executor runs them through the ``cpu`` target's node backend."""
 
 from __future__ import annotations

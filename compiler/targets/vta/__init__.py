@@ -23,7 +23,7 @@ class VtaTarget(Target):
         return self._quantized_options(samples, keep_float, block, use_vta=True, int8_kernels=True)
 
     def supports(self, node) -> str | None:
-        from pyvta.compiler.graph.passes.partition_targets import runs_on_vta
+        from pyvta.compiler.targets.vta.partition_targets import runs_on_vta
 
         if runs_on_vta(node):
             return None
