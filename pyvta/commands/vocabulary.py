@@ -62,14 +62,18 @@ def resolve(
     from pyvta.compiler.targets import TargetError
     from pyvta.compiler.targets import resolve as resolve_target
 
-    old = OLD_TARGETS if run else {k: (t, None) for k, (t, _) in OLD_TARGETS.items()}
     name = target or default
-    if not run and name.startswith("vta-"):
-        old = {**old, name: ("vta", None)}
     try:
-        spec, device, said = resolve_target(name, device, old, default_device=run)
+        spec, device, said = resolve_target(name, device, OLD_TARGETS, default_device=run)
     except TargetError as e:
         raise CommandError(str(e)) from None
+    if not run:  # an old spelling's device (checked above) has no use when only compiling
+        device = None
+        if said:
+            said = (
+                f"--target {name} is the old spelling of --target {spec.name} (accepted for one"
+                " release)"
+            )
     if said:
         say(said)
     return spec, device

@@ -68,6 +68,7 @@ def test_the_new_spelling_and_its_default_devices():
     "target, device, named",
     [
         ("tpu", None, "unknown target 'tpu' (allowed: cpu, cpu-int8, gpu, vta; old spellings"),
+        ("vta-nowhere", None, "device 'nowhere' does not run the vta target"),
         ("cpu", "sim", "the cpu target runs on the host CPU"),
         ("gpu", "sim", "device 'sim' does not run the gpu target (allowed: cuda, cuda-emulated)"),
         ("vta", "cuda", "device 'cuda' does not run the vta target"),
@@ -77,6 +78,9 @@ def test_the_new_spelling_and_its_default_devices():
 def test_a_target_and_device_that_do_not_go_together_are_refused(target, device, named):
     with pytest.raises(CommandError, match=named.replace("(", r"\(").replace(")", r"\)")):
         resolve(target, device, say=lambda _: None)
+    if device is None:  # compiling checks an old spelling's device too, though it runs nothing
+        with pytest.raises(CommandError, match=named.replace("(", r"\(").replace(")", r"\)")):
+            resolve(target, device, say=lambda _: None, run=False)
 
 
 def test_run_with_the_old_spelling_gives_the_same_output_and_one_notice(tmp_path, capsys):
