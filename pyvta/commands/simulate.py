@@ -84,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_on_device(args: argparse.Namespace) -> int:
-    """``pyvta sim BUNDLE --device NAME``: the bundle run on a ``driver.open`` device (the
-    simulator's own options do not apply there)."""
+    """``pyvta sim BUNDLE --device NAME``: the bundle relocated onto a ``driver.open`` device
+    (``driver.kernel.run_relocated``: a board or a served device hands out its own addresses);
+    the simulator's own options do not apply there."""
     from pyvta import driver
     from pyvta.commands.common import CommandError
 
@@ -109,10 +110,10 @@ def run_on_device(args: argparse.Namespace) -> int:
     kwargs = {"key_file": args.key_file} if args.key_file else {}
     kwargs.update({"bitstream": args.bitstream} if args.bitstream else {})
     t0 = time.perf_counter()
-    with driver.open(
-        args.device, config=program.config, dram_bytes=program.dram.size, **kwargs
-    ) as dev:
-        final, result = dev.run_program(program)
+    from pyvta.driver.kernel import run_relocated
+
+    with driver.open(args.device, config=program.config, **kwargs) as dev:
+        final, result = run_relocated(dev, program)  # at the addresses the device hands out
     wall_s = time.perf_counter() - t0
     print(f"{args.bundle}: {program.insn_count} instructions, config {program.config.tag}")
     cycles = "" if result.cycles is None else f"{result.cycles} cycles, "
