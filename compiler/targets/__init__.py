@@ -58,16 +58,18 @@ def resolve(
     device: str | None,
     old: dict[str, tuple[str, str | None]],
     default_device: bool = True,
+    old_prefixes: dict[str, str] | None = None,
 ) -> tuple[Target, str | None, str | None]:
     """(target, device, notice) of a command's ``--target``/``--device``: ``old`` maps a
-    command's old spellings to (target, device) (``vta-<device>`` is ``vta`` on ``<device>``
-    where ``old`` has ``vta-sim``), and the notice names the new spelling (None for a new one).
-    ``default_device``: a target with devices gets its first when none is given. ``TargetError``
-    names what is allowed."""
+    command's old spellings to (target, device), ``old_prefixes`` an old prefix to the target it
+    named (``{"vta-": "vta"}``: ``vta-<device>`` is ``vta`` on ``<device>``); the notice names the
+    new spelling (None for a new one). ``default_device``: a target with devices gets its first
+    when none is given. ``TargetError`` names what is allowed."""
     said = None
     spelled = old.get(target)
-    if spelled is None and target.startswith("vta-") and "vta-sim" in old:
-        spelled = ("vta", target[4:])
+    for prefix, name in (old_prefixes or {}).items():
+        if spelled is None and target.startswith(prefix) and len(target) > len(prefix):
+            spelled = (name, target[len(prefix) :])
     if spelled is not None:
         new_name, old_device = spelled
         if device is not None and old_device is not None:
@@ -82,7 +84,7 @@ def resolve(
     try:
         spec = get_target(target)
     except TargetError:
-        olds = ", ".join([*old, *(["vta-<device>"] if "vta-sim" in old else [])])
+        olds = ", ".join([*old, *(f"{p}<device>" for p in old_prefixes or {})])
         raise TargetError(
             f"unknown target {target!r} (allowed: {', '.join(target_names())}; old spellings:"
             f" {olds})"

@@ -26,8 +26,10 @@ OLD_TARGETS: dict[str, tuple[str, str | None]] = {
     "cuda": ("gpu", "cuda"),
     "cuda-emulated": ("gpu", "cuda-emulated"),
 }
-"""Old ``--target`` spelling -> (target, device); ``vta-<device>`` (e.g. ``vta-rtl:icarus``,
-``vta-tcp://HOST:PORT``) is ``--target vta --device <device>`` too."""
+"""Old ``--target`` spelling -> (target, device)."""
+OLD_PREFIXES = {"vta-": "vta"}
+"""Old ``--target`` prefix -> target: ``vta-<device>`` (e.g. ``vta-rtl:icarus``,
+``vta-tcp://HOST:PORT``) is ``--target vta --device <device>``."""
 
 TARGET_HELP = "cpu | cpu-int8 | gpu | vta (what to compile)"
 DEVICE_HELP = (
@@ -64,7 +66,9 @@ def resolve(
 
     name = target or default
     try:
-        spec, device, said = resolve_target(name, device, OLD_TARGETS, default_device=run)
+        spec, device, said = resolve_target(
+            name, device, OLD_TARGETS, default_device=run, old_prefixes=OLD_PREFIXES
+        )
     except TargetError as e:
         raise CommandError(str(e)) from None
     if not run:  # an old spelling's device (checked above) has no use when only compiling
