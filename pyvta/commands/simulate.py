@@ -1,4 +1,5 @@
-"""pyvta sim: run a program bundle on the functional simulator (and the cycle model)."""
+"""pyvta sim: run a program bundle on the functional simulator (and the cycle model), or on any
+``driver.open`` device (``--device``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pyvta import sim
 from pyvta.commands.common import atomic_output, output_path
 from pyvta.sim import Program
 
-HELP = "run a program bundle (.npz) on the simulator and write the final DRAM image"
+HELP = "run a program bundle (.npz) on the simulator (or --device NAME); write the final DRAM"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--device",
         metavar="NAME",
         help="run the bundle on this driver.open device instead (rtl, rtl:cocotb, pynq,"
-        " tcp://HOST:PORT, sim); --out then holds its final DRAM and counters",
+        " tcp://HOST:PORT, sim), relocated to the addresses it allocates; --out then holds the"
+        " final DRAM and the device's stats",
     )
     p.add_argument("--key-file", dest="key_file", help="--device tcp://HOST:PORT: the server's key")
     p.add_argument("--bitstream", metavar="DIR", help="--device pynq: the bitstream folder")
