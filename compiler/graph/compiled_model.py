@@ -25,7 +25,7 @@ import numpy as np
 
 from pyvta.compiler.graph.cpu_code import CpuCode
 from pyvta.compiler.graph.executor import Executor, TimingTable
-from pyvta.compiler.graph.ir import Graph, Node, Value, check_graph
+from pyvta.compiler.graph.ir import HOST, Graph, Node, Value, check_graph
 from pyvta.compiler.graph.vta_ops import VtaBackend
 from pyvta.driver.kernel import Kernel, Region, RegionKind
 from pyvta.isa import DEFAULT_CONFIG, HwConfig, PyvtaError
@@ -68,8 +68,8 @@ class CompiledModel:
         the last call made when it was given the same objects (and the graph still has the
         same nodes), else a new one, kept for the next call (``run_model`` on a small model
         spent more on making its executor, ~1 us per node, than on some of its kernels)."""
-        if "cpu" not in (backends or {}) and self.cpu_code is not None:
-            backends = {"cpu": self.cpu_backend(), **(backends or {})}
+        if HOST not in (backends or {}) and self.cpu_code is not None:
+            backends = {HOST: self.cpu_backend(), **(backends or {})}
         names = tuple(sorted(backends or {}))
         objs = (self.graph, vta, *[backends[n] for n in names], *self.graph.nodes)
         last = self._last_executor
@@ -85,13 +85,13 @@ class CompiledModel:
         compiled for a board's CPU, loaded once per model) where this machine runs them; else
         the default one (the JIT's kernels; refused without llvmlite)."""
         if not self._cpu_backend:
-            from pyvta.compiler.graph.cpu_int8_kernels import (
+            from pyvta.compiler.graph.executor import default_backend
+            from pyvta.compiler.targets.cpu.kernels import CpuKernels
+            from pyvta.compiler.targets.cpu_int8.kernels import (
                 CpuInt8Kernels,
                 Int8Kernel,
                 has_int8_nodes,
             )
-            from pyvta.compiler.graph.cpu_kernels import CpuKernels
-            from pyvta.compiler.graph.executor import default_backend
 
             code = self.cpu_code
             if code is not None and code.runs_here():
@@ -115,7 +115,7 @@ class CompiledModel:
             else:
                 if code is not None:
                     _other_cpu(code, self.graph)
-                backend = default_backend("cpu", self.graph)
+                backend = default_backend(HOST, self.graph)
             self._cpu_backend.append(backend)
         return self._cpu_backend[0]
 
@@ -129,7 +129,7 @@ class CompiledModel:
             )
         key = (device, race_check)
         if key not in self._gpu_backends:
-            from pyvta.compiler.graph.gpu_kernels import gpu_backend
+            from pyvta.compiler.targets.gpu.kernels import gpu_backend
 
             self._gpu_backends[key] = gpu_backend(self.graph, device, self.gpu_kernels, race_check)
         return self._gpu_backends[key]
@@ -145,31 +145,22 @@ class CompiledModel:
         """Lower every accelerator node into its kernel for ``hw`` (default: the model's
         ``hw``, else the default config); see
         ``compiler.backend.vta.graph_backend.compile_kernels``. Returns self."""
-        from pyvta.compiler.backend.vta.graph_backend import compile_kernels
-
-        if self.target != "vta":
-            raise ArtifactError(f"a {self.target!r} model has no accelerator kernels to lower")
-        self.hw = hw or self.hw or HwConfig()
-        self.kernels = compile_kernels(self.graph, self.hw, configs, measure, search, progress)
+        self.spec.lower_kernels(self, hw, configs, measure, search, progress)
         return self
 
     def accelerator(self, device):
         """The executor's ``"vta"`` backend with this model's kernels loaded onto ``device``
         (refused when they were lowered for another HwConfig)."""
-        from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+        from pyvta.compiler.targets import get_target
 
-        n_vta = sum(1 for n in self.graph.nodes if n.target == "vta")
-        if n_vta and not self.kernels:
-            raise ArtifactError(
-                f"the model has {n_vta} accelerator nodes but no kernels; compile it with"
-                " pyvta compile --target vta (or call lower_kernels)"
-            )
-        if self.hw is not None and self.hw != device.config:
-            raise ArtifactError(
-                f"the model was compiled for HwConfig {self.hw.tag}; the device is"
-                f" {device.config.tag} (recompile with its --config)"
-            )
-        return AcceleratorBackend(device, self.kernels)
+        return get_target("vta").device_backend(self, device)
+
+    @property
+    def spec(self):
+        """The target this model was compiled for (``compiler.targets.Target``)."""
+        from pyvta.compiler.targets import get_target
+
+        return get_target(self.target)
 
     @property
     def input_names(self) -> list[str]:
@@ -284,12 +275,12 @@ def _other_cpu(code: CpuCode, graph: Graph) -> None:
     import warnings
 
     from pyvta.compiler.graph import cpu_llvm
-    from pyvta.compiler.graph.cpu_kernels import COMPILED_OPS
+    from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS
 
     here = platform.machine()
     if cpu_llvm.have_llvmlite():
         instead = "kernels the JIT compiles here"
-    elif any(n.op in COMPILED_OPS and n.target == "cpu" for n in graph.nodes):
+    elif any(n.op in COMPILED_OPS and n.target == HOST for n in graph.nodes):
         raise ArtifactError(
             f"the artifact's CPU kernels are for {code.description}; this machine is {here}"
             " and has no llvmlite to compile them: compile the model for this CPU (pyvta compile"
@@ -345,7 +336,7 @@ def _kernel_from(d: dict, arrays: dict[str, np.ndarray]) -> Kernel:
 
 
 def _gpu_kernel_from(d: dict, arrays: dict[str, np.ndarray]):
-    from pyvta.compiler.graph.gpu_kernels import GpuKernel
+    from pyvta.compiler.targets.gpu.kernels import GpuKernel
 
     return GpuKernel(arrays[f"{d['key']}_ptx"].tobytes().decode(), d["plan"], d["arch"])
 
@@ -388,11 +379,14 @@ def compile_model(
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
     and running an artifact needs neither onnx nor the compiler's passes.)"""
     from pyvta.compiler.graph.onnx_import import import_onnx
-    from pyvta.compiler.graph.pipeline import TARGETS, options_for, run_pipeline
+    from pyvta.compiler.graph.pipeline import run_pipeline
+    from pyvta.compiler.targets import TargetError, get_target
 
     _check_path(path, "path")
-    if not isinstance(target, str) or target not in TARGETS:
-        raise ArtifactError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
+    try:
+        spec = get_target(target)
+    except TargetError as e:
+        raise ArtifactError(str(e)) from None
     if hw is not None and not isinstance(hw, HwConfig):
         raise ArtifactError(f"hw must be an isa.HwConfig or None, got {type(hw).__name__}")
     graph = import_onnx(path, input_shapes)  # input_shapes: fixed dims for symbolic ones
@@ -401,17 +395,12 @@ def compile_model(
         from pyvta.compiler.graph.calibrate import load_calibration
 
         samples = load_calibration(samples, graph)
-    if target not in ("cpu", "gpu") and samples is None:
+    if spec.quantized and samples is None:
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
-    options = options_for(target, samples, keep_float, cpu_schedules, block=block)
-    cm = CompiledModel(run_pipeline(graph, options), target, hw=hw if target == "vta" else None)
-    if target == "vta" and lower:
-        cm.lower_kernels(hw)
-    if target == "gpu":
-        from pyvta.compiler.graph.gpu_kernels import compile_gpu_kernels
-
-        cm.gpu_kernels = compile_gpu_kernels(cm.graph, gpu_arch)
+    options = spec.pipeline_options(samples, keep_float, cpu_schedules, block)
+    cm = CompiledModel(run_pipeline(graph, options), spec.name)
+    spec.compile(cm, hw=hw, lower=lower, gpu_arch=gpu_arch)
     return cm
 
 

@@ -1,10 +1,10 @@
 """A graph's compiled CPU nodes generated for a board's CPU (``CpuTarget.cross``) and linked
 into one shared object (``compiler.graph.cpu_code.CpuCode``, kept in the artifact).
 
-Float nodes (``cpu_kernels.COMPILED_OPS``) are lowered from the schedule their attributes name
-(``cpu_kernels.node_schedule``), the same loop IR the host's JIT runs; int8 nodes
-(``cpu_int8_kernels.compiled_int8``) from the int8 template with the tile the board's CPU gets
-(``cpu_int8_kernels.int8_layer``), their weights packed for it here; the float products of the
+Float nodes (``targets.cpu.kernels.COMPILED_OPS``) are lowered from the schedule their attributes name
+(``targets.cpu.kernels.node_schedule``), the same loop IR the host's JIT runs; int8 nodes
+(``targets.cpu_int8.kernels.compiled_int8``) from the int8 template with the tile the board's CPU gets
+(``targets.cpu_int8.kernels.int8_layer``), their weights packed for it here; the float products of the
 numpy-op layers (a ``vta`` model's first conv and classifier: ``cpu_llvm.gemm``) from the GEMM
 template, one kernel per shape. Code is generated for one thread.
 """
@@ -12,7 +12,7 @@ template, one kernel per shape. Code is generated for one thread.
 from __future__ import annotations
 
 from pyvta.compiler.graph.cpu_code import CpuCode, KernelSig, Param
-from pyvta.compiler.graph.ir import Graph
+from pyvta.compiler.graph.ir import HOST, Graph
 
 
 def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
@@ -22,15 +22,15 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
     from pyvta import compiler
     from pyvta.compiler.backend.llvm.shared import for_llvm, shared_object
     from pyvta.compiler.backend.llvm.vector import walk_stmts
-    from pyvta.compiler.graph.cpu_int8_kernels import compiled_int8, int8_layer
-    from pyvta.compiler.graph.cpu_kernels import COMPILED_OPS, node_schedule
     from pyvta.compiler.ir.stmt import Store
     from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
+    from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS, node_schedule
+    from pyvta.compiler.targets.cpu_int8.kernels import compiled_int8, int8_layer
 
     funcs, kernels, consts = [], {}, {}
     for n in graph.nodes:
         names = ()
-        if n.op in COMPILED_OPS and n.target == "cpu":
+        if n.op in COMPILED_OPS and n.target == HOST:
             sch, args = node_schedule(n, [graph.values[v].shape for v in n.inputs])
         elif compiled_int8(n, graph):
             layer, weight, bias = int8_layer(n, graph, target)
@@ -66,7 +66,7 @@ def gemm_shapes(graph: Graph) -> set[tuple[int, int, int]]:
     columns ``[C*KH*KW, OH*OW]``, per image) and a ``dense`` (``[M, K]`` times ``[K, N]``)."""
     shapes = set()
     for n in graph.nodes:
-        if n.target != "cpu":
+        if n.target != HOST:
             continue
         out = graph.values[n.outputs[0]].shape
         if n.op == "conv2d" and n.attrs.get("group", 1) == 1:

@@ -143,7 +143,7 @@ def test_int8_artifact_shared_object_runs_as_the_jit(onnx_path, tmp_path):
     """A ``cpu-int8`` model's int8 kernels (with weights packed for the target's tile) and
     float products from a shared object for this host: the JIT's bits (slow: ~30 s of
     code generation on a shared 2-core machine)."""
-    from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels
+    from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
     cm = compile_model(onnx_path, "cpu-int8")
     x = _input(cm)

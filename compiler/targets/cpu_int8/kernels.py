@@ -132,7 +132,7 @@ class CpuInt8Kernels:
     ) -> None:
         """``kernels``: the compiled nodes' kernels, already built (node name ->
         ``Int8Kernel``, e.g. ``Int8Kernel.loaded`` from an artifact's shared object)."""
-        from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
+        from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
 
         self.graph = graph
         self.fallback = fallback if fallback is not None else cpu_backend_for(graph)
