@@ -261,9 +261,9 @@ def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
     ci0 = k * c.tile_ci
-    s, pad = wl.stride, wl.pad
+    s = wl.stride
     # input rows/cols the tile needs, in unpadded coordinates, and how much falls in the padding
-    top, left = oh0 * s - pad, ow0 * s - pad
+    top, left = oh0 * s - wl.pad, ow0 * s - wl.pad_l
     y0, x0 = max(0, -top), max(0, -left)
     y1 = max(0, top + (g.in_h - 1) * g.row_step + 1 - wl.height)  # (row_step > 1: no padding)
     x1 = max(0, left + g.in_w - wl.width)

@@ -368,16 +368,16 @@ def _dma(
     def rows_cycles(rows, x, elem_bytes, pads=(0, 0, 0, 0)):  # first beat to last write
         return t.write_cycles(rows, x, beats(x, elem_bytes), pads, slack)
 
-    def clipped(n_out, tile, window, size):  # (before, extent, after) each tile loads, per axis
-        start = np.arange(0, n_out, tile) * wl.stride - wl.pad
+    def clipped(n_out, tile, window, size, pad):  # (before, extent, after) each tile loads
+        start = np.arange(0, n_out, tile) * wl.stride - pad
         before = np.maximum(0, -start)
         after = np.maximum(0, start + window - size)
         return before, window - before - after, after
 
-    y0, ys, y1 = (a[:, None] for a in clipped(wl.out_h, c.tile_h, g.in_h, wl.height))
+    y0, ys, y1 = (a[:, None] for a in clipped(wl.out_h, c.tile_h, g.in_h, wl.height, wl.pad))
     if g.row_step > 1:  # every row_step-th row (no padding): never clipped
         y0, ys, y1 = 0 * ys, np.full_like(ys, g.in_h), 0 * ys
-    x0, xs, x1 = (a[None, :] for a in clipped(wl.out_w, c.tile_w, g.in_w, wl.width))
+    x0, xs, x1 = (a[None, :] for a in clipped(wl.out_w, c.tile_w, g.in_w, wl.width, wl.pad_l))
     # input transfers per spatial tile: once per group of threads with shared inputs
     shared = shared_inputs(wl, ep, c, hw)
     per_sp = (co_tiles // c.vthreads if shared else co_tiles) * chunks * c.tile_ci

@@ -34,12 +34,14 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
     ob, _, kh, kw, _, _ = w_shape
     sh, sw = p.strides
     pt, pl, pb, pr = p.pads
-    if sh != sw or pt != pl or bn != 1:
+    if sh != sw or bn != 1:
         raise WorkloadError(
-            f"the VTA conv2d template needs equal strides, equal top/left padding and batch"
-            f" block 1; got strides {p.strides}, pads {p.pads}, batch block {bn}"
+            f"the VTA conv2d template needs equal strides and batch block 1; got strides"
+            f" {p.strides}, batch block {bn}"
         )
-    return ConvWorkload(h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr)
+    return ConvWorkload(
+        h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr, pad_left=pl
+    )
 
 
 def dense_workload(x_shape, w_shape) -> ConvWorkload:

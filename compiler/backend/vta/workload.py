@@ -45,10 +45,11 @@ class ConvWorkload:
     kernel_h: int
     kernel_w: int
     stride: int = 1
-    pad: int = 0  # top and left (and bottom/right unless given)
+    pad: int = 0  # top (and left, bottom, right unless given)
     block: int = DEFAULT_CONFIG.block_in
     pad_bottom: int | None = None
     pad_right: int | None = None
+    pad_left: int | None = None  # (the LOAD's x_pad_0; None: ``pad``)
 
     def __post_init__(self):
         for name in (
@@ -62,7 +63,7 @@ class ConvWorkload:
             "block",
         ):
             _pos(name, getattr(self, name))
-        for name in ("pad", "pad_bottom", "pad_right"):
+        for name in ("pad", "pad_bottom", "pad_right", "pad_left"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or not 0 <= v <= MAX_PAD):
                 raise WorkloadError(
@@ -72,7 +73,7 @@ class ConvWorkload:
         if self.out_h <= 0 or self.out_w <= 0:
             raise WorkloadError(
                 f"kernel {self.kernel_h}x{self.kernel_w} is larger than the padded input"
-                f" {self.height + self.pad + self.pad_b}x{self.width + self.pad + self.pad_r}"
+                f" {self.height + self.pad + self.pad_b}x{self.width + self.pad_l + self.pad_r}"
             )
 
     @classmethod
@@ -87,7 +88,16 @@ class ConvWorkload:
 
     @property
     def out_w(self) -> int:
-        return (self.width + self.pad + self.pad_r - self.kernel_w) // self.stride + 1
+        return (self.width + self.pad_l + self.pad_r - self.kernel_w) // self.stride + 1
+
+    @property
+    def pad_l(self) -> int:
+        return self.pad if self.pad_left is None else self.pad_left
+
+    @property
+    def pads(self) -> tuple[int, int, int, int]:
+        """(top, left, bottom, right), the graph's order."""
+        return (self.pad, self.pad_l, self.pad_b, self.pad_r)
 
     @property
     def pad_b(self) -> int:
@@ -136,9 +146,11 @@ class ConvWorkload:
         )
 
     def __str__(self) -> str:
+        pads = self.pads
+        p = f"p{self.pad}" if len(set(pads)) == 1 else "p" + ",".join(map(str, pads))
         return (
             f"conv {self.height}x{self.width} {self.in_channels}->{self.out_channels}"
-            f" k{self.kernel_h}x{self.kernel_w} s{self.stride} p{self.pad}"
+            f" k{self.kernel_h}x{self.kernel_w} s{self.stride} {p}"
         )
 
 

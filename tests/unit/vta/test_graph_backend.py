@@ -42,6 +42,9 @@ def run_on_device(g: Graph, feeds: dict, device) -> tuple[np.ndarray, Accelerato
         (dict(shift=10, clip_lo=0, res_shift=3, strides=(1, 1), pads=(1, 1, 1, 1)), 14),
         (dict(shift=10, res_shift=12, strides=(2, 2), pads=(1, 1, 0, 0)), 7),  # ALU residual
         (dict(shift=0, clip_lo=-5, clip_hi=5, strides=(1, 1), pads=(0, 0, 2, 2)), 14),
+        # asymmetric pads (top, left, bottom, right): the LOAD's per-side y/x pads
+        (dict(shift=9, strides=(1, 1), pads=(0, 1, 2, 1)), 14),
+        (dict(shift=9, strides=(2, 2), pads=(0, 1, 1, 0)), 7),  # TF SAME, stride 2
     ],
 )
 def test_conv2d_matches_golden(params, out_hw, rng):
