@@ -297,6 +297,7 @@ def compile_model(
     cpu_schedules: dict | None = None,
     input_shapes: dict | None = None,
     gpu_arch: str = "sm_90",
+    vta_partition: str = "whole",
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``,
     ``gpu``: every node's PTX for ``gpu_arch`` compiled here).
@@ -309,7 +310,9 @@ def compile_model(
     accelerator node's kernel for ``hw`` with default schedules (``lower_kernels`` gives the
     choice of configs); ``hw`` (default ``isa.DEFAULT_CONFIG``) also sets the block the graph's
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
-    and running an artifact needs neither onnx nor the compiler's passes.)"""
+    and running an artifact needs neither onnx nor the compiler's passes.) ``vta_partition``:
+    "whole" (every layer the accelerator lowers) or "legacy" (today's partition: float first
+    conv, pools and last dense on the CPU), see ``passes.partition_targets``."""
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import TARGETS, options_for, run_pipeline
 
@@ -327,7 +330,9 @@ def compile_model(
     if target not in ("cpu", "gpu") and samples is None:
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
-    options = options_for(target, samples, keep_float, cpu_schedules, block=block)
+    options = options_for(
+        target, samples, keep_float, cpu_schedules, block=block, vta_partition=vta_partition
+    )
     cm = CompiledModel(run_pipeline(graph, options), target, hw=hw if target == "vta" else None)
     if target == "vta" and lower:
         cm.lower_kernels(hw)

@@ -8,7 +8,9 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
 - ``"cpu-int8"``: int8 quantized, everything on the CPU; the quantized conv2d/dense run
   compiled int8 kernels (``compiler.graph.cpu_int8_kernels``, the arithmetic of VTA), the
   rest numpy,
-- ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU,
+- ``"vta"``: int8 quantized, conv2d/dense/pools on VTA in the packed layout (every layer the
+  accelerator can lower; ``vta_partition="legacy"``: the float first conv, pools and last
+  dense on the CPU), the rest on the CPU,
 - ``"gpu"``: float graph, every node on the GPU (``place_gpu``; kernels in
   ``compiler.graph.gpu_kernels``, compiled to PTX by ``compile_model``).
 """
@@ -34,6 +36,7 @@ from pyvta.compiler.graph.passes import (
     quantize_int8,
     remove_dead_code,
 )
+from pyvta.compiler.graph.passes.partition_targets import VTA_PARTITIONS
 from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
 
 TARGETS = ("cpu", "cpu-int8", "vta", "gpu")
@@ -59,6 +62,10 @@ class PipelineOptions:
     cpu_build: bool = True
     gpu: bool = False
     int8_kernels: bool = False
+    # what the accelerator takes (``partition_targets.VTA_PARTITIONS``): "whole" every layer
+    # it can lower (stem, pools, classifier too), "legacy" the conv/dense layers between a
+    # float first conv and a float last dense (today's partition, for comparison)
+    vta_partition: str = "whole"
 
 
 PassFn = Callable[[Graph, PipelineOptions], Graph]
@@ -101,23 +108,32 @@ def options_for(
     keep_float: tuple[str, ...] | None = None,
     cpu_schedules: dict | None = None,
     block: int = layout.BLOCK_ELEMS,
+    vta_partition: str = "whole",
 ) -> PipelineOptions:
     """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``;
     ``cpu_schedules`` (tuned conv schedules by workload key) apply to ``"cpu"``; ``block``: the
-    accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are packed to."""
+    accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are packed to;
+    ``vta_partition`` ("whole" or "legacy", ``partition_targets``): for ``"vta"``, "whole"
+    quantizes every conv/dense (``keep_float`` default: none) and the pools."""
     if target not in TARGETS:
         raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
+    if vta_partition not in VTA_PARTITIONS:
+        raise ValueError(f"vta_partition {vta_partition!r} (allowed: {', '.join(VTA_PARTITIONS)})")
     if target == "cpu":
         return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
     if target == "gpu":
         return PipelineOptions(gpu=True)
     if not samples:
         raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
+    whole = target == "vta" and vta_partition == "whole"
+    if whole and keep_float is None:
+        keep_float = ()
     return PipelineOptions(
-        QuantConfig(list(samples), keep_float),
+        QuantConfig(list(samples), keep_float, int8_pools=whole),
         use_vta=target == "vta",
         block=block,
         int8_kernels=True,
+        vta_partition=vta_partition,
     )
 
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyvta.compiler.backend.vta.config import ConvConfig
-from pyvta.compiler.backend.vta.operator import VtaConv2d, build_kernel, lowering_epilogue
+from pyvta.compiler.backend.vta.operator import VtaConv2d, VtaPool, build_kernel, lowering_epilogue
+from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.vta_ops import FusedParams
@@ -63,6 +64,7 @@ def fused_epilogue(p, residual: bool) -> Epilogue:
 
 
 VTA_OPS = ("vta_conv2d", "vta_dense")
+POOL_OPS = ("vta_max_pool", "vta_global_avg_pool")
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,18 @@ def node_layer(graph: Graph, node: Node) -> NodeLayer:
 
 
 def accelerator_nodes(graph: Graph) -> list[Node]:
-    return [n for n in graph.nodes if n.target == "vta"]
+    """The conv2d/dense accelerator nodes (the layers a tuner tunes)."""
+    return [n for n in graph.nodes if n.target == "vta" and n.op in VTA_OPS]
+
+
+def pool_workload(graph: Graph, node: Node, block: int) -> PoolWorkload:
+    """The ALU workload of a ``vta_max_pool`` / ``vta_global_avg_pool`` node (packed input)."""
+    n, cb, h, w, _, b = graph.values[node.inputs[0]].shape
+    a = node.attrs
+    if node.op == "vta_global_avg_pool":
+        return PoolWorkload("global_avg", cb * b, h, w, mult=a["mult"], shift=a["shift"], block=b)
+    kh, kw = a["kernel"]
+    return PoolWorkload("max", cb * b, h, w, kh, kw, a["strides"], a["pads"], block=b)
 
 
 @dataclass(frozen=True)
@@ -146,6 +159,9 @@ def compile_kernels(
     default, or with ``search`` > 0 the best of that many candidates on ``measure(insns)``."""
     kernels: dict[str, Kernel] = {}
     t0 = time.perf_counter()
+    for node in graph.nodes:
+        if node.target == "vta" and node.op in POOL_OPS:
+            kernels[node.name] = build_pool_kernel(pool_workload(graph, node, hw.block_in), hw)
     for node in accelerator_nodes(graph):
         nl = node_layer(graph, node)
         kernels[node.name] = build_kernel(
@@ -185,7 +201,9 @@ class AcceleratorBackend:
         self.device = device
         t0 = time.perf_counter()
         self._ops = {
-            name: VtaConv2d.from_kernel(k, ConvWorkload(**k.info["workload"]), device)
+            name: VtaPool.from_kernel(k, device)
+            if k.info.get("kind") == "pool"
+            else VtaConv2d.from_kernel(k, ConvWorkload(**k.info["workload"]), device)
             for name, k in kernels.items()
         }
         self.load_s = time.perf_counter() - t0
@@ -221,7 +239,9 @@ class AcceleratorBackend:
         self._last_cycles = 0
         outs = []
         for i in range(x.shape[0]):
-            if dense:
+            if node.op in POOL_OPS:
+                data, r = x[i, :, :, :, 0, :], None
+            elif dense:
                 data = x[i][:, None, :, :]
                 r = None if res is None else res[i][:, None, :, :]
             else:

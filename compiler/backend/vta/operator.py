@@ -291,3 +291,38 @@ class VtaConv2d:
         outs, r = self.loaded.run(inputs)
         out = outs["output"].view(np.int8).reshape(wl.co_blocks, wl.out_h, wl.out_w, wl.block)
         return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)
+
+
+class VtaPool:
+    """A pool kernel (``backend.vta.pool.build_pool_kernel``) loaded onto ``device``; called like
+    :class:`VtaConv2d` on packed int8 data ``(C/B, H, W, B)``."""
+
+    def __init__(self, loaded, wl):
+        self.loaded, self.wl = loaded, wl
+
+    @classmethod
+    def from_kernel(cls, kernel: Kernel, device) -> VtaPool:
+        from pyvta.compiler.backend.vta.pool import PoolWorkload
+
+        return cls(load_kernel(device, kernel), PoolWorkload(**kernel.info["workload"]))
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.loaded.kernel
+
+    @property
+    def ep(self) -> None:
+        return None
+
+    @property
+    def insn_count(self) -> int:
+        return self.kernel.insn_count
+
+    def __call__(self, data: np.ndarray, residual=None) -> ConvRun:
+        wl = self.wl
+        expect = (wl.c_blocks, wl.height, wl.width, wl.block)
+        if data.shape != expect or data.dtype != np.int8:
+            raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
+        outs, r = self.loaded.run({"input": data})
+        out = outs["output"].view(np.int8).reshape(wl.c_blocks, wl.out_h, wl.out_w, wl.block)
+        return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)

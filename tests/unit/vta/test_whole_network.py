@@ -1,0 +1,153 @@
+"""The whole network on the accelerator: the stem with its taps folded into channels, max pool
+and global average pool on the ALU, the classifier as GEMMs; every layer bit-exact on the
+simulator against the golden operator contract; asymmetric pads on the accelerator."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
+from pyvta.compiler.graph import layout, vta_ops, zoo
+from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.passes.partition_targets import HOST_OPS, vta_reason
+from pyvta.driver import SimDevice
+from pyvta.driver.kernel import load_kernel
+
+CASES_MAX = [  # channels, H, W, kernel, strides, pads
+    (64, 20, 18, (3, 3), (2, 2), (1, 1, 1, 1)),
+    (32, 9, 11, (3, 2), (1, 2), (0, 1, 2, 0)),  # asymmetric pads
+    (16, 6, 6, (2, 2), (2, 2), (0, 0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize("case", CASES_MAX)
+def test_max_pool_kernel_matches_golden(case, rng):
+    """Negative inputs: the load's zero padding must become -128, or it would win the max."""
+    c, h, w, k, s, p = case
+    pw = PoolWorkload("max", c, h, w, *k, s, p)
+    x = rng.integers(-128, 128, (1, pw.c_blocks, h, w, 1, 16), dtype=np.int8)
+    x[..., 0] = -100  # a lane that is negative everywhere
+    got, cycles = _run_pool(pw, x)
+    want = vta_ops.GoldenVta().max_pool(x, {"kernel": k, "strides": s, "pads": p})
+    assert np.array_equal(got, want[0, :, :, :, 0]) and cycles > 0
+    assert (want[0, ..., 0, 0] == -100).all()  # (the padding never won)
+
+
+@pytest.mark.parametrize("c, hw, frac", [(512, 7, (5, 7)), (40, 5, (4, 4)), (64, 1, (6, 6))])
+def test_global_avg_pool_kernel_matches_golden(c, hw, frac, rng):
+    mult, shift = vta_ops.avg_pool_params(hw * hw, *frac)
+    pw = PoolWorkload("global_avg", c, hw, hw, mult=mult, shift=shift)
+    x = rng.integers(-128, 128, (1, pw.c_blocks, hw, hw, 1, 16), dtype=np.int8)
+    got, _ = _run_pool(pw, x)
+    want = vta_ops.GoldenVta().global_avg_pool(x, {"mult": mult, "shift": shift})
+    assert np.array_equal(got, want[0, :, :, :, 0])
+    # the integer mean is the float mean to within one step (rounding of mult / 2**shift)
+    mean = x.astype(np.float64).mean(axis=(2, 3), keepdims=True) * 2.0 ** (frac[1] - frac[0])
+    assert np.abs(want - np.clip(np.round(mean), -128, 127)).max() <= 1
+
+
+def _run_pool(pw, x):
+    dev = SimDevice(dram_bytes=1 << 24)
+    outs, r = load_kernel(dev, build_pool_kernel(pw, dev.config)).run(
+        {"input": np.ascontiguousarray(x[0, :, :, :, 0, :])}
+    )
+    shape = (pw.c_blocks, pw.out_h, pw.out_w, 16)
+    return outs["output"].view(np.int8).reshape(shape), r.cycles
+
+
+@pytest.mark.parametrize(
+    "c, hw, o, k, s, p",
+    [
+        (3, 30, 20, (7, 7), 2, (3, 3, 3, 3)),  # the ResNet stem, smaller
+        (3, 17, 8, (3, 3), 1, (1, 1, 1, 1)),
+        (2, 15, 16, (5, 3), 2, (0, 1, 2, 0)),
+        (3, 20, 8, (3, 3), 3, (1, 0, 0, 1)),
+    ],
+)
+def test_folded_taps_equal_the_conv(c, hw, o, k, s, p, rng):
+    """``pack_fold_taps`` + ``fold_oihw`` (a KH/s x 1 conv, stride 1, no pads) == the conv."""
+    x = rng.integers(-128, 128, (1, c, hw, hw), dtype=np.int8)
+    w = rng.integers(-128, 128, (o, c, *k), dtype=np.int8)
+    b = rng.integers(-999, 999, (-(-o // 16), 16)).astype(np.int32)
+    params = vta_ops.FusedParams(shift=8, strides=(s, s), pads=p)
+    want = vta_ops.conv2d_packed(layout.pack_nchw(x), layout.pack_oihw(w), b, None, params)
+    xf, wf = layout.pack_fold_taps(x, k, (s, s), p), layout.fold_oihw(w, s)
+    got = vta_ops.conv2d_packed(xf, wf, b, None, vta_ops.FusedParams(shift=8))
+    assert np.array_equal(got, want)
+    assert layout.folds_taps(c, k, (s, s))
+
+
+def _small_resnet(tmp_path, width=24):
+    path = tmp_path / "r.onnx"
+    onnx.save(zoo.resnet(18, size=32, width=width, classes=10, seed=3), path)
+    return path
+
+
+def _calibration():
+    return [{"input": x} for x in zoo.sample_inputs(4, 32, seed=7)]
+
+
+def test_whole_network_on_the_accelerator_bit_exact(tmp_path):
+    """Every conv (the stem folded), both pools and the dense on VTA; on the CPU only the
+    host's share (quantize, fold, views, unpack, dequantize); the sim equals the golden model."""
+    path = _small_resnet(tmp_path)
+    cm = compile_model(path, "vta", _calibration(), lower=False)
+    placed = {n.op: n.target for n in cm.graph.nodes}
+    assert {op for op, t in placed.items() if t == "cpu"} <= set(HOST_OPS)
+    ops = [n.op for n in cm.graph.nodes if n.target == "vta"]
+    assert ops.count("vta_conv2d") == 20 and ops.count("vta_dense") == 1
+    assert ops.count("vta_max_pool") == 1 and ops.count("vta_global_avg_pool") == 1
+    assert "pack_fold_taps" in placed
+    x = zoo.sample_inputs(1, 32, seed=8)[0]
+    vta = AcceleratorBackend.for_graph(cm.graph, SimDevice())
+    (got,), table = run_model(cm, x, backends={"vta": vta})
+    (golden,), _ = run_model(cm, x)
+    assert np.array_equal(got, golden)
+    assert len(vta.runs) == 23 and all(r.cycles > 0 for r in vta.runs)
+    cycles = {r.node: r.cycles for r in table.rows if r.target == "vta"}
+    assert len(cycles) == 23
+    # the int8 network stays close to the float one (the legacy partition alongside)
+    legacy = compile_model(path, "vta", _calibration(), lower=False, vta_partition="legacy")
+    (old,), _ = run_model(legacy, x)
+    (ref,), _ = run_model(compile_model(path, "cpu"), x)
+    cos = [float(np.dot(a.ravel(), ref.ravel()) / np.linalg.norm(a) / np.linalg.norm(ref))
+           for a in (got, old)]  # fmt: skip
+    print("cosine to float: whole", cos[0], "legacy", cos[1])
+    assert cos[0] > 0.9 and cos[1] > 0.9
+
+
+def test_legacy_partition_and_reasons(tmp_path):
+    cm = compile_model(_small_resnet(tmp_path), "vta", _calibration(), lower=False,
+                       vta_partition="legacy")  # fmt: skip
+    cpu = [n for n in cm.graph.nodes if n.target == "cpu"]
+    assert {"conv2d", "max_pool", "global_avg_pool", "dense"} <= {n.op for n in cpu}
+    reasons = {n.op: vta_reason(cm.graph, n) for n in cpu}
+    assert "kept float" in reasons["conv2d"] and "float" in reasons["max_pool"]
+    with pytest.raises(ValueError, match="allowed: whole, legacy"):
+        compile_model(_small_resnet(tmp_path), "vta", _calibration(), vta_partition="all")
+
+
+def test_asymmetric_pads_run_on_the_accelerator(tmp_path):
+    """A conv with pads [0, 1, 1, 0] (TF SAME, stride 2) compiles and runs on VTA bit-exact."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype(np.float32) * 0.1, "w")
+    b = numpy_helper.from_array(rng.standard_normal(32).astype(np.float32) * 0.1, "b")
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[0, 1, 1, 0], strides=[2, 2])
+    g = helper.make_graph(
+        [conv, helper.make_node("Relu", ["y"], ["z"])],
+        "asym",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 16, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 32, 8, 8])],
+        [w, b],
+    )
+    path = tmp_path / "asym.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+    cm = compile_model(path, "vta")
+    node = next(n for n in cm.graph.nodes if n.op == "vta_conv2d")
+    assert node.target == "vta" and list(node.attrs["pads"]) == [0, 1, 1, 0]
+    x = rng.standard_normal((1, 16, 16, 16)).astype(np.float32)
+    (got,), _ = run_model(cm, x, device=SimDevice())
+    (golden,), _ = run_model(cm, x)
+    assert np.array_equal(got, golden)
