@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from pyvta.commands.common import add_config_argument, config_from
-from pyvta.commands.network import TARGET_HELP, compile_for
+from pyvta.commands.network import TARGET_HELP, add_partition_argument, compile_for, plan_lines
 
 HELP = "compile MODEL.onnx into an artifact (.npz: graph, constants, accelerator kernels)"
 
@@ -40,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=1,3,224,224",
         help="the shape of an input with symbolic dimensions",
     )
+    add_partition_argument(p)
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         search=args.search,
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
+        partition=args.partition,
     )
     path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")
@@ -67,4 +69,6 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
         f" {len(cm.kernels)} kernels{tag}{gpu})"
     )
+    if cm.target == "vta":
+        print("\n".join(plan_lines(cm.graph)))
     return 0

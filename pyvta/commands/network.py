@@ -62,9 +62,11 @@ def compile_for(
     search: int = 0,
     calibration: str | Path | None = None,
     input_shapes: dict | None = None,
+    partition: str | None = None,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``; for the
-    accelerator, its kernels are lowered here (tuned configs from ``tuning_log``)."""
+    accelerator, its kernels are lowered here (tuned configs from ``tuning_log``); ``partition``
+    (``--partition``): what the accelerator takes, "whole" (default) or "legacy"."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
     from pyvta.isa import HwConfig
 
@@ -79,6 +81,7 @@ def compile_for(
                 ("--search", bool(search)),
                 ("--calibration", calibration is not None),
                 ("--input-shape", bool(input_shapes)),
+                ("--partition", partition is not None),
             )
             if given
         ]
@@ -104,7 +107,7 @@ def compile_for(
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
-    _check_applies(target, kind, hw, tuning_log, search, calibration)
+    _check_applies(target, kind, hw, tuning_log, search, calibration, partition)
     if kind not in FLOAT_TARGETS:
         log(
             f"calibration: samples from {calibration}"
@@ -116,7 +119,13 @@ def compile_for(
     if kind == "cpu" and tuning_log:
         schedules = cpu_tuned_schedules(path, tuning_log, log)
     cm = compile_model(
-        path, kind, calibration, lower=False, cpu_schedules=schedules, input_shapes=input_shapes
+        path,
+        kind,
+        calibration,
+        lower=False,
+        cpu_schedules=schedules,
+        input_shapes=input_shapes,
+        vta_partition=partition or "whole",
     )
     if kind == "vta":
         hw = hw or HwConfig()
@@ -126,7 +135,9 @@ def compile_for(
     return cm
 
 
-def _check_applies(target: str, kind: str, hw, tuning_log, search: int, calibration) -> None:
+def _check_applies(
+    target: str, kind: str, hw, tuning_log, search: int, calibration, partition=None
+) -> None:
     """Refuse compile options that the target would leave unused (never a silent no-op)."""
     unused = [
         f"{flag} ({why})"
@@ -135,6 +146,7 @@ def _check_applies(target: str, kind: str, hw, tuning_log, search: int, calibrat
             ("--search", bool(search), kind == "vta", "accelerator layers' configs"),
             ("--tuning-log", tuning_log is not None, kind in ("cpu", "vta"), "cpu and vta-*"),
             ("--calibration", calibration is not None, kind not in FLOAT_TARGETS, "quantized"),
+            ("--partition", partition is not None, kind == "vta", "the accelerator's share"),
         )
         if given and not applies
     ]
@@ -218,6 +230,33 @@ def run_on(cm, target: str, x: np.ndarray, vta=None):
         vta = open_accelerator(cm, device, log=lambda _: None)
     outputs, table = run_model(cm, x, backends={"vta": vta} if vta is not None else None)
     return outputs, table, vta
+
+
+def add_partition_argument(p) -> None:
+    from pyvta.compiler.graph.passes.partition_targets import VTA_PARTITIONS
+
+    p.add_argument(
+        "--partition",
+        choices=VTA_PARTITIONS,
+        help="vta: what the accelerator runs; whole (default): every layer it can lower (stem,"
+        " pools, classifier too); legacy: the float first conv, pools and last dense on the CPU"
+        " (the partition before, for comparison)",
+    )
+
+
+def plan_lines(graph) -> list[str]:
+    """Where every node runs: a count per target, then each CPU node with its one-line reason."""
+    from pyvta.compiler.graph.passes.partition_targets import vta_reason
+
+    on = {}
+    for n in graph.nodes:
+        on[n.target] = on.get(n.target, 0) + 1
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(on.items()))
+    lines = [f"plan: {len(graph.nodes)} nodes ({counts}); on the CPU:"]
+    for n in graph.nodes:
+        if n.target == "cpu":
+            lines.append(f"  {n.name[:32]:<32} {n.op:<16} {vta_reason(graph, n)}")
+    return lines
 
 
 def vta_summary(vta, runs=None) -> str:

@@ -12,9 +12,11 @@ import numpy as np
 from pyvta.commands.common import add_config_argument
 from pyvta.commands.network import (
     TARGET_HELP,
+    add_partition_argument,
     compile_for,
     open_accelerator,
     parse_target,
+    plan_lines,
     vta_summary,
 )
 
@@ -63,6 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compiling an ONNX file: each layer's best config from a `pyvta tune MODEL --log` log",
     )
     p.add_argument("--calibration", metavar="DATA", help="compiling: .npy folder or .npz samples")
+    add_partition_argument(p)
     p.add_argument(
         "--bitstream", metavar="DIR", help="pynq: the bitstream folder (manifest, .bit, .hwh)"
     )
@@ -94,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         search=args.search,
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
+        partition=args.partition,
     )
     feeds = model_inputs(cm, input_files, args.seed)
     vta = None
@@ -115,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         if first is None:
             first = (outputs, table)
             print(table.format(top=args.top or None))
+            if kind == "vta":
+                print("\n".join(plan_lines(cm.graph)))
         runs = vta.runs[start:] if vta is not None else None
         extra = f"; {vta_summary(vta, runs)}" if runs else ""
         print(f"inference {i + 1}: {wall:.2f} s wall{extra}")

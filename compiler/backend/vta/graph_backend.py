@@ -41,7 +41,18 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
             f" {p.strides}, batch block {bn}"
         )
     return ConvWorkload(
-        h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr, pad_left=pl
+        h,
+        wd,
+        ib * b,
+        ob * b,
+        kh,
+        kw,
+        sh,
+        pt,
+        b,
+        pad_bottom=pb,
+        pad_right=pr,
+        pad_left=None if pl == pt else pl,  # (None: the key tuning logs know)
     )
 
 

@@ -187,7 +187,7 @@ def _lowered_kernel(
     sizes.append(("insns", RegionKind.CONST, len(consts["insns"])))
     regions = layout_regions(sizes)
     info = {
-        "workload": dataclasses.asdict(wl),
+        "workload": wl.to_dict(),
         "epilogue": dataclasses.asdict(ep),
         "layer_epilogue": dataclasses.asdict(layer_ep),
         "config": config.to_dict(),

@@ -18,6 +18,7 @@ Epilogue arithmetic, exactly (int32 wrapping, arithmetic shifts):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pyvta.isa import DEFAULT_CONFIG, PyvtaError
@@ -89,6 +90,14 @@ class ConvWorkload:
     @property
     def out_w(self) -> int:
         return (self.width + self.pad_l + self.pad_r - self.kernel_w) // self.stride + 1
+
+    def to_dict(self) -> dict:
+        """The fields, without ``pad_left`` when it is None (``pad``): the records of tuning
+        logs written before it existed keep their keys."""
+        d = dataclasses.asdict(self)
+        if d["pad_left"] is None:
+            del d["pad_left"]
+        return d
 
     @property
     def pad_l(self) -> int:
