@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
         partition=args.partition,
+        batch=args.batch,
     )
     path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")

@@ -63,10 +63,12 @@ def compile_for(
     calibration: str | Path | None = None,
     input_shapes: dict | None = None,
     partition: str | None = None,
+    batch: int | None = None,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``; for the
     accelerator, its kernels are lowered here (tuned configs from ``tuning_log``); ``partition``
-    (``--partition``): what the accelerator takes, "whole" (default) or "legacy"."""
+    (``--partition``): what the accelerator takes, "whole" (default) or "legacy"; ``batch``
+    (``--batch``): the images per inference (every input's first dimension)."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
     from pyvta.isa import HwConfig
 
@@ -82,6 +84,7 @@ def compile_for(
                 ("--calibration", calibration is not None),
                 ("--input-shape", bool(input_shapes)),
                 ("--partition", partition is not None),
+                ("--batch", batch is not None),
             )
             if given
         ]
@@ -115,6 +118,8 @@ def compile_for(
             else "calibration: 8 seeded standard-normal samples (give real ones with --calibration)"
         )
     log(f"compiling {path} for {target} (import, fold, fuse, quantize, pack, partition)...")
+    if batch is not None:
+        input_shapes = batch_shapes(path, batch, input_shapes)
     schedules = None
     if kind == "cpu" and tuning_log:
         schedules = cpu_tuned_schedules(path, tuning_log, log)
@@ -232,6 +237,25 @@ def run_on(cm, target: str, x: np.ndarray, vta=None):
     return outputs, table, vta
 
 
+def batch_shapes(path: Path, batch: int, given: dict | None) -> dict:
+    """Every model input's shape with ``batch`` images (``--input-shape`` still wins)."""
+    from pyvta.compiler.graph.onnx_import import load_onnx
+
+    if batch < 1:
+        raise CommandError(f"--batch must be >= 1, got {batch}")
+    model = load_onnx(path)
+    consts = {t.name for t in model.graph.initializer}
+    shapes = {}
+    for vi in model.graph.input:
+        if vi.name in consts:
+            continue
+        dims = [
+            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
+        ]
+        shapes[vi.name] = (batch, *dims[1:])
+    return shapes | dict(given or {})
+
+
 def add_partition_argument(p) -> None:
     from pyvta.compiler.graph.passes.partition_targets import VTA_PARTITIONS
 
@@ -241,6 +265,13 @@ def add_partition_argument(p) -> None:
         help="vta: what the accelerator runs; whole (default): every layer it can lower (stem,"
         " pools, classifier too); legacy: the float first conv, pools and last dense on the CPU"
         " (the partition before, for comparison)",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="compiling: N images per inference (each accelerator layer one launch for all N,"
+        " its weights loaded once per tile)",
     )
 
 

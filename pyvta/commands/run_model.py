@@ -98,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
         partition=args.partition,
+        batch=args.batch,
     )
     feeds = model_inputs(cm, input_files, args.seed)
     vta = None

@@ -264,7 +264,7 @@ def conv_cost(
     t = timing or Timing()
     g = check_fit(wl, ep, c, hw)
     co_tiles = wl.co_blocks // c.tile_co
-    sp_tiles = (wl.out_h // c.tile_h) * (wl.out_w // c.tile_w)
+    sp_tiles = wl.batch * (wl.out_h // c.tile_h) * (wl.out_w // c.tile_w)
     tiles, chunks = co_tiles * sp_tiles, wl.ci_blocks // c.tile_ci
     tile = tile_compute_insns(wl, ep, c, g)
     dims = gemm_dims(wl, c, g)
@@ -382,8 +382,8 @@ def _dma(
     shared = shared_inputs(wl, ep, c, hw)
     per_sp = (co_tiles // c.vthreads if shared else co_tiles) * chunks * c.tile_ci
     inp_elem = hw.inp_elem_bytes
-    inp = per_sp * float(rows_cycles(ys, xs, inp_elem, (y0, y1, x0, x1)).sum())
-    inp_port = per_sp * float((ys * beats(xs, inp_elem)).sum())
+    inp = wl.batch * per_sp * float(rows_cycles(ys, xs, inp_elem, (y0, y1, x0, x1)).sum())
+    inp_port = wl.batch * per_sp * float((ys * beats(xs, inp_elem)).sum())
     n_wgt = _weight_loads(c, co_tiles, sp_tiles, chunks)
     wgt_x = c.tile_ci * wl.kernel_h * wl.kernel_w
 

@@ -12,6 +12,7 @@ packed input and weight shapes, its epilogue from its ``FusedParams``, its const
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,8 +31,8 @@ from pyvta.isa import HwConfig
 
 def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
     """The VTA workload of a packed conv2d node (x (N, I/B, H, W, 1, B), w (O/B, I/B, KH, KW,
-    B, B)) with fused parameters ``p``."""
-    _, ib, h, wd, bn, b = x_shape
+    B, B)) with fused parameters ``p``: the N images in one launch (``batch``)."""
+    n, ib, h, wd, bn, b = x_shape
     ob, _, kh, kw, _, _ = w_shape
     sh, sw = p.strides
     pt, pl, pb, pr = p.pads
@@ -53,13 +54,15 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
         pad_bottom=pb,
         pad_right=pr,
         pad_left=None if pl == pt else pl,  # (None: the key tuning logs know)
+        batch=n,
     )
 
 
 def dense_workload(x_shape, w_shape) -> ConvWorkload:
-    """The VTA workload of a packed dense node (x (N, I/B, 1, B), w (O/B, I/B, B, B))."""
-    _, ib, _, b = x_shape
-    return ConvWorkload.dense(ib * b, w_shape[0] * b, b)
+    """The VTA workload of a packed dense node (x (N, I/B, 1, B), w (O/B, I/B, B, B)): a 1x1
+    conv over an image of 1 x N pixels (the batch), so a weight tile serves every image."""
+    n, ib, _, b = x_shape
+    return ConvWorkload(1, n, ib * b, w_shape[0] * b, 1, 1, 1, 0, b)
 
 
 def fused_epilogue(p, residual: bool) -> Epilogue:
@@ -83,7 +86,8 @@ class NodeLayer:
     """One accelerator node as the accelerator runs it, per batch item.
 
     ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8 (a dense node's with KH = KW = 1);
-    ``bias`` packed (co_b, b) int32; ``batch`` launches per inference."""
+    ``bias`` packed (co_b, b) int32; ``batch`` launches per inference (1: the workload holds
+    every image, ``ConvWorkload.batch``)."""
 
     workload: ConvWorkload
     epilogue: Epilogue  # the node's arithmetic (before the lowering choices)
@@ -108,7 +112,7 @@ def node_layer(graph: Graph, node: Node) -> NodeLayer:
         wl, w = dense_workload(x_shape, w.shape), w[:, :, None, None, :, :]
     ep = fused_epilogue(p, len(node.inputs) > 3)
     w = np.ascontiguousarray(w, np.int8)
-    return NodeLayer(wl, ep, w, np.ascontiguousarray(bias, np.int32), int(x_shape[0]))
+    return NodeLayer(wl, ep, w, np.ascontiguousarray(bias, np.int32), 1)
 
 
 def accelerator_nodes(graph: Graph) -> list[Node]:
@@ -119,6 +123,7 @@ def accelerator_nodes(graph: Graph) -> list[Node]:
 def pool_workload(graph: Graph, node: Node, block: int) -> PoolWorkload:
     """The ALU workload of a ``vta_max_pool`` / ``vta_global_avg_pool`` node (packed input)."""
     n, cb, h, w, _, b = graph.values[node.inputs[0]].shape
+    cb *= n  # the images' channel planes one after another: a pool treats each alike
     a = node.attrs
     if node.op == "vta_global_avg_pool":
         return PoolWorkload("global_avg", cb * b, h, w, mult=a["mult"], shift=a["shift"], block=b)
@@ -151,8 +156,12 @@ def config_for(configs: dict, nl: NodeLayer) -> ConvConfig | None:
     log gives them) or by the workload alone; None: derive a default."""
     if not configs:
         return None
-    key = (nl.workload, lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0])
-    return configs.get(key) or configs.get(nl.workload)
+    ep = lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0]
+    for wl in (nl.workload, dataclasses.replace(nl.workload, batch=1)):  # (one image's tiles fit N)
+        hit = configs.get((wl, ep)) or configs.get(wl)
+        if hit is not None:
+            return hit
+    return None
 
 
 def compile_kernels(
@@ -246,25 +255,27 @@ class AcceleratorBackend:
                 " compile the model for the accelerator"
             )
         x, res = args[0], (args[3] if len(args) > 3 else None)
-        dense = node.op == "vta_dense"
-        self._last_cycles = 0
-        outs = []
-        for i in range(x.shape[0]):
-            if node.op in POOL_OPS:
-                data, r = x[i, :, :, :, 0, :], None
-            elif dense:
-                data = x[i][:, None, :, :]
-                r = None if res is None else res[i][:, None, :, :]
-            else:
-                data = x[i, :, :, :, 0, :]
-                r = None if res is None else res[i, :, :, :, 0, :]
-            run = op(np.ascontiguousarray(data, np.int8), r)
-            self.runs.append(
-                LayerRun(
-                    op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count, op.ep
-                )
+        n = x.shape[0]
+        if node.op in POOL_OPS:  # (N, C/B, H, W, 1, B): N * C/B planes
+            data, r = x[:, :, :, :, 0, :].reshape(-1, *x.shape[2:4], x.shape[-1]), None
+        elif node.op == "vta_dense":  # (N, I/B, 1, B) -> an image of 1 x N pixels
+            data = x.transpose(1, 2, 0, 3)
+            r = None if res is None else np.ascontiguousarray(res.transpose(1, 2, 0, 3))
+        else:
+            data = x[:, :, :, :, 0, :] if op.wl.batch > 1 else x[0, :, :, :, 0, :]
+            r = (
+                None
+                if res is None
+                else res[:, :, :, :, 0, :]
+                if op.wl.batch > 1
+                else res[0, ..., 0, :]
             )
-            self._last_cycles += run.cycles or 0
-            outs.append(run.output[:, 0] if dense else run.output)
-        out = np.stack(outs)
-        return out if dense else out[:, :, :, :, None, :]
+        run = op(np.ascontiguousarray(data, np.int8), r)
+        self.runs.append(
+            LayerRun(op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count, op.ep)
+        )
+        self._last_cycles = run.cycles or 0
+        if node.op == "vta_dense":
+            return np.ascontiguousarray(run.output.transpose(2, 0, 1, 3))
+        out = run.output.reshape(n, -1, *run.output.shape[-3:])
+        return out[:, :, :, :, None, :]

@@ -159,9 +159,10 @@ def _lowered_kernel(
     layer_ep: Epilogue,
 ) -> Kernel:
     """Place the regions from byte 0, lower the stream against them, build the relocation table."""
-    out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
+    out_bytes = wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
+    in_bytes = wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes
     sizes = [
-        ("input", RegionKind.INPUT, wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes),
+        ("input", RegionKind.INPUT, in_bytes),
         ("output", RegionKind.OUTPUT, out_bytes),
     ]
     if ep.residual:
@@ -278,18 +279,21 @@ class VtaConv2d:
         return decode_insns(raw, self.device.config)
 
     def __call__(self, data: np.ndarray, residual: np.ndarray | None = None) -> ConvRun:
-        """Run on packed int8 data (ci_b, H, W, b) [+ residual (co_b, OH, OW, b)]."""
+        """Run on packed int8 data (ci_b, H, W, b) [+ residual (co_b, OH, OW, b)]; a workload
+        of ``batch`` > 1 takes and gives them with a leading batch axis."""
         wl = self.wl
-        expect = (wl.ci_blocks, wl.height, wl.width, wl.block)
+        n = (wl.batch,) if wl.batch > 1 else ()
+        expect = (*n, wl.ci_blocks, wl.height, wl.width, wl.block)
         if data.shape != expect or data.dtype != np.int8:
             raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
         inputs = {"input": data}
+        out_shape = (*n, wl.co_blocks, wl.out_h, wl.out_w, wl.block)
         if self.has_residual:
-            if residual is None or residual.shape != (wl.co_blocks, wl.out_h, wl.out_w, wl.block):
+            if residual is None or residual.shape != out_shape:
                 raise ValueError("this conv fuses a residual add: pass the packed int8 residual")
             inputs["residual"] = np.ascontiguousarray(residual, np.int8)
         outs, r = self.loaded.run(inputs)
-        out = outs["output"].view(np.int8).reshape(wl.co_blocks, wl.out_h, wl.out_w, wl.block)
+        out = outs["output"].view(np.int8).reshape(out_shape)
         return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)
 
 

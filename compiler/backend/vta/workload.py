@@ -51,6 +51,9 @@ class ConvWorkload:
     pad_bottom: int | None = None
     pad_right: int | None = None
     pad_left: int | None = None  # (the LOAD's x_pad_0; None: ``pad``)
+    # images per launch: data (batch, ci_blocks, H, W, b), output (batch, co_blocks, OH, OW, b);
+    # the template tiles them as one image of batch * OH output rows (tiles never straddle two)
+    batch: int = 1
 
     def __post_init__(self):
         for name in (
@@ -62,6 +65,7 @@ class ConvWorkload:
             "kernel_w",
             "stride",
             "block",
+            "batch",
         ):
             _pos(name, getattr(self, name))
         for name in ("pad", "pad_bottom", "pad_right", "pad_left"):
@@ -97,6 +101,8 @@ class ConvWorkload:
         d = dataclasses.asdict(self)
         if d["pad_left"] is None:
             del d["pad_left"]
+        if d["batch"] == 1:
+            del d["batch"]
         return d
 
     @property
@@ -128,7 +134,8 @@ class ConvWorkload:
     def macs(self) -> int:
         """MACs of the padded (block-aligned) problem: what the GEMM core performs."""
         return (
-            self.co_blocks
+            self.batch
+            * self.co_blocks
             * self.ci_blocks
             * self.block
             * self.block
@@ -146,7 +153,8 @@ class ConvWorkload:
     @property
     def useful_macs(self) -> int:
         return (
-            self.out_channels
+            self.batch
+            * self.out_channels
             * self.in_channels
             * self.kernel_h
             * self.kernel_w
@@ -160,6 +168,7 @@ class ConvWorkload:
         return (
             f"conv {self.height}x{self.width} {self.in_channels}->{self.out_channels}"
             f" k{self.kernel_h}x{self.kernel_w} s{self.stride} {p}"
+            + (f" n{self.batch}" if self.batch > 1 else "")
         )
 
 
