@@ -42,7 +42,7 @@ class ContractNodes:
     """``"vta"`` nodes through an operator-contract object (``conv2d``/``dense``, e.g. the golden
     model)."""
 
-    OPS = ("vta_conv2d", "vta_dense", "vta_max_pool", "vta_global_avg_pool")
+    OPS = ("vta_conv2d", "vta_dense", "vta_max_pool", "vta_global_avg_pool", "vta_conv2d_max_pool")
 
     def __init__(self, vta: VtaBackend) -> None:
         self.vta = vta
@@ -62,6 +62,8 @@ class ContractNodes:
             return self.vta.conv2d(args[0], args[1], args[2], res, params)
         if node.op == "vta_dense":
             return self.vta.dense(args[0], args[1], args[2], res, params)
+        if node.op == "vta_conv2d_max_pool":
+            return self.vta.conv2d_max_pool(args[0], args[1], args[2], res, params)
         raise GraphError(f"op {node.op!r} cannot run on vta (allowed: {', '.join(self.OPS)})")
 
 

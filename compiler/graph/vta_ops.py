@@ -24,7 +24,8 @@ Layouts (block ``B`` = 16, batch block 1), see :mod:`compiler.graph.layout`:
 - dense: ``x`` int8 ``(N, I/B, 1, B)``, ``w`` int8 ``(O/B, I/B, B, B)``, ``bias`` int32
   ``(O/B, B)``, ``res``/output int8 ``(N, O/B, 1, B)``.
 
-Pools on the packed layout: ``vta_max_pool`` (int8 in and out, one scale: :func:`max_pool_packed`)
+A ``vta_conv2d_max_pool`` node is a ``vta_conv2d`` followed by the max pool of
+``CONV_POOL_ATTRS``. Pools on the packed layout: ``vta_max_pool`` (int8 in and out, one scale: :func:`max_pool_packed`)
 and ``vta_global_avg_pool`` (the integer mean of :func:`global_avg_pool_int8`), output
 ``(N, C/B, OH, OW, 1, B)``.
 
@@ -99,6 +100,10 @@ class VtaBackend(Protocol):
     ) -> np.ndarray: ...
 
     def max_pool(self, x: np.ndarray, attrs: dict) -> np.ndarray: ...
+
+    def conv2d_max_pool(
+        self, x: np.ndarray, w: np.ndarray, bias: np.ndarray, res: np.ndarray | None, p: FusedParams
+    ) -> np.ndarray: ...
 
     def global_avg_pool(self, x: np.ndarray, attrs: dict) -> np.ndarray: ...
 
@@ -208,6 +213,9 @@ def max_pool_packed(x: np.ndarray, kernel, strides, pads) -> np.ndarray:
     return np.ascontiguousarray(y.reshape(n, bn, cb, blk, oh, ow).transpose(0, 2, 4, 5, 1, 3))
 
 
+# the max pool a ``vta_conv2d_max_pool`` node applies to its conv's output (the ResNet stem's)
+CONV_POOL_ATTRS = {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}
+
 AVG_MULT_MAX = (1 << 15) - 1  # the ALU's signed 16-bit immediate
 AVG_SHIFT_MAX = 15  # the rounding term 2**(shift-1) is an immediate too
 
@@ -258,6 +266,9 @@ class GoldenVta:
 
     def max_pool(self, x, attrs: dict) -> np.ndarray:
         return max_pool_packed(x, attrs["kernel"], attrs["strides"], attrs["pads"])
+
+    def conv2d_max_pool(self, x, w, bias, res, p: FusedParams) -> np.ndarray:
+        return self.max_pool(self.conv2d(x, w, bias, res, p), CONV_POOL_ATTRS)
 
     def global_avg_pool(self, x, attrs: dict) -> np.ndarray:
         return global_avg_pool_int8(x, (2, 3), attrs["mult"], attrs["shift"])

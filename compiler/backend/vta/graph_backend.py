@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyvta.compiler.backend.vta.config import ConvConfig
+from pyvta.compiler.backend.vta.conv_pool import POOL_ATTRS, build_conv_pool_kernel, fusable
 from pyvta.compiler.backend.vta.operator import VtaConv2d, VtaPool, build_kernel, lowering_epilogue
 from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
@@ -79,6 +80,7 @@ def fused_epilogue(p, residual: bool) -> Epilogue:
 
 VTA_OPS = ("vta_conv2d", "vta_dense")
 POOL_OPS = ("vta_max_pool", "vta_global_avg_pool")
+CONV_POOL = "vta_conv2d_max_pool"  # a conv and the 3x3/2 max pool after it (``conv_pool``)
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ class NodeLayer:
 
 def node_layer(graph: Graph, node: Node) -> NodeLayer:
     """The workload, epilogue and packed constants of a ``vta_conv2d``/``vta_dense`` node."""
-    if node.op not in VTA_OPS:
+    if node.op not in (*VTA_OPS, CONV_POOL):
         raise GraphError(f"node {node.name!r}: op {node.op!r} is not an accelerator op {VTA_OPS}")
     x_shape = graph.values[node.inputs[0]].shape
     try:
@@ -106,7 +108,7 @@ def node_layer(graph: Graph, node: Node) -> NodeLayer:
     except KeyError as e:
         raise GraphError(f"node {node.name!r}: weights and bias must be constants ({e})") from None
     p = FusedParams.from_attrs(node.attrs)
-    if node.op == "vta_conv2d":
+    if node.op in ("vta_conv2d", CONV_POOL):
         wl = conv_workload(x_shape, w.shape, p)
     else:
         wl, w = dense_workload(x_shape, w.shape), w[:, :, None, None, :, :]
@@ -151,6 +153,22 @@ def accelerator_layers(graph: Graph) -> list[Layer]:
     return [Layer(wl, ep, n) for (wl, ep), n in counts.items()]
 
 
+def conv_pool_kernels(graph, node, hw, configs, measure, search) -> dict[str, Kernel]:
+    """The kernels of a ``vta_conv2d_max_pool`` node: one fused kernel where the schedule fits
+    ``hw`` (``conv_pool.fusable``), else a conv kernel and a max pool kernel (``<name>/pool``)."""
+    nl = node_layer(graph, node)
+    ep = dataclasses.replace(lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0],
+                             bias_via_gemm=False)  # fmt: skip
+    if fusable(nl.workload, ep, hw):
+        return {node.name: build_conv_pool_kernel(nl.workload, ep, nl.weights, nl.bias, hw)}
+    conv = build_kernel(nl.workload, nl.epilogue, nl.weights, nl.bias, hw,
+                        config_for(configs or {}, nl), measure=measure, search=search)  # fmt: skip
+    wl = nl.workload
+    pw = PoolWorkload("max", wl.co_blocks * wl.block, wl.out_h, wl.out_w, 3, 3,
+                      POOL_ATTRS["strides"], POOL_ATTRS["pads"], block=wl.block)  # fmt: skip
+    return {node.name: conv, f"{node.name}/pool": build_pool_kernel(pw, hw)}
+
+
 def config_for(configs: dict, nl: NodeLayer) -> ConvConfig | None:
     """A layer's given config: keyed by ``(workload, lowering epilogue)`` (as a network tuning
     log gives them) or by the workload alone; None: derive a default."""
@@ -182,6 +200,8 @@ def compile_kernels(
     for node in graph.nodes:
         if node.target == "vta" and node.op in POOL_OPS:
             kernels[node.name] = build_pool_kernel(pool_workload(graph, node, hw.block_in), hw)
+        if node.target == "vta" and node.op == CONV_POOL:
+            kernels.update(conv_pool_kernels(graph, node, hw, configs, measure, search))
     for node in accelerator_nodes(graph):
         nl = node_layer(graph, node)
         kernels[node.name] = build_kernel(
@@ -222,7 +242,7 @@ class AcceleratorBackend:
         t0 = time.perf_counter()
         self._ops = {
             name: VtaPool.from_kernel(k, device)
-            if k.info.get("kind") == "pool"
+            if k.info.get("kind") in ("pool", "conv_pool")
             else VtaConv2d.from_kernel(k, ConvWorkload(**k.info["workload"]), device)
             for name, k in kernels.items()
         }
@@ -275,6 +295,11 @@ class AcceleratorBackend:
             LayerRun(op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count, op.ep)
         )
         self._last_cycles = run.cycles or 0
+        pool = self._ops.get(f"{node.name}/pool")  # (a conv + max pool node in two kernels)
+        if pool is not None:
+            run = pool(run.output)
+            self.runs.append(LayerRun(pool.wl, {}, run.cycles, run.wall_s, pool.insn_count))
+            self._last_cycles += run.cycles or 0
         if node.op == "vta_dense":
             return np.ascontiguousarray(run.output.transpose(2, 0, 1, 3))
         out = run.output.reshape(n, -1, *run.output.shape[-3:])

@@ -298,16 +298,20 @@ class VtaConv2d:
 
 
 class VtaPool:
-    """A pool kernel (``backend.vta.pool.build_pool_kernel``) loaded onto ``device``; called like
-    :class:`VtaConv2d` on packed int8 data ``(C/B, H, W, B)``."""
+    """A pool kernel (``backend.vta.pool.build_pool_kernel``) or a conv + max pool kernel
+    (``backend.vta.conv_pool``) loaded onto ``device``; called like :class:`VtaConv2d` on packed
+    int8 data ``(C/B, H, W, B)``."""
 
     def __init__(self, loaded, wl):
         self.loaded, self.wl = loaded, wl
 
     @classmethod
     def from_kernel(cls, kernel: Kernel, device) -> VtaPool:
+        """A pool kernel, or a conv + max pool kernel (``info["kind"]`` ``"conv_pool"``)."""
         from pyvta.compiler.backend.vta.pool import PoolWorkload
 
+        if kernel.info["kind"] == "conv_pool":
+            return cls(load_kernel(device, kernel), ConvWorkload(**kernel.info["workload"]))
         return cls(load_kernel(device, kernel), PoolWorkload(**kernel.info["workload"]))
 
     @property
@@ -324,9 +328,13 @@ class VtaPool:
 
     def __call__(self, data: np.ndarray, residual=None) -> ConvRun:
         wl = self.wl
-        expect = (wl.c_blocks, wl.height, wl.width, wl.block)
+        if isinstance(wl, ConvWorkload):  # conv + the 3x3/2 max pool
+            blocks, out_blocks, out_hw = wl.ci_blocks, wl.co_blocks, (wl.out_h // 2, wl.out_w // 2)
+        else:
+            blocks, out_blocks, out_hw = wl.c_blocks, wl.c_blocks, (wl.out_h, wl.out_w)
+        expect = (blocks, wl.height, wl.width, wl.block)
         if data.shape != expect or data.dtype != np.int8:
             raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
         outs, r = self.loaded.run({"input": data})
-        out = outs["output"].view(np.int8).reshape(wl.c_blocks, wl.out_h, wl.out_w, wl.block)
+        out = outs["output"].view(np.int8).reshape(out_blocks, *out_hw, wl.block)
         return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)

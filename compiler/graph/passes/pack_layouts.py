@@ -15,7 +15,7 @@ flatten of a packed 1x1 value reads it through ``packed_flatten`` (a view).
 
 from __future__ import annotations
 
-from pyvta.compiler.graph import layout
+from pyvta.compiler.graph import layout, vta_ops
 from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 
@@ -27,6 +27,11 @@ def pack_layouts(graph: Graph, options) -> Graph:
     em = NodeEmitter(g, nodes)
     packed: dict[str, str] = {}  # NCHW / NC name -> packed name
     flattens = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.op == "flatten"}
+    readers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers.setdefault(i, []).append(n)
+    fused: set[str] = set()  # max pools folded into the conv before them
 
     def pack(name: str) -> str:
         if name not in packed:
@@ -41,6 +46,8 @@ def pack_layouts(graph: Graph, options) -> Graph:
     for n in g.nodes:
         if n.target != "vta":
             nodes.append(n)
+            continue
+        if n.name in fused:
             continue
         y = n.outputs[0]
         if n.op in ("max_pool", "qglobal_avg_pool"):
@@ -82,6 +89,10 @@ def pack_layouts(graph: Graph, options) -> Graph:
         if fold:
             attrs |= {"strides": [1, 1], "pads": [0, 0, 0, 0]}
         op = "vta_conv2d" if conv else "vta_dense"
+        pool = _pool_after(g, n, readers) if fold else None
+        if pool is not None:  # the stem and its max pool: one node (``backend.vta.conv_pool``)
+            fused.add(pool.name)
+            op, y = "vta_conv2d_max_pool", pool.outputs[0]
         em.names.discard(n.name)  # the vta node keeps the quantized node's name
         yp = em.emit(op, ins, attrs, n.name, output=g.fresh_name(f"{y}_packed"), target="vta")
         unpack = "unpack_nchw" if conv else "unpack_nc"
@@ -89,3 +100,23 @@ def pack_layouts(graph: Graph, options) -> Graph:
         packed[y] = yp
     g.nodes = nodes
     return g
+
+
+def _pool_after(g: Graph, conv: Node, readers: dict) -> Node | None:
+    """The max pool of ``vta_ops.CONV_POOL_ATTRS`` on the accelerator that is the only reader
+    of ``conv``'s output (one image, even output sides), else None."""
+    y = conv.outputs[0]
+    nxt = readers.get(y, [])
+    if len(nxt) != 1 or y in g.outputs:
+        return None
+    p = nxt[0]
+    a = vta_ops.CONV_POOL_ATTRS
+    same = (
+        p.op == "max_pool"
+        and p.target == "vta"
+        and all(tuple(p.attrs[k]) == tuple(v) for k, v in a.items())
+    )
+    n, _, h, w = g.values[y].shape
+    if not same or p.attrs.get("ceil_mode", 0) or n != 1 or h % 2 or w % 2:
+        return None
+    return p

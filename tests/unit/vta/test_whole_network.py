@@ -97,17 +97,18 @@ def test_whole_network_on_the_accelerator_bit_exact(tmp_path):
     placed = {n.op: n.target for n in cm.graph.nodes}
     assert {op for op, t in placed.items() if t == "cpu"} <= set(HOST_OPS)
     ops = [n.op for n in cm.graph.nodes if n.target == "vta"]
-    assert ops.count("vta_conv2d") == 20 and ops.count("vta_dense") == 1
-    assert ops.count("vta_max_pool") == 1 and ops.count("vta_global_avg_pool") == 1
+    assert ops.count("vta_conv2d") == 19 and ops.count("vta_dense") == 1
+    # the stem and its max pool: one kernel (the pool beside the GEMMs)
+    assert ops.count("vta_conv2d_max_pool") == 1 and ops.count("vta_global_avg_pool") == 1
     assert "pack_fold_taps" in placed
     x = zoo.sample_inputs(1, 32, seed=8)[0]
     vta = AcceleratorBackend.for_graph(cm.graph, SimDevice())
     (got,), table = run_model(cm, x, backends={"vta": vta})
     (golden,), _ = run_model(cm, x)
     assert np.array_equal(got, golden)
-    assert len(vta.runs) == 23 and all(r.cycles > 0 for r in vta.runs)
+    assert len(vta.runs) == 22 and all(r.cycles > 0 for r in vta.runs)
     cycles = {r.node: r.cycles for r in table.rows if r.target == "vta"}
-    assert len(cycles) == 23
+    assert len(cycles) == 22
     # the int8 network stays close to the float one (the legacy partition alongside)
     legacy = compile_model(path, "vta", _calibration(), lower=False, vta_partition="legacy")
     (old,), _ = run_model(legacy, x)
@@ -203,3 +204,36 @@ def test_batched_conv_loads_weights_once_per_tile(rng):
                    and i.memory_type is MemType.WGT)  # fmt: skip
 
     assert wgt_rows(three) == wgt_rows(one)
+
+
+@pytest.mark.parametrize("fits", [True, False])
+def test_stem_and_max_pool_in_one_kernel(fits, rng):
+    """conv (+ bias, shift, clip) + the 3x3/2 max pool: the fused kernel, or where its schedule
+    does not fit the config (a smaller INP buffer), a conv kernel and a pool kernel: both the golden
+    conv followed by the golden max pool."""
+    import dataclasses
+
+    from pyvta.compiler.backend.vta.graph_backend import conv_pool_kernels
+    from pyvta.compiler.graph.ir import Graph, Node, Value
+    from pyvta.isa import DEFAULT_CONFIG
+
+    x = rng.integers(-128, 128, (1, 3, 23, 20, 1, 16), dtype=np.int8)
+    w = rng.integers(-128, 128, (4, 3, 4, 1, 16, 16), dtype=np.int8)
+    b = rng.integers(-20000, 20000, (4, 16)).astype(np.int32)
+    attrs = dict(shift=10, clip_lo=0, clip_hi=127, res_shift=0, strides=[1, 1], pads=[0] * 4)
+    values = {
+        "x": Value("x", x.shape, "int8"),
+        "w": Value("w", w.shape, "int8"),
+        "b": Value("b", b.shape, "int32"),
+        "y": Value("y", (1, 4, 10, 10, 1, 16), "int8"),
+    }
+    node = Node("vta_conv2d_max_pool", "stem", ["x", "w", "b"], ["y"], attrs, "vta")
+    g = Graph("stem", ["x"], ["y"], [node], {"w": w, "b": b}, values)  # fmt: skip
+    hw = DEFAULT_CONFIG if fits else dataclasses.replace(DEFAULT_CONFIG, LOG_INP_BUFF_SIZE=12)
+    kernels = conv_pool_kernels(g, node, hw, None, None, 0)
+    assert len(kernels) == (1 if fits else 2)
+    acc = AcceleratorBackend(SimDevice(config=hw, dram_bytes=1 << 24), kernels)
+    got = acc.run(node, [x, w, b])
+    p = vta_ops.FusedParams.from_attrs(attrs)
+    assert np.array_equal(got, vta_ops.GoldenVta().conv2d_max_pool(x, w, b, None, p))
+    print("cycles", [r.cycles for r in acc.runs])
