@@ -29,9 +29,9 @@ POOL_ATTRS = {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}  # the 
 
 
 def fusable(wl: ConvWorkload, ep: Epilogue, hw: HwConfig) -> bool:
-    """Whether ``wl`` (+ the 3x3/2 pad-1 max pool) fits this schedule: even output sides, batch
-    1, an even number of output blocks, the ALU bias path, a strip's rows in half the ACC."""
-    if wl.out_h % 2 or wl.out_w % 2 or wl.co_blocks % 2 or wl.batch != 1 or ep.residual:
+    """Whether ``wl`` (+ the 3x3/2 pad-1 max pool) fits this schedule: even output sides, an
+    even number of output blocks, no residual, a strip's rows in half the ACC."""
+    if wl.out_h % 2 or wl.out_w % 2 or wl.co_blocks % 2 or ep.residual:
         return False
     tile_co = wl.co_blocks // 2
     acc = tile_co * (2 * wl.out_h + wl.out_h) + wl.co_blocks  # strip, dense + carry, bias
@@ -71,14 +71,16 @@ def lower_conv_pool(wl: ConvWorkload, ep: Epilogue, hw: HwConfig, dram) -> tuple
     for v in range(2):
         _alu(em, AluOp.MUL, slot[v], (c.tile_co * p, 1, 1, 0), imm=0)
     pending = None  # the thread whose epilogue follows the next GEMM
-    for j in range(ow):
+    for n, j in ((n, j) for n in range(wl.batch) for j in range(ow)):  # (images one by one)
+        data = dram.data + n * wl.ci_blocks * wl.height * wl.width
+        out = dram.output + n * wl.co_blocks * oh * ow
         for v in range(2):
             inp0 = v * g.inp_rows
             for ci in range(wl.ci_blocks):
                 em.load(
                     MemType.INP,
                     inp0 + ci * g.in_h * g.in_w,
-                    dram.data + ci * wl.height * wl.width + 2 * j,
+                    data + ci * wl.height * wl.width + 2 * j,
                     g.in_h,
                     2,
                     wl.width,
@@ -86,9 +88,9 @@ def lower_conv_pool(wl: ConvWorkload, ep: Epilogue, hw: HwConfig, dram) -> tuple
             insn, kernel = chunk_gemm(wl, c, g, slot[v], inp0, v * c.tile_co * wl.ci_blocks * kk)
             em.loop(insn, kernel)
             if pending is not None:
-                _epilogue(em, wl, ep, c, dram.output, *pending)
-            pending = (v, j, slot[v], dense[v], carry[v], bias_acc[v])
-    _epilogue(em, wl, ep, c, dram.output, *pending)
+                _epilogue(em, wl, ep, c, *pending)
+            pending = (out, v, j, slot[v], dense[v], carry[v], bias_acc[v])
+    _epilogue(em, wl, ep, c, *pending)
     em.finish()
     insns, accesses = em.program(dram.uops)
     insns = mark_overlaps(insns, accesses)
@@ -142,7 +144,7 @@ def _loop(em, op: AluOp, n: int, dst_f: int, src_f: int, uops: list[Uop]) -> Non
 
 def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig):
     """conv (+ epilogue) + the 3x3/2 max pool lowered at base 0 into a relocatable kernel:
-    regions ``input`` (ci_b, H, W, b), ``output`` (co_b, OH/2, OW/2, b) int8, ``weights``,
+    regions ``input`` ([N,] ci_b, H, W, b), ``output`` ([N,] co_b, OH/2, OW/2, b) int8, ``weights``,
     ``bias``, ``uops``, ``insns``; ``info["kind"]`` is ``"conv_pool"``."""
     import numpy as np
 
@@ -150,13 +152,17 @@ def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig):
     from pyvta.driver.kernel import Kernel, RegionKind, layout_regions, relocation_table
     from pyvta.isa import encode_insns, encode_uops
 
-    out_bytes = wl.co_blocks * (wl.out_h // 2) * (wl.out_w // 2) * hw.out_elem_bytes
+    out_bytes = wl.batch * wl.co_blocks * (wl.out_h // 2) * (wl.out_w // 2) * hw.out_elem_bytes
     consts = {
         "weights": np.ascontiguousarray(weights, np.int8).tobytes(),
         "bias": np.ascontiguousarray(bias, "<i4").tobytes(),
     }
     sizes = [
-        ("input", RegionKind.INPUT, wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes),
+        (
+            "input",
+            RegionKind.INPUT,
+            wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes,
+        ),
         ("output", RegionKind.OUTPUT, out_bytes),
         *[(k, RegionKind.CONST, len(v)) for k, v in consts.items()],
         ("uops", RegionKind.CONST, 0),

@@ -164,7 +164,7 @@ def conv_pool_kernels(graph, node, hw, configs, measure, search) -> dict[str, Ke
     conv = build_kernel(nl.workload, nl.epilogue, nl.weights, nl.bias, hw,
                         config_for(configs or {}, nl), measure=measure, search=search)  # fmt: skip
     wl = nl.workload
-    pw = PoolWorkload("max", wl.co_blocks * wl.block, wl.out_h, wl.out_w, 3, 3,
+    pw = PoolWorkload("max", wl.batch * wl.co_blocks * wl.block, wl.out_h, wl.out_w, 3, 3,
                       POOL_ATTRS["strides"], POOL_ATTRS["pads"], block=wl.block)  # fmt: skip
     return {node.name: conv, f"{node.name}/pool": build_pool_kernel(pw, hw)}
 
@@ -297,7 +297,7 @@ class AcceleratorBackend:
         self._last_cycles = run.cycles or 0
         pool = self._ops.get(f"{node.name}/pool")  # (a conv + max pool node in two kernels)
         if pool is not None:
-            run = pool(run.output)
+            run = pool(run.output.reshape(-1, *run.output.shape[-3:]))
             self.runs.append(LayerRun(pool.wl, {}, run.cycles, run.wall_s, pool.insn_count))
             self._last_cycles += run.cycles or 0
         if node.op == "vta_dense":

@@ -329,12 +329,14 @@ class VtaPool:
     def __call__(self, data: np.ndarray, residual=None) -> ConvRun:
         wl = self.wl
         if isinstance(wl, ConvWorkload):  # conv + the 3x3/2 max pool
-            blocks, out_blocks, out_hw = wl.ci_blocks, wl.co_blocks, (wl.out_h // 2, wl.out_w // 2)
+            n = (wl.batch,) if wl.batch > 1 else ()
+            blocks, out_blocks = (*n, wl.ci_blocks), (*n, wl.co_blocks)
+            out_hw = (wl.out_h // 2, wl.out_w // 2)
         else:
-            blocks, out_blocks, out_hw = wl.c_blocks, wl.c_blocks, (wl.out_h, wl.out_w)
-        expect = (blocks, wl.height, wl.width, wl.block)
+            blocks, out_blocks, out_hw = (wl.c_blocks,), (wl.c_blocks,), (wl.out_h, wl.out_w)
+        expect = (*blocks, wl.height, wl.width, wl.block)
         if data.shape != expect or data.dtype != np.int8:
             raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
         outs, r = self.loaded.run({"input": data})
-        out = outs["output"].view(np.int8).reshape(out_blocks, *out_hw, wl.block)
+        out = outs["output"].view(np.int8).reshape(*out_blocks, *out_hw, wl.block)
         return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)

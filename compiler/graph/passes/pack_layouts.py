@@ -104,7 +104,7 @@ def pack_layouts(graph: Graph, options) -> Graph:
 
 def _pool_after(g: Graph, conv: Node, readers: dict) -> Node | None:
     """The max pool of ``vta_ops.CONV_POOL_ATTRS`` on the accelerator that is the only reader
-    of ``conv``'s output (one image, even output sides), else None."""
+    of ``conv``'s output (even output sides), else None."""
     y = conv.outputs[0]
     nxt = readers.get(y, [])
     if len(nxt) != 1 or y in g.outputs:
@@ -116,7 +116,7 @@ def _pool_after(g: Graph, conv: Node, readers: dict) -> Node | None:
         and p.target == "vta"
         and all(tuple(p.attrs[k]) == tuple(v) for k, v in a.items())
     )
-    n, _, h, w = g.values[y].shape
-    if not same or p.attrs.get("ceil_mode", 0) or n != 1 or h % 2 or w % 2:
+    _, _, h, w = g.values[y].shape
+    if not same or p.attrs.get("ceil_mode", 0) or h % 2 or w % 2:
         return None
     return p
