@@ -117,6 +117,8 @@ def main() -> None:
         cfg = (
             f"{c['tile_h']}x{c['tile_w']} ci{c['tile_ci']} co{c['tile_co']} v{c['vthreads']}"
             if c
+            else "(+ max pool, fused)"
+            if str(r.workload).startswith("conv")
             else "(ALU)"
         )
         total += r.cycles
