@@ -118,8 +118,9 @@ def node_layer(graph: Graph, node: Node) -> NodeLayer:
 
 
 def accelerator_nodes(graph: Graph) -> list[Node]:
-    """The conv2d/dense accelerator nodes (the layers a tuner tunes)."""
-    return [n for n in graph.nodes if n.target == "vta" and n.op in VTA_OPS]
+    """The conv2d/dense accelerator nodes (the layers a tuner tunes; a conv + max pool node's
+    conv too: its config applies where the fused schedule does not fit, ``conv_pool_kernels``)."""
+    return [n for n in graph.nodes if n.target == "vta" and n.op in (*VTA_OPS, CONV_POOL)]
 
 
 def pool_workload(graph: Graph, node: Node, block: int) -> PoolWorkload:
@@ -203,6 +204,8 @@ def compile_kernels(
         if node.target == "vta" and node.op == CONV_POOL:
             kernels.update(conv_pool_kernels(graph, node, hw, configs, measure, search))
     for node in accelerator_nodes(graph):
+        if node.op == CONV_POOL:
+            continue  # (above)
         nl = node_layer(graph, node)
         kernels[node.name] = build_kernel(
             nl.workload,
