@@ -19,8 +19,8 @@ MAX_POOL_PAD = 15  # the LOAD instruction's 4-bit pad fields
 
 # CPU ops that are the host's share by design: op -> why
 HOST_OPS = {
-    "quantize": "host: quantize float -> int8 (the network's input)",
-    "dequantize": "host: dequantize int8 -> float (the network's output)",
+    "quantize": "host: quantize float -> int8",
+    "dequantize": "host: dequantize int8 -> float",
     "pack_nchw": "host: pack into channel blocks (DMA layout)",
     "pack_nc": "host: pack into channel blocks (DMA layout)",
     "unpack_nchw": "host: unpack the channel blocks",
