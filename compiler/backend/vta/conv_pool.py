@@ -21,7 +21,7 @@ from pyvta.compiler.backend.vta.config import ConvConfig, FitError, clip_ops, ge
 from pyvta.compiler.backend.vta.conv2d_tile import chunk_gemm
 from pyvta.compiler.backend.vta.deps import insert_dep_tokens, mark_overlaps
 from pyvta.compiler.backend.vta.emitter import Emitter
-from pyvta.compiler.backend.vta.pool import _alu
+from pyvta.compiler.backend.vta.pool import alu_pass
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.isa import AluInsn, AluOp, HwConfig, MemType, Uop
 
@@ -69,7 +69,7 @@ def lower_conv_pool(wl: ConvWorkload, ep: Epilogue, hw: HwConfig, dram) -> tuple
     dense = [s + c.tile_co * p for s in slot]  # the pool column: co x oh
     carry = [d + c.tile_co * oh for d in dense]  # the previous strip's right column (vertical max)
     for v in range(2):
-        _alu(em, AluOp.MUL, slot[v], (c.tile_co * p, 1, 1, 0), imm=0)
+        alu_pass(em, AluOp.MUL, slot[v], (c.tile_co * p, 1, 1, 0), imm=0)
     pending = None  # the thread whose epilogue follows the next GEMM
     for n, j in ((n, j) for n in range(wl.batch) for j in range(ow)):  # (images one by one)
         data = dram.data + n * wl.ci_blocks * wl.height * wl.width
@@ -106,9 +106,9 @@ def _epilogue(em, wl, ep, c, out, v, j, acc0, dense, carry, bias) -> None:
         [Uop(dst=acc0, src=bias + v * tco)],
     )  # fmt: skip
     if ep.shift:
-        _alu(em, AluOp.SHR, acc0, (tco * p, 1, 1, 0), imm=ep.shift)
+        alu_pass(em, AluOp.SHR, acc0, (tco * p, 1, 1, 0), imm=ep.shift)
     for op, imm in clip_ops(ep, c):
-        _alu(em, op, acc0, (tco * p, 1, 1, 0), imm=imm)
+        alu_pass(em, op, acc0, (tco * p, 1, 1, 0), imm=imm)
     # vertical max in place: row 2y (pixel 4y + col) max= rows 2y + 1 and 2y - 1
     cols = [Uop(dst=acc0 + k * p + col, src=acc0 + k * p + col + 2)
             for k in range(tco) for col in (0, 1)]  # fmt: skip
@@ -117,17 +117,17 @@ def _epilogue(em, wl, ep, c, out, v, j, acc0, dense, carry, bias) -> None:
         up = [Uop(dst=u.dst + 4, src=u.dst + 2) for u in cols]
         _loop(em, AluOp.MAX, oh - 1, 4, 4, up)
     # the pool column: dense[k, y] = max(V0, V1, carry); then carry := V1
-    _alu(em, AluOp.MUL, dense, (tco * oh, 1, 1, 0), imm=0)
+    alu_pass(em, AluOp.MUL, dense, (tco * oh, 1, 1, 0), imm=0)
     per_block = [(dense + k * oh, acc0 + k * p) for k in range(tco)]
     _loop(em, AluOp.ADD, oh, 1, 4, [Uop(dst=d, src=s) for d, s in per_block])
     _loop(em, AluOp.MAX, oh, 1, 4, [Uop(dst=d, src=s + 1) for d, s in per_block])
     if j:
         _loop(em, AluOp.MAX, oh, 1, 1, [Uop(dst=d, src=carry + k * oh)
                                          for k, (d, _) in enumerate(per_block)])  # fmt: skip
-    _alu(em, AluOp.MUL, carry, (tco * oh, 1, 1, 0), imm=0)
+    alu_pass(em, AluOp.MUL, carry, (tco * oh, 1, 1, 0), imm=0)
     _loop(em, AluOp.ADD, oh, 1, 4, [Uop(dst=carry + k * oh, src=s + 1)
                                     for k, (_, s) in enumerate(per_block)])  # fmt: skip
-    _alu(em, AluOp.MUL, acc0, (tco * p, 1, 1, 0), imm=0)  # (the next strip accumulates here)
+    alu_pass(em, AluOp.MUL, acc0, (tco * p, 1, 1, 0), imm=0)  # (the next strip accumulates here)
     ow = wl.out_w // 2
     for k in range(tco):
         plane = (v * tco + k) * oh * ow

@@ -110,7 +110,9 @@ class PoolWorkload:
         )
 
 
-def _alu(em: Emitter, op: AluOp, dst: int, out: tuple, src: int | None = None, sf=(0, 0), imm=0):
+def alu_pass(
+    em: Emitter, op: AluOp, dst: int, out: tuple, src: int | None = None, sf=(0, 0), imm=0
+):
     """One ALU instruction: ``out`` = (iter_out, dst_factor_out, iter_in, dst_factor_in), the
     src factors ``sf``; an immediate operand when ``src`` is None."""
     n_out, d_out, n_in, d_in = out
@@ -173,18 +175,18 @@ def _emit_max(em: Emitter, pw: PoolWorkload, hw: HwConfig, data: int, out: int) 
             )
             # the load's zero padding -> -128 (MIN with the immediate), so it never wins
             if y0:
-                _alu(em, AluOp.MIN, base, (y0 * wp, 1, 1, 0), imm=-128)
+                alu_pass(em, AluOp.MIN, base, (y0 * wp, 1, 1, 0), imm=-128)
             if y1:
-                _alu(em, AluOp.MIN, base + (in_h - y1) * wp, (y1 * wp, 1, 1, 0), imm=-128)
+                alu_pass(em, AluOp.MIN, base + (in_h - y1) * wp, (y1 * wp, 1, 1, 0), imm=-128)
             for c in [*range(pl), *range(pl + pw.width, wp)]:
-                _alu(em, AluOp.MIN, base + c, (in_h, wp, 1, 0), imm=-128)
+                alu_pass(em, AluOp.MIN, base + c, (in_h, wp, 1, 0), imm=-128)
             o = base + in_h * wp
             shape = (rows, pw.out_w, pw.out_w, 1)
-            _alu(em, AluOp.MUL, o, (rows * pw.out_w, 1, 1, 0), imm=0)
+            alu_pass(em, AluOp.MUL, o, (rows * pw.out_w, 1, 1, 0), imm=0)
             for t in range(kh * kw):
                 i, j = divmod(t, kw)
                 op = AluOp.ADD if t == 0 else AluOp.MAX
-                _alu(em, op, o, shape, src=base + i * wp + j, sf=(sh * wp, sw))
+                alu_pass(em, op, o, shape, src=base + i * wp + j, sf=(sh * wp, sw))
             em.store(o, out + plane_out + oh0 * pw.out_w, 1, rows * pw.out_w, rows * pw.out_w)
 
 
@@ -205,19 +207,19 @@ def _emit_global_avg(em: Emitter, pw: PoolWorkload, hw: HwConfig, data: int, out
         rows = hw_px  # tree: rows [0, h) += rows [rows - h, rows) of every block
         while rows > 1:
             h = rows // 2
-            _alu(em, AluOp.ADD, base, (n, hw_px, h, 1), src=base + rows - h, sf=(hw_px, 1))
+            alu_pass(em, AluOp.ADD, base, (n, hw_px, h, 1), src=base + rows - h, sf=(hw_px, 1))
             rows -= h
         d = base + n * hw_px  # each block's sum to a dense row, then the requantization
-        _alu(em, AluOp.MUL, d, (n, 1, 1, 0), imm=0)
-        _alu(em, AluOp.ADD, d, (n, 1, 1, 0), src=base, sf=(hw_px, 0))
+        alu_pass(em, AluOp.MUL, d, (n, 1, 1, 0), imm=0)
+        alu_pass(em, AluOp.ADD, d, (n, 1, 1, 0), src=base, sf=(hw_px, 0))
         dense = (n, 1, 1, 0)
         if pw.mult != 1:
-            _alu(em, AluOp.MUL, d, dense, imm=pw.mult)
+            alu_pass(em, AluOp.MUL, d, dense, imm=pw.mult)
         if pw.shift:
-            _alu(em, AluOp.ADD, d, dense, imm=1 << (pw.shift - 1))
-            _alu(em, AluOp.SHR, d, dense, imm=pw.shift)
-        _alu(em, AluOp.MAX, d, dense, imm=-128)
-        _alu(em, AluOp.MIN, d, dense, imm=127)
+            alu_pass(em, AluOp.ADD, d, dense, imm=1 << (pw.shift - 1))
+            alu_pass(em, AluOp.SHR, d, dense, imm=pw.shift)
+        alu_pass(em, AluOp.MAX, d, dense, imm=-128)
+        alu_pass(em, AluOp.MIN, d, dense, imm=127)
         em.store(d, out + cb0, 1, n, n)
 
 
