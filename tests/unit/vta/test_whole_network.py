@@ -238,3 +238,19 @@ def test_stem_and_max_pool_in_one_kernel(fits, rng):
     p = vta_ops.FusedParams.from_attrs(attrs)
     assert np.array_equal(got, vta_ops.GoldenVta().conv2d_max_pool(x, w, b, None, p))
     print("cycles", [r.cycles for r in acc.runs])
+
+
+def test_fused_stem_artifact_round_trip(tmp_path):
+    """An artifact holding the fused stem + pool kernel and the pool kernels loads and runs
+    (nothing lowered at load) with the golden model's bits."""
+    from pyvta.compiler.graph.compiled_model import CompiledModel
+
+    path = _small_resnet(tmp_path, width=32)  # 2 output blocks: the fused schedule fits
+    cm = compile_model(path, "vta", _calibration())
+    kinds = {k.info.get("kind") for k in cm.kernels.values()}
+    assert {"conv_pool", "pool"} <= kinds
+    loaded = CompiledModel.load(cm.save(tmp_path / "whole.npz"))
+    x = zoo.sample_inputs(1, 32, seed=5)[0]
+    (got,), _ = run_model(loaded, x, device=SimDevice())
+    (golden,), _ = run_model(loaded, x)
+    assert np.array_equal(got, golden)
