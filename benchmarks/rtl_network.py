@@ -8,8 +8,8 @@ next to the cycle model's.
 
 The simulator's cycle model runs with the RTL memory model's latency
 (``sim.Timing.rtl_testbench()``). Targets (issues 16, 19): outputs identical; whole network within
-3% of the cycle model; RTL wall time under 2 minutes; at most 6.9 M cycles (224x224, default
-config). ``--config``: another hardware config (the RTL built for it, the graph packed to its
+3% of the cycle model; RTL wall time under 2 minutes; at most 7.6 M cycles (224x224, default
+config; the whole network on the accelerator, issue 32: stem, pools and classifier included). ``--config``: another hardware config (the RTL built for it, the graph packed to its
 block, the compiler's analytic default schedules: the shipped log is for the default config).
 ``--no-overlap``: the layers lowered with VTA v0.0.2's instructions only (``ConvConfig.v002``: no
 epilogue overlap, no CLIP), same tile configs.
@@ -32,7 +32,7 @@ from pyvta.tuner.network import pretuned_log
 
 TARGET_WALL_S = 120.0
 TARGET_ERROR = 0.03
-TARGET_CYCLES = 6.9e6
+TARGET_CYCLES = 7.6e6  # (6.9 M for the 19 conv layers alone, issue 19)
 
 
 def _run(cm, x, device):

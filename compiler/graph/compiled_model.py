@@ -365,6 +365,7 @@ def compile_model(
     cpu_schedules: dict | None = None,
     input_shapes: dict | None = None,
     gpu_arch: str = "sm_90",
+    vta_partition: str = "whole",
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``,
     ``gpu``: every node's PTX for ``gpu_arch`` compiled here).
@@ -377,7 +378,9 @@ def compile_model(
     accelerator node's kernel for ``hw`` with default schedules (``lower_kernels`` gives the
     choice of configs); ``hw`` (default ``isa.DEFAULT_CONFIG``) also sets the block the graph's
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
-    and running an artifact needs neither onnx nor the compiler's passes.)"""
+    and running an artifact needs neither onnx nor the compiler's passes.) ``vta_partition``:
+    "whole" (every layer the accelerator lowers) or "legacy" (today's partition: float first
+    conv, pools and last dense on the CPU), see ``compiler.targets.vta.partition_targets``."""
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import run_pipeline
     from pyvta.compiler.targets import TargetError, get_target
@@ -398,7 +401,9 @@ def compile_model(
     if spec.quantized and samples is None:
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
-    options = spec.pipeline_options(samples, keep_float, cpu_schedules, block)
+    options = spec.pipeline_options(
+        samples, keep_float, cpu_schedules, block, vta_partition=vta_partition
+    )
     cm = CompiledModel(run_pipeline(graph, options), spec.name)
     spec.compile(cm, hw=hw, lower=lower, gpu_arch=gpu_arch)
     return cm

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_llvm, layout
+from pyvta.compiler.graph import cpu_llvm, layout, vta_ops
 from pyvta.compiler.graph.ir import GraphError
 from pyvta.compiler.graph.vta_ops import FusedParams, exact_dot_terms_ok, requantize
 
@@ -195,6 +195,13 @@ KERNELS = {
     "pack_nchw": lambda ins, a: layout.pack_nchw(ins[0], a["block"]),
     "unpack_nchw": lambda ins, a: layout.unpack_nchw(ins[0], a["channels"]),
     "pack_nc": lambda ins, a: layout.pack_nc(ins[0], a["block"]),
+    "pack_fold_taps": lambda ins, a: layout.pack_fold_taps(
+        ins[0], a["kernel"], a["strides"], a["pads"], a["block"]
+    ),
+    "packed_flatten": lambda ins, a: ins[0].reshape(ins[0].shape[:2] + (1, ins[0].shape[-1])),
+    "qglobal_avg_pool": lambda ins, a: vta_ops.global_avg_pool_int8(
+        ins[0], (2, 3), a["mult"], a["shift"]
+    ),
     "unpack_nc": lambda ins, a: layout.unpack_nc(ins[0], a["channels"]),
 }
 

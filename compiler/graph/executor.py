@@ -42,7 +42,7 @@ class ContractNodes:
     """``"vta"`` nodes through an operator-contract object (``conv2d``/``dense``, e.g. the golden
     model)."""
 
-    OPS = ("vta_conv2d", "vta_dense")
+    OPS = ("vta_conv2d", "vta_dense", "vta_max_pool", "vta_global_avg_pool", "vta_conv2d_max_pool")
 
     def __init__(self, vta: VtaBackend) -> None:
         self.vta = vta
@@ -53,11 +53,17 @@ class ContractNodes:
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
         res = args[3] if len(args) > 3 else None
+        if node.op == "vta_max_pool":
+            return self.vta.max_pool(args[0], node.attrs)
+        if node.op == "vta_global_avg_pool":
+            return self.vta.global_avg_pool(args[0], node.attrs)
         params = FusedParams.from_attrs(node.attrs)
         if node.op == "vta_conv2d":
             return self.vta.conv2d(args[0], args[1], args[2], res, params)
         if node.op == "vta_dense":
             return self.vta.dense(args[0], args[1], args[2], res, params)
+        if node.op == "vta_conv2d_max_pool":
+            return self.vta.conv2d_max_pool(args[0], args[1], args[2], res, params)
         raise GraphError(f"op {node.op!r} cannot run on vta (allowed: {', '.join(self.OPS)})")
 
 

@@ -87,3 +87,62 @@ def pack_bias(b: np.ndarray, block: int = BLOCK_ELEMS) -> np.ndarray:
     """``(O,)`` -> ``(O/B, B)``, zero-padded."""
     b = _pad_axis(b, 0, block)
     return np.ascontiguousarray(b.reshape(-1, block))
+
+
+def fold_taps_blocks(in_channels: int, kernel, stride: int, block: int = BLOCK_ELEMS):
+    """(row taps, channel blocks) of a conv with its taps folded (``pack_fold_taps``):
+    ``ceil(KH / s)`` row taps over ``ceil(s * KW * C / B)`` blocks."""
+    kh, kw = kernel
+    return -(-kh // stride), -(-stride * kw * in_channels // block)
+
+
+def folds_taps(in_channels: int, kernel, strides, block: int = BLOCK_ELEMS) -> bool:
+    """Whether a conv's kernel taps are folded into its reduction axis (``pack_fold_taps``): its
+    channels padded to blocks would waste more than 10% more of the GEMM's reduction than the
+    folded form (the ResNet stem: 3 channels x 7x7 taps are 49 blocks padded, 4 x 3 = 12 folded)."""
+    kh, kw = kernel
+    if strides[0] != strides[1] or kh * kw == 1:
+        return False
+    taps, blocks = fold_taps_blocks(in_channels, kernel, strides[0], block)
+    return -(-in_channels // block) * kh * kw > 1.1 * taps * blocks
+
+
+def pack_fold_taps(x: np.ndarray, kernel, strides, pads, block: int = BLOCK_ELEMS) -> np.ndarray:
+    """``(N, C, H, W)`` int8 -> ``(N, KB, Y, OW, 1, B)``: for a conv of stride ``s``, each row
+    pair (``s`` input rows: space-to-depth along H) and output column holds the ``s x KW x C``
+    values the column's taps read, in (dy, kw, c) order, zero-padded to ``KB`` blocks
+    (``fold_taps_blocks``); ``Y = OH + ceil(KH / s) - 1``. The conv is then a ``ceil(KH/s) x 1``
+    conv of stride 1 without padding over ``fold_oihw`` weights, whose row taps the
+    accelerator's 2-D DMA loads (no host copy per tap). Host work: ``Y * OW * KB * B`` bytes
+    written (the ResNet stem: 115 x 112 x 48 = 618 KB; packing its 3 channels to a block of
+    16 would write 802 KB)."""
+    (kh, kw), (s, _), (t, lft, b, r) = kernel, strides, pads
+    n, c, h, w = x.shape
+    oh, ow = (h + t + b - kh) // s + 1, (w + lft + r - kw) // s + 1
+    taps, kb = fold_taps_blocks(c, kernel, s, block)
+    y_rows = oh + taps - 1
+    xp = np.zeros((n, s * y_rows, max(w + lft + r, s * (ow - 1) + kw), c), x.dtype)
+    rows = min(h, s * y_rows - t)
+    xp[:, t : t + rows, lft : lft + w] = x[:, :, :rows].transpose(0, 2, 3, 1)
+    flat = np.zeros((n, y_rows, ow, kb * block), x.dtype)
+    # one (kw, c) run of kw*c contiguous bytes per (row, column, dy): copied as one item
+    run = np.dtype((np.void, kw * c * x.itemsize))
+    st, ft = xp.strides, flat.strides
+    src = np.ndarray((n, y_rows, ow, s), run, xp, 0, (st[0], s * st[1], s * st[2], st[1]))
+    dst = np.ndarray((n, y_rows, ow, s), run, flat, 0, (ft[0], ft[1], ft[2], run.itemsize))
+    dst[...] = src
+    rows16 = flat.view(np.dtype((np.void, block))).reshape(n, y_rows, ow, kb)  # one block a row
+    out = np.ascontiguousarray(rows16.transpose(0, 3, 1, 2))
+    return out.view(x.dtype).reshape(n, kb, y_rows, ow, 1, block)
+
+
+def fold_oihw(w: np.ndarray, stride: int, block: int = BLOCK_ELEMS) -> np.ndarray:
+    """``(O, I, KH, KW)`` -> packed ``(O/B, KB, ceil(KH/s), 1, B, B)`` weights over
+    ``pack_fold_taps``'s (dy, kw, c) channels: ``w2[o, (dy, kw, c), j] = w[o, c, s*j + dy, kw]``
+    (zero where ``s*j + dy >= KH``)."""
+    o, c, kh, kw = w.shape
+    taps, _ = fold_taps_blocks(c, (kh, kw), stride, block)
+    wp = np.zeros((o, taps * stride, kw, c), w.dtype)
+    wp[:, :kh] = w.transpose(0, 2, 3, 1)
+    w2 = wp.reshape(o, taps, stride * kw * c).transpose(0, 2, 1)[..., None]  # (O, s*KW*C, T, 1)
+    return pack_oihw(np.ascontiguousarray(w2), block)

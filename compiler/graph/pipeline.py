@@ -8,7 +8,9 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
 - ``"cpu-int8"``: int8 quantized, everything on the CPU; the quantized conv2d/dense run
   compiled int8 kernels (``compiler.targets.cpu_int8.kernels``, the arithmetic of VTA), the
   rest numpy,
-- ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU,
+- ``"vta"``: int8 quantized, conv2d/dense/pools on VTA in the packed layout (every layer the
+  accelerator can lower; ``vta_partition="legacy"``: the float first conv, pools and last
+  dense on the CPU), the rest on the CPU,
 - ``"gpu"``: float graph, every node on the GPU (``place_gpu``; kernels in
   ``compiler.targets.gpu.kernels``, compiled to PTX by ``compile_model``).
 """
@@ -57,6 +59,10 @@ class PipelineOptions:
     cpu_build: bool = True
     gpu: bool = False
     int8_kernels: bool = False
+    # what the accelerator takes (``partition_targets.VTA_PARTITIONS``): "whole" every layer
+    # it can lower (stem, pools, classifier too), "legacy" the conv/dense layers between a
+    # float first conv and a float last dense (today's partition, for comparison)
+    vta_partition: str = "whole"
 
 
 PassFn = Callable[[Graph, PipelineOptions], Graph]
@@ -99,14 +105,18 @@ def options_for(
     keep_float: tuple[str, ...] | None = None,
     cpu_schedules: dict | None = None,
     block: int = layout.BLOCK_ELEMS,
+    vta_partition: str = "whole",
 ) -> PipelineOptions:
     """Options for a compile target (a ``compiler.targets`` name); int8 targets
     need ``samples``; ``cpu_schedules`` (tuned conv schedules by workload key) apply to
     ``"cpu"``; ``block``: the accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are
-    packed to."""
+    packed to; ``vta_partition`` ("whole" or "legacy", ``partition_targets``): for ``"vta"``,
+    "whole" quantizes every conv/dense (``keep_float`` default: none) and the pools."""
     from pyvta.compiler.targets import get_target
 
-    return get_target(target).pipeline_options(samples, keep_float, cpu_schedules, block)
+    return get_target(target).pipeline_options(
+        samples, keep_float, cpu_schedules, block, vta_partition=vta_partition
+    )
 
 
 def run_pipeline(

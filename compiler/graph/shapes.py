@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from pyvta.compiler.graph import layout, vta_ops
 from pyvta.compiler.graph.ir import Graph, GraphError, Node, Value
 from pyvta.compiler.graph.vta_ops import FusedParams
 
@@ -136,6 +137,38 @@ def _broadcast(node, ins):
     except ValueError as e:
         raise GraphError(f"node {node.name!r} ({node.op}): {e}") from None
     return [(tuple(shape), ins[0].dtype)]
+
+
+def _packed_pool(node, ins):
+    n, cb, h, w, bn, blk = ins[0].shape
+    a = node.attrs
+    oh, ow = conv_out_hw(h, w, a["kernel"], a["strides"], a["pads"])
+    return [((n, cb, oh, ow, bn, blk), ins[0].dtype)]
+
+
+def _vta_conv_max_pool(node, ins):
+    """``vta_conv2d`` then the 3x3, stride-2, pad-1 max pool (``vta_ops.CONV_POOL_ATTRS``)."""
+    (((n, cb, h, w, bn, blk), dtype),) = _vta_conv(node, ins)
+    a = vta_ops.CONV_POOL_ATTRS
+    oh, ow = conv_out_hw(h, w, a["kernel"], a["strides"], a["pads"])
+    return [((n, cb, oh, ow, bn, blk), dtype)]
+
+
+def _packed_flatten(node, ins):
+    n, cb, h, w, bn, blk = ins[0].shape
+    if (h, w, bn) != (1, 1, 1):
+        raise GraphError(
+            f"node {node.name!r}: a packed flatten needs 1x1 pixels, got {ins[0].shape}"
+        )
+    return [((n, cb, 1, blk), ins[0].dtype)]
+
+
+def _pack_fold_taps(node, ins):
+    n, c, h, w = ins[0].shape
+    a = node.attrs
+    oh, ow = conv_out_hw(h, w, a["kernel"], a["strides"], a["pads"])
+    taps, kb = layout.fold_taps_blocks(c, a["kernel"], a["strides"][0], a["block"])
+    return [((n, kb, oh + taps - 1, ow, 1, a["block"]), ins[0].dtype)]
 
 
 def _pack_nchw(node, ins):
@@ -267,6 +300,12 @@ RULES = {
     "max_pool": _pool,
     "avg_pool": _pool,
     "global_avg_pool": lambda n, i: [((*i[0].shape[:2], 1, 1), i[0].dtype)],
+    "qglobal_avg_pool": lambda n, i: [((*i[0].shape[:2], 1, 1), "int8")],
+    "vta_max_pool": _packed_pool,
+    "vta_conv2d_max_pool": _fused(_vta_conv_max_pool),
+    "vta_global_avg_pool": lambda n, i: [((*i[0].shape[:2], 1, 1, *i[0].shape[4:]), "int8")],
+    "packed_flatten": _packed_flatten,
+    "pack_fold_taps": _pack_fold_taps,
     "flatten": _flatten,
     "reshape": _reshape,
     "concat": _concat,

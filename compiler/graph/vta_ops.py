@@ -24,8 +24,13 @@ Layouts (block ``B`` = 16, batch block 1), see :mod:`compiler.graph.layout`:
 - dense: ``x`` int8 ``(N, I/B, 1, B)``, ``w`` int8 ``(O/B, I/B, B, B)``, ``bias`` int32
   ``(O/B, B)``, ``res``/output int8 ``(N, O/B, 1, B)``.
 
-A backend for ``"vta"`` is any object with ``conv2d`` and ``dense`` methods of the signatures
-below (:class:`VtaBackend`); :class:`GoldenVta` is the reference the accelerator path must equal
+A ``vta_conv2d_max_pool`` node is a ``vta_conv2d`` followed by the max pool of
+``CONV_POOL_ATTRS``. Pools on the packed layout: ``vta_max_pool`` (int8 in and out, one scale: :func:`max_pool_packed`)
+and ``vta_global_avg_pool`` (the integer mean of :func:`global_avg_pool_int8`), output
+``(N, C/B, OH, OW, 1, B)``.
+
+A backend for ``"vta"`` is any object with ``conv2d``, ``dense``, ``max_pool`` and
+``global_avg_pool`` methods of the signatures below (:class:`VtaBackend`); :class:`GoldenVta` is the reference the accelerator path must equal
 bit for bit.
 """
 
@@ -93,6 +98,14 @@ class VtaBackend(Protocol):
     def dense(
         self, x: np.ndarray, w: np.ndarray, bias: np.ndarray, res: np.ndarray | None, p: FusedParams
     ) -> np.ndarray: ...
+
+    def max_pool(self, x: np.ndarray, attrs: dict) -> np.ndarray: ...
+
+    def conv2d_max_pool(
+        self, x: np.ndarray, w: np.ndarray, bias: np.ndarray, res: np.ndarray | None, p: FusedParams
+    ) -> np.ndarray: ...
+
+    def global_avg_pool(self, x: np.ndarray, attrs: dict) -> np.ndarray: ...
 
 
 def wrap_int32(acc: np.ndarray) -> np.ndarray:
@@ -189,6 +202,48 @@ def dense_packed(
     return requantize(acc, res, p)
 
 
+def max_pool_packed(x: np.ndarray, kernel, strides, pads) -> np.ndarray:
+    """Golden max pool on the packed int8 layout ``(N, C/B, H, W, 1, B)`` (padding never wins)."""
+    from pyvta.compiler.graph.cpu_ops import max_pool
+
+    n, cb, h, w, bn, blk = x.shape
+    flat = x.transpose(0, 4, 1, 5, 2, 3).reshape(n * bn, cb * blk, h, w)
+    y = max_pool([flat], {"kernel": tuple(kernel), "strides": tuple(strides), "pads": tuple(pads)})
+    oh, ow = y.shape[2:]
+    return np.ascontiguousarray(y.reshape(n, bn, cb, blk, oh, ow).transpose(0, 2, 4, 5, 1, 3))
+
+
+# the max pool a ``vta_conv2d_max_pool`` node applies to its conv's output (the ResNet stem's)
+CONV_POOL_ATTRS = {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}
+
+AVG_MULT_MAX = (1 << 15) - 1  # the ALU's signed 16-bit immediate
+AVG_SHIFT_MAX = 15  # the rounding term 2**(shift-1) is an immediate too
+
+
+def avg_pool_params(pixels: int, in_frac_bits: int, out_frac_bits: int) -> tuple[int, int]:
+    """(mult, shift) with ``mult / 2**shift`` closest to ``2**(out - in) / pixels``: the integer
+    mean of :func:`global_avg_pool_int8`; mult fits the ALU immediate and ``pixels * 128 * mult``
+    stays inside int32 (the sum of int8 values never wraps)."""
+    top = min(AVG_MULT_MAX, (2**31 - 2**15) // (pixels * 128))
+    for shift in range(AVG_SHIFT_MAX, -1, -1):
+        mult = round(2.0 ** (shift + out_frac_bits - in_frac_bits) / pixels)
+        if 1 <= mult <= top:
+            return mult, shift
+    raise ValueError(
+        f"no integer mean for {pixels} pixels from 2**-{in_frac_bits} to 2**-{out_frac_bits}"
+        f" (mult must be 1..{top} with shift 0..{AVG_SHIFT_MAX})"
+    )
+
+
+def global_avg_pool_int8(x: np.ndarray, axes: tuple[int, ...], mult: int, shift: int):
+    """``int8(clip((sum * mult + 2**(shift-1)) >> shift, -128, 127))`` over ``axes`` (kept as
+    size 1; no rounding term for shift 0): the integer mean the accelerator computes."""
+    acc = x.astype(np.int64).sum(axis=axes, keepdims=True) * mult
+    if shift:
+        acc = (acc + (1 << (shift - 1))) >> shift
+    return np.clip(acc, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
 class GoldenVta:
     """The default ``"vta"`` backend: the numpy golden model of the contract.
 
@@ -208,3 +263,12 @@ class GoldenVta:
 
     def dense(self, x, w, bias, res, p: FusedParams) -> np.ndarray:
         return dense_packed(x, w, bias, res, p)
+
+    def max_pool(self, x, attrs: dict) -> np.ndarray:
+        return max_pool_packed(x, attrs["kernel"], attrs["strides"], attrs["pads"])
+
+    def conv2d_max_pool(self, x, w, bias, res, p: FusedParams) -> np.ndarray:
+        return self.max_pool(self.conv2d(x, w, bias, res, p), CONV_POOL_ATTRS)
+
+    def global_avg_pool(self, x, attrs: dict) -> np.ndarray:
+        return global_avg_pool_int8(x, (2, 3), attrs["mult"], attrs["shift"])

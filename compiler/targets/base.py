@@ -55,11 +55,14 @@ class Target:
         keep_float: tuple[str, ...] | None = None,
         cpu_schedules: dict | None = None,
         block: int | None = None,
+        vta_partition: str = "whole",
     ) -> PipelineOptions:
         """The pipeline's options for this target (``compiler.graph.pipeline.options_for``)."""
         raise NotImplementedError
 
-    def _quantized_options(self, samples, keep_float, block, **flags) -> PipelineOptions:
+    def _quantized_options(
+        self, samples, keep_float, block, int8_pools=False, **flags
+    ) -> PipelineOptions:
         from pyvta.compiler.graph import layout
         from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
         from pyvta.compiler.graph.pipeline import PipelineOptions
@@ -69,7 +72,9 @@ class Target:
                 f"target {self.name!r} quantizes to int8 and needs calibration samples"
             )
         block = layout.BLOCK_ELEMS if block is None else block
-        return PipelineOptions(QuantConfig(list(samples), keep_float), block=block, **flags)
+        return PipelineOptions(
+            QuantConfig(list(samples), keep_float, int8_pools=int8_pools), block=block, **flags
+        )
 
     def supports(self, node: Node) -> str | None:
         """None when this target runs ``node`` on its own placement, else the reason it stays

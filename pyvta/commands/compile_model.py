@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from pyvta.commands.common import add_config_argument, config_from
-from pyvta.commands.network import compile_for
+from pyvta.commands.network import add_partition_argument, compile_for, plan_lines
 from pyvta.commands.vocabulary import TARGET_HELP
 
 HELP = "compile MODEL.onnx into an artifact (.npz: graph, constants, accelerator kernels)"
@@ -56,6 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="as --board, for a CPU by LLVM triple or name (armv7a-linux-gnueabihf,"
         " aarch64-linux-gnu, cortex-a9, cortex-a53)",
     )
+    add_partition_argument(p)
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
@@ -75,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         search=args.search,
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
+        partition=args.partition,
+        batch=args.batch,
     )
     if cross is not None:
         from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
@@ -97,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
         f" {len(cm.kernels)} kernels{tag}{gpu}{so})"
     )
+    if get_target(cm.target).accelerator:
+        print("\n".join(plan_lines(cm.graph)))
     return 0
 
 

@@ -35,10 +35,14 @@ def compile_for(
     search: int = 0,
     calibration: str | Path | None = None,
     input_shapes: dict | None = None,
+    partition: str | None = None,
+    batch: int | None = None,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target`` (a
     ``compiler.targets.Target`` or a ``--target`` spelling); for the accelerator, its kernels
-    are lowered here (tuned configs from ``tuning_log``)."""
+    are lowered here (tuned configs from ``tuning_log``); ``partition`` (``--partition``): what
+    the accelerator takes, "whole" (default) or "legacy"; ``batch`` (``--batch``): the images
+    per inference (every input's first dimension)."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
     from pyvta.isa import HwConfig
 
@@ -53,6 +57,8 @@ def compile_for(
                 ("--search", bool(search)),
                 ("--calibration", calibration is not None),
                 ("--input-shape", bool(input_shapes)),
+                ("--partition", partition is not None),
+                ("--batch", batch is not None),
             )
             if given
         ]
@@ -78,7 +84,7 @@ def compile_for(
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
-    _check_applies(spec, hw, tuning_log, search, calibration)
+    _check_applies(spec, hw, tuning_log, search, calibration, partition)
     if spec.quantized:
         log(
             f"calibration: samples from {calibration}"
@@ -86,12 +92,14 @@ def compile_for(
             else "calibration: 8 seeded standard-normal samples (give real ones with --calibration)"
         )
     log(f"compiling {path} for {spec.name} (import, fold, fuse, quantize, pack, partition)...")
+    if batch is not None:
+        input_shapes = batch_shapes(path, batch, input_shapes)
     schedules = None
     if tuning_log and not spec.accelerator:  # the CPU's tuned conv schedules
         schedules = cpu_tuned_schedules(path, tuning_log, log)
     cm = compile_model(
         path, spec.name, calibration, lower=False, cpu_schedules=schedules,
-        input_shapes=input_shapes,
+        input_shapes=input_shapes, vta_partition=partition or "whole",
     )  # fmt: skip
     if spec.accelerator:
         hw = hw or HwConfig()
@@ -101,7 +109,7 @@ def compile_for(
     return cm
 
 
-def _check_applies(spec, hw, tuning_log, search: int, calibration) -> None:
+def _check_applies(spec, hw, tuning_log, search: int, calibration, partition=None) -> None:
     """Refuse compile options that the target would leave unused (never a silent no-op)."""
     from pyvta.compiler.targets import get_target, target_names
 
@@ -110,6 +118,7 @@ def _check_applies(spec, hw, tuning_log, search: int, calibration) -> None:
         "search": (bool(search), "--search", "accelerator layers' configs"),
         "tuning_log": (tuning_log is not None, "--tuning-log", "tuned layers"),
         "calibration": (calibration is not None, "--calibration", "quantized"),
+        "partition": (partition is not None, "--partition", "the accelerator's share"),
     }
     unused = [
         f"{flag} ({why}: --target"
@@ -180,6 +189,60 @@ def open_accelerator(cm, device_name: str, trace: bool = False, log=print, **dev
         " (allocation, relocation, constants)"
     )
     return vta
+
+
+def batch_shapes(path: Path, batch: int, given: dict | None) -> dict:
+    """Every model input's shape with ``batch`` images (``--input-shape`` still wins)."""
+    from pyvta.compiler.graph.onnx_import import load_onnx
+
+    if batch < 1:
+        raise CommandError(f"--batch must be >= 1, got {batch}")
+    model = load_onnx(path)
+    consts = {t.name for t in model.graph.initializer}
+    shapes = {}
+    for vi in model.graph.input:
+        if vi.name in consts:
+            continue
+        dims = [
+            d.dim_value if d.HasField("dim_value") else 1 for d in vi.type.tensor_type.shape.dim
+        ]
+        shapes[vi.name] = (batch, *dims[1:])
+    return shapes | dict(given or {})
+
+
+def add_partition_argument(p) -> None:
+    from pyvta.compiler.targets.vta.partition_targets import VTA_PARTITIONS
+
+    p.add_argument(
+        "--partition",
+        choices=VTA_PARTITIONS,
+        help="vta: what the accelerator runs; whole (default): every layer it can lower (stem,"
+        " pools, classifier too); legacy: the float first conv, pools and last dense on the CPU"
+        " (the partition before, for comparison)",
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        metavar="N",
+        help="compiling: N images per inference (each accelerator layer one launch for all N,"
+        " its weights loaded once per tile)",
+    )
+
+
+def plan_lines(graph) -> list[str]:
+    """Where every node runs: a count per target, then each CPU node with its one-line reason."""
+    from pyvta.compiler.graph.ir import HOST
+    from pyvta.compiler.targets.vta.partition_targets import vta_reason
+
+    on = {}
+    for n in graph.nodes:
+        on[n.target] = on.get(n.target, 0) + 1
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(on.items()))
+    lines = [f"plan: {len(graph.nodes)} nodes ({counts}); on the CPU:"]
+    for n in graph.nodes:
+        if n.target == HOST:
+            lines.append(f"  {n.name[:32]:<32} {n.op:<16} {vta_reason(graph, n)}")
+    return lines
 
 
 def vta_summary(vta, runs=None) -> str:

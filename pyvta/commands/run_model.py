@@ -10,7 +10,13 @@ import time
 import numpy as np
 
 from pyvta.commands.common import add_config_argument
-from pyvta.commands.network import compile_for, open_accelerator, vta_summary
+from pyvta.commands.network import (
+    add_partition_argument,
+    compile_for,
+    open_accelerator,
+    plan_lines,
+    vta_summary,
+)
 from pyvta.commands.vocabulary import add_target_arguments
 
 REAL_KINDS = "fiu"  # numpy dtype kinds an input may have: float, signed and unsigned integer
@@ -58,6 +64,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="compiling an ONNX file: each layer's best config from a `pyvta tune MODEL --log` log",
     )
     p.add_argument("--calibration", metavar="DATA", help="compiling: .npy folder or .npz samples")
+    add_partition_argument(p)
     p.add_argument(
         "--bitstream", metavar="DIR", help="pynq: the bitstream folder (manifest, .bit, .hwh)"
     )
@@ -91,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         search=args.search,
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
+        partition=args.partition,
+        batch=args.batch,
     )
     feeds = model_inputs(cm, input_files, args.seed)
     vta = backends = None
@@ -112,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         if first is None:
             first = (outputs, table)
             print(table.format(top=args.top or None))
+            if spec.accelerator:
+                print("\n".join(plan_lines(cm.graph)))
         runs = vta.runs[start:] if vta is not None else None
         extra = f"; {vta_summary(vta, runs)}" if runs else ""
         print(f"inference {i + 1}: {wall:.2f} s wall{extra}")

@@ -9,7 +9,7 @@ machine code the old generator made (a kept copy of a miscompiled kernel, say).
 Lowered functions (``KEY.func``, pickled, after the LLVM passes) are kept too, under a key the
 caller derives from what it lowered (e.g. a graph node and its shapes) and ``source_digest`` of
 the compiler's sources, so a fresh process that runs a compiled artifact finds its kernels
-without lowering their schedules again (``compiler.graph.cpu_kernels.node_module``).
+without lowering their schedules again (``compiler.targets.cpu.kernels.node_module``).
 """
 
 from __future__ import annotations

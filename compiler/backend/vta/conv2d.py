@@ -69,11 +69,11 @@ class DramMap:
     def disjoint(cls, wl: ConvWorkload, hw: HwConfig) -> DramMap:
         """Non-overlapping regions for every operand (for measuring a config without a device)."""
         sizes = {
-            "data": wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes,
+            "data": wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes,
             "weights": wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes,
             "bias": wl.co_blocks * hw.acc_elem_bytes,
-            "output": wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
-            "residual": wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
+            "output": wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
+            "residual": wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
             "uops": hw.uop_buff_bytes,
             "wgt_consts": (wl.co_blocks + 1) * hw.wgt_elem_bytes,
             "ones": hw.inp_elem_bytes,

@@ -213,11 +213,12 @@ def _load_residual(em: Emitter, x: Ctx, tile, mem: MemType, sram0: int) -> None:
     ``sram0``: INP for the GEMM path, ACC_8BIT (sign-extended) for the ALU path."""
     wl, c, p = x.wl, x.c, x.g.pixels
     co0, oh0, ow0 = tile
+    n, oh = image_row(wl, oh0)
     for co in range(c.tile_co):
         em.load(
             mem,
             sram0 + co * p,
-            x.dram.residual + ((co0 + co) * wl.out_h + oh0) * wl.out_w + ow0,
+            x.dram.residual + ((n * wl.co_blocks + co0 + co) * wl.out_h + oh) * wl.out_w + ow0,
             c.tile_h,
             c.tile_w,
             wl.out_w,
@@ -241,7 +242,8 @@ def tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, in
     """
     v = c.vthreads
     cos = list(range(0, wl.co_blocks, c.tile_co))
-    sps = [(oh, ow) for oh in range(0, wl.out_h, c.tile_h) for ow in range(0, wl.out_w, c.tile_w)]
+    rows = wl.batch * wl.out_h  # the images one under the other (``image_row``)
+    sps = [(oh, ow) for oh in range(0, rows, c.tile_h) for ow in range(0, wl.out_w, c.tile_w)]
     if same_pixels(wl, c):
         return [
             [(cos[i + t], oh, ow) for t in range(v)]
@@ -250,6 +252,11 @@ def tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, in
         ]
     tiles = [(co, oh, ow) for co in cos for oh, ow in sps]
     return [tiles[i : i + v] for i in range(0, len(tiles), v)]
+
+
+def image_row(wl: ConvWorkload, oh0: int) -> tuple[int, int]:
+    """(image, output row in it) of a tile's first row ``oh0`` among ``batch * out_h`` rows."""
+    return divmod(oh0, wl.out_h)
 
 
 def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1) -> None:
@@ -261,9 +268,10 @@ def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1
     acc0, inp0, wgt0 = bases
     co0, oh0, ow0 = tile
     ci0 = k * c.tile_ci
-    s, pad = wl.stride, wl.pad
+    s = wl.stride
+    n, oh = image_row(wl, oh0)
     # input rows/cols the tile needs, in unpadded coordinates, and how much falls in the padding
-    top, left = oh0 * s - pad, ow0 * s - pad
+    top, left = oh * s - wl.pad, ow0 * s - wl.pad_l
     y0, x0 = max(0, -top), max(0, -left)
     y1 = max(0, top + (g.in_h - 1) * g.row_step + 1 - wl.height)  # (row_step > 1: no padding)
     x1 = max(0, left + g.in_w - wl.width)
@@ -273,7 +281,7 @@ def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1
     inp_key = ("inp", oh0, ow0, ci0)
     held = x.lay.shared_inp and loaded.get(("inp", inp0)) == inp_key
     for ci in range(0 if held else c.tile_ci):
-        plane = (ci0 + ci) * wl.height * wl.width
+        plane = (n * wl.ci_blocks + ci0 + ci) * wl.height * wl.width
         em.load(
             MemType.INP,
             inp0 + ci * g.in_h * g.in_w,
@@ -390,11 +398,13 @@ def _epilogue_tail(em: Emitter, x: Ctx, v: int, tile, slot: int | None) -> None:
     for op, imm in clip_ops(ep, c):
         _alu_rows(em, op, acc0, rows, imm)
     out_plane = wl.out_h * wl.out_w
+    n, oh = image_row(wl, oh0)
+    first = n * wl.co_blocks + co0  # the tile's first output plane
     if c.tile_w == wl.out_w and c.tile_h == wl.out_h:
-        em.store(acc0, dram.output + co0 * out_plane, 1, rows, rows)
+        em.store(acc0, dram.output + first * out_plane, 1, rows, rows)
         return
     for co in range(c.tile_co):
-        base = dram.output + (co0 + co) * out_plane + oh0 * wl.out_w + ow0
+        base = dram.output + (first + co) * out_plane + oh * wl.out_w + ow0
         if c.tile_w == wl.out_w:
             em.store(acc0 + co * p, base, 1, p, p)
         else:

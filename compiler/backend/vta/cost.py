@@ -264,7 +264,7 @@ def conv_cost(
     t = timing or Timing()
     g = check_fit(wl, ep, c, hw)
     co_tiles = wl.co_blocks // c.tile_co
-    sp_tiles = (wl.out_h // c.tile_h) * (wl.out_w // c.tile_w)
+    sp_tiles = wl.batch * (wl.out_h // c.tile_h) * (wl.out_w // c.tile_w)
     tiles, chunks = co_tiles * sp_tiles, wl.ci_blocks // c.tile_ci
     tile = tile_compute_insns(wl, ep, c, g)
     dims = gemm_dims(wl, c, g)
@@ -368,22 +368,22 @@ def _dma(
     def rows_cycles(rows, x, elem_bytes, pads=(0, 0, 0, 0)):  # first beat to last write
         return t.write_cycles(rows, x, beats(x, elem_bytes), pads, slack)
 
-    def clipped(n_out, tile, window, size):  # (before, extent, after) each tile loads, per axis
-        start = np.arange(0, n_out, tile) * wl.stride - wl.pad
+    def clipped(n_out, tile, window, size, pad):  # (before, extent, after) each tile loads
+        start = np.arange(0, n_out, tile) * wl.stride - pad
         before = np.maximum(0, -start)
         after = np.maximum(0, start + window - size)
         return before, window - before - after, after
 
-    y0, ys, y1 = (a[:, None] for a in clipped(wl.out_h, c.tile_h, g.in_h, wl.height))
+    y0, ys, y1 = (a[:, None] for a in clipped(wl.out_h, c.tile_h, g.in_h, wl.height, wl.pad))
     if g.row_step > 1:  # every row_step-th row (no padding): never clipped
         y0, ys, y1 = 0 * ys, np.full_like(ys, g.in_h), 0 * ys
-    x0, xs, x1 = (a[None, :] for a in clipped(wl.out_w, c.tile_w, g.in_w, wl.width))
+    x0, xs, x1 = (a[None, :] for a in clipped(wl.out_w, c.tile_w, g.in_w, wl.width, wl.pad_l))
     # input transfers per spatial tile: once per group of threads with shared inputs
     shared = shared_inputs(wl, ep, c, hw)
     per_sp = (co_tiles // c.vthreads if shared else co_tiles) * chunks * c.tile_ci
     inp_elem = hw.inp_elem_bytes
-    inp = per_sp * float(rows_cycles(ys, xs, inp_elem, (y0, y1, x0, x1)).sum())
-    inp_port = per_sp * float((ys * beats(xs, inp_elem)).sum())
+    inp = wl.batch * per_sp * float(rows_cycles(ys, xs, inp_elem, (y0, y1, x0, x1)).sum())
+    inp_port = wl.batch * per_sp * float((ys * beats(xs, inp_elem)).sum())
     n_wgt = _weight_loads(c, co_tiles, sp_tiles, chunks)
     wgt_x = c.tile_ci * wl.kernel_h * wl.kernel_w
 

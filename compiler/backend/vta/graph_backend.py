@@ -12,6 +12,7 @@ packed input and weight shapes, its epilogue from its ``FusedParams``, its const
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyvta.compiler.backend.vta.config import ConvConfig
-from pyvta.compiler.backend.vta.operator import VtaConv2d, build_kernel, lowering_epilogue
+from pyvta.compiler.backend.vta.conv_pool import POOL_ATTRS, build_conv_pool_kernel, fusable
+from pyvta.compiler.backend.vta.operator import VtaConv2d, VtaPool, build_kernel, lowering_epilogue
+from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.vta_ops import FusedParams
@@ -29,23 +32,38 @@ from pyvta.isa import HwConfig
 
 def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
     """The VTA workload of a packed conv2d node (x (N, I/B, H, W, 1, B), w (O/B, I/B, KH, KW,
-    B, B)) with fused parameters ``p``."""
-    _, ib, h, wd, bn, b = x_shape
+    B, B)) with fused parameters ``p``: the N images in one launch (``batch``)."""
+    n, ib, h, wd, bn, b = x_shape
     ob, _, kh, kw, _, _ = w_shape
     sh, sw = p.strides
     pt, pl, pb, pr = p.pads
-    if sh != sw or pt != pl or bn != 1:
+    if sh != sw or bn != 1:
         raise WorkloadError(
-            f"the VTA conv2d template needs equal strides, equal top/left padding and batch"
-            f" block 1; got strides {p.strides}, pads {p.pads}, batch block {bn}"
+            f"the VTA conv2d template needs equal strides and batch block 1; got strides"
+            f" {p.strides}, batch block {bn}"
         )
-    return ConvWorkload(h, wd, ib * b, ob * b, kh, kw, sh, pt, b, pad_bottom=pb, pad_right=pr)
+    return ConvWorkload(
+        h,
+        wd,
+        ib * b,
+        ob * b,
+        kh,
+        kw,
+        sh,
+        pt,
+        b,
+        pad_bottom=pb,
+        pad_right=pr,
+        pad_left=None if pl == pt else pl,  # (None: the key tuning logs know)
+        batch=n,
+    )
 
 
 def dense_workload(x_shape, w_shape) -> ConvWorkload:
-    """The VTA workload of a packed dense node (x (N, I/B, 1, B), w (O/B, I/B, B, B))."""
-    _, ib, _, b = x_shape
-    return ConvWorkload.dense(ib * b, w_shape[0] * b, b)
+    """The VTA workload of a packed dense node (x (N, I/B, 1, B), w (O/B, I/B, B, B)): a 1x1
+    conv over an image of 1 x N pixels (the batch), so a weight tile serves every image."""
+    n, ib, _, b = x_shape
+    return ConvWorkload(1, n, ib * b, w_shape[0] * b, 1, 1, 1, 0, b)
 
 
 def fused_epilogue(p, residual: bool) -> Epilogue:
@@ -61,6 +79,8 @@ def fused_epilogue(p, residual: bool) -> Epilogue:
 
 
 VTA_OPS = ("vta_conv2d", "vta_dense")
+POOL_OPS = ("vta_max_pool", "vta_global_avg_pool")
+CONV_POOL = "vta_conv2d_max_pool"  # a conv and the 3x3/2 max pool after it (``conv_pool``)
 
 
 @dataclass(frozen=True)
@@ -68,7 +88,8 @@ class NodeLayer:
     """One accelerator node as the accelerator runs it, per batch item.
 
     ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8 (a dense node's with KH = KW = 1);
-    ``bias`` packed (co_b, b) int32; ``batch`` launches per inference."""
+    ``bias`` packed (co_b, b) int32; ``batch`` launches per inference (1: the workload holds
+    every image, ``ConvWorkload.batch``)."""
 
     workload: ConvWorkload
     epilogue: Epilogue  # the node's arithmetic (before the lowering choices)
@@ -79,7 +100,7 @@ class NodeLayer:
 
 def node_layer(graph: Graph, node: Node) -> NodeLayer:
     """The workload, epilogue and packed constants of a ``vta_conv2d``/``vta_dense`` node."""
-    if node.op not in VTA_OPS:
+    if node.op not in (*VTA_OPS, CONV_POOL):
         raise GraphError(f"node {node.name!r}: op {node.op!r} is not an accelerator op {VTA_OPS}")
     x_shape = graph.values[node.inputs[0]].shape
     try:
@@ -87,17 +108,30 @@ def node_layer(graph: Graph, node: Node) -> NodeLayer:
     except KeyError as e:
         raise GraphError(f"node {node.name!r}: weights and bias must be constants ({e})") from None
     p = FusedParams.from_attrs(node.attrs)
-    if node.op == "vta_conv2d":
+    if node.op in ("vta_conv2d", CONV_POOL):
         wl = conv_workload(x_shape, w.shape, p)
     else:
         wl, w = dense_workload(x_shape, w.shape), w[:, :, None, None, :, :]
     ep = fused_epilogue(p, len(node.inputs) > 3)
     w = np.ascontiguousarray(w, np.int8)
-    return NodeLayer(wl, ep, w, np.ascontiguousarray(bias, np.int32), int(x_shape[0]))
+    return NodeLayer(wl, ep, w, np.ascontiguousarray(bias, np.int32), 1)
 
 
 def accelerator_nodes(graph: Graph) -> list[Node]:
-    return [n for n in graph.nodes if n.target == "vta"]
+    """The conv2d/dense accelerator nodes (the layers a tuner tunes; a conv + max pool node's
+    conv too: its config applies where the fused schedule does not fit, ``conv_pool_kernels``)."""
+    return [n for n in graph.nodes if n.target == "vta" and n.op in (*VTA_OPS, CONV_POOL)]
+
+
+def pool_workload(graph: Graph, node: Node, block: int) -> PoolWorkload:
+    """The ALU workload of a ``vta_max_pool`` / ``vta_global_avg_pool`` node (packed input)."""
+    n, cb, h, w, _, b = graph.values[node.inputs[0]].shape
+    cb *= n  # the images' channel planes one after another: a pool treats each alike
+    a = node.attrs
+    if node.op == "vta_global_avg_pool":
+        return PoolWorkload("global_avg", cb * b, h, w, mult=a["mult"], shift=a["shift"], block=b)
+    kh, kw = a["kernel"]
+    return PoolWorkload("max", cb * b, h, w, kh, kw, a["strides"], a["pads"], block=b)
 
 
 @dataclass(frozen=True)
@@ -120,13 +154,33 @@ def accelerator_layers(graph: Graph) -> list[Layer]:
     return [Layer(wl, ep, n) for (wl, ep), n in counts.items()]
 
 
+def conv_pool_kernels(graph, node, hw, configs, measure, search) -> dict[str, Kernel]:
+    """The kernels of a ``vta_conv2d_max_pool`` node: one fused kernel where the schedule fits
+    ``hw`` (``conv_pool.fusable``), else a conv kernel and a max pool kernel (``<name>/pool``)."""
+    nl = node_layer(graph, node)
+    ep = dataclasses.replace(lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0],
+                             bias_via_gemm=False)  # fmt: skip
+    if fusable(nl.workload, ep, hw):
+        return {node.name: build_conv_pool_kernel(nl.workload, ep, nl.weights, nl.bias, hw)}
+    conv = build_kernel(nl.workload, nl.epilogue, nl.weights, nl.bias, hw,
+                        config_for(configs or {}, nl), measure=measure, search=search)  # fmt: skip
+    wl = nl.workload
+    pw = PoolWorkload("max", wl.batch * wl.co_blocks * wl.block, wl.out_h, wl.out_w, 3, 3,
+                      POOL_ATTRS["strides"], POOL_ATTRS["pads"], block=wl.block)  # fmt: skip
+    return {node.name: conv, f"{node.name}/pool": build_pool_kernel(pw, hw)}
+
+
 def config_for(configs: dict, nl: NodeLayer) -> ConvConfig | None:
     """A layer's given config: keyed by ``(workload, lowering epilogue)`` (as a network tuning
     log gives them) or by the workload alone; None: derive a default."""
     if not configs:
         return None
-    key = (nl.workload, lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0])
-    return configs.get(key) or configs.get(nl.workload)
+    ep = lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0]
+    for wl in (nl.workload, dataclasses.replace(nl.workload, batch=1)):  # (one image's tiles fit N)
+        hit = configs.get((wl, ep)) or configs.get(wl)
+        if hit is not None:
+            return hit
+    return None
 
 
 def compile_kernels(
@@ -144,7 +198,14 @@ def compile_kernels(
     default, or with ``search`` > 0 the best of that many candidates on ``measure(insns)``."""
     kernels: dict[str, Kernel] = {}
     t0 = time.perf_counter()
+    for node in graph.nodes:
+        if node.target == "vta" and node.op in POOL_OPS:
+            kernels[node.name] = build_pool_kernel(pool_workload(graph, node, hw.block_in), hw)
+        if node.target == "vta" and node.op == CONV_POOL:
+            kernels.update(conv_pool_kernels(graph, node, hw, configs, measure, search))
     for node in accelerator_nodes(graph):
+        if node.op == CONV_POOL:
+            continue  # (above)
         nl = node_layer(graph, node)
         kernels[node.name] = build_kernel(
             nl.workload,
@@ -183,7 +244,9 @@ class AcceleratorBackend:
         self.device = device
         t0 = time.perf_counter()
         self._ops = {
-            name: VtaConv2d.from_kernel(k, ConvWorkload(**k.info["workload"]), device)
+            name: VtaPool.from_kernel(k, device)
+            if k.info.get("kind") in ("pool", "conv_pool")
+            else VtaConv2d.from_kernel(k, ConvWorkload(**k.info["workload"]), device)
             for name, k in kernels.items()
         }
         self.load_s = time.perf_counter() - t0
@@ -215,23 +278,32 @@ class AcceleratorBackend:
                 " compile the model for the accelerator"
             )
         x, res = args[0], (args[3] if len(args) > 3 else None)
-        dense = node.op == "vta_dense"
-        self._last_cycles = 0
-        outs = []
-        for i in range(x.shape[0]):
-            if dense:
-                data = x[i][:, None, :, :]
-                r = None if res is None else res[i][:, None, :, :]
-            else:
-                data = x[i, :, :, :, 0, :]
-                r = None if res is None else res[i, :, :, :, 0, :]
-            run = op(np.ascontiguousarray(data, np.int8), r)
-            self.runs.append(
-                LayerRun(
-                    op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count, op.ep
-                )
+        n = x.shape[0]
+        if node.op in POOL_OPS:  # (N, C/B, H, W, 1, B): N * C/B planes
+            data, r = x[:, :, :, :, 0, :].reshape(-1, *x.shape[2:4], x.shape[-1]), None
+        elif node.op == "vta_dense":  # (N, I/B, 1, B) -> an image of 1 x N pixels
+            data = x.transpose(1, 2, 0, 3)
+            r = None if res is None else np.ascontiguousarray(res.transpose(1, 2, 0, 3))
+        else:
+            data = x[:, :, :, :, 0, :] if op.wl.batch > 1 else x[0, :, :, :, 0, :]
+            r = (
+                None
+                if res is None
+                else res[:, :, :, :, 0, :]
+                if op.wl.batch > 1
+                else res[0, ..., 0, :]
             )
+        run = op(np.ascontiguousarray(data, np.int8), r)
+        self.runs.append(
+            LayerRun(op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count, op.ep)
+        )
+        self._last_cycles = run.cycles or 0
+        pool = self._ops.get(f"{node.name}/pool")  # (a conv + max pool node in two kernels)
+        if pool is not None:
+            run = pool(run.output.reshape(-1, *run.output.shape[-3:]))
+            self.runs.append(LayerRun(pool.wl, {}, run.cycles, run.wall_s, pool.insn_count))
             self._last_cycles += run.cycles or 0
-            outs.append(run.output[:, 0] if dense else run.output)
-        out = np.stack(outs)
-        return out if dense else out[:, :, :, :, None, :]
+        if node.op == "vta_dense":
+            return np.ascontiguousarray(run.output.transpose(2, 0, 1, 3))
+        out = run.output.reshape(n, -1, *run.output.shape[-3:])
+        return out[:, :, :, :, None, :]

@@ -159,9 +159,10 @@ def _lowered_kernel(
     layer_ep: Epilogue,
 ) -> Kernel:
     """Place the regions from byte 0, lower the stream against them, build the relocation table."""
-    out_bytes = wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
+    out_bytes = wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
+    in_bytes = wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes
     sizes = [
-        ("input", RegionKind.INPUT, wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes),
+        ("input", RegionKind.INPUT, in_bytes),
         ("output", RegionKind.OUTPUT, out_bytes),
     ]
     if ep.residual:
@@ -187,7 +188,7 @@ def _lowered_kernel(
     sizes.append(("insns", RegionKind.CONST, len(consts["insns"])))
     regions = layout_regions(sizes)
     info = {
-        "workload": dataclasses.asdict(wl),
+        "workload": wl.to_dict(),
         "epilogue": dataclasses.asdict(ep),
         "layer_epilogue": dataclasses.asdict(layer_ep),
         "config": config.to_dict(),
@@ -278,16 +279,64 @@ class VtaConv2d:
         return decode_insns(raw, self.device.config)
 
     def __call__(self, data: np.ndarray, residual: np.ndarray | None = None) -> ConvRun:
-        """Run on packed int8 data (ci_b, H, W, b) [+ residual (co_b, OH, OW, b)]."""
+        """Run on packed int8 data (ci_b, H, W, b) [+ residual (co_b, OH, OW, b)]; a workload
+        of ``batch`` > 1 takes and gives them with a leading batch axis."""
         wl = self.wl
-        expect = (wl.ci_blocks, wl.height, wl.width, wl.block)
+        n = (wl.batch,) if wl.batch > 1 else ()
+        expect = (*n, wl.ci_blocks, wl.height, wl.width, wl.block)
         if data.shape != expect or data.dtype != np.int8:
             raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
         inputs = {"input": data}
+        out_shape = (*n, wl.co_blocks, wl.out_h, wl.out_w, wl.block)
         if self.has_residual:
-            if residual is None or residual.shape != (wl.co_blocks, wl.out_h, wl.out_w, wl.block):
+            if residual is None or residual.shape != out_shape:
                 raise ValueError("this conv fuses a residual add: pass the packed int8 residual")
             inputs["residual"] = np.ascontiguousarray(residual, np.int8)
         outs, r = self.loaded.run(inputs)
-        out = outs["output"].view(np.int8).reshape(wl.co_blocks, wl.out_h, wl.out_w, wl.block)
+        out = outs["output"].view(np.int8).reshape(out_shape)
+        return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)
+
+
+class VtaPool:
+    """A pool kernel (``backend.vta.pool.build_pool_kernel``) or a conv + max pool kernel
+    (``backend.vta.conv_pool``) loaded onto ``device``; called like :class:`VtaConv2d` on packed
+    int8 data ``(C/B, H, W, B)``."""
+
+    def __init__(self, loaded, wl):
+        self.loaded, self.wl = loaded, wl
+
+    @classmethod
+    def from_kernel(cls, kernel: Kernel, device) -> VtaPool:
+        """A pool kernel, or a conv + max pool kernel (``info["kind"]`` ``"conv_pool"``)."""
+        from pyvta.compiler.backend.vta.pool import PoolWorkload
+
+        if kernel.info["kind"] == "conv_pool":
+            return cls(load_kernel(device, kernel), ConvWorkload(**kernel.info["workload"]))
+        return cls(load_kernel(device, kernel), PoolWorkload(**kernel.info["workload"]))
+
+    @property
+    def kernel(self) -> Kernel:
+        return self.loaded.kernel
+
+    @property
+    def ep(self) -> None:
+        return None
+
+    @property
+    def insn_count(self) -> int:
+        return self.kernel.insn_count
+
+    def __call__(self, data: np.ndarray, residual=None) -> ConvRun:
+        wl = self.wl
+        if isinstance(wl, ConvWorkload):  # conv + the 3x3/2 max pool
+            n = (wl.batch,) if wl.batch > 1 else ()
+            blocks, out_blocks = (*n, wl.ci_blocks), (*n, wl.co_blocks)
+            out_hw = (wl.out_h // 2, wl.out_w // 2)
+        else:
+            blocks, out_blocks, out_hw = (wl.c_blocks,), (wl.c_blocks,), (wl.out_h, wl.out_w)
+        expect = (*blocks, wl.height, wl.width, wl.block)
+        if data.shape != expect or data.dtype != np.int8:
+            raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
+        outs, r = self.loaded.run({"input": data})
+        out = outs["output"].view(np.int8).reshape(*out_blocks, *out_hw, wl.block)
         return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)

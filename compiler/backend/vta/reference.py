@@ -21,7 +21,7 @@ def reference_conv(
 ) -> np.ndarray:
     """x (1, C, H, W) int8, w (O, C, KH, KW) int8, b (O,) int32, residual (1, O, OH, OW) int8
     -> (1, O, OH, OW) int8, with the epilogue arithmetic of ``workload``'s docstring."""
-    xp = np.pad(x[0].astype(np.int64), ((0, 0), (wl.pad, wl.pad_b), (wl.pad, wl.pad_r)))
+    xp = np.pad(x[0].astype(np.int64), ((0, 0), (wl.pad, wl.pad_b), (wl.pad_l, wl.pad_r)))
     out = np.zeros((w.shape[0], wl.out_h, wl.out_w), np.int64)
     s = wl.stride
     for kh in range(wl.kernel_h):

@@ -64,7 +64,7 @@ def conv2d_te(wl: ConvWorkload):
     kernel = te.placeholder(
         (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, b, b), "int8", "kernel"
     )
-    padded = pad_op(data, (0, wl.pad, wl.pad, 0, 0), (0, wl.pad_b, wl.pad_r, 0, 0), name="pad")
+    padded = pad_op(data, (0, wl.pad, wl.pad_l, 0, 0), (0, wl.pad_b, wl.pad_r, 0, 0), name="pad")
     ci = te.reduce_axis(wl.ci_blocks, "ci")
     kh = te.reduce_axis(wl.kernel_h, "kh")
     kw = te.reduce_axis(wl.kernel_w, "kw")

@@ -18,6 +18,7 @@ Epilogue arithmetic, exactly (int32 wrapping, arithmetic shifts):
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pyvta.isa import DEFAULT_CONFIG, PyvtaError
@@ -45,10 +46,14 @@ class ConvWorkload:
     kernel_h: int
     kernel_w: int
     stride: int = 1
-    pad: int = 0  # top and left (and bottom/right unless given)
+    pad: int = 0  # top (and left, bottom, right unless given)
     block: int = DEFAULT_CONFIG.block_in
     pad_bottom: int | None = None
     pad_right: int | None = None
+    pad_left: int | None = None  # (the LOAD's x_pad_0; None: ``pad``)
+    # images per launch: data (batch, ci_blocks, H, W, b), output (batch, co_blocks, OH, OW, b);
+    # the template tiles them as one image of batch * OH output rows (tiles never straddle two)
+    batch: int = 1
 
     def __post_init__(self):
         for name in (
@@ -60,9 +65,10 @@ class ConvWorkload:
             "kernel_w",
             "stride",
             "block",
+            "batch",
         ):
             _pos(name, getattr(self, name))
-        for name in ("pad", "pad_bottom", "pad_right"):
+        for name in ("pad", "pad_bottom", "pad_right", "pad_left"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or not 0 <= v <= MAX_PAD):
                 raise WorkloadError(
@@ -72,7 +78,7 @@ class ConvWorkload:
         if self.out_h <= 0 or self.out_w <= 0:
             raise WorkloadError(
                 f"kernel {self.kernel_h}x{self.kernel_w} is larger than the padded input"
-                f" {self.height + self.pad + self.pad_b}x{self.width + self.pad + self.pad_r}"
+                f" {self.height + self.pad + self.pad_b}x{self.width + self.pad_l + self.pad_r}"
             )
 
     @classmethod
@@ -87,7 +93,26 @@ class ConvWorkload:
 
     @property
     def out_w(self) -> int:
-        return (self.width + self.pad + self.pad_r - self.kernel_w) // self.stride + 1
+        return (self.width + self.pad_l + self.pad_r - self.kernel_w) // self.stride + 1
+
+    def to_dict(self) -> dict:
+        """The fields, without ``pad_left`` when it is None (``pad``): the records of tuning
+        logs written before it existed keep their keys."""
+        d = dataclasses.asdict(self)
+        if d["pad_left"] is None:
+            del d["pad_left"]
+        if d["batch"] == 1:
+            del d["batch"]
+        return d
+
+    @property
+    def pad_l(self) -> int:
+        return self.pad if self.pad_left is None else self.pad_left
+
+    @property
+    def pads(self) -> tuple[int, int, int, int]:
+        """(top, left, bottom, right), the graph's order."""
+        return (self.pad, self.pad_l, self.pad_b, self.pad_r)
 
     @property
     def pad_b(self) -> int:
@@ -109,7 +134,8 @@ class ConvWorkload:
     def macs(self) -> int:
         """MACs of the padded (block-aligned) problem: what the GEMM core performs."""
         return (
-            self.co_blocks
+            self.batch
+            * self.co_blocks
             * self.ci_blocks
             * self.block
             * self.block
@@ -127,7 +153,8 @@ class ConvWorkload:
     @property
     def useful_macs(self) -> int:
         return (
-            self.out_channels
+            self.batch
+            * self.out_channels
             * self.in_channels
             * self.kernel_h
             * self.kernel_w
@@ -136,9 +163,12 @@ class ConvWorkload:
         )
 
     def __str__(self) -> str:
+        pads = self.pads
+        p = f"p{self.pad}" if len(set(pads)) == 1 else "p" + ",".join(map(str, pads))
         return (
             f"conv {self.height}x{self.width} {self.in_channels}->{self.out_channels}"
-            f" k{self.kernel_h}x{self.kernel_w} s{self.stride} p{self.pad}"
+            f" k{self.kernel_h}x{self.kernel_w} s{self.stride} {p}"
+            + (f" n{self.batch}" if self.batch > 1 else "")
         )
 
 

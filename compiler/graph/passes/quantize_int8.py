@@ -33,8 +33,10 @@ from pyvta.compiler.graph.calibrate import (
 )
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.graph.vta_ops import avg_pool_params
 
 QUANTIZABLE = ("conv2d", "dense")
+INT8_POOLS = ("max_pool", "global_avg_pool", "flatten")  # with ``QuantConfig.int8_pools``
 
 
 @dataclass
@@ -50,6 +52,10 @@ class QuantConfig:
     keep_float: tuple[str, ...] | None = None
     extra_bits: int = 2
     bias_correction: bool = True
+    # max pool, global average pool and flatten of an int8 value stay int8 (the accelerator
+    # runs them): max pool and flatten keep the input's scale, the mean requantizes with an
+    # integer multiplier (``vta_ops.avg_pool_params``); False: they run in float
+    int8_pools: bool = False
 
 
 def default_keep_float(graph: Graph) -> tuple[str, ...]:
@@ -93,6 +99,22 @@ class _Rewriter:
             self.em.emit("dequantize", [q], {"frac_bits": f}, f"{name}_dequantize", output=name)
             self.float_ready.add(name)
         return name
+
+    def int8_pool(self, n: Node) -> bool:
+        """``n`` (max pool, global average pool, flatten) on its int8 input, if it has one."""
+        if n.op not in INT8_POOLS or n.inputs[0] not in self.int8:
+            return False
+        xq, fx = self.int8[n.inputs[0]]
+        y, attrs, fy, op = n.outputs[0], dict(n.attrs), fx, n.op
+        if n.op == "global_avg_pool":
+            _, _, h, w = self.g.values[n.inputs[0]].shape
+            fy = max(fx, self.fracs.get(y, fx))  # (a mean needs no coarser scale than its input)
+            attrs["mult"], attrs["shift"] = avg_pool_params(h * w, fx, fy)
+            op = "qglobal_avg_pool"
+        self.em.names.discard(n.name)
+        out = self.em.emit(op, [xq], attrs, n.name, output=self.g.fresh_name(f"{y}_int8"))
+        self.int8[y] = (out, fy)
+        return True
 
     def requantize_residual(self, r: str, fr: int, fa: int) -> str:
         fl = self.em.emit("dequantize", [r], {"frac_bits": fr}, f"{r}_to_float")
@@ -201,6 +223,8 @@ def quantize_int8(graph: Graph, options) -> Graph:
         )
         if quantizable:
             rw.quantize_node(n)
+        elif cfg.int8_pools and rw.int8_pool(n):
+            pass
         else:
             n.inputs = [rw.as_float(i) for i in n.inputs]
             rw.nodes.append(n)

@@ -29,7 +29,9 @@ class CpuTarget(Target):
 
         return Machine.host(num_threads, self.features)
 
-    def pipeline_options(self, samples=None, keep_float=None, cpu_schedules=None, block=None):
+    def pipeline_options(
+        self, samples=None, keep_float=None, cpu_schedules=None, block=None, vta_partition="whole"
+    ):
         from pyvta.compiler.graph.pipeline import PipelineOptions
 
         return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)

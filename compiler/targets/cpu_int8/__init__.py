@@ -15,7 +15,9 @@ class CpuInt8Target(Target):
     quantized = True
     compile_options = frozenset({"calibration"})
 
-    def pipeline_options(self, samples=None, keep_float=None, cpu_schedules=None, block=None):
+    def pipeline_options(
+        self, samples=None, keep_float=None, cpu_schedules=None, block=None, vta_partition="whole"
+    ):
         return self._quantized_options(samples, keep_float, block, int8_kernels=True)
 
 

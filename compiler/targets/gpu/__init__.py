@@ -14,7 +14,9 @@ class GpuTarget(Target):
     placement = "gpu"
     devices = ("cuda", "cuda-emulated")
 
-    def pipeline_options(self, samples=None, keep_float=None, cpu_schedules=None, block=None):
+    def pipeline_options(
+        self, samples=None, keep_float=None, cpu_schedules=None, block=None, vta_partition="whole"
+    ):
         from pyvta.compiler.graph.pipeline import PipelineOptions
 
         return PipelineOptions(gpu=True)

@@ -16,20 +16,37 @@ class VtaTarget(Target):
     quantized = True
     accelerator = True
     devices = ("sim", "rtl", "pynq", "tcp://HOST:PORT")
-    compile_options = frozenset({"config", "search", "tuning_log", "calibration"})
+    compile_options = frozenset({"config", "search", "tuning_log", "calibration", "partition"})
     tuner_backend = "vta-sim"
 
-    def pipeline_options(self, samples=None, keep_float=None, cpu_schedules=None, block=None):
-        return self._quantized_options(samples, keep_float, block, use_vta=True, int8_kernels=True)
+    def pipeline_options(
+        self, samples=None, keep_float=None, cpu_schedules=None, block=None, vta_partition="whole"
+    ):
+        from pyvta.compiler.targets.vta.partition_targets import VTA_PARTITIONS
 
-    def supports(self, node) -> str | None:
-        from pyvta.compiler.targets.vta.partition_targets import runs_on_vta
+        if vta_partition not in VTA_PARTITIONS:
+            raise TargetError(
+                f"vta_partition {vta_partition!r} (allowed: {', '.join(VTA_PARTITIONS)})"
+            )
+        whole = vta_partition == "whole"
+        if whole and keep_float is None:
+            keep_float = ()
+        return self._quantized_options(
+            samples,
+            keep_float,
+            block,
+            int8_pools=whole,
+            use_vta=True,
+            int8_kernels=True,
+            vta_partition=vta_partition,
+        )
 
-        if runs_on_vta(node):
-            return None
-        if node.op == "qconv2d":
-            return "the accelerator runs conv2d with group 1 and unit dilation only"
-        return f"the accelerator runs quantized conv2d and dense, not {node.op}"
+    def supports(self, node, graph=None, partition="whole") -> str | None:
+        """None when ``node`` runs on the accelerator under ``partition`` ("whole" or "legacy"),
+        else the one-line reason (``partition_targets.vta_reason``; pools need their ``graph``)."""
+        from pyvta.compiler.targets.vta.partition_targets import vta_reason
+
+        return vta_reason(graph, node, partition)
 
     def compile(self, cm, hw=None, lower: bool = True, gpu_arch: str = "sm_90") -> None:
         cm.hw = hw

@@ -5,11 +5,17 @@
 Channels are zero-padded to the block (padded outputs stay 0: zero weights and bias). Every vta
 output is unpacked right away under its original name; a later vta reader takes the packed
 value directly, and ``remove_dead_code`` drops unpacks nobody reads.
+
+A conv whose channels padded to blocks would waste the reduction (``layout.folds_taps``: the
+stem's 3 channels) reads its input through ``pack_fold_taps`` (host: rows and kernel columns folded into
+channels) as a ``KH/s x 1`` conv over ``layout.fold_oihw`` weights. ``max_pool@vta`` becomes ``vta_max_pool`` and
+``qglobal_avg_pool@vta`` ``vta_global_avg_pool`` on packed values; a ``vta_dense`` reading the
+flatten of a packed 1x1 value reads it through ``packed_flatten`` (a view).
 """
 
 from __future__ import annotations
 
-from pyvta.compiler.graph import layout
+from pyvta.compiler.graph import layout, vta_ops
 from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 
@@ -20,22 +26,59 @@ def pack_layouts(graph: Graph, options) -> Graph:
     nodes: list[Node] = []
     em = NodeEmitter(g, nodes)
     packed: dict[str, str] = {}  # NCHW / NC name -> packed name
+    flattens = {n.outputs[0]: n.inputs[0] for n in g.nodes if n.op == "flatten"}
+    readers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for i in n.inputs:
+            readers.setdefault(i, []).append(n)
+    fused: set[str] = set()  # max pools folded into the conv before them
 
     def pack(name: str) -> str:
         if name not in packed:
-            op = "pack_nchw" if len(g.values[name].shape) == 4 else "pack_nc"
-            packed[name] = em.emit(op, [name], {"block": block}, f"{name}_pack")
+            src = packed.get(flattens.get(name, ""))
+            if src is not None and g.values[src].shape[2:5] == (1, 1, 1):  # (N, C/B, 1, 1, 1, B)
+                packed[name] = em.emit("packed_flatten", [src], {}, f"{name}_pack")
+            else:
+                op = "pack_nchw" if len(g.values[name].shape) == 4 else "pack_nc"
+                packed[name] = em.emit(op, [name], {"block": block}, f"{name}_pack")
         return packed[name]
 
     for n in g.nodes:
         if n.target != "vta":
             nodes.append(n)
             continue
+        if n.name in fused:
+            continue
+        y = n.outputs[0]
+        if n.op in ("max_pool", "qglobal_avg_pool"):
+            op = "vta_max_pool" if n.op == "max_pool" else "vta_global_avg_pool"
+            em.names.discard(n.name)
+            yp = em.emit(op, [pack(n.inputs[0])], dict(n.attrs), n.name,
+                         output=g.fresh_name(f"{y}_packed"), target="vta")  # fmt: skip
+            em.emit(
+                "unpack_nchw", [yp], {"channels": g.values[y].shape[1]}, f"{y}_unpack", output=y
+            )
+            packed[y] = yp
+            continue
         conv = n.op == "qconv2d"
         w, b = g.constants[n.inputs[1]], g.constants[n.inputs[2]]
-        wp = layout.pack_oihw(w, block) if conv else layout.pack_oi(w, block)
+        strides = n.attrs.get("strides", (1, 1))
+        fold = (
+            conv
+            and n.inputs[0] not in packed
+            and layout.folds_taps(w.shape[1], w.shape[2:], strides, block)
+        )
+        if fold:  # the stem: a KH/s x 1 conv over the host's folded rows of the input
+            a = {"kernel": list(w.shape[2:]), "strides": strides, "pads": n.attrs["pads"]}
+            x = em.emit(
+                "pack_fold_taps", [n.inputs[0]], a | {"block": block}, f"{n.inputs[0]}_fold"
+            )
+            wp = layout.fold_oihw(w, strides[0], block)
+        else:
+            x = pack(n.inputs[0])
+            wp = layout.pack_oihw(w, block) if conv else layout.pack_oi(w, block)
         ins = [
-            pack(n.inputs[0]),
+            x,
             g.add_constant(g.fresh_name(f"{n.inputs[1]}_packed"), wp),
             g.add_constant(g.fresh_name(f"{n.inputs[2]}_packed"), layout.pack_bias(b, block)),
         ]
@@ -43,8 +86,13 @@ def pack_layouts(graph: Graph, options) -> Graph:
             ins.append(pack(n.inputs[3]))
         keys = ("shift", "res_shift", "clip_lo", "clip_hi") + (("strides", "pads") if conv else ())
         attrs = {k: n.attrs[k] for k in keys}
-        y = n.outputs[0]
+        if fold:
+            attrs |= {"strides": [1, 1], "pads": [0, 0, 0, 0]}
         op = "vta_conv2d" if conv else "vta_dense"
+        pool = _pool_after(g, n, readers) if fold else None
+        if pool is not None:  # the stem and its max pool: one node (``backend.vta.conv_pool``)
+            fused.add(pool.name)
+            op, y = "vta_conv2d_max_pool", pool.outputs[0]
         em.names.discard(n.name)  # the vta node keeps the quantized node's name
         yp = em.emit(op, ins, attrs, n.name, output=g.fresh_name(f"{y}_packed"), target="vta")
         unpack = "unpack_nchw" if conv else "unpack_nc"
@@ -52,3 +100,23 @@ def pack_layouts(graph: Graph, options) -> Graph:
         packed[y] = yp
     g.nodes = nodes
     return g
+
+
+def _pool_after(g: Graph, conv: Node, readers: dict) -> Node | None:
+    """The max pool of ``vta_ops.CONV_POOL_ATTRS`` on the accelerator that is the only reader
+    of ``conv``'s output (even output sides), else None."""
+    y = conv.outputs[0]
+    nxt = readers.get(y, [])
+    if len(nxt) != 1 or y in g.outputs:
+        return None
+    p = nxt[0]
+    a = vta_ops.CONV_POOL_ATTRS
+    same = (
+        p.op == "max_pool"
+        and p.target == "vta"
+        and all(tuple(p.attrs[k]) == tuple(v) for k, v in a.items())
+    )
+    _, _, h, w = g.values[y].shape
+    if not same or p.attrs.get("ceil_mode", 0) or h % 2 or w % 2:
+        return None
+    return p

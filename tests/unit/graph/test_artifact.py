@@ -61,7 +61,9 @@ def test_artifact_runs_without_lowering_and_equals_golden(artifact, monkeypatch)
     (ref,), _ = run_model(cm, x)  # the golden integer model on the CPU
     _forbid_lowering(monkeypatch)
     loaded = CompiledModel.load(path)
-    assert set(loaded.kernels) == {n.name for n in cm.graph.nodes if n.target == "vta"}
+    # (a conv + max pool node whose fused schedule does not fit: its pool as "<name>/pool")
+    names = {k.split("/")[0] for k in loaded.kernels}
+    assert names == {n.name for n in cm.graph.nodes if n.target == "vta"}
     assert loaded.hw == HwConfig()
     vta = loaded.accelerator(driver.open("sim", config=loaded.hw))
     (first,), table = run_model(loaded, x, backends={"vta": vta})

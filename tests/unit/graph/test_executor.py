@@ -33,7 +33,7 @@ class CountingVta(GoldenVta):
 def vta_graph():
     g = import_onnx(zoo.resnet(18, size=32, width=16, classes=10, seed=5))
     cal = [{"input": x} for x in zoo.sample_inputs(4, 32, seed=6)]
-    return run_pipeline(g, options_for("vta", cal))
+    return run_pipeline(g, options_for("vta", cal, vta_partition="legacy"))
 
 
 def test_pluggable_backend_and_timing_table(vta_graph):

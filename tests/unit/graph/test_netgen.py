@@ -45,6 +45,7 @@ from pyvta.testing import netgen
 SEEDS = (1, 2, 3, 5, 7, 9)
 MAX_REL_ERR = 1e-4
 MIN_COSINE = 0.95
+MIN_COSINE_WHOLE = 0.9  # seeds 1-9: 0.926-0.998 (per-tensor power-of-two scales)
 
 
 def _net(tmp_path_factory, seed: int, batch: int | None = None):
@@ -82,15 +83,23 @@ def test_cpu_matches_onnxruntime(tmp_path_factory, seed):
     assert out.shape == ref.shape and err < MAX_REL_ERR
 
 
-@pytest.mark.parametrize("target", ["cpu-int8", "vta"])
+@pytest.mark.parametrize("target", ["cpu-int8", "vta", "vta-whole"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_int8_targets_are_close_to_float(tmp_path_factory, seed, target):
+    """``vta``: the legacy partition (float first conv and last dense, as ``cpu-int8``);
+    ``vta-whole``: every layer int8 on the accelerator, the global mean and the classifier's
+    input in int8 too: further from float (seed 1's 16-feature classifier: 0.926), so its
+    bound is ``MIN_COSINE_WHOLE``."""
     batch = 1 if target == "cpu-int8" else None  # cpu-int8 fails at batch 4 (module docstring)
     _, path, x, ref = _net(tmp_path_factory, seed, batch)
-    out = run_model(compile_model(path, target), {"input": x})[0][0]
+    kind, part = ("vta", target[4:] or "legacy") if target.startswith("vta") else (target, None)
+    part = part.lstrip("-") if part else part
+    extra = {"vta_partition": part} if part else {}
+    out = run_model(compile_model(path, kind, **extra), {"input": x})[0][0]
     cos = cosine(out, ref)
     print(f"{target}: cosine {cos:.4f} to onnxruntime float")
-    assert out.shape == ref.shape and cos > MIN_COSINE
+    bound = MIN_COSINE_WHOLE if target == "vta-whole" else MIN_COSINE
+    assert out.shape == ref.shape and cos > bound
 
 
 @pytest.mark.xfail(strict=True, raises=ValueError, reason="cpu-int8 kernels built for batch 1")

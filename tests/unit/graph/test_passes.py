@@ -138,7 +138,7 @@ def test_quantize_keep_float_is_configurable():
 
 def test_partition_and_pack_layouts():
     g = run_pipeline(_small_resnet(), PipelineOptions())
-    opts = options_for("vta", _calibration())
+    opts = options_for("vta", _calibration(), vta_partition="legacy")
     q = quantize_int8(g, opts)
     parted = partition_targets(q, opts)
     assert {n.op for n in parted.nodes if n.target == "vta"} == {"qconv2d"}

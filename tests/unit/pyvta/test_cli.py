@@ -125,6 +125,27 @@ def test_compile_and_run_a_small_network(tmp_path, capsys):
     assert "was compiled for 'vta'" in capsys.readouterr().err
 
 
+def test_partition_and_batch_flags(tmp_path, capsys):
+    """--partition legacy keeps the stem, pools and classifier on the CPU (each with its reason);
+    --batch 2 compiles two images per launch; a cpu target refuses both flags."""
+    onnx_path = str(tmp_path / "r.onnx")
+    args = ["zoo", "resnet18", "-o", onnx_path, "--size", "32", "--classes", "10", "--width", "16"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert main(["run", onnx_path, "--partition", "legacy", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "float conv2d (kept float" in out and "19 launches" in out
+    artifact = tmp_path / "r2.npz"
+    assert main(["compile", onnx_path, "--batch", "2", "-o", str(artifact)]) == 0
+    out = capsys.readouterr().out
+    assert "host: quantize float -> int8" in out and "vta_conv2d" not in out  # (plan: CPU rows)
+    assert main(["run", str(artifact), "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "output [2, 10]" in out and "sample 1:" in out
+    assert main(["run", onnx_path, "--target", "cpu", "--partition", "whole"]) == 2
+    assert "--partition" in capsys.readouterr().err
+
+
 def test_tune_a_network_then_run_with_its_log(tmp_path, capsys):
     from pyvta.compiler.graph.zoo import save_model
 

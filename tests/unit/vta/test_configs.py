@@ -95,11 +95,12 @@ def test_small_resnet18_bit_exact_with_the_config_block(cfg, tmp_path):
     onnx.save(zoo.resnet(18, size=32, width=32, classes=10, seed=3), path)
     cal = [{"input": x} for x in zoo.sample_inputs(4, 32, seed=5)]
     on_cpu = compile_model(path, "cpu-int8", cal)
-    on_vta = compile_model(path, "vta", cal, hw=cfg)
+    on_vta = compile_model(path, "vta", cal, hw=cfg, vta_partition="legacy")
     packs = [n for n in on_vta.graph.nodes if n.op == "pack_nchw"]
     assert packs and all(n.attrs["block"] == cfg.block_in for n in packs)
     # compiled without lowering, the model keeps its config: a later lower_kernels() uses it
-    late = compile_model(path, "vta", cal, hw=cfg, lower=False).lower_kernels()
+    late = compile_model(path, "vta", cal, hw=cfg, lower=False, vta_partition="legacy")
+    late = late.lower_kernels()
     assert late.hw == cfg and late.kernels.keys() == on_vta.kernels.keys()
     x = zoo.sample_inputs(1, 32, seed=11)[0]
     (want,), _ = run_model(on_cpu, x)
@@ -107,3 +108,12 @@ def test_small_resnet18_bit_exact_with_the_config_block(cfg, tmp_path):
     np.testing.assert_array_equal(got, want)
     cycles = sum(r.cycles or 0 for r in table.rows)
     print(f"ResNet-18 (32x32, width 32) on {cfg.tag}: {cycles} accelerator cycles")
+    # the whole network (stem, pools, classifier too) on this config: the golden model's bits
+    whole = compile_model(path, "vta", cal, hw=cfg)
+    assert {n.op for n in whole.graph.nodes if n.target == "vta"} >= {
+        "vta_global_avg_pool",
+        "vta_dense",
+    }
+    (got,), _ = run_model(whole, x, device=SimDevice(config=cfg))
+    (want,), _ = run_model(whole, x)
+    np.testing.assert_array_equal(got, want)
