@@ -20,6 +20,7 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from pyvta.compiler.graph.ir import Graph, Node, Value, check_graph
 from pyvta.compiler.graph.vta_ops import VtaBackend
 from pyvta.driver.kernel import Kernel, Region, RegionKind
 from pyvta.isa import DEFAULT_CONFIG, HwConfig, PyvtaError
+
+if TYPE_CHECKING:
+    from pyvta.compiler.graph.passes.quantize_int8 import WeightScales
 
 FORMAT_VERSION = 2
 GRAPH_KEY, DIGEST_KEY = "__graph__", "__digest__"
@@ -297,6 +301,7 @@ def compile_model(
     cpu_schedules: dict | None = None,
     input_shapes: dict | None = None,
     gpu_arch: str = "sm_90",
+    weight_scales: WeightScales | None = None,
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``,
     ``gpu``: every node's PTX for ``gpu_arch`` compiled here).
@@ -309,7 +314,10 @@ def compile_model(
     accelerator node's kernel for ``hw`` with default schedules (``lower_kernels`` gives the
     choice of configs); ``hw`` (default ``isa.DEFAULT_CONFIG``) also sets the block the graph's
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
-    and running an artifact needs neither onnx nor the compiler's passes.)"""
+    and running an artifact needs neither onnx nor the compiler's passes.) ``weight_scales``
+    (int8 targets, ``WeightScales``): one per layer, per output channel, or per channel where
+    that brings a layer's output closer to float; default: the target's
+    (``pipeline.DEFAULT_WEIGHT_SCALES``)."""
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import TARGETS, options_for, run_pipeline
 
@@ -327,7 +335,9 @@ def compile_model(
     if target not in ("cpu", "gpu") and samples is None:
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
-    options = options_for(target, samples, keep_float, cpu_schedules, block=block)
+    options = options_for(
+        target, samples, keep_float, cpu_schedules, block=block, weight_scales=weight_scales
+    )
     cm = CompiledModel(run_pipeline(graph, options), target, hw=hw if target == "vta" else None)
     if target == "vta" and lower:
         cm.lower_kernels(hw)

@@ -92,11 +92,13 @@ class Int8Kernel:
             self.knobs.oc_block,
             self.knobs.dot,
         )
+        # per-channel shifts: two int32 [O] inputs after the bias
+        self.shifts = list(params.channel_shifts(o)) if params.per_channel else []
         self.shapes = [p.shape for p in self.module.func.params]
         self.out_shape = graph.values[node.outputs[0]].shape
 
     def __call__(self, args: list[np.ndarray]) -> np.ndarray:
-        arrays = [args[0], self.weight, self.bias] + args[3:]
+        arrays = [args[0], self.weight, self.bias, *self.shifts] + args[3:]
         out = np.empty(self.shapes[-1], np.int8)
         ins = [
             np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, self.shapes, strict=False)
