@@ -6,8 +6,8 @@ Rows per model (cosine of the logits to onnxruntime float: mean and min over the
 inputs; top-1 agreement with float):
 
 - ours per-tensor: ``compile_model(..., weight_scales=WeightScales.TENSOR)``, one weight scale
-  per layer (the ``vta`` target's default),
-- ours auto: ``WeightScales.AUTO`` (``cpu-int8``'s default): per-channel where, on the
+  per layer (the default),
+- ours auto: ``WeightScales.AUTO``: per-channel where, on the
   calibration samples, it brings that layer's int8 output closer to its float output (the count
   is printed),
 - ours per-channel: ``WeightScales.CHANNEL``, wherever channels' scales differ,

@@ -316,8 +316,8 @@ def compile_model(
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
     and running an artifact needs neither onnx nor the compiler's passes.) ``weight_scales``
     (int8 targets, ``WeightScales``): one per layer, per output channel, or per channel where
-    that brings a layer's output closer to float; default: the target's
-    (``pipeline.DEFAULT_WEIGHT_SCALES``)."""
+    that brings a layer's output closer to float; default ``pipeline.DEFAULT_WEIGHT_SCALES``
+    (one per layer)."""
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import TARGETS, options_for, run_pipeline
 

@@ -95,11 +95,12 @@ PIPELINE: list[tuple[str, PassFn]] = [
 ]
 
 
-# cpu-int8: per-channel scales where they help (a shift per lane costs the kernels nothing).
-# vta: one scale per layer unless asked: the channel shift is one more ALU pass a tile and the
-# bias moves from a GEMM pass to the ALU (ResNet-18 224: 6.90 -> 7.43 M cycles, +7.7%), and the
-# shipped tuning logs are for the per-layer epilogues.
-DEFAULT_WEIGHT_SCALES = {"cpu-int8": WeightScales.AUTO, "vta": WeightScales.TENSOR}
+# One weight scale per layer unless asked: both int8 targets quantize alike (cpu-int8 and vta
+# compute the same bits from the same calibration), and on vta a channel shift is one more ALU
+# pass a tile with the bias moved from a GEMM pass to the ALU (ResNet-18 224: 6.90 -> 7.43 M
+# cycles, +7.7%; the shipped tuning logs are for per-layer epilogues). AUTO: per channel where
+# it brings a layer closer to float (benchmarks/int8_fidelity.py).
+DEFAULT_WEIGHT_SCALES = WeightScales.TENSOR
 
 
 def options_for(
@@ -113,8 +114,7 @@ def options_for(
     """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``;
     ``cpu_schedules`` (tuned conv schedules by workload key) apply to ``"cpu"``; ``block``: the
     accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are packed to;
-    ``weight_scales``: per layer or per output channel (default: the target's,
-    ``DEFAULT_WEIGHT_SCALES``)."""
+    ``weight_scales``: per layer or per output channel (default ``DEFAULT_WEIGHT_SCALES``)."""
     if target not in TARGETS:
         raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
     if target == "cpu":
@@ -125,7 +125,7 @@ def options_for(
         raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
     return PipelineOptions(
         QuantConfig(
-            list(samples), keep_float, weight_scales=weight_scales or DEFAULT_WEIGHT_SCALES[target]
+            list(samples), keep_float, weight_scales=weight_scales or DEFAULT_WEIGHT_SCALES
         ),
         use_vta=target == "vta",
         block=block,

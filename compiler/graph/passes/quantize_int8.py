@@ -61,13 +61,15 @@ class QuantConfig:
     ``extra_bits``: activation scales may be up to this many bits finer than the max-range
     choice when that lowers the calibration quantization error (0: plain max calibration).
     ``bias_correction``: subtract the mean output shift that weight rounding causes (computed
-    from the calibrated input channel means), as in data-free quantization (Nagel et al. 2019)."""
+    from the calibrated input channel means), as in data-free quantization (Nagel et al. 2019).
+    ``weight_scales``: per layer, per output channel, or per node by ``choose_per_channel``
+    (``choice_samples``: the calibration samples it compares on)."""
 
     samples: list[dict[str, np.ndarray]] = field(default_factory=list)
     keep_float: tuple[str, ...] | None = None
     extra_bits: int = 2
     bias_correction: bool = True
-    weight_scales: WeightScales = WeightScales.AUTO
+    weight_scales: WeightScales = WeightScales.TENSOR
     choice_samples: int = 4
 
 

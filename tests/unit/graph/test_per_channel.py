@@ -79,15 +79,15 @@ def test_auto_choice_is_per_channel_and_closer_to_float(case):
     assert cos[WeightScales.AUTO] > cos[WeightScales.TENSOR]
 
 
-def test_target_defaults():
-    """cpu-int8 chooses per node; vta keeps one scale per layer unless asked (cycles)."""
+def test_one_scale_per_layer_unless_asked():
+    """Both int8 targets quantize alike by default (one weight scale per layer)."""
     from pyvta.compiler.graph.pipeline import options_for
 
     samples = [{"x": np.zeros((1, 1))}]
-    assert options_for("cpu-int8", samples).quant.weight_scales is WeightScales.AUTO
-    assert options_for("vta", samples).quant.weight_scales is WeightScales.TENSOR
-    chosen = options_for("vta", samples, weight_scales=WeightScales.CHANNEL)
-    assert chosen.quant.weight_scales is WeightScales.CHANNEL
+    for target in ("cpu-int8", "vta"):
+        assert options_for(target, samples).quant.weight_scales is WeightScales.TENSOR
+        chosen = options_for(target, samples, weight_scales=WeightScales.AUTO)
+        assert chosen.quant.weight_scales is WeightScales.AUTO
 
 
 def test_cpu_int8_and_vta_sim_equal_the_reference(case, tmp_path):
