@@ -14,7 +14,8 @@ with reset) the whole GEMM and ALU datapath landed in "ico", evaluated twice a c
 after the edge (330 k -> 108 k cycles/s, issue 32). Now START is a register
 (``hw.top``) and the model's reset passes a register (``hw.export.RegisteredReset``): "ico" keeps
 only the logic the AXI inputs drive (25,000 -> 3,700 generated lines), and the GEMM-heavy
-program runs ~2.5x faster (``benchmarks/rtl_speed.py --baseline-library``).
+program runs 2.2x faster (173 k -> 372 k cycles per CPU second, side by side on a shared
+machine: ``benchmarks/rtl_speed.py --baseline-library``).
 """
 
 from __future__ import annotations
