@@ -257,7 +257,7 @@ def vta_layer_task(workload, epilogue) -> Task:
     """A network layer (``compiler.backend.vta`` ``ConvWorkload`` and lowering ``Epilogue``)."""
     import dataclasses
 
-    return CONV2D.task(dataclasses.asdict(workload), dataclasses.asdict(epilogue))
+    return CONV2D.task(dataclasses.asdict(workload), epilogue.to_dict())
 
 
 def task_layer(task: Task):

@@ -22,6 +22,7 @@ ACC after the bias rows, applied by an ALU SHR with them as the vector operand.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from pyvta.isa import DEFAULT_CONFIG, PyvtaError
@@ -201,6 +202,14 @@ class Epilogue:
             raise WorkloadError(
                 f"clip bounds must satisfy -128 <= lo <= hi <= 127, got {self.lo}, {self.hi}"
             )
+
+    def to_dict(self) -> dict:
+        """The fields as a dict, ``channel_shift`` only when set: a tuning task's key (so the
+        keys of logs written before the field existed still match)."""
+        d = dataclasses.asdict(self)
+        if not self.channel_shift:
+            del d["channel_shift"]
+        return d
 
     @classmethod
     def requant(cls, shift: int, relu: bool = False, bias: bool = True, **kw) -> Epilogue:
