@@ -40,6 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME=1,3,224,224",
         help="the shape of an input with symbolic dimensions",
     )
+    p.add_argument(
+        "--weight-scales",
+        dest="weight_scales",
+        metavar="KIND",
+        help="int8 weight scales (compiler.graph.WeightScales): tensor (one per layer, the"
+        " default), channel (one per output channel), auto (per channel where it brings a layer"
+        " closer to float on the calibration samples)",
+    )
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
@@ -50,6 +58,16 @@ def run(args: argparse.Namespace) -> int:
     out = output_path(args.out, ".npz", inputs=(args.model,), flag="-o")  # before the work
     if args.search < 0:
         raise CommandError(f"--search must be >= 0, got {args.search}")
+    scales = None
+    if args.weight_scales is not None:
+        from pyvta.compiler.graph import WeightScales
+
+        allowed = [w.value for w in WeightScales]
+        if args.weight_scales not in allowed:
+            raise CommandError(
+                f"--weight-scales {args.weight_scales!r} (allowed: {', '.join(allowed)})"
+            )
+        scales = WeightScales(args.weight_scales)
     cm = compile_for(
         args.model,
         args.target,
@@ -58,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         search=args.search,
         calibration=args.calibration,
         input_shapes=input_shapes(args.input_shape or []),
+        weight_scales=scales,
     )
     path = cm.save(out)  # written whole, then renamed
     n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")

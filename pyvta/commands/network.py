@@ -62,9 +62,11 @@ def compile_for(
     search: int = 0,
     calibration: str | Path | None = None,
     input_shapes: dict | None = None,
+    weight_scales=None,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``; for the
-    accelerator, its kernels are lowered here (tuned configs from ``tuning_log``)."""
+    accelerator, its kernels are lowered here (tuned configs from ``tuning_log``).
+    ``weight_scales``: int8 targets' ``WeightScales`` (None: the default)."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
     from pyvta.isa import HwConfig
 
@@ -79,6 +81,7 @@ def compile_for(
                 ("--search", bool(search)),
                 ("--calibration", calibration is not None),
                 ("--input-shape", bool(input_shapes)),
+                ("--weight-scales", weight_scales is not None),
             )
             if given
         ]
@@ -104,7 +107,7 @@ def compile_for(
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
-    _check_applies(target, kind, hw, tuning_log, search, calibration)
+    _check_applies(target, kind, hw, tuning_log, search, calibration, weight_scales)
     if kind not in FLOAT_TARGETS:
         log(
             f"calibration: samples from {calibration}"
@@ -116,7 +119,13 @@ def compile_for(
     if kind == "cpu" and tuning_log:
         schedules = cpu_tuned_schedules(path, tuning_log, log)
     cm = compile_model(
-        path, kind, calibration, lower=False, cpu_schedules=schedules, input_shapes=input_shapes
+        path,
+        kind,
+        calibration,
+        lower=False,
+        cpu_schedules=schedules,
+        input_shapes=input_shapes,
+        weight_scales=weight_scales,
     )
     if kind == "vta":
         hw = hw or HwConfig()
@@ -126,7 +135,9 @@ def compile_for(
     return cm
 
 
-def _check_applies(target: str, kind: str, hw, tuning_log, search: int, calibration) -> None:
+def _check_applies(
+    target: str, kind: str, hw, tuning_log, search: int, calibration, weight_scales=None
+) -> None:
     """Refuse compile options that the target would leave unused (never a silent no-op)."""
     unused = [
         f"{flag} ({why})"
@@ -135,6 +146,7 @@ def _check_applies(target: str, kind: str, hw, tuning_log, search: int, calibrat
             ("--search", bool(search), kind == "vta", "accelerator layers' configs"),
             ("--tuning-log", tuning_log is not None, kind in ("cpu", "vta"), "cpu and vta-*"),
             ("--calibration", calibration is not None, kind not in FLOAT_TARGETS, "quantized"),
+            ("--weight-scales", weight_scales is not None, kind not in FLOAT_TARGETS, "quantized"),
         )
         if given and not applies
     ]
