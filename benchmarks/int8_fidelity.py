@@ -8,8 +8,8 @@ inputs; top-1 agreement with float):
 - ours per-tensor: ``compile_model(..., weight_scales=WeightScales.TENSOR)``, one weight scale
   per layer (the default),
 - ours auto: ``WeightScales.AUTO``: per-channel where, on the
-  calibration samples, it brings that layer's int8 output closer to its float output (the count
-  is printed),
+  calibration samples, it brings that layer's int8 output closer to its float output, kept only
+  if the whole int8 graph's outputs are closer to float on them too (the count is printed),
 - ours per-channel: ``WeightScales.CHANNEL``, wherever channels' scales differ,
 - onnxruntime int8 QDQ per-tensor and per-channel (``quantize_static``, MinMax calibration on the
   same calibration inputs; scales that are not powers of two, zero points).

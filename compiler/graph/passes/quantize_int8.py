@@ -16,7 +16,8 @@ channel's accumulator has ``fa[o] = fx + fw[o]`` and the node's ``shift`` / ``re
 lists (``shift[o] = fa[o] - fy``); the output keeps one scale ``fy``. ``QuantConfig.weight_scales``
 (``WeightScales``): TENSOR never, CHANNEL wherever channels' scales differ, AUTO per node when the
 node's int8 output is closer to its float output (squared error over up to ``choice_samples``
-calibration samples, each node fed its float input quantized) than with one weight scale.
+calibration samples, each node fed its float input quantized) than with one weight scale, and
+then only if the whole int8 graph's outputs come closer to float on those samples too.
 
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
 :mod:`compiler.graph.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
@@ -36,6 +37,7 @@ from pyvta.compiler.graph.calibrate import (
     MIN_FRAC_BITS,
     Calibration,
     calibrate,
+    forward_values,
     frac_bits_for,
     quantization_error,
 )
@@ -316,23 +318,44 @@ def quantize_int8(graph: Graph, options) -> Graph:
         return graph
     check_finite_constants(graph)
     keep = set(cfg.keep_float if cfg.keep_float is not None else default_keep_float(graph))
-    g = graph.copy()
     cal = calibrate(graph, cfg.samples, cfg.extra_bits)
-    rw = _Rewriter(g, cal, cfg.bias_correction)
 
     def quantizable(n: Node) -> bool:
         return (
             n.op in QUANTIZABLE
             and n.name not in keep
-            and all(i in g.constants for i in n.inputs[1:3])
-            and g.values[n.inputs[0]].dtype == "float32"
+            and all(i in graph.constants for i in n.inputs[1:3])
+            and graph.values[n.inputs[0]].dtype == "float32"
         )
 
     candidates = [n for n in graph.nodes if quantizable(n)]
-    if cfg.weight_scales is WeightScales.AUTO:
-        chosen = choose_per_channel(graph, cfg, cal, candidates)
-    else:
+    if cfg.weight_scales is not WeightScales.AUTO:
         chosen = {n.name for n in candidates if cfg.weight_scales is WeightScales.CHANNEL}
+        return _rewrite(graph, cal, cfg, quantizable, chosen)
+    chosen = choose_per_channel(graph, cfg, cal, candidates)
+    per_node = _rewrite(graph, cal, cfg, quantizable, chosen)
+    if not chosen:
+        return per_node
+    per_tensor = _rewrite(graph, cal, cfg, quantizable, set())
+    return min(per_tensor, per_node, key=lambda q: output_error(graph, q, cfg))
+
+
+def output_error(graph: Graph, quantized: Graph, cfg: QuantConfig) -> float:
+    """Squared error of ``quantized``'s outputs against ``graph``'s (float) over the first
+    ``choice_samples`` calibration samples: AUTO keeps the per-node choice only where it brings
+    the whole int8 graph closer to float (per node it cannot see errors propagate)."""
+    total = 0.0
+    for sample in cfg.samples[: cfg.choice_samples]:
+        ref, out = dict(forward_values(graph, sample)), dict(forward_values(quantized, sample))
+        for name in graph.outputs:  # numpy kernels: nothing is compiled for this
+            total += float(np.sum((ref[name].astype(np.float64) - out[name]) ** 2))
+    return total
+
+
+def _rewrite(graph: Graph, cal: Calibration, cfg: QuantConfig, quantizable, chosen) -> Graph:
+    """``graph`` with its ``quantizable`` nodes in int8, per channel for the ``chosen`` names."""
+    g = graph.copy()
+    rw = _Rewriter(g, cal, cfg.bias_correction)
     for n in graph.copy().nodes:
         if quantizable(n):
             rw.quantize_node(n, n.name in chosen)
