@@ -44,6 +44,7 @@ from pyvta.compiler.graph.calibrate import (
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.graph.vta_ops import MAX_SHIFT
 
 QUANTIZABLE = ("conv2d", "dense")
 
@@ -127,8 +128,9 @@ def plan_node(
     or the bias does not fit."""
     o = w.shape[0]
     bias = bias.astype(np.float64)
-    if per_channel:
+    if per_channel:  # a channel of tiny weights may not push its shift past 31
         fw = np.array([weight_frac_bits(w[i]) for i in range(o)])
+        fw = np.minimum(fw, MAX_SHIFT + min(fy, fx + int(fw.min())) - fx)
     else:
         fw = np.full(o, weight_frac_bits(w))
     limit = np.abs(bias) * 2.0 ** (fx + fw) >= 2**30

@@ -124,3 +124,12 @@ def test_channel_epilogue_splits_the_shift_around_the_residual():
     assert (ep.shift, rows.tolist()) == (0, [[3, 1, 2, 8]])
     with pytest.raises(Exception, match="shift - res_shift equal"):
         channel_epilogue(FusedParams(shift=[9, 7], res_shift=[4, 4]), residual=True, block=2)
+
+
+def test_a_channel_of_tiny_weights_keeps_its_shift_in_range():
+    from pyvta.compiler.graph.passes.quantize_int8 import plan_node
+
+    w = np.random.default_rng(SEED).standard_normal((4, 8, 3, 3)).astype(np.float32)
+    w[2] *= 1e-9  # its own scale would need a shift of 32
+    q = plan_node("n", w, np.zeros(4, np.float32), 5, 3, None, None, 1, per_channel=True)
+    assert q.per_channel and max(q.shift) == 31 and q.shift[0] < 31
