@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from pyvta.commands.common import add_config_argument, config_from
-from pyvta.commands.network import TARGET_HELP, compile_for
+from pyvta.commands.network import compile_for
+from pyvta.commands.vocabulary import TARGET_HELP
 
 HELP = "compile MODEL.onnx into an artifact (.npz: graph, constants, accelerator kernels)"
 
@@ -79,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
         weight_scales=scales,
     )
     path = cm.save(out)  # written whole, then renamed
-    n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")
+    from pyvta.compiler.targets import get_target
+
+    n_vta = len(get_target("vta").placed(cm.graph))
     tag = f", HwConfig {cm.hw.tag}" if cm.hw else ""
     gpu = f", {len(cm.gpu_kernels)} GPU kernels" if cm.gpu_kernels else ""
     print(

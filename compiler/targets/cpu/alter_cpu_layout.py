@@ -6,7 +6,7 @@ Rewrites (float32, batch 1, ``target == "cpu"``; anything else is left alone):
 
 - ``conv2d`` (group 1, or depthwise: group = C = O; unit dilation) -> ``cpu_conv2d`` with its
   weights transformed for the chosen template (direct NCHWc, Winograd or depthwise) and the
-  schedule choice in ``attrs["schedule"]`` (``compiler.graph.cpu_kernels``),
+  schedule choice in ``attrs["schedule"]`` (``compiler.targets.cpu.kernels``),
 - ``max_pool`` -> ``cpu_max_pool``, ``global_avg_pool`` -> ``cpu_global_avg_pool`` (its output
   is NCHW ``[1, C, 1, 1]`` byte for byte: the border is a ``reshape``),
 - ``dense`` -> ``cpu_dense`` (weights in column panels), ``add``/``relu``/``clip`` of equal
@@ -22,9 +22,9 @@ in its own padding copy, so no transform runs before the first conv.
 
 from __future__ import annotations
 
-from pyvta.compiler.graph import cpu_kernels
 from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 
 MAX_SINGLE_BLOCK = 32  # channels below this that the block does not divide form one block
 
@@ -179,7 +179,7 @@ def _softmax(g: Graph, n: Node, lay: _Layouts) -> bool:
 def alter_cpu_layout(graph: Graph, options) -> Graph:
     """Runs when ``options.cpu_kernels`` is set (the float ``"cpu"`` target); ``options.
     cpu_block`` is the channel block, ``options.cpu_schedules`` maps workload keys to tuned
-    schedule choices (``compiler.graph.cpu_kernels.ConvWorkload.key``)."""
+    schedule choices (``compiler.targets.cpu.kernels.ConvWorkload.key``)."""
     if not getattr(options, "cpu_kernels", False):
         return graph
     g = graph.copy()

@@ -113,7 +113,7 @@ class CpuInt8Kernels:
     for these graphs) for the rest. Builds every kernel when constructed."""
 
     def __init__(self, graph: Graph, num_threads: int | None = None, fallback=None) -> None:
-        from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
+        from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
 
         self.graph = graph
         self.fallback = fallback if fallback is not None else cpu_backend_for(graph)
