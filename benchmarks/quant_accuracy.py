@@ -7,8 +7,8 @@ and reports the cosine similarity of the logits and the top-1 agreement for
   float) run by the graph executor with the golden VTA backend,
 - onnxruntime: ``quantize_static`` (QDQ, int8 activations and weights, MinMax calibration,
   per-tensor; its defaults) on the same calibration inputs, run by onnxruntime (the target),
-- for reference also onnxruntime with ``per_channel=True`` weights (finer than our contract's
-  one shift per layer allows).
+- for reference also onnxruntime with ``per_channel=True`` weights (ours with per-channel
+  power-of-two scales beside it: ``benchmarks/int8_fidelity.py``).
 
     .venv/bin/python benchmarks/quant_accuracy.py [--model resnet18] [--count 100] [--size 224]
 """

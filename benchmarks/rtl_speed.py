@@ -2,7 +2,7 @@
 cocotb testbench on the same programs, and the cycle model's error against the RTL.
 
     python benchmarks/rtl_speed.py [--random 20] [--seed 1000] [--no-cocotb] [--no-layer]
-                                   [--overlap 20]
+                                   [--overlap 20] [--baseline-library LIB [--rounds 7]]
 
 Prints, for a GEMM-heavy program (a tiled int8 matrix multiply) and ResNet-18 layer C9, the RTL
 cycle count and simulated cycles per second on both paths (fast: the launch's wall time, device
@@ -13,6 +13,11 @@ directed programs, ResNet-18 C8 on a narrow tile (``narrow_tile_program``), rand
 ``rtl cycles/s: N`` (the fast device on the GEMM-heavy program, build excluded, per CPU second of
 the simulating process: on a shared machine wall-clock rates depend on the load; both are printed).
 Target: 2e5.
+
+``--baseline-library LIB``: another build of the fast device's library (``libvta_rtl-*.so`` from
+``~/.cache/pyvta/hw/fast-*``, e.g. one built from an earlier commit; the same harness API) run
+beside this one on the GEMM-heavy program, alternating launches for ``--rounds`` rounds: medians
+of both and their ratio (the same RTL cycles are checked).
 """
 
 from __future__ import annotations
@@ -93,6 +98,24 @@ def _fast(dev, program: sim.Program) -> tuple[int, float, float]:
     return best
 
 
+def _side_by_side(ours, base, program: sim.Program, rounds: int) -> None:
+    """Alternate launches of ``program`` on two fast devices; print medians and the ratio."""
+    runs = {"this build": [], "baseline": []}
+    cycles = {}
+    for _ in range(rounds):
+        for name, dev in (("this build", ours), ("baseline", base)):
+            dram, result = dev.run_program(program)
+            assert np.array_equal(dram, sim.run(program).dram), f"{name}: result differs"
+            runs[name].append(result.counters["cpu_s"])
+            cycles[name] = result.cycles
+    assert cycles["this build"] == cycles["baseline"], f"RTL cycles differ: {cycles}"
+    med = {k: float(np.median(v)) for k, v in runs.items()}
+    print(f"side by side, {rounds} alternating rounds, medians (RTL cycles {cycles['baseline']}):")
+    for name, t in med.items():
+        print(f"  {name:<10}: {t:.3f} CPU s -> {cycles[name] / t:,.0f} cycles/CPU-s")
+    print(f"  speed-up: {med['baseline'] / med['this build']:.2f}x")
+
+
 def _cpu_s() -> float:
     """CPU seconds of this process and its finished children (the cocotb simulator)."""
     me, kids = (
@@ -121,6 +144,10 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--overlap", type=int, default=0, help="random programs with overlap bits in the table"
     )
+    ap.add_argument("--baseline-library", help="a fast-device library to time beside this one")
+    ap.add_argument(
+        "--rounds", type=int, default=7, help="side-by-side rounds (--baseline-library)"
+    )
     args = ap.parse_args(argv)
     cfg = isa.DEFAULT_CONFIG
     print(f"random seeds {args.seed}..{args.seed + args.random - 1}")
@@ -128,6 +155,11 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     dev = driver.open("rtl", config=cfg, dram_bytes=1 << 26)
     print(f"fast device open (library cached if unchanged): {time.monotonic() - t0:.1f} s")
+    if args.baseline_library:
+        base = driver.open("rtl", config=cfg, dram_bytes=1 << 26, library=args.baseline_library)
+        print(f"baseline library: {args.baseline_library}")
+        _side_by_side(dev, base, gemm_heavy(cfg), args.rounds)
+        base.close()
     built = None
     if not args.no_cocotb:
         t0 = time.monotonic()

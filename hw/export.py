@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from amaranth.back import rtlil as _rtlil
 from amaranth.back import verilog as _verilog
+from amaranth.hdl import ClockDomain, DomainRenamer, Elaboratable, Module, Signal
 
 from pyvta import isa
 from pyvta.hw.top import Vta
@@ -20,11 +21,38 @@ from pyvta.hw.top import Vta
 TOP_NAME = "vta"
 
 
-def verilog(cfg: isa.HwConfig = isa.DEFAULT_CONFIG, **kwargs) -> str:
+def verilog(cfg: isa.HwConfig = isa.DEFAULT_CONFIG, reset_register: bool = False, **kwargs) -> str:
     """Verilog text of the top level ``vta`` (ports ``clk``, ``rst``, ``m_axi__*``, ``s_axil__*``,
-    ``irq``). ``kwargs`` go to ``hw.top.Vta`` (e.g. ``dsp_products``, ``cmd_queue_depth``)."""
+    ``irq``). ``kwargs`` go to ``hw.top.Vta`` (e.g. ``dsp_products``, ``cmd_queue_depth``).
+    ``reset_register``: ``rst`` passes a register first (``RegisteredReset``; same ports)."""
     top = Vta(cfg, **kwargs)
-    return _verilog.convert(top, name=TOP_NAME, emit_src=False)
+    if not reset_register:
+        return _verilog.convert(top, name=TOP_NAME, emit_src=False)
+    outer = RegisteredReset(top)
+    ports = [sig for _, _, sig in top.signature.flatten(top)] + [outer.sync.clk, outer.sync.rst]
+    return _verilog.convert(outer, name=TOP_NAME, ports=ports, emit_src=False)
+
+
+class RegisteredReset(Elaboratable):
+    """``top`` (a component in the ``sync`` domain) with its synchronous reset taken from a
+    register of the ``rst`` input: the reset acts one cycle later, and no logic of ``top`` depends
+    combinationally on ``rst``. For cycle simulators that evaluate every input-driven net at each
+    evaluation (Verilator's input-combinational region): with ``rst`` a port, every register's
+    reset mux put all next-state logic there (``driver.rtl_build``)."""
+
+    def __init__(self, top: Elaboratable):
+        self.top = top
+        self.sync = ClockDomain("sync")
+
+    def elaborate(self, platform):
+        m = Module()
+        m.domains.sync = self.sync
+        m.domains.core = core = ClockDomain("core")
+        rst_q = Signal(reset_less=True)
+        m.d.sync += rst_q.eq(self.sync.rst)
+        m.d.comb += [core.clk.eq(self.sync.clk), core.rst.eq(rst_q)]
+        m.submodules.vta = DomainRenamer("core")(self.top)
+        return m
 
 
 def rtlil(cfg: isa.HwConfig = isa.DEFAULT_CONFIG, **kwargs) -> str:

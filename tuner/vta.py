@@ -255,9 +255,8 @@ def vta_conv2d_task(h, w, ic, oc, k, stride=1, pad=0) -> Task:
 
 def vta_layer_task(workload, epilogue) -> Task:
     """A network layer (``compiler.backend.vta`` ``ConvWorkload`` and lowering ``Epilogue``)."""
-    import dataclasses
 
-    return CONV2D.task(workload.to_dict(), dataclasses.asdict(epilogue))
+    return CONV2D.task(workload.to_dict(), epilogue.to_dict())
 
 
 def task_layer(task: Task):

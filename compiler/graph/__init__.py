@@ -30,6 +30,7 @@ _HOMES = {
     "FusedParams": "vta_ops",
     "GoldenVta": "vta_ops",
     "VtaBackend": "vta_ops",
+    "WeightScales": "passes.quantize_int8",
 }
 
 __all__ = sorted(_HOMES)

@@ -20,6 +20,7 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from pyvta.compiler.graph.ir import HOST, Graph, Node, Value, check_graph
 from pyvta.compiler.graph.vta_ops import VtaBackend
 from pyvta.driver.kernel import Kernel, Region, RegionKind
 from pyvta.isa import DEFAULT_CONFIG, HwConfig, PyvtaError
+
+if TYPE_CHECKING:
+    from pyvta.compiler.graph.passes.quantize_int8 import WeightScales
 
 FORMAT_VERSION = 2
 GRAPH_KEY, DIGEST_KEY = "__graph__", "__digest__"
@@ -91,6 +95,7 @@ class CompiledModel:
                 CpuInt8Kernels,
                 Int8Kernel,
                 has_int8_nodes,
+                node_channel_shifts,
             )
 
             code = self.cpu_code
@@ -100,9 +105,13 @@ class CompiledModel:
                 backend = CpuKernels(self.graph, modules=floats)
                 if has_int8_nodes(self.graph):
                     out = {n.name: self.graph.values[n.outputs[0]].shape for n in self.graph.nodes}
+                    nodes = {n.name: n for n in self.graph.nodes}
                     int8 = {
                         n: Int8Kernel.loaded(
-                            m, *(code.consts[c] for c in code.kernels[n].consts), out[n]
+                            m,
+                            *(code.consts[c] for c in code.kernels[n].consts),
+                            out[n],
+                            node_channel_shifts(nodes[n], self.graph),
                         )
                         for n, m in loaded.items()
                         if code.kernels[n].consts
@@ -366,6 +375,7 @@ def compile_model(
     input_shapes: dict | None = None,
     gpu_arch: str = "sm_90",
     vta_partition: str = "whole",
+    weight_scales: WeightScales | None = None,
 ) -> CompiledModel:
     """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``,
     ``gpu``: every node's PTX for ``gpu_arch`` compiled here).
@@ -380,9 +390,12 @@ def compile_model(
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
     and running an artifact needs neither onnx nor the compiler's passes.) ``vta_partition``:
     "whole" (every layer the accelerator lowers) or "legacy" (today's partition: float first
-    conv, pools and last dense on the CPU), see ``compiler.targets.vta.partition_targets``."""
+    conv, pools and last dense on the CPU), see ``compiler.targets.vta.partition_targets``.
+    ``weight_scales`` (int8 targets, ``WeightScales``): one per layer, per output channel, or per
+    channel where that brings a layer's output closer to float; default
+    ``pipeline.DEFAULT_WEIGHT_SCALES`` (one per layer)."""
     from pyvta.compiler.graph.onnx_import import import_onnx
-    from pyvta.compiler.graph.pipeline import run_pipeline
+    from pyvta.compiler.graph.pipeline import options_for, run_pipeline
     from pyvta.compiler.targets import TargetError, get_target
 
     _check_path(path, "path")
@@ -401,8 +414,14 @@ def compile_model(
     if spec.quantized and samples is None:
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
-    options = spec.pipeline_options(
-        samples, keep_float, cpu_schedules, block, vta_partition=vta_partition
+    options = options_for(
+        spec.name,
+        samples,
+        keep_float,
+        cpu_schedules,
+        block=block,
+        vta_partition=vta_partition,
+        weight_scales=weight_scales,
     )
     cm = CompiledModel(run_pipeline(graph, options), spec.name)
     spec.compile(cm, hw=hw, lower=lower, gpu_arch=gpu_arch)

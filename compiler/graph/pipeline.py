@@ -17,6 +17,7 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ from pyvta.compiler.graph.passes import (
     quantize_int8,
     remove_dead_code,
 )
-from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
+from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig, WeightScales
 
 
 @dataclass
@@ -99,6 +100,14 @@ PIPELINE: list[tuple[str, PassFn]] = [
 ]
 
 
+# One weight scale per layer unless asked: both int8 targets quantize alike (cpu-int8 and vta
+# compute the same bits from the same calibration), and on vta a channel shift is one more ALU
+# pass a tile with the bias moved from a GEMM pass to the ALU (ResNet-18 224: 6.90 -> 7.43 M
+# cycles, +7.7%; the shipped tuning logs are for per-layer epilogues). AUTO: per channel where
+# it brings a layer closer to float (benchmarks/int8_fidelity.py).
+DEFAULT_WEIGHT_SCALES = WeightScales.TENSOR
+
+
 def options_for(
     target: str,
     samples: list[dict[str, np.ndarray]] | None = None,
@@ -106,17 +115,24 @@ def options_for(
     cpu_schedules: dict | None = None,
     block: int = layout.BLOCK_ELEMS,
     vta_partition: str = "whole",
+    weight_scales: WeightScales | None = None,
 ) -> PipelineOptions:
     """Options for a compile target (a ``compiler.targets`` name); int8 targets
     need ``samples``; ``cpu_schedules`` (tuned conv schedules by workload key) apply to
     ``"cpu"``; ``block``: the accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are
     packed to; ``vta_partition`` ("whole" or "legacy", ``partition_targets``): for ``"vta"``,
-    "whole" quantizes every conv/dense (``keep_float`` default: none) and the pools."""
+    "whole" quantizes every conv/dense (``keep_float`` default: none) and the pools;
+    ``weight_scales``: an int8 target's weight scales, per layer or per output channel (default
+    ``DEFAULT_WEIGHT_SCALES``; a float target has none)."""
     from pyvta.compiler.targets import get_target
 
-    return get_target(target).pipeline_options(
+    options = get_target(target).pipeline_options(
         samples, keep_float, cpu_schedules, block, vta_partition=vta_partition
     )
+    if options.quant is not None:
+        scales = weight_scales or DEFAULT_WEIGHT_SCALES
+        options.quant = dataclasses.replace(options.quant, weight_scales=scales)
+    return options
 
 
 def run_pipeline(

@@ -6,10 +6,13 @@ output element (``n, o, y, x``), exactly::
 
     acc  = sum_{c, kh, kw} int32(x[n, c, y*sh + kh - pt, x*sw + kw - pl]) * int32(w[o, c, kh, kw])
            + bias[o]                                     # zero padding outside the input
-    acc  = acc + (int32(res[n, o, y, x]) << res_shift)   # only with a residual input
+    acc  = acc + (int32(res[n, o, y, x]) << res_shift[o])  # only with a residual input
     acc  = wrap_int32(acc)                               # two's complement, like the accumulator
-    y    = clip(acc >> shift, clip_lo, clip_hi)          # arithmetic shift right (floor)
+    y    = clip(acc >> shift[o], clip_lo, clip_hi)       # arithmetic shift right (floor)
     out  = int8(y)
+
+``shift`` and ``res_shift`` are one number for all output channels, or one per output channel
+(per-channel weight scales: channel ``o``'s accumulator has its own power-of-two scale).
 
 ``wrap_int32`` is applied to the exact (int64) sum; since the hardware adds in wrapping int32,
 any order of additions gives the same bits. ReLU is ``clip_lo = 0``; no activation is
@@ -50,21 +53,38 @@ class FusedParams:
     """Requantization and window parameters of a fused quantized conv2d / dense.
 
     ``strides`` (sh, sw) and ``pads`` (top, left, bottom, right) are ignored by dense.
-    ``shift`` and ``res_shift`` in 0..31; ``-128 <= clip_lo <= clip_hi <= 127``.
+    ``shift`` and ``res_shift`` in 0..31, each an int (every output channel) or a tuple with one
+    per output channel (a list or array is stored as a tuple); ``-128 <= clip_lo <= clip_hi <=
+    127``.
     """
 
-    shift: int
+    shift: int | tuple[int, ...]
     clip_lo: int = INT8_MIN
     clip_hi: int = INT8_MAX
-    res_shift: int = 0
+    res_shift: int | tuple[int, ...] = 0
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
 
     def __post_init__(self) -> None:
         for name in ("shift", "res_shift"):
             v = getattr(self, name)
-            if not isinstance(v, int | np.integer) or not 0 <= v <= MAX_SHIFT:
-                raise ValueError(f"{name} = {v!r} is out of range (allowed: int 0..{MAX_SHIFT})")
+            if isinstance(v, list | tuple | np.ndarray):
+                v = tuple(int(s) for s in np.asarray(v).ravel())
+                object.__setattr__(self, name, v)
+            values = v if isinstance(v, tuple) else (v,)
+            if not values or not all(
+                isinstance(s, int | np.integer) and 0 <= s <= MAX_SHIFT for s in values
+            ):
+                raise ValueError(
+                    f"{name} = {v!r} is out of range (allowed: int 0..{MAX_SHIFT}, or one such"
+                    " int per output channel)"
+                )
+        both = [v for v in (self.shift, self.res_shift) if isinstance(v, tuple)]
+        if len(both) == 2 and len(both[0]) != len(both[1]):
+            raise ValueError(
+                f"per-channel shift ({len(both[0])}) and res_shift ({len(both[1])}) need one"
+                " value per output channel each"
+            )
         if not INT8_MIN <= self.clip_lo <= self.clip_hi <= INT8_MAX:
             raise ValueError(
                 f"clip bounds [{self.clip_lo}, {self.clip_hi}] are not within int8 "
@@ -77,15 +97,35 @@ class FusedParams:
 
     @classmethod
     def from_attrs(cls, attrs: dict) -> FusedParams:
-        """Build from a graph node's attrs (``qconv2d``/``qdense``/``vta_*`` nodes)."""
+        """Build from a graph node's attrs (``qconv2d``/``qdense``/``vta_*`` nodes; a shift
+        attr is an int or a list with one per output channel)."""
+
+        def shift(v):
+            return v if isinstance(v, list | tuple | np.ndarray) else int(v)
+
         return cls(
-            shift=int(attrs["shift"]),
+            shift=shift(attrs["shift"]),
             clip_lo=int(attrs["clip_lo"]),
             clip_hi=int(attrs["clip_hi"]),
-            res_shift=int(attrs.get("res_shift", 0)),
+            res_shift=shift(attrs.get("res_shift", 0)),
             strides=tuple(attrs.get("strides", (1, 1))),
             pads=tuple(attrs.get("pads", (0, 0, 0, 0))),
         )
+
+    @property
+    def per_channel(self) -> bool:
+        """Whether a shift differs per output channel (is a tuple)."""
+        return isinstance(self.shift, tuple) or isinstance(self.res_shift, tuple)
+
+    def channel_shifts(self, channels: int) -> tuple[np.ndarray, np.ndarray]:
+        """(shift, res_shift) as int32 arrays of one value per output channel."""
+        out = []
+        for name in ("shift", "res_shift"):
+            v = np.asarray(getattr(self, name), np.int32)
+            if v.ndim and v.size != channels:
+                raise ValueError(f"{name} has {v.size} values for {channels} output channels")
+            out.append(np.broadcast_to(v, (channels,)).copy())
+        return out[0], out[1]
 
 
 class VtaBackend(Protocol):
@@ -114,13 +154,28 @@ def wrap_int32(acc: np.ndarray) -> np.ndarray:
     return (((acc + 2**31) & 0xFFFFFFFF) - 2**31).astype(np.int32)
 
 
-def requantize(acc: np.ndarray, res: np.ndarray | None, p: FusedParams) -> np.ndarray:
-    """int64 accumulator (+ residual) -> int8, the tail of the contract above."""
+def requantize(
+    acc: np.ndarray, res: np.ndarray | None, p: FusedParams, block: int | None = None
+) -> np.ndarray:
+    """int64 accumulator (+ residual) -> int8, the tail of the contract above. Per-channel shifts
+    follow the output channel: axis 1 (NCHW, NC), or with ``block`` the packed layouts' axis 1
+    (channel block) and last axis (lane)."""
     acc = acc.astype(np.int64)
+    shift, res_shift = p.shift, p.res_shift
+    if p.per_channel:
+        channels = acc.shape[1] * (block or 1)
+        shift, res_shift = (_channel_view(v, acc.ndim, block) for v in p.channel_shifts(channels))
     if res is not None:
-        acc = acc + (res.astype(np.int64) << p.res_shift)
-    y = wrap_int32(acc) >> np.int32(p.shift)
+        acc = acc + (res.astype(np.int64) << np.asarray(res_shift, np.int64))
+    y = wrap_int32(acc) >> np.asarray(shift, np.int32)
     return np.clip(y, p.clip_lo, p.clip_hi).astype(np.int8)
+
+
+def _channel_view(v: np.ndarray, ndim: int, block: int | None) -> np.ndarray:
+    """Per-output-channel values ``v`` shaped to broadcast against an ``ndim``-dim accumulator."""
+    if block is None:
+        return v.reshape((1, v.size) + (1,) * (ndim - 2))
+    return v.reshape((1, v.size // block) + (1,) * (ndim - 3) + (block,))
 
 
 def exact_dot_terms_ok(terms: int) -> bool:
@@ -180,7 +235,7 @@ def conv2d_packed(
     acc += bias.astype(np.int64)[None, :, None, None, None, :]
     if res is not None and res.shape != acc.shape:
         raise ValueError(f"residual shape {res.shape} != output shape {acc.shape}")
-    return requantize(acc, res, p)
+    return requantize(acc, res, p, block=bo)
 
 
 def dense_packed(
@@ -199,7 +254,7 @@ def dense_packed(
     acc += bias.astype(np.int64)[None, :, None, :]
     if res is not None and res.shape != acc.shape:
         raise ValueError(f"residual shape {res.shape} != output shape {acc.shape}")
-    return requantize(acc, res, p)
+    return requantize(acc, res, p, block=bo)
 
 
 def max_pool_packed(x: np.ndarray, kernel, strides, pads) -> np.ndarray:

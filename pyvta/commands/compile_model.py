@@ -57,6 +57,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " aarch64-linux-gnu, cortex-a9, cortex-a53)",
     )
     add_partition_argument(p)
+    p.add_argument(
+        "--weight-scales",
+        dest="weight_scales",
+        metavar="KIND",
+        help="int8 weight scales (compiler.graph.WeightScales): tensor (one per layer, the"
+        " default), channel (one per output channel), auto (per channel where it brings a layer"
+        " closer to float on the calibration samples)",
+    )
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
@@ -68,6 +76,16 @@ def run(args: argparse.Namespace) -> int:
     cross = cross_target(args)
     if args.search < 0:
         raise CommandError(f"--search must be >= 0, got {args.search}")
+    scales = None
+    if args.weight_scales is not None:
+        from pyvta.compiler.graph import WeightScales
+
+        allowed = [w.value for w in WeightScales]
+        if args.weight_scales not in allowed:
+            raise CommandError(
+                f"--weight-scales {args.weight_scales!r} (allowed: {', '.join(allowed)})"
+            )
+        scales = WeightScales(args.weight_scales)
     cm = compile_for(
         args.model,
         args.target,
@@ -78,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         input_shapes=input_shapes(args.input_shape or []),
         partition=args.partition,
         batch=args.batch,
+        weight_scales=scales,
     )
     if cross is not None:
         from pyvta.compiler.graph.cpu_cross import cross_compile_cpu

@@ -37,12 +37,14 @@ def compile_for(
     input_shapes: dict | None = None,
     partition: str | None = None,
     batch: int | None = None,
+    weight_scales=None,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target`` (a
     ``compiler.targets.Target`` or a ``--target`` spelling); for the accelerator, its kernels
     are lowered here (tuned configs from ``tuning_log``); ``partition`` (``--partition``): what
     the accelerator takes, "whole" (default) or "legacy"; ``batch`` (``--batch``): the images
-    per inference (every input's first dimension)."""
+    per inference (every input's first dimension); ``weight_scales``: a quantized
+    target's ``WeightScales`` (None: the default)."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
     from pyvta.isa import HwConfig
 
@@ -59,6 +61,7 @@ def compile_for(
                 ("--input-shape", bool(input_shapes)),
                 ("--partition", partition is not None),
                 ("--batch", batch is not None),
+                ("--weight-scales", weight_scales is not None),
             )
             if given
         ]
@@ -85,6 +88,10 @@ def compile_for(
     if not path.exists():
         raise CommandError(f"no model file {path}")
     _check_applies(spec, hw, tuning_log, search, calibration, partition)
+    if weight_scales is not None and not spec.quantized:
+        raise CommandError(
+            f"--weight-scales applies to a quantized target; {spec.name} computes in float"
+        )
     if spec.quantized:
         log(
             f"calibration: samples from {calibration}"
@@ -100,6 +107,7 @@ def compile_for(
     cm = compile_model(
         path, spec.name, calibration, lower=False, cpu_schedules=schedules,
         input_shapes=input_shapes, vta_partition=partition or "whole",
+        weight_scales=weight_scales,
     )  # fmt: skip
     if spec.accelerator:
         hw = hw or HwConfig()

@@ -8,8 +8,9 @@ import time
 import numpy as np
 
 
-def qdq_model(path: str, samples: list[dict], out_path: str) -> str:
-    """onnxruntime's static int8 QDQ quantization of ``path``, calibrated on ``samples``."""
+def qdq_model(path: str, samples: list[dict], out_path: str, per_channel: bool = False) -> str:
+    """onnxruntime's static int8 QDQ quantization of ``path``, calibrated on ``samples``
+    (``per_channel``: its per-channel weight scales)."""
     from onnxruntime.quantization import (
         CalibrationDataReader,
         QuantFormat,
@@ -31,7 +32,7 @@ def qdq_model(path: str, samples: list[dict], out_path: str) -> str:
         quant_format=QuantFormat.QDQ,
         activation_type=QuantType.QInt8,
         weight_type=QuantType.QInt8,
-        per_channel=False,
+        per_channel=per_channel,
     )
     return out_path
 

@@ -249,3 +249,29 @@ def test_gemm_instructions_follow_without_a_drain(rtl_device):
         cycles[insns] = rtl_device.run_program(program)[1].cycles
     per_insn = (cycles[16] - cycles[8]) / 8
     assert per_insn <= uops + 4, cycles
+
+
+def _generated_functions(rtl_library) -> dict[str, str]:
+    """Verilator's generated C++ of the fast device's model: function name -> body."""
+    import re
+
+    bodies = {}
+    for f in sorted(rtl_library.parent.glob("obj/Vvta___024root__[0-9].cpp")):
+        pattern = r"^void (Vvta___024root___\w+)\(Vvta___024root\* vlSelf\) \{\n(.*?)^\}"
+        bodies |= {m[1]: m[2] for m in re.finditer(pattern, f.read_text(), re.M | re.S)}
+    return bodies
+
+
+def test_datapath_is_not_input_combinational(rtl_library):
+    """Issue 32: with START decoded combinationally from the AXI4-Lite write and ``rst`` a port,
+    every register's next-state logic (the GEMM's products among them) depended on top-level
+    inputs, so Verilator evaluated it in its input-combinational ("ico") region at each of the
+    harness's two ``eval()`` calls a cycle (128 multiplies, 25,000 generated lines; 3x slower)."""
+    bodies = _generated_functions(rtl_library)
+    ico = [b for name, b in bodies.items() if "___ico_sequent" in name]
+    nba = [b for name, b in bodies.items() if "___nba_sequent" in name]
+    assert nba, f"no nba functions found in {rtl_library.parent / 'obj'}"
+    lines = {k: sum(b.count("\n") for b in v) for k, v in (("ico", ico), ("nba", nba))}
+    print(f"generated lines: {lines}")
+    assert not any("VL_MULS" in b for b in ico), "a multiply is evaluated as input logic"
+    assert lines["ico"] < lines["nba"] // 5, lines

@@ -116,8 +116,13 @@ def reserved_rows(wl: ConvWorkload, ep: Epilogue) -> dict[str, int]:
         "inp": 1 if ep.bias and ep.bias_via_gemm else 0,  # the "ones" row of bias digits
         "wgt": (wl.co_blocks if ep.bias and ep.bias_via_gemm else 0)
         + (1 if ep.residual_via_gemm else 0),  # bias digit blocks, scaled identity
-        "acc": wl.co_blocks if ep.bias and not ep.bias_via_gemm else 0,  # bias rows
+        "acc": bias_acc_rows(wl, ep) + (wl.co_blocks if ep.channel_shift else 0),
     }
+
+
+def bias_acc_rows(wl: ConvWorkload, ep: Epilogue) -> int:
+    """The bias rows among ACC's constants (the ALU path); the channel shift rows follow them."""
+    return wl.co_blocks if ep.bias and not ep.bias_via_gemm else 0
 
 
 def clip_ops(ep: Epilogue, c: ConvConfig) -> tuple[tuple[AluOp, int], ...]:

@@ -71,7 +71,7 @@ class DramMap:
         sizes = {
             "data": wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes,
             "weights": wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes,
-            "bias": wl.co_blocks * hw.acc_elem_bytes,
+            "bias": 2 * wl.co_blocks * hw.acc_elem_bytes,  # bias rows, channel shift rows
             "output": wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
             "residual": wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
             "uops": hw.uop_buff_bytes,

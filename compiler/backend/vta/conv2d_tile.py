@@ -17,6 +17,7 @@ from pyvta.compiler.backend.vta.config import (
     FitError,
     Geometry,
     alu_reset,
+    bias_acc_rows,
     clip_ops,
     gemm_dims,
     overlapped,
@@ -330,20 +331,23 @@ def _alu_rows(em: Emitter, op: AluOp, acc0: int, rows: int, imm: int) -> None:
     )
 
 
-def _alu_bias(em: Emitter, x: Ctx, tile, slot: int) -> None:
+def _alu_bias(
+    em: Emitter, x: Ctx, tile, slot: int, op: AluOp = AluOp.ADD, offset_rows: int = 0
+) -> None:
     """acc += bias on the ALU: each channel block's bias row broadcast over the tile's pixels
-    (one cycle a row: the src row repeats, rule 8 of ``isa.layout.OVERLAP_DOC``)."""
+    (one cycle a row: the src row repeats, rule 8 of ``isa.layout.OVERLAP_DOC``); with ``op``
+    SHR and ``offset_rows`` the bias rows, acc >>= the channel shift rows after them."""
     p = x.g.pixels
     em.loop(
         AluInsn(
-            alu_opcode=AluOp.ADD,
+            alu_opcode=op,
             iter_out=x.c.tile_co,
             iter_in=p,
             dst_factor_out=p,
             src_factor_out=1,
             dst_factor_in=1,
         ),
-        [Uop(dst=x.lay.acc_base[slot], src=x.lay.bias_acc[slot] + tile[0])],
+        [Uop(dst=x.lay.acc_base[slot], src=x.lay.bias_acc[slot] + offset_rows + tile[0])],
     )
 
 
@@ -364,6 +368,8 @@ def epilogue(em: Emitter, x: Ctx, v: int, tile, slot: int | None = None, part: s
     acc0 = lay.acc_base[slot]
     if ep.bias and not ep.bias_via_gemm and not x.early:
         _alu_bias(em, x, tile, slot)
+    if ep.channel_shift:
+        _alu_bias(em, x, tile, slot, AluOp.SHR, bias_acc_rows(x.wl, ep))
     if ep.residual and not ep.residual_via_gemm:
         res0 = acc0 + rows
         _load_residual(em, x, tile, MemType.ACC_8BIT, res0)

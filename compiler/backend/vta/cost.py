@@ -96,6 +96,8 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         (epi_gemm if ep.residual_after_shift else start).append(ep.residual_passes * rows)
     if ep.bias and not ep.bias_via_gemm:  # one bias row per channel block, over its pixels
         alu.append((rows, False, c.tile_co * (g.pixels - 1)))
+    if ep.channel_shift:  # one shift row per channel block, likewise
+        alu.append((rows, False, c.tile_co * (g.pixels - 1)))
     if ep.residual and not ep.residual_via_gemm:
         if ep.residual_shift:
             alu.append((rows, True, 0))

@@ -67,15 +67,39 @@ def dense_workload(x_shape, w_shape) -> ConvWorkload:
 
 
 def fused_epilogue(p, residual: bool) -> Epilogue:
-    """The epilogue of a node's ``FusedParams`` (before the lowering choices)."""
-    return Epilogue(
-        bias=True,
-        shift=p.shift,
-        lo=p.clip_lo,
-        hi=p.clip_hi,
-        residual=residual,
-        residual_shift=p.res_shift,
-    )
+    """The epilogue of a node's ``FusedParams`` (before the lowering choices); per-channel
+    shifts: ``channel_epilogue``."""
+    return channel_epilogue(p, residual)[0]
+
+
+def channel_epilogue(p, residual: bool, block: int = 16) -> tuple[Epilogue, np.ndarray | None]:
+    """The epilogue and, for per-channel shifts, the channel shift rows (co_b, ``block``) int32.
+
+    The contract's ``(acc + (res << res_shift[o])) >> shift[o]`` runs as ``acc >>= d[o]``, then
+    ``+ (res << R)``, then ``>> S`` with ``d[o] = shift[o] - S`` and ``R = res_shift[o] - d[o]``
+    (nested floor shifts; exact while the int32 sum cannot wrap, which ``lowering_epilogue``
+    checks): ``S = 0`` without a residual, else ``S = max(shift[o] - res_shift[o], 0)``, which
+    must be one value over the channels (so it is for the quantizer's ``fa[o] - fy`` and
+    ``fa[o] - fr``). Channels with both shifts 0 (the packing's padded ones) take ``d = 0``."""
+    if not p.per_channel:
+        ep = Epilogue(True, p.shift, p.clip_lo, p.clip_hi, residual, p.res_shift)
+        return ep, None
+    channels = next(len(v) for v in (p.shift, p.res_shift) if isinstance(v, tuple))
+    shift, res_shift = p.channel_shifts(channels)
+    s_total = 0
+    if residual:
+        real = (shift != 0) | (res_shift != 0)
+        gaps = np.unique((shift - res_shift)[real])
+        if gaps.size > 1:
+            raise GraphError(
+                f"per-channel shifts on vta need shift - res_shift equal over the channels (the"
+                f" residual joins after the channel shift); got {sorted(gaps.tolist())}"
+            )
+        s_total = max(int(gaps[0]) if gaps.size else 0, 0)
+    d = np.maximum(shift - s_total, 0).astype(np.int32)
+    r = int(np.max(res_shift - d, initial=0)) if residual else 0
+    ep = Epilogue(True, s_total, p.clip_lo, p.clip_hi, residual, r, channel_shift=True)
+    return ep, d.reshape(-1, block)
 
 
 VTA_OPS = ("vta_conv2d", "vta_dense")
@@ -96,6 +120,7 @@ class NodeLayer:
     weights: np.ndarray
     bias: np.ndarray
     batch: int
+    channel_shifts: np.ndarray | None = None  # (co_b, b) int32 with ``epilogue.channel_shift``
 
 
 def node_layer(graph: Graph, node: Node) -> NodeLayer:
@@ -112,9 +137,9 @@ def node_layer(graph: Graph, node: Node) -> NodeLayer:
         wl = conv_workload(x_shape, w.shape, p)
     else:
         wl, w = dense_workload(x_shape, w.shape), w[:, :, None, None, :, :]
-    ep = fused_epilogue(p, len(node.inputs) > 3)
+    ep, shifts = channel_epilogue(p, len(node.inputs) > 3, wl.block)
     w = np.ascontiguousarray(w, np.int8)
-    return NodeLayer(wl, ep, w, np.ascontiguousarray(bias, np.int32), 1)
+    return NodeLayer(wl, ep, w, np.ascontiguousarray(bias, np.int32), 1, shifts)
 
 
 def accelerator_nodes(graph: Graph) -> list[Node]:
@@ -217,6 +242,7 @@ def compile_kernels(
             measure=measure,
             search=search,
             explore=explore,
+            channel_shifts=nl.channel_shifts,
         )
     if progress:
         progress(f"lowered {len(kernels)} accelerator kernels in {time.perf_counter() - t0:.1f} s")

@@ -13,7 +13,7 @@ from pyvta.compiler.backend.vta.constants import bias_digit_blocks, identity_blo
 from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 from pyvta.compiler.backend.vta.default import default_config
 from pyvta.compiler.backend.vta.packing import check_int32
-from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
 from pyvta.driver.kernel import (
     Kernel,
     RegionKind,
@@ -40,10 +40,22 @@ def lowering_epilogue(
 
     The bias is added by one GEMM pass over "bias digit" weights when its values are small
     enough; with a residual, the shift is split around the residual add when the int32 sum
-    cannot wrap. (A tuner measuring a network layer uses this same epilogue.)"""
-    digits = bias_digit_blocks(bias) if ep.bias and bias is not None else None
+    cannot wrap. (A tuner measuring a network layer uses this same epilogue.) With a channel
+    shift the bias is added on the ALU (its rows sit beside the shift rows), and a residual is
+    refused where the int32 sum could wrap (the channel shift comes before the residual add)."""
+    gemm_bias = ep.bias and bias is not None and not ep.channel_shift
+    digits = bias_digit_blocks(bias) if gemm_bias else None
     ep = dataclasses.replace(ep, bias_via_gemm=digits is not None)
-    if ep.residual:
+    if ep.residual and ep.channel_shift:
+        terms = wl.ci_blocks * wl.block * wl.kernel_h * wl.kernel_w
+        top = terms * 128 * 128 + (int(np.abs(bias).max()) if ep.bias else 0)
+        if top + (128 << ep.residual_shift) >= 2**31:
+            raise WorkloadError(
+                f"{wl}: a per-channel shift before the residual add is exact only when the int32"
+                f" sum cannot wrap; |acc| may reach {top} and the residual 128 <<"
+                f" {ep.residual_shift} (allowed: below 2**31)"
+            )
+    elif ep.residual:
         # (acc + r << k) >> s == ((acc >> a) + (r << (k - a))) >> (s - a) when nothing wraps
         terms = wl.ci_blocks * wl.block * wl.kernel_h * wl.kernel_w
         top = terms * 128 * 128 + (int(np.abs(bias).max()) if ep.bias else 0)
@@ -80,12 +92,22 @@ def config_epilogue(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwCo
     return alu if alu_bias_is_free(wl, ep, config, hw) else ep
 
 
-def _check_operands(wl: ConvWorkload, ep: Epilogue, weights, bias) -> None:
+def _check_operands(wl: ConvWorkload, ep: Epilogue, weights, bias, channel_shifts) -> None:
     expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
     if weights.shape != expect or weights.dtype != np.int8:
         raise ValueError(f"weights must be int8 {expect}, got {weights.dtype} {weights.shape}")
     if ep.bias and (bias is None or bias.shape != (wl.co_blocks, wl.block)):
         raise ValueError(f"bias must be int32 {(wl.co_blocks, wl.block)} for an epilogue with bias")
+    if ep.channel_shift != (channel_shifts is not None):
+        raise ValueError("channel_shifts are given exactly when the epilogue has channel_shift")
+    if channel_shifts is not None and (
+        channel_shifts.shape != (wl.co_blocks, wl.block)
+        or not ((channel_shifts >= 0) & (channel_shifts <= 31)).all()
+    ):
+        raise ValueError(
+            f"channel_shifts must be int32 {(wl.co_blocks, wl.block)} in 0..31, got"
+            f" {channel_shifts.dtype} {channel_shifts.shape}"
+        )
 
 
 def build_kernel(
@@ -98,10 +120,13 @@ def build_kernel(
     measure=None,
     search: int = 0,
     explore: int = 0,
+    channel_shifts: np.ndarray | None = None,
 ) -> Kernel:
     """conv2d (+ fused epilogue) lowered at base 0 into a relocatable ``driver.Kernel``.
 
-    ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8; ``bias`` packed (co_b, b) int32.
+    ``weights`` packed (co_b, ci_b, KH, KW, b, b) int8; ``bias`` packed (co_b, b) int32;
+    ``channel_shifts`` (with ``ep.channel_shift``) packed (co_b, b) int32, after the bias rows
+    in the ``bias`` region.
     Without ``config`` a default is derived for the shape; with ``search`` > 0 it is the fastest
     of that many candidates on ``measure(insns) -> cycles`` (e.g. the cycle model). Regions:
     ``input`` (ci_b, H, W, b) int8, ``residual`` and ``output`` (co_b, OH, OW, b) int8, and the
@@ -118,10 +143,12 @@ def build_kernel(
     ep = config_epilogue(wl, layer_ep, config, hw)
     if not ep.bias_via_gemm:
         digits = None
-    _check_operands(wl, ep, weights, bias)
+    _check_operands(wl, ep, weights, bias, channel_shifts)
+    shift_rows = b"" if channel_shifts is None else np.ascontiguousarray(channel_shifts, "<i4")
     consts = {
         "weights": np.ascontiguousarray(weights, np.int8).tobytes(),
-        "bias": np.ascontiguousarray(bias, "<i4").tobytes() if ep.bias else b"",
+        "bias": (np.ascontiguousarray(bias, "<i4").tobytes() if ep.bias else b"")
+        + bytes(shift_rows),
         "consts": np.concatenate(
             [
                 digits
@@ -143,7 +170,7 @@ def measurement_kernel(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: H
     w_bytes = wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * wl.block * wl.block
     consts = {
         "weights": bytes(w_bytes),
-        "bias": bytes(wl.co_blocks * wl.block * 4) if ep.bias else b"",
+        "bias": bytes(wl.co_blocks * wl.block * 4 * (int(ep.bias) + int(ep.channel_shift))),
         "consts": bytes((wl.co_blocks + 1) * wl.block * wl.block),
         "ones": ones_row(wl.block).tobytes(),
     }

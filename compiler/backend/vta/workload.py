@@ -11,9 +11,13 @@ Layouts (batch 1; ``b`` = block = ``HwConfig.block_in`` channels, zero-padded; 1
 Epilogue arithmetic, exactly (int32 wrapping, arithmetic shifts):
     acc = sum_{ci,kh,kw} data * weights          (int32)
     acc = acc + bias                             (if bias)
+    acc = acc >> channel_shift[co]               (if channel_shift; per output channel, 0..31)
     acc = acc + (residual << residual_shift)     (if residual)
     acc = acc >> shift                           (arithmetic; shift 0..31)
     out = int8(min(max(acc, lo), hi))            (relu: lo = 0)
+
+``channel_shift`` (per-channel weight scales): the shifts are int32 rows (co_blocks, b), held in
+ACC after the bias rows, applied by an ALU SHR with them as the vector operand.
 """
 
 from __future__ import annotations
@@ -188,6 +192,9 @@ class Epilogue:
     # Split the shift around the residual: (acc >> a) + (res << (k - a)), then >> (s - a) with
     # a = min(k, s). Equal to the contract when the int32 sum cannot wrap (the caller checks).
     residual_after_shift: bool = False
+    # A per-channel right shift after the bias (rows of shift amounts beside the bias rows in
+    # ACC); the bias is then added on the ALU and the residual by the ALU path.
+    channel_shift: bool = False
 
     # The residual is added by a GEMM against 2^e * identity weights (e <= 6, in 2^(e - 6)
     # passes above that) when e is at most this (cheaper than the ALU path); else by the ALU.
@@ -207,6 +214,8 @@ class Epilogue:
 
     @property
     def residual_via_gemm(self) -> bool:
+        if self.channel_shift:  # a GEMM pass would add it before the channel shift
+            return False
         return self.residual and 0 <= self.residual_gemm_shift <= self.RESIDUAL_GEMM_MAX_SHIFT
 
     @property
@@ -222,6 +231,14 @@ class Epilogue:
             raise WorkloadError(
                 f"clip bounds must satisfy -128 <= lo <= hi <= 127, got {self.lo}, {self.hi}"
             )
+
+    def to_dict(self) -> dict:
+        """The fields as a dict, ``channel_shift`` only when set: a tuning task's key (so the
+        keys of logs written before the field existed still match)."""
+        d = dataclasses.asdict(self)
+        if not self.channel_shift:
+            del d["channel_shift"]
+        return d
 
     @classmethod
     def requant(cls, shift: int, relu: bool = False, bias: bool = True, **kw) -> Epilogue:

@@ -11,6 +11,14 @@ For a node ``y = act(x * w + b [+ r])`` with calibrated frac bits ``fx`` (input)
 - ``res_shift = fa - fr`` (if negative, the residual is first re-quantized to ``fa`` on the cpu),
 - ``[clip_lo, clip_hi] = clip(round([lo, hi] * 2**fy), -128, 127)``; ``relu`` gives ``clip_lo = 0``.
 
+Per-channel weight scales: ``fw[o]`` per output channel (the same choice on ``w[o]``), so each
+channel's accumulator has ``fa[o] = fx + fw[o]`` and the node's ``shift`` / ``res_shift`` attrs are
+lists (``shift[o] = fa[o] - fy``); the output keeps one scale ``fy``. ``QuantConfig.weight_scales``
+(``WeightScales``): TENSOR never, CHANNEL wherever channels' scales differ, AUTO per node when the
+node's int8 output is closer to its float output (squared error over up to ``choice_samples``
+calibration samples, each node fed its float input quantized) than with one weight scale, and
+then only if the whole int8 graph's outputs come closer to float on those samples too.
+
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
 :mod:`compiler.graph.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
 produces the original float name; quantized readers of a float value get a ``quantize`` node.
@@ -19,6 +27,7 @@ Which nodes stay float: ``keep_float`` names, or by default the first conv2d and
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass, field
 
@@ -28,15 +37,25 @@ from pyvta.compiler.graph.calibrate import (
     MIN_FRAC_BITS,
     Calibration,
     calibrate,
+    forward_values,
     frac_bits_for,
     quantization_error,
 )
+from pyvta.compiler.graph.cpu_ops import run_cpu_op
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
-from pyvta.compiler.graph.vta_ops import avg_pool_params
+from pyvta.compiler.graph.vta_ops import MAX_SHIFT, avg_pool_params
 
 QUANTIZABLE = ("conv2d", "dense")
 INT8_POOLS = ("max_pool", "global_avg_pool", "flatten")  # with ``QuantConfig.int8_pools``
+
+
+class WeightScales(enum.Enum):
+    """How a quantized layer's weights are scaled (powers of two)."""
+
+    TENSOR = "tensor"  # one scale per layer
+    CHANNEL = "channel"  # one per output channel wherever the channels' scales differ
+    AUTO = "auto"  # per channel where it brings the layer's int8 output closer to float
 
 
 @dataclass
@@ -46,7 +65,9 @@ class QuantConfig:
     ``extra_bits``: activation scales may be up to this many bits finer than the max-range
     choice when that lowers the calibration quantization error (0: plain max calibration).
     ``bias_correction``: subtract the mean output shift that weight rounding causes (computed
-    from the calibrated input channel means), as in data-free quantization (Nagel et al. 2019)."""
+    from the calibrated input channel means), as in data-free quantization (Nagel et al. 2019).
+    ``weight_scales``: per layer, per output channel, or per node by ``choose_per_channel``
+    (``choice_samples``: the calibration samples it compares on)."""
 
     samples: list[dict[str, np.ndarray]] = field(default_factory=list)
     keep_float: tuple[str, ...] | None = None
@@ -56,6 +77,8 @@ class QuantConfig:
     # runs them): max pool and flatten keep the input's scale, the mean requantizes with an
     # integer multiplier (``vta_ops.avg_pool_params``); False: they run in float
     int8_pools: bool = False
+    weight_scales: WeightScales = WeightScales.TENSOR
+    choice_samples: int = 4
 
 
 def default_keep_float(graph: Graph) -> tuple[str, ...]:
@@ -73,6 +96,78 @@ def weight_frac_bits(w: np.ndarray) -> int:
     """The max-range frac bits or one finer, whichever quantizes ``w`` with less squared error."""
     f = frac_bits_for(float(np.max(np.abs(w))))
     return min((f, f + 1), key=lambda c: quantization_error(w.astype(np.float64), c))
+
+
+@dataclass
+class NodeQuant:
+    """The int8 form of one conv2d/dense: int8 weights, int32 bias, the shifts (an int, or a
+    tuple per output channel), the output's and the residual's frac bits (``fr`` None: no
+    residual; ``fr`` below the accumulator's: the residual is re-quantized to ``fr`` first)."""
+
+    wq: np.ndarray
+    bq: np.ndarray
+    shift: int | tuple[int, ...]
+    res_shift: int | tuple[int, ...]
+    fa: np.ndarray  # accumulator frac bits per output channel
+    fy: int
+    fr: int | None
+
+    @property
+    def per_channel(self) -> bool:
+        return isinstance(self.shift, tuple)
+
+
+def plan_node(
+    name: str,
+    w: np.ndarray,
+    bias: np.ndarray,
+    fx: int,
+    fy: int,
+    fr: int | None,
+    mean: np.ndarray | None,
+    group: int,
+    per_channel: bool,
+) -> NodeQuant:
+    """Weights, bias and shifts of a node (formulas in the module docstring); ``mean``: the
+    input's channel means for bias correction (None: none). Raises ``GraphError`` when a shift
+    or the bias does not fit."""
+    o = w.shape[0]
+    bias = bias.astype(np.float64)
+    if per_channel:  # a channel of tiny weights may not push its shift past 31
+        fw = np.array([weight_frac_bits(w[i]) for i in range(o)])
+        fw = np.minimum(fw, MAX_SHIFT + min(fy, fx + int(fw.min())) - fx)
+    else:
+        fw = np.full(o, weight_frac_bits(w))
+    limit = np.abs(bias) * 2.0 ** (fx + fw) >= 2**30
+    while (limit & (fw > MIN_FRAC_BITS)).any():  # keep the bias well inside int32
+        fw = np.where(limit & (fw > MIN_FRAC_BITS), fw - 1, fw) if per_channel else fw - 1
+        limit = np.abs(bias) * 2.0 ** (fx + fw) >= 2**30
+    scale = 2.0 ** fw.reshape((o,) + (1,) * (w.ndim - 1))
+    wq = np.clip(np.round(w.astype(np.float64) * scale), -128, 127).astype(np.int8)
+    if mean is not None:
+        bias = bias - _weight_error_shift(w, wq, fw, group, mean)
+    fa = fx + fw
+    fy = min(fy, int(fa.min()))  # no negative shift: the output takes the coarser scale
+    shift = fa - fy
+    if shift.max() > 31:
+        raise GraphError(f"node {name!r}: shift {shift.max()} exceeds 31 (input/weight scales)")
+    bq = np.round(bias * 2.0**fa) + np.where(shift > 0, 1 << np.maximum(shift - 1, 0), 0)
+    if np.max(np.abs(bq), initial=0) >= 2**31:
+        raise GraphError(
+            f"node {name!r}: its int32 bias overflows at the accumulator's scale"
+            f" 2**{-int(fa.min())}: max |weight| {float(np.max(np.abs(w))):.3g} and max |bias|"
+            f" {float(np.max(np.abs(bias))):.3g} (after rounding correction) do not fit int8"
+            " weights with an int32 bias at one power-of-two scale; check this node's weights"
+        )
+    res_shift = np.zeros(o, np.int64)
+    if fr is not None:
+        fr = min(fr, int(fa.min()))
+        res_shift = fa - fr
+    if per_channel and np.unique(fw).size > 1:
+        shifts = tuple(int(v) for v in shift), tuple(int(v) for v in res_shift)
+    else:
+        shifts = int(shift[0]), int(res_shift[0])
+    return NodeQuant(wq, bq.astype(np.int32), *shifts, fa, fy, fr)
 
 
 class _Rewriter:
@@ -120,57 +215,51 @@ class _Rewriter:
         fl = self.em.emit("dequantize", [r], {"frac_bits": fr}, f"{r}_to_float")
         return self.em.emit("quantize", [fl], {"frac_bits": fa}, f"{r}_to_acc")
 
-    def quantize_node(self, n: Node) -> None:
+    def quantize_node(self, n: Node, per_channel: bool) -> None:
         g = self.g
         xq, fx = self.as_int8(n.inputs[0])
-        w = g.constants[n.inputs[1]]
-        fw = weight_frac_bits(w)
-        bias = g.constants[n.inputs[2]].astype(np.float64)
-        bias_max = float(np.max(np.abs(bias), initial=0.0))
-        while fw > MIN_FRAC_BITS and bias_max * 2.0 ** (fx + fw) >= 2**30:
-            fw -= 1  # keep the bias (at the accumulator's scale) well inside int32
-        wq = _to_int8(w, fw)
-        mean = self.means.get(n.inputs[0])
-        if self.bias_correction and mean is not None:
-            bias = bias - _weight_error_shift(w, wq, fw, n.attrs.get("group", 1), mean)
-        fa = fx + fw
+        residual = len(n.inputs) == 4
+        rq, fr = self.as_int8(n.inputs[3]) if residual else (None, None)
+        mean = self.means.get(n.inputs[0]) if self.bias_correction else None
         y = n.outputs[0]
-        fy = self.fracs.get(y, 7)
-        shift = fa - fy
-        if shift < 0:
-            fy, shift = fa, 0
-        if shift > 31:
-            raise GraphError(f"node {n.name!r}: shift {shift} exceeds 31 (input/weight scales)")
-        bq = np.round(bias * 2.0**fa) + (1 << (shift - 1) if shift else 0)
-        if np.max(np.abs(bq), initial=0) >= 2**31:
-            raise GraphError(
-                f"node {n.name!r}: its int32 bias overflows at the accumulator's scale"
-                f" 2**{-fa}: max |weight| {float(np.max(np.abs(w))):.3g} and max |bias|"
-                f" {float(np.max(np.abs(bias))):.3g} (after rounding correction) do not fit int8"
-                " weights with an int32 bias at one power-of-two scale; check this node's weights"
-            )
-        attrs = {k: n.attrs[k] for k in ("strides", "pads", "dilations", "group") if k in n.attrs}
-        clip = n.attrs.get("clip") or [-math.inf, math.inf]
-        attrs["clip_lo"] = int(max(-128, min(127, _scaled(clip[0], fy))))
-        attrs["clip_hi"] = int(max(attrs["clip_lo"], min(127, _scaled(clip[1], fy))))
-        attrs["shift"] = shift
-        attrs["res_shift"] = 0
-        attrs["acc_frac_bits"] = fa
+        q = plan_node(
+            n.name,
+            g.constants[n.inputs[1]],
+            g.constants[n.inputs[2]],
+            fx,
+            self.fracs.get(y, 7),
+            fr,
+            mean,
+            n.attrs.get("group", 1),
+            per_channel,
+        )
+        attrs = node_attrs(n, q)
         ins = [
             xq,
-            g.add_constant(g.fresh_name(f"{n.inputs[1]}_int8"), wq),
-            g.add_constant(g.fresh_name(f"{n.inputs[2]}_int32"), bq.astype(np.int32)),
+            g.add_constant(g.fresh_name(f"{n.inputs[1]}_int8"), q.wq),
+            g.add_constant(g.fresh_name(f"{n.inputs[2]}_int32"), q.bq),
         ]
-        if len(n.inputs) == 4:
-            rq, fr = self.as_int8(n.inputs[3])
-            if fa < fr:
-                rq, fr = self.requantize_residual(rq, fr, fa), fa
-            attrs["res_shift"] = fa - fr
+        if residual:
+            if q.fr < fr:
+                rq = self.requantize_residual(rq, fr, q.fr)
             ins.append(rq)
         op = "qconv2d" if n.op == "conv2d" else "qdense"
         self.em.names.discard(n.name)  # the quantized node keeps the float node's name
         out = self.em.emit(op, ins, attrs, n.name, output=g.fresh_name(f"{y}_int8"))
-        self.int8[y] = (out, fy)
+        self.int8[y] = (out, q.fy)
+
+
+def node_attrs(n: Node, q: NodeQuant) -> dict:
+    """The ``qconv2d``/``qdense`` attrs of float node ``n`` quantized as ``q`` (per-channel
+    shifts as lists)."""
+    attrs = {k: n.attrs[k] for k in ("strides", "pads", "dilations", "group") if k in n.attrs}
+    clip = n.attrs.get("clip") or [-math.inf, math.inf]
+    attrs["clip_lo"] = int(max(-128, min(127, _scaled(clip[0], q.fy))))
+    attrs["clip_hi"] = int(max(attrs["clip_lo"], min(127, _scaled(clip[1], q.fy))))
+    attrs["shift"] = list(q.shift) if q.per_channel else q.shift
+    attrs["res_shift"] = list(q.res_shift) if q.per_channel else q.res_shift
+    attrs["acc_frac_bits"] = int(q.fa.min())
+    return attrs
 
 
 def check_finite_constants(graph: Graph) -> None:
@@ -189,14 +278,54 @@ def check_finite_constants(graph: Graph) -> None:
             )
 
 
-def _weight_error_shift(w, wq, fw: int, group: int, mean: np.ndarray) -> np.ndarray:
-    """Expected output change from rounding the weights: ``sum_c (w_q - w)[o, c] * E[x_c]``."""
+def _weight_error_shift(w, wq, fw, group: int, mean: np.ndarray) -> np.ndarray:
+    """Expected output change from rounding the weights: ``sum_c (w_q - w)[o, c] * E[x_c]``
+    (``fw``: the weights' frac bits, one or one per output channel)."""
+    fw = np.asarray(fw).reshape((-1,) + (1,) * (w.ndim - 1))
     err = wq.astype(np.float64) * 2.0**-fw - w.astype(np.float64)
     if err.ndim == 2:
         return err @ mean
     o, cg = err.shape[:2]
     per_in = err.sum(axis=(2, 3)).reshape(group, o // group, cg)
     return np.einsum("goc,gc->go", per_in, mean.reshape(group, cg)).reshape(o)
+
+
+def choose_per_channel(graph: Graph, cfg: QuantConfig, cal: Calibration, nodes: list[Node]):
+    """Names of ``nodes`` whose int8 output (per-channel weight scales) is closer to their float
+    output than with one weight scale: squared error summed over the first ``choice_samples``
+    calibration samples, each node fed its float inputs quantized at their calibrated scales."""
+    fr = cal.frac_bits
+    plans = {}
+    for n in nodes:
+        w, b = graph.constants[n.inputs[1]], graph.constants[n.inputs[2]]
+        fres = fr.get(n.inputs[3], 7) if len(n.inputs) == 4 else None
+        mean = cal.channel_means.get(n.inputs[0]) if cfg.bias_correction else None
+        args = (w, b, fr.get(n.inputs[0], 7), fr.get(n.outputs[0], 7), fres, mean)
+        group = n.attrs.get("group", 1)
+        pc = plan_node(n.name, *args, group, per_channel=True)
+        if pc.per_channel:  # channels' scales differ
+            plans[n.name] = (plan_node(n.name, *args, group, per_channel=False), pc)
+    errors = {name: np.zeros(2) for name in plans}
+    for sample in cfg.samples[: cfg.choice_samples]:
+        env = dict(graph.constants)
+        env.update({k: np.asarray(sample[k], np.float32) for k in graph.inputs})
+        for n in graph.nodes:
+            env[n.outputs[0]] = run_cpu_op(n.op, [env[i] for i in n.inputs], n.attrs)
+            for i, q in enumerate(plans.get(n.name, ())):
+                out = _run_planned(n, q, env, fr)
+                errors[n.name][i] += float(np.sum((out - env[n.outputs[0]]) ** 2))
+    return {name for name, e in errors.items() if e[1] < e[0]}
+
+
+def _run_planned(n: Node, q: NodeQuant, env: dict, fracs: dict) -> np.ndarray:
+    """Float output of node ``n`` run in int8 as ``q`` on its float inputs (quantized)."""
+    x = _to_int8(env[n.inputs[0]], fracs.get(n.inputs[0], 7))
+    ins = [x, q.wq, q.bq]
+    if q.fr is not None:
+        ins.append(_to_int8(env[n.inputs[3]], q.fr))
+    op = "qconv2d" if n.op == "conv2d" else "qdense"
+    y = run_cpu_op(op, ins, node_attrs(n, q))
+    return y.astype(np.float64) * 2.0**-q.fy
 
 
 def _scaled(v: float, frac: int) -> float:
@@ -212,17 +341,47 @@ def quantize_int8(graph: Graph, options) -> Graph:
         return graph
     check_finite_constants(graph)
     keep = set(cfg.keep_float if cfg.keep_float is not None else default_keep_float(graph))
-    g = graph.copy()
-    rw = _Rewriter(g, calibrate(graph, cfg.samples, cfg.extra_bits), cfg.bias_correction)
-    for n in graph.copy().nodes:
-        quantizable = (
+    cal = calibrate(graph, cfg.samples, cfg.extra_bits)
+
+    def quantizable(n: Node) -> bool:
+        return (
             n.op in QUANTIZABLE
             and n.name not in keep
-            and all(i in g.constants for i in n.inputs[1:3])
-            and g.values[n.inputs[0]].dtype == "float32"
+            and all(i in graph.constants for i in n.inputs[1:3])
+            and graph.values[n.inputs[0]].dtype == "float32"
         )
-        if quantizable:
-            rw.quantize_node(n)
+
+    candidates = [n for n in graph.nodes if quantizable(n)]
+    if cfg.weight_scales is not WeightScales.AUTO:
+        chosen = {n.name for n in candidates if cfg.weight_scales is WeightScales.CHANNEL}
+        return _rewrite(graph, cal, cfg, quantizable, chosen)
+    chosen = choose_per_channel(graph, cfg, cal, candidates)
+    per_node = _rewrite(graph, cal, cfg, quantizable, chosen)
+    if not chosen:
+        return per_node
+    per_tensor = _rewrite(graph, cal, cfg, quantizable, set())
+    return min(per_tensor, per_node, key=lambda q: output_error(graph, q, cfg))
+
+
+def output_error(graph: Graph, quantized: Graph, cfg: QuantConfig) -> float:
+    """Squared error of ``quantized``'s outputs against ``graph``'s (float) over the first
+    ``choice_samples`` calibration samples: AUTO keeps the per-node choice only where it brings
+    the whole int8 graph closer to float (per node it cannot see errors propagate)."""
+    total = 0.0
+    for sample in cfg.samples[: cfg.choice_samples]:
+        ref, out = dict(forward_values(graph, sample)), dict(forward_values(quantized, sample))
+        for name in graph.outputs:  # numpy kernels: nothing is compiled for this
+            total += float(np.sum((ref[name].astype(np.float64) - out[name]) ** 2))
+    return total
+
+
+def _rewrite(graph: Graph, cal: Calibration, cfg: QuantConfig, quantizable, chosen) -> Graph:
+    """``graph`` with its ``quantizable`` nodes in int8, per channel for the ``chosen`` names."""
+    g = graph.copy()
+    rw = _Rewriter(g, cal, cfg.bias_correction)
+    for n in graph.copy().nodes:
+        if quantizable(n):
+            rw.quantize_node(n, n.name in chosen)
         elif cfg.int8_pools and rw.int8_pool(n):
             pass
         else:

@@ -207,11 +207,12 @@ def _offset_lanes(data, pads, group: int):
     return compute((-(-c // group), h + t + b, w + lft + r), f, name="data.lanes")
 
 
-def _requantize(acc, res, p: FusedParams):
-    """int32 ``acc`` (bias added) + residual -> int8 by the contract's shift and clip."""
+def _requantize(acc, res, p: FusedParams, shift=None, res_shift=None):
+    """int32 ``acc`` (bias added) + residual -> int8 by the contract's shift and clip
+    (``shift`` / ``res_shift``: the channel's, read from the per-channel inputs)."""
     if res is not None:
-        acc = acc + (cast("int32", res) << p.res_shift)
-    y = acc >> p.shift
+        acc = acc + (cast("int32", res) << (p.res_shift if res_shift is None else res_shift))
+    y = acc >> (p.shift if shift is None else shift)
     return cast("int8", minimum(maximum(y, const(p.clip_lo)), const(p.clip_hi)))
 
 
@@ -225,9 +226,11 @@ def qconv2d_nchw(
     residual: bool = False,
     knobs: Int8ConvKnobs | None = None,
 ):
-    """``(sch, [data, weight, bias, (residual,) out])``: data int8 ``[1, C, H, W]``, weight and
-    bias from :func:`pack_qconv`, residual and out int8 ``[1, O, OH, OW]`` (``params``: shift,
-    clip, residual shift, strides, pads); ``knobs`` default: :meth:`Int8ConvKnobs.for_layer`."""
+    """``(sch, [data, weight, bias, (shift, res_shift,) (residual,) out])``: data int8
+    ``[1, C, H, W]``, weight and bias from :func:`pack_qconv`, residual and out int8
+    ``[1, O, OH, OW]`` (``params``: shift, clip, residual shift, strides, pads; with per-channel
+    shifts, ``params.per_channel``, they are int32 ``[O]`` inputs: ``params.channel_shifts``);
+    ``knobs`` default: :meth:`Int8ConvKnobs.for_layer`."""
     kh, kw = kernel
     oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
     knobs = knobs or Int8ConvKnobs.for_layer(o, ow)
@@ -242,6 +245,10 @@ def qconv2d_nchw(
     wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
     args = [data, wgt, bias]
+    shifts = None
+    if params.per_channel:
+        shifts = placeholder((o,), "int32", "shift"), placeholder((o,), "int32", "res_shift")
+        args += list(shifts)
     res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
@@ -257,7 +264,8 @@ def qconv2d_nchw(
 
     def out_fn(n, oc, y, x):
         r = res[n, oc, y, x] if res is not None else None
-        return _requantize(acc[oc // ob, y, x, oc % ob] + bias[oc], r, params)
+        per = (shifts[0][oc], shifts[1][oc]) if shifts else ()
+        return _requantize(acc[oc // ob, y, x, oc % ob] + bias[oc], r, params, *per)
 
     out = compute((1, o, oh, ow), out_fn, name="out")
     s = create_schedule(out)

@@ -82,6 +82,13 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     return (c, h, w, o, kernel, params, residual, knobs), weight, bias
 
 
+def node_channel_shifts(node: Node, graph: Graph) -> list[np.ndarray]:
+    """A node's per-channel shifts (its kernel's two int32 [O] inputs after the bias), or none
+    when the node has one shift per layer."""
+    (_, _, _, o, _), params = conv_view(node, graph)
+    return list(params.channel_shifts(o)) if params.per_channel else []
+
+
 class Int8Kernel:
     """One compiled node: its module, packed weight and corrected bias."""
 
@@ -97,23 +104,25 @@ class Int8Kernel:
         if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
             sch, args = qconv2d_nchw(*layer)
             _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
-        self._set(_MODULES[key], weight, bias, graph.values[node.outputs[0]].shape)
+        shifts = node_channel_shifts(node, graph)
+        self._set(_MODULES[key], weight, bias, graph.values[node.outputs[0]].shape, shifts)
 
     @classmethod
-    def loaded(cls, module, weight: np.ndarray, bias: np.ndarray, out_shape) -> Int8Kernel:
+    def loaded(cls, module, weight, bias, out_shape, shifts=()) -> Int8Kernel:
         """A kernel already built (an artifact's shared object: ``cpu_code.SharedKernel``) with
-        the weight and bias packed for it."""
+        the weight and bias packed for it (``shifts``: ``node_channel_shifts``)."""
         kernel = cls.__new__(cls)
-        kernel._set(module, weight, bias, out_shape)
+        kernel._set(module, weight, bias, out_shape, shifts)
         return kernel
 
-    def _set(self, module, weight, bias, out_shape) -> None:
+    def _set(self, module, weight, bias, out_shape, shifts) -> None:
         self.module, self.weight, self.bias = module, weight, bias
+        self.shifts = list(shifts)  # per-channel shifts: two int32 [O] inputs after the bias
         self.shapes = [p.shape for p in module.func.params]
         self.out_shape = tuple(out_shape)
 
     def __call__(self, args: list[np.ndarray]) -> np.ndarray:
-        arrays = [args[0], self.weight, self.bias] + args[3:]
+        arrays = [args[0], self.weight, self.bias, *self.shifts] + args[3:]
         out = np.empty(self.shapes[-1], np.int8)
         ins = [
             np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, self.shapes, strict=False)

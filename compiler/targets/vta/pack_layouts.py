@@ -2,7 +2,8 @@
 
 ``qconv2d@vta`` becomes ``vta_conv2d`` on ``(N, C/B, H, W, 1, B)`` activations with
 ``(O/B, I/B, KH, KW, B, B)`` weights and ``(O/B, B)`` bias; ``qdense@vta`` becomes ``vta_dense``.
-Channels are zero-padded to the block (padded outputs stay 0: zero weights and bias). Every vta
+Channels are zero-padded to the block (padded outputs stay 0: zero weights and bias; per-channel
+shifts of the padded channels are 0). Every vta
 output is unpacked right away under its original name; a later vta reader takes the packed
 value directly, and ``remove_dead_code`` drops unpacks nobody reads.
 
@@ -88,6 +89,10 @@ def pack_layouts(graph: Graph, options) -> Graph:
         attrs = {k: n.attrs[k] for k in keys}
         if fold:
             attrs |= {"strides": [1, 1], "pads": [0, 0, 0, 0]}
+        for k in ("shift", "res_shift"):  # per-channel: one per packed output channel
+            if isinstance(attrs[k], list):
+                attrs[k] = attrs[k] + [0] * (wp.shape[0] * block - len(attrs[k]))
+        y = n.outputs[0]
         op = "vta_conv2d" if conv else "vta_dense"
         pool = _pool_after(g, n, readers) if fold else None
         if pool is not None:  # the stem and its max pool: one node (``backend.vta.conv_pool``)

@@ -65,6 +65,30 @@ def test_qconv_equals_the_contract(layer, dot, build, rng):
     np.testing.assert_array_equal(out, ref)
 
 
+@pytest.mark.parametrize("dot", list(DOTS))
+@pytest.mark.parametrize("layer", LAYERS[1:3], ids=lambda la: "c{}h{}w{}o{}".format(*la))
+def test_qconv_per_channel_shifts_equal_the_contract(layer, dot, build, rng):
+    """Per-output-channel shift and residual shift (int32 [O] inputs after the bias)."""
+    c, h, w, o, kernel, strides, pads, residual = layer
+    attrs = _attrs(strides, pads, rng)
+    attrs["shift"] = rng.integers(0, 20, o).tolist()
+    attrs["res_shift"] = rng.integers(0, 12, o).tolist()
+    p = FusedParams.from_attrs(attrs)
+    x = rng.integers(-128, 128, (1, c, h, w)).astype(np.int8)
+    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
+    oh, ow = conv_out_hw(h, w, kernel, strides, pads)
+    res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot=dot)
+    mod = build(*qconv2d_nchw(c, h, w, o, kernel, p, residual, knobs))
+    wp, bp = pack_qconv(wt, bias, knobs.oc_block, dot)
+    out = np.zeros((1, o, oh, ow), np.int8)
+    mod(x, wp, bp, *p.channel_shifts(o), *([res] if residual else []), out)
+    ref = run_cpu_op("qconv2d", [x, wt, bias] + ([res] if residual else []), attrs)
+    np.testing.assert_array_equal(out, ref)
+    assert len(np.unique(attrs["shift"])) > 1
+
+
 def test_knobs_tile_the_layer():
     # pmaddwd: two registers per accumulator (its product), so 7 accumulators on AVX2
     assert Int8ConvKnobs.for_layer(64, 56) == Int8ConvKnobs(8, 7)

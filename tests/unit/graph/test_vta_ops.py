@@ -28,10 +28,11 @@ def _reference_conv(x, w, bias, res, p: FusedParams):
             win = xp[:, :, i : i + sh * (oh - 1) + 1 : sh, j : j + sw * (ow - 1) + 1 : sw]
             acc += np.einsum("nchw,oc->nohw", win, w[:, :, i, j].astype(np.int64))
     acc += bias.astype(np.int64)[None, :, None, None]
+    shift, res_shift = (v[None, :, None, None].astype(np.int64) for v in p.channel_shifts(o))
     if res is not None:
-        acc += res.astype(np.int64) << p.res_shift
+        acc += res.astype(np.int64) << res_shift
     acc = ((acc + 2**31) % 2**32) - 2**31
-    return np.clip(acc >> p.shift, p.clip_lo, p.clip_hi).astype(np.int8)
+    return np.clip(acc >> shift, p.clip_lo, p.clip_hi).astype(np.int8)
 
 
 def _i8(rng, *shape):
@@ -68,6 +69,28 @@ def test_conv2d_packed_equals_reference(rng, c_in, c_out, k, stride, pads, resid
     assert not layout.unpack_nchw(got, got.shape[1] * 16)[:, c_out:].any()
 
 
+@pytest.mark.parametrize("residual", [False, True])
+def test_conv2d_packed_per_channel_shifts(rng, residual):
+    """One shift (and residual shift) per output channel, 20 channels (padded to 32 packed)."""
+    x, w = _i8(rng, 1, 20, 7, 6), _i8(rng, 20, 20, 3, 3)
+    bias = rng.integers(-(2**14), 2**14, 20).astype(np.int32)
+    shifts = rng.integers(0, 16, 20)
+    p = FusedParams(shift=shifts, res_shift=rng.integers(0, 9, 20), pads=(1, 1, 1, 1))
+    assert p.per_channel and isinstance(p.shift, tuple)
+    res = _i8(rng, 1, 20, 7, 6) if residual else None
+    ref = _reference_conv(x, w, bias, res, p)
+    packed = FusedParams(
+        shift=list(p.shift) + [0] * 12, res_shift=list(p.res_shift) + [0] * 12, pads=p.pads
+    )
+    got = conv2d_packed(
+        layout.pack_nchw(x), layout.pack_oihw(w), layout.pack_bias(bias),
+        None if res is None else layout.pack_nchw(res), packed,
+    )  # fmt: skip
+    np.testing.assert_array_equal(layout.unpack_nchw(got, 20), ref)
+    one = _reference_conv(x, w, bias, res, FusedParams(shift=int(shifts[0]), pads=p.pads))
+    assert not np.array_equal(one, ref)  # the shifts matter
+
+
 def test_dense_packed_equals_reference(rng):
     x, w = _i8(rng, 2, 40), _i8(rng, 24, 40)
     bias = rng.integers(-1000, 1000, 24).astype(np.int32)
@@ -91,7 +114,8 @@ def test_requantize_wraps_int32_and_floors():
 @pytest.mark.parametrize(
     "kwargs, text",
     [({"shift": 32}, "shift"), ({"shift": 1, "clip_lo": 5, "clip_hi": 1}, "clip"),
-     ({"shift": 1, "res_shift": -1}, "res_shift"), ({"shift": 1, "pads": (1, 1)}, "pads")],
+     ({"shift": 1, "res_shift": -1}, "res_shift"), ({"shift": 1, "pads": (1, 1)}, "pads"),
+     ({"shift": [1, 40]}, "shift"), ({"shift": [1, 2], "res_shift": [1, 2, 3]}, "per-channel")],
 )  # fmt: skip
 def test_fused_params_reject_bad_values(kwargs, text):
     with pytest.raises(ValueError, match=text):

@@ -146,6 +146,25 @@ def test_partition_and_batch_flags(tmp_path, capsys):
     assert "--partition" in capsys.readouterr().err
 
 
+def test_compile_with_per_channel_weight_scales(tmp_path, capsys):
+    from pyvta.compiler.graph.compiled_model import CompiledModel
+    from pyvta.compiler.graph.zoo import save_model
+
+    onnx_path = str(tmp_path / "r.onnx")
+    save_model("resnet18", onnx_path, size=32, classes=10, width=16)
+    artifact = tmp_path / "r.npz"
+    args = ["compile", onnx_path, "--target", "vta-sim", "-o", str(artifact)]
+    assert main([*args, "--weight-scales", "channel"]) == 0
+    cm = CompiledModel.load(artifact)
+    assert any(isinstance(n.attrs.get("shift"), list) for n in cm.graph.nodes)
+    assert main(["run", str(artifact), "--target", "vta-sim"]) == 0
+    assert main([*args, "--weight-scales", "bogus"]) == 2
+    assert "allowed: tensor, channel, auto" in capsys.readouterr().err
+    assert main(["compile", onnx_path, "--target", "cpu", "-o", str(artifact), "--weight-scales",
+                 "auto"]) == 2  # fmt: skip
+    assert "--weight-scales" in capsys.readouterr().err
+
+
 def test_tune_a_network_then_run_with_its_log(tmp_path, capsys):
     from pyvta.compiler.graph.zoo import save_model
 
