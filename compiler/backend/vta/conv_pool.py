@@ -30,8 +30,9 @@ POOL_ATTRS = {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}  # the 
 
 def fusable(wl: ConvWorkload, ep: Epilogue, hw: HwConfig) -> bool:
     """Whether ``wl`` (+ the 3x3/2 pad-1 max pool) fits this schedule: even output sides, an
-    even number of output blocks, no residual, a strip's rows in half the ACC."""
-    if wl.out_h % 2 or wl.out_w % 2 or wl.co_blocks % 2 or ep.residual:
+    even number of output blocks, no residual, one shift for all channels (per-channel shifts
+    run the conv kernel's shift pass), a strip's rows in half the ACC."""
+    if wl.out_h % 2 or wl.out_w % 2 or wl.co_blocks % 2 or ep.residual or ep.channel_shift:
         return False
     tile_co = wl.co_blocks // 2
     acc = tile_co * (2 * wl.out_h + wl.out_h) + wl.co_blocks  # strip, dense + carry, bias

@@ -188,7 +188,8 @@ def conv_pool_kernels(graph, node, hw, configs, measure, search) -> dict[str, Ke
     if fusable(nl.workload, ep, hw):
         return {node.name: build_conv_pool_kernel(nl.workload, ep, nl.weights, nl.bias, hw)}
     conv = build_kernel(nl.workload, nl.epilogue, nl.weights, nl.bias, hw,
-                        config_for(configs or {}, nl), measure=measure, search=search)  # fmt: skip
+                        config_for(configs or {}, nl), measure=measure, search=search,
+                        channel_shifts=nl.channel_shifts)  # fmt: skip
     wl = nl.workload
     pw = PoolWorkload("max", wl.batch * wl.co_blocks * wl.block, wl.out_h, wl.out_w, 3, 3,
                       POOL_ATTRS["strides"], POOL_ATTRS["pads"], block=wl.block)  # fmt: skip

@@ -133,3 +133,22 @@ def test_a_channel_of_tiny_weights_keeps_its_shift_in_range():
     w[2] *= 1e-9  # its own scale would need a shift of 32
     q = plan_node("n", w, np.zeros(4, np.float32), 5, 3, None, None, 1, per_channel=True)
     assert q.per_channel and max(q.shift) == 31 and q.shift[0] < 31
+
+
+def test_whole_network_on_vta_with_channel_scales(tmp_path):
+    """The whole-network partition under per-channel shifts: the stem's folded conv (its fused
+    max pool runs as a conv kernel + a pool kernel, the fused kernel having one shift), the pools
+    and the classifier on the simulator equal the golden model."""
+    from pyvta.compiler.graph.zoo import save_model
+
+    print(f"numpy seed {SEED}")
+    path = tmp_path / "r.onnx"
+    save_model("resnet18", str(path), size=32, classes=10, width=32)  # 2 stem blocks: fusable
+    cm = compile_model(path, "vta", weight_scales=WeightScales.CHANNEL)
+    ops = {n.op for n in cm.graph.nodes if n.target == "vta"}
+    assert {"vta_conv2d_max_pool", "vta_global_avg_pool", "vta_dense"} <= ops, ops
+    assert any(isinstance(s, list) for s in _shifts(cm).values())
+    assert any(k.endswith("/pool") for k in cm.kernels)  # the stem's two-kernel form
+    x = np.random.default_rng(SEED).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    golden = run_model(cm, x)[0][0]
+    np.testing.assert_array_equal(run_model(cm, x, device=driver.open("sim"))[0][0], golden)
