@@ -138,29 +138,36 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
         print(f"curves: {plot}")
     medians["best"] = best
     medians["at"] = at
+    medians["curves"] = curves
     return medians
 
 
-def summary_table(rows: dict, tuner_names, trials: int) -> str:
-    """Per layer: random's median trials to 95% (exact where the space is fully measured) and
-    each tuner's, with random / tuner; the last line is the geometric mean of the ratios."""
+def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = None) -> str:
+    """Per layer: the space's size, random's median trials to 95% (exact where the space is
+    fully measured) and each tuner's, with random / tuner; the last line is the geometric mean
+    of the ratios. A median that missed counts as ``trials + 1``: the ratio is then a bound
+    (``>=`` when random missed, ``<=`` when the tuner did) and enters the mean as that bound."""
     names = [n for n in tuner_names if n != "random"]
-    head = "| layer | random | " + " | ".join(f"{n} | random/{n}" for n in names) + " |"
-    out = [head, "|" + "---|" * (2 + 2 * len(names))]
+    head = "| layer | points | random | " + " | ".join(f"{n} | random/{n}" for n in names) + " |"
+    out = [head, "|" + "---|" * (3 + 2 * len(names))]
     logs = {n: [] for n in names}
     for layer, med in rows.items():
         exact = "random (exact)" in med
         base = med.get("random (exact)", med.get("random"))
-        cells = [layer, f"{base:g}{'' if exact else ' (sampled)'}"]
+        size = f"{sizes[layer]:,}" if sizes else "?"
+        shown = f">{trials}" if base > trials and not exact else f"{base:g}"
+        cells = [layer, size, f"{shown}{' (exact)' if exact else ''}"]
         for n in names:
             m = med[n]
-            if m > trials:
-                cells += [f">{trials}", "-"]
-            else:
-                cells += [f"{m:g}", f"{base / m:.2f}x"]
-                logs[n].append(math.log(base / m))
+            if m > trials and base > trials and not exact:  # both missed: no ratio
+                cells += [f">{trials}", "n/a"]
+                continue
+            mark = ">=" if (base > trials and not exact) else ""
+            mark = "<=" if m > trials else mark
+            cells += [f">{trials}" if m > trials else f"{m:g}", f"{mark}{base / m:.2f}x"]
+            logs[n].append(math.log(base / m))
         out.append("| " + " | ".join(cells) + " |")
-    geo = ["geomean", ""]
+    geo = ["geomean", "", ""]
     for n in names:
         geo += ["", f"{math.exp(sum(logs[n]) / len(logs[n])):.2f}x" if logs[n] else "-"]
     out.append("| " + " | ".join(geo) + " |")
@@ -200,6 +207,20 @@ def main(argv=None) -> int:
         default=None,
         help="tuning log of measurements to reuse and extend (e.g. benchmarks/vta_space_census.py's)",
     )
+    p.add_argument(
+        "--build-timeout",
+        type=float,
+        default=120.0,
+        help="seconds one VTA candidate's lowering may take; one that outlasts it is a failed"
+        " trial (kept as such in --cache). Lowering time grows with the instruction count, so"
+        " only tiny-tile configs far from the optimum take long (C6: 10-30 s for 1-9 M cycles,"
+        " the optimum 0.46 M cycles lowers in 0.1 s)",
+    )
+    p.add_argument(
+        "--grid-plot",
+        action="store_true",
+        help="with several layers: one PNG (--plot) with a panel per layer, costs / best",
+    )
     a = p.parse_args(argv)
 
     gemm = a.task == "gemm"
@@ -217,7 +238,11 @@ def main(argv=None) -> int:
 
         tasks = {name: parse_workload(f"vta:{name}") for name in layer_names(a.layer)}
         inner = LocalMeasurer(
-            VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=120, run_timeout_s=120
+            VtaCycleBackend(),
+            repeats=1,
+            n_run_workers=2,
+            build_timeout_s=a.build_timeout,
+            run_timeout_s=120,
         )
     elif gemm:
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info, gemm_task
@@ -229,20 +254,32 @@ def main(argv=None) -> int:
     else:
         tasks = {"synthetic": tiled_gemm_task(*shape)}
         inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
-    meas = CachedMeasurer(inner, a.cache)
+    meas = CachedMeasurer(inner, a.cache, keep_timeouts=a.task == "vta")
     rows = {}
     try:
         for label, task in tasks.items():
             plot = a.plot
-            if plot and len(tasks) > 1:
+            if a.grid_plot:
+                plot = None
+            elif plot and len(tasks) > 1:
                 stem = Path(plot)
                 plot = str(stem.with_name(f"{stem.stem}_{label}{stem.suffix}"))
             rows[label] = compare(task, meas, names, trials, batch, seeds, plot)
     finally:
         meas.close()
+    if a.plot and a.grid_plot and rows:
+        from pyvta.tuner.plot import plot_curve_grid
+
+        panels = {
+            f"{label} ({len(tasks[label].space):,} points)": (r["curves"], r["best"])
+            for label, r in rows.items()
+        }
+        title = f"{a.task}: best-so-far / best, median and quartiles of {seeds} seeds"
+        print(f"curves: {plot_curve_grid(panels, a.plot, title)}")
     if len(rows) > 1 and ("random" in names or all("random (exact)" in r for r in rows.values())):
         print(f"\nmedian trials to 95% of the optimum, {seeds} seeds\n")
-        print(summary_table(rows, names, trials))
+        sizes = {label: len(task.space) for label, task in tasks.items()}
+        print(summary_table(rows, names, trials, sizes))
     return 0 if all(math.isfinite(r["best"]) for r in rows.values()) else 1
 
 
