@@ -184,7 +184,7 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--task", choices=["synthetic", "gemm", "vta"], default="synthetic")
+    p.add_argument("--task", choices=["synthetic", "gemm", "vta", "cpu"], default="synthetic")
     p.add_argument(
         "--layer", default="C6", help="ResNet-18 layer(s) for --task vta: C6, C5,C8 or C2-C12"
     )
@@ -216,6 +216,7 @@ def main(argv=None) -> int:
         " only tiny-tile configs far from the optimum take long (C6: 10-30 s for 1-9 M cycles,"
         " the optimum 0.46 M cycles lowers in 0.1 s)",
     )
+    p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
     p.add_argument(
         "--grid-plot",
         action="store_true",
@@ -244,6 +245,14 @@ def main(argv=None) -> int:
             build_timeout_s=a.build_timeout,
             run_timeout_s=120,
         )
+    elif a.task == "cpu":
+        from pyvta.tuner.cli_support import layer_names, parse_workload
+        from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+        from pyvta.tuner.measure import LocalMeasurer
+
+        tasks = {name: parse_workload(name) for name in layer_names(a.layer)}
+        inner = LocalMeasurer(CpuBackend(min_repeat_ms=5.0), repeats=a.repeats)
+        print(f"host: {cpu_target_info()}; median of {a.repeats} repeats per config")
     elif gemm:
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info, gemm_task
         from pyvta.tuner.measure import LocalMeasurer
