@@ -5,6 +5,9 @@ curves over several seeds, and trials needed to reach 95% of the best cost found
     .venv/bin/python benchmarks/tune_search.py --task gemm         # CPU GEMM 512^3, a few min
     .venv/bin/python benchmarks/tune_search.py --task vta --layer C6   # VTA cycle model, ~2 min
     .venv/bin/python benchmarks/tune_search.py --task gemm --trials 200 --seeds 5 --plot s.png
+    .venv/bin/python benchmarks/tune_search.py --task vta --layer C7-C12 --trials 48 --batch 8 \
+        --seeds 5 --build-timeout 4 --cache out/vta.jsonl --plot vta.png --grid-plot
+    .venv/bin/python benchmarks/tune_search.py --task cpu --layer C12 --seeds 10 --cost-stat min
 
 Each distinct config is measured once per benchmark run and the cost is shared by all tuners
 and seeds (same noise for everyone, fewer measurements); ``--cache LOG`` keeps them across runs.
