@@ -136,11 +136,8 @@ def fits(task: Task, indices, featurizer: Featurizer | None = None) -> np.ndarra
     if task.template.context_fn is None:
         return np.ones(idx.size, bool)
     if not isinstance(featurizer, ContextFeaturizer):
-        featurizer = _FIT_FEATURIZER
+        featurizer = ContextFeaturizer()  # no table kept: pass one to reuse across calls
     return featurizer._rows(task, idx).any(axis=1) if idx.size else np.zeros(0, bool)
-
-
-_FIT_FEATURIZER = ContextFeaturizer()  # its tables fill on first use (nothing at import)
 
 
 def _context_templates() -> list[str]:

@@ -152,6 +152,7 @@ class ModelTuner(Tuner):
     ):
         super().__init__(task, seed)
         self.skip_unfit = skip_unfit and task.template.context_fn is not None
+        self._fit_featurizer = None  # the model's own context features, else a table of ours
         self.model = model or XGBCostModel("rank", seed=seed)
         self.sa = sa or SimulatedAnnealing(seed=seed)
         self.eps, self.diversity, self.diversity_weight = eps, diversity, diversity_weight
@@ -189,8 +190,19 @@ class ModelTuner(Tuner):
         if self.skip_unfit:
             from pyvta.tuner.features import fits
 
-            score = np.where(fits(self.task, idx, self.model.featurizer), score, -np.inf)
+            score = np.where(fits(self.task, idx, self._context()), score, -np.inf)
         return score
+
+    def _context(self):
+        """The ``ContextFeaturizer`` whose table tells which points fit."""
+        from pyvta.tuner.features import ContextFeaturizer
+
+        if self._fit_featurizer is None:
+            own = getattr(self.model, "featurizer", None)
+            self._fit_featurizer = (
+                own if isinstance(own, ContextFeaturizer) else ContextFeaturizer()
+            )
+        return self._fit_featurizer
 
     def _random_fit(self, n: int, extra_exclude=()) -> list[int]:
         """Up to ``n`` random unvisited points, only points that fit with ``skip_unfit`` (a few
@@ -208,7 +220,7 @@ class ModelTuner(Tuner):
             if not draw:
                 break
             tried.update(draw)
-            ok = fits(self.task, draw, self.model.featurizer)
+            ok = fits(self.task, draw, self._context())
             out += [i for i, f in zip(draw, ok, strict=True) if f][: n - len(out)]
         return out or self._random(n, extra_exclude)
 
