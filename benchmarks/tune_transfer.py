@@ -133,6 +133,13 @@ def main(argv=None) -> int:
         help="comma list of knob,curve,curve+knob,context,context+knob (XGB features)",
     )
     p.add_argument("--no-random", action="store_true", dest="no_random")
+    p.add_argument(
+        "--build-timeout",
+        type=float,
+        default=300.0,
+        help="seconds one candidate's lowering may take (a failed trial after that; kept as"
+        " such in --cache): tiny-tile configs far from the optimum lower for 10-30 s",
+    )
     p.add_argument("--cache", default=None, help="JSON-lines log of target measurements to reuse")
     p.add_argument("--plot", default="out/tune_transfer.png", help="PNG of median curves")
     p.add_argument("--json", default=None, help="write curves and the table here")
@@ -150,9 +157,13 @@ def main(argv=None) -> int:
         f"{a.trials} trials, batch {a.batch}, seeds {seeds}, features {feats}"
     )
     raw = LocalMeasurer(
-        VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=300, run_timeout_s=300
+        VtaCycleBackend(),
+        repeats=1,
+        n_run_workers=2,
+        build_timeout_s=a.build_timeout,
+        run_timeout_s=300,
     )
-    meas = CachedMeasurer(raw, a.cache)
+    meas = CachedMeasurer(raw, a.cache, keep_timeouts=True)
     layers: dict = {}
     try:
         t0 = time.perf_counter()

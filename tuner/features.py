@@ -128,6 +128,18 @@ class ContextFeaturizer(Featurizer):
         return out
 
 
+def fits(task: Task, indices, featurizer: Featurizer | None = None) -> np.ndarray:
+    """``bool [n]``: which points fit, as the template's ``context_fn`` tells without lowering
+    (an all-zero row: does not fit); all True for a template without one. ``featurizer``: a
+    ``ContextFeaturizer`` whose table to reuse (a model's own)."""
+    idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+    if task.template.context_fn is None:
+        return np.ones(idx.size, bool)
+    if not isinstance(featurizer, ContextFeaturizer):
+        featurizer = ContextFeaturizer()  # no table kept: pass one to reuse across calls
+    return featurizer._rows(task, idx).any(axis=1) if idx.size else np.zeros(0, bool)
+
+
 def _context_templates() -> list[str]:
     """Names of the tuner's templates that have a ``context_fn`` (for error messages)."""
     import importlib

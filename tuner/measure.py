@@ -193,13 +193,16 @@ class CachedMeasurer(Measurer):
     """Measures each (task, config) once through ``inner``; later requests reuse the result
     (for deterministic costs, or to give every tuner of a comparison the same measurements).
     With ``log`` (a JSON-lines tuning log) the measurements are appended there and those
-    already in it are reused; crashed or timed-out records are measured again."""
+    already in it are reused; crashed or timed-out records are measured again, unless
+    ``keep_timeouts`` (a benchmark that bounds builds on purpose: a candidate whose lowering
+    outlasts the bound stays a failure in later runs too)."""
 
-    def __init__(self, inner: Measurer, log: str | None = None):
+    def __init__(self, inner: Measurer, log: str | None = None, keep_timeouts: bool = False):
         from pyvta.tuner.log import TuningLog
 
         self.inner, self.cache, self.n_measured = inner, {}, 0
         self.log = log
+        self._kept = (None, "invalid") + (("build_timeout",) if keep_timeouts else ())
         self._preloaded: set[str] = set()
         self._writer = TuningLog(log) if log else None
 
@@ -210,7 +213,7 @@ class CachedMeasurer(Measurer):
             return
         self._preloaded.add(task.key)
         for r in read_records(self.log, task):
-            if r.result.error in (None, "invalid"):
+            if r.result.error in self._kept:
                 self.cache.setdefault((task.key, r.index), r.result)
 
     def measure(self, task, configs, callback=None):

@@ -32,6 +32,38 @@ def labels_of(costs) -> np.ndarray:
     return out
 
 
+class LinearTrend:
+    """Ridge regression of ``-ln(cost)`` (per task, less its mean) on standardised features,
+    valid points only: a smooth trend that, unlike trees, extrapolates past the best point
+    measured so far. ``XGBCostModel(trend=...)`` adds it to the trees' margin."""
+
+    def __init__(self, ridge: float = 1.0):
+        self.ridge = ridge
+        self.mean = self.scale = self.w = None
+
+    def fit(self, x: np.ndarray, costs: np.ndarray, qid: np.ndarray) -> None:
+        c = np.asarray(costs, dtype=np.float64)
+        ok = np.isfinite(c) & (c > 0)
+        if ok.sum() < 2:
+            self.w = None
+            return
+        y = -np.log(c[ok])
+        for q in np.unique(qid[ok]):  # only the order within a task matters
+            sel = qid[ok] == q
+            y[sel] -= y[sel].mean()
+        xs = x[ok].astype(np.float64)
+        self.mean, self.scale = xs.mean(0), xs.std(0)
+        self.scale[self.scale < 1e-9] = np.inf  # constant features carry nothing
+        z = (xs - self.mean) / self.scale
+        a = z.T @ z + self.ridge * np.eye(z.shape[1])
+        self.w = np.linalg.solve(a, z.T @ y)
+
+    def predict(self, x: np.ndarray) -> np.ndarray | None:
+        if self.w is None:
+            return None
+        return (((x - self.mean) / self.scale) @ self.w).astype(np.float32)
+
+
 class CostModel:
     def fit(self, task: Task, indices, costs) -> None:
         raise NotImplementedError
@@ -56,11 +88,14 @@ class XGBCostModel(CostModel):
         seed: int = 0,
         nthread: int = 1,
         base: XGBCostModel | None = None,
+        trend: float = 0.0,
     ):
         if loss not in ("rank", "reg"):
             raise ValueError(f"loss {loss!r} is not one of ('rank', 'reg')")
         self.loss, self.featurizer = loss, featurizer or KnobFeaturizer()
         self.num_rounds, self.base = num_rounds, base
+        self.trend_weight = trend
+        self._trend = LinearTrend() if trend else None
         self.params = {
             "max_depth": max_depth,
             "eta": 0.3,
@@ -83,29 +118,37 @@ class XGBCostModel(CostModel):
         return self._booster is not None
 
     def _margin(self, task, x, indices) -> np.ndarray | None:
-        if self.base is None or not self.base.trained:
-            return None
-        same = self.base.featurizer.name == self.featurizer.name
-        return self.base.predict(task, indices, output_margin=True, features=x if same else None)
+        out = None
+        if self.base is not None and self.base.trained:
+            same = self.base.featurizer.name == self.featurizer.name
+            out = self.base.predict(task, indices, output_margin=True, features=x if same else None)
+        t = self._trend.predict(x) if self._trend is not None else None
+        if t is not None:
+            out = self.trend_weight * t if out is None else out + self.trend_weight * t
+        return out
 
     def fit_tasks(self, data) -> None:
         """Fit on ``[(task, indices, costs), ...]`` (one query group per task)."""
         import xgboost as xgb
 
+        data = [(t, np.asarray(i, dtype=np.int64), c) for t, i, c in data if len(i)]
+        if not data:
+            return
+        feats = [self.featurizer(task, idx) for task, idx, _ in data]
+        if self._trend is not None:
+            self._trend.fit(
+                np.concatenate(feats),
+                np.concatenate([np.asarray(c, np.float64) for _, _, c in data]),
+                np.concatenate([np.full(len(i), q) for q, (_, i, _) in enumerate(data)]),
+            )
         xs, ys, qids, margins = [], [], [], []
-        for q, (task, indices, costs) in enumerate(data):
-            idx = np.asarray(indices, dtype=np.int64)
-            if idx.size == 0:
-                continue
-            x = self.featurizer(task, idx)
+        for q, ((task, idx, costs), x) in enumerate(zip(data, feats, strict=True)):
             xs.append(x)
             ys.append(labels_of(costs))
             qids.append(np.full(idx.size, q, dtype=np.int64))
             m = self._margin(task, x, idx)
             if m is not None:
                 margins.append(m)
-        if not xs:
-            return
         x, y, qid = np.concatenate(xs), np.concatenate(ys), np.concatenate(qids)
         kw = {"base_margin": np.concatenate(margins)} if margins else {}
         if self.loss == "rank":

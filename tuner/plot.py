@@ -39,3 +39,40 @@ def plot_curves(curves: dict, path: str, title: str = "", unit: str = "s") -> st
     fig.tight_layout()
     fig.savefig(path)
     return path
+
+
+def plot_curve_grid(panels: dict, path: str, title: str = "") -> str:
+    """One panel per task: ``panels`` maps a label to ``(curves, best)`` (``curves`` as for
+    ``plot_curves``, ``best`` the cost the panel is normalised by). Draws each tuner's median
+    best-so-far / ``best`` over seeds with an interquartile band, and the 95% line (1 / 0.95)."""
+    from matplotlib.figure import Figure
+
+    n = len(panels)
+    cols = min(4, n)
+    rows = -(-n // cols)
+    fig = Figure(figsize=(3.2 * cols, 2.6 * rows), dpi=100)
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax, (label, (curves, best)) in zip(axes, panels.items(), strict=False):
+        for name, runs in curves.items():
+            m = max(len(r) for r in runs)
+            arr = np.array([[c if math.isfinite(c) else np.nan for c in r] + [r[-1]] * (m - len(r))
+                            for r in runs]) / best  # fmt: skip
+            x = np.arange(1, m + 1)
+            with np.errstate(all="ignore"):
+                q1, med, q3 = np.nanpercentile(arr, [25, 50, 75], axis=0)
+            ax.plot(x, med, label=name)
+            ax.fill_between(x, q1, q3, alpha=0.2)
+        ax.axhline(1 / 0.95, color="k", lw=0.6, ls="--")
+        ax.set_yscale("log")
+        ax.set_title(label, fontsize=9)
+        ax.grid(alpha=0.3)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    axes[0].legend(fontsize=7)
+    axes[0].set_ylabel("best so far / best")
+    axes[min(n, len(axes)) - 1].set_xlabel("trials")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path)
+    return path

@@ -36,3 +36,17 @@ def test_measures_each_config_once_and_resumes_from_the_log(tmp_path):
         assert set(m2.costs(task)) == {3, 5, 7, 9, 11}
     assert inner2.seen == [9]
     assert got[0].cost == first[0].cost and got[4].error == "invalid"
+
+
+def test_keep_timeouts_reuses_a_build_timeout_from_the_log(tmp_path):
+    task = tiled_gemm_task(64, 64, 64)
+    log = tmp_path / "cache.jsonl"
+    with TuningLog(str(log)) as w:
+        w.append(make_record(task, task.space.get(4), MeasureResult(error="build_timeout")))
+    for keep, want in ((False, [4]), (True, [])):
+        inner = _Counting()
+        with CachedMeasurer(inner, str(log), keep_timeouts=keep) as m:
+            got = m.measure(task, [task.space.get(4)])
+        assert inner.seen == want
+        if keep:
+            assert got[0].error == "build_timeout" and got[0].cost == float("inf")

@@ -160,3 +160,21 @@ def test_tune_with_context_features(seed):
         features="context",
     )
     assert len(res.history) == 16 and np.isfinite(res.best_cost)
+
+
+def test_model_tuner_never_proposes_a_point_that_does_not_fit(seed):
+    from pyvta.tuner.features import fits
+    from pyvta.tuner.measure import MeasureResult
+    from pyvta.tuner.tuners import make_tuner
+
+    task = vta_conv2d_task(14, 14, 256, 512, 3, 2, 1)  # C10: half its points do not fit
+    ok = fits(task, np.arange(task.space.size))
+    assert 0 < ok.sum() < task.space.size
+    rng = np.random.default_rng(seed)
+    tn = make_tuner("xgb", task, seed)
+    for _ in range(3):
+        batch = tn.next_batch(16)
+        assert ok[batch].all(), "proposed a point whose context row says it does not fit"
+        tn.update(batch, [MeasureResult(costs=(float(c),)) for c in rng.uniform(1, 2, 16)])
+    plain = make_tuner("xgb", task, seed, skip_unfit=False)
+    assert not ok[plain.next_batch(64)].all()

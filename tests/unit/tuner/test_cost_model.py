@@ -100,3 +100,37 @@ def test_fit_and_search_for_a_batch_of_64_is_fast(rng):
     )
     assert len(batch) == len(set(batch)) == 64 and not set(batch) & set(idx)
     assert t_fit + t_search < 20  # loose: 2 shared cores; the benchmark reports the timing
+
+
+def test_linear_trend_ranks_past_the_best_point_measured(rng):
+    """Features that track ln(cost) (plus noise and a distractor); trained only on the worse
+    half of the points, the trees alone are flat over the better half (no split lies beyond
+    the data), the trend ranks it."""
+    from pyvta.tuner.features import Featurizer
+    from pyvta.tuner.model import LinearTrend
+
+    task = tiled_gemm_task(256, 256, 256)
+    idx = np.array(task.space.sample_unique(rng, 1500))
+    cost = _costs(task, idx)
+    idx, cost = idx[np.isfinite(cost)], cost[np.isfinite(cost)]
+    noise = rng.normal(0, 0.05, size=(idx.size, 2)) + [0, 1]
+    table = {int(i): [np.log(c) + n[0], n[1]] for i, c, n in zip(idx, cost, noise, strict=True)}
+
+    class Tracking(Featurizer):
+        name = "tracking"
+
+        def __call__(self, task, indices):
+            return np.array([table[int(i)] for i in indices], np.float32)
+
+    worse = cost >= np.median(cost)
+    got = {}
+    for trend in (0.0, 3.0):
+        m = XGBCostModel("rank", Tracking(), seed=1, trend=trend)
+        m.fit(task, idx[worse][:200], cost[worse][:200])
+        pred = m.predict(task, idx[~worse])
+        got[trend] = 0.0 if np.ptp(pred) == 0 else _spearman(-pred, cost[~worse])
+    print(f"spearman on the unseen better half: trees {got[0.0]:.2f}, trees+trend {got[3.0]:.2f}")
+    assert got[3.0] > 0.8 and got[3.0] > got[0.0] + 0.3
+    t = LinearTrend()
+    t.fit(np.ones((3, 2)), np.array([1.0, np.inf, 2.0]), np.zeros(3))
+    assert np.all(t.predict(np.ones((2, 2))) == 0)  # constant features: no trend
