@@ -94,14 +94,19 @@ class Int8Kernel:
         )
         self.shapes = [p.shape for p in self.module.func.params]
         self.out_shape = graph.values[node.outputs[0]].shape
+        # the kernel is built for one image; a conv of batch N runs it on each image in turn
+        self.batch = self.out_shape[0] if node.op == "qconv2d" else 1
 
     def __call__(self, args: list[np.ndarray]) -> np.ndarray:
-        arrays = [args[0], self.weight, self.bias] + args[3:]
-        out = np.empty(self.shapes[-1], np.int8)
-        ins = [
-            np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, self.shapes, strict=False)
-        ]
-        self.module(*ins, out)
+        out = np.empty((self.batch, *self.shapes[-1]), np.int8)
+        for b in range(self.batch):
+            per_image = [a[b : b + 1] if self.batch > 1 else a for a in args]
+            arrays = [per_image[0], self.weight, self.bias] + per_image[3:]
+            ins = [
+                np.ascontiguousarray(a).reshape(s)
+                for a, s in zip(arrays, self.shapes, strict=False)
+            ]
+            self.module(*ins, out[b])
         return out.reshape(self.out_shape)
 
 
