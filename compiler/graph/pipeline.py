@@ -43,8 +43,8 @@ TARGETS = ("cpu", "cpu-int8", "vta", "gpu")
 class PipelineOptions:
     """``quant`` None keeps float; ``use_vta`` places conv2d/dense on VTA; ``block`` in elems.
 
-    ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers with
-    ``cpu_block`` channels per block; ``cpu_schedules`` maps conv workload keys to tuned
+    ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers (each value's
+    channel block: ``alter_cpu_layout.channel_block``); ``cpu_schedules`` maps conv workload keys to tuned
     schedule choices (``compiler.graph.cpu_kernels``); ``cpu_build`` builds their kernels
     at the end (False: plan only, e.g. to list the layers a tuner should tune); ``gpu``: every
     node on the GPU with its default schedule; ``int8_kernels``: build the compiled int8
@@ -54,7 +54,6 @@ class PipelineOptions:
     use_vta: bool = False
     block: int = layout.BLOCK_ELEMS
     cpu_kernels: bool = False
-    cpu_block: int = 16
     cpu_schedules: dict | None = None
     cpu_build: bool = True
     gpu: bool = False
