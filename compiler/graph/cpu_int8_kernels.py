@@ -7,9 +7,10 @@ its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
 constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
-kernels are in the disk cache before the first inference). Nodes it does not compile (grouped
-or dilated convs, batched dense, every other op) run on the graph's float CPU backend, which
-runs them with numpy as before; a float ``dense`` with constant weights (the classifier) has
+kernels are in the disk cache before the first inference). Grouped convs run as one conv of
+block-diagonal weights, a batch one image at a time, output channels that no vector divides
+padded with zero weights. Nodes it does not compile (batched dense, every other op) run on the
+graph's float CPU backend, which runs them with numpy as before; a float ``dense`` with constant weights (the classifier) has
 its weights transposed once, not per inference (the same product, the same bits).
 """
 
@@ -28,17 +29,27 @@ from pyvta.compiler.graph.vta_ops import FusedParams
 INT8_OPS = ("qconv2d", "qdense")
 
 
+OC_PAD = 8  # output channels are padded to a multiple of this (a whole int32 vector of AVX2)
+
+
 def compiled_int8(node: Node, graph: Graph) -> bool:
-    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` with one group and
-    no dilation, or a ``qdense`` of one row, with constant weights and bias."""
+    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` (any group or
+    dilation, any batch), or a ``qdense`` of one row, with constant weights and bias."""
     if node.target != "cpu" or node.op not in INT8_OPS:
         return False
     if not all(i in graph.constants for i in node.inputs[1:3]):
         return False
-    a = node.attrs
-    if node.op == "qconv2d":
-        return a.get("group", 1) == 1 and tuple(a.get("dilations", (1, 1))) == (1, 1)
-    return graph.values[node.inputs[0]].shape[0] == 1
+    return node.op == "qconv2d" or graph.values[node.inputs[0]].shape[0] == 1
+
+
+def conv_weights(node: Node, graph: Graph) -> np.ndarray:
+    """The OIHW int8 weights of a compiled node as one conv: a grouped conv's as the
+    block-diagonal ``[O, C, KH, KW]`` (zeros between groups: the same sums, bit for bit)."""
+    from pyvta.compiler.graph.passes.alter_cpu_layout import dense_group_weights
+
+    w = graph.constants[node.inputs[1]]
+    group = node.attrs.get("group", 1) if node.op == "qconv2d" else 1
+    return dense_group_weights(w, group) if group > 1 else w
 
 
 def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple], FusedParams]:
@@ -73,27 +84,35 @@ class Int8Kernel:
         )
 
         (c, h, w, o, kernel), params = conv_view(node, graph)
-        _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+        dil = tuple(node.attrs.get("dilations", (1, 1))) if node.op == "qconv2d" else (1, 1)
+        _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dil)
         host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
         lanes, regs = host.vector_lanes("int32"), host.vector_registers
         dot = dot_form(dot_isa(host.feature_dict))
-        self.knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, dot)
+        # channels no vector divides (74) are padded with zero weights: the kernel computes
+        # them and the caller sees the layer's own (the first O of [1, O_pad, OH, OW])
+        o_pad = -(-o // OC_PAD) * OC_PAD
+        self.knobs = Int8ConvKnobs.for_layer(o_pad, ow, lanes, regs, dot)
         residual = len(node.inputs) == 4
-        layer = [c, h, w, o, kernel, params, residual, self.knobs, num_threads, host.key]
-        key = json.dumps(layer, default=repr)
+        layer = [c, h, w, o_pad, o, kernel, params, residual, self.knobs, dil, num_threads]
+        key = json.dumps(layer + [host.key], default=repr)
         if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
-            sch, args = qconv2d_nchw(c, h, w, o, kernel, params, residual, self.knobs)
+            sch, args = qconv2d_nchw(
+                c, h, w, o_pad, kernel, params, residual, self.knobs, dil, res_channels=o
+            )
             _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
         self.module = _MODULES[key]
-        wt = graph.constants[node.inputs[1]]
+        wt = conv_weights(node, graph).reshape(o, c, *kernel)
+        bias = graph.constants[node.inputs[2]]
         self.weight, self.bias = pack_qconv(
-            wt.reshape(o, c, *kernel),
-            graph.constants[node.inputs[2]],
+            np.pad(wt, [(0, o_pad - o), (0, 0), (0, 0), (0, 0)]),
+            np.pad(bias, (0, o_pad - o)),
             self.knobs.oc_block,
             self.knobs.dot,
         )
         self.shapes = [p.shape for p in self.module.func.params]
         self.out_shape = graph.values[node.outputs[0]].shape
+        self.channels = o
         # the kernel is built for one image; a conv of batch N runs it on each image in turn
         self.batch = self.out_shape[0] if node.op == "qconv2d" else 1
 
@@ -107,6 +126,8 @@ class Int8Kernel:
                 for a, s in zip(arrays, self.shapes, strict=False)
             ]
             self.module(*ins, out[b])
+        if out.shape[2] != self.channels:  # [N, 1, O_pad, ...]: the layer's own channels
+            out = out[:, :, : self.channels]
         return out.reshape(self.out_shape)
 
 

@@ -151,9 +151,10 @@ class Int8ConvKnobs:
         return Int8ConvKnobs(oc, owb, dot=dot, vector_lanes=v if v < oc else 0)
 
 
-def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
-    (kh, kw), (sh, sw), (t, lft, b, r) = kernel, strides, pads
-    oh, ow = (h + t + b - kh) // sh + 1, (w + lft + r - kw) // sw + 1
+def conv_out_hw(h, w, kernel, strides, pads, dilations=(1, 1)) -> tuple[int, int]:
+    (kh, kw), (sh, sw), (t, lft, b, r), (dh, dw) = kernel, strides, pads, dilations
+    oh = (h + t + b - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + lft + r - (kw - 1) * dw - 1) // sw + 1
     if oh <= 0 or ow <= 0:
         raise Int8TemplateError(
             f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}"
@@ -224,12 +225,18 @@ def qconv2d_nchw(
     params: FusedParams,
     residual: bool = False,
     knobs: Int8ConvKnobs | None = None,
+    dilations: tuple[int, int] = (1, 1),
+    res_channels: int | None = None,
 ):
     """``(sch, [data, weight, bias, (residual,) out])``: data int8 ``[1, C, H, W]``, weight and
-    bias from :func:`pack_qconv`, residual and out int8 ``[1, O, OH, OW]`` (``params``: shift,
-    clip, residual shift, strides, pads); ``knobs`` default: :meth:`Int8ConvKnobs.for_layer`."""
+    bias from :func:`pack_qconv`, out int8 ``[1, O, OH, OW]`` (``params``: shift, clip,
+    residual shift, strides, pads); ``knobs`` default: :meth:`Int8ConvKnobs.for_layer`;
+    ``dilations`` (rows, columns) between kernel taps. The residual is ``[1, res_channels,
+    OH, OW]`` (default O): a layer whose O is padded up to the channel tile reads the layer's
+    own channels (the padded outputs read the last one; they are not used)."""
     kh, kw = kernel
-    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+    dh, dw = dilations
+    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dilations)
     knobs = knobs or Int8ConvKnobs.for_layer(o, ow)
     (sh, sw), ob, owb = params.strides, knobs.oc_block, knobs.ow_block
     if o % ob or ow % owb:
@@ -242,7 +249,8 @@ def qconv2d_nchw(
     wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
     args = [data, wgt, bias]
-    res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
+    o_res = res_channels or o
+    res = placeholder((1, o_res, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
     u = _offset_lanes(data, params.pads, group)
@@ -250,13 +258,16 @@ def qconv2d_nchw(
     acc = compute(
         (o // ob, oh, ow, ob),
         lambda f, y, x, fi: te_sum(
-            dot(u[rc, y * sh + ry, x * sw + rx], wgt[f, rc, ry, rx, fi]), [rc, ry, rx]
+            dot(u[rc, y * sh + ry * dh, x * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
+            [rc, ry, rx],
         ),
         name="acc",
     )
 
     def out_fn(n, oc, y, x):
-        r = res[n, oc, y, x] if res is not None else None
+        r = None
+        if res is not None:
+            r = res[n, oc if o_res == o else minimum(oc, const(o_res - 1)), y, x]
         return _requantize(acc[oc // ob, y, x, oc % ob] + bias[oc], r, params)
 
     out = compute((1, o, oh, ow), out_fn, name="out")
