@@ -7,10 +7,11 @@ its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
 constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
-kernels are in the disk cache before the first inference). Grouped convs run as one conv of
-block-diagonal weights, a batch one image at a time, output channels that no vector divides
-padded with zero weights. Nodes it does not compile (batched dense, every other op) run on the
-graph's float CPU backend, which runs them with numpy as before; a float ``dense`` with constant weights (the classifier) has
+kernels are in the disk cache before the first inference). Grouped convs (up to
+``MAX_DENSE_GROUPS``) run as one conv of block-diagonal weights, a batch one image at a time, output channels that no vector divides
+padded with zero weights. Nodes it does not compile (depthwise, batched dense, every other op)
+run on the graph's float CPU backend (compiled float kernels for its float layers, numpy for
+the rest); a float ``dense`` with constant weights (the classifier) has
 its weights transposed once, not per inference (the same product, the same bits).
 """
 
@@ -29,17 +30,21 @@ from pyvta.compiler.graph.vta_ops import FusedParams
 INT8_OPS = ("qconv2d", "qdense")
 
 
+MAX_DENSE_GROUPS = 8  # more groups (depthwise) stay numpy: block-diagonal weights waste group x
 OC_PAD = 8  # output channels are padded to a multiple of this (a whole int32 vector of AVX2)
 
 
 def compiled_int8(node: Node, graph: Graph) -> bool:
-    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` (any group or
-    dilation, any batch), or a ``qdense`` of one row, with constant weights and bias."""
+    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` (any dilation, any
+    batch, up to ``MAX_DENSE_GROUPS`` groups), or a ``qdense`` of one row, with constant weights and bias."""
     if node.target != "cpu" or node.op not in INT8_OPS:
         return False
     if not all(i in graph.constants for i in node.inputs[1:3]):
         return False
-    return node.op == "qconv2d" or graph.values[node.inputs[0]].shape[0] == 1
+    if node.op == "qdense":
+        return graph.values[node.inputs[0]].shape[0] == 1
+    group = node.attrs.get("group", 1)  # one conv of block-diagonal weights: group x the work
+    return group <= MAX_DENSE_GROUPS
 
 
 def conv_weights(node: Node, graph: Graph) -> np.ndarray:

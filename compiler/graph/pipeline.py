@@ -7,7 +7,8 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
   layers run compiled kernels in the blocked NCHW{c}c layout (``alter_cpu_layout``),
 - ``"cpu-int8"``: int8 quantized, everything on the CPU; the quantized conv2d/dense run
   compiled int8 kernels (``compiler.graph.cpu_int8_kernels``, the arithmetic of VTA), the
-  rest numpy,
+  float layers (the first conv, pools between dequantize and quantize, the classifier) the
+  float kernels of ``alter_cpu_layout``, (de)quantize numpy,
 - ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU,
 - ``"gpu"``: float graph, every node on the GPU (``place_gpu``; kernels in
   ``compiler.graph.gpu_kernels``, compiled to PTX by ``compile_model``).
@@ -117,6 +118,7 @@ def options_for(
         use_vta=target == "vta",
         block=block,
         int8_kernels=True,
+        cpu_kernels=target == "cpu-int8",  # its float layers (the first conv, pools, dense)
     )
 
 

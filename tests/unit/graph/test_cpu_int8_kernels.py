@@ -16,7 +16,15 @@ from pyvta.compiler.graph.executor import Executor
 
 
 class NumpyNodes:
+    """The int8 nodes on numpy (``run_cpu_op``), the float layers on ``fallback`` (the graph's
+    compiled float kernels) or numpy."""
+
+    def __init__(self, fallback=None) -> None:
+        self.fallback = fallback
+
     def run(self, node, args):
+        if self.fallback is not None and node.op not in ck.INT8_OPS:
+            return self.fallback.run(node, args)
         return run_cpu_op(node.op, args, node.attrs)
 
 
@@ -52,7 +60,7 @@ def test_resnet_every_compiled_node_is_bit_exact(resnet_int8):
     checked = CheckedNodes(backend)
     got = Executor(g, backends={"cpu": checked}).run({"input": x})[0]
     assert sorted(checked.checked) == sorted(qconvs)
-    want = Executor(g, backends={"cpu": NumpyNodes()}).run({"input": x})[0]
+    want = Executor(g, backends={"cpu": NumpyNodes(backend.fallback)}).run({"input": x})[0]
     assert (got[0] == want[0]).all()
 
 
@@ -77,8 +85,16 @@ def test_executor_and_pipeline_use_the_int8_kernels(resnet_int8, monkeypatch):
 
 
 def test_board_runtime_falls_back_to_numpy(resnet_int8):
+    """Without llvmlite the int8 nodes run numpy; the float layers of a cpu-int8 graph (its
+    first conv, pools, classifier) are compiled float kernels, which need llvmlite (a board
+    runs vta artifacts, whose CPU layers are numpy)."""
+    from pyvta.compiler.graph.cpu_kernels import CpuKernels
+    from pyvta.compiler.graph.ir import GraphError
+
     with numpy_only():
-        backend = CpuInt8Kernels(resnet_int8.graph)
+        backend = CpuInt8Kernels(resnet_int8.graph, fallback=NumpyNodes())
+        with pytest.raises(GraphError, match="need llvmlite"):
+            CpuKernels(resnet_int8.graph)
     assert backend.kernels == {}
 
 
