@@ -302,6 +302,28 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
     raise ValueError(f"op {op!r} has no compiled CPU kernel (compiled: {', '.join(COMPILED_OPS)})")
 
 
+def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
+    """``(node, op, why)`` of each ``cpu`` node that runs numpy (``run_cpu_op``), not a compiled
+    kernel: neither a compiled float op, a view (reshape, flatten), nor a compiled int8 node."""
+    from pyvta.compiler.graph.cpu_int8_kernels import INT8_OPS, MAX_DENSE_GROUPS, compiled_int8
+
+    out = []
+    for n in graph.nodes:
+        if n.target != "cpu" or n.op in COMPILED_OPS or n.op in VIEW_OPS:
+            continue
+        if n.op in INT8_OPS and compiled_int8(n, graph):
+            continue
+        if n.op == "qconv2d" and n.attrs.get("group", 1) > MAX_DENSE_GROUPS:
+            why = f"int8 conv of {n.attrs['group']} groups (compiled up to {MAX_DENSE_GROUPS})"
+        elif n.op in ("quantize", "dequantize"):
+            why = "int8 scaling between float and int8 layers"
+        else:
+            dtypes = {graph.values[i].dtype for i in n.inputs}
+            why = f"no compiled kernel for {n.op} on {'/'.join(sorted(dtypes))}"
+        out.append((n.name, n.op, why))
+    return out
+
+
 _MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, per process
 
 

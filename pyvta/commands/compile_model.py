@@ -67,4 +67,11 @@ def run(args: argparse.Namespace) -> int:
         f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
         f" {len(cm.kernels)} kernels{tag}{gpu})"
     )
+    if args.target in ("cpu", "cpu-int8"):
+        from pyvta.compiler.graph.cpu_kernels import numpy_nodes
+
+        rest = numpy_nodes(cm.graph)
+        print(f"{len(rest)} CPU nodes run numpy, the rest compiled kernels or views")
+        for name, op, why in rest:
+            print(f"  {name} ({op}): {why}")
     return 0

@@ -2,6 +2,9 @@
 accelerator: ``cpu`` matches onnxruntime to 1e-4 relative, ``cpu-int8`` and ``vta`` give
 outputs close to float (cosine above ``MIN_COSINE``).
 
+On ``cpu`` no layer runs numpy (``numpy_nodes``): odd channel counts, dilation, groups, batch 4,
+average pools and concats all run compiled kernels.
+
 The seeds are chosen so that together their networks use every feature the generator has
 (asserted below): batch 4, an input above 64, kernels 1/3/5/7, stride 2, asymmetric pads,
 dilation, groups, depthwise, residual adds, bottlenecks, concats, max/average pooling.
@@ -32,6 +35,7 @@ import pytest
 from onnx import helper
 
 from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.cpu_kernels import numpy_nodes
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
 from pyvta.testing import netgen
@@ -70,7 +74,9 @@ def test_the_generator_is_seeded_and_describes_its_networks():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_cpu_matches_onnxruntime(tmp_path_factory, seed):
     _, path, x, ref = _net(tmp_path_factory, seed)
-    out = run_model(compile_model(path, "cpu"), {"input": x})[0][0]
+    cm = compile_model(path, "cpu")
+    assert numpy_nodes(cm.graph) == []  # every layer a compiled kernel (or a view)
+    out = run_model(cm, {"input": x})[0][0]
     err = float(np.abs(out - ref).max() / np.abs(ref).max())
     print(f"relative error {err:.2e}")
     assert out.shape == ref.shape and err < MAX_REL_ERR
