@@ -7,12 +7,13 @@ its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
 constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
-kernels are in the disk cache before the first inference). Grouped convs (up to
-``MAX_DENSE_GROUPS``) run as one conv of block-diagonal weights, a batch one image at a time, output channels that no vector divides
-padded with zero weights. Nodes it does not compile (depthwise, batched dense, every other op)
+kernels are in the disk cache before the first inference). Grouped convs of up to
+``MAX_DENSE_GROUPS`` groups run as one conv of block-diagonal weights, more (depthwise) on
+:class:`GroupedInt8Kernel`; a batch runs one image at a time; output channels that no vector
+divides are padded with zero weights. Nodes it does not compile (batched dense, every other op)
 run on the graph's float CPU backend (compiled float kernels for its float layers, numpy for
-the rest); a float ``dense`` with constant weights (the classifier) has
-its weights transposed once, not per inference (the same product, the same bits).
+the rest); a float ``dense`` with constant weights (the classifier) has its weights transposed
+once, not per inference (the same product, the same bits).
 """
 
 from __future__ import annotations
@@ -30,21 +31,21 @@ from pyvta.compiler.graph.vta_ops import FusedParams
 INT8_OPS = ("qconv2d", "qdense")
 
 
-MAX_DENSE_GROUPS = 8  # more groups (depthwise) stay numpy: block-diagonal weights waste group x
+MAX_DENSE_GROUPS = 8  # up to this many groups: one conv of block-diagonal weights (group x the
+# work, on the fast dot-product template); more (depthwise): GroupedInt8Kernel
 OC_PAD = 8  # output channels are padded to a multiple of this (a whole int32 vector of AVX2)
 
 
 def compiled_int8(node: Node, graph: Graph) -> bool:
-    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` (any dilation, any
-    batch, up to ``MAX_DENSE_GROUPS`` groups), or a ``qdense`` of one row, with constant weights and bias."""
+    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` (any group,
+    dilation and batch), or a ``qdense`` of one row, with constant weights and bias."""
     if node.target != "cpu" or node.op not in INT8_OPS:
         return False
     if not all(i in graph.constants for i in node.inputs[1:3]):
         return False
     if node.op == "qdense":
         return graph.values[node.inputs[0]].shape[0] == 1
-    group = node.attrs.get("group", 1)  # one conv of block-diagonal weights: group x the work
-    return group <= MAX_DENSE_GROUPS
+    return True
 
 
 def conv_weights(node: Node, graph: Graph) -> np.ndarray:
@@ -136,6 +137,38 @@ class Int8Kernel:
         return out.reshape(self.out_shape)
 
 
+class GroupedInt8Kernel(Int8Kernel):
+    """A ``qconv2d`` of more than ``MAX_DENSE_GROUPS`` groups (depthwise): each output channel
+    sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same contract."""
+
+    def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:  # noqa: D107
+        from pyvta import compiler
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.ops.cpu.int8 import pack_qconv_grouped, qconv2d_grouped_nchw
+
+        params = FusedParams.from_attrs(node.attrs)
+        _, c, h, w = graph.values[node.inputs[0]].shape
+        wt = graph.constants[node.inputs[1]]
+        o, kernel, group = wt.shape[0], tuple(wt.shape[2:]), node.attrs["group"]
+        dil = tuple(node.attrs.get("dilations", (1, 1)))
+        residual = len(node.inputs) == 4
+        host = CpuTarget.host(num_threads)
+        lanes = host.vector_lanes("int32")
+        layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads]
+        key = json.dumps(["grouped"] + layer + [host.key], default=repr)
+        if key not in _MODULES:
+            sch, args = qconv2d_grouped_nchw(
+                c, h, w, o, kernel, params, group, residual, dil, lanes
+            )
+            _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        self.module = _MODULES[key]
+        self.weight, self.bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
+        self.shapes = [p.shape for p in self.module.func.params]
+        self.out_shape = graph.values[node.outputs[0]].shape
+        self.channels = o
+        self.batch = self.out_shape[0]
+
+
 class CpuInt8Kernels:
     """The ``"cpu"`` backend of an int8 graph: compiled kernels for the nodes
     :func:`compiled_int8` accepts, ``fallback`` (default: the graph's float CPU backend, numpy
@@ -153,7 +186,9 @@ class CpuInt8Kernels:
             return  # a board's runtime: the numpy kernels compute the same bits
         for n in graph.nodes:
             if compiled_int8(n, graph):
-                self.kernels[n.name] = Int8Kernel(n, graph, threads)
+                grouped = n.op == "qconv2d" and n.attrs.get("group", 1) > MAX_DENSE_GROUPS
+                kind = GroupedInt8Kernel if grouped else Int8Kernel
+                self.kernels[n.name] = kind(n, graph, threads)
             elif n.op == "dense" and n.target == "cpu" and n.inputs[1] in graph.constants:
                 self._dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
 

@@ -305,7 +305,7 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
 def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
     """``(node, op, why)`` of each ``cpu`` node that runs numpy (``run_cpu_op``), not a compiled
     kernel: neither a compiled float op, a view (reshape, flatten), nor a compiled int8 node."""
-    from pyvta.compiler.graph.cpu_int8_kernels import INT8_OPS, MAX_DENSE_GROUPS, compiled_int8
+    from pyvta.compiler.graph.cpu_int8_kernels import INT8_OPS, compiled_int8
 
     out = []
     for n in graph.nodes:
@@ -313,8 +313,8 @@ def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
             continue
         if n.op in INT8_OPS and compiled_int8(n, graph):
             continue
-        if n.op == "qconv2d" and n.attrs.get("group", 1) > MAX_DENSE_GROUPS:
-            why = f"int8 conv of {n.attrs['group']} groups (compiled up to {MAX_DENSE_GROUPS})"
+        if n.op in INT8_OPS:
+            why = "int8 layer with weights that are not constants"
         elif n.op in ("quantize", "dequantize"):
             why = "int8 scaling between float and int8 layers"
         else:

@@ -295,3 +295,81 @@ def qconv2d_nchw(
         s[out].parallel(s[out].fuse(fo, "y"))
         s[u].parallel("k")
     return s, args + [out]
+
+
+def pack_qconv_grouped(w: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grouped OIHW int8 weights ``[O, C/group, KH, KW]`` and int32 bias -> the int32 weights and
+    bias :func:`qconv2d_grouped_nchw` reads (the input is not offset: no bias correction)."""
+    return np.ascontiguousarray(w.astype(np.int32)), np.ascontiguousarray(bias.astype(np.int32))
+
+
+def qconv2d_grouped_nchw(
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: tuple[int, int],
+    params: FusedParams,
+    group: int,
+    residual: bool = False,
+    dilations: tuple[int, int] = (1, 1),
+    vector_lanes: int = 8,
+    parallel: bool = True,
+):
+    """``(sch, [data, weight, bias, (residual,) out])`` of a grouped (depthwise: group = C)
+    int8 conv with the same contract as :func:`qconv2d_nchw`: data int8 ``[1, C, H, W]``,
+    weight and bias from :func:`pack_qconv_grouped`, residual and out int8 ``[1, O, OH, OW]``.
+    Each output channel sums its group's ``C/group`` channels x taps in int32 (wrapping, as
+    the contract's accumulator), ``vector_lanes`` output columns at a time (the few channels
+    of a group give no channel vector); tasks: output channel x row across threads."""
+    if c % group or o % group:
+        raise Int8TemplateError(f"group {group} must divide the {c} input and {o} output channels")
+    kh, kw = kernel
+    (sh, sw), (dh, dw) = params.strides, dilations
+    t, lft, b, r = params.pads
+    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dilations)
+    cg, og = c // group, o // group
+    data = placeholder((1, c, h, w), "int8", "data")
+    wgt = placeholder((o, cg, kh, kw), "int32", "weight")
+    bias = placeholder((o,), "int32", "bias")
+    args = [data, wgt, bias]
+    res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
+    if res is not None:
+        args.append(res)
+
+    def pad_fn(ch, y, x):  # int32, zero outside the input (the read clamped into it)
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        yy = minimum(maximum(y - t, const(0)), const(h - 1))
+        xx = minimum(maximum(x - lft, const(0)), const(w - 1))
+        return select(inside, cast("int32", data[0, ch, yy, xx]), const(0))
+
+    dp = compute((c, h + t + b, w + lft + r), pad_fn, name="data.pad")
+    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    acc = compute(
+        (o, oh, ow),
+        lambda f, y, x: te_sum(
+            dp[(f // og) * cg + rc, y * sh + ry * dh, x * sw + rx * dw] * wgt[f, rc, ry, rx],
+            [rc, ry, rx],
+        ),
+        name="acc",
+    )
+
+    def out_fn(n, f, y, x):
+        rv = res[n, f, y, x] if res is not None else None
+        return _requantize(acc[f, y, x] + bias[f], rv, params)
+
+    out = compute((1, o, oh, ow), out_fn, name="out")
+    s = create_schedule(out)
+    lanes = min(vector_lanes, ow)
+    xo, xi = s[out].split("x", lanes)
+    s[out].reorder("n", "f", "y", xo, xi)
+    s[acc].set_scope("local")
+    s[acc].compute_at(s[out], xo)
+    s[acc].reorder("f", "y", "rc", "ry", "rx", "x")
+    s[acc].vectorize("x")
+    s[out].vectorize(xi)
+    s[dp].vectorize("x")
+    if parallel:
+        s[out].parallel(s[out].fuse("f", "y"))
+        s[dp].parallel("ch")
+    return s, args + [out]

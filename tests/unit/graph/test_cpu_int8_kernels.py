@@ -155,6 +155,28 @@ def test_odd_shaped_grouped_and_dilated_convs(tmp_path, rng):
     _check_single(path, (1, 7, 11, 9), rng, ["conv_a", "conv_b", "conv_c", "conv_d"])
 
 
+def test_depthwise_convs(tmp_path, rng):
+    """Depthwise int8 convs (13 groups, more than ``MAX_DENSE_GROUPS``): stride 2 with
+    asymmetric pads, then dilation 2 with a residual add; compiled, bit-exact."""
+    from onnx import helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((13, 1, 3, 3)).astype("float32"), "w1"),
+        numpy_helper.from_array(rng.standard_normal((13, 1, 3, 3)).astype("float32"), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1"], ["c1"], "dw_a", group=13, strides=[2, 2],
+                         pads=[0, 0, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], "relu_a"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], "dw_b", group=13, dilations=[2, 2],
+                         pads=[2, 2, 2, 2]),
+        helper.make_node("Add", ["c2", "r1"], ["out"], "add_b"),
+    ]  # fmt: skip
+    assert 13 > ck.MAX_DENSE_GROUPS
+    path = _model(tmp_path, nodes, inits, [1, 13, 15, 15], None)
+    _check_single(path, (1, 13, 15, 15), rng, ["dw_a", "dw_b"])
+
+
 def test_dense_with_residual(tmp_path, rng):
     """A qdense of 37 -> 20 features plus a residual add (one compiled 1x1 kernel)."""
     from onnx import helper, numpy_helper
