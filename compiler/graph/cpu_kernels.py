@@ -66,7 +66,8 @@ class ConvWorkload:
     ``c``/``o`` the channels rounded up to them (padded channels carry zero weights);
     ``nchw_input``: it reads the NCHW image and the direct template's padding stage blocks it
     (not part of ``key``: the knobs tuned on the blocked input serve it the same);
-    ``dilations``: (rows, columns) between kernel taps (in ``key`` when not 1)."""
+    ``dilations``: (rows, columns) between kernel taps (in ``key`` when not 1); ``groups``: a
+    grouped conv (not depthwise) on the direct template (in ``key`` when set)."""
 
     c: int
     h: int
@@ -80,6 +81,7 @@ class ConvWorkload:
     depthwise: bool = False
     nchw_input: bool = False
     dilations: tuple[int, int] = (1, 1)
+    groups: nchwc.GroupSpan | None = None
 
     @property
     def key(self) -> str:
@@ -87,6 +89,9 @@ class ConvWorkload:
         k, s, p = self.kernel, self.strides, self.pads
         dw = " depthwise" if self.depthwise else ""
         dil = f" d{self.dilations[0]}x{self.dilations[1]}" if self.dilations != (1, 1) else ""
+        if self.groups is not None:
+            g = self.groups
+            dil += f" g{g.group}x{g.group_in}x{g.group_out}"
         return (
             f"conv2d_nchwc c{self.c} h{self.h} w{self.w} o{self.o} k{k[0]}x{k[1]} "
             f"s{s[0]}x{s[1]} p{','.join(map(str, p))} ib{self.ib} ob{self.ob}{dw}{dil}"
@@ -110,6 +115,7 @@ class ConvWorkload:
             and self.strides == (1, 1)
             and self.pads == (1, 1, 1, 1)
             and self.dilations == (1, 1)
+            and self.groups is None
         )
 
     @property
@@ -117,6 +123,7 @@ class ConvWorkload:
         """The pointwise (pixel-GEMM) template applies: 1x1, stride 1, no padding."""
         return (
             not self.depthwise
+            and self.groups is None
             and self.kernel == (1, 1)
             and self.strides == (1, 1)
             and not any(self.pads)
@@ -199,9 +206,14 @@ def default_conv_schedule(wl: ConvWorkload) -> dict:
     return {"template": "direct", "knobs": default_direct_knobs(wl)}
 
 
-def conv_weights(schedule: dict, w: np.ndarray, ib: int, ob: int) -> np.ndarray:
-    """OIHW weights in the form ``schedule``'s template reads."""
+def conv_weights(
+    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: nchwc.GroupSpan | None = None
+) -> np.ndarray:
+    """OIHW weights in the form ``schedule``'s template reads (a grouped conv's: the
+    block-diagonal ``[O, C, KH, KW]``, packed to the input blocks each output block reads)."""
     t = schedule["template"]
+    if t == "direct" and groups is not None:
+        return groups.pack(nchwc.pack_conv_weights(w, ib, ob))
     if t in ("direct", "pointwise"):
         return nchwc.pack_conv_weights(w, ib, ob)
     if t == "winograd":
@@ -225,7 +237,7 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
         k = nchwc.NchwcConvKnobs(**knobs)
         return nchwc.conv2d_nchwc(
             wl.c, wl.h, wl.w, wl.o, wl.kernel, wl.strides, wl.pads, wl.ib, wl.ob, k, ep,
-            nchw_input=wl.nchw_input, dilations=wl.dilations,
+            nchw_input=wl.nchw_input, dilations=wl.dilations, groups=wl.groups,
         )  # fmt: skip
     if t == "winograd":
         if not wl.winograd_ok:
@@ -259,9 +271,10 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
         c = cb * ib
     ob = a["out_block"]
     depthwise = a["schedule"]["template"] == "depthwise"
+    groups = nchwc.GroupSpan(*a["groups"]) if a.get("groups") else None
     return ConvWorkload(
         c, h, w, -(-a["channels"] // ob) * ob, tuple(a["kernel"]), tuple(a["strides"]),
-        tuple(a["pads"]), ib, ob, depthwise, nchw, tuple(a.get("dilations", (1, 1))),
+        tuple(a["pads"]), ib, ob, depthwise, nchw, tuple(a.get("dilations", (1, 1))), groups,
     )  # fmt: skip
 
 

@@ -7,7 +7,8 @@ Rewrites (float32, ``target == "cpu"``, any batch; anything else is left alone):
 - ``conv2d`` -> ``cpu_conv2d`` with its weights transformed for the chosen template (direct
   NCHWc, Winograd, pointwise or depthwise) and the schedule choice in ``attrs["schedule"]``
   (``compiler.graph.cpu_kernels``): any kernel, stride, pads and dilation; a group of 1 or
-  depthwise (group = C = O) runs as such, other groups as one conv of block-diagonal weights,
+  depthwise (group = C = O) runs as such, other groups on the direct template with
+  block-diagonal weights, each output block reading only its groups' input blocks,
 - ``max_pool`` / ``avg_pool`` -> ``cpu_max_pool`` / ``cpu_avg_pool``, ``global_avg_pool`` ->
   ``cpu_global_avg_pool`` (its output is NCHW ``[N, C, 1, 1]`` byte for byte when the block
   divides C: the border is then a ``reshape``), ``concat`` of channels -> ``cpu_concat``,
@@ -32,6 +33,7 @@ import numpy as np
 from pyvta.compiler.graph import cpu_kernels
 from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.ops.cpu.nchwc import GroupSpan
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
@@ -111,22 +113,27 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     o, cg, kh, kw = w.shape
     _, c, h, wd = g.values[x].shape
     depthwise = a["group"] == c == o and cg == 1
+    groups = None
     if a["group"] != 1 and not depthwise:
         w = dense_group_weights(w, a["group"])
+        groups = GroupSpan(a["group"], c // a["group"], o // a["group"])
     ob = channel_block(o)
     nchw_read = x not in lay.blocked and c < MIN_CHANNEL_BLOCK and not depthwise
     ib = ob if depthwise else (c if nchw_read else lay.block_of(x))
     c_pad, o_pad = -(-c // ib) * ib, -(-o // ob) * ob
     dil = tuple(a.get("dilations", (1, 1)))
+    if groups is not None and groups.count(ib, ob, c_pad // ib, o_pad // ob) == c_pad // ib:
+        groups = None  # every output block reads every input block: a plain conv (any template)
     wl = cpu_kernels.ConvWorkload(c_pad, h, wd, o_pad, (kh, kw), tuple(a["strides"]),
-                                  tuple(a["pads"]), ib, ob, depthwise, dilations=dil)  # fmt: skip
+                                  tuple(a["pads"]), ib, ob, depthwise, dilations=dil,
+                                  groups=groups)  # fmt: skip
     schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl)
     nchw_read = nchw_read and schedule["template"] == "direct"
     if c < MIN_CHANNEL_BLOCK and not nchw_read and x not in lay.blocked:
         ib = channel_block(c)  # transformed first: a block the layout keeps
         c_pad = -(-c // ib) * ib
     wp = _pad_to(w, {0: o_pad} if depthwise else {0: o_pad, 1: c_pad})
-    wt = cpu_kernels.conv_weights(schedule, wp, ib, ob)
+    wt = cpu_kernels.conv_weights(schedule, wp, ib, ob, groups)
     bias = _pad_to(g.constants[n.inputs[2]].astype(np.float32), {0: o_pad})
     ins = [
         x if nchw_read else lay.get(x, ib),
@@ -147,6 +154,8 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     }
     if dil != (1, 1):
         attrs["dilations"] = list(dil)
+    if groups is not None:
+        attrs["groups"] = [groups.group, groups.group_in, groups.group_out]
     y = n.outputs[0]
     yb = lay.em.emit("cpu_conv2d", ins, attrs, n.name, output=g.fresh_name(f"{y}_{ob}c"))
     lay.produced(y, yb, ob)

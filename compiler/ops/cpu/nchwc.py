@@ -113,6 +113,43 @@ class NchwcConvKnobs:
         return NchwcConvKnobs(ow_block, oc_tile if oc_tile != out_block else 0, flat=flat)
 
 
+@dataclass(frozen=True)
+class GroupSpan:
+    """A grouped conv in the direct template: ``group`` groups of ``group_in`` input and
+    ``group_out`` output channels (the layer's own counts; padded channels past them belong to
+    no group). Output block ``f`` reads the ``count`` input blocks from :meth:`start` on, those
+    its groups' channels fall in (fewer than all: group 4 reads about a quarter)."""
+
+    group: int
+    group_in: int
+    group_out: int
+
+    def _first_last(self, f: int, ic: int, oc: int) -> tuple[int, int]:
+        g0 = min(f * oc // self.group_out, self.group - 1)
+        g1 = min(((f + 1) * oc - 1) // self.group_out, self.group - 1)
+        return g0 * self.group_in // ic, ((g1 + 1) * self.group_in - 1) // ic
+
+    def count(self, ic: int, oc: int, c_blocks: int, o_blocks: int) -> int:
+        """Input blocks an output block reads (the most any reads)."""
+        spans = [self._first_last(f, ic, oc) for f in range(o_blocks)]
+        return min(c_blocks, max(b - a + 1 for a, b in spans))
+
+    def start(self, f, ic: int, oc: int, c_blocks: int, count: int):
+        """The first input block of output block ``f`` (an int, or an index expression)."""
+        if isinstance(f, int):
+            return min(self._first_last(f, ic, oc)[0], c_blocks - count)
+        g0 = minimum(f * oc // const(self.group_out), const(self.group - 1))
+        return minimum(g0 * self.group_in // const(ic), const(c_blocks - count))
+
+    def pack(self, packed: np.ndarray) -> np.ndarray:
+        """:func:`pack_conv_weights` of the block-diagonal weights ``[O/oc, C/ic, KH, KW, ic,
+        oc]`` -> the ``count`` input blocks each output block reads ``[O/oc, count, ...]``."""
+        o_blocks, c_blocks, _, _, ic, oc = packed.shape
+        n = self.count(ic, oc, c_blocks, o_blocks)
+        rows = [packed[f, self.start(f, ic, oc, c_blocks, n) :][:n] for f in range(o_blocks)]
+        return np.ascontiguousarray(np.stack(rows))
+
+
 def pack_conv_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
     """OIHW weights -> OIHW{ic}i{oc}o ``[O/oc, C/ic, KH, KW, ic, oc]`` (float32, contiguous)."""
     o, c, kh, kw = kernel.shape
@@ -170,11 +207,13 @@ def conv2d_nchwc(
     epilogue: Epilogue = Epilogue(),
     nchw_input: bool = False,
     dilations: tuple[int, int] = (1, 1),
+    groups: GroupSpan | None = None,
 ):
     """``(sch, [data, weight, bias, (residual,) out])``: data ``[1, C/ic, H, W, ic]`` (with
     ``nchw_input``: NCHW ``[1, C, H, W]``, read into NCHW{ic}c by the padding stage), weight
     from :func:`pack_conv_weights`, bias ``[O]``, residual and out ``[1, O/oc, OH, OW, oc]``;
-    ``dilations`` (rows, columns) space the kernel's taps."""
+    ``dilations`` (rows, columns) space the kernel's taps; ``groups``: a grouped conv, the
+    weight ``GroupSpan.pack``ed (each output block reads only its groups' input blocks)."""
     if c % ic or o % oc:
         raise ValueError(f"channels {c}/{o} must be multiples of the blocks ic={ic}/oc={oc}")
     kh, kw = kernel
@@ -194,7 +233,9 @@ def conv2d_nchwc(
         raise ValueError(f"ow_block {owb} must be at most the {oh * ow} output positions")
     dshape = (1, c, h, w) if nchw_input else (1, c // ic, h, w, ic)
     data = placeholder(dshape, "float32", "data")
-    wgt = placeholder((o // oc, c // ic, kh, kw, ic, oc), "float32", "weight")
+    c_blocks = c // ic
+    span = groups.count(ic, oc, c_blocks, o // oc) if groups is not None else c_blocks
+    wgt = placeholder((o // oc, span, kh, kw, ic, oc), "float32", "weight")
     bias = placeholder((o,), "float32", "bias")
     args = [data, wgt, bias]
     res = None
@@ -202,12 +243,13 @@ def conv2d_nchwc(
         res = placeholder(oshape, "float32", "residual")
         args.append(res)
     dp = _padded(data, pads, 0.0, "data.pad", ic if nchw_input else None)
-    rco, ry, rx = reduce_axis(c // ic, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    rco, ry, rx = reduce_axis(span, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     rci = reduce_axis(ic, "rci")
 
     def conv_fn(n, f, y, x, fi):
+        cb = rco if groups is None else groups.start(f, ic, oc, c_blocks, span) + rco
         return te_sum(
-            dp[n, rco, y * sh + ry * dh, x * sw + rx * dw, rci] * wgt[f, rco, ry, rx, rci, fi],
+            dp[n, cb, y * sh + ry * dh, x * sw + rx * dw, rci] * wgt[f, rco, ry, rx, rci, fi],
             [rco, ry, rx, rci],
         )
 
