@@ -79,8 +79,8 @@ def vta_coverage(path: str) -> tuple[int, int, dict[str, int]]:
 
 def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: dict) -> dict:
     """Times (median ms) by run name, the int8 cosines and the vta coverage of one network."""
-    from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels
-    from pyvta.compiler.graph.cpu_kernels import CpuKernels
+    from pyvta.compiler.targets.cpu.kernels import CpuKernels
+    from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
     model = netgen.random_network(seed)
     name = f"net{seed}"

@@ -50,7 +50,7 @@ class NumpyNodes:
 def bench_model(
     name: str, size: int, rounds: int, threads: int, seed: int, clock=time.perf_counter
 ) -> dict[str, float]:
-    from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels
+    from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
     folder = Path(tempfile.mkdtemp(prefix="pyvta-bench-"))
     path = str(folder / f"{name}.onnx")

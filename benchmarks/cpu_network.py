@@ -117,7 +117,7 @@ def bench_model(
 ):  # fmt: skip
     import onnxruntime as ort
 
-    from pyvta.compiler.graph.cpu_kernels import CpuKernels
+    from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.tuner.cpu_network import tuned_schedules
 
     path = str(Path(tempfile.mkdtemp(prefix="pyvta-bench-")) / f"{name}.onnx")

@@ -196,3 +196,29 @@ def load_kernel(device: Device, kernel: Kernel) -> LoadedKernel:
         else:
             device.write_const(addrs[r.name], data)
     return LoadedKernel(kernel, device, addrs, time.perf_counter() - t0)
+
+
+def bundle_kernel(program) -> Kernel:
+    """A program bundle (``sim.Program``: a DRAM image for address 0 with its instruction stream
+    inside) as a relocatable kernel: region ``image``, the whole image (uploaded, and read back
+    by :func:`run_relocated`), and region ``insns``, the stream, its LOAD/STORE ``dram_base``
+    moved to wherever ``image`` lands. A device whose memory is its own (a board's buffers, a
+    served device's allocations) runs it at the addresses it hands out."""
+    cfg = program.config
+    image = np.ascontiguousarray(program.dram, np.uint8)
+    insn_bytes = program.insn_bytes().tobytes()
+    regions = layout_regions(
+        [("image", RegionKind.CONST, image.size), ("insns", RegionKind.CONST, len(insn_bytes))]
+    )
+    relocs = relocation_table(program.insns(), regions, cfg)
+    consts = {"image": image.tobytes(), "insns": insn_bytes}
+    return Kernel(cfg.tag, regions, consts, relocs, program.insn_count, {"bundle": True})
+
+
+def run_relocated(device: Device, program) -> tuple[np.ndarray, RunResult]:
+    """Run a program bundle on ``device`` at addresses it allocates (``bundle_kernel``): (the
+    final image, of the bundle's size and layout; the launch's result). ``Device.run_program``
+    instead writes the image at address 0, which only a host-memory device (sim, rtl) allows."""
+    loaded = load_kernel(device, bundle_kernel(program))
+    _, result = loaded.run({})
+    return device.read(loaded.addrs["image"], program.dram.size), result

@@ -14,6 +14,7 @@ network, ``MODEL.onnx`` (or a compiled ``.npz``): every accelerator layer of it,
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 
@@ -48,19 +49,45 @@ def layer_names(text: str) -> list[str]:
     return names
 
 
+def _cpu_operators(backend: str):
+    from pyvta.tuner.cpu import conv2d_task, gemm_task
+
+    return gemm_task, conv2d_task
+
+
+def _gpu_operators(backend: str):
+    from pyvta.tuner.cuda import gpu_conv2d_task, gpu_gemm_task
+
+    gemm = functools.partial(gpu_gemm_task, target=backend)
+    return gemm, functools.partial(gpu_conv2d_task, target=backend)
+
+
+OPERATOR_TEMPLATES = {
+    "llvm": _cpu_operators,
+    "vta-sim": _cpu_operators,  # the accelerator's own are vta:...; its host's are the CPU's
+    "cuda": _gpu_operators,
+    "cuda-emulated": _gpu_operators,
+}
+"""Tuner backend (a ``Target``'s ``tuner_backend``, or the GPU's device) -> (backend) -> its
+(gemm_task, conv2d_task) makers."""
+
+OLD_TARGETS: dict[str, tuple[str, str | None]] = {
+    "llvm": ("cpu", None),
+    "cuda": ("gpu", "cuda"),
+    "cuda-emulated": ("gpu", "cuda-emulated"),
+    "vta-sim": ("vta", None),
+}
+"""``pyvta tune``'s old ``--target`` spellings -> (target, device) (``vta-sim`` is the cycle
+model, what ``--target vta`` measures on without ``--device``)."""
+
+
 def parse_workload(text: str, target: str = "llvm"):
-    """A ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12`` for
-    ``target`` (``llvm``: the CPU templates; ``cuda`` / ``cuda-emulated``: the GPU ones)."""
-    if target == "llvm":
-        from pyvta.tuner.cpu import conv2d_task, gemm_task
-    else:
-        from pyvta.tuner.cuda import gpu_conv2d_task, gpu_gemm_task
-
-        def gemm_task(*a):
-            return gpu_gemm_task(*a, target=target)
-
-        def conv2d_task(*a):
-            return gpu_conv2d_task(*a, target=target)
+    """A ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12`` for the tuner
+    backend ``target`` (``llvm``: the CPU templates; ``cuda`` / ``cuda-emulated``: the GPU
+    ones); ``vta:...`` workloads are the accelerator's whatever ``target``."""
+    if target not in OPERATOR_TEMPLATES:
+        raise ValueError(f"tuner backend {target!r} (allowed: {', '.join(OPERATOR_TEMPLATES)})")
+    gemm_task, conv2d_task = OPERATOR_TEMPLATES[target](target)
 
     if text.startswith("vta:"):
         from pyvta.tuner.vta import vta_conv2d_task
@@ -145,29 +172,26 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--device",
         default=None,
-        help="VTA workloads: measure each candidate's cycles on this device (a driver.open name:"
-        " rtl, sim, ...) instead of the cycle model's estimate",
+        metavar="NAME[,NAME...]",
+        help="--target vta: measure each candidate's cycles on this device (a driver.open name:"
+        " rtl, sim, tcp://HOST:PORT, ...) instead of the cycle model's estimate; several,"
+        " comma-separated: fan the measurements out over them with Dask (pyvta[distributed]);"
+        " --target gpu: cuda (default) or cuda-emulated (the GPU kernels emulated on the CPU:"
+        " correctness-checked search only, its costs are CPU times)",
     )
     p.add_argument(
         "--target",
         default=None,
-        choices=["llvm", "cuda", "cuda-emulated", "vta-sim", "cpu"],
-        help="operators (gemm/conv2d/C1..C12): where they run: the CPU (llvm, the default), a"
-        " GPU (cuda), or the GPU kernels emulated on the CPU (cuda-emulated: correctness-checked"
-        " search only, its costs are CPU times); a network: tune its accelerator layers"
-        " (vta-sim, the default) or its CPU conv layers (cpu)",
+        help="cpu | gpu | vta: operators (gemm/conv2d/C1..C12) on the CPU (the default) or a GPU;"
+        " vta:... workloads and networks on the accelerator (the default for them), a network's"
+        " CPU conv layers with cpu (old spellings: llvm, cuda, cuda-emulated, vta-sim)",
     )
-    p.add_argument(
-        "--devices",
-        default=None,
-        help="VTA workloads: fan the measurements out over these devices with Dask"
-        " (comma-separated driver.open names, e.g. tcp://a:9190,tcp://b:9190; pyvta[distributed])",
-    )
+    p.add_argument("--devices", default=None, help=argparse.SUPPRESS)  # old: --device A,B
     p.add_argument(
         "--scheduler",
         default=None,
-        help="with --devices: an existing Dask scheduler whose workers carry the resources"
-        " vta-device-0, vta-device-1, ... (one per device, in --devices order)",
+        help="with --device A,B: an existing Dask scheduler whose workers carry the resources"
+        " vta-device-0, vta-device-1, ... (one per device, in --device order)",
     )
     p.add_argument(
         "--key-file", dest="key_file", help="tcp:// devices: the key their servers were given"
@@ -190,21 +214,53 @@ def _device_kwargs(args) -> dict:
     return {"key_file": args.key_file} if getattr(args, "key_file", None) else {}
 
 
-def measurer_for(args):
-    """The measurer ``--device`` / ``--devices`` ask for (None: the task's default)."""
+def _old_devices(args) -> None:
+    """``--devices A,B`` (the old spelling of ``--device A,B``) moved into ``args.device``; it
+    always fanned out with Dask, even over one device (``args.fan_out``)."""
     devices = getattr(args, "devices", None)
-    if devices and args.device:
-        raise ValueError("give --device or --devices, not both")
-    if getattr(args, "scheduler", None) and not devices:
-        raise ValueError("--scheduler needs --devices (the devices its workers measure on)")
+    if not devices:
+        return
     if args.device:
-        return device_measurer(args.device, **_device_kwargs(args))
-    if devices:
+        raise ValueError("give --device or --devices, not both")
+    print(
+        f"notice: --devices {devices} is the old spelling of --device {devices} (accepted for"
+        " one release)",
+        file=sys.stderr,
+    )
+    args.device, args.devices, args.fan_out = devices, None, True
+
+
+def measurer_for(args):
+    """The measurer ``--device`` asks for (None: the task's default): one device, or several
+    (comma-separated, or with ``--scheduler``) fanned out with Dask."""
+    _old_devices(args)
+    names = [d.strip() for d in (args.device or "").split(",") if d.strip()]
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler and not names:
+        raise ValueError("--scheduler needs --device A,B (the devices its workers measure on)")
+    if len(names) > 1 or scheduler or getattr(args, "fan_out", False):
         from pyvta.tuner.distributed import DaskMeasurer
 
-        names = [d.strip() for d in devices.split(",") if d.strip()]
-        return DaskMeasurer(names, _device_kwargs(args), scheduler=args.scheduler)
+        return DaskMeasurer(names, _device_kwargs(args), scheduler=scheduler)
+    if names:
+        return device_measurer(names[0], **_device_kwargs(args))
     return None
+
+
+def resolve_target(args, network: bool):
+    """(Target, device) of ``--target``/``--device`` for a workload (``vta:...`` and networks:
+    ``vta`` by default, other operators ``cpu``); an old spelling prints a one-line notice."""
+    from pyvta.compiler.targets import resolve
+
+    _old_devices(args)
+    implied = "vta" if network or args.workload.startswith("vta:") else "cpu"
+    spec, device, said = resolve(args.target or implied, None, OLD_TARGETS, default_device=False)
+    if said:
+        print(f"notice: {said}", file=sys.stderr)
+    if args.device is not None and spec.devices and not spec.accelerator:
+        device = spec.check_device(args.device)  # the GPU's: cuda or cuda-emulated
+        args.device = None
+    return spec, device
 
 
 def _print_summary(measurer) -> None:
@@ -215,7 +271,7 @@ def _print_summary(measurer) -> None:
 def tune_command(args: argparse.Namespace) -> int:
     """Run ``tune`` for ``args`` (from ``add_tune_arguments``); prints the best config.
     Returns a process exit code."""
-    from pyvta.tuner.tune import default_measurer, tune
+    from pyvta.tuner.tune import default_measurer, task_backend, tune
 
     if args.resume and not args.log:
         print("error: --resume needs --log", file=sys.stderr)
@@ -241,11 +297,19 @@ def tune_command(args: argparse.Namespace) -> int:
         if Path(args.workload).suffix in (".onnx", ".npz"):
             raise LogError("--transfer-log applies to one operator's tuning, not a network's")
         check_log_to_read(args.transfer_log, "--transfer-log")
-    if Path(args.workload).suffix in (".onnx", ".npz"):
-        return _tune_network(args)
+    network = Path(args.workload).suffix in (".onnx", ".npz")
     try:
-        target = getattr(args, "target", None) or "llvm"
-        task = parse_workload(args.workload, "llvm" if target in ("cpu", "vta-sim") else target)
+        spec, device = resolve_target(args, network)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if network:
+        return _tune_network(args, spec)
+    try:
+        backend = device or spec.tuner_backend
+        if backend is None:
+            raise ValueError(f"--target {spec.name} has no operators to tune (cpu, gpu, vta)")
+        task = parse_workload(args.workload, backend)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -277,8 +341,8 @@ def tune_command(args: argparse.Namespace) -> int:
             f"first: the backend's {len(initial)} most promising configs"
             " (its best analytic estimates and its largest tiles)"
         )
-    on_devices = args.device or getattr(args, "devices", None)
-    if on_devices and task.target != "vta-sim":
+    on_devices = args.device
+    if on_devices and not task_backend(task).on_devices:
         print(
             f"error: --device(s) measure VTA workloads; {task.name} runs on the CPU",
             file=sys.stderr,
@@ -293,7 +357,7 @@ def tune_command(args: argparse.Namespace) -> int:
     if on_devices:
         print(f"measuring on {on_devices} (cycles from the device counters)")
     final_check = args.final_check
-    if task.target == "llvm":
+    if task_backend(task).timed:
         m.repeats = args.repeats
         final_check = 8 if final_check is None else final_check
     with m:
@@ -361,13 +425,21 @@ def _tune_cpu_network(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tune_network(args: argparse.Namespace) -> int:
+def _tune_network(args: argparse.Namespace, spec) -> int:
+    """A network's accelerator layers (an accelerator target) or its CPU conv layers (a target
+    whose compile applies a tuning log of conv schedules: ``cpu``)."""
     from pyvta.tuner.network import layer_name, network_layers
 
     if not Path(args.workload).exists():
         print(f"error: no model file {args.workload}", file=sys.stderr)
         return 2
-    if getattr(args, "target", "vta-sim") == "cpu":
+    if not spec.accelerator:
+        if "tuning_log" not in spec.compile_options:
+            print(
+                f"error: a network is tuned for --target vta or cpu, not {spec.name}",
+                file=sys.stderr,
+            )
+            return 2
         return _tune_cpu_network(args)
     layers = network_layers(args.workload)
     if not layers:

@@ -130,7 +130,7 @@ def _conv2d_reference(arrays, c, h, w, o, kernel, stride, padding):
 
 
 def _nchwc_workload(*args):
-    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
 
     c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = args
     return ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
@@ -156,7 +156,7 @@ def _nchwc_space(*args) -> ConfigSpace:
 def _graph_conv(wl, template: str, config):
     """The graph compiler's conv schedule of ``template`` for ``wl`` with ``config``; a config
     the template refuses is an ``InvalidConfig``."""
-    from pyvta.compiler.graph.cpu_kernels import conv_schedule
+    from pyvta.compiler.targets.cpu.kernels import conv_schedule
 
     try:
         return conv_schedule(wl, schedule_of_template(template, config))
@@ -246,7 +246,7 @@ def _pointwise_reference(arrays, *args):
 
 
 def _depthwise_workload(*args):
-    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
 
     c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, block = args
     return ConvWorkload(c, h, w, c, (kh, kw), (sh, sw), (pt, pl, pb, pr), block, block, True)
@@ -365,7 +365,7 @@ _TILE_PARTS = {
 
 
 def nchwc_conv_tasks(wl) -> list[Task]:
-    """The tasks of a network's conv layer (``compiler.graph.cpu_kernels.ConvWorkload``,
+    """The tasks of a network's conv layer (``compiler.targets.cpu.kernels.ConvWorkload``,
     bias only): the depthwise template for a depthwise layer; else direct NCHWc, Winograd
     where it applies (3x3 stride 1) and pointwise where it does (1x1 stride 1, no padding)."""
     if wl.depthwise:

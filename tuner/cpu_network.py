@@ -5,7 +5,7 @@
     schedules = cpu_schedules("resnet18_cpu.jsonl", layers)
     compile_model("resnet18.onnx", "cpu", cpu_schedules=schedules)
 
-A layer is a ``compiler.graph.cpu_kernels.ConvWorkload`` exactly as the layout plan runs it
+A layer is a ``compiler.targets.cpu.kernels.ConvWorkload`` exactly as the layout plan runs it
 (its channel blocks, padding, stride). Each has a task per template that applies (direct
 NCHWc; Winograd for 3x3 stride 1; pointwise for 1x1 stride 1; depthwise for a depthwise
 layer, its only one), so "Winograd where it wins" is decided by measurement.
@@ -30,7 +30,7 @@ SIDE_BY_SIDE = "side by side"  # the msg of compare_templates' records
 
 @dataclass(frozen=True)
 class CpuLayer:
-    workload: object  # compiler.graph.cpu_kernels.ConvWorkload
+    workload: object  # compiler.targets.cpu.kernels.ConvWorkload
     count: int  # launches per inference
 
 
@@ -40,9 +40,9 @@ def cpu_network_layers(model) -> list[CpuLayer]:
     from dataclasses import replace
 
     from pyvta.compiler.graph.compiled_model import CompiledModel
-    from pyvta.compiler.graph.cpu_kernels import node_workload
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+    from pyvta.compiler.targets.cpu.kernels import node_workload
 
     if isinstance(model, CompiledModel):
         graph = model.graph
@@ -66,7 +66,7 @@ def _tasks(layer: CpuLayer):
 def _default_point(task, layer: CpuLayer):
     """The compiler's untuned knobs of the task's template as a point of its space (the
     first point where they are not one)."""
-    from pyvta.compiler.graph.cpu_kernels import (
+    from pyvta.compiler.targets.cpu.kernels import (
         default_conv_schedule,
         default_direct_knobs,
         default_winograd_knobs,

@@ -58,24 +58,64 @@ def trials_to_reach(curve, target: float) -> int | None:
     return None
 
 
-def default_measurer(task: Task) -> Measurer:
-    """An isolated ``LocalMeasurer`` for the task's target: ``llvm`` (wall time on this CPU) or
-    ``vta-sim`` (the cycle model; runs in parallel since load does not change cycles)."""
+def _cpu_measurer() -> Measurer:
+    from pyvta.tuner.cpu import CpuBackend
     from pyvta.tuner.measure import LocalMeasurer
 
-    if task.target == "llvm":
-        from pyvta.tuner.cpu import CpuBackend
+    return LocalMeasurer(CpuBackend())
 
-        return LocalMeasurer(CpuBackend())
-    if task.target == "vta-sim":
-        from pyvta.tuner.vta import VtaCycleBackend
 
-        return LocalMeasurer(VtaCycleBackend(), repeats=1, n_run_workers=2, run_timeout_s=120)
-    if task.target in ("cuda", "cuda-emulated"):
-        from pyvta.tuner.cuda import GpuBackend
+def _vta_cycle_measurer() -> Measurer:
+    from pyvta.tuner.measure import LocalMeasurer
+    from pyvta.tuner.vta import VtaCycleBackend
 
-        return LocalMeasurer(GpuBackend(), repeats=1, build_timeout_s=120, run_timeout_s=300)
-    raise ValueError(f"no default measurer for target {task.target!r}: pass measurer=")
+    return LocalMeasurer(VtaCycleBackend(), repeats=1, n_run_workers=2, run_timeout_s=120)
+
+
+def _gpu_measurer() -> Measurer:
+    from pyvta.tuner.cuda import GpuBackend
+    from pyvta.tuner.measure import LocalMeasurer
+
+    return LocalMeasurer(GpuBackend(), repeats=1, build_timeout_s=120, run_timeout_s=300)
+
+
+@dataclass(frozen=True)
+class TaskBackend:
+    """What tuning does for the tasks of one backend (a template's ``target``): its default
+    ``measurer``; ``timed``: wall-clock costs on this machine (``pyvta tune``'s ``--repeats``
+    and a final check of 8 by default apply); ``on_devices``: candidates can be measured on
+    ``driver.open`` devices (``--device``)."""
+
+    measurer: object  # () -> Measurer
+    timed: bool = False
+    on_devices: bool = False
+
+
+TASK_BACKENDS: dict[str, TaskBackend] = {
+    "llvm": TaskBackend(_cpu_measurer, timed=True),
+    "vta-sim": TaskBackend(_vta_cycle_measurer, on_devices=True),
+    "cuda": TaskBackend(_gpu_measurer),
+    "cuda-emulated": TaskBackend(_gpu_measurer),
+}
+"""Template target (the backend a task is written for) -> what tuning does for it."""
+
+
+def task_backend(task: Task) -> TaskBackend:
+    """The :class:`TaskBackend` of ``task``'s template target."""
+    backend = TASK_BACKENDS.get(task.target)
+    if backend is None:
+        raise ValueError(
+            f"no default measurer for target {task.target!r} (known: {', '.join(TASK_BACKENDS)}):"
+            " pass measurer="
+        )
+    return backend
+
+
+def default_measurer(task: Task) -> Measurer:
+    """An isolated ``LocalMeasurer`` for the task's target: ``llvm`` (wall time on this CPU),
+    ``vta-sim`` (the cycle model; runs in parallel since load does not change cycles) or
+    ``cuda`` / ``cuda-emulated`` (the GPU's kernels)."""
+    return task_backend(task).measurer()
 
 
 def _fmt(cost: float, unit: str) -> str:

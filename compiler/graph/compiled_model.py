@@ -84,7 +84,7 @@ class CompiledModel:
             )
         key = (device, race_check)
         if key not in self._gpu_backends:
-            from pyvta.compiler.graph.gpu_kernels import gpu_backend
+            from pyvta.compiler.targets.gpu.kernels import gpu_backend
 
             self._gpu_backends[key] = gpu_backend(self.graph, device, self.gpu_kernels, race_check)
         return self._gpu_backends[key]
@@ -100,31 +100,22 @@ class CompiledModel:
         """Lower every accelerator node into its kernel for ``hw`` (default: the model's
         ``hw``, else the default config); see
         ``compiler.backend.vta.graph_backend.compile_kernels``. Returns self."""
-        from pyvta.compiler.backend.vta.graph_backend import compile_kernels
-
-        if self.target != "vta":
-            raise ArtifactError(f"a {self.target!r} model has no accelerator kernels to lower")
-        self.hw = hw or self.hw or HwConfig()
-        self.kernels = compile_kernels(self.graph, self.hw, configs, measure, search, progress)
+        self.spec.lower_kernels(self, hw, configs, measure, search, progress)
         return self
 
     def accelerator(self, device):
         """The executor's ``"vta"`` backend with this model's kernels loaded onto ``device``
         (refused when they were lowered for another HwConfig)."""
-        from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+        from pyvta.compiler.targets import get_target
 
-        n_vta = sum(1 for n in self.graph.nodes if n.target == "vta")
-        if n_vta and not self.kernels:
-            raise ArtifactError(
-                f"the model has {n_vta} accelerator nodes but no kernels; compile it with"
-                " pyvta compile --target vta (or call lower_kernels)"
-            )
-        if self.hw is not None and self.hw != device.config:
-            raise ArtifactError(
-                f"the model was compiled for HwConfig {self.hw.tag}; the device is"
-                f" {device.config.tag} (recompile with its --config)"
-            )
-        return AcceleratorBackend(device, self.kernels)
+        return get_target("vta").device_backend(self, device)
+
+    @property
+    def spec(self):
+        """The target this model was compiled for (``compiler.targets.Target``)."""
+        from pyvta.compiler.targets import get_target
+
+        return get_target(self.target)
 
     @property
     def input_names(self) -> list[str]:
@@ -268,7 +259,7 @@ def _kernel_from(d: dict, arrays: dict[str, np.ndarray]) -> Kernel:
 
 
 def _gpu_kernel_from(d: dict, arrays: dict[str, np.ndarray]):
-    from pyvta.compiler.graph.gpu_kernels import GpuKernel
+    from pyvta.compiler.targets.gpu.kernels import GpuKernel
 
     return GpuKernel(arrays[f"{d['key']}_ptx"].tobytes().decode(), d["plan"], d["arch"])
 
@@ -311,11 +302,14 @@ def compile_model(
     accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
     and running an artifact needs neither onnx nor the compiler's passes.)"""
     from pyvta.compiler.graph.onnx_import import import_onnx
-    from pyvta.compiler.graph.pipeline import TARGETS, options_for, run_pipeline
+    from pyvta.compiler.graph.pipeline import run_pipeline
+    from pyvta.compiler.targets import TargetError, get_target
 
     _check_path(path, "path")
-    if not isinstance(target, str) or target not in TARGETS:
-        raise ArtifactError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
+    try:
+        spec = get_target(target)
+    except TargetError as e:
+        raise ArtifactError(str(e)) from None
     if hw is not None and not isinstance(hw, HwConfig):
         raise ArtifactError(f"hw must be an isa.HwConfig or None, got {type(hw).__name__}")
     graph = import_onnx(path, input_shapes)  # input_shapes: fixed dims for symbolic ones
@@ -324,17 +318,12 @@ def compile_model(
         from pyvta.compiler.graph.calibrate import load_calibration
 
         samples = load_calibration(samples, graph)
-    if target not in ("cpu", "gpu") and samples is None:
+    if spec.quantized and samples is None:
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
-    options = options_for(target, samples, keep_float, cpu_schedules, block=block)
-    cm = CompiledModel(run_pipeline(graph, options), target, hw=hw if target == "vta" else None)
-    if target == "vta" and lower:
-        cm.lower_kernels(hw)
-    if target == "gpu":
-        from pyvta.compiler.graph.gpu_kernels import compile_gpu_kernels
-
-        cm.gpu_kernels = compile_gpu_kernels(cm.graph, gpu_arch)
+    options = spec.pipeline_options(samples, keep_float, cpu_schedules, block)
+    cm = CompiledModel(run_pipeline(graph, options), spec.name)
+    spec.compile(cm, hw=hw, lower=lower, gpu_arch=gpu_arch)
     return cm
 
 

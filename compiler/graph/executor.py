@@ -1,12 +1,14 @@
 """Graph executor: runs a (partitioned) graph node by node, dispatching each node to the backend
 of its target through a table (``{target: NodeBackend}``).
 
-By default ``"cpu"`` nodes run on the graph's :class:`~compiler.graph.cpu_kernels.CpuKernels`
-(compiled kernels for the ``cpu_*`` ops the float CPU target plans, the numpy kernels of
-:mod:`compiler.graph.cpu_ops` for the rest) and ``"vta"`` nodes (``vta_conv2d``, ``vta_dense``)
-call an object implementing the operator contract (:class:`compiler.graph.vta_ops.VtaBackend`),
-the numpy golden model unless given; ``"gpu"`` nodes run their GPU kernels
-(:mod:`compiler.graph.gpu_kernels`, on a GPU or emulated); a device backend
+The backend of a placement the caller does not give is the node backend of the
+``compiler.targets`` target of that name (:func:`default_backend`): ``"cpu"`` nodes run on the
+graph's :class:`~compiler.targets.cpu.kernels.CpuKernels` (compiled kernels for the ``cpu_*`` ops
+the float CPU target plans, the numpy kernels of :mod:`compiler.graph.cpu_ops` for the rest) and
+``"vta"`` nodes (``vta_conv2d``, ``vta_dense``) call an object implementing the operator
+contract (:class:`compiler.graph.vta_ops.VtaBackend`), the numpy golden model unless given;
+``"gpu"`` nodes run their GPU kernels (:mod:`compiler.targets.gpu.kernels`, on a GPU or
+emulated); a device backend
 (``compiler.backend.vta.graph_backend.AcceleratorBackend``) runs them from the kernels of an
 artifact. A backend may expose ``last_cycles`` (int) after each node; the timing table then
 shows cycles too.
@@ -26,10 +28,8 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from pyvta.compiler.graph.cpu_int8_kernels import has_int8_nodes, int8_backend_for
-from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
 from pyvta.compiler.graph.ir import Graph, GraphError, Node
-from pyvta.compiler.graph.vta_ops import FusedParams, GoldenVta, VtaBackend
+from pyvta.compiler.graph.vta_ops import FusedParams, VtaBackend
 
 
 class NodeBackend(Protocol):
@@ -134,32 +134,18 @@ def plan_frees(graph: Graph) -> list[list[str]]:
     return frees
 
 
-def _gpu_backend(graph: Graph, vta: VtaBackend | None) -> NodeBackend:
-    from pyvta.compiler.graph.gpu_kernels import gpu_backend
-
-    return gpu_backend(graph, "cuda")
-
-
-DEFAULT_BACKENDS = {
-    "cpu": lambda graph, vta: (
-        int8_backend_for(graph) if has_int8_nodes(graph) else cpu_backend_for(graph)
-    ),
-    "vta": lambda graph, vta: ContractNodes(vta if vta is not None else GoldenVta()),
-    "gpu": _gpu_backend,
-}
-"""Target -> ``make(graph, vta)`` of the backend used when the caller gives none for it."""
-
-
 def default_backend(target: str, graph: Graph, vta: VtaBackend | None = None) -> NodeBackend:
-    """``"cpu"``: the graph's CpuKernels (CpuInt8Kernels when it has quantized CPU nodes);
-    ``"vta"``: the operator contract (default: golden model); ``"gpu"``: the graph's kernels on
-    the GPU (``gpu_kernels.gpu_backend``)."""
-    make = DEFAULT_BACKENDS.get(target)
-    if make is None:
-        raise GraphError(
-            f"no backend for target {target!r} (default backends: {', '.join(DEFAULT_BACKENDS)})"
-        )
-    return make(graph, vta)
+    """The backend of the nodes placed ``target`` when the caller gives none: the node backend
+    of the ``compiler.targets`` target of that name (``"cpu"``: the graph's CpuKernels, or its
+    CpuInt8Kernels when it has quantized CPU nodes; ``"vta"``: the operator contract, default
+    the golden model; ``"gpu"``: the graph's kernels on the GPU)."""
+    from pyvta.compiler.targets import TargetError, get_target
+
+    try:
+        spec = get_target(target)
+    except TargetError as e:
+        raise GraphError(f"no backend for nodes placed {target!r}: {e}") from None
+    return spec.node_backend(graph, vta)
 
 
 class Executor:

@@ -16,7 +16,10 @@ import numpy as np
 from pyvta.isa.errors import PyvtaError
 
 DTYPES = ("float32", "int8", "int32", "int64")
-TARGETS = ("cpu", "vta", "gpu")
+HOST = "cpu"
+"""The placement of a node that runs on the host CPU: every node's until a pass places it on the
+accelerator or the GPU (the name of the ``compiler.targets`` target whose node backend runs it)."""
+TARGETS = (HOST, "vta", "gpu")  # the placements (``Node.target``)
 
 
 class GraphError(PyvtaError, ValueError):
@@ -45,7 +48,7 @@ class Node:
     inputs: list[str]
     outputs: list[str]
     attrs: dict = field(default_factory=dict)
-    target: str = "cpu"
+    target: str = HOST
 
 
 @dataclass

@@ -6,12 +6,12 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
 - ``"cpu"``: float graph, everything on the CPU (quantize/partition/pack are no-ops); the
   layers run compiled kernels in the blocked NCHW{c}c layout (``alter_cpu_layout``),
 - ``"cpu-int8"``: int8 quantized, everything on the CPU; the quantized conv2d/dense run
-  compiled int8 kernels (``compiler.graph.cpu_int8_kernels``, the arithmetic of VTA), the
+  compiled int8 kernels (``compiler.targets.cpu_int8.kernels``, the arithmetic of VTA), the
   float layers (the first conv, pools between dequantize and quantize, the classifier) the
   float kernels of ``alter_cpu_layout``, (de)quantize numpy,
 - ``"vta"``: int8 quantized, conv2d/dense on VTA in the packed layout, the rest on the CPU,
 - ``"gpu"``: float graph, every node on the GPU (``place_gpu``; kernels in
-  ``compiler.graph.gpu_kernels``, compiled to PTX by ``compile_model``).
+  ``compiler.targets.gpu.kernels``, compiled to PTX by ``compile_model``).
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ from pyvta.compiler.graph.passes import (
 )
 from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
 
-TARGETS = ("cpu", "cpu-int8", "vta", "gpu")
-
 
 @dataclass
 class PipelineOptions:
@@ -46,7 +44,7 @@ class PipelineOptions:
 
     ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers (each value's
     channel block: ``alter_cpu_layout.channel_block``); ``cpu_schedules`` maps conv workload keys to tuned
-    schedule choices (``compiler.graph.cpu_kernels``); ``cpu_build`` builds their kernels
+    schedule choices (``compiler.targets.cpu.kernels``); ``cpu_build`` builds their kernels
     at the end (False: plan only, e.g. to list the layers a tuner should tune); ``gpu``: every
     node on the GPU with its default schedule; ``int8_kernels``: build the compiled int8
     kernels of the quantized CPU nodes at the end."""
@@ -69,11 +67,11 @@ def build_cpu_kernels(graph: Graph, options: PipelineOptions) -> Graph:
     keyed by their loop IR), so running the compiled model does not generate code; the graph
     is returned unchanged."""
     if options.cpu_kernels and options.cpu_build:
-        from pyvta.compiler.graph.cpu_kernels import CpuKernels
+        from pyvta.compiler.targets.cpu.kernels import CpuKernels
 
         CpuKernels(graph)
     if options.int8_kernels and options.cpu_build:
-        from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels
+        from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
         CpuInt8Kernels(graph)
     return graph
@@ -102,24 +100,13 @@ def options_for(
     cpu_schedules: dict | None = None,
     block: int = layout.BLOCK_ELEMS,
 ) -> PipelineOptions:
-    """Options for a compile target (one of ``TARGETS``); int8 targets need ``samples``;
-    ``cpu_schedules`` (tuned conv schedules by workload key) apply to ``"cpu"``; ``block``: the
-    accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are packed to."""
-    if target not in TARGETS:
-        raise ValueError(f"target {target!r} is not supported (allowed: {', '.join(TARGETS)})")
-    if target == "cpu":
-        return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
-    if target == "gpu":
-        return PipelineOptions(gpu=True)
-    if not samples:
-        raise ValueError(f"target {target!r} quantizes to int8 and needs calibration samples")
-    return PipelineOptions(
-        QuantConfig(list(samples), keep_float),
-        use_vta=target == "vta",
-        block=block,
-        int8_kernels=True,
-        cpu_kernels=target == "cpu-int8",  # its float layers (the first conv, pools, dense)
-    )
+    """Options for a compile target (a ``compiler.targets`` name); int8 targets
+    need ``samples``; ``cpu_schedules`` (tuned conv schedules by workload key) apply to
+    ``"cpu"``; ``block``: the accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are
+    packed to."""
+    from pyvta.compiler.targets import get_target
+
+    return get_target(target).pipeline_options(samples, keep_float, cpu_schedules, block)
 
 
 def run_pipeline(

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 
 from pyvta.commands.common import add_config_argument, config_from
-from pyvta.commands.network import TARGET_HELP, compile_for
+from pyvta.commands.network import compile_for
+from pyvta.commands.vocabulary import TARGET_HELP
 
 HELP = "compile MODEL.onnx into an artifact (.npz: graph, constants, accelerator kernels)"
 
@@ -60,15 +61,19 @@ def run(args: argparse.Namespace) -> int:
         input_shapes=input_shapes(args.input_shape or []),
     )
     path = cm.save(out)  # written whole, then renamed
-    n_vta = sum(1 for n in cm.graph.nodes if n.target == "vta")
+    from pyvta.compiler.targets import get_target
+
+    n_vta = len(get_target("vta").placed(cm.graph))
     tag = f", HwConfig {cm.hw.tag}" if cm.hw else ""
     gpu = f", {len(cm.gpu_kernels)} GPU kernels" if cm.gpu_kernels else ""
     print(
         f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
         f" {len(cm.kernels)} kernels{tag}{gpu})"
     )
-    if args.target in ("cpu", "cpu-int8"):
-        from pyvta.compiler.graph.cpu_kernels import numpy_nodes
+    from pyvta.compiler.graph.ir import HOST
+
+    if cm.spec.placement == HOST:  # every layer on the host CPU
+        from pyvta.compiler.targets.cpu.kernels import numpy_nodes
 
         rest = numpy_nodes(cm.graph)
         print(f"{len(rest)} CPU nodes run numpy, the rest compiled kernels or views")

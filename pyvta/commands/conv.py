@@ -1,5 +1,6 @@
 """pyvta conv: compile one conv2d layer for the accelerator, show its instruction stream, run it
-on the simulator against a numpy reference, and write a Perfetto trace."""
+on a device (``--device``: the simulator by default) against a numpy reference, and write a
+Perfetto trace (simulator)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,6 @@ from pyvta.compiler.backend.vta import (
 from pyvta.compiler.backend.vta.reference import reference_conv
 from pyvta.compiler.backend.vta.workload import resnet18_workload
 from pyvta.compiler.workloads import VTA_LAYERS
-from pyvta.driver import SimDevice
 from pyvta.isa import disassemble
 
 HELP = "compile a conv2d layer for VTA, print its instructions, simulate it, write a trace"
@@ -49,7 +49,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=40,
         help="print the first N instructions (default 40; -1: all)",
     )
-    p.add_argument("--trace", metavar="T.json", help="write a Perfetto trace of the cycle model")
+    p.add_argument(
+        "--device",
+        default="sim",
+        metavar="NAME",
+        help="where the layer runs: a driver.open name (sim, the default; rtl, rtl:cocotb, pynq,"
+        " tcp://HOST:PORT)",
+    )
+    p.add_argument("--key-file", dest="key_file", help="--device tcp://HOST:PORT: the server's key")
+    p.add_argument("--bitstream", metavar="DIR", help="--device pynq: the bitstream folder")
+    p.add_argument(
+        "--trace", metavar="T.json", help="write a Perfetto trace of the cycle model (--device sim)"
+    )
     p.add_argument(
         "--save", metavar="BUNDLE.npz", help="save the program bundle (for pyvta sim / hw run)"
     )
@@ -94,6 +105,22 @@ def _config(args, wl, ep, hw) -> ConvConfig | None:
     return base
 
 
+def _open_device(args, hw):
+    """The ``--device`` for ``hw``: the simulator keeps its cycle model (and ``--trace``)."""
+    from pyvta import driver
+    from pyvta.driver.registry import parse_name
+
+    kwargs = {"key_file": args.key_file} if args.key_file else {}
+    kwargs.update({"bitstream": args.bitstream} if args.bitstream else {})
+    if parse_name(args.device)[0] == "sim":
+        kwargs["trace"] = bool(args.trace)
+    elif args.trace:
+        raise CommandError(
+            f"--trace is the simulator's cycle model; not with --device {args.device}"
+        )
+    return driver.open(args.device, config=hw, **kwargs)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.search < 0:
         raise CommandError(f"--search {args.search}: must be >= 0 (0: analytic only)")
@@ -109,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         -128, 128, (wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w), dtype=np.int8
     )
     b = rng.integers(-(1 << 14), 1 << 14, wl.out_channels).astype(np.int32)
-    dev = SimDevice(hw, trace=bool(args.trace))
+    dev = _open_device(args, hw)
     t0 = time.perf_counter()
     op = VtaConv2d(
         wl, ep, pack_weights(w), pack_bias(b), dev, _config(args, wl, ep, hw), search=args.search
@@ -122,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
     if len(shown) < len(insns):
         print(f"   ... {len(insns) - len(shown)} more (--disasm -1 shows all)")
     if save:
+        if not hasattr(dev, "snapshot"):
+            raise CommandError(
+                f"--save writes the simulator's bundle; not with --device {args.device}"
+            )
         dev.write(op.in_addr, pack_data(x))
         with atomic_output(save) as tmp:
             dev.snapshot(op.insn_addr, op.insn_count).save(tmp)
@@ -133,7 +164,10 @@ def run(args: argparse.Namespace) -> int:
         f"functional simulation {result.wall_s * 1e3:.1f} ms; check against numpy:"
         f" {'EXACT MATCH' if ok else 'MISMATCH'}"
     )
-    print(result.report.table())
+    if result.report is not None:
+        print(result.report.table())
+    elif result.cycles is not None:
+        print(f"{args.device}: {result.cycles} cycles")
     if trace:
         from pyvta import sim
 

@@ -71,7 +71,7 @@ def _resnet18(args) -> int:
     path = _model_path(args.size)
     log = None if args.untuned else pretuned_log(f"resnet18_{args.size}")
     t0 = time.perf_counter()
-    cm = compile_for(path, "vta-sim", tuning_log=log, search=args.search)
+    cm = compile_for(path, "vta", tuning_log=log, search=args.search)
     how = "shipped tuned configs" if log else f"config search {args.search}"
     print(f"compiled with its accelerator kernels ({how}) in {time.perf_counter() - t0:.1f} s")
     shape = cm.graph.values[cm.input_names[0]].shape

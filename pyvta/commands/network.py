@@ -7,43 +7,16 @@ import functools
 import time
 from pathlib import Path
 
-import numpy as np
-
 from pyvta.commands.common import CommandError
 
-CPU_TARGETS = ("cpu", "cpu-int8")
-GPU_TARGETS = {"gpu": "cuda", "gpu-emulated": "cuda-emulated"}  # -> where "gpu" nodes run
-FLOAT_TARGETS = ("cpu", "gpu")  # compile targets that need no calibration
-TARGET_HELP = (
-    "cpu | cpu-int8 | gpu | gpu-emulated | vta-sim | vta-rtl | pynq | vta-<device>"
-    " (a driver.open name)"
-)
-BOARD_TARGETS = ("pynq",)  # devices that are only ever an accelerator: their name is a target
 
+def target_of(target):
+    """A ``compiler.targets.Target`` from one, or from a ``--target`` spelling (an old one with
+    its notice; ``pyvta.commands.vocabulary``)."""
+    from pyvta.commands.vocabulary import resolve
+    from pyvta.compiler.targets import Target
 
-def parse_target(target: str) -> tuple[str, str | None]:
-    """A user's target -> (compile target of compiler.graph, device name for "vta" nodes):
-    ``cpu``, ``cpu-int8``; ``vta-sim`` / ``vta-rtl`` / ``vta-rtl:icarus`` -> ("vta", "sim"...);
-    ``vta`` alone compiles for the accelerator without choosing a device; ``gpu`` /
-    ``gpu-emulated`` -> ("gpu", "cuda" / "cuda-emulated"): where the GPU kernels run."""
-    from pyvta.driver import device_kinds
-    from pyvta.driver.registry import parse_name
-
-    if target in CPU_TARGETS:
-        return target, None
-    if target in GPU_TARGETS:
-        return "gpu", GPU_TARGETS[target]
-    if target == "vta":
-        return "vta", None
-    if target in BOARD_TARGETS:
-        return "vta", target
-    if target.startswith("vta-"):
-        device = target[4:]
-        if parse_name(device)[0] in device_kinds():
-            return "vta", device
-    kinds = ", ".join(f"vta-{k}" for k in device_kinds())
-    gpu = ", ".join(GPU_TARGETS)
-    raise CommandError(f"unknown target {target!r} (allowed: cpu, cpu-int8, {gpu}, vta, {kinds})")
+    return target if isinstance(target, Target) else resolve(target, None, run=False)[0]
 
 
 def measure_for(hw):
@@ -63,12 +36,13 @@ def compile_for(
     calibration: str | Path | None = None,
     input_shapes: dict | None = None,
 ):
-    """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target``; for the
-    accelerator, its kernels are lowered here (tuned configs from ``tuning_log``)."""
+    """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target`` (a
+    ``compiler.targets.Target`` or a ``--target`` spelling); for the accelerator, its kernels
+    are lowered here (tuned configs from ``tuning_log``)."""
     from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
     from pyvta.isa import HwConfig
 
-    kind, _ = parse_target(target)
+    spec = target_of(target)
     path = Path(path)
     t0 = time.perf_counter()
     if path.suffix == ".npz":
@@ -90,8 +64,8 @@ def compile_for(
                 " .onnx file"
             )
         cm = CompiledModel.load(path)
-        if cm.target != kind:
-            raise CommandError(f"{path} was compiled for {cm.target!r}, not {kind!r} ({target})")
+        if cm.target != spec.name:
+            raise CommandError(f"{path} was compiled for {cm.target!r}, not {spec.name!r}")
         if hw is not None and cm.hw is not None and cm.hw != hw:
             raise CommandError(
                 f"{path} was compiled for HwConfig {cm.hw.tag}; --config gives {hw.tag}"
@@ -104,21 +78,22 @@ def compile_for(
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
-    _check_applies(target, kind, hw, tuning_log, search, calibration)
-    if kind not in FLOAT_TARGETS:
+    _check_applies(spec, hw, tuning_log, search, calibration)
+    if spec.quantized:
         log(
             f"calibration: samples from {calibration}"
             if calibration
             else "calibration: 8 seeded standard-normal samples (give real ones with --calibration)"
         )
-    log(f"compiling {path} for {target} (import, fold, fuse, quantize, pack, partition)...")
+    log(f"compiling {path} for {spec.name} (import, fold, fuse, quantize, pack, partition)...")
     schedules = None
-    if kind == "cpu" and tuning_log:
+    if tuning_log and not spec.accelerator:  # the CPU's tuned conv schedules
         schedules = cpu_tuned_schedules(path, tuning_log, log)
     cm = compile_model(
-        path, kind, calibration, lower=False, cpu_schedules=schedules, input_shapes=input_shapes
-    )
-    if kind == "vta":
+        path, spec.name, calibration, lower=False, cpu_schedules=schedules,
+        input_shapes=input_shapes,
+    )  # fmt: skip
+    if spec.accelerator:
         hw = hw or HwConfig()
         configs = tuned_configs(cm, tuning_log, log) if tuning_log else None
         cm.lower_kernels(hw, configs, measure_for(hw) if search else None, search, log)
@@ -126,21 +101,25 @@ def compile_for(
     return cm
 
 
-def _check_applies(target: str, kind: str, hw, tuning_log, search: int, calibration) -> None:
+def _check_applies(spec, hw, tuning_log, search: int, calibration) -> None:
     """Refuse compile options that the target would leave unused (never a silent no-op)."""
+    from pyvta.compiler.targets import get_target, target_names
+
+    given = {
+        "config": (hw is not None, "--config", "the accelerator's hardware"),
+        "search": (bool(search), "--search", "accelerator layers' configs"),
+        "tuning_log": (tuning_log is not None, "--tuning-log", "tuned layers"),
+        "calibration": (calibration is not None, "--calibration", "quantized"),
+    }
     unused = [
-        f"{flag} ({why})"
-        for flag, given, applies, why in (
-            ("--config", hw is not None, kind == "vta", "the accelerator's hardware"),
-            ("--search", bool(search), kind == "vta", "accelerator layers' configs"),
-            ("--tuning-log", tuning_log is not None, kind in ("cpu", "vta"), "cpu and vta-*"),
-            ("--calibration", calibration is not None, kind not in FLOAT_TARGETS, "quantized"),
-        )
-        if given and not applies
+        f"{flag} ({why}: --target"
+        f" {', '.join(n for n in target_names() if option in get_target(n).compile_options)})"
+        for option, (was_given, flag, why) in given.items()
+        if was_given and option not in spec.compile_options
     ]
     if unused:
         raise CommandError(
-            f"--target {target} does not use {', '.join(unused)}: drop the option or choose a"
+            f"--target {spec.name} does not use {', '.join(unused)}: drop the option or choose a"
             " target it applies to"
         )
 
@@ -192,32 +171,15 @@ def _best_from_log(log_path, find_layers, best, what: str, kind: str, log) -> di
 
 def open_accelerator(cm, device_name: str, trace: bool = False, log=print, **device_kwargs):
     """Open ``device_name`` for the model's HwConfig and load its kernels: the ``"vta"`` backend."""
-    from pyvta import driver
-
     kwargs = dict(device_kwargs)
     if trace:
         kwargs["trace"] = True
-    device = driver.open(device_name, config=cm.hw, **kwargs)
-    vta = cm.accelerator(device)
+    vta = cm.spec.open_backend(cm, device_name, **kwargs)
     log(
         f"loaded {len(cm.kernels)} kernels onto {device_name} in {vta.load_s * 1e3:.1f} ms"
         " (allocation, relocation, constants)"
     )
     return vta
-
-
-def run_on(cm, target: str, x: np.ndarray, vta=None):
-    """Run a compiled model once: (outputs, timing table, backend used for vta nodes)."""
-    from pyvta.compiler.graph.compiled_model import run_model
-
-    kind, device = parse_target(target)
-    if kind == "gpu":
-        outputs, table = run_model(cm, x, gpu=device)
-        return outputs, table, None
-    if device is not None and vta is None:
-        vta = open_accelerator(cm, device, log=lambda _: None)
-    outputs, table = run_model(cm, x, backends={"vta": vta} if vta is not None else None)
-    return outputs, table, vta
 
 
 def vta_summary(vta, runs=None) -> str:

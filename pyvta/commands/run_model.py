@@ -10,25 +10,20 @@ import time
 import numpy as np
 
 from pyvta.commands.common import add_config_argument
-from pyvta.commands.network import (
-    TARGET_HELP,
-    compile_for,
-    open_accelerator,
-    parse_target,
-    vta_summary,
-)
+from pyvta.commands.network import compile_for, open_accelerator, vta_summary
+from pyvta.commands.vocabulary import add_target_arguments
 
 REAL_KINDS = "fiu"  # numpy dtype kinds an input may have: float, signed and unsigned integer
 
 HELP = (
-    "run MODEL.onnx (or a compiled .npz) on vta-sim, vta-rtl, ..., gpu, gpu-emulated or cpu;"
-    " per-layer report"
+    "run MODEL.onnx (or a compiled .npz) for --target cpu|cpu-int8|gpu|vta on --device sim, rtl,"
+    " pynq, tcp://HOST:PORT, cuda, cuda-emulated; per-layer report"
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX file, or an artifact written by pyvta compile")
-    p.add_argument("--target", default="vta-sim", help=f"{TARGET_HELP} (default vta-sim)")
+    add_target_arguments(p, default="vta")
     add_config_argument(p)
     p.add_argument(
         "--input",
@@ -66,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--bitstream", metavar="DIR", help="pynq: the bitstream folder (manifest, .bit, .hwh)"
     )
-    p.add_argument("--key-file", dest="key_file", help="vta-tcp://HOST:PORT: the server's key")
+    p.add_argument("--key-file", dest="key_file", help="--device tcp://HOST:PORT: the server's key")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,16 +74,18 @@ def run(args: argparse.Namespace) -> int:
     if args.save_output:
         inputs = (args.model, *input_files.values())
         save = output_path(args.save_output, ".npy", inputs=inputs, flag="--save-output")
-    kind, device = parse_target(args.target)
-    _check_device_options(args, device if kind == "vta" else None)
+    from pyvta.commands.vocabulary import resolve
+
+    spec, device = resolve(args.target, args.device)
+    _check_device_options(args, device if spec.accelerator else None)
     if device == "cuda":  # no GPU: say so before compiling anything
-        from pyvta.compiler.graph.gpu_kernels import open_gpu
+        from pyvta.compiler.targets.gpu.kernels import open_gpu
 
         open_gpu()
     hw = config_from(args) if args.config else None
     cm = compile_for(
         args.model,
-        args.target,
+        spec,
         hw=hw,
         tuning_log=args.tuning_log,
         search=args.search,
@@ -96,16 +93,16 @@ def run(args: argparse.Namespace) -> int:
         input_shapes=input_shapes(args.input_shape or []),
     )
     feeds = model_inputs(cm, input_files, args.seed)
-    vta = None
-    if kind == "vta":
+    vta = backends = None
+    if spec.accelerator:
         kwargs = {"bitstream": args.bitstream} if args.bitstream else {}
         kwargs.update({"key_file": args.key_file} if args.key_file else {})
-        vta = open_accelerator(cm, device or "sim", **kwargs)
+        vta = open_accelerator(cm, device, **kwargs)
+        backends = {spec.placement: vta}
+    elif device is not None:  # the GPU's kernels on cuda or cuda-emulated
+        backends = {spec.placement: spec.open_backend(cm, device)}
     from pyvta.compiler.graph.compiled_model import run_model
 
-    backends = {"vta": vta} if vta is not None else None
-    if kind == "gpu":
-        backends = {"gpu": cm.gpu_backend(device)}
     first = None
     for i in range(args.runs):
         start = len(vta.runs) if vta is not None else 0
@@ -132,17 +129,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_device_options(args: argparse.Namespace, device: str | None) -> None:
-    """--bitstream is for a board (pynq), --key-file for a served device (vta-tcp://...)."""
+    """--bitstream is for a board (pynq), --key-file for a served device (tcp://...)."""
     from pyvta.commands.common import CommandError
 
     board = device is not None and device.split(":")[0] == "pynq"
     served = device is not None and device.startswith("tcp")
     for flag, given, applies, where in (
-        ("--bitstream", args.bitstream, board, "--target pynq"),
-        ("--key-file", args.key_file, served, "--target vta-tcp://HOST:PORT"),
+        ("--bitstream", args.bitstream, board, "--device pynq"),
+        ("--key-file", args.key_file, served, "--device tcp://HOST:PORT"),
     ):
         if given and not applies:
-            raise CommandError(f"{flag} applies to {where}, not --target {args.target}")
+            here = f"--target {args.target or 'vta'}" + (f" --device {device}" if device else "")
+            raise CommandError(f"{flag} applies to {where}, not {here}")
 
 
 def _name_values(items: list[str], flag: str) -> dict[str | None, str]:

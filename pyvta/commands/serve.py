@@ -1,5 +1,5 @@
 """pyvta serve: serve one device (sim, rtl, a board) to authenticated clients over TCP, for
-``pyvta run --target vta-tcp://HOST:PORT`` and ``pyvta tune --device tcp://HOST:PORT``.
+``pyvta run --device tcp://HOST:PORT`` and ``pyvta tune --device tcp://HOST:PORT``.
 
 Loopback unless ``--listen`` says otherwise; any other address needs ``--key-file``. One client
 owns the device at a time; the others wait (``--queue-timeout``) or are told it is busy.

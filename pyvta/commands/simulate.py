@@ -1,4 +1,5 @@
-"""pyvta sim: run a program bundle on the functional simulator (and the cycle model)."""
+"""pyvta sim: run a program bundle on the functional simulator (and the cycle model), or on any
+``driver.open`` device (``--device``)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pyvta import sim
 from pyvta.commands.common import atomic_output, output_path
 from pyvta.sim import Program
 
-HELP = "run a program bundle (.npz) on the simulator and write the final DRAM image"
+HELP = "run a program bundle (.npz) on the simulator (or --device NAME); write the final DRAM"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -34,9 +35,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--trace", metavar="T.json", help="write a Perfetto/Chrome trace (implies --cycles)"
     )
+    p.add_argument(
+        "--device",
+        metavar="NAME",
+        help="run the bundle on this driver.open device instead (rtl, rtl:cocotb, pynq,"
+        " tcp://HOST:PORT, sim), relocated to the addresses it allocates; --out then holds the"
+        " final DRAM and the device's stats",
+    )
+    p.add_argument("--key-file", dest="key_file", help="--device tcp://HOST:PORT: the server's key")
+    p.add_argument("--bitstream", metavar="DIR", help="--device pynq: the bitstream folder")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.device:
+        return run_on_device(args)
+    from pyvta.commands.common import CommandError
+
+    for flag, given in (("--key-file", args.key_file), ("--bitstream", args.bitstream)):
+        if given:
+            raise CommandError(f"{flag} applies to a --device (tcp://HOST:PORT, pynq)")
     out = args.out and output_path(args.out, ".npz", inputs=(args.bundle,))
     trace = args.trace and output_path(
         args.trace, ".json", inputs=(args.bundle, out), flag="--trace"
@@ -64,5 +81,49 @@ def run(args: argparse.Namespace) -> int:
         final = Program(result.dram, program.insn_addr, program.insn_count, program.config)
         with atomic_output(out) as tmp:
             final.save(tmp, **extra)
+        print(f"result written to {out}")
+    return 0
+
+
+def run_on_device(args: argparse.Namespace) -> int:
+    """``pyvta sim BUNDLE --device NAME``: the bundle relocated onto a ``driver.open`` device
+    (``driver.kernel.run_relocated``: a board or a served device hands out its own addresses);
+    the simulator's own options do not apply there."""
+    from pyvta import driver
+    from pyvta.commands.common import CommandError
+
+    sim_only = [
+        flag
+        for flag, given in (
+            ("--cycles", args.cycles),
+            ("--check-races", args.check_races),
+            ("--engine", args.engine != "auto"),
+            ("--trace", args.trace),
+        )
+        if given
+    ]
+    if sim_only:
+        raise CommandError(
+            f"{', '.join(sim_only)} apply to the simulator run (without --device), not to"
+            f" --device {args.device}"
+        )
+    out = args.out and output_path(args.out, ".npz", inputs=(args.bundle,))
+    program = Program.load(args.bundle)
+    kwargs = {"key_file": args.key_file} if args.key_file else {}
+    kwargs.update({"bitstream": args.bitstream} if args.bitstream else {})
+    t0 = time.perf_counter()
+    from pyvta.driver.kernel import run_relocated
+
+    with driver.open(args.device, config=program.config, **kwargs) as dev:
+        final, result = run_relocated(dev, program)  # at the addresses the device hands out
+    wall_s = time.perf_counter() - t0
+    print(f"{args.bundle}: {program.insn_count} instructions, config {program.config.tag}")
+    cycles = "" if result.cycles is None else f"{result.cycles} cycles, "
+    print(f"{args.device}: {cycles}{wall_s * 1e3:.1f} ms wall")
+    if out:
+        extra = {"stats": np.array(json.dumps(result.stats.to_dict()))}
+        done = Program(final, program.insn_addr, program.insn_count, program.config)
+        with atomic_output(out) as tmp:
+            done.save(tmp, **extra)
         print(f"result written to {out}")
     return 0

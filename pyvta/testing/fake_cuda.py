@@ -1,5 +1,5 @@
 """A stand-in for ``cuda.bindings.driver`` that runs kernels through ``cuda-emulated``, so the
-real-GPU path (``backend.cuda.launch``, ``graph.gpu_kernels.DeviceGpu``) runs in CI end to end:
+real-GPU path (``backend.cuda.launch``, ``targets.gpu.kernels.DeviceGpu``) runs in CI end to end:
 device memory is host memory, ``cuModuleLoadData`` finds the module whose PTX it was given
 among ``modules`` (PTX text -> the emulated build of the same function), and launching a
 function runs that module on the arrays its pointer arguments address.

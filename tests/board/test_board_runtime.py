@@ -81,7 +81,7 @@ def test_the_cli_runs_an_artifact_on_the_board_python(fixtures, tmp_path):
     np.save(tmp_path / "x.npy", expected["x"])
     out = tmp_path / "y.npy"
     cmd = [sys.executable, "-m", "pyvta.cli", "run", str(fixtures / "vta.npz"), "--target"]
-    cmd += ["vta-sim", "--input", str(tmp_path / "x.npy"), "--save-output", str(out)]
+    cmd += ["vta", "--device", "sim", "--input", str(tmp_path / "x.npy"), "--save-output", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "kernels onto sim" in proc.stdout

@@ -130,3 +130,60 @@ def test_a_leaf_exception_covers_only_that_module():
     src = "from pyvta import cache, cli\n"
     assert _imports(ast.parse(src), frozenset({"cache"}))[0] == {"pyvta"}
     assert _imports(ast.parse("from pyvta import cache\n"), frozenset({"cache"}))[0] == set()
+
+
+_LOAD_ALL = """
+import importlib, json, pkgutil, sys
+package = importlib.import_module("pyvta." + sys.argv[1])
+failed = []
+for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+    try:
+        importlib.import_module(info.name)
+    except ImportError as e:  # an optional dependency (dask, cocotb, ...) this install lacks
+        if (e.name or "").startswith("pyvta"):
+            raise
+        failed.append(info.name)
+print(json.dumps([sorted(sys.modules), failed]))
+"""
+
+
+def _loaded_parts(modules: list[str], leaves: set[str]) -> dict[str, str]:
+    """Part of pyvta -> a module of it in ``modules``; a leaf and its packages' ``__init__``
+    (``pyvta.sim`` for ``sim.timing``: loading the leaf runs it) count for no part."""
+    exempt = {"pyvta"}
+    for leaf in leaves:
+        parts = leaf.split(".")
+        exempt |= {"pyvta." + ".".join(parts[: i + 1]) for i in range(len(parts))}
+    out: dict[str, str] = {}
+    for m in modules:
+        if m.startswith("pyvta.") and m not in exempt:
+            out.setdefault(_part(m.removeprefix("pyvta.")), m)
+    return out
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_importing_a_package_loads_no_forbidden_part(package):
+    """Transitively: every module of ``package`` imported in a fresh interpreter (through the
+    packages' ``__init__``s, e.g. the compiler's ``driver.kernel`` runs ``driver/__init__``)
+    loads no module of a part it must not import."""
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", _LOAD_ALL, package],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    modules, failed = json.loads(done.stdout.splitlines()[-1])
+    print(f"{package}: {len(modules)} modules loaded; not importable here: {failed}")
+    loaded = _loaded_parts(modules, set(ALLOWED_LEAVES.get(package, ())))
+    wrong = {part: m for part, m in loaded.items() if part in FORBIDDEN[package]}
+    assert not wrong, f"importing {package} loads {wrong}"
+
+
+def test_the_transitive_check_sees_a_forbidden_load():
+    loaded = _loaded_parts(["pyvta", "pyvta.sim", "pyvta.sim.timing"], {"sim.timing"})
+    assert loaded == {}
+    loaded = _loaded_parts(["pyvta.sim", "pyvta.sim.timing", "pyvta.sim.functional"], set())
+    assert loaded == {"sim": "pyvta.sim"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import Graph
+from pyvta.compiler.graph.ir import HOST, Graph
 
 
 def fold_constants(graph: Graph, options=None) -> Graph:
@@ -13,7 +13,7 @@ def fold_constants(graph: Graph, options=None) -> Graph:
     g = graph.copy()
     kept = []
     for n in g.nodes:
-        if n.inputs and n.target == "cpu" and all(i in g.constants for i in n.inputs):
+        if n.inputs and n.target == HOST and all(i in g.constants for i in n.inputs):
             value = run_cpu_op(n.op, [g.constants[i] for i in n.inputs], n.attrs)
             out = g.values[n.outputs[0]]
             g.constants[out.name] = np.ascontiguousarray(value.astype(out.dtype)).reshape(out.shape)

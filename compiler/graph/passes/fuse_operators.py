@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.ir import HOST, Graph, Node
 
 PRODUCERS = ("conv2d", "dense")
 
@@ -71,7 +71,7 @@ def fuse_operators(graph: Graph, options=None) -> Graph:
         users = g.consumers()
         order = {id(n): i for i, n in enumerate(g.nodes)}
         for p in g.nodes:
-            if p.op not in PRODUCERS or p.target != "cpu":
+            if p.op not in PRODUCERS or p.target != HOST:
                 continue
             readers = users.get(p.outputs[0], [])
             if len(readers) != 1 or p.outputs[0] in g.outputs or len(readers[0].inputs) > 2:

@@ -1,7 +1,7 @@
 """CPU graph kernels in the blocked NCHW{c}c layout, with fused epilogues (float32, batch 1).
 
 A network compiled for the CPU keeps its activations as ``[1, C/c, H, W, c]`` from the first
-conv to the last pool (``compiler.graph.passes.alter_cpu_layout`` plans it); these templates
+conv to the last pool (``compiler.targets.cpu.alter_cpu_layout`` plans it); these templates
 read and write that layout, so no transform runs between layers:
 
 - ``conv2d_nchwc``: direct convolution, register-tiled like ``conv2d_nchw_blocked``

@@ -229,9 +229,9 @@ def test_networks_at_each_level(level, tmp_path, monkeypatch, cpu_levels):
     if _runnable(level) is None:
         pytest.skip(f"needs a CPU that runs the {level} feature level")
     from pyvta.compiler.graph import compile_model, run_model
-    from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels
     from pyvta.compiler.graph.executor import Executor
     from pyvta.compiler.graph.reference import run_onnxruntime
+    from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
     rng = np.random.default_rng(SEED)
     print(f"seed {SEED}")

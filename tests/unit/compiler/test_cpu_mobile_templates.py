@@ -116,7 +116,7 @@ def test_dense_panels_of_several_vectors(build, rng, m, k, n, block, lanes):
 
 def test_dense_panels_take_whole_vectors_of_the_host():
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.graph.cpu_kernels import DENSE_PANEL_VECTORS, dense_block
+    from pyvta.compiler.targets.cpu.kernels import DENSE_PANEL_VECTORS, dense_block
 
     lanes = CpuTarget.host().vector_lanes("float32")
     assert dense_block(DENSE_PANEL_VECTORS * lanes * 7) == DENSE_PANEL_VECTORS * lanes

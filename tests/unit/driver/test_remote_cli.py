@@ -1,6 +1,7 @@
-"""The command line over a device server on 127.0.0.1: ``pyvta run A.npz --target vta-tcp://...``
-equals ``--target vta-sim`` bit for bit, and ``pyvta tune vta:... --device tcp://...`` measures
-the same cycles as the local simulator."""
+"""The command line over a device server on 127.0.0.1: ``pyvta run A.npz --device tcp://...``
+equals ``--device sim`` bit for bit, ``pyvta sim BUNDLE --device tcp://...`` equals the local
+simulator, and ``pyvta tune vta:... --device tcp://...`` measures the same cycles as the local
+simulator."""
 
 import json
 
@@ -33,14 +34,15 @@ def test_run_artifact_through_tcp_equals_local_sim(served, tmp_path):
     save_model("resnet18", str(onnx_path), size=32, classes=10, width=16, seed=SEED)
     artifact = compile_model(onnx_path, "vta").save(tmp_path / "r18.npz")
     outs = {}
-    for target, extra in (
-        ("vta-sim", []),
-        (f"vta-tcp://{server.address}", ["--key-file", key_file]),
+    for device, extra in (
+        ("sim", []),
+        (f"tcp://{server.address}", ["--key-file", key_file]),
     ):
         out = tmp_path / f"{len(outs)}.npy"
-        argv = ["run", str(artifact), "--target", target, "--save-output", str(out), *extra]
+        argv = ["run", str(artifact), "--target", "vta", "--device", device]
+        argv += ["--save-output", str(out), *extra]
         assert main([*argv, "--seed", str(SEED)]) == 0
-        outs[target] = np.load(out)
+        outs[device] = np.load(out)
     local, remote = outs.values()
     assert local.shape == (1, 10) and np.array_equal(local, remote)
     assert server.server.sessions_served == 1
@@ -73,3 +75,20 @@ def test_serve_refuses_unsafe_or_unclear_requests(tmp_path, capsys):
     short.write_bytes(b"short")
     assert main(["serve", "--key-file", str(short)]) == 2
     assert "a key has at least 16" in capsys.readouterr().err
+
+
+def test_sim_runs_a_bundle_through_tcp_like_the_simulator(served, tmp_path, capsys):
+    from pyvta import sim
+    from pyvta.sim.directed import directed_programs
+
+    server, key_file = served
+    program = directed_programs()["matmul_tiled_xpad"]  # it stores: its final image differs
+    bundle, out = tmp_path / "p.npz", tmp_path / "r.npz"
+    program.save(bundle)
+    argv = ["sim", str(bundle), "--device", f"tcp://{server.address}", "--key-file", key_file]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert f"tcp://{server.address}: " in capsys.readouterr().out
+    expected = sim.run(program).dram
+    assert not np.array_equal(expected, program.dram)
+    assert np.array_equal(sim.Program.load(out).dram, expected)
+    assert server.server.sessions_served == 1

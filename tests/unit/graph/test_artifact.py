@@ -77,10 +77,8 @@ def test_cli_run_of_an_artifact_lowers_nothing(artifact, monkeypatch, tmp_path, 
     cm, path = artifact
     _forbid_lowering(monkeypatch)
     out = tmp_path / "y.npy"
-    assert (
-        main(["run", str(path), "--target", "vta-sim", "--runs", "2", "--save-output", str(out)])
-        == 0
-    )
+    argv = ["run", str(path), "--target", "vta", "--device", "sim", "--runs", "2"]
+    assert main([*argv, "--save-output", str(out)]) == 0
     text = capsys.readouterr().out
     assert "kernels onto sim in" in text
     assert "inference 2:" in text

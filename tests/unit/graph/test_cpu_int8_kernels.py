@@ -8,11 +8,11 @@ import onnx
 import pytest
 
 from pyvta.compiler.graph import compile_model, zoo
-from pyvta.compiler.graph import cpu_int8_kernels as ck
-from pyvta.compiler.graph.cpu_int8_kernels import CpuInt8Kernels, compiled_int8
 from pyvta.compiler.graph.cpu_llvm import numpy_only
 from pyvta.compiler.graph.cpu_ops import run_cpu_op
 from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.targets.cpu_int8 import kernels as ck
+from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels, compiled_int8
 
 
 class NumpyNodes:
@@ -88,8 +88,8 @@ def test_board_runtime_falls_back_to_numpy(resnet_int8):
     """Without llvmlite the int8 nodes run numpy; the float layers of a cpu-int8 graph (its
     first conv, pools, classifier) are compiled float kernels, which need llvmlite (a board
     runs vta artifacts, whose CPU layers are numpy)."""
-    from pyvta.compiler.graph.cpu_kernels import CpuKernels
     from pyvta.compiler.graph.ir import GraphError
+    from pyvta.compiler.targets.cpu.kernels import CpuKernels
 
     with numpy_only():
         backend = CpuInt8Kernels(resnet_int8.graph, fallback=NumpyNodes())

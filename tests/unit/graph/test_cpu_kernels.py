@@ -10,11 +10,11 @@ import pytest
 from onnx import helper
 
 from pyvta.compiler.graph import CompiledModel, compile_model, run_model, zoo
-from pyvta.compiler.graph.cpu_kernels import COMPILED_OPS, VIEW_OPS, CpuKernels, plan_memory
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 from pyvta.compiler.graph.reference import run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
+from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS, VIEW_OPS, CpuKernels, plan_memory
 
 MAX_REL_ERR = 1e-4
 
@@ -93,7 +93,7 @@ def test_compiled_resnet_matches_onnxruntime_and_runs_no_numpy_kernels(resnet_fi
 
 
 def test_winograd_schedules_apply_with_fused_epilogues(resnet_file, resnet_plan):
-    from pyvta.compiler.graph.cpu_kernels import node_workload
+    from pyvta.compiler.targets.cpu.kernels import node_workload
 
     schedules = {}
     for n in resnet_plan.nodes:
@@ -114,7 +114,7 @@ def test_wide_3x3_stride_1_convs_default_to_winograd_with_fused_epilogues():
     """Odd sizes: a 31x31 map is 16x16 Winograd tiles, the last row and column of tiles half
     outside; a residual add and relu fuse into the output transform. The first conv has too
     few input channels for Winograd, the last a stride of 2."""
-    from pyvta.compiler.graph.cpu_kernels import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_WIDTH
+    from pyvta.compiler.targets.cpu.kernels import WINOGRAD_MIN_CHANNELS, WINOGRAD_MIN_WIDTH
 
     rng = np.random.default_rng(8)
     print("seed", 8)
@@ -253,7 +253,7 @@ def test_compile_builds_every_kernel_so_running_builds_none(resnet_file, monkeyp
 def _fresh_process(monkeypatch):
     """Forget every kernel built in this process (what a fresh ``pyvta run`` starts from)."""
     from pyvta.compiler.backend.llvm import entry
-    from pyvta.compiler.graph import cpu_kernels
+    from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 
     monkeypatch.setattr(cpu_kernels, "_MODULES", {})
     monkeypatch.setattr(entry, "_CACHES", {})
@@ -262,7 +262,7 @@ def _fresh_process(monkeypatch):
 def test_a_fresh_run_neither_lowers_nor_generates_code(resnet_file, tmp_path, monkeypatch):
     """After ``compile_model``, a new process finds each node's lowered function and code on
     disk; a damaged lowered-function file is lowered again, not trusted."""
-    from pyvta.compiler.graph import cpu_kernels
+    from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 
     monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
     _fresh_process(monkeypatch)
@@ -329,7 +329,7 @@ def test_run_model_reuses_its_executor_for_the_same_backends(resnet_file):
 
 
 def test_channel_block_pads_least():
-    from pyvta.compiler.graph.passes.alter_cpu_layout import channel_block
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import channel_block
 
     # 16 or 8, whichever pads the channels least (16 on a tie)
     assert [channel_block(c) for c in (3, 8, 20, 32, 40, 44, 74)] == [8, 8, 8, 16, 8, 16, 16]
@@ -340,10 +340,10 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     """A grouped conv on the direct template: block-diagonal weights packed to the input
     blocks each output block reads (fewer than all where the groups allow), against numpy."""
     from pyvta import compiler
-    from pyvta.compiler.graph.cpu_kernels import ConvWorkload, conv_schedule, conv_weights
     from pyvta.compiler.graph.cpu_ops import conv2d
-    from pyvta.compiler.graph.passes.alter_cpu_layout import dense_group_weights
     from pyvta.compiler.ops.cpu.nchwc import GroupSpan
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import dense_group_weights
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
 
     rng = np.random.default_rng(11)
     print("seed", 11)

@@ -86,5 +86,5 @@ def test_mobilenet_depthwise_stays_on_cpu(tmp_path):
 
 
 def test_unknown_target_is_rejected(resnet_file):
-    with pytest.raises(ValueError, match="allowed: cpu, cpu-int8, vta, gpu"):
+    with pytest.raises(ValueError, match="allowed: cpu, cpu-int8, gpu, vta"):
         compile_model(resnet_file, "tpu")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from pyvta.compiler.backend.cuda import LIMITS, launch
-from pyvta.compiler.graph import gpu_kernels
 from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model, run_model
 from pyvta.compiler.graph.ir import GraphError, Node
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 from pyvta.compiler.graph.zoo import sample_inputs, save_model
+from pyvta.compiler.targets.gpu import kernels as gpu_kernels
 from pyvta.testing.fake_cuda import EmulatingDriver, Result
 from pyvta.testing.gpu_suite import ptxas_or_skip
 
@@ -154,7 +154,8 @@ def test_cli_compile_and_run_gpu_emulated(model, tmp_path, capsys, monkeypatch):
     assert main(["compile", path, "--target", "gpu", "-o", str(art)]) == 0
     assert f"{len(cm.gpu_kernels)} GPU kernels" in capsys.readouterr().out
     y = tmp_path / "y.npy"
-    assert main(["run", str(art), "--target", "gpu-emulated", "--save-output", str(y)]) == 0
+    argv = ["run", str(art), "--target", "gpu", "--device", "cuda-emulated"]
+    assert main([*argv, "--save-output", str(y)]) == 0
     text = capsys.readouterr().out
     assert " gpu " in text and "cpu " not in text.split("device time")[0]
     seeded = np.random.default_rng(0).standard_normal(x.shape).astype(np.float32)

@@ -115,9 +115,9 @@ def test_compile_and_run_a_small_network(tmp_path, capsys):
     args = ["zoo", "resnet18", "-o", onnx_path, "--size", "32", "--classes", "10", "--width", "16"]
     assert main(args) == 0
     artifact = tmp_path / "r.npz"
-    assert main(["compile", onnx_path, "--target", "vta-sim", "-o", str(artifact)]) == 0
+    assert main(["compile", onnx_path, "--target", "vta", "-o", str(artifact)]) == 0
     assert "on the accelerator" in capsys.readouterr().out
-    assert main(["run", str(artifact), "--target", "vta-sim", "--top", "5"]) == 0
+    assert main(["run", str(artifact), "--target", "vta", "--device", "sim", "--top", "5"]) == 0
     out = capsys.readouterr().out
     assert "vta_conv2d" in out and "accelerator:" in out and "M cycles" in out
     assert main(["run", onnx_path, "--target", "cpu"]) == 0

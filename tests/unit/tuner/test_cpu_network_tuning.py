@@ -112,7 +112,7 @@ def test_templates_measured_side_by_side_decide_between_them(small_resnet, tmp_p
 
 
 def _keys(cm):
-    from pyvta.compiler.graph.cpu_kernels import node_workload
+    from pyvta.compiler.targets.cpu.kernels import node_workload
 
     g = cm.graph
     return [
@@ -127,7 +127,7 @@ def test_shipped_log_still_fits_its_tasks(model):
     (re-tune when a template's space changes), and every record's schedule instantiates here,
     whichever CPU measured it (a schedule is valid on any x86 host). The log carries records
     of both AVX2 and AVX-512 hosts."""
-    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
     from pyvta.tuner.cpu import cpu_measured_on
 
     log = pretuned_cpu_log(f"{model}_224")
@@ -205,7 +205,7 @@ def test_mobilenet_layers_get_depthwise_and_pointwise_tasks(tmp_path):
     """A MobileNet-style net: every depthwise layer is a task of the depthwise template only,
     every 1x1 stride-1 layer also one of the pointwise template; the tuned schedules compile
     and the network still matches onnxruntime."""
-    from pyvta.compiler.graph.cpu_kernels import node_workload
+    from pyvta.compiler.targets.cpu.kernels import node_workload
 
     path = tmp_path / "mobilenet_32.onnx"
     onnx.save(zoo.mobilenet(size=32, width=8, classes=10, seed=3), path)
@@ -242,7 +242,7 @@ def test_direct_and_pointwise_configs_pass_the_reference_check(flat):
     """A 1x1 layer's direct configs (flat ones write ``[1, O/ob, OH * OW, ob]``) and its
     pointwise config measure against the float64 reference (no ``run`` error, no wrong
     answer)."""
-    from pyvta.compiler.graph.cpu_kernels import ConvWorkload
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
     from pyvta.tuner.cpu import CpuBackend
 
     wl = ConvWorkload(32, 5, 5, 16, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)

@@ -97,13 +97,18 @@ def test_cli_tune_with_devices(tmp_path, capsys):
         ServerThread(SimDevice(HwConfig()), KEY) as b,
     ):
         argv = ["tune", "vta:8,8,32,32,3,1,1", "--trials", "6", "--tuner", "random"]
-        argv += ["--devices", f"tcp://{a.address},tcp://{b.address}", "--key-file", str(key_file)]
+        argv += ["--device", f"tcp://{a.address},tcp://{b.address}", "--key-file", str(key_file)]
         assert main([*argv, "--log", str(log), "--no-progress", "--first", "0"]) == 0
     out = capsys.readouterr().out
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len({r["index"] for r in records}) == len(records) == 6
     assert f"tcp://{a.address}" in out and "measured" in out
     assert main(["tune", "vta:C9", "--device", "sim", "--devices", "tcp://x:1"]) == 2
+    capsys.readouterr()
+    assert main(["tune", "gemm:8,8,8", "--devices", "tcp://x:1"]) == 2  # old spelling, CPU task
+    err = capsys.readouterr().err
+    assert "notice: --devices tcp://x:1 is the old spelling of --device tcp://x:1" in err
+    assert "--device(s) measure VTA workloads" in err
 
 
 def test_an_existing_cluster_by_scheduler_address(task_and_reference):

@@ -1,11 +1,11 @@
 """Put every node of a float graph on ``"gpu"`` (the ``gpu`` target), each with its default
-GPU schedule in ``attrs["gpu_schedule"]`` (``compiler.graph.gpu_kernels.default_schedule``);
+GPU schedule in ``attrs["gpu_schedule"]`` (``compiler.targets.gpu.kernels.default_schedule``);
 a node no GPU template runs is refused here, at compile time, naming the ops that run."""
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.gpu_kernels import VIEW_OPS, default_schedule
 from pyvta.compiler.graph.ir import Graph
+from pyvta.compiler.targets.gpu.kernels import VIEW_OPS, default_schedule
 
 
 def place_gpu(graph: Graph, options) -> Graph:

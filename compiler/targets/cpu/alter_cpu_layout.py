@@ -6,7 +6,7 @@ Rewrites (float32, ``target == "cpu"``, any batch; anything else is left alone):
 
 - ``conv2d`` -> ``cpu_conv2d`` with its weights transformed for the chosen template (direct
   NCHWc, Winograd, pointwise or depthwise) and the schedule choice in ``attrs["schedule"]``
-  (``compiler.graph.cpu_kernels``): any kernel, stride, pads and dilation; a group of 1 or
+  (``compiler.targets.cpu.kernels``): any kernel, stride, pads and dilation; a group of 1 or
   depthwise (group = C = O) runs as such, other groups on the direct template with
   block-diagonal weights, each output block reading only its groups' input blocks,
 - ``max_pool`` / ``avg_pool`` -> ``cpu_max_pool`` / ``cpu_avg_pool``, ``global_avg_pool`` ->
@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_kernels
 from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.compiler.ops.cpu.nchwc import GroupSpan
+from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
@@ -241,7 +241,7 @@ def _softmax(g: Graph, n: Node, lay: _Layouts) -> bool:
 def alter_cpu_layout(graph: Graph, options) -> Graph:
     """Runs when ``options.cpu_kernels`` is set (the float ``"cpu"`` target); ``options.
     cpu_schedules`` maps workload keys to tuned schedule choices
-    (``compiler.graph.cpu_kernels.ConvWorkload.key``). Channel blocks: :func:`channel_block`."""
+    (``compiler.targets.cpu.kernels.ConvWorkload.key``). Channel blocks: :func:`channel_block`."""
     if not getattr(options, "cpu_kernels", False):
         return graph
     g = graph.copy()

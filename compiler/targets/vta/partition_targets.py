@@ -8,7 +8,8 @@ quantize/dequantize and layout changes.
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.ir import Graph, Node
+from pyvta.compiler.graph.ir import HOST, Graph, Node
+from pyvta.compiler.targets.vta import TARGET as VTA
 
 
 def runs_on_vta(n: Node) -> bool:
@@ -18,9 +19,10 @@ def runs_on_vta(n: Node) -> bool:
 
 
 def partition_targets(graph: Graph, options) -> Graph:
-    """``options.use_vta`` False keeps everything on the CPU."""
+    """``options.use_vta`` False keeps everything on the CPU; else a node goes where the
+    accelerator target ``supports`` it (``runs_on_vta``)."""
     g = graph.copy()
     use_vta = getattr(options, "use_vta", True)
     for n in g.nodes:
-        n.target = "vta" if use_vta and runs_on_vta(n) else "cpu"
+        n.target = VTA.placement if use_vta and VTA.supports(n) is None else HOST
     return g

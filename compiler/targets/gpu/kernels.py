@@ -1,6 +1,6 @@
 """The ``"gpu"`` backend of a float graph: every node one GPU template (``compiler.ops.cuda``).
 
-``graph.passes.place_gpu`` puts every node of a float graph on ``"gpu"`` and writes its
+``targets.gpu.place`` puts every node of a float graph on ``"gpu"`` and writes its
 schedule into it (``attrs["gpu_schedule"]``: ``{"template": ..., "knobs": {...}}``), so an
 artifact says what every layer runs. The templates:
 
@@ -285,7 +285,7 @@ def open_gpu(launch=None):
     except launch.GpuUnavailable as e:
         raise GpuUnavailableError(
             f"the gpu target needs an NVIDIA GPU: {e}; run the same kernels on the CPU with"
-            " --target gpu-emulated"
+            " --device cuda-emulated"
         ) from None
 
 

@@ -51,7 +51,7 @@ def compiled_int8(node: Node, graph: Graph) -> bool:
 def conv_weights(node: Node, graph: Graph) -> np.ndarray:
     """The OIHW int8 weights of a compiled node as one conv: a grouped conv's as the
     block-diagonal ``[O, C, KH, KW]`` (zeros between groups: the same sums, bit for bit)."""
-    from pyvta.compiler.graph.passes.alter_cpu_layout import dense_group_weights
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import dense_group_weights
 
     w = graph.constants[node.inputs[1]]
     group = node.attrs.get("group", 1) if node.op == "qconv2d" else 1
@@ -175,7 +175,7 @@ class CpuInt8Kernels:
     for these graphs) for the rest. Builds every kernel when constructed."""
 
     def __init__(self, graph: Graph, num_threads: int | None = None, fallback=None) -> None:
-        from pyvta.compiler.graph.cpu_kernels import cpu_backend_for
+        from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
 
         self.graph = graph
         self.fallback = fallback if fallback is not None else cpu_backend_for(graph)

@@ -318,7 +318,7 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
 def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
     """``(node, op, why)`` of each ``cpu`` node that runs numpy (``run_cpu_op``), not a compiled
     kernel: neither a compiled float op, a view (reshape, flatten), nor a compiled int8 node."""
-    from pyvta.compiler.graph.cpu_int8_kernels import INT8_OPS, compiled_int8
+    from pyvta.compiler.targets.cpu_int8.kernels import INT8_OPS, compiled_int8
 
     out = []
     for n in graph.nodes:

@@ -1,0 +1,26 @@
+"""The ``cpu-int8`` target: quantized to int8 (calibrated on samples), every layer on the host
+CPU; the quantized conv2d/dense run compiled int8 kernels with the accelerator's arithmetic
+(``compiler.targets.cpu_int8.kernels``), its float layers the ``cpu`` target's compiled
+float kernels, (de)quantize numpy. Its nodes are placed ``cpu``: the
+executor runs them through the ``cpu`` target's node backend."""
+
+from __future__ import annotations
+
+from pyvta.compiler.targets.base import Target
+
+
+class CpuInt8Target(Target):
+    name = "cpu-int8"
+    summary = "int8 (calibrated), every layer on the host CPU with the accelerator's arithmetic"
+    placement = "cpu"
+    quantized = True
+    compile_options = frozenset({"calibration"})
+
+    def pipeline_options(self, samples=None, keep_float=None, cpu_schedules=None, block=None):
+        # its float layers (the first conv, pools, concat, classifier): compiled float kernels
+        return self._quantized_options(
+            samples, keep_float, block, int8_kernels=True, cpu_kernels=True
+        )
+
+
+TARGET = CpuInt8Target()

@@ -1,0 +1,91 @@
+"""The ``vta`` target: quantized to int8 (calibrated on samples); conv2d (group 1, unit
+dilation) and dense run on the accelerator in the packed layout, each lowered into a relocatable
+kernel (``driver.Kernel``) for an ``isa.HwConfig`` (``compiler.backend.vta.graph_backend``); the
+other layers stay on the host CPU (placement ``cpu``). It runs on any ``driver.open`` device:
+``sim`` (default), ``rtl``, ``pynq``, ``tcp://HOST:PORT``."""
+
+from __future__ import annotations
+
+from pyvta.compiler.targets.base import Target, TargetError
+
+
+class VtaTarget(Target):
+    name = "vta"
+    summary = "int8 (calibrated); conv2d/dense as accelerator kernels, the rest on the host CPU"
+    placement = "vta"
+    quantized = True
+    accelerator = True
+    devices = ("sim", "rtl", "pynq", "tcp://HOST:PORT")
+    compile_options = frozenset({"config", "search", "tuning_log", "calibration"})
+    tuner_backend = "vta-sim"
+
+    def pipeline_options(self, samples=None, keep_float=None, cpu_schedules=None, block=None):
+        return self._quantized_options(samples, keep_float, block, use_vta=True, int8_kernels=True)
+
+    def supports(self, node) -> str | None:
+        from pyvta.compiler.targets.vta.partition_targets import runs_on_vta
+
+        if runs_on_vta(node):
+            return None
+        if node.op == "qconv2d":
+            return "the accelerator runs conv2d with group 1 and unit dilation only"
+        return f"the accelerator runs quantized conv2d and dense, not {node.op}"
+
+    def compile(self, cm, hw=None, lower: bool = True, gpu_arch: str = "sm_90") -> None:
+        cm.hw = hw
+        if lower:
+            cm.lower_kernels(hw)
+
+    def lower_kernels(self, cm, hw, configs=None, measure=None, search=0, progress=None) -> None:
+        from pyvta.compiler.backend.vta.graph_backend import compile_kernels
+        from pyvta.isa import HwConfig
+
+        cm.hw = hw or cm.hw or HwConfig()
+        cm.kernels = compile_kernels(cm.graph, cm.hw, configs, measure, search, progress)
+
+    def node_backend(self, graph, vta=None):
+        """Accelerator nodes through the operator-contract object ``vta`` (default: the numpy
+        golden model, ``compiler.graph.vta_ops.GoldenVta``)."""
+        from pyvta.compiler.graph.executor import ContractNodes
+        from pyvta.compiler.graph.vta_ops import GoldenVta
+
+        return ContractNodes(vta if vta is not None else GoldenVta())
+
+    def device_backend(self, cm, device):
+        """The executor's accelerator backend with ``cm``'s kernels loaded onto ``device`` (a
+        ``driver.Device``), refused when they were lowered for another HwConfig."""
+        from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+        from pyvta.compiler.graph.compiled_model import ArtifactError
+
+        n_placed = len(self.placed(cm.graph))
+        if n_placed and not cm.kernels:
+            raise ArtifactError(
+                f"the model has {n_placed} accelerator nodes but no kernels; compile it with"
+                " pyvta compile --target vta (or call lower_kernels)"
+            )
+        if cm.hw is not None and cm.hw != device.config:
+            raise ArtifactError(
+                f"the model was compiled for HwConfig {cm.hw.tag}; the device is"
+                f" {device.config.tag} (recompile with its --config)"
+            )
+        return AcceleratorBackend(device, cm.kernels)
+
+    def open_backend(self, cm, device: str, **device_kwargs):
+        """Open the ``driver.open`` device ``device`` for ``cm``'s HwConfig and load its
+        kernels: the executor's accelerator backend."""
+        from pyvta import driver
+
+        return self.device_backend(cm, driver.open(device, config=cm.hw, **device_kwargs))
+
+    def check_device(self, name: str) -> str:
+        from pyvta.driver.registry import device_kinds, parse_name
+
+        if parse_name(name)[0] not in device_kinds():
+            raise TargetError(
+                f"device {name!r} does not run the {self.name} target (allowed: driver.open"
+                f" names: {', '.join(device_kinds())}, e.g. sim, rtl, pynq, tcp://HOST:PORT)"
+            )
+        return name
+
+
+TARGET = VtaTarget()
