@@ -116,7 +116,9 @@ def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: 
         info["cos pyvta"] = cosine(out, ref)
         runs["pyvta int8"] = lambda: run_model(cm, feeds, backends=kernels)
         graphs["pyvta int8"] = cm.graph
-        info["compiled int8"] = compiled_convs(cm.graph, kernels["cpu"].kernels)
+        int8_kernels = kernels["cpu"]  # its int8 kernels, and the float layers' on its fallback
+        compiled = {**int8_kernels.kernels, **getattr(int8_kernels.fallback, "modules", {})}
+        info["compiled int8"] = compiled_convs(cm.graph, compiled)
 
     def ort_int8() -> None:
         logging.disable(logging.WARNING)  # quantize_static's advice to pre-process, per model

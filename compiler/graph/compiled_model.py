@@ -95,7 +95,6 @@ class CompiledModel:
                 CpuInt8Kernels,
                 Int8Kernel,
                 has_int8_nodes,
-                node_channel_shifts,
             )
 
             code = self.cpu_code
@@ -104,14 +103,13 @@ class CompiledModel:
                 floats = {n: m for n, m in loaded.items() if not code.kernels[n].consts}
                 backend = CpuKernels(self.graph, modules=floats)
                 if has_int8_nodes(self.graph):
-                    out = {n.name: self.graph.values[n.outputs[0]].shape for n in self.graph.nodes}
                     nodes = {n.name: n for n in self.graph.nodes}
                     int8 = {
                         n: Int8Kernel.loaded(
                             m,
                             *(code.consts[c] for c in code.kernels[n].consts),
-                            out[n],
-                            node_channel_shifts(nodes[n], self.graph),
+                            nodes[n],
+                            self.graph,
                         )
                         for n, m in loaded.items()
                         if code.kernels[n].consts

@@ -7,7 +7,8 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
   layers run compiled kernels in the blocked NCHW{c}c layout (``alter_cpu_layout``),
 - ``"cpu-int8"``: int8 quantized, everything on the CPU; the quantized conv2d/dense run
   compiled int8 kernels (``compiler.targets.cpu_int8.kernels``, the arithmetic of VTA), the
-  rest numpy,
+  float layers (the first conv, pools between dequantize and quantize, the classifier) the
+  float kernels of ``alter_cpu_layout``, (de)quantize numpy,
 - ``"vta"``: int8 quantized, conv2d/dense/pools on VTA in the packed layout (every layer the
   accelerator can lower; ``vta_partition="legacy"``: the float first conv, pools and last
   dense on the CPU), the rest on the CPU,
@@ -44,8 +45,8 @@ from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig, WeightScales
 class PipelineOptions:
     """``quant`` None keeps float; ``use_vta`` places conv2d/dense on VTA; ``block`` in elems.
 
-    ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers with
-    ``cpu_block`` channels per block; ``cpu_schedules`` maps conv workload keys to tuned
+    ``cpu_kernels``: plan the NCHW{c}c layout and compile the float CPU layers (each value's
+    channel block: ``alter_cpu_layout.channel_block``); ``cpu_schedules`` maps conv workload keys to tuned
     schedule choices (``compiler.targets.cpu.kernels``); ``cpu_build`` builds their kernels
     at the end (False: plan only, e.g. to list the layers a tuner should tune); ``gpu``: every
     node on the GPU with its default schedule; ``int8_kernels``: build the compiled int8
@@ -55,7 +56,6 @@ class PipelineOptions:
     use_vta: bool = False
     block: int = layout.BLOCK_ELEMS
     cpu_kernels: bool = False
-    cpu_block: int = 16
     cpu_schedules: dict | None = None
     cpu_build: bool = True
     gpu: bool = False

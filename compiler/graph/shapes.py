@@ -196,26 +196,31 @@ def _unpack_nc(node, ins):
 
 
 def _blocked_channels(node, v: Value) -> int:
-    if len(v.shape) != 5 or v.shape[0] != 1:
+    if len(v.shape) != 5:
         raise GraphError(
-            f"node {node.name!r} ({node.op}) needs NCHW{{c}}c [1, C/c, H, W, c], got {v}"
+            f"node {node.name!r} ({node.op}) needs NCHW{{c}}c [N, C/c, H, W, c], got {v}"
         )
     return v.shape[1] * v.shape[4]
 
 
 def _cpu_conv2d(node, ins):
     """``cpu_conv2d``: NCHW{in_block}c data (or NCHW data of one ``in_block``, which the
-    kernel blocks itself) -> NCHW{out_block}c (``channels`` outputs)."""
+    kernel blocks itself) -> NCHW{out_block}c (``channels`` outputs, rounded up to the block:
+    the bias has a zero for each padded channel)."""
     _need(node, ins, (3, 4))
     a = node.attrs
     x = ins[0]
-    if not (len(x.shape) == 4 and x.shape[0] == 1 and x.shape[1] == a["in_block"]):
+    if not (len(x.shape) == 4 and x.shape[1] == a["in_block"]):
         _blocked_channels(node, x)
     ob, o = a["out_block"], a["channels"]
-    if o % ob or ins[2].shape != (o,):
-        raise GraphError(f"node {node.name!r}: {o} channels, out block {ob}, bias {ins[2].shape}")
-    oh, ow = conv_out_hw(*ins[0].shape[2:4], a["kernel"], a["strides"], a["pads"])
-    out = (1, o // ob, oh, ow, ob)
+    o_pad = -(-o // ob) * ob
+    if ins[2].shape != (o_pad,):
+        raise GraphError(
+            f"node {node.name!r}: {o} channels, out block {ob}: bias {ins[2].shape} != ({o_pad},)"
+        )
+    dil = a.get("dilations", (1, 1))
+    oh, ow = conv_out_hw(*ins[0].shape[2:4], a["kernel"], a["strides"], a["pads"], dil)
+    out = (x.shape[0], o_pad // ob, oh, ow, ob)
     if len(ins) == 4 and ins[3].shape != out:
         raise GraphError(f"node {node.name!r}: residual {ins[3].shape} != output {out}")
     return [(out, "float32")]
@@ -224,16 +229,33 @@ def _cpu_conv2d(node, ins):
 def _cpu_max_pool(node, ins):
     _need(node, ins, (1,))
     _blocked_channels(node, ins[0])
-    _, cb, h, w, blk = ins[0].shape
+    n, cb, h, w, blk = ins[0].shape
     a = node.attrs
     oh, ow = conv_out_hw(h, w, a["kernel"], a["strides"], a["pads"])
-    return [((1, cb, oh, ow, blk), ins[0].dtype)]
+    return [((n, cb, oh, ow, blk), ins[0].dtype)]
 
 
 def _cpu_global_avg_pool(node, ins):
     _need(node, ins, (1,))
     _blocked_channels(node, ins[0])
-    return [((1, ins[0].shape[1], 1, 1, ins[0].shape[4]), ins[0].dtype)]
+    n, cb, _, _, blk = ins[0].shape
+    return [((n, cb, 1, 1, blk), ins[0].dtype)]
+
+
+def _cpu_concat(node, ins):
+    """``cpu_concat``: NCHW{c}c inputs of ``parts`` channels (each its own block) -> the
+    channel concat in NCHW{block}c."""
+    a = node.attrs
+    if len(ins) != len(a["parts"]) or len(ins) < 1:
+        raise GraphError(f"node {node.name!r}: {len(ins)} inputs for parts {a['parts']}")
+    n, _, h, w, _ = ins[0].shape
+    for v, c in zip(ins, a["parts"], strict=True):
+        if len(v.shape) != 5 or (v.shape[0], *v.shape[2:4]) != (n, h, w):
+            raise GraphError(f"node {node.name!r}: concat input {v} of {c} channels")
+        if v.shape[1] != -(-c // v.shape[4]):
+            raise GraphError(f"node {node.name!r}: input {v} does not hold {c} channels")
+    b = a["block"]
+    return [((n, -(-sum(a["parts"]) // b), h, w, b), ins[0].dtype)]
 
 
 def _cpu_dense(node, ins):
@@ -253,11 +275,16 @@ def _layout_transform(node, ins):
     a = node.attrs
     c, src, dst = a["channels"], a["src_block"], a["dst_block"]
     shape = ins[0].shape
-    h, w = shape[2], shape[3]
-    want = (1, c, h, w) if src is None else (1, c // src, h, w, src)
-    if shape != want:
-        raise GraphError(f"node {node.name!r}: input {shape}, expected {want} (block {src})")
-    return [((1, c, h, w) if dst is None else (1, c // dst, h, w, dst), ins[0].dtype)]
+    n, h, w = shape[0], shape[2], shape[3]
+
+    def blocked(b):
+        return (n, c, h, w) if b is None else (n, -(-c // b), h, w, b)
+
+    if shape != blocked(src):
+        raise GraphError(
+            f"node {node.name!r}: input {shape}, expected {blocked(src)} (block {src})"
+        )
+    return [(blocked(dst), ins[0].dtype)]
 
 
 def _same(node, ins):
@@ -317,7 +344,9 @@ RULES = {
     "unpack_nc": _unpack_nc,
     "cpu_conv2d": _cpu_conv2d,
     "cpu_max_pool": _cpu_max_pool,
+    "cpu_avg_pool": _cpu_max_pool,
     "cpu_global_avg_pool": _cpu_global_avg_pool,
+    "cpu_concat": _cpu_concat,
     "cpu_dense": _cpu_dense,
     "cpu_elementwise": _same,
     "cpu_softmax": _same,

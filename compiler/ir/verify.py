@@ -65,7 +65,8 @@ def _check_access(buf, index, bufs: set, where: str, ranges: dict | None) -> Non
     """``ranges``: loop variable -> [lo, hi] outside any guard (None inside one)."""
     if buf not in bufs:
         raise IRError(f"buffer {buf.name} is neither a parameter nor allocated here: {where}")
-    if isinstance(index, IntImm) and not 0 <= index.value < buf.size_elems:
+    guarded = ranges is None  # below an ``if`` (an unrolled tail's dead copy): not checked
+    if isinstance(index, IntImm) and not guarded and not 0 <= index.value < buf.size_elems:
         raise IRError(
             f"constant index {index.value} out of bounds for {buf.name} "
             f"({buf.size_elems} elems): {where}"

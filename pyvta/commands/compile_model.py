@@ -121,6 +121,15 @@ def run(args: argparse.Namespace) -> int:
     )
     if get_target(cm.target).accelerator:
         print("\n".join(plan_lines(cm.graph)))
+    from pyvta.compiler.graph.ir import HOST
+
+    if cm.spec.placement == HOST:  # every layer on the host CPU
+        from pyvta.compiler.targets.cpu.kernels import numpy_nodes
+
+        rest = numpy_nodes(cm.graph)
+        print(f"{len(rest)} CPU nodes run numpy, the rest compiled kernels or views")
+        for name, op, why in rest:
+            print(f"  {name} ({op}): {why}")
     return 0
 
 

@@ -68,8 +68,11 @@ class DepthwiseKnobs:
         return DepthwiseKnobs(-(-ow // tiles), rows)
 
 
-def depthwise_nchwc(c, h, w, kernel, strides, pads, block, knobs=None, epilogue=None):
-    """``(sch, [data, weight, bias, (residual,) out])`` (see the module docstring)."""
+def depthwise_nchwc(
+    c, h, w, kernel, strides, pads, block, knobs=None, epilogue=None, dilations=(1, 1)
+):
+    """``(sch, [data, weight, bias, (residual,) out])`` (see the module docstring);
+    ``dilations`` (rows, columns) space the kernel's taps."""
     from pyvta.compiler.ops.cpu.nchwc import Epilogue, _conv_shape
 
     knobs = knobs or DepthwiseKnobs()
@@ -78,8 +81,9 @@ def depthwise_nchwc(c, h, w, kernel, strides, pads, block, knobs=None, epilogue=
         raise ValueError(f"depthwise: {c} channels must be a multiple of the block {block}")
     kh, kw = kernel
     sh, sw = strides
+    dh, dw = dilations
     t, lft, b, r = pads
-    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+    oh, ow = _conv_shape(h, w, kernel, strides, pads, dilations)
     owb, yb = knobs.ow_block, knobs.y_block
     if not (0 < owb <= ow and 0 < yb <= oh):
         raise ValueError(
@@ -107,7 +111,7 @@ def depthwise_nchwc(c, h, w, kernel, strides, pads, block, knobs=None, epilogue=
     acc = compute(
         (1, cb, oh, ow, block),
         lambda n, f, y, x, fi: te_sum(
-            dp[n, f, y * sh + ry, x * sw + rx, fi] * wgt[f, ry, rx, fi], [ry, rx]
+            dp[n, f, y * sh + ry * dh, x * sw + rx * dw, fi] * wgt[f, ry, rx, fi], [ry, rx]
         ),
         name="acc",
     )

@@ -94,7 +94,8 @@ def assembly_for(sch, args, cpu: str, features: str, vector_bits: int) -> str:
 class Int8ConvKnobs:
     """``oc_block`` output channels per register tile (the output channels must be a multiple;
     1: scalar), as vectors of ``vector_lanes`` int32 (0: one vector of all ``oc_block``);
-    ``ow_block`` unrolled output columns per tile (divides the output width), so a tile holds
+    ``ow_block`` unrolled output columns per tile (the row's last tile computes past the width
+    on the last column and stores only the row's), so a tile holds
     ``ow_block * oc_block / vector_lanes`` vector accumulators and each broadcast input lane
     feeds ``oc_block / vector_lanes`` multiplies; ``parallel``: output channel blocks x rows
     across threads; ``dot``: a ``DOTS`` form, ``pmaddwd`` (channel pairs, AVX2) or
@@ -123,7 +124,8 @@ class Int8ConvKnobs:
     ) -> Int8ConvKnobs:
         """The tile with the most vector accumulators that fit beside two registers (the
         broadcast input and a weight): one or two vectors of ``lanes`` (else 8; else 4, the
-        SSE width, for channels not a multiple of 8) int32 that divide ``o`` (else scalar) x the widest column tile dividing ``ow``. A ``pmaddwd``
+        SSE width, for channels not a multiple of 8) int32 that divide ``o`` (else scalar) x the
+        column tile with the fewest tiles per row (the narrowest of those). A ``pmaddwd``
         accumulator needs a second register for its product (``vpmaddwd``, then ``vpaddd``;
         ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
         5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. At most
@@ -131,13 +133,13 @@ class Int8ConvKnobs:
         per_acc = 2 if dot == "pmaddwd" else 1
 
         def widest(vectors: int) -> int:
-            ok = [d for d in range(1, ow + 1) if ow % d == 0]
+            # the fewest tiles per row, then the narrowest such tile (27 as 4 x 7, not 4 x 8)
             fit = [
                 d
-                for d in ok
+                for d in range(1, ow + 1)
                 if d * vectors * per_acc + 2 <= registers and d * vectors <= MAX_ACCUMULATORS
             ]
-            return max(fit, default=1)
+            return min(fit, key=lambda d: (-(-ow // d), d), default=1)
 
         tiles = [  # (accumulators, channels, columns, vector lanes)
             (widest(n) * n, n * v, widest(n), v)
@@ -151,9 +153,10 @@ class Int8ConvKnobs:
         return Int8ConvKnobs(oc, owb, dot=dot, vector_lanes=v if v < oc else 0)
 
 
-def conv_out_hw(h, w, kernel, strides, pads) -> tuple[int, int]:
-    (kh, kw), (sh, sw), (t, lft, b, r) = kernel, strides, pads
-    oh, ow = (h + t + b - kh) // sh + 1, (w + lft + r - kw) // sw + 1
+def conv_out_hw(h, w, kernel, strides, pads, dilations=(1, 1)) -> tuple[int, int]:
+    (kh, kw), (sh, sw), (t, lft, b, r), (dh, dw) = kernel, strides, pads, dilations
+    oh = (h + t + b - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + lft + r - (kw - 1) * dw - 1) // sw + 1
     if oh <= 0 or ow <= 0:
         raise Int8TemplateError(
             f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}"
@@ -225,19 +228,26 @@ def qconv2d_nchw(
     params: FusedParams,
     residual: bool = False,
     knobs: Int8ConvKnobs | None = None,
+    dilations: tuple[int, int] = (1, 1),
+    res_channels: int | None = None,
 ):
     """``(sch, [data, weight, bias, (shift, res_shift,) (residual,) out])``: data int8
-    ``[1, C, H, W]``, weight and bias from :func:`pack_qconv`, residual and out int8
-    ``[1, O, OH, OW]`` (``params``: shift, clip, residual shift, strides, pads; with per-channel
-    shifts, ``params.per_channel``, they are int32 ``[O]`` inputs: ``params.channel_shifts``);
-    ``knobs`` default: :meth:`Int8ConvKnobs.for_layer`."""
+    ``[1, C, H, W]``, weight and bias from :func:`pack_qconv`, out int8 ``[1, O, OH, OW]``
+    (``params``: shift, clip, residual shift, strides, pads; with per-channel shifts,
+    ``params.per_channel``, they are int32 ``[O]`` inputs: ``params.channel_shifts``); ``knobs``
+    default: :meth:`Int8ConvKnobs.for_layer`; ``dilations`` (rows, columns) between kernel taps.
+    The residual is ``[1, res_channels, OH, OW]`` (default O): a layer whose O is padded up to
+    the channel tile reads the layer's own channels (the padded outputs read the last one; they
+    are not used)."""
     kh, kw = kernel
-    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+    dh, dw = dilations
+    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dilations)
     knobs = knobs or Int8ConvKnobs.for_layer(o, ow)
     (sh, sw), ob, owb = params.strides, knobs.oc_block, knobs.ow_block
-    if o % ob or ow % owb:
+    if o % ob or not 0 < owb <= ow:
         raise Int8TemplateError(
-            f"oc_block {ob} must divide the {o} output channels, ow_block {owb} the width {ow}"
+            f"oc_block {ob} must divide the {o} output channels, ow_block {owb} be in 1..{ow}"
+            " (the output width)"
         )
     data = placeholder((1, c, h, w), "int8", "data")
     group, dot = DOTS[knobs.dot]  # input channels per int32 lane, the op multiplying them
@@ -249,21 +259,32 @@ def qconv2d_nchw(
     if params.per_channel:
         shifts = placeholder((o,), "int32", "shift"), placeholder((o,), "int32", "res_shift")
         args += list(shifts)
-    res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
+    o_res = res_channels or o
+    res = placeholder((1, o_res, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
     u = _offset_lanes(data, params.pads, group)
     rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    # the accumulators cover whole column tiles: columns past the row's last are computed as
+    # a copy of it (clamped index) and not stored, so the reduction has no bounds checks
+    ow_pad = -(-ow // owb) * owb
+
+    def col(x):
+        return minimum(x, const(ow - 1)) if ow_pad > ow else x
+
     acc = compute(
-        (o // ob, oh, ow, ob),
+        (o // ob, oh, ow_pad, ob),
         lambda f, y, x, fi: te_sum(
-            dot(u[rc, y * sh + ry, x * sw + rx], wgt[f, rc, ry, rx, fi]), [rc, ry, rx]
+            dot(u[rc, y * sh + ry * dh, col(x) * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
+            [rc, ry, rx],
         ),
         name="acc",
     )
 
     def out_fn(n, oc, y, x):
-        r = res[n, oc, y, x] if res is not None else None
+        r = None
+        if res is not None:
+            r = res[n, oc if o_res == o else minimum(oc, const(o_res - 1)), y, x]
         per = (shifts[0][oc], shifts[1][oc]) if shifts else ()
         return _requantize(acc[oc // ob, y, x, oc % ob] + bias[oc], r, params, *per)
 
@@ -291,4 +312,82 @@ def qconv2d_nchw(
     if knobs.parallel:
         s[out].parallel(s[out].fuse(fo, "y"))
         s[u].parallel("k")
+    return s, args + [out]
+
+
+def pack_qconv_grouped(w: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Grouped OIHW int8 weights ``[O, C/group, KH, KW]`` and int32 bias -> the int32 weights and
+    bias :func:`qconv2d_grouped_nchw` reads (the input is not offset: no bias correction)."""
+    return np.ascontiguousarray(w.astype(np.int32)), np.ascontiguousarray(bias.astype(np.int32))
+
+
+def qconv2d_grouped_nchw(
+    c: int,
+    h: int,
+    w: int,
+    o: int,
+    kernel: tuple[int, int],
+    params: FusedParams,
+    group: int,
+    residual: bool = False,
+    dilations: tuple[int, int] = (1, 1),
+    vector_lanes: int = 8,
+    parallel: bool = True,
+):
+    """``(sch, [data, weight, bias, (residual,) out])`` of a grouped (depthwise: group = C)
+    int8 conv with the same contract as :func:`qconv2d_nchw`: data int8 ``[1, C, H, W]``,
+    weight and bias from :func:`pack_qconv_grouped`, residual and out int8 ``[1, O, OH, OW]``.
+    Each output channel sums its group's ``C/group`` channels x taps in int32 (wrapping, as
+    the contract's accumulator), ``vector_lanes`` output columns at a time (the few channels
+    of a group give no channel vector); tasks: output channel x row across threads."""
+    if c % group or o % group:
+        raise Int8TemplateError(f"group {group} must divide the {c} input and {o} output channels")
+    kh, kw = kernel
+    (sh, sw), (dh, dw) = params.strides, dilations
+    t, lft, b, r = params.pads
+    oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dilations)
+    cg, og = c // group, o // group
+    data = placeholder((1, c, h, w), "int8", "data")
+    wgt = placeholder((o, cg, kh, kw), "int32", "weight")
+    bias = placeholder((o,), "int32", "bias")
+    args = [data, wgt, bias]
+    res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
+    if res is not None:
+        args.append(res)
+
+    def pad_fn(ch, y, x):  # int32, zero outside the input (the read clamped into it)
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        yy = minimum(maximum(y - t, const(0)), const(h - 1))
+        xx = minimum(maximum(x - lft, const(0)), const(w - 1))
+        return select(inside, cast("int32", data[0, ch, yy, xx]), const(0))
+
+    dp = compute((c, h + t + b, w + lft + r), pad_fn, name="data.pad")
+    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    acc = compute(
+        (o, oh, ow),
+        lambda f, y, x: te_sum(
+            dp[(f // og) * cg + rc, y * sh + ry * dh, x * sw + rx * dw] * wgt[f, rc, ry, rx],
+            [rc, ry, rx],
+        ),
+        name="acc",
+    )
+
+    def out_fn(n, f, y, x):
+        rv = res[n, f, y, x] if res is not None else None
+        return _requantize(acc[f, y, x] + bias[f], rv, params)
+
+    out = compute((1, o, oh, ow), out_fn, name="out")
+    s = create_schedule(out)
+    lanes = min(vector_lanes, ow)
+    xo, xi = s[out].split("x", lanes)
+    s[out].reorder("n", "f", "y", xo, xi)
+    s[acc].set_scope("local")
+    s[acc].compute_at(s[out], xo)
+    s[acc].reorder("f", "y", "rc", "ry", "rx", "x")
+    s[acc].vectorize("x")
+    s[out].vectorize(xi)
+    s[dp].vectorize("x")
+    if parallel:
+        s[out].parallel(s[out].fuse("f", "y"))
+        s[dp].parallel("ch")
     return s, args + [out]

@@ -25,7 +25,7 @@ import numpy as np
 from pyvta.compiler.ir.expr import all_, const
 from pyvta.compiler.ops.cpu.conv2d import schedule_register_tile
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.expr_ops import exp, maximum, minimum, select
+from pyvta.compiler.te.expr_ops import cast, exp, maximum, minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import max as te_max
 from pyvta.compiler.te.tensor import sum as te_sum
@@ -113,6 +113,43 @@ class NchwcConvKnobs:
         return NchwcConvKnobs(ow_block, oc_tile if oc_tile != out_block else 0, flat=flat)
 
 
+@dataclass(frozen=True)
+class GroupSpan:
+    """A grouped conv in the direct template: ``group`` groups of ``group_in`` input and
+    ``group_out`` output channels (the layer's own counts; padded channels past them belong to
+    no group). Output block ``f`` reads the ``count`` input blocks from :meth:`start` on, those
+    its groups' channels fall in (fewer than all: group 4 reads about a quarter)."""
+
+    group: int
+    group_in: int
+    group_out: int
+
+    def _first_last(self, f: int, ic: int, oc: int) -> tuple[int, int]:
+        g0 = min(f * oc // self.group_out, self.group - 1)
+        g1 = min(((f + 1) * oc - 1) // self.group_out, self.group - 1)
+        return g0 * self.group_in // ic, ((g1 + 1) * self.group_in - 1) // ic
+
+    def count(self, ic: int, oc: int, c_blocks: int, o_blocks: int) -> int:
+        """Input blocks an output block reads (the most any reads)."""
+        spans = [self._first_last(f, ic, oc) for f in range(o_blocks)]
+        return min(c_blocks, max(b - a + 1 for a, b in spans))
+
+    def start(self, f, ic: int, oc: int, c_blocks: int, count: int):
+        """The first input block of output block ``f`` (an int, or an index expression)."""
+        if isinstance(f, int):
+            return min(self._first_last(f, ic, oc)[0], c_blocks - count)
+        g0 = minimum(f * oc // const(self.group_out), const(self.group - 1))
+        return minimum(g0 * self.group_in // const(ic), const(c_blocks - count))
+
+    def pack(self, packed: np.ndarray) -> np.ndarray:
+        """:func:`pack_conv_weights` of the block-diagonal weights ``[O/oc, C/ic, KH, KW, ic,
+        oc]`` -> the ``count`` input blocks each output block reads ``[O/oc, count, ...]``."""
+        o_blocks, c_blocks, _, _, ic, oc = packed.shape
+        n = self.count(ic, oc, c_blocks, o_blocks)
+        rows = [packed[f, self.start(f, ic, oc, c_blocks, n) :][:n] for f in range(o_blocks)]
+        return np.ascontiguousarray(np.stack(rows))
+
+
 def pack_conv_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
     """OIHW weights -> OIHW{ic}i{oc}o ``[O/oc, C/ic, KH, KW, ic, oc]`` (float32, contiguous)."""
     o, c, kh, kw = kernel.shape
@@ -147,10 +184,10 @@ def _padded(data, pads, fill: float, name: str, block: int | None = None):
     return compute((1, cb, h + t + b, w + lft + r, blk), f, name=name)
 
 
-def _conv_shape(h, w, kernel, strides, pads):
-    (kh, kw), (sh, sw), (t, lft, b, r) = kernel, strides, pads
-    oh = (h + t + b - kh) // sh + 1
-    ow = (w + lft + r - kw) // sw + 1
+def _conv_shape(h, w, kernel, strides, pads, dilations=(1, 1)):
+    (kh, kw), (sh, sw), (t, lft, b, r), (dh, dw) = kernel, strides, pads, dilations
+    oh = (h + t + b - (kh - 1) * dh - 1) // sh + 1
+    ow = (w + lft + r - (kw - 1) * dw - 1) // sw + 1
     if oh <= 0 or ow <= 0:
         raise ValueError(f"kernel {kernel} larger than the padded input {h + t + b}x{w + lft + r}")
     return oh, ow
@@ -169,15 +206,20 @@ def conv2d_nchwc(
     knobs: NchwcConvKnobs = NchwcConvKnobs(),
     epilogue: Epilogue = Epilogue(),
     nchw_input: bool = False,
+    dilations: tuple[int, int] = (1, 1),
+    groups: GroupSpan | None = None,
 ):
     """``(sch, [data, weight, bias, (residual,) out])``: data ``[1, C/ic, H, W, ic]`` (with
     ``nchw_input``: NCHW ``[1, C, H, W]``, read into NCHW{ic}c by the padding stage), weight
-    from :func:`pack_conv_weights`, bias ``[O]``, residual and out ``[1, O/oc, OH, OW, oc]``."""
+    from :func:`pack_conv_weights`, bias ``[O]``, residual and out ``[1, O/oc, OH, OW, oc]``;
+    ``dilations`` (rows, columns) space the kernel's taps; ``groups``: a grouped conv, the
+    weight ``GroupSpan.pack``ed (each output block reads only its groups' input blocks)."""
     if c % ic or o % oc:
         raise ValueError(f"channels {c}/{o} must be multiples of the blocks ic={ic}/oc={oc}")
     kh, kw = kernel
     sh, sw = strides
-    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+    dh, dw = dilations
+    oh, ow = _conv_shape(h, w, kernel, strides, pads, dilations)
     owb, oct_ = knobs.ow_block, knobs.oc_tile or oc
     if owb > ow or oc % oct_:
         raise ValueError(
@@ -191,7 +233,9 @@ def conv2d_nchwc(
         raise ValueError(f"ow_block {owb} must be at most the {oh * ow} output positions")
     dshape = (1, c, h, w) if nchw_input else (1, c // ic, h, w, ic)
     data = placeholder(dshape, "float32", "data")
-    wgt = placeholder((o // oc, c // ic, kh, kw, ic, oc), "float32", "weight")
+    c_blocks = c // ic
+    span = groups.count(ic, oc, c_blocks, o // oc) if groups is not None else c_blocks
+    wgt = placeholder((o // oc, span, kh, kw, ic, oc), "float32", "weight")
     bias = placeholder((o,), "float32", "bias")
     args = [data, wgt, bias]
     res = None
@@ -199,12 +243,13 @@ def conv2d_nchwc(
         res = placeholder(oshape, "float32", "residual")
         args.append(res)
     dp = _padded(data, pads, 0.0, "data.pad", ic if nchw_input else None)
-    rco, ry, rx = reduce_axis(c // ic, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    rco, ry, rx = reduce_axis(span, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     rci = reduce_axis(ic, "rci")
 
     def conv_fn(n, f, y, x, fi):
+        cb = rco if groups is None else groups.start(f, ic, oc, c_blocks, span) + rco
         return te_sum(
-            dp[n, rco, y * sh + ry, x * sw + rx, rci] * wgt[f, rco, ry, rx, rci, fi],
+            dp[n, cb, y * sh + ry * dh, x * sw + rx * dw, rci] * wgt[f, rco, ry, rx, rci, fi],
             [rco, ry, rx, rci],
         )
 
@@ -263,6 +308,44 @@ def max_pool_nchwc(c, h, w, kernel, strides, pads, block, parallel=True):
 
     red = compute((1, c // block, oh, ow, block), f, name="pool")
     out = compute(red.shape, lambda n, ch, y, x, ci: red[n, ch, y, x, ci], name="out")
+    s = create_schedule(out)
+    s[red].set_scope("local")
+    s[red].compute_at(s[out], "x")
+    s[red].reorder("n", "ch", "y", "x", "ry", "rx", "ci")
+    s[red].vectorize("ci")
+    s[out].vectorize("ci")
+    if parallel:
+        s[out].parallel(s[out].fuse("ch", "y"))
+    return s, [data, out]
+
+
+def avg_pool_nchwc(c, h, w, kernel, strides, pads, block, count_include_pad, parallel=True):
+    """``(sch, [data, out])``: average pool of ``[1, C/c, H, W, c]``; padded cells add zero and
+    count in the divisor only with ``count_include_pad`` (ONNX AveragePool)."""
+    (kh, kw), (sh, sw) = kernel, strides
+    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+    data = placeholder((1, c // block, h, w, block), "float32", "data")
+    t, lft = pads[0], pads[1]
+    ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+
+    def f(n, ch, y, x, ci):
+        yy, xx = y * sh + ry - t, x * sw + rx - lft
+        inside = all_(yy >= 0, yy < h, xx >= 0, xx < w)
+        yc = minimum(maximum(yy, const(0)), const(h - 1))  # the read clamped into the input
+        xc = minimum(maximum(xx, const(0)), const(w - 1))
+        return te_sum(select(inside, data[n, ch, yc, xc, ci], const(0.0)), [ry, rx])
+
+    red = compute((1, c // block, oh, ow, block), f, name="pool")
+
+    def mean(n, ch, y, x, ci):
+        if count_include_pad or not any(pads):
+            return red[n, ch, y, x, ci] * const(1.0 / (kh * kw))
+        y0, x0 = y * sh - t, x * sw - lft
+        rows = minimum(y0 + kh, const(h)) - maximum(y0, const(0))
+        cols = minimum(x0 + kw, const(w)) - maximum(x0, const(0))
+        return red[n, ch, y, x, ci] / cast("float32", rows * cols)
+
+    out = compute(red.shape, mean, name="out")
     s = create_schedule(out)
     s[red].set_scope("local")
     s[red].compute_at(s[out], "x")
@@ -348,13 +431,22 @@ def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True, vector_lanes: i
     return s, args + [out]
 
 
+def blocked_shape(shape, block: int | None) -> tuple[int, ...]:
+    """NCHW ``shape`` ``[N, C, H, W]`` in NCHW{block}c: ``[N, ceil(C / block), H, W, block]``
+    (the channels past C, when the block does not divide C, are padding), or ``shape`` itself
+    for block None."""
+    n, c, h, w = shape
+    return tuple(shape) if block is None else (n, -(-c // block), h, w, block)
+
+
 def layout_transform(shape, src_block: int | None, dst_block: int | None, parallel=True):
     """``(sch, [data, out])`` between NCHW (block None) and NCHW{c}c layouts of an ``[1, C,
-    H, W]`` tensor, or between two blocks."""
+    H, W]`` tensor, or between two blocks (:func:`blocked_shape`; padded channels of the
+    output are zero)."""
     _, c, h, w = shape
 
     def src_shape(b):
-        return (1, c, h, w) if b is None else (1, c // b, h, w, b)
+        return blocked_shape((1, c, h, w), b)
 
     data = placeholder(src_shape(src_block), "float32", "data")
 
@@ -362,6 +454,9 @@ def layout_transform(shape, src_block: int | None, dst_block: int | None, parall
         if src_block is None:
             return data[0, ch, y, x]
         return data[0, ch // src_block, y, x, ch % src_block]
+
+    def read_padded(ch, y, x):  # zero past the C channels (the read clamped into them)
+        return select(ch < const(c), read(minimum(ch, const(c - 1)), y, x), const(0.0))
 
     if dst_block is None:
         out = compute((1, c, h, w), lambda n, ch, y, x: read(ch, y, x), name="out")
@@ -372,11 +467,45 @@ def layout_transform(shape, src_block: int | None, dst_block: int | None, parall
             s[out].parallel(s[out].fuse("ch", "y"))
         return s, [data, out]
     b = dst_block
-    out = compute((1, c // b, h, w, b), lambda n, co, y, x, ci: read(co * b + ci, y, x), name="out")
+    rd = read if c % b == 0 else read_padded
+    out = compute(src_shape(b), lambda n, co, y, x, ci: rd(co * b + ci, y, x), name="out")
     s = create_schedule(out)
     if parallel:
         s[out].parallel(s[out].fuse("co", "y"))
     return s, [data, out]
+
+
+def concat_nchwc(parts: list[tuple[int, int]], h: int, w: int, block: int, parallel=True):
+    """``(sch, [inputs..., out])``: the channel concat of NCHW{c}c tensors, ``parts`` their
+    ``(channels, block)`` in order, into NCHW{block}c (:func:`blocked_shape` of the channel
+    sum). An output channel ``ch`` of part ``j`` (at channel offset ``off``) reads channel
+    ``ch - off`` of it, clamped into the part (every part is read; a select keeps one)."""
+    ins = [
+        placeholder(blocked_shape((1, cj, h, w), bj), "float32", f"in{j}")
+        for j, (cj, bj) in enumerate(parts)
+    ]
+    total = sum(cj for cj, _ in parts)
+
+    def f(n, co, y, x, ci):
+        ch = co * block + ci
+        val, off = None, total
+        for (cj, bj), src in reversed(list(zip(parts, ins, strict=True))):
+            off -= cj
+            if bj == block and off % block == 0:  # aligned: whole vectors of the part
+                cb = minimum(maximum(co - off // block, const(0)), const(-(-cj // bj) - 1))
+                v = src[n, cb, y, x, ci]
+            else:
+                k = minimum(maximum(ch - off, const(0)), const(cj - 1))
+                v = src[n, k // bj, y, x, k % bj]
+            val = v if val is None else select(ch < const(off + cj), v, val)
+        return val
+
+    out = compute(blocked_shape((1, total, h, w), block), f, name="out")
+    s = create_schedule(out)
+    s[out].vectorize("ci")
+    if parallel:
+        s[out].parallel(s[out].fuse("co", "y"))
+    return s, ins + [out]
 
 
 def softmax_nc(m: int, n: int):

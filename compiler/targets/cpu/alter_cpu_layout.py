@@ -1,45 +1,67 @@
 """Plan the blocked NCHW{c}c layout of a float CPU network and pick each layer's schedule
-(TVM's AlterOpLayout): the compiled CPU ops read and write ``[1, C/c, H, W, c]`` from the first
-conv to the global pool, and layouts change only at the network's borders.
+(TVM's AlterOpLayout): the compiled CPU ops read and write ``[N, ceil(C/c), H, W, c]`` from the
+first conv to the global pool, and layouts change only at the network's borders.
 
-Rewrites (float32, batch 1, ``target == "cpu"``; anything else is left alone):
+Rewrites (float32, ``target == "cpu"``, any batch; anything else is left alone):
 
-- ``conv2d`` (group 1, or depthwise: group = C = O; unit dilation) -> ``cpu_conv2d`` with its
-  weights transformed for the chosen template (direct NCHWc, Winograd or depthwise) and the
-  schedule choice in ``attrs["schedule"]`` (``compiler.targets.cpu.kernels``),
-- ``max_pool`` -> ``cpu_max_pool``, ``global_avg_pool`` -> ``cpu_global_avg_pool`` (its output
-  is NCHW ``[1, C, 1, 1]`` byte for byte: the border is a ``reshape``),
+- ``conv2d`` -> ``cpu_conv2d`` with its weights transformed for the chosen template (direct
+  NCHWc, Winograd, pointwise or depthwise) and the schedule choice in ``attrs["schedule"]``
+  (``compiler.targets.cpu.kernels``): any kernel, stride, pads and dilation; a group of 1 or
+  depthwise (group = C = O) runs as such, other groups on the direct template with
+  block-diagonal weights, each output block reading only its groups' input blocks,
+- ``max_pool`` / ``avg_pool`` -> ``cpu_max_pool`` / ``cpu_avg_pool``, ``global_avg_pool`` ->
+  ``cpu_global_avg_pool`` (its output is NCHW ``[N, C, 1, 1]`` byte for byte when the block
+  divides C: the border is then a ``reshape``), ``concat`` of channels -> ``cpu_concat``,
 - ``dense`` -> ``cpu_dense`` (weights in column panels), ``add``/``relu``/``clip`` of equal
   shapes -> ``cpu_elementwise`` (on whatever layout their first input has), ``softmax`` over
   the last axis of ``[M, N]`` -> ``cpu_softmax``.
 
-A blocked value keeps its NCHW name for readers that need NCHW: a ``layout_transform`` under
-that name follows every blocked producer, and ``remove_dead_code`` drops those nobody reads.
-Channels that are not a multiple of the block use one block of all channels (the 3-channel
-image: ``[1, 1, H, W, 3]``); a direct conv reading such an NCHW value (the image) blocks it
-in its own padding copy, so no transform runs before the first conv.
+Each value's channel block is :func:`channel_block` of its channel count: 16 or 8 where one
+divides it, else the one that pads it least (44 channels: three blocks of 16, the last 4
+padding). Padded channels hold zeros from a conv (zero weights and bias) and finite values from
+any op; a conv reading them multiplies them by zero weights. A blocked value keeps its NCHW name
+for readers that need NCHW: a ``layout_transform`` under that name follows every blocked
+producer, and ``remove_dead_code`` drops those nobody reads. The image (fewer than 8 channels,
+NCHW) is one block of all its channels; a direct conv reading it blocks it in its own padding
+copy, so no transform runs before the first conv.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.ops.cpu.nchwc import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 
-MAX_SINGLE_BLOCK = 32  # channels below this that the block does not divide form one block
+CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
+MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
+
+
+def channel_block(channels: int) -> int:
+    """The block of a value of ``channels`` channels: of ``CHANNEL_BLOCKS`` the one that pads
+    the channels least (44 -> 16: 48; 40 -> 8: 40; 20 -> 8: 24), the first on a tie."""
+    return min(CHANNEL_BLOCKS, key=lambda b: -(-channels // b) * b)
+
+
+def _pad_to(a: np.ndarray, axis_sizes: dict[int, int]) -> np.ndarray:
+    """``a`` with zeros appended along the given axes up to the given sizes."""
+    widths = [(0, axis_sizes.get(i, d) - d) for i, d in enumerate(a.shape)]
+    return np.pad(a, widths) if any(w for _, w in widths) else a
 
 
 class _Layouts:
     """Which blocked form each NCHW value has, emitting transforms on demand."""
 
-    def __init__(self, g: Graph, em: NodeEmitter, block: int) -> None:
-        self.g, self.em, self.block = g, em, block
+    def __init__(self, g: Graph, em: NodeEmitter) -> None:
+        self.g, self.em = g, em
         self.blocked: dict[str, tuple[str, int]] = {}  # NCHW name -> (blocked name, block)
 
-    def block_for(self, channels: int) -> int | None:
-        if channels % self.block == 0:
-            return self.block
-        return channels if channels < MAX_SINGLE_BLOCK else None
+    def block_of(self, name: str) -> int:
+        """The block ``name`` has (or gets: :func:`channel_block` of its channels)."""
+        have = self.blocked.get(name)
+        return have[1] if have is not None else channel_block(self.g.values[name].shape[1])
 
     def get(self, name: str, block: int) -> str:
         """``name`` in NCHW{block}c, transformed from its NCHW or other blocked form."""
@@ -58,46 +80,66 @@ class _Layouts:
         """Record that ``blocked`` (NCHW{block}c) is ``name``; re-emit ``name`` in NCHW."""
         self.blocked[name] = (blocked, block)
         shape = self.g.values[name].shape
-        if nchw_op == "reshape":
+        if nchw_op == "reshape" and shape[1] % block == 0:  # the same bytes
             attrs = {"shape": list(shape)}
-        else:
+        else:  # padded channels to drop (or another layout)
+            nchw_op = "layout_transform"
             attrs = {"channels": shape[1], "src_block": block, "dst_block": None}
         self.em.emit(nchw_op, [blocked], attrs, f"{name}_nchw", output=name)
 
 
 def _is_4d_float(g: Graph, name: str) -> bool:
     v = g.values[name]
-    return v.dtype == "float32" and len(v.shape) == 4 and v.shape[0] == 1
+    return v.dtype == "float32" and len(v.shape) == 4
+
+
+def dense_group_weights(w: np.ndarray, group: int) -> np.ndarray:
+    """Grouped conv weights ``[O, C/group, KH, KW]`` as the block-diagonal ``[O, C, KH, KW]``
+    of one conv (zeros between groups)."""
+    o, cg, kh, kw = w.shape
+    og = o // group
+    full = np.zeros((o, cg * group, kh, kw), w.dtype)
+    for i in range(group):
+        full[i * og : (i + 1) * og, i * cg : (i + 1) * cg] = w[i * og : (i + 1) * og]
+    return full
 
 
 def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     a = n.attrs
     x = n.inputs[0]
-    if not _is_4d_float(g, x) or list(a["dilations"]) != [1, 1]:
-        return False
     w = g.constants.get(n.inputs[1])
-    if w is None or n.inputs[2] not in g.constants:
+    if not _is_4d_float(g, x) or w is None or n.inputs[2] not in g.constants:
         return False
     o, cg, kh, kw = w.shape
-    c = g.values[x].shape[1]
+    _, c, h, wd = g.values[x].shape
     depthwise = a["group"] == c == o and cg == 1
+    groups = None
     if a["group"] != 1 and not depthwise:
-        return False
-    ib, ob = lay.block_for(c), lay.block_for(o)
-    if ib is None or ob is None or ob % 8 or (depthwise and ib != ob):
-        return False
-    _, _, h, wd = g.values[x].shape
-    wl = cpu_kernels.ConvWorkload(c, h, wd, o, (kh, kw), tuple(a["strides"]), tuple(a["pads"]),
-                                  ib, ob, depthwise)  # fmt: skip
+        w = dense_group_weights(w, a["group"])
+        groups = GroupSpan(a["group"], c // a["group"], o // a["group"])
+    ob = channel_block(o)
+    nchw_read = x not in lay.blocked and c < MIN_CHANNEL_BLOCK and not depthwise
+    ib = ob if depthwise else (c if nchw_read else lay.block_of(x))
+    c_pad, o_pad = -(-c // ib) * ib, -(-o // ob) * ob
+    dil = tuple(a.get("dilations", (1, 1)))
+    if groups is not None and groups.count(ib, ob, c_pad // ib, o_pad // ob) == c_pad // ib:
+        groups = None  # every output block reads every input block: a plain conv (any template)
+    wl = cpu_kernels.ConvWorkload(c_pad, h, wd, o_pad, (kh, kw), tuple(a["strides"]),
+                                  tuple(a["pads"]), ib, ob, depthwise, dilations=dil,
+                                  groups=groups)  # fmt: skip
     schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl)
-    wt = cpu_kernels.conv_weights(schedule, g.constants[n.inputs[1]], ib, ob)
-    # the direct template blocks an NCHW input of one block in its padding copy itself
-    nchw_read = x not in lay.blocked and ib == c != lay.block and schedule["template"] == "direct"
+    nchw_read = nchw_read and schedule["template"] == "direct"
+    if c < MIN_CHANNEL_BLOCK and not nchw_read and x not in lay.blocked:
+        ib = channel_block(c)  # transformed first: a block the layout keeps
+        c_pad = -(-c // ib) * ib
+    wp = _pad_to(w, {0: o_pad} if depthwise else {0: o_pad, 1: c_pad})
+    wt = cpu_kernels.conv_weights(schedule, wp, ib, ob, groups)
+    bias = _pad_to(g.constants[n.inputs[2]].astype(np.float32), {0: o_pad})
     ins = [
         x if nchw_read else lay.get(x, ib),
         g.add_constant(g.fresh_name(f"{n.inputs[1]}_{schedule['template']}"), wt),
+        n.inputs[2] if o_pad == o else g.add_constant(g.fresh_name(f"{n.inputs[2]}_pad"), bias),
     ]
-    ins.append(n.inputs[2])
     if len(n.inputs) == 4:
         ins.append(lay.get(n.inputs[3], ob))
     attrs = {
@@ -110,6 +152,10 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
         "clip": a.get("clip"),
         "schedule": schedule,
     }
+    if dil != (1, 1):
+        attrs["dilations"] = list(dil)
+    if groups is not None:
+        attrs["groups"] = [groups.group, groups.group_in, groups.group_out]
     y = n.outputs[0]
     yb = lay.em.emit("cpu_conv2d", ins, attrs, n.name, output=g.fresh_name(f"{y}_{ob}c"))
     lay.produced(y, yb, ob)
@@ -118,19 +164,35 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
 
 def _pool(g: Graph, n: Node, lay: _Layouts) -> bool:
     x = n.inputs[0]
-    if x not in lay.blocked or not _is_4d_float(g, x):
+    if not _is_4d_float(g, x):
         return False
-    blk = lay.blocked[x][1]
+    blk = lay.block_of(x)
     y = n.outputs[0]
-    if n.op == "max_pool":
+    if n.op in ("max_pool", "avg_pool"):
         attrs = {k: list(n.attrs[k]) for k in ("kernel", "strides", "pads")}
-        yb = lay.em.emit("cpu_max_pool", [lay.get(x, blk)], attrs, n.name, g.fresh_name(f"{y}_c"))
+        if n.op == "avg_pool":
+            attrs["count_include_pad"] = bool(n.attrs["count_include_pad"])
+        op = f"cpu_{n.op}"
+        yb = lay.em.emit(op, [lay.get(x, blk)], attrs, n.name, g.fresh_name(f"{y}_c"))
         lay.produced(y, yb, blk)
     else:
         yb = lay.em.emit(
             "cpu_global_avg_pool", [lay.get(x, blk)], {}, n.name, g.fresh_name(f"{y}_c")
         )
         lay.produced(y, yb, blk, nchw_op="reshape")
+    return True
+
+
+def _concat(g: Graph, n: Node, lay: _Layouts) -> bool:
+    if n.attrs["axis"] != 1 or not all(_is_4d_float(g, i) for i in n.inputs):
+        return False
+    parts = [g.values[i].shape[1] for i in n.inputs]
+    ins = [lay.get(i, lay.block_of(i)) for i in n.inputs]
+    blk = channel_block(sum(parts))
+    y = n.outputs[0]
+    attrs = {"parts": parts, "block": blk}
+    yb = lay.em.emit("cpu_concat", ins, attrs, n.name, output=g.fresh_name(f"{y}_c"))
+    lay.produced(y, yb, blk)
     return True
 
 
@@ -178,14 +240,14 @@ def _softmax(g: Graph, n: Node, lay: _Layouts) -> bool:
 
 def alter_cpu_layout(graph: Graph, options) -> Graph:
     """Runs when ``options.cpu_kernels`` is set (the float ``"cpu"`` target); ``options.
-    cpu_block`` is the channel block, ``options.cpu_schedules`` maps workload keys to tuned
-    schedule choices (``compiler.targets.cpu.kernels.ConvWorkload.key``)."""
+    cpu_schedules`` maps workload keys to tuned schedule choices
+    (``compiler.targets.cpu.kernels.ConvWorkload.key``). Channel blocks: :func:`channel_block`."""
     if not getattr(options, "cpu_kernels", False):
         return graph
     g = graph.copy()
     nodes: list[Node] = []
     em = NodeEmitter(g, nodes)
-    lay = _Layouts(g, em, options.cpu_block)
+    lay = _Layouts(g, em)
     tuned = options.cpu_schedules or {}
     for n in g.nodes:
         done = False
@@ -193,8 +255,10 @@ def alter_cpu_layout(graph: Graph, options) -> Graph:
         if n.target == "cpu":
             if n.op == "conv2d":
                 done = _conv(g, n, lay, tuned)
-            elif n.op in ("max_pool", "global_avg_pool"):
+            elif n.op in ("max_pool", "avg_pool", "global_avg_pool"):
                 done = _pool(g, n, lay)
+            elif n.op == "concat":
+                done = _concat(g, n, lay)
             elif n.op == "dense":
                 done = _dense(g, n, lay)
             elif n.op in ("add", "relu", "clip"):

@@ -39,20 +39,35 @@ VIEW_OPS = ("reshape", "flatten", "identity")  # numpy ops whose output may alia
 COMPILED_OPS = (
     "cpu_conv2d",
     "cpu_max_pool",
+    "cpu_avg_pool",
     "cpu_global_avg_pool",
+    "cpu_concat",
     "cpu_dense",
     "cpu_elementwise",
     "cpu_softmax",
+    "layout_transform",
+)
+# ops whose kernels are built for one image: a batch of N runs the kernel on each image in turn
+# (every input that is not a constant, and the output, have the batch as their first axis)
+PER_IMAGE_OPS = (
+    "cpu_conv2d",
+    "cpu_max_pool",
+    "cpu_avg_pool",
+    "cpu_global_avg_pool",
+    "cpu_concat",
     "layout_transform",
 )
 
 
 @dataclass(frozen=True)
 class ConvWorkload:
-    """A float conv layer as the CPU templates see it (batch 1): ``ib``/``ob`` are the channel
-    blocks of the tensors it reads and writes (the layout plan's, not its own choice);
+    """A float conv layer as the CPU templates see it (one image): ``ib``/``ob`` are the
+    channel blocks of the tensors it reads and writes (the layout plan's, not its own choice),
+    ``c``/``o`` the channels rounded up to them (padded channels carry zero weights);
     ``nchw_input``: it reads the NCHW image and the direct template's padding stage blocks it
-    (not part of ``key``: the knobs tuned on the blocked input serve it the same)."""
+    (not part of ``key``: the knobs tuned on the blocked input serve it the same);
+    ``dilations``: (rows, columns) between kernel taps (in ``key`` when not 1); ``groups``: a
+    grouped conv (not depthwise) on the direct template (in ``key`` when set)."""
 
     c: int
     h: int
@@ -65,30 +80,42 @@ class ConvWorkload:
     ob: int
     depthwise: bool = False
     nchw_input: bool = False
+    dilations: tuple[int, int] = (1, 1)
+    groups: nchwc.GroupSpan | None = None
 
     @property
     def key(self) -> str:
         """The tuning log's name for this workload."""
         k, s, p = self.kernel, self.strides, self.pads
         dw = " depthwise" if self.depthwise else ""
+        dil = f" d{self.dilations[0]}x{self.dilations[1]}" if self.dilations != (1, 1) else ""
+        if self.groups is not None:
+            g = self.groups
+            dil += f" g{g.group}x{g.group_in}x{g.group_out}"
         return (
             f"conv2d_nchwc c{self.c} h{self.h} w{self.w} o{self.o} k{k[0]}x{k[1]} "
-            f"s{s[0]}x{s[1]} p{','.join(map(str, p))} ib{self.ib} ob{self.ob}{dw}"
+            f"s{s[0]}x{s[1]} p{','.join(map(str, p))} ib{self.ib} ob{self.ob}{dw}{dil}"
         )
 
     @property
     def out_hw(self) -> tuple[int, int]:
         (kh, kw), (sh, sw), (t, lft, b, r) = self.kernel, self.strides, self.pads
-        return (self.h + t + b - kh) // sh + 1, (self.w + lft + r - kw) // sw + 1
+        dh, dw = self.dilations
+        return (
+            (self.h + t + b - (kh - 1) * dh - 1) // sh + 1,
+            (self.w + lft + r - (kw - 1) * dw - 1) // sw + 1,
+        )
 
     @property
     def winograd_ok(self) -> bool:
-        """F(2x2, 3x3) applies: 3x3, stride 1, pad 1, not depthwise."""
+        """F(2x2, 3x3) applies: 3x3, stride 1, pad 1, no dilation, not depthwise."""
         return (
             not self.depthwise
             and self.kernel == (3, 3)
             and self.strides == (1, 1)
             and self.pads == (1, 1, 1, 1)
+            and self.dilations == (1, 1)
+            and self.groups is None
         )
 
     @property
@@ -96,6 +123,7 @@ class ConvWorkload:
         """The pointwise (pixel-GEMM) template applies: 1x1, stride 1, no padding."""
         return (
             not self.depthwise
+            and self.groups is None
             and self.kernel == (1, 1)
             and self.strides == (1, 1)
             and not any(self.pads)
@@ -178,9 +206,14 @@ def default_conv_schedule(wl: ConvWorkload) -> dict:
     return {"template": "direct", "knobs": default_direct_knobs(wl)}
 
 
-def conv_weights(schedule: dict, w: np.ndarray, ib: int, ob: int) -> np.ndarray:
-    """OIHW weights in the form ``schedule``'s template reads."""
+def conv_weights(
+    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: nchwc.GroupSpan | None = None
+) -> np.ndarray:
+    """OIHW weights in the form ``schedule``'s template reads (a grouped conv's: the
+    block-diagonal ``[O, C, KH, KW]``, packed to the input blocks each output block reads)."""
     t = schedule["template"]
+    if t == "direct" and groups is not None:
+        return groups.pack(nchwc.pack_conv_weights(w, ib, ob))
     if t in ("direct", "pointwise"):
         return nchwc.pack_conv_weights(w, ib, ob)
     if t == "winograd":
@@ -204,7 +237,7 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
         k = nchwc.NchwcConvKnobs(**knobs)
         return nchwc.conv2d_nchwc(
             wl.c, wl.h, wl.w, wl.o, wl.kernel, wl.strides, wl.pads, wl.ib, wl.ob, k, ep,
-            nchw_input=wl.nchw_input,
+            nchw_input=wl.nchw_input, dilations=wl.dilations, groups=wl.groups,
         )  # fmt: skip
     if t == "winograd":
         if not wl.winograd_ok:
@@ -217,15 +250,17 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
         return pointwise_nchwc(wl.c, wl.h, wl.w, wl.o, wl.ib, wl.ob, k, ep)
     if t == "depthwise":
         k = DepthwiseKnobs(**knobs)
-        return depthwise_nchwc(wl.c, wl.h, wl.w, wl.kernel, wl.strides, wl.pads, wl.ob, k, ep)
+        return depthwise_nchwc(
+            wl.c, wl.h, wl.w, wl.kernel, wl.strides, wl.pads, wl.ob, k, ep, wl.dilations
+        )
     raise ValueError(
         f"conv schedule template {t!r} (allowed: direct, winograd, pointwise, depthwise)"
     )
 
 
 def node_workload(node: Node, x_shape) -> ConvWorkload:
-    """The workload of a ``cpu_conv2d`` node reading ``x_shape``: ``[1, C/c, H, W, c]``, or the
-    NCHW ``[1, C, H, W]`` it blocks itself (``attrs["in_block"]``)."""
+    """The workload of a ``cpu_conv2d`` node reading ``x_shape``: ``[N, C/c, H, W, c]``, or the
+    NCHW ``[N, C, H, W]`` it blocks itself (``attrs["in_block"]``)."""
     a = node.attrs
     nchw = len(x_shape) == 4
     if nchw:
@@ -234,10 +269,12 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
     else:
         _, cb, h, w, ib = x_shape
         c = cb * ib
+    ob = a["out_block"]
     depthwise = a["schedule"]["template"] == "depthwise"
+    groups = nchwc.GroupSpan(*a["groups"]) if a.get("groups") else None
     return ConvWorkload(
-        c, h, w, a["channels"], tuple(a["kernel"]), tuple(a["strides"]), tuple(a["pads"]),
-        ib, a["out_block"], depthwise, nchw,
+        c, h, w, -(-a["channels"] // ob) * ob, tuple(a["kernel"]), tuple(a["strides"]),
+        tuple(a["pads"]), ib, ob, depthwise, nchw, tuple(a.get("dilations", (1, 1))), groups,
     )  # fmt: skip
 
 
@@ -250,6 +287,16 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
     if op == "cpu_max_pool":
         _, cb, h, w, blk = in_shapes[0]
         return nchwc.max_pool_nchwc(cb * blk, h, w, a["kernel"], a["strides"], a["pads"], blk)
+    if op == "cpu_avg_pool":
+        _, cb, h, w, blk = in_shapes[0]
+        return nchwc.avg_pool_nchwc(
+            cb * blk, h, w, a["kernel"], a["strides"], a["pads"], blk, a["count_include_pad"]
+        )
+    if op == "cpu_concat":
+        _, _, h, w, _ = in_shapes[0]
+        return nchwc.concat_nchwc(
+            list(zip(a["parts"], (s[4] for s in in_shapes), strict=True)), h, w, a["block"]
+        )
     if op == "cpu_global_avg_pool":
         _, cb, h, w, blk = in_shapes[0]
         return nchwc.global_avg_pool_nchwc(cb * blk, h, w, blk)
@@ -266,6 +313,28 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
         shape = (1, a["channels"], s[2], s[3])
         return nchwc.layout_transform(shape, a["src_block"], a["dst_block"])
     raise ValueError(f"op {op!r} has no compiled CPU kernel (compiled: {', '.join(COMPILED_OPS)})")
+
+
+def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
+    """``(node, op, why)`` of each ``cpu`` node that runs numpy (``run_cpu_op``), not a compiled
+    kernel: neither a compiled float op, a view (reshape, flatten), nor a compiled int8 node."""
+    from pyvta.compiler.targets.cpu_int8.kernels import INT8_OPS, compiled_int8
+
+    out = []
+    for n in graph.nodes:
+        if n.target != "cpu" or n.op in COMPILED_OPS or n.op in VIEW_OPS:
+            continue
+        if n.op in INT8_OPS and compiled_int8(n, graph):
+            continue
+        if n.op in INT8_OPS:
+            why = "int8 layer with weights that are not constants"
+        elif n.op in ("quantize", "dequantize"):
+            why = "int8 scaling between float and int8 layers"
+        else:
+            dtypes = {graph.values[i].dtype for i in n.inputs}
+            why = f"no compiled kernel for {n.op} on {'/'.join(sorted(dtypes))}"
+        out.append((n.name, n.op, why))
+    return out
 
 
 _MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, per process
@@ -315,8 +384,15 @@ class CpuKernels:
                 " are compiled CPU kernels, which need llvmlite (pyvta[host]); without it (a"
                 " board's runtime) run artifacts compiled for vta, whose CPU layers are numpy"
             )
+        # node -> (images, which inputs are per image): a batch runs its one-image kernel N times
+        self._per_image: dict[str, tuple[int, list[bool]]] = {}
         for n in compiled:
             shapes = [graph.values[i].shape for i in n.inputs]
+            batch = graph.values[n.outputs[0]].shape[0] if n.op in PER_IMAGE_OPS else 1
+            if batch > 1:
+                per_image = [i not in graph.constants for i in n.inputs]
+                self._per_image[n.name] = (batch, per_image)
+                shapes = [(1, *s[1:]) if p else s for s, p in zip(shapes, per_image, strict=True)]
             self.modules[n.name] = node_module(n, shapes, threads)
         self.slots, self._arena = plan_memory(graph, set(self.modules))
         # node -> (the args it last ran on, its bound kernel call or None, its output, whether
@@ -355,12 +431,36 @@ class CpuKernels:
             out = self._views.get(v.name)
             if out is None:
                 out = self._views[v.name] = self._arena[slot][: math.prod(v.shape)].reshape(v.shape)
-        arrays = zip(args + [out], mod.func.params, strict=True)  # elementwise: flat arrays
-        call = mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
+        call = self._bind(node, mod, args, out)
         call()
         if all(a.flags.c_contiguous for a in args):  # no copies bound
             self._bound[node.name] = (tuple(args), call, out, slot is not None)
         return out if slot is not None else out.copy()
+
+    def _bind(self, node: Node, mod, args: list[np.ndarray], out: np.ndarray):
+        """The kernel's call on ``args`` and ``out``: one call, or one per image of a batch."""
+        params = mod.func.params
+        per_image = self._per_image.get(node.name)
+        if per_image is None:
+            arrays = zip(args + [out], params, strict=True)  # elementwise: flat arrays
+            return mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
+        batch, sliced = per_image
+        calls = []
+        for b in range(batch):
+            arrays = [a[b : b + 1] if cut else a for a, cut in zip(args, sliced, strict=True)]
+            arrays.append(out[b : b + 1])
+            calls.append(
+                mod.bind(
+                    *[np.ascontiguousarray(a).reshape(p.shape)
+                      for a, p in zip(arrays, params, strict=True)]
+                )
+            )  # fmt: skip
+
+        def run_images():
+            for c in calls:
+                c()
+
+        return run_images
 
 
 def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[np.ndarray]]:

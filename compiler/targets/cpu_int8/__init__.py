@@ -1,6 +1,7 @@
 """The ``cpu-int8`` target: quantized to int8 (calibrated on samples), every layer on the host
 CPU; the quantized conv2d/dense run compiled int8 kernels with the accelerator's arithmetic
-(``compiler.targets.cpu_int8.kernels``), the rest numpy. Its nodes are placed ``cpu``: the
+(``compiler.targets.cpu_int8.kernels``), its float layers the ``cpu`` target's compiled
+float kernels, (de)quantize numpy. Its nodes are placed ``cpu``: the
 executor runs them through the ``cpu`` target's node backend."""
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ class CpuInt8Target(Target):
     def pipeline_options(
         self, samples=None, keep_float=None, cpu_schedules=None, block=None, vta_partition="whole"
     ):
-        return self._quantized_options(samples, keep_float, block, int8_kernels=True)
+        # its float layers (the first conv, pools, concat, classifier): compiled float kernels
+        return self._quantized_options(
+            samples, keep_float, block, int8_kernels=True, cpu_kernels=True
+        )
 
 
 TARGET = CpuInt8Target()

@@ -7,10 +7,13 @@ its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
 constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
-kernels are in the disk cache before the first inference). Nodes it does not compile (grouped
-or dilated convs, batched dense, every other op) run on the graph's float CPU backend, which
-runs them with numpy as before; a float ``dense`` with constant weights (the classifier) has
-its weights transposed once, not per inference (the same product, the same bits).
+kernels are in the disk cache before the first inference). Grouped convs of up to
+``MAX_DENSE_GROUPS`` groups run as one conv of block-diagonal weights, more (depthwise) on
+:class:`GroupedInt8Kernel`; a batch runs one image at a time; output channels that no vector
+divides are padded with zero weights. Nodes it does not compile (batched dense, every other op)
+run on the graph's float CPU backend (compiled float kernels for its float layers, numpy for
+the rest); a float ``dense`` with constant weights (the classifier) has its weights transposed
+once, not per inference (the same product, the same bits).
 """
 
 from __future__ import annotations
@@ -28,17 +31,31 @@ from pyvta.compiler.graph.vta_ops import FusedParams
 INT8_OPS = ("qconv2d", "qdense")
 
 
+MAX_DENSE_GROUPS = 8  # up to this many groups: one conv of block-diagonal weights (group x the
+# work, on the fast dot-product template); more (depthwise): GroupedInt8Kernel
+OC_PAD = 8  # output channels are padded to a multiple of this (a whole int32 vector of AVX2)
+
+
 def compiled_int8(node: Node, graph: Graph) -> bool:
-    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` with one group and
-    no dilation, or a ``qdense`` of one row, with constant weights and bias."""
+    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` (any group,
+    dilation and batch), or a ``qdense`` of one row, with constant weights and bias."""
     if node.target != "cpu" or node.op not in INT8_OPS:
         return False
     if not all(i in graph.constants for i in node.inputs[1:3]):
         return False
-    a = node.attrs
-    if node.op == "qconv2d":
-        return a.get("group", 1) == 1 and tuple(a.get("dilations", (1, 1))) == (1, 1)
-    return graph.values[node.inputs[0]].shape[0] == 1
+    if node.op == "qdense":
+        return graph.values[node.inputs[0]].shape[0] == 1
+    return True
+
+
+def conv_weights(node: Node, graph: Graph) -> np.ndarray:
+    """The OIHW int8 weights of a compiled node as one conv: a grouped conv's as the
+    block-diagonal ``[O, C, KH, KW]`` (zeros between groups: the same sums, bit for bit)."""
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import dense_group_weights
+
+    w = graph.constants[node.inputs[1]]
+    group = node.attrs.get("group", 1) if node.op == "qconv2d" else 1
+    return dense_group_weights(w, group) if group > 1 else w
 
 
 def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple], FusedParams]:
@@ -57,10 +74,18 @@ def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple
 _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
 
 
+def padded_channels(o: int) -> int:
+    """The output channels a compiled kernel computes: ``o`` padded up to ``OC_PAD``."""
+    return -(-o // OC_PAD) * OC_PAD
+
+
 def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.ndarray]:
     """A compiled node's layer for the CPU ``target`` (a ``CpuTarget``: its vector width and
-    dot-product form pick the tile), ``qconv2d_nchw``'s arguments ``(C, H, W, O, kernel, params,
-    residual, knobs)``, and its weight and bias packed for that tile."""
+    dot-product form pick the tile), ``qconv2d_nchw``'s arguments ``(C, H, W, O_pad, kernel,
+    params, residual, knobs, dilations, O)``, and its weight and bias packed for that tile.
+    Channels no vector divides (74) are padded with zero weights (``padded_channels``): the
+    kernel computes them and the caller keeps the layer's own; a grouped conv's weights are
+    block-diagonal (``conv_weights``)."""
     from pyvta.compiler.ops.cpu.int8 import (
         Int8ConvKnobs,
         conv_out_hw,
@@ -70,23 +95,31 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     )
 
     (c, h, w, o, kernel), params = conv_view(node, graph)
-    _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads)
+    dil = tuple(node.attrs.get("dilations", (1, 1))) if node.op == "qconv2d" else (1, 1)
+    _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dil)
     lanes, regs = target.vector_lanes("int32"), target.vector_registers
     dot = dot_form(dot_isa(target.feature_dict))
-    knobs = Int8ConvKnobs.for_layer(o, ow, lanes, regs, dot)
+    o_pad = padded_channels(o)
+    knobs = Int8ConvKnobs.for_layer(o_pad, ow, lanes, regs, dot)
     residual = len(node.inputs) == 4
-    wt = graph.constants[node.inputs[1]]
+    wt = conv_weights(node, graph).reshape(o, c, *kernel)
     weight, bias = pack_qconv(
-        wt.reshape(o, c, *kernel), graph.constants[node.inputs[2]], knobs.oc_block, knobs.dot
+        np.pad(wt, [(0, o_pad - o), (0, 0), (0, 0), (0, 0)]),
+        np.pad(graph.constants[node.inputs[2]], (0, o_pad - o)),
+        knobs.oc_block,
+        knobs.dot,
     )
-    return (c, h, w, o, kernel, params, residual, knobs), weight, bias
+    return (c, h, w, o_pad, kernel, params, residual, knobs, dil, o), weight, bias
 
 
 def node_channel_shifts(node: Node, graph: Graph) -> list[np.ndarray]:
-    """A node's per-channel shifts (its kernel's two int32 [O] inputs after the bias), or none
-    when the node has one shift per layer."""
+    """A node's per-channel shifts (its kernel's two int32 ``[O_pad]`` inputs after the bias,
+    0 for the padded channels), or none when the node has one shift per layer."""
     (_, _, _, o, _), params = conv_view(node, graph)
-    return list(params.channel_shifts(o)) if params.per_channel else []
+    if not params.per_channel:
+        return []
+    pad = padded_channels(o) - o
+    return [np.pad(np.asarray(v, np.int32), (0, pad)) for v in params.channel_shifts(o)]
 
 
 class Int8Kernel:
@@ -99,36 +132,76 @@ class Int8Kernel:
 
         host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
         layer, weight, bias = int8_layer(node, graph, host)
-        self.knobs = layer[-1]
+        self.knobs = layer[7]
         key = json.dumps([*layer, num_threads, host.key], default=repr)
         if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
             sch, args = qconv2d_nchw(*layer)
             _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
-        shifts = node_channel_shifts(node, graph)
-        self._set(_MODULES[key], weight, bias, graph.values[node.outputs[0]].shape, shifts)
+        self._set(_MODULES[key], weight, bias, node, graph)
 
     @classmethod
-    def loaded(cls, module, weight, bias, out_shape, shifts=()) -> Int8Kernel:
+    def loaded(cls, module, weight, bias, node: Node, graph: Graph) -> Int8Kernel:
         """A kernel already built (an artifact's shared object: ``cpu_code.SharedKernel``) with
-        the weight and bias packed for it (``shifts``: ``node_channel_shifts``)."""
+        the weight and bias packed for it (``int8_layer``)."""
         kernel = cls.__new__(cls)
-        kernel._set(module, weight, bias, out_shape, shifts)
+        kernel._set(module, weight, bias, node, graph)
         return kernel
 
-    def _set(self, module, weight, bias, out_shape, shifts) -> None:
+    def _set(self, module, weight, bias, node: Node, graph: Graph) -> None:
         self.module, self.weight, self.bias = module, weight, bias
-        self.shifts = list(shifts)  # per-channel shifts: two int32 [O] inputs after the bias
+        self.shifts = node_channel_shifts(node, graph)  # per-channel: int32 inputs after the bias
         self.shapes = [p.shape for p in module.func.params]
-        self.out_shape = tuple(out_shape)
+        self.out_shape = graph.values[node.outputs[0]].shape
+        self.channels = conv_view(node, graph)[0][3]
+        # the kernel is built for one image; a conv of batch N runs it on each image in turn
+        self.batch = self.out_shape[0] if node.op == "qconv2d" else 1
 
     def __call__(self, args: list[np.ndarray]) -> np.ndarray:
-        arrays = [args[0], self.weight, self.bias, *self.shifts] + args[3:]
-        out = np.empty(self.shapes[-1], np.int8)
-        ins = [
-            np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, self.shapes, strict=False)
-        ]
-        self.module(*ins, out)
+        out = np.empty((self.batch, *self.shapes[-1]), np.int8)
+        for b in range(self.batch):
+            per_image = [a[b : b + 1] if self.batch > 1 else a for a in args]
+            arrays = [per_image[0], self.weight, self.bias, *self.shifts] + per_image[3:]
+            ins = [
+                np.ascontiguousarray(a).reshape(s)
+                for a, s in zip(arrays, self.shapes, strict=False)
+            ]
+            self.module(*ins, out[b])
+        if out.shape[2] != self.channels:  # [N, 1, O_pad, ...]: the layer's own channels
+            out = out[:, :, : self.channels]
         return out.reshape(self.out_shape)
+
+
+class GroupedInt8Kernel(Int8Kernel):
+    """A ``qconv2d`` of more than ``MAX_DENSE_GROUPS`` groups (depthwise): each output channel
+    sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same contract."""
+
+    def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:  # noqa: D107
+        from pyvta import compiler
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.ops.cpu.int8 import pack_qconv_grouped, qconv2d_grouped_nchw
+
+        params = FusedParams.from_attrs(node.attrs)
+        _, c, h, w = graph.values[node.inputs[0]].shape
+        wt = graph.constants[node.inputs[1]]
+        o, kernel, group = wt.shape[0], tuple(wt.shape[2:]), node.attrs["group"]
+        dil = tuple(node.attrs.get("dilations", (1, 1)))
+        residual = len(node.inputs) == 4
+        host = CpuTarget.host(num_threads)
+        lanes = host.vector_lanes("int32")
+        layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads]
+        key = json.dumps(["grouped"] + layer + [host.key], default=repr)
+        if key not in _MODULES:
+            sch, args = qconv2d_grouped_nchw(
+                c, h, w, o, kernel, params, group, residual, dil, lanes
+            )
+            _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        self.module = _MODULES[key]
+        self.weight, self.bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
+        self.shapes = [p.shape for p in self.module.func.params]
+        self.out_shape = graph.values[node.outputs[0]].shape
+        self.channels = o
+        self.batch = self.out_shape[0]
+        self.shifts = []  # one shift per layer (per-channel grouped convs run Int8Kernel)
 
 
 class CpuInt8Kernels:
@@ -152,7 +225,13 @@ class CpuInt8Kernels:
             return  # a board's runtime: the numpy kernels compute the same bits
         for n in graph.nodes:
             if compiled_int8(n, graph):
-                self.kernels[n.name] = Int8Kernel(n, graph, threads)
+                grouped = (
+                    n.op == "qconv2d"
+                    and n.attrs.get("group", 1) > MAX_DENSE_GROUPS
+                    and not FusedParams.from_attrs(n.attrs).per_channel
+                )
+                kind = GroupedInt8Kernel if grouped else Int8Kernel
+                self.kernels[n.name] = kind(n, graph, threads)
             elif n.op == "dense" and n.target == "cpu" and n.inputs[1] in graph.constants:
                 self._dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
 

@@ -20,6 +20,9 @@ from pyvta.compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd, tran
         # row tiles and k steps that do not divide: partitioned main loops plus guarded tails
         (50, 64, 33, GemmKnobs(bm=6, bn=32, bk=4, panels_outer=True)),
         (50, 64, 33, GemmKnobs(bm=7, bn=16, bk=5, pack_b=False)),
+        # k below the unrolled k step: the unrolled copies past k are dead (they failed verify)
+        (1, 32, 3, GemmKnobs(bm=6, bn=32, bk=4)),
+        (3, 32, 1, GemmKnobs(bm=6, bn=32, bk=4)),
     ],
 )
 def test_gemm_template(build, rng, m, n, k, knobs):

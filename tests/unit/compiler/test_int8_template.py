@@ -32,6 +32,7 @@ LAYERS = [
     (5, 6, 10, 12, (1, 3), (1, 2), (0, 1, 0, 1), True),
     (8, 8, 8, 8, (7, 7), (2, 2), (3, 3, 3, 3), False),
     (40, 1, 1, 10, (1, 1), (1, 1), (0, 0, 0, 0), False),
+    (8, 4, 27, 16, (3, 3), (1, 1), (1, 1, 1, 1), True),  # 27 columns: tiles that do not divide
 ]
 
 
@@ -98,6 +99,8 @@ def test_knobs_tile_the_layer():
     assert Int8ConvKnobs.for_layer(12, 7) == Int8ConvKnobs(4, 7)  # 12: SSE-wide vectors of 4
     assert Int8ConvKnobs.for_layer(10, 7).oc_block == 1  # 10 is no multiple of 4
     assert Int8ConvKnobs.for_layer(512, 1) == Int8ConvKnobs(16, 1, vector_lanes=8)  # a dense
+    # the fewest tiles per row, the narrowest such: 27 columns as 7 + 7 + 7 + 6 (not 9 x 3)
+    assert Int8ConvKnobs.for_layer(8, 27) == Int8ConvKnobs(8, 7)
     wide = Int8ConvKnobs.for_layer(64, 14, lanes=16, registers=32)
     assert wide == Int8ConvKnobs(32, 7, vector_lanes=16)  # ties: more channels per broadcast
     with pytest.raises(Int8TemplateError, match="vector_lanes 8 must divide oc_block 12"):

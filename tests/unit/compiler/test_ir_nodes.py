@@ -6,6 +6,7 @@ from pyvta.compiler.ir import (
     Allocate,
     Buffer,
     For,
+    IfThenElse,
     IntImm,
     IRError,
     Load,
@@ -81,6 +82,9 @@ def test_verify_catches_unbound_var_and_unallocated_buffer():
     verify(PrimFunc("f", [a], Allocate(t, Store(t, IntImm(0), Load(a, IntImm(0))))))
     with pytest.raises(IRError, match="out of bounds"):
         verify(PrimFunc("f", [a], Store(a, IntImm(4), Load(a, IntImm(0)))))
+    # under an ``if`` a constant index is not checked (an unrolled tail's dead copy)
+    dead = IfThenElse(IntImm(3) < IntImm(3), Store(a, IntImm(0), Load(a, IntImm(4))))
+    verify(PrimFunc("f", [a], dead))
     with pytest.raises(IRError, match="constant extent"):
         n = Var("n")
         verify(

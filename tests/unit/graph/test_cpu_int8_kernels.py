@@ -16,7 +16,15 @@ from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels, compiled_int
 
 
 class NumpyNodes:
+    """The int8 nodes on numpy (``run_cpu_op``), the float layers on ``fallback`` (the graph's
+    compiled float kernels) or numpy."""
+
+    def __init__(self, fallback=None) -> None:
+        self.fallback = fallback
+
     def run(self, node, args):
+        if self.fallback is not None and node.op not in ck.INT8_OPS:
+            return self.fallback.run(node, args)
         return run_cpu_op(node.op, args, node.attrs)
 
 
@@ -52,7 +60,7 @@ def test_resnet_every_compiled_node_is_bit_exact(resnet_int8):
     checked = CheckedNodes(backend)
     got = Executor(g, backends={"cpu": checked}).run({"input": x})[0]
     assert sorted(checked.checked) == sorted(qconvs)
-    want = Executor(g, backends={"cpu": NumpyNodes()}).run({"input": x})[0]
+    want = Executor(g, backends={"cpu": NumpyNodes(backend.fallback)}).run({"input": x})[0]
     assert (got[0] == want[0]).all()
 
 
@@ -77,8 +85,16 @@ def test_executor_and_pipeline_use_the_int8_kernels(resnet_int8, monkeypatch):
 
 
 def test_board_runtime_falls_back_to_numpy(resnet_int8):
+    """Without llvmlite the int8 nodes run numpy; the float layers of a cpu-int8 graph (its
+    first conv, pools, classifier) are compiled float kernels, which need llvmlite (a board
+    runs vta artifacts, whose CPU layers are numpy)."""
+    from pyvta.compiler.graph.ir import GraphError
+    from pyvta.compiler.targets.cpu.kernels import CpuKernels
+
     with numpy_only():
-        backend = CpuInt8Kernels(resnet_int8.graph)
+        backend = CpuInt8Kernels(resnet_int8.graph, fallback=NumpyNodes())
+        with pytest.raises(GraphError, match="need llvmlite"):
+            CpuKernels(resnet_int8.graph)
     assert backend.kernels == {}
 
 
@@ -108,26 +124,57 @@ def _check_single(path, shape_in, rng, expect_compiled):
     assert len(checked.checked) == 3 * len(expect_compiled)
 
 
-def test_odd_shaped_conv_and_grouped_fallback(tmp_path, rng):
-    """7 -> 12 channels, 3x5 kernel, stride 2x1, asymmetric pads (compiled, scalar tiles); a
-    grouped conv after it stays on numpy."""
+def test_odd_shaped_grouped_and_dilated_convs(tmp_path, rng):
+    """7 -> 12 channels, 3x5 kernel, stride 2x1, asymmetric pads; a grouped conv (block-diagonal
+    weights); a dilated conv to 13 channels (padded to 16 in the kernel) and a 13 -> 13 conv
+    with a residual add of 13 channels: every one compiled, bit-exact."""
     from onnx import helper, numpy_helper
 
-    w1 = rng.standard_normal((12, 7, 3, 5)).astype("float32") * 0.2
-    w2 = rng.standard_normal((12, 4, 3, 3)).astype("float32") * 0.2
+    def arr(shape, name, scale=0.2):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype("float32") * scale, name)
+
     inits = [
-        numpy_helper.from_array(w1, "w1"),
-        numpy_helper.from_array(rng.standard_normal(12).astype("float32"), "b1"),
-        numpy_helper.from_array(w2, "w2"),
-    ]
+        arr((12, 7, 3, 5), "w1"), arr((12,), "b1", 1.0), arr((12, 4, 3, 3), "w2"),
+        arr((13, 12, 3, 3), "w3"), arr((13, 13, 1, 1), "w4"),
+    ]  # fmt: skip
     nodes = [
         helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], "conv_a", strides=[2, 1],
                          pads=[1, 2, 0, 1]),
         helper.make_node("Relu", ["c1"], ["r1"], "relu_a"),
-        helper.make_node("Conv", ["r1", "w2"], ["out"], "conv_b", group=3, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], "conv_b", group=3, pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c2", "w3"], ["c3"], "conv_c", dilations=[2, 2],
+                         pads=[2, 2, 2, 2]),
+        helper.make_node("Relu", ["c3"], ["r3"], "relu_c"),
+        helper.make_node("Conv", ["r3", "w4"], ["c4"], "conv_d"),
+        helper.make_node("Add", ["c4", "r3"], ["out"], "add_d"),
     ]  # fmt: skip
     path = _model(tmp_path, nodes, inits, [1, 7, 11, 9], None)
-    _check_single(path, (1, 7, 11, 9), rng, ["conv_a"])
+    cm = compile_model(path, "cpu-int8", keep_float=())
+    fused = next(n for n in cm.graph.nodes if n.name == "conv_d")
+    assert fused.op == "qconv2d" and len(fused.inputs) == 4  # the add is its residual
+    _check_single(path, (1, 7, 11, 9), rng, ["conv_a", "conv_b", "conv_c", "conv_d"])
+
+
+def test_depthwise_convs(tmp_path, rng):
+    """Depthwise int8 convs (13 groups, more than ``MAX_DENSE_GROUPS``): stride 2 with
+    asymmetric pads, then dilation 2 with a residual add; compiled, bit-exact."""
+    from onnx import helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((13, 1, 3, 3)).astype("float32"), "w1"),
+        numpy_helper.from_array(rng.standard_normal((13, 1, 3, 3)).astype("float32"), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1"], ["c1"], "dw_a", group=13, strides=[2, 2],
+                         pads=[0, 0, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], "relu_a"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], "dw_b", group=13, dilations=[2, 2],
+                         pads=[2, 2, 2, 2]),
+        helper.make_node("Add", ["c2", "r1"], ["out"], "add_b"),
+    ]  # fmt: skip
+    assert ck.MAX_DENSE_GROUPS < 13
+    path = _model(tmp_path, nodes, inits, [1, 13, 15, 15], None)
+    _check_single(path, (1, 13, 15, 15), rng, ["dw_a", "dw_b"])
 
 
 def test_dense_with_residual(tmp_path, rng):

@@ -186,7 +186,9 @@ def test_elementwise_ops_and_max_pool_on_nchw_inputs_are_compiled():
     model = float_model(nodes, {"a": shape, "b": shape}, {"y": None})
     cm = CompiledModel(run_pipeline(import_onnx(model), options_for("cpu")), "cpu")
     ops = [n.op for n in cm.graph.nodes]
-    assert ops == ["cpu_elementwise", "cpu_elementwise", "max_pool"]  # NCHW: pool stays numpy
+    # an NCHW pool input is blocked first: no numpy op is left
+    assert ops == ["cpu_elementwise", "cpu_elementwise", "layout_transform", "cpu_max_pool",
+                   "layout_transform"]  # fmt: skip
     rng = np.random.default_rng(3)
     a, b = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
     (ref,) = run_onnxruntime(model, {"a": a, "b": b})
@@ -324,3 +326,44 @@ def test_run_model_reuses_its_executor_for_the_same_backends(resnet_file):
     other = CpuKernels(cm.graph, 1)
     assert cm.executor(backends={"cpu": other}).backends["cpu"] is other
     assert cm.executor() is not cm.executor(backends={"cpu": other})
+
+
+def test_channel_block_pads_least():
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import channel_block
+
+    # 16 or 8, whichever pads the channels least (16 on a tie)
+    assert [channel_block(c) for c in (3, 8, 20, 32, 40, 44, 74)] == [8, 8, 8, 16, 8, 16, 16]
+
+
+@pytest.mark.parametrize("c,o,group", [(96, 36, 4), (48, 40, 2), (64, 74, 2)])
+def test_grouped_conv_reads_only_its_groups(c, o, group):
+    """A grouped conv on the direct template: block-diagonal weights packed to the input
+    blocks each output block reads (fewer than all where the groups allow), against numpy."""
+    from pyvta import compiler
+    from pyvta.compiler.graph.cpu_ops import conv2d
+    from pyvta.compiler.ops.cpu.nchwc import GroupSpan
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import dense_group_weights
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
+
+    rng = np.random.default_rng(11)
+    print("seed", 11)
+    h, blk = 7, 16
+    cp, op = -(-c // blk) * blk, -(-o // blk) * blk
+    w = rng.standard_normal((o, c // group, 3, 3)).astype(np.float32)
+    full = np.pad(dense_group_weights(w, group), [(0, op - o), (0, cp - c), (0, 0), (0, 0)])
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    xb = np.pad(x, [(0, 0), (0, cp - c), (0, 0), (0, 0)])
+    xb = np.ascontiguousarray(xb.reshape(1, cp // blk, blk, h, h).transpose(0, 1, 3, 4, 2))
+    attrs = {"group": group, "strides": [1, 1], "pads": [1] * 4, "dilations": [1, 1]}
+    ref = conv2d([x, w, np.zeros(o, np.float32)], attrs)
+    span = GroupSpan(group, c // group, o // group)
+    wl = ConvWorkload(cp, h, h, op, (3, 3), (1, 1), (1, 1, 1, 1), blk, blk, groups=span)
+    schedule = {"template": "direct", "knobs": {"ow_block": 7}}
+    wt = conv_weights(schedule, full, blk, blk, span)
+    if (c, o) == (96, 36):  # output blocks of 16 channels span at most 2 of 4 groups
+        assert wt.shape[1] < cp // blk
+    s, args = conv_schedule(wl, schedule)
+    out = np.zeros(args[-1].shape, np.float32)
+    compiler.build(s, args)(xb, wt, np.zeros(op, np.float32), out)
+    got = out.transpose(0, 1, 4, 2, 3).reshape(1, op, h, h)[:, :o]
+    assert _rel_err(got, ref) < MAX_REL_ERR

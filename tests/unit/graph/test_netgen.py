@@ -2,26 +2,24 @@
 accelerator: ``cpu`` matches onnxruntime to 1e-4 relative, ``cpu-int8`` and ``vta`` give
 outputs close to float (cosine above ``MIN_COSINE``).
 
+On ``cpu`` no layer runs numpy (``numpy_nodes``): odd channel counts, dilation, groups, batch 4,
+average pools and concats all run compiled kernels.
+
 The seeds are chosen so that together their networks use every feature the generator has
 (asserted below): batch 4, an input above 64, kernels 1/3/5/7, stride 2, asymmetric pads,
 dilation, groups, depthwise, residual adds, bottlenecks, concats, max/average pooling.
 
-What fails today (seeds 0-23 and 30-62 of ``random_network`` compiled and run on all three
-targets; the compiler is not changed here):
+Fixed (they failed before, found on seeds 0-23 and 30-62):
 
-- ``cpu-int8`` with batch 4: ``compile_model`` succeeds, ``run_model`` raises a plain
-  ``ValueError: cannot reshape array of size 77616 into shape (1,44,21,21)`` (seed 0) in
-  ``cpu_int8_kernels.py`` (the compiled int8 kernels are built for batch 1); not a
-  ``PyvtaError``. Recorded as a strict xfail below; ``cpu-int8`` is otherwise tested on the
-  batch-1 version of the same network (``random_network(seed, batch=1)``: same layers).
-- ``cpu-int8`` and ``vta`` with a Gemm classifier of 2 or 3 input features (the last conv has
-  2-3 channels; 4 and more work): ``compile_model`` raises ``IRError: constant index 3 out of
-  bounds for A (3 elems): C.local[j.c] = (C.local[j.c] + (A[3] * B.packed[...]))`` in pass
-  ``unroll_loops``, while calibration runs the float dense through the compiled LLVM gemm
-  (``cpu_llvm.gemm``). A ``PyvtaError``, though it names compiler IR rather than the layer.
-  Found with seed 42 (before the generator's grouped block kept 4 channels or more); recorded
-  as a strict xfail on a hand-made model below. ``cpu`` compiles it.
-- Everything else runs: batch 4 on ``cpu`` and ``vta``, dilation and groups on all three targets.
+- ``cpu-int8`` with batch 4: ``run_model`` raised ``ValueError: cannot reshape array of size
+  77616 into shape (1,44,21,21)`` (seed 0): the compiled int8 convs are built for one image and
+  now run on each image of the batch in turn (``test_cpu_int8_batch4``).
+- ``cpu-int8`` and ``vta`` with a Gemm classifier of 2 or 3 input features: ``compile_model``
+  raised ``IRError: constant index 3 out of bounds for A (3 elems)`` in pass ``unroll_loops``
+  (calibration's compiled gemm splits K=3 by 4 and unrolls it; the fourth copy is guarded by
+  an ``if`` that is false, and ``verify`` range-checked constant indices even under an ``if``).
+  ``verify`` now checks constant indices only outside guards, as it does affine ones
+  (``test_a_classifier_of_three_features``).
 
 Cosines measured for int8 (``cpu-int8`` and ``vta`` gave the same cosine to 4 digits on every
 network both ran): 0.978 to 0.9993 on the seeds here; in seeds 0-23 and 30-62 the lowest were
@@ -39,7 +37,7 @@ from onnx import helper
 from pyvta.compiler.graph.compiled_model import compile_model, run_model
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
-from pyvta.isa.errors import PyvtaError
+from pyvta.compiler.targets.cpu.kernels import numpy_nodes
 from pyvta.testing import netgen
 
 SEEDS = (1, 2, 3, 5, 7, 9)
@@ -77,7 +75,9 @@ def test_the_generator_is_seeded_and_describes_its_networks():
 @pytest.mark.parametrize("seed", SEEDS)
 def test_cpu_matches_onnxruntime(tmp_path_factory, seed):
     _, path, x, ref = _net(tmp_path_factory, seed)
-    out = run_model(compile_model(path, "cpu"), {"input": x})[0][0]
+    cm = compile_model(path, "cpu")
+    assert numpy_nodes(cm.graph) == []  # every layer a compiled kernel (or a view)
+    out = run_model(cm, {"input": x})[0][0]
     err = float(np.abs(out - ref).max() / np.abs(ref).max())
     print(f"relative error {err:.2e}")
     assert out.shape == ref.shape and err < MAX_REL_ERR
@@ -90,8 +90,7 @@ def test_int8_targets_are_close_to_float(tmp_path_factory, seed, target):
     ``vta-whole``: every layer int8 on the accelerator, the global mean and the classifier's
     input in int8 too: further from float (seed 1's 16-feature classifier: 0.926), so its
     bound is ``MIN_COSINE_WHOLE``."""
-    batch = 1 if target == "cpu-int8" else None  # cpu-int8 fails at batch 4 (module docstring)
-    _, path, x, ref = _net(tmp_path_factory, seed, batch)
+    _, path, x, ref = _net(tmp_path_factory, seed)
     kind, part = ("vta", target[4:] or "legacy") if target.startswith("vta") else (target, None)
     part = part.lstrip("-") if part else part
     extra = {"vta_partition": part} if part else {}
@@ -102,7 +101,6 @@ def test_int8_targets_are_close_to_float(tmp_path_factory, seed, target):
     assert out.shape == ref.shape and cos > bound
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="cpu-int8 kernels built for batch 1")
 def test_cpu_int8_batch4(tmp_path_factory):
     _, path, x, ref = _net(tmp_path_factory, 1)
     assert x.shape[0] == 4
@@ -110,7 +108,6 @@ def test_cpu_int8_batch4(tmp_path_factory):
     assert cosine(out, ref) > MIN_COSINE
 
 
-@pytest.mark.xfail(strict=True, raises=PyvtaError, reason="int8 dense of 3 input features")
 @pytest.mark.parametrize("target", ["cpu-int8", "vta"])
 def test_a_classifier_of_three_features(tmp_path, target):
     rng = np.random.default_rng(0)
