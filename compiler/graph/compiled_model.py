@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pyvta.compiler.graph.cpu_code import CpuCode
-from pyvta.compiler.graph.executor import Executor, TimingTable
-from pyvta.compiler.graph.ir import HOST, Graph, Node, Value, check_graph
-from pyvta.compiler.graph.vta_ops import VtaBackend
 from pyvta.driver.kernel import Kernel, Region, RegionKind
 from pyvta.isa import DEFAULT_CONFIG, HwConfig, PyvtaError
+from pyvta.runtime.cpu_code import CpuCode
+from pyvta.runtime.executor import Executor, TimingTable
+from pyvta.runtime.ir import HOST, Graph, Node, Value, check_graph
+from pyvta.runtime.vta_ops import VtaBackend
 
 if TYPE_CHECKING:
     from pyvta.compiler.graph.passes.quantize_int8 import WeightScales
@@ -89,7 +89,6 @@ class CompiledModel:
         compiled for a board's CPU, loaded once per model) where this machine runs them; else
         the default one (the JIT's kernels; refused without llvmlite)."""
         if not self._cpu_backend:
-            from pyvta.compiler.graph.executor import default_backend
             from pyvta.compiler.targets.cpu.kernels import CpuKernels
             from pyvta.compiler.targets.cpu_int8.kernels import (
                 CpuInt8Kernels,
@@ -97,6 +96,7 @@ class CompiledModel:
                 has_int8_nodes,
                 node_channel_shifts,
             )
+            from pyvta.runtime.executor import default_backend
 
             code = self.cpu_code
             if code is not None and code.runs_here():
@@ -118,7 +118,7 @@ class CompiledModel:
                     }
                     backend = CpuInt8Kernels(self.graph, fallback=backend, kernels=int8)
                 if code.gemms:
-                    from pyvta.compiler.graph.cpu_code import WithGemms
+                    from pyvta.runtime.cpu_code import WithGemms
 
                     backend = WithGemms(backend, code.load_gemms())
             else:

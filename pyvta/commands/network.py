@@ -239,8 +239,8 @@ def add_partition_argument(p) -> None:
 
 def plan_lines(graph) -> list[str]:
     """Where every node runs: a count per target, then each CPU node with its one-line reason."""
-    from pyvta.compiler.graph.ir import HOST
     from pyvta.compiler.targets.vta.partition_targets import vta_reason
+    from pyvta.runtime.ir import HOST
 
     on = {}
     for n in graph.nodes:

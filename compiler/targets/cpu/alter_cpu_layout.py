@@ -22,9 +22,9 @@ in its own padding copy, so no transform runs before the first conv.
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
+from pyvta.runtime.ir import Graph, Node
 
 MAX_SINGLE_BLOCK = 32  # channels below this that the block does not divide form one block
 

@@ -62,9 +62,9 @@ class VtaTarget(Target):
 
     def node_backend(self, graph, vta=None):
         """Accelerator nodes through the operator-contract object ``vta`` (default: the numpy
-        golden model, ``compiler.graph.vta_ops.GoldenVta``)."""
-        from pyvta.compiler.graph.executor import ContractNodes
-        from pyvta.compiler.graph.vta_ops import GoldenVta
+        golden model, ``runtime.vta_ops.GoldenVta``)."""
+        from pyvta.runtime.executor import ContractNodes
+        from pyvta.runtime.vta_ops import GoldenVta
 
         return ContractNodes(vta if vta is not None else GoldenVta())
 

@@ -181,7 +181,7 @@ def test_calibration_data_from_a_folder_and_an_npz(tmp_path):
 
 
 def test_nan_input_to_an_int8_model_is_named(artifact):
-    from pyvta.compiler.graph.ir import GraphError
+    from pyvta.runtime.ir import GraphError
 
     cm, _ = artifact
     x = _input(cm)

@@ -19,12 +19,12 @@ from pyvta.compiler.graph.compiled_model import (
     compile_model,
     run_model,
 )
-from pyvta.compiler.graph.cpu_code import SharedKernel
 from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed
 from pyvta.host_cpu import CpuFeatureError
 from pyvta.hw.boards import BOARDS
+from pyvta.runtime.cpu_code import SharedKernel
 
 SEED = 5
 ELF_MACHINE = {"armv7a": (1, 40), "aarch64": (2, 183)}  # (EI_CLASS 32/64-bit, e_machine)
@@ -114,8 +114,8 @@ def test_vta_artifact_float_layers_from_the_shared_object(onnx_path, tmp_path):
     """A ``vta`` model's float CPU layers (first conv, classifier) compute their products with the
     shared object's GEMMs (one per shape) where it runs: for this host, the JIT's bits."""
     from pyvta import driver
-    from pyvta.compiler.graph.cpu_code import WithGemms
     from pyvta.compiler.graph.cpu_cross import gemm_shapes
+    from pyvta.runtime.cpu_code import WithGemms
 
     cm = compile_model(onnx_path, "vta")
     x = _input(cm)

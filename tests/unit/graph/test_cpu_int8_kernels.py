@@ -9,10 +9,10 @@ import pytest
 
 from pyvta.compiler.graph import compile_model, zoo
 from pyvta.compiler.graph.cpu_llvm import numpy_only
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.executor import Executor
 from pyvta.compiler.targets.cpu_int8 import kernels as ck
 from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels, compiled_int8
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.executor import Executor
 
 
 class NumpyNodes:

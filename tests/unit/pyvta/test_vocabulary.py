@@ -33,7 +33,7 @@ def test_targets_answer_what_the_layers_asked_by_name():
     assert cpu.pipeline_options().cpu_kernels and gpu.pipeline_options().gpu
     with pytest.raises(TargetError, match="needs calibration samples"):
         vta.pipeline_options(None)
-    from pyvta.compiler.graph.ir import Node
+    from pyvta.runtime.ir import Node
 
     dw = Node("qconv2d", "c", ["x"], ["y"], {"group": 4, "dilations": [1, 1]})
     assert "grouped conv" in vta.supports(dw)
