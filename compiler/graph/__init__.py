@@ -11,9 +11,6 @@ executor, the artifact loader) imports neither onnx nor the compiler's passes.
 import importlib
 
 _HOMES = {
-    "CompiledModel": "compiled_model",
-    "compile_model": "compiled_model",
-    "run_model": "compiled_model",
     "OnnxImportError": "onnx_import",
     "import_onnx": "onnx_import",
     "PIPELINE": "pipeline",

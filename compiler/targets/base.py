@@ -87,7 +87,7 @@ class Target:
 
     def lower_kernels(self, cm, hw, configs=None, measure=None, search=0, progress=None) -> None:
         """Lower ``cm``'s accelerator nodes into kernels; only an accelerator target has any."""
-        from pyvta.compiler.graph.compiled_model import ArtifactError
+        from pyvta.runtime.compiled_model import ArtifactError
 
         raise ArtifactError(f"a {self.name!r} model has no accelerator kernels to lower")
 

@@ -45,8 +45,8 @@ def compile_for(
     the accelerator takes, "whole" (default) or "legacy"; ``batch`` (``--batch``): the images
     per inference (every input's first dimension); ``weight_scales``: a quantized
     target's ``WeightScales`` (None: the default)."""
-    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
     from pyvta.isa import HwConfig
+    from pyvta.runtime.compiled_model import CompiledModel, compile_model
 
     spec = target_of(target)
     path = Path(path)

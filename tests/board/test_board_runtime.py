@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pyvta import driver
-from pyvta.compiler.graph.compiled_model import ArtifactError, CompiledModel, run_model
+from pyvta.runtime.compiled_model import ArtifactError, CompiledModel, run_model
 
 HOST_ONLY = ("onnx", "onnxruntime", "llvmlite", "amaranth", "xgboost", "cocotb", "sklearn")
 

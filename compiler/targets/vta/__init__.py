@@ -72,7 +72,7 @@ class VtaTarget(Target):
         """The executor's accelerator backend with ``cm``'s kernels loaded onto ``device`` (a
         ``driver.Device``), refused when they were lowered for another HwConfig."""
         from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-        from pyvta.compiler.graph.compiled_model import ArtifactError
+        from pyvta.runtime.compiled_model import ArtifactError
 
         n_placed = len(self.placed(cm.graph))
         if n_placed and not cm.kernels:

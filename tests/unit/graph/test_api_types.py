@@ -6,13 +6,13 @@ import onnx
 import pytest
 from onnx import helper
 
-from pyvta.compiler.graph.compiled_model import (
+from pyvta.compiler.graph.zoo import float_model
+from pyvta.runtime.compiled_model import (
     ArtifactError,
     CompiledModel,
     compile_model,
     run_model,
 )
-from pyvta.compiler.graph.zoo import float_model
 
 
 @pytest.fixture(scope="module")

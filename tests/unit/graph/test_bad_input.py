@@ -8,9 +8,10 @@ import pytest
 from onnx import helper, numpy_helper
 
 from pyvta.cli import main
-from pyvta.compiler.graph import compile_model, import_onnx, run_model, zoo
+from pyvta.compiler.graph import import_onnx, zoo
 from pyvta.compiler.graph.onnx_import import OnnxImportError
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.compiled_model import compile_model, run_model
 from pyvta.runtime.ir import GraphError
 
 

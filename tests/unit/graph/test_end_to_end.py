@@ -6,8 +6,9 @@ import numpy as np
 import onnx
 import pytest
 
-from pyvta.compiler.graph import CompiledModel, compile_model, run_model, zoo
+from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
+from pyvta.runtime.compiled_model import CompiledModel, compile_model, run_model
 
 
 @pytest.fixture(scope="module")
