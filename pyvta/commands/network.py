@@ -45,8 +45,9 @@ def compile_for(
     the accelerator takes, "whole" (default) or "legacy"; ``batch`` (``--batch``): the images
     per inference (every input's first dimension); ``weight_scales``: a quantized
     target's ``WeightScales`` (None: the default)."""
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.isa import HwConfig
-    from pyvta.runtime.compiled_model import CompiledModel, compile_model
+    from pyvta.runtime.compiled_model import CompiledModel
 
     spec = target_of(target)
     path = Path(path)

@@ -24,8 +24,9 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     outputs the host gets for them (float CPU layers in numpy, as on a board)."""
     from pyvta import driver
     from pyvta.compiler.graph import cpu_llvm
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
-    from pyvta.runtime.compiled_model import compile_model, run_model
+    from pyvta.runtime.compiled_model import run_model
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -228,9 +228,10 @@ def test_networks_at_each_level(level, tmp_path, monkeypatch, cpu_levels):
     the numpy reference on the same inputs."""
     if _runnable(level) is None:
         pytest.skip(f"needs a CPU that runs the {level} feature level")
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.reference import run_onnxruntime
     from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
-    from pyvta.runtime.compiled_model import compile_model, run_model
+    from pyvta.runtime.compiled_model import run_model
     from pyvta.runtime.executor import Executor
 
     rng = np.random.default_rng(SEED)

@@ -9,9 +9,10 @@ from onnx import helper, numpy_helper
 
 from pyvta.cli import main
 from pyvta.compiler.graph import import_onnx, zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.onnx_import import OnnxImportError
 from pyvta.isa.errors import PyvtaError
-from pyvta.runtime.compiled_model import compile_model, run_model
+from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.ir import GraphError
 
 

@@ -10,12 +10,13 @@ import pytest
 from onnx import helper
 
 from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 from pyvta.compiler.graph.reference import run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
 from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS, VIEW_OPS, CpuKernels, plan_memory
-from pyvta.runtime.compiled_model import CompiledModel, compile_model, run_model
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 
 MAX_REL_ERR = 1e-4
 

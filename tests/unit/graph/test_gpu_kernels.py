@@ -8,10 +8,11 @@ import numpy as np
 import pytest
 
 from pyvta.compiler.backend.cuda import LIMITS, launch
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 from pyvta.compiler.graph.zoo import sample_inputs, save_model
 from pyvta.compiler.targets.gpu import kernels as gpu_kernels
-from pyvta.runtime.compiled_model import CompiledModel, compile_model, run_model
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 from pyvta.runtime.ir import GraphError, Node
 from pyvta.testing.fake_cuda import EmulatingDriver, Result
 from pyvta.testing.gpu_suite import ptxas_or_skip

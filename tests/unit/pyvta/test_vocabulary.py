@@ -83,8 +83,8 @@ def test_a_target_and_device_that_do_not_go_together_are_refused(target, device,
 
 
 def test_run_with_the_old_spelling_gives_the_same_output_and_one_notice(tmp_path, capsys):
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
-    from pyvta.runtime.compiled_model import compile_model
 
     print(f"seed {SEED}")
     save_model("resnet18", str(tmp_path / "r.onnx"), size=32, classes=10, width=16, seed=SEED)

@@ -10,11 +10,12 @@ from onnx import TensorProto, helper, numpy_helper
 from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
 from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.targets.vta.partition_targets import HOST_OPS, vta_reason
 from pyvta.driver import SimDevice
 from pyvta.driver.kernel import load_kernel
 from pyvta.runtime import layout, vta_ops
-from pyvta.runtime.compiled_model import compile_model, run_model
+from pyvta.runtime.compiled_model import run_model
 
 CASES_MAX = [  # channels, H, W, kernel, strides, pads
     (64, 20, 18, (3, 3), (2, 2), (1, 1, 1, 1)),
