@@ -279,8 +279,8 @@ def _other_cpu(code: CpuCode, graph: Graph) -> None:
     import platform
     import warnings
 
-    from pyvta.compiler.graph import cpu_llvm
     from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS
+    from pyvta.runtime import cpu_llvm
 
     here = platform.machine()
     if cpu_llvm.have_llvmlite():

@@ -243,7 +243,7 @@ class WithGemms:
         return getattr(self.inner, name)
 
     def run(self, node, args: list[np.ndarray]) -> np.ndarray:
-        from pyvta.compiler.graph.cpu_llvm import shared_gemms
+        from pyvta.runtime.cpu_llvm import shared_gemms
 
         with shared_gemms(self.gemms):
             return self.inner.run(node, args)

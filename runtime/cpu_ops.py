@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_llvm
-from pyvta.runtime import layout, vta_ops
+from pyvta.runtime import cpu_llvm, layout, vta_ops
 from pyvta.runtime.ir import GraphError
 from pyvta.runtime.vta_ops import FusedParams, exact_dot_terms_ok, requantize
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_llvm
 from pyvta.compiler.ops.cpu import nchwc
 from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pack_depthwise_weights
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
+from pyvta.runtime import cpu_llvm
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.ir import Graph, GraphError, Node
 

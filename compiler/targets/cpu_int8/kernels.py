@@ -21,7 +21,7 @@ import weakref
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_llvm
+from pyvta.runtime import cpu_llvm
 from pyvta.runtime.ir import Graph, Node
 from pyvta.runtime.vta_ops import FusedParams
 

@@ -12,13 +12,13 @@ from pyvta import compiler
 from pyvta.cli import main
 from pyvta.compiler.backend.llvm.shared import for_llvm, shared_object
 from pyvta.compiler.backend.llvm.target import BOARD_CPUS, CpuTarget, board_cpu
-from pyvta.compiler.graph import cpu_llvm
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed
 from pyvta.host_cpu import CpuFeatureError
 from pyvta.hw.boards import BOARDS
+from pyvta.runtime import cpu_llvm
 from pyvta.runtime.compiled_model import ArtifactError, CompiledModel, run_model
 from pyvta.runtime.cpu_code import SharedKernel
 

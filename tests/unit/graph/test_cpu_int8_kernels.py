@@ -9,9 +9,9 @@ import pytest
 
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
-from pyvta.compiler.graph.cpu_llvm import numpy_only
 from pyvta.compiler.targets.cpu_int8 import kernels as ck
 from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels, compiled_int8
+from pyvta.runtime.cpu_llvm import numpy_only
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.executor import Executor
 

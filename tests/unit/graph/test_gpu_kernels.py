@@ -42,8 +42,7 @@ def _close(name, got, ref, what):
 def test_network_emulated_equals_cpu_backend_and_onnxruntime(model, monkeypatch):
     name, path, cm, x = model
     (cpu_out,), _ = run_model(compile_model(path, "cpu"), x)
-    from pyvta.compiler.graph import cpu_llvm
-    from pyvta.runtime import cpu_ops
+    from pyvta.runtime import cpu_llvm, cpu_ops
 
     def no_fallback(*a, **k):
         raise AssertionError("a gpu node fell back to a CPU kernel")
