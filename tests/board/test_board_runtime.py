@@ -52,6 +52,24 @@ def test_host_only_packages_are_absent_and_unimported(fixtures):
             __import__(name)
 
 
+def test_loading_an_artifact_loads_no_compiler(fixtures):
+    """A fresh interpreter that loads an artifact has loaded the runtime, not the compiler."""
+    import ast
+    import subprocess
+
+    code = "import sys; from pyvta.runtime.compiled_model import CompiledModel;"
+    code += f" CompiledModel.load({str(fixtures / 'vta.npz')!r});"
+    code += " print(sorted(m for m in sys.modules if m.startswith('pyvta.')))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=fixtures
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = ast.literal_eval(done.stdout)  # the printed list of module names
+    print(f"{len(loaded)} pyvta modules loaded by CompiledModel.load")
+    assert any(m.startswith("pyvta.runtime.") for m in loaded), loaded
+    assert not [m for m in loaded if m.startswith("pyvta.compiler")], loaded
+
+
 def test_vta_artifact_on_the_simulator_equals_the_host(fixtures):
     expected = np.load(fixtures / "expected.npz")
     cm = CompiledModel.load(fixtures / "vta.npz")
