@@ -32,7 +32,6 @@ RUNTIME_PENDING = {
         "the CPU/GPU node backends and their kernels (compiler.targets.*.kernels), spec and"
         " accelerator (compiler.targets; AcceleratorBackend is compiler/backend/vta/graph_backend.py)"
     ),
-    "runtime/cpu_code.py": "check_arrays, aligned_empty of compiler.backend.llvm.module",
     "runtime/cpu_llvm.py": "the JIT's GEMM kernel (compiler.ops.cpu) where llvmlite is installed",
 }
 # Leaf modules a package may import although their part is forbidden to it: the cycle model's

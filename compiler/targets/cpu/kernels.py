@@ -348,7 +348,7 @@ class CpuKernels:
         if slot is None:  # a graph output: computed into the node's own buffer, returned copied
             out = self._own.get(v.name)
             if out is None:
-                from pyvta.compiler.backend.llvm.module import aligned_empty
+                from pyvta.runtime.arrays import aligned_empty
 
                 out = self._own[v.name] = aligned_empty(v.shape, v.dtype)
         else:  # the same view object every run, so the nodes reading it find their calls bound
@@ -369,7 +369,7 @@ def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[
     of the views of it) has run; graph outputs and their aliases get no slot."""
     if not compiled:
         return {}, []
-    from pyvta.compiler.backend.llvm.module import aligned_empty
+    from pyvta.runtime.arrays import aligned_empty
 
     root: dict[str, str] = {}
     for n in graph.nodes:
