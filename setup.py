@@ -9,7 +9,7 @@ the ``pyvta`` command are in pyproject.toml.
 from setuptools import find_packages, setup
 
 # Folders at the repository root that install as pyvta.<name> (the product's layout).
-SUBPACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver")
+SUBPACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver", "runtime")
 
 PACKAGE_DIR = {"pyvta": "pyvta", **{f"pyvta.{name}": name for name in SUBPACKAGES}}
 PACKAGES = [

@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.compiler.backend.llvm.target import CpuTarget
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 from pyvta.compiler.graph.zoo import save_model
+from pyvta.runtime.compiled_model import run_model
 from pyvta.testing.arm import arm_python, pyvta_site, run_on_arm
 from pyvta.testing.board import ARM_CPUS
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from pyvta import driver
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
+from pyvta.runtime.compiled_model import run_model
 from pyvta.testing.board_model import ModelBoard, write_model_bitstream
 from pyvta.tuner.network import pretuned_log
 

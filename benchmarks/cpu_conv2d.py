@@ -21,10 +21,10 @@ import time
 import numpy as np
 
 from pyvta import compiler
-from pyvta.compiler.backend.llvm.module import aligned_copy, aligned_empty
 from pyvta.compiler.ops.cpu import Conv2dKnobs, conv2d_nchw_blocked
 from pyvta.compiler.ops.cpu.conv2d import pack_weights
 from pyvta.compiler.ops.cpu.winograd import WinogradKnobs, conv2d_winograd, transform_weights
+from pyvta.runtime.arrays import aligned_copy, aligned_empty
 
 THREADS = 2
 

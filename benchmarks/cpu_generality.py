@@ -38,12 +38,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from pyvta.compiler.graph.compiled_model import (
-    compile_model,
-    default_calibration,
-    run_model,
-)
+from pyvta.compiler.graph.compile import compile_model, default_calibration
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
+from pyvta.runtime.compiled_model import run_model
 from pyvta.testing import netgen
 from pyvta.testing.side_by_side import qdq_model, rel_err, timed_ms
 

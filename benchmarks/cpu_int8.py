@@ -33,10 +33,10 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.compiler.graph import zoo
-from pyvta.compiler.graph.compiled_model import compile_model, default_calibration
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.compile import compile_model, default_calibration
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.executor import Executor
 from pyvta.testing.side_by_side import qdq_model, timed_ms
 
 

@@ -40,9 +40,10 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.compiler.graph import zoo
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
-from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
+from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.executor import Executor
 from pyvta.testing.side_by_side import rel_err, timed_ms
 
 MAX_REL_ERR = 1e-4

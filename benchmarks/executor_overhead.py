@@ -38,10 +38,11 @@ import onnx
 from onnx import helper
 
 from pyvta.compiler.graph import zoo
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
-from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.compiler.targets.cpu.kernels import CpuKernels
+from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.executor import Executor
 
 MAX_REL_ERR = 1e-4
 

@@ -331,7 +331,8 @@ def corrupt_bytes(data: bytes, rng) -> bytes:
 
 
 def fuzz_models(rng, n: int, folder: Path, timeout_s: float) -> Tally:
-    from pyvta.compiler.graph import compile_model, import_onnx, zoo
+    from pyvta.compiler.graph import import_onnx, zoo
+    from pyvta.compiler.graph.compile import compile_model
 
     bases = [tiny_model(s) for s in range(3)]
     bases.append(zoo.resnet(18, size=32, width=8, classes=10, seed=2))
@@ -395,7 +396,8 @@ def fuzz_artifacts(rng, n: int, folder: Path, timeout_s: float) -> list[Tally]:
     import onnx
 
     from pyvta.commands.network import compile_for
-    from pyvta.compiler.graph import CompiledModel, compile_model, run_model
+    from pyvta.compiler.graph.compile import compile_model
+    from pyvta.runtime.compiled_model import CompiledModel, run_model
 
     src = folder / "tiny.onnx"
     onnx.save(tiny_model(0), src)

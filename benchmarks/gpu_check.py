@@ -145,7 +145,7 @@ def prepare(out: Path, arch: str) -> None:
 
 def prepare_network(d: Path, arch: str, size: int = NETWORK_SIZE, classes: int = 1000) -> dict:
     """The zoo network compiled for ``--target gpu`` into folder ``d``; its manifest entry."""
-    from pyvta.compiler.graph.compiled_model import compile_model
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.reference import run_onnxruntime
     from pyvta.compiler.graph.zoo import sample_inputs, save_model
     from pyvta.compiler.targets.gpu.kernels import network_plan

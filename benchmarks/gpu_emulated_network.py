@@ -17,10 +17,11 @@ import numpy as np
 
 from pyvta.compiler.backend.cuda import LIMITS
 from pyvta.compiler.backend.cuda.ptxas import assemble
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
 from pyvta.compiler.graph.zoo import sample_inputs, save_model
 from pyvta.compiler.targets.gpu.kernels import compile_gpu_kernels
+from pyvta.runtime.compiled_model import run_model
 
 SEED = 7
 

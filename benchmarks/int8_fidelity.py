@@ -32,9 +32,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from pyvta.compiler.graph import WeightScales, compile_model, run_model
+from pyvta.compiler.graph import WeightScales
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
 from pyvta.compiler.graph.zoo import build_model, sample_inputs
+from pyvta.runtime.compiled_model import run_model
 from pyvta.testing import netgen
 from pyvta.testing.side_by_side import qdq_model
 

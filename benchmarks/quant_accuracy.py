@@ -24,9 +24,10 @@ import numpy as np
 import onnx
 from onnxruntime.quantization import CalibrationDataReader, QuantType, quantize_static
 
-from pyvta.compiler.graph import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
 from pyvta.compiler.graph.zoo import build_model, sample_inputs
+from pyvta.runtime.compiled_model import run_model
 
 CALIBRATION_SEED, EVAL_SEED, MODEL_SEED = 1, 2, 0
 

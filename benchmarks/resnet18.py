@@ -43,10 +43,11 @@ import time
 import numpy as np
 
 from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import SimDevice
 from pyvta.isa import DEFAULT_CONFIG, HwConfig
+from pyvta.runtime.compiled_model import run_model
 
 # Published figures for the default (1x16) config.
 PUBLISHED = {"original VTA": 27.7e6, "pipelined GEMM": 7.7e6, "ideal (256 MACs/cycle)": 6.6e6}

@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 from pyvta import driver, sim
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.isa import DEFAULT_CONFIG, HwConfig
+from pyvta.runtime.compiled_model import run_model
 from pyvta.tuner.network import pretuned_log
 
 TARGET_WALL_S = 120.0

@@ -22,10 +22,11 @@ import time
 import numpy as np
 
 from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import sample_inputs, save_model
 from pyvta.driver import SimDevice
 from pyvta.isa import DEFAULT_CONFIG, MemInsn, MemType, Opcode
+from pyvta.runtime.compiled_model import run_model
 
 CLOCK_HZ = 100e6  # the PYNQ config's clock
 

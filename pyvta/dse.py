@@ -132,9 +132,10 @@ def measure_resnet18(cfg: isa.HwConfig, size: int) -> dict:
     import numpy as np
 
     from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-    from pyvta.compiler.graph.compiled_model import compile_model, run_model
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
     from pyvta.driver import SimDevice
+    from pyvta.runtime.compiled_model import run_model
 
     with tempfile.TemporaryDirectory() as tmp:
         path = save_model("resnet18", str(Path(tmp) / "resnet18.onnx"), size=size)

@@ -39,10 +39,10 @@ def cpu_network_layers(model) -> list[CpuLayer]:
     compiled for ``"cpu"``), in network order."""
     from dataclasses import replace
 
-    from pyvta.compiler.graph.compiled_model import CompiledModel
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import options_for, run_pipeline
     from pyvta.compiler.targets.cpu.kernels import node_workload
+    from pyvta.runtime.compiled_model import CompiledModel
 
     if isinstance(model, CompiledModel):
         graph = model.graph

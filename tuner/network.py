@@ -33,7 +33,8 @@ def network_layers(model, progress=print) -> list:
     """The distinct accelerator layers (``graph_backend.Layer``) of ``model``: an ONNX path, a
     compiled artifact (``.npz``) or a ``CompiledModel`` (compiled for ``"vta"``)."""
     from pyvta.compiler.backend.vta.graph_backend import accelerator_layers
-    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
+    from pyvta.compiler.graph.compile import compile_model
+    from pyvta.runtime.compiled_model import CompiledModel
 
     if not isinstance(model, CompiledModel):
         path = Path(model)

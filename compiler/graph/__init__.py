@@ -1,6 +1,7 @@
-"""Graph level: ONNX import, graph IR, passes, int8 quantization, VTA partitioning, executor.
+"""Graph level: ONNX import, passes, int8 quantization, VTA partitioning (the graph IR, the
+executor and the numpy layers a board runs are ``pyvta.runtime``'s).
 
->>> from pyvta.compiler.graph import compile_model, run_model
+>>> from pyvta.compiler.graph import compile_model; from pyvta.runtime.compiled_model import run_model
 >>> cm = compile_model("resnet18.onnx", "vta"); outputs, table = run_model(cm, x)
 
 The names below are imported when first used (PEP 562), so running a compiled artifact (the
@@ -10,26 +11,13 @@ executor, the artifact loader) imports neither onnx nor the compiler's passes.
 import importlib
 
 _HOMES = {
-    "CompiledModel": "compiled_model",
-    "compile_model": "compiled_model",
-    "run_model": "compiled_model",
-    "Executor": "executor",
-    "TimingTable": "executor",
-    "Graph": "ir",
-    "GraphError": "ir",
-    "Node": "ir",
-    "Value": "ir",
-    "check_graph": "ir",
-    "format_graph": "ir",
+    "compile_model": "compile",
     "OnnxImportError": "onnx_import",
     "import_onnx": "onnx_import",
     "PIPELINE": "pipeline",
     "PipelineOptions": "pipeline",
     "options_for": "pipeline",
     "run_pipeline": "pipeline",
-    "FusedParams": "vta_ops",
-    "GoldenVta": "vta_ops",
-    "VtaBackend": "vta_ops",
     "WeightScales": "passes.quantize_int8",
 }
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import Graph, GraphError
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.ir import Graph, GraphError
 
 MIN_FRAC_BITS, MAX_FRAC_BITS = -16, 30
 

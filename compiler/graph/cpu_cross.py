@@ -1,5 +1,5 @@
 """A graph's compiled CPU nodes generated for a board's CPU (``CpuTarget.cross``) and linked
-into one shared object (``compiler.graph.cpu_code.CpuCode``, kept in the artifact).
+into one shared object (``runtime.cpu_code.CpuCode``, kept in the artifact).
 
 Float nodes (``targets.cpu.kernels.COMPILED_OPS``) are lowered from the schedule their attributes name
 (``targets.cpu.kernels.node_schedule``), the same loop IR the host's JIT runs; int8 nodes
@@ -11,8 +11,8 @@ template, one kernel per shape. Code is generated for one thread.
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.cpu_code import CpuCode, KernelSig, Param
-from pyvta.compiler.graph.ir import HOST, Graph
+from pyvta.runtime.cpu_code import CpuCode, KernelSig, Param
+from pyvta.runtime.ir import HOST, Graph
 
 
 def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:

@@ -16,9 +16,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from pyvta.compiler.graph.ir import Graph, Node, Value
-from pyvta.compiler.graph.shapes import record_outputs
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.ir import Graph, Node, Value
+from pyvta.runtime.shapes import record_outputs
 
 MAX_TENSOR_ELEMS = (
     1 << 24

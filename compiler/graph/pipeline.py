@@ -24,8 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.compiler.graph import layout
-from pyvta.compiler.graph.ir import Graph, check_graph
 from pyvta.compiler.graph.passes import (
     alter_cpu_layout,
     eliminate_identities,
@@ -39,6 +37,8 @@ from pyvta.compiler.graph.passes import (
     remove_dead_code,
 )
 from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig, WeightScales
+from pyvta.runtime import layout
+from pyvta.runtime.ir import Graph, check_graph
 
 
 @dataclass

@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from pyvta.compiler.graph import cpu_ops
+from pyvta.runtime import cpu_ops
 
 OPSET = 17
 IR_VERSION = 8

@@ -1,7 +1,7 @@
 """What every compile target answers: :class:`Target`.
 
 A compiled graph's nodes each carry a *placement* (``Node.target``: ``cpu``, ``vta`` or ``gpu``,
-``compiler.graph.ir.TARGETS``): where the node runs. A compile *target* (``cpu``, ``cpu-int8``,
+``runtime.ir.TARGETS``): where the node runs. A compile *target* (``cpu``, ``cpu-int8``,
 ``gpu``, ``vta``) chooses the passes, places the nodes and builds what the artifact records; the
 nodes it places on the host keep the placement ``cpu``. The executor finds a placement's node
 backend through the target of that name.
@@ -16,8 +16,8 @@ from pyvta.isa.errors import PyvtaError
 if TYPE_CHECKING:
     import numpy as np
 
-    from pyvta.compiler.graph.ir import Graph, Node
     from pyvta.compiler.graph.pipeline import PipelineOptions
+    from pyvta.runtime.ir import Graph, Node
 
 
 class TargetError(PyvtaError, ValueError):
@@ -63,9 +63,9 @@ class Target:
     def _quantized_options(
         self, samples, keep_float, block, int8_pools=False, **flags
     ) -> PipelineOptions:
-        from pyvta.compiler.graph import layout
         from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig
         from pyvta.compiler.graph.pipeline import PipelineOptions
+        from pyvta.runtime import layout
 
         if not samples:
             raise TargetError(
@@ -87,14 +87,14 @@ class Target:
 
     def lower_kernels(self, cm, hw, configs=None, measure=None, search=0, progress=None) -> None:
         """Lower ``cm``'s accelerator nodes into kernels; only an accelerator target has any."""
-        from pyvta.compiler.graph.compiled_model import ArtifactError
+        from pyvta.runtime.compiled_model import ArtifactError
 
         raise ArtifactError(f"a {self.name!r} model has no accelerator kernels to lower")
 
     def node_backend(self, graph: Graph, vta=None):
         """The executor's backend for the nodes placed ``self.placement`` when the caller gives
         none (``vta``: an operator-contract object for accelerator nodes)."""
-        from pyvta.compiler.graph.ir import GraphError
+        from pyvta.runtime.ir import GraphError
 
         raise GraphError(f"target {self.name!r} has no default node backend")
 

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if get_target(cm.target).accelerator:
         print("\n".join(plan_lines(cm.graph)))
-    from pyvta.compiler.graph.ir import HOST
+    from pyvta.runtime.ir import HOST
 
     if cm.spec.placement == HOST:  # every layer on the host CPU
         from pyvta.compiler.targets.cpu.kernels import numpy_nodes

@@ -65,7 +65,7 @@ def _model_path(size: int) -> Path:
 
 def _resnet18(args) -> int:
     from pyvta.commands.network import compile_for, open_accelerator, vta_summary
-    from pyvta.compiler.graph.compiled_model import run_model
+    from pyvta.runtime.compiled_model import run_model
     from pyvta.tuner.network import pretuned_log
 
     path = _model_path(args.size)

@@ -45,8 +45,9 @@ def compile_for(
     the accelerator takes, "whole" (default) or "legacy"; ``batch`` (``--batch``): the images
     per inference (every input's first dimension); ``weight_scales``: a quantized
     target's ``WeightScales`` (None: the default)."""
-    from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.isa import HwConfig
+    from pyvta.runtime.compiled_model import CompiledModel
 
     spec = target_of(target)
     path = Path(path)
@@ -239,8 +240,8 @@ def add_partition_argument(p) -> None:
 
 def plan_lines(graph) -> list[str]:
     """Where every node runs: a count per target, then each CPU node with its one-line reason."""
-    from pyvta.compiler.graph.ir import HOST
     from pyvta.compiler.targets.vta.partition_targets import vta_reason
+    from pyvta.runtime.ir import HOST
 
     on = {}
     for n in graph.nodes:

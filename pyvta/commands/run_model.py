@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
         backends = {spec.placement: vta}
     elif device is not None:  # the GPU's kernels on cuda or cuda-emulated
         backends = {spec.placement: spec.open_backend(cm, device)}
-    from pyvta.compiler.graph.compiled_model import run_model
+    from pyvta.runtime.compiled_model import run_model
 
     first = None
     for i in range(args.runs):

@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from pyvta.tuner.cli_support import tune_command
 
     if Path(args.workload).suffix == ".npz":  # a compiled model: readable, and not a bundle
-        from pyvta.compiler.graph.compiled_model import CompiledModel
+        from pyvta.runtime.compiled_model import CompiledModel
 
         CompiledModel.load(Path(args.workload))
     # appended to (and read back by --resume), so checked, not written atomically

@@ -84,7 +84,7 @@ def _main(argv: list[str]) -> None:
         print(pyvta_site(Path(argv[1])))
         return
 
-    from pyvta.compiler.graph.compiled_model import CompiledModel, run_model
+    from pyvta.runtime.compiled_model import CompiledModel, run_model
 
     artifact, x_path, out = argv[:3]
     cm = CompiledModel.load(artifact)

@@ -23,9 +23,10 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     """A small ResNet-18 of the zoo compiled for ``vta`` and ``cpu``, a seeded input, and the
     outputs the host gets for them (float CPU layers in numpy, as on a board)."""
     from pyvta import driver
-    from pyvta.compiler.graph import cpu_llvm
-    from pyvta.compiler.graph.compiled_model import compile_model, run_model
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
+    from pyvta.runtime import cpu_llvm
+    from pyvta.runtime.compiled_model import run_model
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

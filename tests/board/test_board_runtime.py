@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from pyvta import driver
-from pyvta.compiler.graph.compiled_model import ArtifactError, CompiledModel, run_model
+from pyvta.runtime.compiled_model import ArtifactError, CompiledModel, run_model
 
 HOST_ONLY = ("onnx", "onnxruntime", "llvmlite", "amaranth", "xgboost", "cocotb", "sklearn")
 
@@ -52,6 +52,24 @@ def test_host_only_packages_are_absent_and_unimported(fixtures):
             __import__(name)
 
 
+def test_loading_an_artifact_loads_no_compiler(fixtures):
+    """A fresh interpreter that loads an artifact has loaded the runtime, not the compiler."""
+    import ast
+    import subprocess
+
+    code = "import sys; from pyvta.runtime.compiled_model import CompiledModel;"
+    code += f" CompiledModel.load({str(fixtures / 'vta.npz')!r});"
+    code += " print(sorted(m for m in sys.modules if m.startswith('pyvta.')))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=fixtures
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = ast.literal_eval(done.stdout)  # the printed list of module names
+    print(f"{len(loaded)} pyvta modules loaded by CompiledModel.load")
+    assert any(m.startswith("pyvta.runtime.") for m in loaded), loaded
+    assert not [m for m in loaded if m.startswith("pyvta.compiler")], loaded
+
+
 def test_vta_artifact_on_the_simulator_equals_the_host(fixtures):
     expected = np.load(fixtures / "expected.npz")
     cm = CompiledModel.load(fixtures / "vta.npz")
@@ -67,7 +85,7 @@ def test_vta_artifact_on_the_simulator_equals_the_host(fixtures):
 def test_float_cpu_layers_in_numpy(fixtures):
     """The float CPU layers of a vta artifact (first conv, pooling, dense) run in numpy here;
     an artifact compiled for the cpu target (compiled kernels) is refused with a clear error."""
-    from pyvta.compiler.graph.ir import GraphError
+    from pyvta.runtime.ir import GraphError
 
     expected = np.load(fixtures / "expected.npz")
     cm = CompiledModel.load(fixtures / "vta.npz")
@@ -119,7 +137,7 @@ def test_cpu_artifact_with_kernels_for_the_boards_cpu(fixtures):
     """``pyvta compile --target cpu --board ...``: on the board's CPU the artifact's shared
     object runs every compiled CPU node (ctypes, no llvmlite), to float32 tolerance of the host's
     JIT (Cortex-A9 has no fused multiply-add); on another CPU it is refused, naming its CPU."""
-    from pyvta.compiler.graph.cpu_code import SharedKernel
+    from pyvta.runtime.cpu_code import SharedKernel
 
     expected = np.load(fixtures / "expected.npz")
     if ARCH is None:
@@ -145,7 +163,7 @@ def test_int8_artifact_with_kernels_for_the_boards_cpu(fixtures):
     """``pyvta compile --target cpu-int8 --board ...``: on the board's CPU its int8 kernels come
     from the shared object, bit for bit the numpy kernels of the same artifact; on another CPU
     numpy runs them and a warning says so."""
-    from pyvta.compiler.graph.cpu_code import SharedKernel
+    from pyvta.runtime.cpu_code import SharedKernel
 
     expected = np.load(fixtures / "expected.npz")
     if ARCH is None:
@@ -170,7 +188,7 @@ def test_vta_artifact_with_arm_cpu_layers(fixtures):
     classifier) from the shared object, the accelerator's on the simulator; on the board's CPU
     bit for bit the same artifact's numpy fallback here (seen on both ARMs for this model), on
     another CPU numpy runs them and a warning says so."""
-    from pyvta.compiler.graph.cpu_code import WithGemms
+    from pyvta.runtime.cpu_code import WithGemms
 
     expected = np.load(fixtures / "expected.npz")
     sim = driver.open("sim", config=CompiledModel.load(fixtures / "vta.npz").hw)

@@ -1,4 +1,5 @@
-"""Imports point one way (STYLE.md): isa <- sim, hw, compiler <- tuner; driver never compiler.
+"""Imports point one way (STYLE.md): isa <- sim, hw, compiler <- tuner; driver never compiler;
+the runtime (what a board runs) none of compiler, tuner, sim, hw.
 Every import of ours names the one installed package: ``pyvta.sim``, never a bare ``sim``."""
 
 import ast
@@ -9,7 +10,7 @@ import pytest
 from pyvta.testing.checkout import NotACheckout, checkout_files
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver")
+PACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver", "runtime")
 # package -> parts of pyvta it must not import ("pyvta": the command-line tool and pyvta.testing)
 FORBIDDEN = {
     "isa": {"sim", "hw", "compiler", "tuner", "driver", "pyvta"},
@@ -18,6 +19,20 @@ FORBIDDEN = {
     "compiler": {"sim", "hw", "tuner", "pyvta"},
     "driver": {"compiler", "tuner", "pyvta"},
     "tuner": {"hw", "pyvta"},
+    "runtime": {"compiler", "tuner", "sim", "hw", "pyvta"},
+}
+# The runtime's files that still import the compiler (issue 38, deliverable 3, not finished), each
+# with what for. Every such import is inside a function, so importing the runtime loads no
+# compiler module (checked transitively below); running a model still loads it through these.
+# The check fails when a file not listed imports the compiler, and when a listed one no longer
+# does (then delete its entry).
+RUNTIME_PENDING = {
+    "runtime/executor.py": "default_backend: a placement's node backend from compiler.targets",
+    "runtime/compiled_model.py": (
+        "the CPU/GPU node backends and their kernels (compiler.targets.*.kernels), spec and"
+        " accelerator (compiler.targets; AcceleratorBackend is compiler/backend/vta/graph_backend.py)"
+    ),
+    "runtime/cpu_llvm.py": "the JIT's GEMM kernel (compiler.ops.cpu) where llvmlite is installed",
 }
 # Leaf modules a package may import although their part is forbidden to it: the cycle model's
 # constants and formulas (``sim.timing``, which imports nothing of ours) are the hardware's cost,
@@ -29,6 +44,7 @@ ALLOWED_LEAVES = {
     "isa": {"cache"},
     "compiler": {"sim.timing", "cache", "host_cpu"},
     **{p: {"cache", "host_cpu"} for p in ("sim", "hw", "driver", "tuner")},
+    "runtime": {"cache"},
 }
 # what a leaf may import: isa's errors (isa imports nothing of ours, so the leaf stays below
 # every package that uses it)
@@ -77,13 +93,19 @@ def _imports(tree: ast.AST, leaves: frozenset[str] = frozenset()) -> tuple[set[s
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_imports_point_one_way(package):
-    bad = []
+    bad, pending = [], set()
     for path in sorted((ROOT / package).rglob("*.py")):
         leaves = frozenset(ALLOWED_LEAVES.get(package, ()))
         parts, _ = _imports(ast.parse(path.read_text(), filename=str(path)), leaves)
+        name = str(path.relative_to(ROOT))
+        if name in RUNTIME_PENDING and "compiler" in parts:
+            pending.add(name)
+            parts.discard("compiler")
         if wrong := parts & FORBIDDEN[package]:
-            bad.append(f"{path.relative_to(ROOT)} imports {sorted(wrong)}")
+            bad.append(f"{name} imports {sorted(wrong)}")
     assert not bad, "\n".join(bad)
+    listed = {f for f in RUNTIME_PENDING if f.startswith(package + "/")}
+    assert pending == listed, f"no longer import the compiler: {sorted(listed - pending)}"
 
 
 def _tracked(*patterns: str) -> list[Path]:

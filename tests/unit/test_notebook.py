@@ -14,7 +14,7 @@ SEED = 2
 def test_resnet18_notebook_runs_on_the_model_board(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
-    from pyvta.compiler.graph.compiled_model import compile_model
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
     from pyvta.testing.board_model import write_model_bitstream
 

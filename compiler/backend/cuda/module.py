@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyvta.compiler.backend.llvm.module import check_arrays
+from pyvta.runtime.arrays import check_arrays
 
 
 class CudaModule:

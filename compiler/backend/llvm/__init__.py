@@ -1,7 +1,7 @@
 """CPU backend: loop IR -> LLVM IR -> host machine code via llvmlite.
 
-Its names are imported on first use, so ``module`` (numpy arrays and ctypes: ``aligned_empty``,
-``check_arrays``) serves a board's runtime, which has no llvmlite.
+Its names are imported on first use (the arrays a kernel is called with, ``aligned_empty`` and
+``check_arrays``, are ``pyvta.runtime.arrays``': a board's runtime has no llvmlite).
 """
 
 import importlib

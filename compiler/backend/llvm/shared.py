@@ -1,6 +1,6 @@
 """Lowered functions generated for a CPU that need not be this one (a board's,
 ``CpuTarget.cross``) and linked into one shared object, which a process on that CPU loads with
-ctypes (``compiler.graph.cpu_code``): no LLVM there.
+ctypes (``runtime.cpu_code``): no LLVM there.
 
 Code generation is llvmlite's (every LLVM target is in it); the link is ``ld.lld``'s, LLVM's
 linker for every ELF target (Debian's ``lld``, which ``make setup`` installs).

@@ -24,10 +24,10 @@ from pyvta.compiler.backend.vta.conv_pool import POOL_ATTRS, build_conv_pool_ker
 from pyvta.compiler.backend.vta.operator import VtaConv2d, VtaPool, build_kernel, lowering_epilogue
 from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
-from pyvta.compiler.graph.ir import Graph, GraphError, Node
-from pyvta.compiler.graph.vta_ops import FusedParams
 from pyvta.driver.kernel import Kernel
 from pyvta.isa import HwConfig
+from pyvta.runtime.ir import Graph, GraphError, Node
+from pyvta.runtime.vta_ops import FusedParams
 
 
 def conv_workload(x_shape, w_shape, p) -> ConvWorkload:

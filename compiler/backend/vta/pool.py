@@ -12,7 +12,7 @@ compute module), combine rows with ALU micro-ops and store the low bytes of the 
   load; the pixels summed by a tree of ALU ADDs (half the rows onto the other half, the blocks
   innermost when one row is left, so no two consecutive micro-ops write one row); each block's sum copied to a dense row, then ``(sum * mult + 2**(shift-1)) >> shift``
   (MUL, ADD, SHR with immediates) clipped to int8 (MAX, MIN): the arithmetic of
-  :func:`compiler.graph.vta_ops.global_avg_pool_int8`.
+  :func:`runtime.vta_ops.global_avg_pool_int8`.
 
 The ACC buffer is used in two halves in turn, so the store of one band overlaps the next band's
 work (``insert_dep_tokens`` derives the tokens). Cost: an ALU register micro-op takes 2 cycles,

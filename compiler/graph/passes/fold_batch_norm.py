@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph.ir import Graph
+from pyvta.runtime.ir import Graph
 
 
 def fold_batch_norm(graph: Graph, options=None) -> Graph:

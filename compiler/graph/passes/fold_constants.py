@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import HOST, Graph
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.ir import HOST, Graph
 
 
 def fold_constants(graph: Graph, options=None) -> Graph:

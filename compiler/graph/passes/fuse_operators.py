@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph.ir import HOST, Graph, Node
+from pyvta.runtime.ir import HOST, Graph, Node
 
 PRODUCERS = ("conv2d", "dense")
 

@@ -20,7 +20,7 @@ calibration samples, each node fed its float input quantized) than with one weig
 then only if the whole int8 graph's outputs come closer to float on those samples too.
 
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
-:mod:`compiler.graph.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
+:mod:`runtime.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
 produces the original float name; quantized readers of a float value get a ``quantize`` node.
 Which nodes stay float: ``keep_float`` names, or by default the first conv2d and the last dense.
 """
@@ -41,10 +41,10 @@ from pyvta.compiler.graph.calibrate import (
     frac_bits_for,
     quantization_error,
 )
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
-from pyvta.compiler.graph.vta_ops import MAX_SHIFT, avg_pool_params
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.ir import Graph, GraphError, Node
+from pyvta.runtime.vta_ops import MAX_SHIFT, avg_pool_params
 
 QUANTIZABLE = ("conv2d", "dense")
 INT8_POOLS = ("max_pool", "global_avg_pool", "flatten")  # with ``QuantConfig.int8_pools``

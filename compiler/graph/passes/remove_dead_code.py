@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.ir import Graph
+from pyvta.runtime.ir import Graph
 
 
 def remove_dead_code(graph: Graph, options=None) -> Graph:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.ir import Graph, Node
-from pyvta.compiler.graph.shapes import record_outputs
+from pyvta.runtime.ir import Graph, Node
+from pyvta.runtime.shapes import record_outputs
 
 
 class NodeEmitter:

@@ -1,6 +1,6 @@
 """int8 conv2d / dense on the CPU with the accelerator's integer contract, fused (batch 1).
 
-What one output element computes is :mod:`compiler.graph.vta_ops`'s contract, bit for bit::
+What one output element computes is :mod:`runtime.vta_ops`'s contract, bit for bit::
 
     acc = wrap_int32(sum_{c, ky, kx} x * w + bias + (res << res_shift))
     out = int8(clip(acc >> shift, clip_lo, clip_hi))
@@ -33,13 +33,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from pyvta.compiler.graph.vta_ops import FusedParams
 from pyvta.compiler.ir.expr import all_, const
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.te.expr_ops import cast, dot_i16x2, dot_u8s8x4, maximum, minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.vta_ops import FusedParams
 
 U8_OFFSET = 128  # u = x + 128 maps int8 onto 0..255
 # accumulators per register tile, at most: on AVX-512 VNNI (32 registers) ResNet-18's 3x3

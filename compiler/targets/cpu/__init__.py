@@ -1,6 +1,6 @@
 """The ``cpu`` target: a float graph, every layer on the host CPU; conv2d/dense/pooling run
 compiled kernels in the blocked NCHW{c}c layout (``compiler.targets.cpu.kernels``), the rest the
-numpy layers of ``compiler.graph.cpu_ops``.
+numpy layers of ``runtime.cpu_ops``.
 
 The CPU is data: ``features`` names the x86 feature level its kernels are generated for (an
 ``X86_LEVELS`` name of ``pyvta.host_cpu``; None: the host's own, or ``$PYVTA_CPU_FEATURES``), so a

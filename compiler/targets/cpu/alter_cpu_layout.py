@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.compiler.ops.cpu.nchwc import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
+from pyvta.runtime.ir import Graph, Node
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all

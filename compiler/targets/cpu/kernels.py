@@ -22,14 +22,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_llvm
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.compiler.ops.cpu import nchwc
 from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pack_depthwise_weights
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
+from pyvta.runtime import cpu_llvm
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.ir import Graph, GraphError, Node
 
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
 
@@ -424,7 +424,7 @@ class CpuKernels:
         if slot is None:  # a graph output: computed into the node's own buffer, returned copied
             out = self._own.get(v.name)
             if out is None:
-                from pyvta.compiler.backend.llvm.module import aligned_empty
+                from pyvta.runtime.arrays import aligned_empty
 
                 out = self._own[v.name] = aligned_empty(v.shape, v.dtype)
         else:  # the same view object every run, so the nodes reading it find their calls bound
@@ -469,7 +469,7 @@ def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[
     of the views of it) has run; graph outputs and their aliases get no slot."""
     if not compiled:
         return {}, []
-    from pyvta.compiler.backend.llvm.module import aligned_empty
+    from pyvta.runtime.arrays import aligned_empty
 
     root: dict[str, str] = {}
     for n in graph.nodes:

@@ -1,6 +1,6 @@
 """Compiled int8 kernels for the ``cpu-int8`` target: the graph's ``qconv2d`` / ``qdense`` nodes
 on :mod:`compiler.ops.cpu.int8`, bit-exact with the numpy reference
-:func:`compiler.graph.cpu_ops.run_cpu_op` and the accelerator's contract. The dot-product form
+:func:`runtime.cpu_ops.run_cpu_op` and the accelerator's contract. The dot-product form
 follows the compiler's CPU target (``CpuTarget.host``, which ``PYVTA_CPU_FEATURES`` may limit):
 ``vpdpbusd`` where it has AVX-512 VNNI or AVX-VNNI, else ``vpmaddwd``; the vector width follows
 its registers.
@@ -24,9 +24,9 @@ import weakref
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_llvm
-from pyvta.compiler.graph.ir import Graph, Node
-from pyvta.compiler.graph.vta_ops import FusedParams
+from pyvta.runtime import cpu_llvm
+from pyvta.runtime.ir import Graph, Node
+from pyvta.runtime.vta_ops import FusedParams
 
 INT8_OPS = ("qconv2d", "qdense")
 
@@ -241,7 +241,7 @@ class CpuInt8Kernels:
             return kernel(args)
         wt = self._dense_wt.get(node.name)
         if wt is not None:
-            from pyvta.compiler.graph.cpu_ops import dense_transposed
+            from pyvta.runtime.cpu_ops import dense_transposed
 
             return dense_transposed(args[0], wt, args[2:], node.attrs)
         return self.fallback.run(node, args)

@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from pyvta.compiler.graph.ir import Graph, GraphError, Node
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.ir import Graph, GraphError, Node
 
 VIEW_OPS = ("reshape", "flatten", "identity")
 GPU_DEVICES = ("cuda", "cuda-emulated")  # what runs a "gpu" node: the GPU, or its emulation

@@ -4,8 +4,8 @@ a node no GPU template runs is refused here, at compile time, naming the ops tha
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.ir import Graph
 from pyvta.compiler.targets.gpu.kernels import VIEW_OPS, default_schedule
+from pyvta.runtime.ir import Graph
 
 
 def place_gpu(graph: Graph, options) -> Graph:

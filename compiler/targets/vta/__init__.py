@@ -62,9 +62,9 @@ class VtaTarget(Target):
 
     def node_backend(self, graph, vta=None):
         """Accelerator nodes through the operator-contract object ``vta`` (default: the numpy
-        golden model, ``compiler.graph.vta_ops.GoldenVta``)."""
-        from pyvta.compiler.graph.executor import ContractNodes
-        from pyvta.compiler.graph.vta_ops import GoldenVta
+        golden model, ``runtime.vta_ops.GoldenVta``)."""
+        from pyvta.runtime.executor import ContractNodes
+        from pyvta.runtime.vta_ops import GoldenVta
 
         return ContractNodes(vta if vta is not None else GoldenVta())
 
@@ -72,7 +72,7 @@ class VtaTarget(Target):
         """The executor's accelerator backend with ``cm``'s kernels loaded onto ``device`` (a
         ``driver.Device``), refused when they were lowered for another HwConfig."""
         from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-        from pyvta.compiler.graph.compiled_model import ArtifactError
+        from pyvta.runtime.compiled_model import ArtifactError
 
         n_placed = len(self.placed(cm.graph))
         if n_placed and not cm.kernels:

@@ -16,9 +16,9 @@ flatten of a packed 1x1 value reads it through ``packed_flatten`` (a view).
 
 from __future__ import annotations
 
-from pyvta.compiler.graph import layout, vta_ops
-from pyvta.compiler.graph.ir import Graph, Node
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.runtime import layout, vta_ops
+from pyvta.runtime.ir import Graph, Node
 
 
 def pack_layouts(graph: Graph, options) -> Graph:

@@ -11,8 +11,8 @@ the CPU; :func:`cpu_reason` gives each such node's one-line reason (``pyvta run`
 
 from __future__ import annotations
 
-from pyvta.compiler.graph.ir import HOST, Graph, Node
 from pyvta.compiler.targets.vta import TARGET as VTA
+from pyvta.runtime.ir import HOST, Graph, Node
 
 VTA_PARTITIONS = ("whole", "legacy")
 ACC_HALF_ROWS = 1024  # half the default ACC (2048 rows): a pool band's room (``backend.vta.pool``)

@@ -19,8 +19,6 @@ from pyvta import compiler
 from pyvta.compiler.api import lower
 from pyvta.compiler.backend.llvm.build import assembly
 from pyvta.compiler.backend.llvm.target import X86_LEVELS, CpuFeatureError, CpuTarget
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.vta_ops import FusedParams
 from pyvta.compiler.ops.cpu.gemm import GemmKnobs, matmul_packed
 from pyvta.compiler.ops.cpu.int8 import (
     Int8ConvKnobs,
@@ -30,6 +28,8 @@ from pyvta.compiler.ops.cpu.int8 import (
     pack_qconv,
     qconv2d_nchw,
 )
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.vta_ops import FusedParams
 
 # level -> (an LLVM CPU that has it, the int8 instruction its dot form must emit, the float
 # FMA / multiply the float GEMM must emit)
@@ -228,10 +228,11 @@ def test_networks_at_each_level(level, tmp_path, monkeypatch, cpu_levels):
     the numpy reference on the same inputs."""
     if _runnable(level) is None:
         pytest.skip(f"needs a CPU that runs the {level} feature level")
-    from pyvta.compiler.graph import compile_model, run_model
-    from pyvta.compiler.graph.executor import Executor
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.reference import run_onnxruntime
     from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
+    from pyvta.runtime.compiled_model import run_model
+    from pyvta.runtime.executor import Executor
 
     rng = np.random.default_rng(SEED)
     print(f"seed {SEED}")

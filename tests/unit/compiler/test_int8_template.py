@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 
 from pyvta.compiler.backend.llvm.target import CpuTarget
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.vta_ops import FusedParams, wrap_int32
 from pyvta.compiler.ops.cpu.int8 import (
     DOTS,
     U8_OFFSET,
@@ -23,6 +21,8 @@ from pyvta.compiler.ops.cpu.int8 import (
     pack_qconv,
     qconv2d_nchw,
 )
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.vta_ops import FusedParams, wrap_int32
 
 # (C, H, W, O, kernel, strides, pads, residual): odd channel counts (scalar tiles where O is
 # not a multiple of 8), asymmetric pads, strides 2, a 1x1 image (dense)

@@ -7,7 +7,7 @@ import pytest
 
 from pyvta import compiler
 from pyvta.compiler import te
-from pyvta.compiler.backend.llvm.module import KernelArgumentError
+from pyvta.runtime.arrays import KernelArgumentError
 
 N = 64
 

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from pyvta import driver
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver.launch import DeviceFault, DeviceStuck, WrongHardware
 from pyvta.driver.ops_pynq import BitstreamError, PynqDevice
 from pyvta.isa import FinishInsn, GemmInsn, HwConfig, regmap
+from pyvta.runtime.compiled_model import run_model
 from pyvta.sim.directed import directed_programs
 from pyvta.sim.faults import faulting_programs
 from pyvta.testing.board_model import ModelBoard, write_model_bitstream

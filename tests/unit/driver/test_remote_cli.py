@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pyvta.cli import main
-from pyvta.compiler.graph.compiled_model import compile_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import SimDevice
 from pyvta.driver.remote.server import ServerThread

@@ -6,13 +6,9 @@ import onnx
 import pytest
 from onnx import helper
 
-from pyvta.compiler.graph.compiled_model import (
-    ArtifactError,
-    CompiledModel,
-    compile_model,
-    run_model,
-)
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import float_model
+from pyvta.runtime.compiled_model import ArtifactError, CompiledModel, run_model
 
 
 @pytest.fixture(scope="module")

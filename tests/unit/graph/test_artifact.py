@@ -9,16 +9,12 @@ import pytest
 
 from pyvta import driver
 from pyvta.compiler.backend.vta import conv2d, default, graph_backend, operator
-from pyvta.compiler.graph.compiled_model import (
-    ArtifactError,
-    CompiledModel,
-    compile_model,
-    run_model,
-)
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import DeviceError
 from pyvta.driver.kernel import load_kernel
 from pyvta.isa import HwConfig
+from pyvta.runtime.compiled_model import ArtifactError, CompiledModel, run_model
 
 SEED = 3
 
@@ -181,7 +177,7 @@ def test_calibration_data_from_a_folder_and_an_npz(tmp_path):
 
 
 def test_nan_input_to_an_int8_model_is_named(artifact):
-    from pyvta.compiler.graph.ir import GraphError
+    from pyvta.runtime.ir import GraphError
 
     cm, _ = artifact
     x = _input(cm)

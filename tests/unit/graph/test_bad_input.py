@@ -8,10 +8,12 @@ import pytest
 from onnx import helper, numpy_helper
 
 from pyvta.cli import main
-from pyvta.compiler.graph import compile_model, import_onnx, run_model, zoo
-from pyvta.compiler.graph.ir import GraphError
+from pyvta.compiler.graph import import_onnx, zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.onnx_import import OnnxImportError
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.ir import GraphError
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +153,7 @@ def test_huge_weight_is_blamed_on_the_weights_with_a_readable_scale(tmp_path, sm
 
 
 def test_int8_node_without_its_fused_attrs_fails_the_graph_check(tmp_path, small_model):
-    from pyvta.compiler.graph.ir import check_graph
+    from pyvta.runtime.ir import check_graph
 
     path = tmp_path / "m.onnx"
     onnx.save(small_model, path)

@@ -12,19 +12,15 @@ from pyvta import compiler
 from pyvta.cli import main
 from pyvta.compiler.backend.llvm.shared import for_llvm, shared_object
 from pyvta.compiler.backend.llvm.target import BOARD_CPUS, CpuTarget, board_cpu
-from pyvta.compiler.graph import cpu_llvm
-from pyvta.compiler.graph.compiled_model import (
-    ArtifactError,
-    CompiledModel,
-    compile_model,
-    run_model,
-)
-from pyvta.compiler.graph.cpu_code import SharedKernel
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed
 from pyvta.host_cpu import CpuFeatureError
 from pyvta.hw.boards import BOARDS
+from pyvta.runtime import cpu_llvm
+from pyvta.runtime.compiled_model import ArtifactError, CompiledModel, run_model
+from pyvta.runtime.cpu_code import SharedKernel
 
 SEED = 5
 ELF_MACHINE = {"armv7a": (1, 40), "aarch64": (2, 183)}  # (EI_CLASS 32/64-bit, e_machine)
@@ -114,8 +110,8 @@ def test_vta_artifact_float_layers_from_the_shared_object(onnx_path, tmp_path):
     """A ``vta`` model's float CPU layers (first conv, classifier) compute their products with the
     shared object's GEMMs (one per shape) where it runs: for this host, the JIT's bits."""
     from pyvta import driver
-    from pyvta.compiler.graph.cpu_code import WithGemms
     from pyvta.compiler.graph.cpu_cross import gemm_shapes
+    from pyvta.runtime.cpu_code import WithGemms
 
     cm = compile_model(onnx_path, "vta")
     x = _input(cm)

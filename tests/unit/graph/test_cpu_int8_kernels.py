@@ -7,12 +7,13 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from pyvta.compiler.graph import compile_model, zoo
-from pyvta.compiler.graph.cpu_llvm import numpy_only
-from pyvta.compiler.graph.cpu_ops import run_cpu_op
-from pyvta.compiler.graph.executor import Executor
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.targets.cpu_int8 import kernels as ck
 from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels, compiled_int8
+from pyvta.runtime.cpu_llvm import numpy_only
+from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.executor import Executor
 
 
 class NumpyNodes:
@@ -88,8 +89,8 @@ def test_board_runtime_falls_back_to_numpy(resnet_int8):
     """Without llvmlite the int8 nodes run numpy; the float layers of a cpu-int8 graph (its
     first conv, pools, classifier) are compiled float kernels, which need llvmlite (a board
     runs vta artifacts, whose CPU layers are numpy)."""
-    from pyvta.compiler.graph.ir import GraphError
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
+    from pyvta.runtime.ir import GraphError
 
     with numpy_only():
         backend = CpuInt8Kernels(resnet_int8.graph, fallback=NumpyNodes())

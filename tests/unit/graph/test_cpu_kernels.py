@@ -9,12 +9,14 @@ import onnx
 import pytest
 from onnx import helper
 
-from pyvta.compiler.graph import CompiledModel, compile_model, run_model, zoo
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 from pyvta.compiler.graph.reference import run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
 from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS, VIEW_OPS, CpuKernels, plan_memory
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 
 MAX_REL_ERR = 1e-4
 
@@ -340,10 +342,10 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     """A grouped conv on the direct template: block-diagonal weights packed to the input
     blocks each output block reads (fewer than all where the groups allow), against numpy."""
     from pyvta import compiler
-    from pyvta.compiler.graph.cpu_ops import conv2d
     from pyvta.compiler.ops.cpu.nchwc import GroupSpan
     from pyvta.compiler.targets.cpu.alter_cpu_layout import dense_group_weights
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
+    from pyvta.runtime.cpu_ops import conv2d
 
     rng = np.random.default_rng(11)
     print("seed", 11)

@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper
 
-from pyvta.compiler.graph import CompiledModel, run_model
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 from pyvta.compiler.graph.reference import run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 
 MAX_REL_ERR = 1e-4
 SEED = 21

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.lib.stride_tricks import sliding_window_view
 
-from pyvta.compiler.graph import cpu_llvm, cpu_ops
+from pyvta.runtime import cpu_llvm, cpu_ops
 
 SEED = 7
 

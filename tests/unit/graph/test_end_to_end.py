@@ -6,8 +6,10 @@ import numpy as np
 import onnx
 import pytest
 
-from pyvta.compiler.graph import CompiledModel, compile_model, run_model, zoo
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from pyvta.compiler.graph import zoo
-from pyvta.compiler.graph.executor import Executor, plan_frees
-from pyvta.compiler.graph.ir import GraphError
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
-from pyvta.compiler.graph.vta_ops import GoldenVta
+from pyvta.runtime.executor import Executor, plan_frees
+from pyvta.runtime.ir import GraphError
+from pyvta.runtime.vta_ops import GoldenVta
 
 
 class CountingVta(GoldenVta):

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from pyvta.compiler.backend.cuda import LIMITS, launch
-from pyvta.compiler.graph.compiled_model import CompiledModel, compile_model, run_model
-from pyvta.compiler.graph.ir import GraphError, Node
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 from pyvta.compiler.graph.zoo import sample_inputs, save_model
 from pyvta.compiler.targets.gpu import kernels as gpu_kernels
+from pyvta.runtime.compiled_model import CompiledModel, run_model
+from pyvta.runtime.ir import GraphError, Node
 from pyvta.testing.fake_cuda import EmulatingDriver, Result
 from pyvta.testing.gpu_suite import ptxas_or_skip
 
@@ -41,7 +42,7 @@ def _close(name, got, ref, what):
 def test_network_emulated_equals_cpu_backend_and_onnxruntime(model, monkeypatch):
     name, path, cm, x = model
     (cpu_out,), _ = run_model(compile_model(path, "cpu"), x)
-    from pyvta.compiler.graph import cpu_llvm, cpu_ops
+    from pyvta.runtime import cpu_llvm, cpu_ops
 
     def no_fallback(*a, **k):
         raise AssertionError("a gpu node fell back to a CPU kernel")

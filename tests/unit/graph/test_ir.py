@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyvta.compiler.graph.ir import Graph, GraphError, Node, Value, check_graph, format_graph
-from pyvta.compiler.graph.shapes import record_outputs
+from pyvta.runtime.ir import Graph, GraphError, Node, Value, check_graph, format_graph
+from pyvta.runtime.shapes import record_outputs
 
 
 def _small() -> Graph:

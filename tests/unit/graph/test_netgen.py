@@ -34,10 +34,11 @@ import onnx
 import pytest
 from onnx import helper
 
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
 from pyvta.compiler.targets.cpu.kernels import numpy_nodes
+from pyvta.runtime.compiled_model import run_model
 from pyvta.testing import netgen
 
 SEEDS = (1, 2, 3, 5, 7, 9)

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from pyvta.compiler.graph.executor import Executor
-from pyvta.compiler.graph.ir import check_graph
 from pyvta.compiler.graph.onnx_import import SUPPORTED_OPS, OnnxImportError, import_onnx
 from pyvta.compiler.graph.reference import run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
+from pyvta.runtime.executor import Executor
+from pyvta.runtime.ir import check_graph
 
 
 def _f32(rng, *shape):

@@ -6,8 +6,6 @@ import numpy as np
 from onnx import helper
 
 from pyvta.compiler.graph import zoo
-from pyvta.compiler.graph.executor import Executor
-from pyvta.compiler.graph.ir import check_graph
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.passes import (
     eliminate_identities,
@@ -22,6 +20,8 @@ from pyvta.compiler.graph.passes import (
 from pyvta.compiler.graph.pipeline import PIPELINE, PipelineOptions, options_for, run_pipeline
 from pyvta.compiler.graph.reference import cosine
 from pyvta.compiler.graph.zoo import float_model
+from pyvta.runtime.executor import Executor
+from pyvta.runtime.ir import check_graph
 
 
 def _f32(rng, *shape):

@@ -10,10 +10,12 @@ from onnx import helper
 
 from pyvta import driver
 from pyvta.compiler.backend.vta.graph_backend import channel_epilogue
-from pyvta.compiler.graph import CompiledModel, WeightScales, compile_model, run_model
+from pyvta.compiler.graph import WeightScales
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine, run_onnxruntime
-from pyvta.compiler.graph.vta_ops import FusedParams
 from pyvta.compiler.graph.zoo import float_model
+from pyvta.runtime.compiled_model import CompiledModel, run_model
+from pyvta.runtime.vta_ops import FusedParams
 
 SEED = 32
 QUANTIZED_OPS = ("vta_conv2d", "vta_dense", "qconv2d", "qdense")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyvta.compiler.graph import layout
-from pyvta.compiler.graph.vta_ops import (
+from pyvta.runtime import layout
+from pyvta.runtime.vta_ops import (
     FusedParams,
     conv2d_packed,
     dense_packed,

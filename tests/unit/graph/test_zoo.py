@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from pyvta.compiler.graph import zoo
-from pyvta.compiler.graph.executor import Executor
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.reference import run_onnxruntime
+from pyvta.runtime.executor import Executor
 
 MODELS = {
     "resnet18": lambda: zoo.resnet(18, size=32, width=16, classes=10, seed=1),

@@ -147,8 +147,8 @@ def test_partition_and_batch_flags(tmp_path, capsys):
 
 
 def test_compile_with_per_channel_weight_scales(tmp_path, capsys):
-    from pyvta.compiler.graph.compiled_model import CompiledModel
     from pyvta.compiler.graph.zoo import save_model
+    from pyvta.runtime.compiled_model import CompiledModel
 
     onnx_path = str(tmp_path / "r.onnx")
     save_model("resnet18", onnx_path, size=32, classes=10, width=16)

@@ -17,7 +17,7 @@ import pytest
 from pyvta.testing.checkout import NotACheckout, checkout_files
 
 ROOT = Path(__file__).resolve().parents[3]
-SUBPACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver")
+SUBPACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver", "runtime")
 
 
 def _env() -> dict[str, str]:

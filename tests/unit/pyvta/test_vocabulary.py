@@ -33,7 +33,7 @@ def test_targets_answer_what_the_layers_asked_by_name():
     assert cpu.pipeline_options().cpu_kernels and gpu.pipeline_options().gpu
     with pytest.raises(TargetError, match="needs calibration samples"):
         vta.pipeline_options(None)
-    from pyvta.compiler.graph.ir import Node
+    from pyvta.runtime.ir import Node
 
     dw = Node("qconv2d", "c", ["x"], ["y"], {"group": 4, "dilations": [1, 1]})
     assert "grouped conv" in vta.supports(dw)
@@ -83,7 +83,7 @@ def test_a_target_and_device_that_do_not_go_together_are_refused(target, device,
 
 
 def test_run_with_the_old_spelling_gives_the_same_output_and_one_notice(tmp_path, capsys):
-    from pyvta.compiler.graph.compiled_model import compile_model
+    from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
 
     print(f"seed {SEED}")

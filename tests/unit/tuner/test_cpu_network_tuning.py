@@ -7,8 +7,10 @@ import numpy as np
 import onnx
 import pytest
 
-from pyvta.compiler.graph import compile_model, run_model, zoo
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import run_onnxruntime
+from pyvta.runtime.compiled_model import run_model
 from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
 from pyvta.tuner.cpu_network import (
     compare_templates,

@@ -6,9 +6,10 @@ import pytest
 
 from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
 from pyvta.compiler.backend.vta.operator import VtaConv2d
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import SimDevice
+from pyvta.runtime.compiled_model import run_model
 from pyvta.tuner.log import read_records
 from pyvta.tuner.network import best_cycles, network_configs, network_layers, tune_network
 

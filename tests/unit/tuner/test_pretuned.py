@@ -20,7 +20,7 @@ def test_shipped_resnet18_log_covers_every_layer_and_meets_the_target(tmp_path):
     save_model("resnet18", path, size=224)
     # the shipped log tunes the 19 conv layers of the legacy partition (the whole network's
     # stem, pools and classifier are outside it: they lower with their own schedules)
-    from pyvta.compiler.graph.compiled_model import compile_model
+    from pyvta.compiler.graph.compile import compile_model
 
     layers = network_layers(compile_model(path, "vta", lower=False, vta_partition="legacy"))
     configs = network_configs(str(log), layers)

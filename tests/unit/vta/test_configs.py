@@ -89,7 +89,8 @@ def test_small_resnet18_bit_exact_with_the_config_block(cfg, tmp_path):
     import onnx
 
     from pyvta.compiler.graph import zoo
-    from pyvta.compiler.graph.compiled_model import compile_model, run_model
+    from pyvta.compiler.graph.compile import compile_model
+    from pyvta.runtime.compiled_model import run_model
 
     path = tmp_path / "resnet18_32.onnx"
     onnx.save(zoo.resnet(18, size=32, width=32, classes=10, seed=3), path)

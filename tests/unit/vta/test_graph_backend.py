@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend, compile_kernels
-from pyvta.compiler.graph import vta_ops
-from pyvta.compiler.graph.executor import Executor
-from pyvta.compiler.graph.ir import Graph, Node, Value
 from pyvta.driver import SimDevice
+from pyvta.runtime import vta_ops
+from pyvta.runtime.executor import Executor
+from pyvta.runtime.ir import Graph, Node, Value
 
 
 def one_node_graph(op, x, w, b, res, p: vta_ops.FusedParams, out_shape) -> Graph:

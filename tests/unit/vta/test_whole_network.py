@@ -9,11 +9,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
 from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
-from pyvta.compiler.graph import layout, vta_ops, zoo
-from pyvta.compiler.graph.compiled_model import compile_model, run_model
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.targets.vta.partition_targets import HOST_OPS, vta_reason
 from pyvta.driver import SimDevice
 from pyvta.driver.kernel import load_kernel
+from pyvta.runtime import layout, vta_ops
+from pyvta.runtime.compiled_model import run_model
 
 CASES_MAX = [  # channels, H, W, kernel, strides, pads
     (64, 20, 18, (3, 3), (2, 2), (1, 1, 1, 1)),
@@ -215,8 +217,8 @@ def test_stem_and_max_pool_in_one_kernel(fits, rng):
     import dataclasses
 
     from pyvta.compiler.backend.vta.graph_backend import conv_pool_kernels
-    from pyvta.compiler.graph.ir import Graph, Node, Value
     from pyvta.isa import DEFAULT_CONFIG
+    from pyvta.runtime.ir import Graph, Node, Value
 
     x = rng.integers(-128, 128, (1, 3, 23, 20, 1, 16), dtype=np.int8)
     w = rng.integers(-128, 128, (4, 3, 4, 1, 16, 16), dtype=np.int8)
@@ -243,7 +245,7 @@ def test_stem_and_max_pool_in_one_kernel(fits, rng):
 def test_fused_stem_artifact_round_trip(tmp_path):
     """An artifact holding the fused stem + pool kernel and the pool kernels loads and runs
     (nothing lowered at load) with the golden model's bits."""
-    from pyvta.compiler.graph.compiled_model import CompiledModel
+    from pyvta.runtime.compiled_model import CompiledModel
 
     path = _small_resnet(tmp_path, width=32)  # 2 output blocks: the fused schedule fits
     cm = compile_model(path, "vta", _calibration())

@@ -1,6 +1,6 @@
-"""Compile an ONNX file for a target, save/load the artifact, run it.
+"""A compiled model: save/load the artifact, run it (``compiler.graph.compile.compile_model``
+makes one: import + pipeline + calibration + kernels).
 
->>> cm = compile_model("resnet18.onnx", "vta")          # import + pipeline + calibration + kernels
 >>> cm.save("resnet18.vta.npz"); cm = CompiledModel.load("resnet18.vta.npz")
 >>> outputs, table = run_model(cm, {"input": x}, device=driver.open("sim")); print(table.format())
 
@@ -20,19 +20,15 @@ import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pyvta.compiler.graph.cpu_code import CpuCode
-from pyvta.compiler.graph.executor import Executor, TimingTable
-from pyvta.compiler.graph.ir import HOST, Graph, Node, Value, check_graph
-from pyvta.compiler.graph.vta_ops import VtaBackend
 from pyvta.driver.kernel import Kernel, Region, RegionKind
-from pyvta.isa import DEFAULT_CONFIG, HwConfig, PyvtaError
-
-if TYPE_CHECKING:
-    from pyvta.compiler.graph.passes.quantize_int8 import WeightScales
+from pyvta.isa import HwConfig, PyvtaError
+from pyvta.runtime.cpu_code import CpuCode
+from pyvta.runtime.executor import Executor, TimingTable
+from pyvta.runtime.ir import HOST, Graph, Node, Value, check_graph
+from pyvta.runtime.vta_ops import VtaBackend
 
 FORMAT_VERSION = 2
 GRAPH_KEY, DIGEST_KEY = "__graph__", "__digest__"
@@ -89,13 +85,13 @@ class CompiledModel:
         compiled for a board's CPU, loaded once per model) where this machine runs them; else
         the default one (the JIT's kernels; refused without llvmlite)."""
         if not self._cpu_backend:
-            from pyvta.compiler.graph.executor import default_backend
             from pyvta.compiler.targets.cpu.kernels import CpuKernels
             from pyvta.compiler.targets.cpu_int8.kernels import (
                 CpuInt8Kernels,
                 Int8Kernel,
                 has_int8_nodes,
             )
+            from pyvta.runtime.executor import default_backend
 
             code = self.cpu_code
             if code is not None and code.runs_here():
@@ -116,7 +112,7 @@ class CompiledModel:
                     }
                     backend = CpuInt8Kernels(self.graph, fallback=backend, kernels=int8)
                 if code.gemms:
-                    from pyvta.compiler.graph.cpu_code import WithGemms
+                    from pyvta.runtime.cpu_code import WithGemms
 
                     backend = WithGemms(backend, code.load_gemms())
             else:
@@ -240,7 +236,7 @@ class CompiledModel:
     def load(cls, path: str | Path) -> CompiledModel:
         """Read an artifact written by :meth:`save`: every blob's hash and the graph are checked;
         a file that is not an intact artifact raises ``ArtifactError`` saying what it is."""
-        _check_path(path, "path")
+        check_path(path, "path")
         path = Path(path)
         if path.is_file() and not zipfile.is_zipfile(path):
             raise ArtifactError(f"{path}: not a compiled model (not an .npz archive)")
@@ -281,8 +277,8 @@ def _other_cpu(code: CpuCode, graph: Graph) -> None:
     import platform
     import warnings
 
-    from pyvta.compiler.graph import cpu_llvm
     from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS
+    from pyvta.runtime import cpu_llvm
 
     here = platform.machine()
     if cpu_llvm.have_llvmlite():
@@ -348,82 +344,9 @@ def _gpu_kernel_from(d: dict, arrays: dict[str, np.ndarray]):
     return GpuKernel(arrays[f"{d['key']}_ptx"].tobytes().decode(), d["plan"], d["arch"])
 
 
-def default_calibration(graph: Graph, count: int = 8, seed: int = 0) -> list[dict]:
-    """Seeded standard-normal samples for every graph input (what the zoo models expect)."""
-    rng = np.random.default_rng(seed)
-    return [
-        {n: rng.standard_normal(graph.values[n].shape).astype(np.float32) for n in graph.inputs}
-        for _ in range(count)
-    ]
-
-
-def _check_path(path, name: str) -> None:
+def check_path(path, name: str) -> None:
     if not isinstance(path, str | os.PathLike):
         raise ArtifactError(f"{name} must be a file path (str or Path), got {type(path).__name__}")
-
-
-def compile_model(
-    path: str | Path,
-    target: str = "vta",
-    calibration_inputs: list[dict[str, np.ndarray]] | str | Path | None = None,
-    keep_float: tuple[str, ...] | None = None,
-    lower: bool = True,
-    hw: HwConfig | None = None,
-    cpu_schedules: dict | None = None,
-    input_shapes: dict | None = None,
-    gpu_arch: str = "sm_90",
-    vta_partition: str = "whole",
-    weight_scales: WeightScales | None = None,
-) -> CompiledModel:
-    """Import an ONNX file and run the pipeline for ``target`` (``cpu``, ``cpu-int8``, ``vta``,
-    ``gpu``: every node's PTX for ``gpu_arch`` compiled here).
-
-    ``cpu_schedules``: tuned conv schedules for ``cpu`` (``tuner.cpu_network.cpu_schedules``).
-
-    Int8 targets calibrate on ``calibration_inputs``: samples (dicts by input name), or a path
-    to a folder of ``.npy`` / an ``.npz`` (``calibrate.load_calibration``); default: 8 seeded
-    standard-normal samples, see :func:`default_calibration`. For ``vta``, ``lower`` also lowers every
-    accelerator node's kernel for ``hw`` with default schedules (``lower_kernels`` gives the
-    choice of configs); ``hw`` (default ``isa.DEFAULT_CONFIG``) also sets the block the graph's
-    accelerator nodes are packed to. (The importer and the pipeline are imported here, so loading
-    and running an artifact needs neither onnx nor the compiler's passes.) ``vta_partition``:
-    "whole" (every layer the accelerator lowers) or "legacy" (today's partition: float first
-    conv, pools and last dense on the CPU), see ``compiler.targets.vta.partition_targets``.
-    ``weight_scales`` (int8 targets, ``WeightScales``): one per layer, per output channel, or per
-    channel where that brings a layer's output closer to float; default
-    ``pipeline.DEFAULT_WEIGHT_SCALES`` (one per layer)."""
-    from pyvta.compiler.graph.onnx_import import import_onnx
-    from pyvta.compiler.graph.pipeline import options_for, run_pipeline
-    from pyvta.compiler.targets import TargetError, get_target
-
-    _check_path(path, "path")
-    try:
-        spec = get_target(target)
-    except TargetError as e:
-        raise ArtifactError(str(e)) from None
-    if hw is not None and not isinstance(hw, HwConfig):
-        raise ArtifactError(f"hw must be an isa.HwConfig or None, got {type(hw).__name__}")
-    graph = import_onnx(path, input_shapes)  # input_shapes: fixed dims for symbolic ones
-    samples = calibration_inputs
-    if isinstance(samples, str | Path):
-        from pyvta.compiler.graph.calibrate import load_calibration
-
-        samples = load_calibration(samples, graph)
-    if spec.quantized and samples is None:
-        samples = default_calibration(graph)
-    block = (hw or DEFAULT_CONFIG).block_in
-    options = options_for(
-        spec.name,
-        samples,
-        keep_float,
-        cpu_schedules,
-        block=block,
-        vta_partition=vta_partition,
-        weight_scales=weight_scales,
-    )
-    cm = CompiledModel(run_pipeline(graph, options), spec.name)
-    spec.compile(cm, hw=hw, lower=lower, gpu_arch=gpu_arch)
-    return cm
 
 
 def run_model(

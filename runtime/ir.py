@@ -145,7 +145,7 @@ def check_graph(graph: Graph) -> None:
     constants match their records, known ops and targets, and recorded output shapes/dtypes equal
     the ones shape inference derives from the inputs.
     """
-    from pyvta.compiler.graph.shapes import infer_node
+    from pyvta.runtime.shapes import infer_node
 
     defined = set(graph.inputs) | set(graph.constants)
     if len(defined) != len(graph.inputs) + len(graph.constants):

@@ -2,8 +2,8 @@
 
 Float ops compute in float32 (im2col + BLAS for conv2d/dense). Quantized ``qconv2d``/``qdense``
 (NCHW / NC int8, any group count) use float64 im2col products, exact for int8 operands (see
-:func:`compiler.graph.vta_ops.exact_dot_terms_ok`), and the contract's shared
-:func:`~compiler.graph.vta_ops.requantize`, so they equal the VTA golden model bit for bit.
+:func:`runtime.vta_ops.exact_dot_terms_ok`), and the contract's shared
+:func:`~runtime.vta_ops.requantize`, so they equal the VTA golden model bit for bit.
 Packed ``vta_*`` ops are not here: the executor sends them to the VTA backend.
 """
 
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyvta.compiler.graph import cpu_llvm, layout, vta_ops
-from pyvta.compiler.graph.ir import GraphError
-from pyvta.compiler.graph.vta_ops import FusedParams, exact_dot_terms_ok, requantize
+from pyvta.runtime import cpu_llvm, layout, vta_ops
+from pyvta.runtime.ir import GraphError
+from pyvta.runtime.vta_ops import FusedParams, exact_dot_terms_ok, requantize
 
 
 def _windows(x: np.ndarray, kernel, strides, pads, dilations=(1, 1), fill=0.0) -> np.ndarray:

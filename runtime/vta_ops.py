@@ -20,7 +20,7 @@ any order of additions gives the same bits. ReLU is ``clip_lo = 0``; no activati
 quantizer adding ``1 << (shift - 1)`` into the bias, so the hardware only shifts. The residual is
 int8 on the output's packed layout; ``res_shift`` aligns its scale with the accumulator's.
 
-Layouts (block ``B`` = 16, batch block 1), see :mod:`compiler.graph.layout`:
+Layouts (block ``B`` = 16, batch block 1), see :mod:`runtime.layout`:
 
 - conv2d: ``x`` int8 ``(N, I/B, H, W, 1, B)``, ``w`` int8 ``(O/B, I/B, KH, KW, B, B)``,
   ``bias`` int32 ``(O/B, B)``, ``res``/output int8 ``(N, O/B, OH, OW, 1, B)``.
@@ -259,7 +259,7 @@ def dense_packed(
 
 def max_pool_packed(x: np.ndarray, kernel, strides, pads) -> np.ndarray:
     """Golden max pool on the packed int8 layout ``(N, C/B, H, W, 1, B)`` (padding never wins)."""
-    from pyvta.compiler.graph.cpu_ops import max_pool
+    from pyvta.runtime.cpu_ops import max_pool
 
     n, cb, h, w, bn, blk = x.shape
     flat = x.transpose(0, 4, 1, 5, 2, 3).reshape(n * bn, cb * blk, h, w)

@@ -4,9 +4,9 @@ of its target through a table (``{target: NodeBackend}``).
 The backend of a placement the caller does not give is the node backend of the
 ``compiler.targets`` target of that name (:func:`default_backend`): ``"cpu"`` nodes run on the
 graph's :class:`~compiler.targets.cpu.kernels.CpuKernels` (compiled kernels for the ``cpu_*`` ops
-the float CPU target plans, the numpy kernels of :mod:`compiler.graph.cpu_ops` for the rest) and
+the float CPU target plans, the numpy kernels of :mod:`runtime.cpu_ops` for the rest) and
 ``"vta"`` nodes (``vta_conv2d``, ``vta_dense``) call an object implementing the operator
-contract (:class:`compiler.graph.vta_ops.VtaBackend`), the numpy golden model unless given;
+contract (:class:`runtime.vta_ops.VtaBackend`), the numpy golden model unless given;
 ``"gpu"`` nodes run their GPU kernels (:mod:`compiler.targets.gpu.kernels`, on a GPU or
 emulated); a device backend
 (``compiler.backend.vta.graph_backend.AcceleratorBackend``) runs them from the kernels of an
@@ -28,8 +28,8 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from pyvta.compiler.graph.ir import Graph, GraphError, Node
-from pyvta.compiler.graph.vta_ops import FusedParams, VtaBackend
+from pyvta.runtime.ir import Graph, GraphError, Node
+from pyvta.runtime.vta_ops import FusedParams, VtaBackend
 
 
 class NodeBackend(Protocol):

@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
-from pyvta.compiler.graph import layout, vta_ops
-from pyvta.compiler.graph.ir import Graph, GraphError, Node, Value
-from pyvta.compiler.graph.vta_ops import FusedParams
+from pyvta.runtime import layout, vta_ops
+from pyvta.runtime.ir import Graph, GraphError, Node, Value
+from pyvta.runtime.vta_ops import FusedParams
 
 
 def conv_out_hw(h: int, w: int, kernel: tuple, strides: tuple, pads: tuple, dilations=(1, 1)):

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.arrays import aligned_empty, check_arrays
 
 # architecture families: LLVM's triple's first field or platform.machine() -> (family, bits)
 _FAMILIES = {
@@ -208,8 +209,6 @@ class SharedKernel:
         return self.sig
 
     def _pointers(self, arrays) -> list[int]:
-        from pyvta.compiler.backend.llvm.module import check_arrays
-
         arrays = check_arrays(self.sig, arrays, self._written)
         return [a.ctypes.data for a in arrays] + self._workspace()
 
@@ -217,8 +216,6 @@ class SharedKernel:
         """Scratch buffers of this calling thread (allocated on its first call, then reused)."""
         ptrs = getattr(self._local, "ptrs", None)
         if ptrs is None:
-            from pyvta.compiler.backend.llvm.module import aligned_empty
-
             arrays = [aligned_empty(shape, dtype) for shape, dtype in self.sig.workspace]
             self._local.arrays = arrays  # keeps them alive
             ptrs = self._local.ptrs = [a.ctypes.data for a in arrays]
@@ -243,7 +240,7 @@ class WithGemms:
         return getattr(self.inner, name)
 
     def run(self, node, args: list[np.ndarray]) -> np.ndarray:
-        from pyvta.compiler.graph.cpu_llvm import shared_gemms
+        from pyvta.runtime.cpu_llvm import shared_gemms
 
         with shared_gemms(self.gemms):
             return self.inner.run(node, args)
