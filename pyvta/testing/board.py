@@ -21,7 +21,10 @@ ARM_CPUS = {"armhf": "cortex-a9", "arm64": "cortex-a53"}
 
 def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CPUS)) -> Path:
     """A small ResNet-18 of the zoo compiled for ``vta`` and ``cpu``, a seeded input, and the
-    outputs the host gets for them (float CPU layers in numpy, as on a board)."""
+    outputs the host gets for them (float CPU layers in numpy, as on a board). ``vta.npz`` keeps
+    the legacy partition (float stem conv, pools and classifier on the board's CPU: what the CPU
+    side of the runtime is tested on); ``vta-whole.npz`` is the default, the whole network on
+    the accelerator (only quantize, the stem's fold, unpack and dequantize on the CPU)."""
     from pyvta import driver
     from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
@@ -32,8 +35,10 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     out.mkdir(parents=True, exist_ok=True)
     onnx_path = out / "r18.onnx"
     save_model("resnet18", str(onnx_path), **MODEL)
-    vta, cpu = compile_model(onnx_path, "vta"), compile_model(onnx_path, "cpu")
+    vta = compile_model(onnx_path, "vta", vta_partition="legacy")
+    whole, cpu = compile_model(onnx_path, "vta"), compile_model(onnx_path, "cpu")
     vta.save(out / "vta.npz")
+    whole.save(out / "vta-whole.npz")
     cpu.save(out / "cpu.npz")  # compiled CPU kernels: a board without llvmlite refuses it
     from pyvta.compiler.backend.llvm.target import CpuTarget
     from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
@@ -50,10 +55,19 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     with cpu_llvm.numpy_only():
         (y_vta,), _ = run_model(vta, x, device=driver.open("sim", config=vta.hw))
         (y_golden,), _ = run_model(vta, x)  # the golden integer model for the vta nodes
+        (y_whole,), _ = run_model(whole, x, device=driver.open("sim", config=whole.hw))
     (y_cpu,), _ = run_model(cpu, x)  # the host's JIT kernels
     with cpu_llvm.numpy_only():
         (y_int8,), _ = run_model(int8, x)  # as a board runs it without kernels for its CPU
-    np.savez(out / "expected.npz", x=x, vta=y_vta, golden=y_golden, cpu=y_cpu, int8=y_int8)
+    np.savez(
+        out / "expected.npz",
+        x=x,
+        vta=y_vta,
+        golden=y_golden,
+        whole=y_whole,
+        cpu=y_cpu,
+        int8=y_int8,
+    )
     from pyvta.testing.board_model import write_model_bitstream
 
     write_model_bitstream(out / "bitstream", vta.hw)  # for PynqDevice on the model board

@@ -97,6 +97,20 @@ def test_float_cpu_layers_in_numpy(fixtures):
         run_model(CompiledModel.load(fixtures / "cpu.npz"), expected["x"])
 
 
+def test_whole_network_artifact_runs_on_the_accelerator(fixtures):
+    """The default vta artifact (the whole network on the accelerator): the board's CPU only
+    quantizes, folds the stem's input, unpacks and dequantizes; on the simulator device the
+    output is the host's."""
+    expected = np.load(fixtures / "expected.npz")
+    cm = CompiledModel.load(fixtures / "vta-whole.npz")
+    cpu_ops = {n.op for n in cm.graph.nodes if n.target == "cpu"}
+    assert cpu_ops <= {"quantize", "pack_fold_taps", "packed_flatten", "unpack_nc", "dequantize"}, (
+        cpu_ops
+    )
+    (y,), _ = run_model(cm, expected["x"], device=driver.open("sim", config=cm.hw))
+    assert same_as_host(y, expected["whole"])
+
+
 def test_damaged_artifact_is_refused(fixtures, tmp_path):
     data = (fixtures / "vta.npz").read_bytes()
     bad = tmp_path / "cut.npz"
@@ -160,26 +174,24 @@ def test_cpu_artifact_with_kernels_for_the_boards_cpu(fixtures):
 
 
 def test_int8_artifact_with_kernels_for_the_boards_cpu(fixtures):
-    """``pyvta compile --target cpu-int8 --board ...``: on the board's CPU its int8 kernels come
-    from the shared object, bit for bit the numpy kernels of the same artifact; on another CPU
-    numpy runs them and a warning says so."""
+    """``pyvta compile --target cpu-int8 --board ...``: on the board's CPU its kernels (the int8
+    convs and the blocked float layers around them) come from the shared object and give the
+    host's outputs; on another CPU without llvmlite the artifact is refused, naming the CPU its
+    kernels are for (its blocked float layers have no numpy version, as a ``cpu`` artifact's)."""
     from pyvta.runtime.cpu_code import SharedKernel
 
     expected = np.load(fixtures / "expected.npz")
     if ARCH is None:
-        with pytest.warns(UserWarning, match="cortex-a9.*numpy"):
-            (y,), _ = run_model(CompiledModel.load(fixtures / "cpu-int8-armhf.npz"), expected["x"])
-        assert np.array_equal(y, expected["int8"])
+        with pytest.raises(ArtifactError, match="cortex-a9"):
+            run_model(CompiledModel.load(fixtures / "cpu-int8-armhf.npz"), expected["x"])
         return
     cm = CompiledModel.load(fixtures / f"cpu-int8-{ARCH}.npz")
     (y,), _ = run_model(cm, expected["x"])
     kernels = cm.cpu_backend().kernels
-    assert len(kernels) == len(cm.cpu_code.kernels) > 0
+    floats = cm.cpu_backend().fallback.modules  # the blocked float layers' kernels
+    assert kernels and floats and len(kernels) + len(floats) == len(cm.cpu_code.kernels)
     assert all(isinstance(k.module, SharedKernel) for k in kernels.values())
-    numpy_only = CompiledModel.load(fixtures / f"cpu-int8-{ARCH}.npz")
-    numpy_only.cpu_code = None  # the same artifact on numpy's int8 kernels
-    (want,), _ = run_model(numpy_only, expected["x"])
-    assert np.array_equal(y, want)
+    assert all(isinstance(m, SharedKernel) for m in floats.values())
     assert same_as_host(y, expected["int8"])
 
 

@@ -108,15 +108,17 @@ def test_compile_refuses_unknown_board_before_compiling(onnx_path, tmp_path, cap
 
 def test_vta_artifact_float_layers_from_the_shared_object(onnx_path, tmp_path):
     """A ``vta`` model's float CPU layers (first conv, classifier) compute their products with the
-    shared object's GEMMs (one per shape) where it runs: for this host, the JIT's bits."""
+    shared object's GEMMs (one per shape) where it runs: for this host, the JIT's bits. (The
+    legacy partition: the whole-network default leaves no float layer on the CPU.)"""
     from pyvta import driver
     from pyvta.compiler.graph.cpu_cross import gemm_shapes
     from pyvta.runtime.cpu_code import WithGemms
 
-    cm = compile_model(onnx_path, "vta")
+    cm = compile_model(onnx_path, "vta", vta_partition="legacy")
     x = _input(cm)
     (want,), _ = run_model(cm, x, device=driver.open("sim", config=cm.hw))
     shapes = gemm_shapes(cm.graph)
+    assert not gemm_shapes(compile_model(onnx_path, "vta").graph)  # the whole network
     assert len(shapes) == 2, shapes  # the 7x7 stem conv and the dense
     cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.host(1))
     assert (
