@@ -9,9 +9,9 @@ For each arch (``scripts/arm_userland.sh``: armhf = Cortex-A9 of PYNQ-Z1/Z2, arm
 of Ultra96/ZCU104), ``compile_model(..., "cpu" | "cpu-int8")`` with its CPU kernels
 cross-compiled for that CPU (``pyvta compile --board``), run once there from the shared
 object. Float: max |ARM - x86| / max |x86| (the JIT's kernels on x86; the same loop IR, other
-rounding: the A9 has no fused multiply-add). Int8: also against the same artifact run on the
-same ARM without its shared object (numpy's int8 kernels, which the compiled ones match bit for
-bit, and numpy's float products for the stem conv and classifier, which may round apart).
+rounding: the A9 has no fused multiply-add); int8 likewise (its float first conv, pools and
+classifier are blocked compiled kernels too, so the artifact has no numpy version to compare
+with on the ARM: the board tests check the int8 kernels against the host instead).
 """
 
 from __future__ import annotations
@@ -68,14 +68,6 @@ def main() -> None:
                     f" {build_s:.0f} s; emulated run {rep['seconds']} s); max|ARM-x86|/max|x86|"
                     f" {rel:.2e}, top-1 {'same' if y.argmax() == host.argmax() else 'DIFFERS'}"
                 )
-                if target == "cpu-int8":
-                    ref, rep2 = run_on_arm(
-                        python, site, path, x, tmp / f"n-{target}-{arch}.npy", numpy=True
-                    )
-                    assert rep2["shared_kernels"] == 0, rep2
-                    same = np.array_equal(y, ref)
-                    diff = "bit-exact" if same else f"max diff {np.abs(y - ref).max():.2e}"
-                    line += f"; vs its numpy fallback on the ARM: {diff}"
                 print(line, flush=True)
                 rows.append(line)
     print("\n".join(rows))
