@@ -496,6 +496,10 @@ def _tune_network(args: argparse.Namespace, spec) -> int:
     return 0
 
 
+def _flushed(line: str) -> None:
+    print(line, flush=True)  # a progress line seen at once, also in a file
+
+
 def _tune_network_budget(args, layers) -> int:
     """``--budget``: the network's layers under one time budget (``tuner.budget``)."""
     from pyvta.tuner.budget import plot_latency, plot_path, tune_with_budget
@@ -517,7 +521,7 @@ def _tune_network_budget(args, layers) -> int:
     try:
         run = tune_with_budget(
             tasks, args.budget_s, measurer, log=args.log, tuner=args.tuner, seed=args.seed,
-            slice_trials=slice_trials, progress=None if args.no_progress else print,
+            slice_trials=slice_trials, progress=None if args.no_progress else _flushed,
         )  # fmt: skip
         _print_summary(measurer)
     finally:

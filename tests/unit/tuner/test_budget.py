@@ -129,3 +129,12 @@ def read_records_text(text, tmp_path):
     p = tmp_path / "copy.jsonl"
     p.write_text(text)
     return read_records(p)
+
+
+def test_cli_refuses_a_bad_budget_and_an_operator(capsys):
+    from pyvta.tuner.cli_support import main
+
+    assert main(["model.onnx", "--budget", "20 minutes"]) == 2
+    assert "s (seconds), m (minutes) or h (hours)" in capsys.readouterr().err
+    assert main(["vta:C12", "--budget", "20m"]) == 2
+    assert "--budget tunes a network" in capsys.readouterr().err
