@@ -120,6 +120,7 @@ class BudgetRun:
     n_resumed: int = 0
     n_measured: int = 0
     picks: list = field(default_factory=list)
+    session_starts_s: list = field(default_factory=list)  # tuning time each session began
 
     def best(self, i: int) -> float:
         return min((c for _, c in self.trials[i]), default=math.inf)
@@ -175,9 +176,9 @@ def _write_sessions(path: Path, spans) -> None:
     os.replace(tmp, path)
 
 
-def _tuning_clock(spans, stamps) -> tuple[list[float], float]:
+def _tuning_clock(spans, stamps) -> tuple[list[float], list[float]]:
     """Tuning seconds of each wall-clock ``stamps`` (records' timestamps) given the sessions'
-    ``[start, end]`` spans, and the time spent in all; a session's end is extended to its last
+    ``[start, end]`` spans, and of each session's start, the time spent in all last; a session's end is extended to its last
     record (a killed session wrote its span before its last slice)."""
     spans = sorted(spans)
     ends = []
@@ -192,7 +193,7 @@ def _tuning_clock(spans, stamps) -> tuple[list[float], float]:
     for s in stamps:
         k = max([j for j, (a, _) in enumerate(spans) if a <= s], default=None)
         out.append(0.0 if k is None else float(offsets[k] + s - spans[k][0]))
-    return out, float(offsets[-1])
+    return out, [float(o) for o in offsets]
 
 
 def tune_with_budget(
@@ -235,7 +236,8 @@ def tune_with_budget(
         states.append(_State(spec, tn, first))
         resumed.append(sorted((r.timestamp, r.cost) for r in seen.values()))
     stamps = [ts for rs in resumed for ts, _ in rs]
-    clock, spent0 = _tuning_clock(spans, stamps)
+    clock, starts = _tuning_clock(spans, stamps)
+    spent0 = starts.pop()
     pos = 0
     for st, rs in zip(states, resumed, strict=True):
         for _ts, cost in rs:
@@ -244,6 +246,7 @@ def tune_with_budget(
     n_resumed = pos
     run = BudgetRun([s.spec for s in states], [s.times for s in states], spent0, budget_s)
     run.n_resumed = n_resumed
+    run.session_starts_s = [*starts, spent0]
     if progress and n_resumed:
         progress(
             f"resumed {n_resumed} records from {log}; {spent0:.1f} s of the"
@@ -338,8 +341,10 @@ def plot_latency(
         t, c = zip(*curve, strict=True)
         ax.step(np.array(t), np.array(c) * scale, where="post", color="k")
         ax.axhline(curve[0][1] * scale, ls="--", color="gray", lw=0.8, label="first estimate")
-        ax.legend()
-    ax.axvline(run.budget_s, ls=":", color="r", lw=0.8)
+    ax.axvline(run.budget_s, ls=":", color="r", lw=0.8, label="budget")
+    for k, t in enumerate(run.session_starts_s[1:]):
+        ax.axvline(t, ls="-.", color="b", lw=0.8, label=None if k else "a session resumed")
+    ax.legend()
     ax.set_xlabel("tuning time (s)")
     ax.set_ylabel(label)
     ax.set_title(title or f"{len(run.tasks)} tasks, budget {run.budget_s:.0f} s")

@@ -70,7 +70,17 @@ def test_scheduler_gives_more_trials_where_more_is_to_gain(tmp_path):
     assert all(b[1] <= a[1] for a, b in zip(curve, curve[1:], strict=False))  # never rises
     assert curve[-1][1] == pytest.approx(run.latency())
     assert 4.0 <= run.spent_s < 4.0 + 2.0  # stops at the budget, within a slice
-    assert plot_latency(run, tmp_path / "l.png", unit="s") and (tmp_path / "l.png").stat().st_size
+    assert run.session_starts_s == [0.0]
+
+    # the same log with a larger budget: continues (records read back, never re-measured)
+    with InProcessMeasurer(SyntheticBackend(), repeats=1) as m:
+        more = tune_with_budget(tasks, run.spent_s + 1.0, m, log=str(log), tuner="random",
+                                seed=SEED, slice_trials=4, progress=None)  # fmt: skip
+    assert more.n_resumed == sum(counts) and more.n_measured > 0
+    assert more.session_starts_s == [0.0, pytest.approx(run.spent_s, abs=0.05)]
+    keys = [(r.task_key, r.index) for r in read_records(log)]
+    assert len(keys) == len(set(keys)) == sum(counts) + more.n_measured
+    assert plot_latency(more, tmp_path / "l.png", unit="s") and (tmp_path / "l.png").stat().st_size
 
 
 def _tune(onnx, log, budget):
