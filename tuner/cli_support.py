@@ -196,6 +196,15 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--key-file", dest="key_file", help="tcp:// devices: the key their servers were given"
     )
+    p.add_argument(
+        "--budget",
+        default=None,
+        metavar="DURATION",
+        help="a network (--target vta): tune for this much wall time in all (90s, 20m, 1.5h)"
+        " instead of --trials per layer, slices of min(--batch, 16) trials to the layer with the"
+        " largest expected gain; with --log, running again continues the run recorded there"
+        " (the time spent counts) and the network's latency over time goes to LOG.latency.png",
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 
@@ -298,6 +307,17 @@ def tune_command(args: argparse.Namespace) -> int:
             raise LogError("--transfer-log applies to one operator's tuning, not a network's")
         check_log_to_read(args.transfer_log, "--transfer-log")
     network = Path(args.workload).suffix in (".onnx", ".npz")
+    if getattr(args, "budget", None) is not None:
+        from pyvta.tuner.budget import BudgetError, parse_duration
+
+        try:
+            args.budget_s = parse_duration(args.budget)
+        except BudgetError as e:
+            print(f"error: --budget: {e}", file=sys.stderr)
+            return 2
+        if not network:
+            print("error: --budget tunes a network (MODEL.onnx or .npz)", file=sys.stderr)
+            return 2
     try:
         spec, device = resolve_target(args, network)
     except ValueError as e:
@@ -440,11 +460,16 @@ def _tune_network(args: argparse.Namespace, spec) -> int:
                 file=sys.stderr,
             )
             return 2
+        if getattr(args, "budget", None) is not None:
+            print("error: --budget tunes a network for --target vta (not cpu yet)", file=sys.stderr)
+            return 2
         return _tune_cpu_network(args)
     layers = network_layers(args.workload)
     if not layers:
         print(f"error: {args.workload} has no accelerator layers to tune", file=sys.stderr)
         return 1
+    if getattr(args, "budget", None) is not None:
+        return _tune_network_budget(args, layers)
     launches = sum(layer.count for layer in layers)
     print(
         f"tuning {len(layers)} distinct accelerator layers ({launches} launches per inference),"
@@ -468,6 +493,57 @@ def _tune_network(args: argparse.Namespace, spec) -> int:
         print(f"log: {args.log} (apply with: pyvta run {args.workload} --tuning-log {args.log})")
     if args.plot:
         print(f"tuning curves: {args.plot}")
+    return 0
+
+
+def _flushed(line: str) -> None:
+    print(line, flush=True)  # a progress line seen at once, also in a file
+
+
+def _tune_network_budget(args, layers) -> int:
+    """``--budget``: the network's layers under one time budget (``tuner.budget``)."""
+    from pyvta.tuner.budget import plot_latency, plot_path, tune_with_budget
+    from pyvta.tuner.network import budget_tasks
+    from pyvta.tuner.tune import default_measurer
+
+    slice_trials = min(args.batch, 16)
+    tasks = budget_tasks(layers, args.first)
+    print(
+        f"tuning {len(layers)} distinct accelerator layers for {args.budget_s:.0f} s in all,"
+        f" {slice_trials} trials per slice, {args.tuner}, seed {args.seed}"
+    )
+    try:
+        measurer = measurer_for(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    measurer = default_measurer(tasks[0].task) if measurer is None else measurer
+    try:
+        run = tune_with_budget(
+            tasks, args.budget_s, measurer, log=args.log, tuner=args.tuner, seed=args.seed,
+            slice_trials=slice_trials, progress=None if args.no_progress else _flushed,
+        )  # fmt: skip
+        _print_summary(measurer)
+    finally:
+        measurer.close()
+    curve = run.latency_curve()
+    print(f"{'layer':44s} {'n':>2s} {'best':>10s} {'trials':>6s}")
+    for t, trials in zip(run.tasks, run.trials, strict=True):
+        best = min((c for _, c in trials), default=float("inf"))
+        print(f"{t.name:44s} {t.weight:2g} {best:10.0f} {len(trials):6d}")
+    if curve:
+        print(
+            f"one inference: {curve[0][1] / 1e6:.3f} M cycles at {curve[0][0]:.0f} s ->"
+            f" {curve[-1][1] / 1e6:.3f} M cycles ({curve[0][1] / curve[-1][1]:.3f}x);"
+            f" {run.spent_s:.0f} s of {args.budget_s:.0f} s spent, {run.n_measured} measured now,"
+            f" {run.n_resumed} resumed"
+        )
+    plot = args.plot or (str(plot_path(args.log)) if args.log else None)
+    if plot:
+        plot_latency(run, plot, title=f"{Path(args.workload).name}: budget {args.budget}")
+        print(f"latency over time: {plot}")
+    if args.log:
+        print(f"log: {args.log} (apply with: pyvta run {args.workload} --tuning-log {args.log})")
     return 0
 
 

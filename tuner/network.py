@@ -65,6 +65,21 @@ def layer_name(layer) -> str:
     return f"{layer.workload}{extra}"
 
 
+def budget_tasks(layers, first: int = 12) -> list:
+    """``tuner.budget.BudgetTask`` per layer: weighted by its launches, its first slice the
+    compiler's analytic default (what the untuned compiler runs) and then the backend's ``first``
+    most promising candidates (``task.prior``)."""
+    from pyvta.tuner.budget import BudgetTask
+
+    tasks = []
+    for layer in layers:
+        task = layer_task(layer)
+        default = default_vta_config(task)
+        cands = [default] + [c for c in task.prior(first) if c != default]
+        tasks.append(BudgetTask(task, layer.count, cands, layer_name(layer)))
+    return tasks
+
+
 @dataclass
 class LayerResult:
     layer: object

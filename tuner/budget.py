@@ -1,0 +1,354 @@
+"""Tuning a network within a time budget: a task scheduler in the manner of Ansor's.
+
+    tasks = [BudgetTask(task, weight=launches, initial=[default, *prior]) for ...]
+    run = tune_with_budget(tasks, parse_duration("20m"), measurer, log="net.jsonl")
+    run.latency_curve()     # [(tuning seconds, estimated network cost), ...]
+
+Each round gives the next slice of trials (``slice_trials``) to the task with the largest
+expected gain: its weight (launches per inference) times Ansor's gradient estimate, the mix of
+the recent improvement rate of its best cost (over its last ``window`` trials) and the optimistic
+rate ``best / trials`` (its best could keep falling as fast as it did on average); with
+probability ``eps`` the task is drawn at random instead, so that no task starves. Every task
+first gets one slice (its ``initial`` configs: the compiler's default first), largest weighted
+default first. The budget is wall time, checked between slices: a run ends at most one slice
+after it.
+
+Resumable: every measurement goes to the JSONL tuning log as it is known (``tuner.log``), and
+the tuning sessions' spans go to ``<log>.budget.json`` after each slice. Run again with the
+same log and the records already there are fed to the tuners (never measured again), the time
+already spent (the sessions' spans, extended to their last record) counts against the budget,
+and the latency curve continues where it stopped.
+
+The network's estimated cost at a moment is the sum over tasks of their best cost so far times
+their weight (a task not measured yet counts with nothing: the curve starts once every task has
+a valid measurement).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pyvta.isa.errors import PyvtaError
+from pyvta.tuner.log import TuningLog, make_record, read_records
+from pyvta.tuner.task import Task
+from pyvta.tuner.tuners import make_tuner
+
+DURATION_UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+"""A ``--budget`` duration's unit suffix -> seconds per unit."""
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smh])\s*$")
+
+
+class BudgetError(PyvtaError, ValueError):
+    """A time budget that cannot be understood or used."""
+
+
+def parse_duration(text: str) -> float:
+    """Seconds of ``"90s"``, ``"20m"``, ``"1.5h"`` (a positive number and one unit: s, m, h)."""
+    m = _DURATION.match(str(text).lower())
+    seconds = float(m.group(1)) * DURATION_UNITS_S[m.group(2)] if m else 0.0
+    if not m or seconds <= 0:
+        raise BudgetError(
+            f"duration {text!r} not understood: a positive number followed by one unit,"
+            f" s (seconds), m (minutes) or h (hours), e.g. 90s, 20m, 1.5h"
+        )
+    return seconds
+
+
+def sessions_path(log: str | os.PathLike) -> Path:
+    """Where a budgeted run keeps its sessions' spans, next to its ``log``."""
+    return Path(f"{log}.budget.json")
+
+
+def plot_path(log: str | os.PathLike) -> Path:
+    """The latency-over-time PNG's default place, next to ``log``."""
+    p = Path(log)
+    return p.with_name(p.stem + ".latency.png")
+
+
+@dataclass
+class BudgetTask:
+    """One task of a network: ``weight``: its launches per inference; ``initial``: configs (or
+    indices) measured in its first slice (the compiler's default first); ``name``: for the
+    progress lines."""
+
+    task: Task
+    weight: float = 1.0
+    initial: list = field(default_factory=list)
+    name: str = ""
+
+
+@dataclass
+class _State:
+    spec: BudgetTask
+    tuner: object
+    initial: list  # indices still to measure first
+    curve: list = field(default_factory=list)  # best-so-far cost after each trial
+    times: list = field(default_factory=list)  # (tuning seconds, cost) per trial
+
+    @property
+    def best(self) -> float:
+        return self.curve[-1] if self.curve else math.inf
+
+    @property
+    def n(self) -> int:
+        return len(self.curve)
+
+    def note(self, t: float, cost: float) -> None:
+        self.curve.append(min(self.best, cost))
+        self.times.append((t, cost))
+
+
+@dataclass
+class BudgetRun:
+    """A budgeted run: per task its trials' ``(tuning seconds, cost)``; ``spent_s``: tuning
+    time in all (resumed sessions included); ``n_resumed``: records read back from the log;
+    ``n_measured``: measured in this session; ``picks``: the task index of each slice."""
+
+    tasks: list
+    trials: list  # per task: [(t, cost), ...] in order
+    spent_s: float
+    budget_s: float
+    n_resumed: int = 0
+    n_measured: int = 0
+    picks: list = field(default_factory=list)
+    session_starts_s: list = field(default_factory=list)  # tuning time each session began
+
+    def best(self, i: int) -> float:
+        return min((c for _, c in self.trials[i]), default=math.inf)
+
+    def latency(self) -> float:
+        return sum(self.best(i) * t.weight for i, t in enumerate(self.tasks))
+
+    def latency_curve(self) -> list[tuple[float, float]]:
+        """``(tuning seconds, estimated network cost)`` after every trial once every task has a
+        valid cost (none before)."""
+        events = sorted((t, i, c) for i, tr in enumerate(self.trials) for t, c in tr)
+        best = [math.inf] * len(self.tasks)
+        out = []
+        for t, i, c in events:
+            best[i] = min(best[i], c)
+            if all(math.isfinite(b) for b in best):
+                out.append((t, sum(b * s.weight for b, s in zip(best, self.tasks, strict=True))))
+        return out
+
+
+def expected_gain(curve, weight: float, window: int = 16, alpha: float = 0.5) -> float:
+    """Ansor's gradient estimate of how fast ``weight`` x this task's best cost falls per trial:
+    ``alpha`` x the recent rate (the best's drop over its last ``window`` trials) plus
+    ``1 - alpha`` x the optimistic rate ``best / trials`` (Ansor weighs the recent rate 0.2; at
+    0.2 a task whose best stays flat outranks one still falling at equal trials, since the
+    optimistic rate favours the larger best, so the recent rate gets half here). Infinite before any trial, 0 while
+    every trial failed (the task then gets only the random ``eps`` slices)."""
+    if not curve:
+        return math.inf
+    if not math.isfinite(curve[-1]):
+        return 0.0  # every trial failed: left to the eps draws
+    n = len(curve)
+    past = curve[max(0, n - 1 - window)]
+    recent = (past - curve[-1]) / min(window, n) if math.isfinite(past) else curve[-1] / n
+    return weight * (alpha * recent + (1 - alpha) * curve[-1] / n)
+
+
+def _read_sessions(path: Path) -> list[list[float]]:
+    if not path.exists():
+        return []
+    try:
+        spans = json.loads(path.read_text())["sessions"]
+        return [[float(a), float(b)] for a, b in spans]
+    except (ValueError, KeyError, TypeError) as e:
+        raise BudgetError(
+            f"{path} is not a budget sessions file ({e}); remove it to restart"
+        ) from e
+
+
+def _write_sessions(path: Path, spans) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({"sessions": spans}))
+    os.replace(tmp, path)
+
+
+def _tuning_clock(spans, stamps) -> tuple[list[float], list[float]]:
+    """Tuning seconds of each wall-clock ``stamps`` (records' timestamps) given the sessions'
+    ``[start, end]`` spans, and of each session's start, the time spent in all last; a session's end is extended to its last
+    record (a killed session wrote its span before its last slice)."""
+    spans = sorted(spans)
+    ends = []
+    for k, (a, b) in enumerate(spans):
+        nxt = spans[k + 1][0] if k + 1 < len(spans) else math.inf
+        inside = [s for s in stamps if a <= s < nxt]
+        ends.append(max([b, *inside]))
+    offsets = np.concatenate(
+        [[0.0], np.cumsum([e - a for (a, _), e in zip(spans, ends, strict=True)])]
+    )
+    out = []
+    for s in stamps:
+        k = max([j for j, (a, _) in enumerate(spans) if a <= s], default=None)
+        out.append(0.0 if k is None else float(offsets[k] + s - spans[k][0]))
+    return out, [float(o) for o in offsets]
+
+
+def tune_with_budget(
+    tasks: list[BudgetTask],
+    budget_s: float,
+    measurer,
+    log: str | os.PathLike | None = None,
+    tuner: str = "xgb",
+    seed: int = 0,
+    slice_trials: int = 8,
+    eps: float = 0.05,
+    window: int = 16,
+    progress=print,
+    unit: str = "cycles",
+) -> BudgetRun:
+    """Tune ``tasks`` until ``budget_s`` seconds of tuning (this and earlier sessions of the
+    same ``log``) are spent, ``slice_trials`` trials at a time to the task the scheduler picks
+    (see the module docstring); ``progress``: a ``print``-like callable for one line per slice,
+    or None. Returns the run, resumed records included."""
+    if not tasks:
+        raise BudgetError("no tasks to tune")
+    if not budget_s > 0:
+        raise BudgetError(f"budget must be > 0 seconds, got {budget_s}")
+    if slice_trials < 1:
+        raise BudgetError(f"slice_trials must be >= 1, got {slice_trials}")
+    rng = np.random.default_rng(seed)
+    spans = _read_sessions(sessions_path(log)) if log is not None else []
+    states = []
+    resumed = []  # per task: [(ts, cost)]
+    for k, spec in enumerate(tasks):
+        tn = make_tuner(tuner, spec.task, seed + k, slice_trials)
+        seen = {}
+        if log is not None and Path(log).exists():
+            for r in read_records(log, spec.task):
+                seen.setdefault(r.index, r.result)
+        if seen:
+            tn.update(list(seen), list(seen.values()))
+        first = [int(getattr(c, "index", c)) for c in spec.initial]
+        first = [i for i in dict.fromkeys(first) if i not in seen]
+        states.append(_State(spec, tn, first))
+        resumed.append(sorted((r.timestamp, r.cost) for r in seen.values()))
+    stamps = [ts for rs in resumed for ts, _ in rs]
+    clock, starts = _tuning_clock(spans, stamps)
+    spent0 = starts.pop()
+    pos = 0
+    for st, rs in zip(states, resumed, strict=True):
+        for _ts, cost in rs:
+            st.note(clock[pos], cost)
+            pos += 1
+    n_resumed = pos
+    run = BudgetRun([s.spec for s in states], [s.times for s in states], spent0, budget_s)
+    run.n_resumed = n_resumed
+    run.session_starts_s = [*starts, spent0]
+    if progress and n_resumed:
+        progress(
+            f"resumed {n_resumed} records from {log}; {spent0:.1f} s of the"
+            f" {budget_s:.0f} s budget already spent"
+        )
+    t_start = time.time()
+    spans.append([t_start, t_start])
+    writer = TuningLog(log) if log is not None else None
+
+    def now() -> float:
+        return spent0 + time.time() - t_start
+
+    def fmt(c: float) -> str:
+        if not math.isfinite(c):
+            return "-"
+        return f"{c * 1e3:.4g} ms" if unit == "s" else f"{c:.6g} {unit}"
+
+    done: set[int] = set()  # tasks whose space is exhausted
+    warm = [k for k, s in enumerate(states) if s.n == 0]
+    warm.sort(key=lambda k: -tasks[k].weight)
+    try:
+        while now() < budget_s:
+            if warm:
+                k = warm.pop(0)
+                how = "first slice"
+            elif rng.random() < eps:
+                k = int(rng.choice([j for j in range(len(states)) if j not in done]))
+                how = "random (eps)"
+            else:
+                gains = [
+                    -math.inf if j in done else expected_gain(s.curve, s.spec.weight, window)
+                    for j, s in enumerate(states)
+                ]
+                k = int(np.argmax(gains))
+                how = f"gain {gains[k]:.3g}/trial"
+            st = states[k]
+            batch, st.initial = st.initial[:slice_trials], st.initial[slice_trials:]
+            if len(batch) < slice_trials:
+                more = st.tuner.next_batch(slice_trials - len(batch))
+                batch += [i for i in more if i not in batch]
+            if not batch:  # its space is exhausted: never pick it again
+                done.add(k)
+                if len(done) == len(states):
+                    break
+                continue
+            configs = [st.spec.task.space.get(i) for i in batch]
+            before = st.best
+
+            def on_result(p, res, configs=configs, st=st):
+                if writer is not None:
+                    writer.append(make_record(st.spec.task, configs[p], res))
+
+            results = measurer.measure(st.spec.task, configs, on_result)
+            for res in results:
+                st.note(spent0 + res.timestamp - t_start, res.cost)
+            st.tuner.update(batch, results)
+            run.n_measured += len(results)
+            run.picks.append(k)
+            spans[-1][1] = time.time()
+            if log is not None:
+                _write_sessions(sessions_path(log), spans)
+            if progress:
+                total = run.latency()
+                progress(
+                    f"[{now():7.1f}/{budget_s:.0f} s] {st.spec.name or st.spec.task.key}"
+                    f" x{st.spec.weight:g}: {len(batch)} trials ({how}), best"
+                    f" {fmt(before)} -> {fmt(st.best)}; network {fmt(total)}"
+                )
+    finally:
+        if writer is not None:
+            writer.close()
+        spans[-1][1] = time.time()
+        if log is not None:
+            _write_sessions(sessions_path(log), spans)
+    run.spent_s = now()
+    return run
+
+
+def plot_latency(
+    run: BudgetRun, path: str | os.PathLike, unit: str = "cycles", title: str = ""
+) -> str:
+    """The network's estimated cost over tuning time (a step per improvement) as a PNG."""
+    from matplotlib.figure import Figure
+
+    curve = run.latency_curve()
+    scale, label = (
+        (1e-6, "M cycles per inference") if unit == "cycles" else (1e3, "ms per inference")
+    )
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.subplots()
+    if curve:
+        t, c = zip(*curve, strict=True)
+        ax.step(np.array(t), np.array(c) * scale, where="post", color="k")
+        ax.axhline(curve[0][1] * scale, ls="--", color="gray", lw=0.8, label="first estimate")
+    ax.axvline(run.budget_s, ls=":", color="r", lw=0.8, label="budget")
+    for k, t in enumerate(run.session_starts_s[1:]):
+        ax.axvline(t, ls="-.", color="b", lw=0.8, label=None if k else "a session resumed")
+    ax.legend()
+    ax.set_xlabel("tuning time (s)")
+    ax.set_ylabel(label)
+    ax.set_title(title or f"{len(run.tasks)} tasks, budget {run.budget_s:.0f} s")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    return str(path)
