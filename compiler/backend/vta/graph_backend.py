@@ -24,6 +24,7 @@ from pyvta.compiler.backend.vta.conv_pool import POOL_ATTRS, build_conv_pool_ker
 from pyvta.compiler.backend.vta.operator import VtaConv2d, VtaPool, build_kernel, lowering_epilogue
 from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
+from pyvta.compiler.targets.vta import TARGET as VTA
 from pyvta.driver.kernel import Kernel
 from pyvta.isa import HwConfig
 from pyvta.runtime.ir import Graph, GraphError, Node
@@ -145,7 +146,7 @@ def node_layer(graph: Graph, node: Node) -> NodeLayer:
 def accelerator_nodes(graph: Graph) -> list[Node]:
     """The conv2d/dense accelerator nodes (the layers a tuner tunes; a conv + max pool node's
     conv too: its config applies where the fused schedule does not fit, ``conv_pool_kernels``)."""
-    return [n for n in graph.nodes if n.target == "vta" and n.op in (*VTA_OPS, CONV_POOL)]
+    return [n for n in graph.nodes if n.target == VTA.placement and n.op in (*VTA_OPS, CONV_POOL)]
 
 
 def pool_workload(graph: Graph, node: Node, block: int) -> PoolWorkload:
@@ -225,9 +226,9 @@ def compile_kernels(
     kernels: dict[str, Kernel] = {}
     t0 = time.perf_counter()
     for node in graph.nodes:
-        if node.target == "vta" and node.op in POOL_OPS:
+        if node.target == VTA.placement and node.op in POOL_OPS:
             kernels[node.name] = build_pool_kernel(pool_workload(graph, node, hw.block_in), hw)
-        if node.target == "vta" and node.op == CONV_POOL:
+        if node.target == VTA.placement and node.op == CONV_POOL:
             kernels.update(conv_pool_kernels(graph, node, hw, configs, measure, search))
     for node in accelerator_nodes(graph):
         if node.op == CONV_POOL:
