@@ -292,6 +292,20 @@ def conv2d_nchwc(
     return s, args + [out]
 
 
+def _pool_schedule(red, out, parallel: bool):
+    """A pool's schedule: the window reduction ``red`` kept local per output pixel, channels of
+    the block as the vector, ``(channel block, row)`` in parallel."""
+    s = create_schedule(out)
+    s[red].set_scope("local")
+    s[red].compute_at(s[out], "x")
+    s[red].reorder("n", "ch", "y", "x", "ry", "rx", "ci")
+    s[red].vectorize("ci")
+    s[out].vectorize("ci")
+    if parallel:
+        s[out].parallel(s[out].fuse("ch", "y"))
+    return s
+
+
 def max_pool_nchwc(c, h, w, kernel, strides, pads, block, parallel=True):
     """``(sch, [data, out])``: max pool of ``[1, C/c, H, W, c]``; padded cells never win."""
     kh, kw = kernel
@@ -308,15 +322,7 @@ def max_pool_nchwc(c, h, w, kernel, strides, pads, block, parallel=True):
 
     red = compute((1, c // block, oh, ow, block), f, name="pool")
     out = compute(red.shape, lambda n, ch, y, x, ci: red[n, ch, y, x, ci], name="out")
-    s = create_schedule(out)
-    s[red].set_scope("local")
-    s[red].compute_at(s[out], "x")
-    s[red].reorder("n", "ch", "y", "x", "ry", "rx", "ci")
-    s[red].vectorize("ci")
-    s[out].vectorize("ci")
-    if parallel:
-        s[out].parallel(s[out].fuse("ch", "y"))
-    return s, [data, out]
+    return _pool_schedule(red, out, parallel), [data, out]
 
 
 def avg_pool_nchwc(c, h, w, kernel, strides, pads, block, count_include_pad, parallel=True):
@@ -346,15 +352,7 @@ def avg_pool_nchwc(c, h, w, kernel, strides, pads, block, count_include_pad, par
         return red[n, ch, y, x, ci] / cast("float32", rows * cols)
 
     out = compute(red.shape, mean, name="out")
-    s = create_schedule(out)
-    s[red].set_scope("local")
-    s[red].compute_at(s[out], "x")
-    s[red].reorder("n", "ch", "y", "x", "ry", "rx", "ci")
-    s[red].vectorize("ci")
-    s[out].vectorize("ci")
-    if parallel:
-        s[out].parallel(s[out].fuse("ch", "y"))
-    return s, [data, out]
+    return _pool_schedule(red, out, parallel), [data, out]
 
 
 def global_avg_pool_nchwc(c, h, w, block):
