@@ -138,19 +138,22 @@ def test_vta_artifact_float_layers_from_the_shared_object(onnx_path, tmp_path):
 
 @pytest.mark.slow
 def test_int8_artifact_shared_object_runs_as_the_jit(onnx_path, tmp_path):
-    """A ``cpu-int8`` model's int8 kernels (with weights packed for the target's tile) and
-    float products from a shared object for this host: the JIT's bits (slow: ~30 s of
-    code generation on a shared 2-core machine)."""
+    """A ``cpu-int8`` model's int8 kernels (with weights packed for the target's tile) and its
+    blocked float layers' kernels from a shared object for this host: the JIT's bits (slow: ~30 s
+    of code generation on a shared 2-core machine). Its float layers are compiled kernels, so
+    the shared object needs no GEMMs for float products."""
     from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
     cm = compile_model(onnx_path, "cpu-int8")
     x = _input(cm)
     (want,), _ = run_model(cm, x)
     cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.host(1))
-    assert cm.cpu_code.consts and cm.cpu_code.gemms
+    assert cm.cpu_code.consts and not cm.cpu_code.gemms
     loaded = CompiledModel.load(cm.save(tmp_path / "int8.npz"))
     (got,), _ = run_model(loaded, x)
-    backend = loaded.cpu_backend().inner
+    backend = loaded.cpu_backend()
     assert isinstance(backend, CpuInt8Kernels)
     assert all(isinstance(k.module, SharedKernel) for k in backend.kernels.values())
+    assert backend.fallback.modules  # the float layers
+    assert all(isinstance(m, SharedKernel) for m in backend.fallback.modules.values())
     assert np.array_equal(got, want)
