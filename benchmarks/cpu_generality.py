@@ -40,7 +40,9 @@ import onnx
 
 from pyvta.compiler.graph.compile import compile_model, default_calibration
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
+from pyvta.compiler.targets.vta import TARGET as VTA
 from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.ir import HOST
 from pyvta.testing import netgen
 from pyvta.testing.side_by_side import qdq_model, rel_err, timed_ms
 
@@ -56,10 +58,10 @@ def vta_coverage(path: str) -> tuple[int, int, dict[str, int]]:
     """(convs on the accelerator, convs in all, why the rest stayed on the CPU: count by reason)."""
     cm = compile_model(path, "vta")
     convs = [n for n in cm.graph.nodes if n.op in CONV_OPS]
-    on_vta = sum(1 for n in convs if n.target == "vta")
+    on_vta = sum(1 for n in convs if n.target == VTA.placement)
     reasons: dict[str, int] = {}
     for n in convs:
-        if n.target == "vta":
+        if n.target == VTA.placement:
             continue
         if n.op != "qconv2d":
             why = f"float ({n.op}: kept float)"
@@ -148,7 +150,7 @@ def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: 
 
 def compiled_convs(graph, compiled) -> tuple[int, int]:
     """(convs with a compiled kernel, convs in all); the rest run numpy's ``run_cpu_op``."""
-    convs = [n.name for n in graph.nodes if n.op in CONV_OPS and n.target == "cpu"]
+    convs = [n.name for n in graph.nodes if n.op in CONV_OPS and n.target == HOST]
     return sum(1 for n in convs if n in compiled), len(convs)
 
 

@@ -48,6 +48,7 @@ from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import SimDevice
 from pyvta.isa import DEFAULT_CONFIG, HwConfig
 from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.ir import HOST
 
 # Published figures for the default (1x16) config.
 PUBLISHED = {"original VTA": 27.7e6, "pipelined GEMM": 7.7e6, "ideal (256 MACs/cycle)": 6.6e6}
@@ -144,7 +145,7 @@ def main() -> None:
             f"target <= {goal / 1e6:.1f} M cycles ({args.partition} partition):"
             f" {'met' if total <= goal else 'NOT met'}"
         )
-    host = [r for r in _table.rows if r.target == "cpu"]
+    host = [r for r in _table.rows if r.target == HOST]
     print(
         f"host CPU nodes: {len(host)} ({', '.join(sorted({r.op for r in host}))}),"
         f" {sum(r.ms for r in host):.2f} ms wall in this run"
@@ -179,7 +180,7 @@ def host_time_table(path: str, hw: HwConfig, runs: int, seed: int) -> str:
     for _ in range(runs):
         for p, cm in models.items():
             _, table = run_model(cm, x)
-            cpu = [r for r in table.rows if r.target == "cpu"]
+            cpu = [r for r in table.rows if r.target == HOST]
             ms[p].append(sum(r.ms for r in cpu))
             for r in cpu:
                 ops[p].setdefault(r.op, []).append(r.ms)
