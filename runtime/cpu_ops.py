@@ -155,20 +155,29 @@ def softmax(ins, attrs):
 
 
 def quantize(ins, attrs):
-    """``int8(clip(round_half_even(x * 2**frac_bits), -128, 127))``; NaN/Inf raise GraphError."""
-    if not np.isfinite(ins[0]).all():
+    """``int8(clip(round_half_even(x * 2**frac_bits), -128, 127))`` (of the NCHW{src_block}c
+    form of ``channels`` channels when the node has ``src_block``); NaN/Inf raise GraphError."""
+    x = ins[0]
+    if attrs.get("src_block"):
+        x = layout.unpack_nchw(x[:, :, :, :, None, :], attrs["channels"])
+    if not np.isfinite(x).all():
         raise GraphError(
-            f"quantize to int8: {int((~np.isfinite(ins[0])).sum())} of {ins[0].size} values are"
+            f"quantize to int8: {int((~np.isfinite(x)).sum())} of {x.size} values are"
             " NaN or Inf (an int8 model needs finite inputs and float layers before it that keep"
             " them finite; the float target 'cpu' propagates NaN)"
         )
-    q = np.round(ins[0].astype(np.float32) * np.float32(2.0 ** attrs["frac_bits"]))
+    q = np.round(x.astype(np.float32) * np.float32(2.0 ** attrs["frac_bits"]))
     return np.clip(q, -128, 127).astype(np.int8)
 
 
 def dequantize(ins, attrs):
-    """``float32(q) * 2**-frac_bits``."""
-    return ins[0].astype(np.float32) * np.float32(2.0 ** -attrs["frac_bits"])
+    """``float32(q) * 2**-frac_bits`` (in NCHW{dst_block}c when the node has ``dst_block``,
+    padded channels zero)."""
+    out = ins[0].astype(np.float32) * np.float32(2.0 ** -attrs["frac_bits"])
+    if not attrs.get("dst_block"):
+        return out
+    packed = layout.pack_nchw(out, attrs["dst_block"])  # [N, C/b, H, W, 1, b]
+    return packed.reshape(packed.shape[:4] + packed.shape[5:])
 
 
 KERNELS = {

@@ -292,10 +292,28 @@ def _same(node, ins):
 
 
 def _scaled(node, ins, dtype):
-    """(De)quantize: same shape, ``dtype``; ``frac_bits`` (the kernel's scale) must be an int."""
-    if not isinstance(node.attrs["frac_bits"], int | np.integer):
-        raise GraphError(f"node {node.name!r}: frac_bits {node.attrs['frac_bits']!r} is not an int")
-    return [(ins[0].shape, dtype)]
+    """(De)quantize: same shape, ``dtype``; ``frac_bits`` (the kernel's scale) must be an int.
+    A ``quantize`` with ``src_block`` reads the NCHW{src_block}c form of ``channels`` channels
+    (the float layers' blocked layout), a ``dequantize`` with ``dst_block`` writes that form."""
+    a = node.attrs
+    if not isinstance(a["frac_bits"], int | np.integer):
+        raise GraphError(f"node {node.name!r}: frac_bits {a['frac_bits']!r} is not an int")
+    shape = ins[0].shape
+    if a.get("src_block"):
+        blk, c = a["src_block"], a["channels"]
+        n, cb, h, w, b = shape if len(shape) == 5 else (None,) * 5
+        if b != blk or cb != -(-c // blk):
+            raise GraphError(
+                f"node {node.name!r}: input {shape}, expected [N, {-(-c // blk)}, H, W, {blk}]"
+                f" ({c} channels in blocks of {blk})"
+            )
+        shape = (n, c, h, w)
+    if a.get("dst_block"):
+        if len(shape) != 4:
+            raise GraphError(f"node {node.name!r}: dst_block needs an NCHW input, got {shape}")
+        n, c, h, w = shape
+        shape = (n, -(-c // a["dst_block"]), h, w, a["dst_block"])
+    return [(shape, dtype)]
 
 
 def _fused(rule):

@@ -29,6 +29,7 @@ from pyvta.compiler.graph.passes import (
     eliminate_identities,
     fold_batch_norm,
     fold_constants,
+    fuse_int8_borders,
     fuse_operators,
     pack_layouts,
     partition_targets,
@@ -95,6 +96,7 @@ PIPELINE: list[tuple[str, PassFn]] = [
     ("place_gpu", place_gpu),
     ("pack_layouts", pack_layouts),
     ("alter_cpu_layout", alter_cpu_layout),
+    ("fuse_int8_borders", fuse_int8_borders),
     ("remove_dead_code", remove_dead_code),
     ("build_cpu_kernels", build_cpu_kernels),
 ]

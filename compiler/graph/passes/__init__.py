@@ -10,6 +10,7 @@ from pyvta.compiler.graph.passes.fuse_operators import fuse_operators
 from pyvta.compiler.graph.passes.quantize_int8 import quantize_int8
 from pyvta.compiler.graph.passes.remove_dead_code import remove_dead_code
 from pyvta.compiler.targets.cpu.alter_cpu_layout import alter_cpu_layout
+from pyvta.compiler.targets.cpu_int8.fuse_borders import fuse_int8_borders
 from pyvta.compiler.targets.gpu.place import place_gpu
 from pyvta.compiler.targets.vta.pack_layouts import pack_layouts
 from pyvta.compiler.targets.vta.partition_targets import partition_targets
@@ -19,6 +20,7 @@ __all__ = [
     "eliminate_identities",
     "fold_batch_norm",
     "fold_constants",
+    "fuse_int8_borders",
     "fuse_operators",
     "pack_layouts",
     "partition_targets",

@@ -391,3 +391,82 @@ def qconv2d_grouped_nchw(
         s[out].parallel(s[out].fuse("f", "y"))
         s[dp].parallel("ch")
     return s, args + [out]
+
+
+# 1.5 * 2**23: a float32 v with |v| <= 2**22 plus this, minus it again, is v rounded half to
+# even (IEEE float32 adds round to nearest even; the kernels have no fast-math)
+_ROUND_MAGIC = 12582912.0
+
+
+def quantize_nchw(shape, frac_bits: int, src_block: int | None = None, parallel: bool = True):
+    """``(sch, [data, out])``: the graph's ``quantize`` as a kernel, bit-exact with
+    :func:`runtime.cpu_ops.quantize` (``int8(clip(round_half_even(x * 2**frac_bits), -128,
+    127))``; clipping first gives the same bits, round being monotone and -128, 127 whole) on
+    float32 ``data`` ``[N, C, H, W]`` into int8 ``out`` ``[N, C, H, W]``; or on its
+    NCHW{src_block}c form (the float layers' blocked layout) into ``out`` ``[N, C/b, b, H, W]``
+    (``b = src_block``, ``C`` rounded up to it: the bytes of ``[N, C, H, W]``; the caller keeps
+    the first ``C`` channels when they are padded). Non-finite inputs are not checked here
+    (the executor refuses them at an int8 model's inputs)."""
+    from pyvta.compiler.ops.cpu.nchwc import blocked_shape
+
+    n, c, h, w = shape
+    data = placeholder(blocked_shape(shape, src_block), "float32", "data")
+    scale = const(float(2.0**frac_bits), "float32")
+
+    def q(v):
+        v = minimum(maximum(v * scale, const(-128.0, "float32")), const(127.0, "float32"))
+        magic = const(_ROUND_MAGIC, "float32")
+        return cast("int8", cast("int32", (v + magic) - magic))
+
+    if src_block is None:
+        out = compute(shape, lambda b, ch, y, x: q(data[b, ch, y, x]), name="out")
+        s = create_schedule(out)
+        s[out].vectorize("x")
+        if parallel:
+            s[out].parallel(s[out].fuse(s[out].fuse("b", "ch"), "y"))
+        return s, [data, out]
+    blk = src_block
+    out = compute(
+        (n, -(-c // blk), blk, h, w),
+        lambda b, co, ci, y, x: q(data[b, co, y, x, ci]),
+        name="out",
+    )
+    s = create_schedule(out)
+    s[out].reorder("b", "co", "y", "ci", "x")
+    s[out].vectorize("x")
+    if parallel:
+        s[out].parallel(s[out].fuse(s[out].fuse("b", "co"), "y"))
+    return s, [data, out]
+
+
+def dequantize_nchw(shape, frac_bits: int, dst_block: int | None = None, parallel: bool = True):
+    """``(sch, [data, out])``: the graph's ``dequantize`` (``float32(q) * 2**-frac_bits``,
+    :func:`runtime.cpu_ops.dequantize`) of int8 ``data`` ``[N, C, H, W]`` into float32 ``out``
+    ``[N, C, H, W]``, or its NCHW{dst_block}c form (padded channels zero)."""
+    from pyvta.compiler.ops.cpu.nchwc import blocked_shape
+
+    n, c, h, w = shape
+    data = placeholder(shape, "int8", "data")
+    scale = const(float(2.0**-frac_bits), "float32")
+    if dst_block is None:
+        out = compute(
+            shape, lambda b, ch, y, x: cast("float32", data[b, ch, y, x]) * scale, name="out"
+        )
+        s = create_schedule(out)
+        s[out].vectorize("x")
+        if parallel:
+            s[out].parallel(s[out].fuse(s[out].fuse("b", "ch"), "y"))
+        return s, [data, out]
+    blk = dst_block
+
+    def f(b, co, y, x, ci):
+        ch = co * blk + ci
+        v = cast("float32", data[b, minimum(ch, const(c - 1)), y, x]) * scale
+        return v if c % blk == 0 else select(ch < const(c), v, const(0.0, "float32"))
+
+    out = compute(blocked_shape(shape, blk), f, name="out")
+    s = create_schedule(out)
+    s[out].vectorize("ci")
+    if parallel:
+        s[out].parallel(s[out].fuse(s[out].fuse("b", "co"), "y"))
+    return s, [data, out]

@@ -318,18 +318,18 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
 def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
     """``(node, op, why)`` of each ``cpu`` node that runs numpy (``run_cpu_op``), not a compiled
     kernel: neither a compiled float op, a view (reshape, flatten), nor a compiled int8 node."""
-    from pyvta.compiler.targets.cpu_int8.kernels import INT8_OPS, compiled_int8
+    from pyvta.compiler.targets.cpu_int8.kernels import INT8_OPS, compiled_int8, compiled_scale
 
     out = []
     for n in graph.nodes:
         if n.target != "cpu" or n.op in COMPILED_OPS or n.op in VIEW_OPS:
             continue
-        if n.op in INT8_OPS and compiled_int8(n, graph):
+        if (n.op in INT8_OPS and compiled_int8(n, graph)) or compiled_scale(n, graph):
             continue
         if n.op in INT8_OPS:
             why = "int8 layer with weights that are not constants"
         elif n.op in ("quantize", "dequantize"):
-            why = "int8 scaling between float and int8 layers"
+            why = "int8 scaling of a flat (not NCHW) tensor"
         else:
             dtypes = {graph.values[i].dtype for i in n.inputs}
             why = f"no compiled kernel for {n.op} on {'/'.join(sorted(dtypes))}"

@@ -19,6 +19,7 @@ once, not per inference (the same product, the same bits).
 from __future__ import annotations
 
 import json
+import operator
 import os
 import weakref
 
@@ -150,14 +151,23 @@ class Int8Kernel:
     def _set(self, module, weight, bias, node: Node, graph: Graph) -> None:
         self.module, self.weight, self.bias = module, weight, bias
         self.shifts = node_channel_shifts(node, graph)  # per-channel: int32 inputs after the bias
+        self._outputs(module, node, graph, conv_view(node, graph)[0][3])
+
+    def _outputs(self, module, node: Node, graph: Graph, channels: int) -> None:
         self.shapes = [p.shape for p in module.func.params]
         self.out_shape = graph.values[node.outputs[0]].shape
-        self.channels = conv_view(node, graph)[0][3]
+        self.channels = channels
         # the kernel is built for one image; a conv of batch N runs it on each image in turn
         self.batch = self.out_shape[0] if node.op == "qconv2d" else 1
+        # one output buffer, written every inference (a graph output is returned copied): the
+        # next node finds the same array and reuses its bound call
+        self.out = np.empty((self.batch, *self.shapes[-1]), np.int8)
+        self.copy_out = node.outputs[0] in graph.outputs
+        self._args: tuple = ()
+        self._call = None
 
-    def __call__(self, args: list[np.ndarray]) -> np.ndarray:
-        out = np.empty((self.batch, *self.shapes[-1]), np.int8)
+    def _bind(self, args: list[np.ndarray]):
+        calls, held = [], []  # held: the arrays the bound calls point into, kept alive
         for b in range(self.batch):
             per_image = [a[b : b + 1] if self.batch > 1 else a for a in args]
             arrays = [per_image[0], self.weight, self.bias, *self.shifts] + per_image[3:]
@@ -165,10 +175,29 @@ class Int8Kernel:
                 np.ascontiguousarray(a).reshape(s)
                 for a, s in zip(arrays, self.shapes, strict=False)
             ]
-            self.module(*ins, out[b])
-        if out.shape[2] != self.channels:  # [N, 1, O_pad, ...]: the layer's own channels
-            out = out[:, :, : self.channels]
-        return out.reshape(self.out_shape)
+            held.append(ins)
+            calls.append(self.module.bind(*ins, self.out[b]))
+        if self.out.shape[2] != self.channels:  # [N, 1, O_pad, ...]: the layer's own channels
+            view = self.out[:, :, : self.channels]
+        else:
+            view = self.out
+        result = view.reshape(self.out_shape)  # a copy when N > 1 and O is padded
+        same = np.shares_memory(result, self.out) and not self.copy_out
+
+        def run(held=held):
+            for c in calls:
+                c()
+            return result if same else view.reshape(self.out_shape).copy()
+
+        return run
+
+    def __call__(self, args: list[np.ndarray]) -> np.ndarray:
+        if len(args) == len(self._args) and all(map(operator.is_, args, self._args)):
+            return self._call()
+        call = self._bind(args)
+        if all(a.flags.c_contiguous for a in args):  # the bound call holds no copies
+            self._args, self._call = tuple(args), call
+        return call()
 
 
 class GroupedInt8Kernel(Int8Kernel):
@@ -197,11 +226,74 @@ class GroupedInt8Kernel(Int8Kernel):
             _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
         self.module = _MODULES[key]
         self.weight, self.bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
-        self.shapes = [p.shape for p in self.module.func.params]
-        self.out_shape = graph.values[node.outputs[0]].shape
-        self.channels = o
-        self.batch = self.out_shape[0]
         self.shifts = []  # one shift per layer (per-channel grouped convs run Int8Kernel)
+        self._outputs(self.module, node, graph, o)
+
+
+SCALE_OPS = ("quantize", "dequantize")
+
+
+def compiled_scale(node: Node, graph: Graph) -> bool:
+    """Whether ``node`` is a ``cpu`` (de)quantize that runs a compiled kernel
+    (:class:`ScaleKernel`): one of an NCHW (or blocked) tensor; a flat one runs numpy."""
+    return (
+        node.target == "cpu"
+        and node.op in SCALE_OPS
+        and len(graph.values[node.inputs[0]].shape) >= 4
+        and cpu_llvm.have_llvmlite()
+    )
+
+
+class ScaleKernel:
+    """A ``quantize`` / ``dequantize`` node as one compiled kernel over the whole batch
+    (:func:`compiler.ops.cpu.int8.quantize_nchw` / ``dequantize_nchw``, bit-exact with the
+    numpy ``run_cpu_op``), reading or writing the float layers' blocked form where the node says
+    (``fuse_borders``). Its output buffer is written every inference (a graph output is
+    returned copied), so the next node finds the same array."""
+
+    def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:
+        from pyvta import compiler
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.ops.cpu.int8 import dequantize_nchw, quantize_nchw
+
+        a = node.attrs
+        host = CpuTarget.host(num_threads)
+        out_v = graph.values[node.outputs[0]]
+        if node.op == "quantize":
+            shape = out_v.shape
+            layer = [shape, a["frac_bits"], a.get("src_block")]
+            build = quantize_nchw
+        else:
+            shape = graph.values[node.inputs[0]].shape
+            layer = [shape, a["frac_bits"], a.get("dst_block")]
+            build = dequantize_nchw
+        key = json.dumps([node.op, *layer, num_threads, host.key], default=repr)
+        if key not in _MODULES:
+            sch, args = build(*layer)
+            _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        self.module = _MODULES[key]
+        buf = self.module.func.params[-1].shape
+        self.out = np.empty(buf, out_v.dtype)
+        n, c = shape[0], shape[1]
+        # a blocked quantize of padded channels writes [N, C_pad, H, W]: keep the first C
+        whole = (
+            self.out.reshape(n, -1, *shape[2:]) if len(buf) == 5 and node.op == "quantize" else None
+        )
+        self.result = self.out.reshape(out_v.shape) if whole is None else whole[:, :c]
+        self.copy_out = node.outputs[0] in graph.outputs or not self.result.flags.c_contiguous
+        self._args: tuple = ()
+        self._call = None
+
+    def __call__(self, args: list[np.ndarray]) -> np.ndarray:
+        x = args[0]
+        if not (self._args and x is self._args[0]):
+            shape = self.module.func.params[0].shape
+            if not x.flags.c_contiguous:  # a copy, alive for this call only
+                self.module(np.ascontiguousarray(x).reshape(shape), self.out)
+                return self.result.copy() if self.copy_out else self.result
+            self._args, self._call = (x,), self.module.bind(x.reshape(shape), self.out)
+        self._call()
+        return self.result.copy() if self.copy_out else self.result
 
 
 class CpuInt8Kernels:
@@ -220,11 +312,14 @@ class CpuInt8Kernels:
         self.fallback = fallback if fallback is not None else cpu_backend_for(graph)
         threads = num_threads or os.cpu_count() or 1
         self.kernels: dict[str, Int8Kernel] = dict(kernels or {})
+        self.scales: dict[str, ScaleKernel] = {}  # the compiled (de)quantize nodes
         self._dense_wt: dict[str, np.ndarray] = {}  # float dense node -> its weights, transposed
-        if kernels is not None or not cpu_llvm.have_llvmlite():
+        if not cpu_llvm.have_llvmlite():
             return  # a board's runtime: the numpy kernels compute the same bits
         for n in graph.nodes:
             if compiled_int8(n, graph):
+                if kernels is not None:
+                    continue  # built already (an artifact's shared object)
                 grouped = (
                     n.op == "qconv2d"
                     and n.attrs.get("group", 1) > MAX_DENSE_GROUPS
@@ -232,11 +327,13 @@ class CpuInt8Kernels:
                 )
                 kind = GroupedInt8Kernel if grouped else Int8Kernel
                 self.kernels[n.name] = kind(n, graph, threads)
+            elif compiled_scale(n, graph):
+                self.scales[n.name] = ScaleKernel(n, graph, threads)
             elif n.op == "dense" and n.target == "cpu" and n.inputs[1] in graph.constants:
                 self._dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
-        kernel = self.kernels.get(node.name)
+        kernel = self.kernels.get(node.name) or self.scales.get(node.name)
         if kernel is not None:
             return kernel(args)
         wt = self._dense_wt.get(node.name)

@@ -38,7 +38,7 @@ class CheckedNodes:
 
     def run(self, node, args):
         out = self.backend.run(node, args)
-        if node.name in self.backend.kernels:
+        if node.name in self.backend.kernels or node.name in self.backend.scales:
             ref = run_cpu_op(node.op, args, node.attrs)
             assert out.dtype == ref.dtype and (out == ref).all(), node.name
             self.checked.append(node.name)
@@ -58,9 +58,15 @@ def test_resnet_every_compiled_node_is_bit_exact(resnet_int8):
     backend = CpuInt8Kernels(g)
     qconvs = [n.name for n in g.nodes if n.op == "qconv2d"]
     assert len(qconvs) == 19 and set(backend.kernels) == set(qconvs)
+    # the (de)quantize between the float and int8 layers: compiled, reading / writing the float
+    # layers' blocked layout themselves (fuse_int8_borders: no layout_transform beside them)
+    scales = [n for n in g.nodes if n.op in ("quantize", "dequantize")]
+    assert set(backend.scales) == {n.name for n in scales}
+    assert any(n.attrs.get("src_block") for n in scales)
+    assert any(n.attrs.get("dst_block") for n in scales)
     checked = CheckedNodes(backend)
     got = Executor(g, backends={"cpu": checked}).run({"input": x})[0]
-    assert sorted(checked.checked) == sorted(qconvs)
+    assert sorted(checked.checked) == sorted(qconvs + list(backend.scales))
     want = Executor(g, backends={"cpu": NumpyNodes(backend.fallback)}).run({"input": x})[0]
     assert (got[0] == want[0]).all()
 
@@ -122,7 +128,7 @@ def _check_single(path, shape_in, rng, expect_compiled):
     for _ in range(3):
         x = rng.standard_normal(shape_in).astype("float32")
         Executor(cm.graph, backends={"cpu": checked}).run({"input": x})
-    assert len(checked.checked) == 3 * len(expect_compiled)
+    assert len(checked.checked) == 3 * len(expect_compiled) + 3 * len(backend.scales)
 
 
 def test_odd_shaped_grouped_and_dilated_convs(tmp_path, rng):

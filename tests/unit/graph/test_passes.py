@@ -159,5 +159,5 @@ def test_pipeline_is_one_ordered_list_of_named_passes():
     assert names == [
         "fold_constants", "eliminate_identities", "fold_batch_norm", "fuse_operators",
         "remove_dead_code", "quantize_int8", "partition_targets", "place_gpu", "pack_layouts",
-        "alter_cpu_layout", "remove_dead_code", "build_cpu_kernels",
+        "alter_cpu_layout", "fuse_int8_borders", "remove_dead_code", "build_cpu_kernels",
     ]  # fmt: skip
