@@ -192,22 +192,22 @@ def _offset_lanes(data, pads, group: int):
     """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + 128`` of channels
     ``group*k + j``: int32 ``[ceil(C/group), H + t + b, W + l + r]`` (wrapping), pad cells (and
     channels past the input's) ``u = 128`` (x = 0)."""
-    _, c, h, w = data.shape
+    n, c, h, w = data.shape
     t, lft, b, r = pads
     bits = 32 // group
 
-    def f(k, y, x):
+    def f(i, k, y, x):
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
         lane = None
         for j in range(group):
             ch = group * k + j
             ok = inside if c % group == 0 or j == 0 else all_(inside, ch < c)
-            v = cast("int32", data[0, ch, y - t, x - lft]) + U8_OFFSET
+            v = cast("int32", data[i, ch, y - t, x - lft]) + U8_OFFSET
             part = select(ok, v, const(U8_OFFSET))
             lane = part if j == 0 else lane + part * (1 << (bits * j))
         return lane
 
-    return compute((-(-c // group), h + t + b, w + lft + r), f, name="data.lanes")
+    return compute((n, -(-c // group), h + t + b, w + lft + r), f, name="data.lanes")
 
 
 def _requantize(acc, res, p: FusedParams, shift=None, res_shift=None):
@@ -230,13 +230,15 @@ def qconv2d_nchw(
     knobs: Int8ConvKnobs | None = None,
     dilations: tuple[int, int] = (1, 1),
     res_channels: int | None = None,
+    batch: int = 1,
 ):
     """``(sch, [data, weight, bias, (shift, res_shift,) (residual,) out])``: data int8
-    ``[1, C, H, W]``, weight and bias from :func:`pack_qconv`, out int8 ``[1, O, OH, OW]``
+    ``[N, C, H, W]`` (``N = batch``: the images share the threads' tasks, one launch),
+    weight and bias from :func:`pack_qconv`, out int8 ``[N, O, OH, OW]``
     (``params``: shift, clip, residual shift, strides, pads; with per-channel shifts,
     ``params.per_channel``, they are int32 ``[O]`` inputs: ``params.channel_shifts``); ``knobs``
     default: :meth:`Int8ConvKnobs.for_layer`; ``dilations`` (rows, columns) between kernel taps.
-    The residual is ``[1, res_channels, OH, OW]`` (default O): a layer whose O is padded up to
+    The residual is ``[N, res_channels, OH, OW]`` (default O): a layer whose O is padded up to
     the channel tile reads the layer's own channels (the padded outputs read the last one; they
     are not used)."""
     kh, kw = kernel
@@ -249,7 +251,7 @@ def qconv2d_nchw(
             f"oc_block {ob} must divide the {o} output channels, ow_block {owb} be in 1..{ow}"
             " (the output width)"
         )
-    data = placeholder((1, c, h, w), "int8", "data")
+    data = placeholder((batch, c, h, w), "int8", "data")
     group, dot = DOTS[knobs.dot]  # input channels per int32 lane, the op multiplying them
     cg = -(-c // group)
     wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
@@ -260,7 +262,7 @@ def qconv2d_nchw(
         shifts = placeholder((o,), "int32", "shift"), placeholder((o,), "int32", "res_shift")
         args += list(shifts)
     o_res = res_channels or o
-    res = placeholder((1, o_res, oh, ow), "int8", "residual") if residual else None
+    res = placeholder((batch, o_res, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
     u = _offset_lanes(data, params.pads, group)
@@ -273,9 +275,9 @@ def qconv2d_nchw(
         return minimum(x, const(ow - 1)) if ow_pad > ow else x
 
     acc = compute(
-        (o // ob, oh, ow_pad, ob),
-        lambda f, y, x, fi: te_sum(
-            dot(u[rc, y * sh + ry * dh, col(x) * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
+        (batch, o // ob, oh, ow_pad, ob),
+        lambda i, f, y, x, fi: te_sum(
+            dot(u[i, rc, y * sh + ry * dh, col(x) * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
             [rc, ry, rx],
         ),
         name="acc",
@@ -286,20 +288,20 @@ def qconv2d_nchw(
         if res is not None:
             r = res[n, oc if o_res == o else minimum(oc, const(o_res - 1)), y, x]
         per = (shifts[0][oc], shifts[1][oc]) if shifts else ()
-        return _requantize(acc[oc // ob, y, x, oc % ob] + bias[oc], r, params, *per)
+        return _requantize(acc[n, oc // ob, y, x, oc % ob] + bias[oc], r, params, *per)
 
-    out = compute((1, o, oh, ow), out_fn, name="out")
+    out = compute((batch, o, oh, ow), out_fn, name="out")
     s = create_schedule(out)
     s[acc].set_scope("local")
     fo, fi = s[out].split("oc", ob)
     xo, xi = s[out].split("x", owb)
     s[out].reorder("n", fo, "y", xo, xi, fi)
     s[acc].compute_at(s[out], xo)
-    s[acc].reorder("f", "y", "rc", "ry", "rx", "x", "fi")
+    s[acc].reorder("i", "f", "y", "rc", "ry", "rx", "x", "fi")
     lanes = knobs.vector_lanes or ob
     if lanes < ob:
         fv, fl = s[acc].split("fi", lanes)
-        s[acc].reorder("f", "y", "rc", "ry", "rx", "x", fv, fl)
+        s[acc].reorder("i", "f", "y", "rc", "ry", "rx", "x", fv, fl)
         s[acc].unroll(fv)
         fi, fil = s[out].split(fi, lanes)
         s[out].unroll(fi)
@@ -310,8 +312,8 @@ def qconv2d_nchw(
     s[acc].unroll("x")
     s[out].unroll(xi)
     if knobs.parallel:
-        s[out].parallel(s[out].fuse(fo, "y"))
-        s[u].parallel("k")
+        s[out].parallel(s[out].fuse(s[out].fuse("n", fo), "y"))
+        s[u].parallel(s[u].fuse("i", "k"))
     return s, args + [out]
 
 

@@ -134,9 +134,11 @@ class Int8Kernel:
         host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
         layer, weight, bias = int8_layer(node, graph, host)
         self.knobs = layer[7]
-        key = json.dumps([*layer, num_threads, host.key], default=repr)
+        # a batch is one call: its images share the threads' tasks
+        batch = graph.values[node.outputs[0]].shape[0] if node.op == "qconv2d" else 1
+        key = json.dumps([*layer, batch, num_threads, host.key], default=repr)
         if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
-            sch, args = qconv2d_nchw(*layer)
+            sch, args = qconv2d_nchw(*layer, batch=batch)
             _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
         self._set(_MODULES[key], weight, bias, node, graph)
 
@@ -157,32 +159,32 @@ class Int8Kernel:
         self.shapes = [p.shape for p in module.func.params]
         self.out_shape = graph.values[node.outputs[0]].shape
         self.channels = channels
-        # the kernel is built for one image; a conv of batch N runs it on each image in turn
         self.batch = self.out_shape[0] if node.op == "qconv2d" else 1
+        # images per call: the whole batch, or one (an artifact's kernel built for one image)
+        self.per_call = self.shapes[0][0] if node.op == "qconv2d" else 1
         # one output buffer, written every inference (a graph output is returned copied): the
         # next node finds the same array and reuses its bound call
-        self.out = np.empty((self.batch, *self.shapes[-1]), np.int8)
+        self.out = np.empty((self.batch, *self.shapes[-1][1:]), np.int8)
         self.copy_out = node.outputs[0] in graph.outputs
         self._args: tuple = ()
         self._call = None
 
     def _bind(self, args: list[np.ndarray]):
         calls, held = [], []  # held: the arrays the bound calls point into, kept alive
-        for b in range(self.batch):
-            per_image = [a[b : b + 1] if self.batch > 1 else a for a in args]
-            arrays = [per_image[0], self.weight, self.bias, *self.shifts] + per_image[3:]
+        k = self.per_call
+        for b in range(0, self.batch, k):
+            part = [a[b : b + k] if self.batch > k else a for a in args]
+            arrays = (
+                [part[0], self.weight, self.bias, *self.shifts] + part[3:] + [self.out[b : b + k]]
+            )
             ins = [
-                np.ascontiguousarray(a).reshape(s)
-                for a, s in zip(arrays, self.shapes, strict=False)
+                np.ascontiguousarray(a).reshape(s) for a, s in zip(arrays, self.shapes, strict=True)
             ]
             held.append(ins)
-            calls.append(self.module.bind(*ins, self.out[b]))
-        if self.out.shape[2] != self.channels:  # [N, 1, O_pad, ...]: the layer's own channels
-            view = self.out[:, :, : self.channels]
-        else:
-            view = self.out
-        result = view.reshape(self.out_shape)  # a copy when N > 1 and O is padded
-        same = np.shares_memory(result, self.out) and not self.copy_out
+            calls.append(self.module.bind(*ins))
+        view = self.out[:, : self.channels] if self.out.shape[1] != self.channels else self.out
+        result = view.reshape(self.out_shape)
+        same = result.flags.c_contiguous and not self.copy_out
 
         def run(held=held):
             for c in calls:
