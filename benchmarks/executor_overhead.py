@@ -2,8 +2,11 @@
 are not overhead), beside onnxruntime on the same model.
 
 Run: .venv/bin/python benchmarks/executor_overhead.py [--rounds 200] [--threads 1] [--profile]
+     [--target cpu|cpu-int8]
 
-Each model is an ONNX file compiled with ``compile_model(path, "cpu")``. Per inference, the
+Each model is an ONNX file compiled with ``compile_model(path, "cpu")`` (``--target cpu-int8``:
+the int8 graph, its int8 and (de)quantize kernels' bound calls counted as kernels; onnxruntime
+runs the float model). Per inference, the
 median over ``--rounds`` (interleaved, one inference at a time per round, in an order that
 rotates: on more than one thread the first run after another runtime's pays for waking its
 thread pool) of:
@@ -41,6 +44,7 @@ from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.compiler.targets.cpu.kernels import CpuKernels
+from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.executor import Executor
 
@@ -85,9 +89,15 @@ def timed_ms(fn) -> float:
 
 
 def kernel_calls(executor: Executor) -> list:
-    """The bound kernel calls of the executor's CPU backend (after one run)."""
+    """The bound kernel calls of the executor's CPU backend (after one run): a float graph's
+    (``CpuKernels``), or an int8 graph's int8 and (de)quantize kernels and its float layers'."""
     backend = executor.backends["cpu"]
-    return [hit[1] for hit in backend._bound.values() if hit[1] is not None]
+    calls = []
+    if isinstance(backend, CpuInt8Kernels):
+        calls = [c for k in backend.kernels.values() for c in getattr(k, "bound_calls", [])]
+        calls += [k._call for k in getattr(backend, "scales", {}).values() if k._call]
+        backend = backend.fallback
+    return calls + [hit[1] for hit in backend._bound.values() if hit[1] is not None]
 
 
 def run_all(calls) -> None:
@@ -96,22 +106,35 @@ def run_all(calls) -> None:
 
 
 def measure(
-    name: str, model: onnx.ModelProto, rounds: int, threads: int, tmp: Path, profile: bool
+    name: str,
+    model: onnx.ModelProto,
+    rounds: int,
+    threads: int,
+    tmp: Path,
+    profile: bool,
+    target: str = "cpu",
 ) -> dict:
     path = tmp / f"{name.replace(' ', '_')}.onnx"
     onnx.save(model, str(path))
-    cm = compile_model(path, "cpu")
+    cm = compile_model(path, target)
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     feeds = {cm.input_names[0]: x}
-    cpu = {"cpu": CpuKernels(cm.graph, threads)}
+    kind = CpuInt8Kernels if target == "cpu-int8" else CpuKernels
+    cpu = {"cpu": kind(cm.graph, threads)}
     ex = Executor(cm.graph, backends=cpu)
     outs, _ = ex.run(feeds)
     sess = onnxruntime_session(path, threads=threads, spin=False)
     ref = sess.run(None, feeds)[0]
-    err = float(np.abs(outs[0] - ref).max() / max(np.abs(ref).max(), 1e-30))
-    if err > MAX_REL_ERR:
-        raise SystemExit(f"{name}: pyvta differs from onnxruntime by {err:.2e} (> {MAX_REL_ERR})")
+    if target == "cpu-int8":  # int8 differs from float (the kernels' bits: test_cpu_int8_kernels)
+        cos = float((outs[0] * ref).sum() / (np.linalg.norm(outs[0]) * np.linalg.norm(ref)))
+        print(f"{name}: int8 output's cosine to onnxruntime's float {cos:.4f}")
+    else:
+        err = float(np.abs(outs[0] - ref).max() / max(np.abs(ref).max(), 1e-30))
+        if err > MAX_REL_ERR:
+            raise SystemExit(
+                f"{name}: pyvta differs from onnxruntime by {err:.2e} (> {MAX_REL_ERR})"
+            )
     calls = kernel_calls(ex)
     keys = ("run_model", "executor", "new_input", "kernels", "ort")
     times: dict[str, list[float]] = {k: [] for k in keys}
@@ -174,15 +197,32 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--profile", action="store_true", help="cProfile the first model's runs")
+    ap.add_argument(
+        "--target",
+        default="cpu",
+        choices=("cpu", "cpu-int8"),
+        help="compile target (cpu-int8: the int8 graph's executor; onnxruntime runs float)",
+    )
     args = ap.parse_args()
     CLOCK[0] = time.thread_time if args.threads == 1 else time.perf_counter
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for i, (name, build) in enumerate(MODELS.items()):
             rows.append(
-                measure(name, build(), args.rounds, args.threads, Path(d), args.profile and i == 0)
+                measure(
+                    name,
+                    build(),
+                    args.rounds,
+                    args.threads,
+                    Path(d),
+                    args.profile and i == 0,
+                    args.target,
+                )
             )
-    how = f"{args.rounds} rounds, {args.threads} threads, {CLOCK[0].__name__}; ms per inference"
+    how = (
+        f"{args.target}, {args.rounds} rounds, {args.threads} threads, {CLOCK[0].__name__};"
+        " ms per inference"
+    )
     for stat in ("median", "min"):
         print_table([r[stat] for r in rows], f"{stat} of {how}")
 
