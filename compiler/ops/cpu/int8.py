@@ -335,10 +335,12 @@ def qconv2d_grouped_nchw(
     dilations: tuple[int, int] = (1, 1),
     vector_lanes: int = 8,
     parallel: bool = True,
+    batch: int = 1,
 ):
     """``(sch, [data, weight, bias, (residual,) out])`` of a grouped (depthwise: group = C)
-    int8 conv with the same contract as :func:`qconv2d_nchw`: data int8 ``[1, C, H, W]``,
-    weight and bias from :func:`pack_qconv_grouped`, residual and out int8 ``[1, O, OH, OW]``.
+    int8 conv with the same contract as :func:`qconv2d_nchw`: data int8 ``[N, C, H, W]``
+    (``N = batch``, one launch), weight and bias from :func:`pack_qconv_grouped`, residual and
+    out int8 ``[N, O, OH, OW]``.
     Each output channel sums its group's ``C/group`` channels x taps in int32 (wrapping, as
     the contract's accumulator), ``vector_lanes`` output columns at a time (the few channels
     of a group give no channel vector); tasks: output channel x row across threads."""
@@ -349,26 +351,26 @@ def qconv2d_grouped_nchw(
     t, lft, b, r = params.pads
     oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dilations)
     cg, og = c // group, o // group
-    data = placeholder((1, c, h, w), "int8", "data")
+    data = placeholder((batch, c, h, w), "int8", "data")
     wgt = placeholder((o, cg, kh, kw), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
     args = [data, wgt, bias]
-    res = placeholder((1, o, oh, ow), "int8", "residual") if residual else None
+    res = placeholder((batch, o, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
 
-    def pad_fn(ch, y, x):  # int32, zero outside the input (the read clamped into it)
+    def pad_fn(i, ch, y, x):  # int32, zero outside the input (the read clamped into it)
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
         yy = minimum(maximum(y - t, const(0)), const(h - 1))
         xx = minimum(maximum(x - lft, const(0)), const(w - 1))
-        return select(inside, cast("int32", data[0, ch, yy, xx]), const(0))
+        return select(inside, cast("int32", data[i, ch, yy, xx]), const(0))
 
-    dp = compute((c, h + t + b, w + lft + r), pad_fn, name="data.pad")
+    dp = compute((batch, c, h + t + b, w + lft + r), pad_fn, name="data.pad")
     rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     acc = compute(
-        (o, oh, ow),
-        lambda f, y, x: te_sum(
-            dp[(f // og) * cg + rc, y * sh + ry * dh, x * sw + rx * dw] * wgt[f, rc, ry, rx],
+        (batch, o, oh, ow),
+        lambda i, f, y, x: te_sum(
+            dp[i, (f // og) * cg + rc, y * sh + ry * dh, x * sw + rx * dw] * wgt[f, rc, ry, rx],
             [rc, ry, rx],
         ),
         name="acc",
@@ -376,22 +378,22 @@ def qconv2d_grouped_nchw(
 
     def out_fn(n, f, y, x):
         rv = res[n, f, y, x] if res is not None else None
-        return _requantize(acc[f, y, x] + bias[f], rv, params)
+        return _requantize(acc[n, f, y, x] + bias[f], rv, params)
 
-    out = compute((1, o, oh, ow), out_fn, name="out")
+    out = compute((batch, o, oh, ow), out_fn, name="out")
     s = create_schedule(out)
     lanes = min(vector_lanes, ow)
     xo, xi = s[out].split("x", lanes)
     s[out].reorder("n", "f", "y", xo, xi)
     s[acc].set_scope("local")
     s[acc].compute_at(s[out], xo)
-    s[acc].reorder("f", "y", "rc", "ry", "rx", "x")
+    s[acc].reorder("i", "f", "y", "rc", "ry", "rx", "x")
     s[acc].vectorize("x")
     s[out].vectorize(xi)
     s[dp].vectorize("x")
     if parallel:
-        s[out].parallel(s[out].fuse("f", "y"))
-        s[dp].parallel("ch")
+        s[out].parallel(s[out].fuse(s[out].fuse("n", "f"), "y"))
+        s[dp].parallel(s[dp].fuse("i", "ch"))
     return s, args + [out]
 
 

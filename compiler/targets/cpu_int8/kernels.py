@@ -221,11 +221,12 @@ class GroupedInt8Kernel(Int8Kernel):
         residual = len(node.inputs) == 4
         host = CpuTarget.host(num_threads)
         lanes = host.vector_lanes("int32")
-        layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads]
+        batch = graph.values[node.outputs[0]].shape[0]  # one call for the batch
+        layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads, batch]
         key = json.dumps(["grouped"] + layer + [host.key], default=repr)
         if key not in _MODULES:
             sch, args = qconv2d_grouped_nchw(
-                c, h, w, o, kernel, params, group, residual, dil, lanes
+                c, h, w, o, kernel, params, group, residual, dil, lanes, batch=batch
             )
             _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
         self.module = _MODULES[key]

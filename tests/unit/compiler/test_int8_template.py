@@ -16,10 +16,14 @@ from pyvta.compiler.ops.cpu.int8 import (
     Int8TemplateError,
     assembly_for,
     conv_out_hw,
+    dequantize_nchw,
     dot_form,
     dot_isa,
     pack_qconv,
+    pack_qconv_grouped,
+    qconv2d_grouped_nchw,
     qconv2d_nchw,
+    quantize_nchw,
 )
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.vta_ops import FusedParams, wrap_int32
@@ -88,6 +92,75 @@ def test_qconv_per_channel_shifts_equal_the_contract(layer, dot, build, rng):
     ref = run_cpu_op("qconv2d", [x, wt, bias] + ([res] if residual else []), attrs)
     np.testing.assert_array_equal(out, ref)
     assert len(np.unique(attrs["shift"])) > 1
+
+
+@pytest.mark.parametrize("dot", list(DOTS))
+def test_batched_qconv_is_each_image_s_contract(dot, build, rng):
+    """A batch of 3 in one call (images x channel blocks x rows as the threads' tasks), with
+    a residual: each image equals the contract's."""
+    c, h, w, o, kernel, strides, pads, _ = LAYERS[0]
+    attrs = _attrs(strides, pads, rng)
+    x = rng.integers(-128, 128, (3, c, h, w)).astype(np.int8)
+    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
+    oh, ow = conv_out_hw(h, w, kernel, strides, pads)
+    res = rng.integers(-128, 128, (3, o, oh, ow)).astype(np.int8)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot=dot)
+    p = FusedParams.from_attrs(attrs)
+    mod = build(*qconv2d_nchw(c, h, w, o, kernel, p, True, knobs, batch=3), num_threads=2)
+    wp, bp = pack_qconv(wt, bias, knobs.oc_block, dot)
+    out = np.zeros((3, o, oh, ow), np.int8)
+    mod(x, wp, bp, res, out)
+    for b in range(3):
+        ref = run_cpu_op("qconv2d", [x[b : b + 1], wt, bias, res[b : b + 1]], attrs)
+        np.testing.assert_array_equal(out[b : b + 1], ref)
+
+
+def test_batched_depthwise_is_each_image_s_contract(build, rng):
+    c, h, w = 12, 9, 7
+    attrs = {**_attrs((2, 1), (1, 1, 1, 0), rng), "group": c}
+    x = rng.integers(-128, 128, (2, c, h, w)).astype(np.int8)
+    wt = rng.integers(-128, 128, (c, 1, 3, 3)).astype(np.int8)
+    bias = rng.integers(-(2**20), 2**20, c).astype(np.int32)
+    p = FusedParams.from_attrs(attrs)
+    oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
+    mod = build(*qconv2d_grouped_nchw(c, h, w, c, (3, 3), p, c, batch=2), num_threads=2)
+    out = np.zeros((2, c, oh, ow), np.int8)
+    mod(x, *pack_qconv_grouped(wt, bias), out)
+    for b in range(2):
+        np.testing.assert_array_equal(
+            out[b : b + 1], run_cpu_op("qconv2d", [x[b : b + 1], wt, bias], attrs)
+        )
+
+
+@pytest.mark.parametrize("block", [None, 8, 16])
+def test_quantize_and_dequantize_kernels_equal_numpy(block, build, rng):
+    """The compiled (de)quantize (NCHW, or the float layers' blocked NCHW{c}c on the float
+    side; 20 channels: a padded last block) are run_cpu_op's bits, ties rounding to even."""
+    shape, frac = (2, 20, 5, 9), 3
+    x = (rng.standard_normal(shape) * 20).astype(np.float32)
+    x.flat[:6] = np.array([0.5, 1.5, -0.5, -2.5, 1e6, -1e6], np.float32) / 2**frac  # ties, clips
+    attrs = {"frac_bits": frac}
+    if block:
+        attrs.update(src_block=block, channels=shape[1])
+        pad = -shape[1] % block
+        xb = np.pad(x, [(0, 0), (0, pad), (0, 0), (0, 0)])
+        xb = xb.reshape(2, -1, block, 5, 9).transpose(0, 1, 3, 4, 2).copy()
+    else:
+        xb = x
+    q = run_cpu_op("quantize", [xb], attrs)
+    np.testing.assert_array_equal(q, run_cpu_op("quantize", [x], {"frac_bits": frac}))
+    mod = build(*quantize_nchw(shape, frac, block), num_threads=2)
+    out = np.zeros(mod.func.params[-1].shape, np.int8)
+    mod(xb, out)
+    np.testing.assert_array_equal(out.reshape(2, -1, 5, 9)[:, : shape[1]], q)
+    assert list(q.ravel()[:4]) == [0, 2, 0, -2] and list(q.ravel()[4:6]) == [127, -128]
+    dattrs = {"frac_bits": frac, **({"dst_block": block} if block else {})}
+    d = run_cpu_op("dequantize", [q], dattrs)
+    mod = build(*dequantize_nchw(shape, frac, block), num_threads=2)
+    dout = np.full(d.shape, np.nan, np.float32)
+    mod(q, dout)
+    np.testing.assert_array_equal(dout, d)  # padded channels zero in both
 
 
 def test_knobs_tile_the_layer():
