@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.ir import HOST
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,7 +39,7 @@ class Target:
 
     name: str = ""
     summary: str = ""
-    placement: str = "cpu"
+    placement: str = HOST
     quantized: bool = False
     accelerator: bool = False
     devices: tuple[str, ...] = ()
@@ -92,8 +93,8 @@ class Target:
         raise ArtifactError(f"a {self.name!r} model has no accelerator kernels to lower")
 
     def node_backend(self, graph: Graph, vta=None):
-        """The executor's backend for the nodes placed ``self.placement`` when the caller gives
-        none (``vta``: an operator-contract object for accelerator nodes)."""
+        """The host's JIT backend for the nodes placed ``self.placement`` (``compiler.targets.jit``;
+        the runtime's own defaults: ``runtime.executor.default_backend``)."""
         from pyvta.runtime.ir import GraphError
 
         raise GraphError(f"target {self.name!r} has no default node backend")

@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(plan_lines(cm.graph)))
     from pyvta.runtime.ir import HOST
 
-    if cm.spec.placement == HOST:  # every layer on the host CPU
+    if get_target(cm.target).placement == HOST:  # every layer on the host CPU
         from pyvta.compiler.targets.cpu.kernels import numpy_nodes
 
         rest = numpy_nodes(cm.graph)

@@ -11,10 +11,11 @@ features=...)``, not a branch.
 from __future__ import annotations
 
 from pyvta.compiler.targets.base import Target
+from pyvta.runtime.ir import HOST
 
 
 class CpuTarget(Target):
-    placement = "cpu"
+    placement = HOST
     tuner_backend = "llvm"
 
     def __init__(self, name: str = "cpu", features: str | None = None, summary: str = "") -> None:
@@ -41,7 +42,8 @@ class CpuTarget(Target):
         (an int8 model: ``cpu-int8``'s, or the host layers of ``vta``'s), else its compiled
         float kernels."""
         from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
-        from pyvta.compiler.targets.cpu_int8.kernels import has_int8_nodes, int8_backend_for
+        from pyvta.compiler.targets.cpu_int8.kernels import int8_backend_for
+        from pyvta.runtime.int8_kernels import has_int8_nodes
 
         return int8_backend_for(graph) if has_int8_nodes(graph) else cpu_backend_for(graph)
 

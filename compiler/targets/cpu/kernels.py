@@ -1,21 +1,16 @@
-"""Compiled kernels for the graph's ``cpu_*`` ops (``compiler.ops.cpu`` templates, llvmlite).
+"""Compiled kernels for the graph's ``cpu_*`` ops (``compiler.ops.cpu`` templates, llvmlite);
+the backend that runs them is the runtime's (``runtime.cpu_kernels``).
 
 ``alter_cpu_layout`` writes each conv's schedule choice into its node (``attrs["schedule"]``:
 ``{"template": "direct" | "winograd" | "pointwise" | "depthwise", "knobs": {...}}``), so an
 artifact says which schedule every layer runs. :class:`CpuKernels` builds one kernel per node
 before the first inference; ``compiler.build`` caches kernels on disk by their loop IR, so compiling a
 model (``compile_model``) leaves every kernel a later ``pyvta run`` needs in the cache.
-
-It also plans the memory of one inference: every compiled op writes into a buffer of an arena
-that is reused once its value is dead (values that views alias stay alive as long as the
-views; graph outputs are returned as fresh arrays, copied from a buffer of their node's).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import operator
 import os
 import weakref
 from dataclasses import dataclass
@@ -27,36 +22,14 @@ from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pa
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
-from pyvta.runtime import cpu_llvm
-from pyvta.runtime.cpu_ops import run_cpu_op
-from pyvta.runtime.ir import Graph, GraphError, Node
+from pyvta.runtime import cpu_kernels, cpu_llvm
+from pyvta.runtime.cpu_kernels import COMPILED_OPS, VIEW_OPS
+from pyvta.runtime.ir import HOST, Graph, Node
 
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
 
 DENSE_PANEL_VECTORS = 5  # at most this many SIMD vectors of outputs per dense weight panel
 DENSE_SMALL_BLOCKS = (4, 2, 1)  # panels of outputs that no whole vector divides
-VIEW_OPS = ("reshape", "flatten", "identity")  # numpy ops whose output may alias their input
-COMPILED_OPS = (
-    "cpu_conv2d",
-    "cpu_max_pool",
-    "cpu_avg_pool",
-    "cpu_global_avg_pool",
-    "cpu_concat",
-    "cpu_dense",
-    "cpu_elementwise",
-    "cpu_softmax",
-    "layout_transform",
-)
-# ops whose kernels are built for one image: a batch of N runs the kernel on each image in turn
-# (every input that is not a constant, and the output, have the batch as their first axis)
-PER_IMAGE_OPS = (
-    "cpu_conv2d",
-    "cpu_max_pool",
-    "cpu_avg_pool",
-    "cpu_global_avg_pool",
-    "cpu_concat",
-    "layout_transform",
-)
 
 
 @dataclass(frozen=True)
@@ -318,11 +291,11 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
 def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
     """``(node, op, why)`` of each ``cpu`` node that runs numpy (``run_cpu_op``), not a compiled
     kernel: neither a compiled float op, a view (reshape, flatten), nor a compiled int8 node."""
-    from pyvta.compiler.targets.cpu_int8.kernels import INT8_OPS, compiled_int8
+    from pyvta.runtime.int8_kernels import INT8_OPS, compiled_int8
 
     out = []
     for n in graph.nodes:
-        if n.target != "cpu" or n.op in COMPILED_OPS or n.op in VIEW_OPS:
+        if n.target != HOST or n.op in COMPILED_OPS or n.op in VIEW_OPS:
             continue
         if n.op in INT8_OPS and compiled_int8(n, graph):
             continue
@@ -364,144 +337,23 @@ def node_module(node: Node, in_shapes, num_threads: int):
     return mod
 
 
-class CpuKernels:
-    """The "cpu" backend of a graph: compiled ``cpu_*`` nodes on preplanned buffers, numpy
-    (``cpu_ops``) for the rest. Builds every kernel when constructed."""
+class CpuKernels(cpu_kernels.CpuKernels):
+    """The "cpu" backend of a graph (``runtime.cpu_kernels.CpuKernels``) with the kernels of
+    its compiled nodes built here when constructed (the JIT, or the disk cache), but those
+    given in ``modules``; without llvmlite none is built (the runtime refuses the graph)."""
 
     def __init__(
         self, graph: Graph, num_threads: int | None = None, modules: dict | None = None
     ) -> None:
-        """``modules``: the compiled nodes' kernels, already built (node name -> a kernel
-        called as ``Module`` is: an artifact's shared object, ``cpu_code.CpuCode.load``)."""
-        self.graph = graph
         threads = num_threads or os.cpu_count() or 1
-        self.modules: dict[str, object] = dict(modules or {})
-        compiled = [n for n in graph.nodes if n.op in COMPILED_OPS and n.target == "cpu"]
-        compiled = [n for n in compiled if n.name not in self.modules]
-        if compiled and not cpu_llvm.have_llvmlite():
-            raise GraphError(
-                f"{len(compiled)} nodes of this graph (e.g. {compiled[0].name!r}, {compiled[0].op})"
-                " are compiled CPU kernels, which need llvmlite (pyvta[host]); without it (a"
-                " board's runtime) run artifacts compiled for vta, whose CPU layers are numpy"
-            )
-        # node -> (images, which inputs are per image): a batch runs its one-image kernel N times
-        self._per_image: dict[str, tuple[int, list[bool]]] = {}
-        for n in compiled:
-            shapes = [graph.values[i].shape for i in n.inputs]
-            batch = graph.values[n.outputs[0]].shape[0] if n.op in PER_IMAGE_OPS else 1
-            if batch > 1:
-                per_image = [i not in graph.constants for i in n.inputs]
-                self._per_image[n.name] = (batch, per_image)
-                shapes = [(1, *s[1:]) if p else s for s, p in zip(shapes, per_image, strict=True)]
-            self.modules[n.name] = node_module(n, shapes, threads)
-        self.slots, self._arena = plan_memory(graph, set(self.modules))
-        # node -> (the args it last ran on, its bound kernel call or None, its output, whether
-        # that is returned as is): a node given the same arrays again (arena views, constants)
-        # reuses the checked call; a graph output is computed into a buffer of its node's
-        # (``_own``) and copied out (a fresh array per run, without binding the call again)
-        self._bound: dict[str, tuple[tuple, object, np.ndarray, bool]] = {}
-        self._own: dict[str, np.ndarray] = {}
-        # value -> its arena view: a new input array rebinds the nodes that read it, and no more
-        # (a new view per rebinding made every node after it rebind, ~10 us each, every run)
-        self._views: dict[str, np.ndarray] = {}
-
-    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
-        hit = self._bound.get(node.name)
-        if hit is not None:
-            prev, call, out, as_is = hit
-            if len(prev) == len(args) and all(map(operator.is_, prev, args)):
-                if call is not None:
-                    call()
-                return out if as_is else out.copy()
-        mod = self.modules.get(node.name)
-        if mod is None:
-            out = run_cpu_op(node.op, args, node.attrs)
-            if node.op in VIEW_OPS and np.shares_memory(out, args[0]):
-                self._bound[node.name] = (tuple(args), None, out, True)  # the same view next time
-            return out
-        v = self.graph.values[node.outputs[0]]
-        slot = self.slots.get(v.name)
-        if slot is None:  # a graph output: computed into the node's own buffer, returned copied
-            out = self._own.get(v.name)
-            if out is None:
-                from pyvta.runtime.arrays import aligned_empty
-
-                out = self._own[v.name] = aligned_empty(v.shape, v.dtype)
-        else:  # the same view object every run, so the nodes reading it find their calls bound
-            out = self._views.get(v.name)
-            if out is None:
-                out = self._views[v.name] = self._arena[slot][: math.prod(v.shape)].reshape(v.shape)
-        call = self._bind(node, mod, args, out)
-        call()
-        if all(a.flags.c_contiguous for a in args):  # no copies bound
-            self._bound[node.name] = (tuple(args), call, out, slot is not None)
-        return out if slot is not None else out.copy()
-
-    def _bind(self, node: Node, mod, args: list[np.ndarray], out: np.ndarray):
-        """The kernel's call on ``args`` and ``out``: one call, or one per image of a batch."""
-        params = mod.func.params
-        per_image = self._per_image.get(node.name)
-        if per_image is None:
-            arrays = zip(args + [out], params, strict=True)  # elementwise: flat arrays
-            return mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
-        batch, sliced = per_image
-        calls = []
-        for b in range(batch):
-            arrays = [a[b : b + 1] if cut else a for a, cut in zip(args, sliced, strict=True)]
-            arrays.append(out[b : b + 1])
-            calls.append(
-                mod.bind(
-                    *[np.ascontiguousarray(a).reshape(p.shape)
-                      for a, p in zip(arrays, params, strict=True)]
-                )
-            )  # fmt: skip
-
-        def run_images():
-            for c in calls:
-                c()
-
-        return run_images
-
-
-def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[np.ndarray]]:
-    """Arena slots for the outputs of the ``compiled`` nodes: value name -> slot index, and
-    the slots (float32, 64-byte aligned). A slot is reused once every reader of its value (and
-    of the views of it) has run; graph outputs and their aliases get no slot."""
-    if not compiled:
-        return {}, []
-    from pyvta.runtime.arrays import aligned_empty
-
-    root: dict[str, str] = {}
-    for n in graph.nodes:
-        for o in n.outputs:
-            root[o] = root.get(n.inputs[0], n.inputs[0]) if n.op in VIEW_OPS else o
-    last: dict[str, int] = {}
-    for i, n in enumerate(graph.nodes):
-        for name in n.inputs:
-            last[root.get(name, name)] = i
-    pinned = {root.get(o, o) for o in graph.outputs}
-    free: list[tuple[int, int]] = []  # (elements, slot)
-    sizes: list[int] = []
-    slots: dict[str, int] = {}
-    ends: dict[int, list[int]] = {}
-    for i, n in enumerate(graph.nodes):
-        if n.name in compiled:
-            v = graph.values[n.outputs[0]]
-            if v.dtype == "float32" and v.name not in pinned:
-                elems = int(np.prod(v.shape))
-                fit = [f for f in free if f[0] >= elems]
-                if fit:
-                    best = min(fit)
-                    free.remove(best)
-                    slot = best[1]
-                else:
-                    slot = len(sizes)
-                    sizes.append(elems)
-                slots[v.name] = slot
-                ends.setdefault(last.get(v.name, i), []).append(slot)
-        for slot in ends.pop(i, []):
-            free.append((sizes[slot], slot))
-    return slots, [aligned_empty((s,), "float32") for s in sizes]
+        modules = dict(modules or {})
+        if cpu_llvm.have_llvmlite():
+            for n in cpu_kernels.compiled_nodes(graph):
+                if n.name not in modules:
+                    modules[n.name] = node_module(
+                        n, cpu_kernels.kernel_shapes(graph, n)[0], threads
+                    )
+        super().__init__(graph, modules)
 
 
 _BACKENDS: dict[int, tuple[weakref.ref, CpuKernels]] = {}

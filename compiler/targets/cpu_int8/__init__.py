@@ -7,12 +7,13 @@ executor runs them through the ``cpu`` target's node backend."""
 from __future__ import annotations
 
 from pyvta.compiler.targets.base import Target
+from pyvta.runtime.ir import HOST
 
 
 class CpuInt8Target(Target):
     name = "cpu-int8"
     summary = "int8 (calibrated), every layer on the host CPU with the accelerator's arithmetic"
-    placement = "cpu"
+    placement = HOST
     quantized = True
     compile_options = frozenset({"calibration"})
 

@@ -6,10 +6,10 @@ follows the compiler's CPU target (``CpuTarget.host``, which ``PYVTA_CPU_FEATURE
 its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
-constructed (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
+constructed (the backend that runs them is the runtime's, ``runtime.int8_kernels``) (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
 kernels are in the disk cache before the first inference). Grouped convs of up to
 ``MAX_DENSE_GROUPS`` groups run as one conv of block-diagonal weights, more (depthwise) on
-:class:`GroupedInt8Kernel`; a batch runs one image at a time; output channels that no vector
+:func:`build_grouped_int8_kernel`; a batch runs one image at a time; output channels that no vector
 divides are padded with zero weights. Nodes it does not compile (batched dense, every other op)
 run on the graph's float CPU backend (compiled float kernels for its float layers, numpy for
 the rest); a float ``dense`` with constant weights (the classifier) has its weights transposed
@@ -24,28 +24,18 @@ import weakref
 
 import numpy as np
 
-from pyvta.runtime import cpu_llvm
-from pyvta.runtime.ir import Graph, Node
+from pyvta.runtime import cpu_llvm, int8_kernels
+from pyvta.runtime.int8_kernels import (
+    Int8Kernel,
+    compiled_int8,
+    conv_view,
+    padded_channels,
+)
+from pyvta.runtime.ir import HOST, Graph, Node
 from pyvta.runtime.vta_ops import FusedParams
 
-INT8_OPS = ("qconv2d", "qdense")
-
-
 MAX_DENSE_GROUPS = 8  # up to this many groups: one conv of block-diagonal weights (group x the
-# work, on the fast dot-product template); more (depthwise): GroupedInt8Kernel
-OC_PAD = 8  # output channels are padded to a multiple of this (a whole int32 vector of AVX2)
-
-
-def compiled_int8(node: Node, graph: Graph) -> bool:
-    """Whether ``node`` runs on a compiled int8 kernel: a ``cpu`` ``qconv2d`` (any group,
-    dilation and batch), or a ``qdense`` of one row, with constant weights and bias."""
-    if node.target != "cpu" or node.op not in INT8_OPS:
-        return False
-    if not all(i in graph.constants for i in node.inputs[1:3]):
-        return False
-    if node.op == "qdense":
-        return graph.values[node.inputs[0]].shape[0] == 1
-    return True
+# work, on the fast dot-product template); more (depthwise): build_grouped_int8_kernel
 
 
 def conv_weights(node: Node, graph: Graph) -> np.ndarray:
@@ -58,25 +48,7 @@ def conv_weights(node: Node, graph: Graph) -> np.ndarray:
     return dense_group_weights(w, group) if group > 1 else w
 
 
-def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple], FusedParams]:
-    """``((C, H, W, O, kernel), params)`` of a compiled node; a ``qdense`` is a 1x1 conv of a
-    1x1 image with ``K`` channels."""
-    w = graph.constants[node.inputs[1]]
-    params = FusedParams.from_attrs(node.attrs)
-    if node.op == "qdense":
-        return (w.shape[1], 1, 1, w.shape[0], (1, 1)), FusedParams(
-            params.shift, params.clip_lo, params.clip_hi, params.res_shift
-        )
-    _, c, h, wd = graph.values[node.inputs[0]].shape
-    return (c, h, wd, w.shape[0], tuple(w.shape[2:])), params
-
-
 _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
-
-
-def padded_channels(o: int) -> int:
-    """The output channels a compiled kernel computes: ``o`` padded up to ``OC_PAD``."""
-    return -(-o // OC_PAD) * OC_PAD
 
 
 def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.ndarray]:
@@ -112,144 +84,76 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     return (c, h, w, o_pad, kernel, params, residual, knobs, dil, o), weight, bias
 
 
-def node_channel_shifts(node: Node, graph: Graph) -> list[np.ndarray]:
-    """A node's per-channel shifts (its kernel's two int32 ``[O_pad]`` inputs after the bias,
-    0 for the padded channels), or none when the node has one shift per layer."""
-    (_, _, _, o, _), params = conv_view(node, graph)
-    if not params.per_channel:
-        return []
-    pad = padded_channels(o) - o
-    return [np.pad(np.asarray(v, np.int32), (0, pad)) for v in params.channel_shifts(o)]
+def build_int8_kernel(node: Node, graph: Graph, num_threads: int) -> Int8Kernel:
+    """The :class:`~runtime.int8_kernels.Int8Kernel` of a compiled node for this host (the JIT,
+    or the disk cache), its weight and bias packed for the host's tile."""
+    from pyvta import compiler
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
+
+    host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
+    layer, weight, bias = int8_layer(node, graph, host)
+    key = json.dumps([*layer, num_threads, host.key], default=repr)
+    if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
+        sch, args = qconv2d_nchw(*layer)
+        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+    kernel = Int8Kernel(_MODULES[key], weight, bias, node, graph)
+    kernel.knobs = layer[7]
+    return kernel
 
 
-class Int8Kernel:
-    """One compiled node: its module, packed weight and corrected bias."""
-
-    def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:
-        from pyvta import compiler
-        from pyvta.compiler.backend.llvm import CpuTarget
-        from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
-
-        host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
-        layer, weight, bias = int8_layer(node, graph, host)
-        self.knobs = layer[7]
-        key = json.dumps([*layer, num_threads, host.key], default=repr)
-        if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
-            sch, args = qconv2d_nchw(*layer)
-            _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
-        self._set(_MODULES[key], weight, bias, node, graph)
-
-    @classmethod
-    def loaded(cls, module, weight, bias, node: Node, graph: Graph) -> Int8Kernel:
-        """A kernel already built (an artifact's shared object: ``cpu_code.SharedKernel``) with
-        the weight and bias packed for it (``int8_layer``)."""
-        kernel = cls.__new__(cls)
-        kernel._set(module, weight, bias, node, graph)
-        return kernel
-
-    def _set(self, module, weight, bias, node: Node, graph: Graph) -> None:
-        self.module, self.weight, self.bias = module, weight, bias
-        self.shifts = node_channel_shifts(node, graph)  # per-channel: int32 inputs after the bias
-        self.shapes = [p.shape for p in module.func.params]
-        self.out_shape = graph.values[node.outputs[0]].shape
-        self.channels = conv_view(node, graph)[0][3]
-        # the kernel is built for one image; a conv of batch N runs it on each image in turn
-        self.batch = self.out_shape[0] if node.op == "qconv2d" else 1
-
-    def __call__(self, args: list[np.ndarray]) -> np.ndarray:
-        out = np.empty((self.batch, *self.shapes[-1]), np.int8)
-        for b in range(self.batch):
-            per_image = [a[b : b + 1] if self.batch > 1 else a for a in args]
-            arrays = [per_image[0], self.weight, self.bias, *self.shifts] + per_image[3:]
-            ins = [
-                np.ascontiguousarray(a).reshape(s)
-                for a, s in zip(arrays, self.shapes, strict=False)
-            ]
-            self.module(*ins, out[b])
-        if out.shape[2] != self.channels:  # [N, 1, O_pad, ...]: the layer's own channels
-            out = out[:, :, : self.channels]
-        return out.reshape(self.out_shape)
-
-
-class GroupedInt8Kernel(Int8Kernel):
+def build_grouped_int8_kernel(node: Node, graph: Graph, num_threads: int) -> Int8Kernel:
     """A ``qconv2d`` of more than ``MAX_DENSE_GROUPS`` groups (depthwise): each output channel
-    sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same contract."""
+    sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same contract; one
+    shift per layer (per-channel grouped convs run :func:`build_int8_kernel`'s)."""
+    from pyvta import compiler
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.int8 import pack_qconv_grouped, qconv2d_grouped_nchw
 
-    def __init__(self, node: Node, graph: Graph, num_threads: int) -> None:  # noqa: D107
-        from pyvta import compiler
-        from pyvta.compiler.backend.llvm import CpuTarget
-        from pyvta.compiler.ops.cpu.int8 import pack_qconv_grouped, qconv2d_grouped_nchw
-
-        params = FusedParams.from_attrs(node.attrs)
-        _, c, h, w = graph.values[node.inputs[0]].shape
-        wt = graph.constants[node.inputs[1]]
-        o, kernel, group = wt.shape[0], tuple(wt.shape[2:]), node.attrs["group"]
-        dil = tuple(node.attrs.get("dilations", (1, 1)))
-        residual = len(node.inputs) == 4
-        host = CpuTarget.host(num_threads)
-        lanes = host.vector_lanes("int32")
-        layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads]
-        key = json.dumps(["grouped"] + layer + [host.key], default=repr)
-        if key not in _MODULES:
-            sch, args = qconv2d_grouped_nchw(
-                c, h, w, o, kernel, params, group, residual, dil, lanes
-            )
-            _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
-        self.module = _MODULES[key]
-        self.weight, self.bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
-        self.shapes = [p.shape for p in self.module.func.params]
-        self.out_shape = graph.values[node.outputs[0]].shape
-        self.channels = o
-        self.batch = self.out_shape[0]
-        self.shifts = []  # one shift per layer (per-channel grouped convs run Int8Kernel)
+    params = FusedParams.from_attrs(node.attrs)
+    _, c, h, w = graph.values[node.inputs[0]].shape
+    wt = graph.constants[node.inputs[1]]
+    o, kernel, group = wt.shape[0], tuple(wt.shape[2:]), node.attrs["group"]
+    dil = tuple(node.attrs.get("dilations", (1, 1)))
+    residual = len(node.inputs) == 4
+    host = CpuTarget.host(num_threads)
+    lanes = host.vector_lanes("int32")
+    layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads]
+    key = json.dumps(["grouped"] + layer + [host.key], default=repr)
+    if key not in _MODULES:
+        sch, args = qconv2d_grouped_nchw(c, h, w, o, kernel, params, group, residual, dil, lanes)
+        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+    weight, bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
+    return Int8Kernel(_MODULES[key], weight, bias, node, graph)
 
 
-class CpuInt8Kernels:
-    """The ``"cpu"`` backend of an int8 graph: compiled kernels for the nodes
-    :func:`compiled_int8` accepts, ``fallback`` (default: the graph's float CPU backend, numpy
-    for these graphs) for the rest. Builds every kernel when constructed."""
+class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
+    """The ``"cpu"`` backend of an int8 graph (``runtime.int8_kernels.CpuInt8Kernels``) with
+    the kernels of the nodes :func:`compiled_int8` accepts built here when constructed (none
+    without llvmlite, or when ``kernels`` are given: the numpy reference computes the same
+    bits); ``fallback`` default: the graph's float CPU backend built here."""
 
     def __init__(
         self, graph: Graph, num_threads: int | None = None, fallback=None, kernels=None
     ) -> None:
-        """``kernels``: the compiled nodes' kernels, already built (node name ->
-        ``Int8Kernel``, e.g. ``Int8Kernel.loaded`` from an artifact's shared object)."""
         from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
 
-        self.graph = graph
-        self.fallback = fallback if fallback is not None else cpu_backend_for(graph)
-        threads = num_threads or os.cpu_count() or 1
-        self.kernels: dict[str, Int8Kernel] = dict(kernels or {})
-        self._dense_wt: dict[str, np.ndarray] = {}  # float dense node -> its weights, transposed
-        if kernels is not None or not cpu_llvm.have_llvmlite():
-            return  # a board's runtime: the numpy kernels compute the same bits
-        for n in graph.nodes:
-            if compiled_int8(n, graph):
-                grouped = (
-                    n.op == "qconv2d"
-                    and n.attrs.get("group", 1) > MAX_DENSE_GROUPS
-                    and not FusedParams.from_attrs(n.attrs).per_channel
-                )
-                kind = GroupedInt8Kernel if grouped else Int8Kernel
-                self.kernels[n.name] = kind(n, graph, threads)
-            elif n.op == "dense" and n.target == "cpu" and n.inputs[1] in graph.constants:
-                self._dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
-
-    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
-        kernel = self.kernels.get(node.name)
-        if kernel is not None:
-            return kernel(args)
-        wt = self._dense_wt.get(node.name)
-        if wt is not None:
-            from pyvta.runtime.cpu_ops import dense_transposed
-
-            return dense_transposed(args[0], wt, args[2:], node.attrs)
-        return self.fallback.run(node, args)
-
-
-def has_int8_nodes(graph: Graph) -> bool:
-    """Whether any ``cpu`` node of ``graph`` is a quantized conv / dense."""
-    return any(n.op in INT8_OPS and n.target == "cpu" for n in graph.nodes)
+        fallback = fallback if fallback is not None else cpu_backend_for(graph)
+        built, dense_wt = dict(kernels or {}), {}
+        if kernels is None and cpu_llvm.have_llvmlite():
+            threads = num_threads or os.cpu_count() or 1
+            for n in graph.nodes:
+                if compiled_int8(n, graph):
+                    grouped = (
+                        n.op == "qconv2d"
+                        and n.attrs.get("group", 1) > MAX_DENSE_GROUPS
+                        and not FusedParams.from_attrs(n.attrs).per_channel
+                    )
+                    build = build_grouped_int8_kernel if grouped else build_int8_kernel
+                    built[n.name] = build(n, graph, threads)
+                elif n.op == "dense" and n.target == HOST and n.inputs[1] in graph.constants:
+                    dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
+        super().__init__(graph, fallback, built, dense_wt)
 
 
 _BACKENDS: dict[int, tuple[weakref.ref, CpuInt8Kernels]] = {}

@@ -21,11 +21,12 @@ kernels as CPU loop IR, llvmlite) and :class:`DeviceGpu` (the PTX on an NVIDIA G
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.compiled_model import GpuKernel
 from pyvta.runtime.ir import Graph, GraphError, Node
 
 VIEW_OPS = ("reshape", "flatten", "identity")
@@ -34,16 +35,6 @@ GPU_DEVICES = ("cuda", "cuda-emulated")  # what runs a "gpu" node: the GPU, or i
 
 class GpuUnavailableError(PyvtaError, RuntimeError):
     """The real-GPU backend was asked for where ``cuInit`` (or cuda-bindings) fails."""
-
-
-@dataclass(frozen=True)
-class GpuKernel:
-    """One node's compiled code: PTX text (one ``.entry`` per kernel) for ``arch`` and its
-    launch plan (``backend.cuda.launch``)."""
-
-    ptx: str
-    plan: dict
-    arch: str
 
 
 # -- default schedules -----------------------------------------------------------------------

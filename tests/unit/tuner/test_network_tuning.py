@@ -4,7 +4,7 @@ run; tuned configs are applied per layer and keep the result bit exact."""
 import numpy as np
 import pytest
 
-from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.backend.vta.graph_backend import accelerator_for
 from pyvta.compiler.backend.vta.operator import VtaConv2d
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
@@ -31,7 +31,7 @@ def _input(cm):
 
 def test_collected_layers_are_the_layers_that_run(small_net):
     layers = network_layers(small_net)
-    acc = AcceleratorBackend.for_graph(small_net.graph, SimDevice())
+    acc = accelerator_for(small_net.graph, SimDevice())
     run_model(small_net, _input(small_net), backends={"vta": acc})
     ran = {}
     for op in acc._ops.values():  # the conv/dense kernels (pools and the fused stem + pool
@@ -54,7 +54,7 @@ def test_tuned_configs_are_applied_and_exact(small_net, tmp_path):
     assert best_cycles(log, layers) == pytest.approx(summary.cycles("tuned"))
 
     x = _input(small_net)
-    tuned = AcceleratorBackend.for_graph(small_net.graph, SimDevice(), configs=configs)
+    tuned = accelerator_for(small_net.graph, SimDevice(), configs=configs)
     (out,), _ = run_model(small_net, x, backends={"vta": tuned})
     (ref,), _ = run_model(small_net, x)  # the golden integer model on the CPU
     assert np.array_equal(out, ref)
