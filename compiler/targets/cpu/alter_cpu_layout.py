@@ -2,7 +2,7 @@
 (TVM's AlterOpLayout): the compiled CPU ops read and write ``[N, ceil(C/c), H, W, c]`` from the
 first conv to the global pool, and layouts change only at the network's borders.
 
-Rewrites (float32, ``target == "cpu"``, any batch; anything else is left alone):
+Rewrites (float32, ``target == HOST``, any batch; anything else is left alone):
 
 - ``conv2d`` -> ``cpu_conv2d`` with its weights transformed for the chosen template (direct
   NCHWc, Winograd, pointwise or depthwise) and the schedule choice in ``attrs["schedule"]``
@@ -33,7 +33,7 @@ import numpy as np
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.compiler.ops.cpu.nchwc import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
-from pyvta.runtime.ir import Graph, Node
+from pyvta.runtime.ir import HOST, Graph, Node
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
@@ -252,7 +252,7 @@ def alter_cpu_layout(graph: Graph, options) -> Graph:
     for n in g.nodes:
         done = False
         em.names.discard(n.name)  # a rewritten node keeps its name
-        if n.target == "cpu":
+        if n.target == HOST:
             if n.op == "conv2d":
                 done = _conv(g, n, lay, tuned)
             elif n.op in ("max_pool", "avg_pool", "global_avg_pool"):
