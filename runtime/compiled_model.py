@@ -90,7 +90,7 @@ class CompiledModel:
         same = last and last[0] == names and len(last[1]) == len(objs)
         if same and all(map(operator.is_, last[1], objs)):
             return last[2]
-        ex = Executor(self.graph, vta, backends)
+        ex = Executor(self.graph, vta, backends, compiled_for=self.target)
         last[:] = [names, objs, ex]
         return ex
 
@@ -125,7 +125,7 @@ class CompiledModel:
             else:
                 if code is not None:
                     _other_cpu(code, self.graph)
-                backend = host_backend(self.graph)
+                backend = host_backend(self.graph, self.target)
             self._cpu_backend.append(backend)
         return self._cpu_backend[0]
 

@@ -138,11 +138,12 @@ def plan_frees(graph: Graph) -> list[list[str]]:
     return frees
 
 
-def host_backend(graph: Graph) -> NodeBackend:
-    """The host nodes' backend: the JIT's (``runtime.jit``: kernels built here) where the graph
-    has compiled nodes and llvmlite is here; else the runtime's own, numpy for every node that is
-    not compiled (an int8 graph's quantized convs included: the same bits), refusing a compiled
-    float node (it needs its code)."""
+def host_backend(graph: Graph, target: str | None = None) -> NodeBackend:
+    """The host nodes' backend: the JIT's (``runtime.jit``: kernels built here for the compile
+    ``target``'s CPU features, default the host's) where the graph has compiled nodes and
+    llvmlite is here; else the runtime's own, numpy for every node that is not compiled (an int8
+    graph's quantized convs included: the same bits), refusing a compiled float node (it needs
+    its code)."""
     from pyvta.runtime import cpu_llvm
     from pyvta.runtime.cpu_kernels import CpuKernels, compiled_nodes
     from pyvta.runtime.int8_kernels import CpuInt8Kernels, compiled_int8, has_int8_nodes
@@ -151,21 +152,21 @@ def host_backend(graph: Graph) -> NodeBackend:
     if compiled and cpu_llvm.have_llvmlite():
         from pyvta.runtime.jit import jit
 
-        return jit().host_backend(graph)
+        return jit().host_backend(graph, target)
     return CpuInt8Kernels(graph) if has_int8_nodes(graph) else CpuKernels(graph)
 
 
-def _host_backend(graph: Graph, vta: VtaBackend | None) -> NodeBackend:
-    return host_backend(graph)
+def _host_backend(graph: Graph, vta: VtaBackend | None, compiled_for: str | None) -> NodeBackend:
+    return host_backend(graph, compiled_for)
 
 
-def _accelerator_backend(graph: Graph, vta: VtaBackend | None) -> NodeBackend:
+def _accelerator_backend(graph: Graph, vta: VtaBackend | None, compiled_for=None) -> NodeBackend:
     from pyvta.runtime.vta_ops import GoldenVta
 
     return ContractNodes(vta if vta is not None else GoldenVta())
 
 
-def _gpu_backend(graph: Graph, vta: VtaBackend | None) -> NodeBackend:
+def _gpu_backend(graph: Graph, vta: VtaBackend | None, compiled_for=None) -> NodeBackend:
     from pyvta.runtime.jit import jit
 
     return jit().gpu_backend(graph, "cuda")
@@ -178,21 +179,25 @@ DEFAULT_BACKENDS = {
 }
 
 
-def default_backend(target: str, graph: Graph, vta: VtaBackend | None = None) -> NodeBackend:
+def default_backend(
+    target: str, graph: Graph, vta: VtaBackend | None = None, compiled_for: str | None = None
+) -> NodeBackend:
     """The backend of the nodes placed ``target`` when the caller gives none
-    (``DEFAULT_BACKENDS``): host nodes :func:`host_backend`'s; accelerator nodes the operator
-    contract ``vta``, default the golden model; GPU nodes the graph's kernels on the GPU."""
+    (``DEFAULT_BACKENDS``): host nodes :func:`host_backend`'s (for the CPU of the compile target
+    ``compiled_for``); accelerator nodes the operator contract ``vta``, default the golden
+    model; GPU nodes the graph's kernels on the GPU."""
     make = DEFAULT_BACKENDS.get(target)
     if make is None:
         raise GraphError(f"no backend for nodes placed {target!r} (allowed: {', '.join(TARGETS)})")
-    return make(graph, vta)
+    return make(graph, vta, compiled_for)
 
 
 class Executor:
     """Runs ``graph``; ``backends`` maps each node target to its backend (default:
     :func:`default_backend` for the targets not given); ``vta`` is shorthand for an operator-contract ``"vta"`` backend.
     ``clock`` times each node (seconds; e.g. ``time.thread_time`` for the calling thread's CPU
-    time on a loaded machine)."""
+    time on a loaded machine); ``compiled_for``: the compile target's name (its host kernels'
+    CPU features), for the default host backend."""
 
     def __init__(
         self,
@@ -200,12 +205,13 @@ class Executor:
         vta: VtaBackend | None = None,
         backends: Mapping[str, NodeBackend] | None = None,
         clock=time.perf_counter,
+        compiled_for: str | None = None,
     ) -> None:
         self.graph = graph
         self.clock = clock
         self.backends = dict(backends or {})
         for target in sorted({n.target for n in graph.nodes} - set(self.backends)):
-            self.backends[target] = default_backend(target, graph, vta)  # only what is not given
+            self.backends[target] = default_backend(target, graph, vta, compiled_for)  # not given
         self._frees = plan_frees(graph)
         # an int8 model's inputs: NaN/Inf in them would be clipped into int8 values somewhere
         int8 = any(n.op == "quantize" for n in graph.nodes)

@@ -79,7 +79,7 @@ def compile_model(
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
     options = options_for(
-        spec.name,
+        spec,
         samples,
         keep_float,
         cpu_schedules,

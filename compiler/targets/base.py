@@ -35,7 +35,9 @@ class Target:
     (``driver.open`` names, or the GPU's), the first the default; ``compile_options``: the
     compile options of a command line that apply to it (``config``, ``search``, ``tuning_log``,
     ``calibration``); ``tuner_backend``: the tuner's backend (a template's ``target``) of its
-    operators (None: the device's, or none)."""
+    operators (None: the device's, or none); ``features``: the x86 feature level
+    (``pyvta.host_cpu.X86_LEVELS``) its host CPU kernels are generated for (None: the host's own,
+    or ``$PYVTA_CPU_FEATURES``)."""
 
     name: str = ""
     summary: str = ""
@@ -45,6 +47,7 @@ class Target:
     devices: tuple[str, ...] = ()
     compile_options: frozenset[str] = frozenset()
     tuner_backend: str | None = None
+    features: str | None = None  # the x86 feature level of its host kernels (None: the host's)
 
     @property
     def default_device(self) -> str | None:
@@ -74,7 +77,10 @@ class Target:
             )
         block = layout.BLOCK_ELEMS if block is None else block
         return PipelineOptions(
-            QuantConfig(list(samples), keep_float, int8_pools=int8_pools), block=block, **flags
+            QuantConfig(list(samples), keep_float, int8_pools=int8_pools),
+            block=block,
+            cpu_features=self.features,
+            **flags,
         )
 
     def supports(self, node: Node) -> str | None:

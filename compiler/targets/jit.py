@@ -4,18 +4,30 @@ for graphs whose compiled nodes have no code for this machine in their artifact.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyvta.runtime.ir import Graph
+
+if TYPE_CHECKING:
+    from pyvta.compiler.targets.base import Target
 
 _GEMMS: dict[tuple[int, int, int], tuple[object, int]] = {}  # (M, N, K) -> kernel, N padded
 
 
-def host_backend(graph: Graph):
-    """The executor's ``"cpu"`` backend of ``graph`` with its kernels built here (the ``cpu``
-    target's node backend: compiled int8 kernels where it has quantized host nodes, compiled
-    float kernels for its ``cpu_*`` nodes)."""
-    from pyvta.compiler.targets.cpu import TARGET
+def host_backend(graph: Graph, target: str | Target | None = None):
+    """The executor's ``"cpu"`` backend of ``graph`` with its kernels built here for the x86
+    feature level of the compile ``target`` (a name or a Target; its ``features``; None: the
+    host's own): compiled int8 kernels where it has quantized host nodes (an int8 model:
+    ``cpu-int8``'s, or the host layers of ``vta``'s), else compiled float kernels."""
+    from pyvta.compiler.targets import get_target
+    from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
+    from pyvta.compiler.targets.cpu_int8.kernels import int8_backend_for
+    from pyvta.runtime.int8_kernels import has_int8_nodes
 
-    return TARGET.node_backend(graph)
+    features = get_target(target).features if target is not None else None
+    if has_int8_nodes(graph):
+        return int8_backend_for(graph, features)
+    return cpu_backend_for(graph, features)
 
 
 def _gemm_knobs():

@@ -35,17 +35,16 @@ class CpuTarget(Target):
     ):
         from pyvta.compiler.graph.pipeline import PipelineOptions
 
-        return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
+        return PipelineOptions(
+            cpu_kernels=True, cpu_schedules=cpu_schedules, cpu_features=self.features
+        )
 
     def node_backend(self, graph, vta=None):
-        """The graph's host layers: its compiled int8 kernels where it has quantized host nodes
-        (an int8 model: ``cpu-int8``'s, or the host layers of ``vta``'s), else its compiled
-        float kernels."""
-        from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
-        from pyvta.compiler.targets.cpu_int8.kernels import int8_backend_for
-        from pyvta.runtime.int8_kernels import has_int8_nodes
+        """The graph's host layers, kernels generated for ``features``
+        (``compiler.targets.jit.host_backend``)."""
+        from pyvta.compiler.targets.jit import host_backend
 
-        return int8_backend_for(graph) if has_int8_nodes(graph) else cpu_backend_for(graph)
+        return host_backend(graph, self)
 
 
 TARGET = CpuTarget()

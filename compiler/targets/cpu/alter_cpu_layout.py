@@ -52,10 +52,11 @@ def _pad_to(a: np.ndarray, axis_sizes: dict[int, int]) -> np.ndarray:
 
 
 class _Layouts:
-    """Which blocked form each NCHW value has, emitting transforms on demand."""
+    """Which blocked form each NCHW value has, emitting transforms on demand; ``features``: the
+    host feature level the untuned schedules are sized for (``options.cpu_features``)."""
 
-    def __init__(self, g: Graph, em: NodeEmitter) -> None:
-        self.g, self.em = g, em
+    def __init__(self, g: Graph, em: NodeEmitter, features: str | None = None) -> None:
+        self.g, self.em, self.features = g, em, features
         self.blocked: dict[str, tuple[str, int]] = {}  # NCHW name -> (blocked name, block)
 
     def block_of(self, name: str) -> int:
@@ -127,7 +128,7 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     wl = cpu_kernels.ConvWorkload(c_pad, h, wd, o_pad, (kh, kw), tuple(a["strides"]),
                                   tuple(a["pads"]), ib, ob, depthwise, dilations=dil,
                                   groups=groups)  # fmt: skip
-    schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl)
+    schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl, lay.features)
     nchw_read = nchw_read and schedule["template"] == "direct"
     if c < MIN_CHANNEL_BLOCK and not nchw_read and x not in lay.blocked:
         ib = channel_block(c)  # transformed first: a block the layout keeps
@@ -201,7 +202,7 @@ def _dense(g: Graph, n: Node, lay: _Layouts) -> bool:
     w = g.constants.get(wname)
     if w is None or bname not in g.constants or g.values[x].dtype != "float32":
         return False
-    block = cpu_kernels.dense_block(w.shape[0])
+    block = cpu_kernels.dense_block(w.shape[0], lay.features)
     wp = cpu_kernels.pack_dense_weights(w, block)
     ins = [x, g.add_constant(g.fresh_name(f"{wname}_panels"), wp), bname] + n.inputs[3:]
     attrs = {"clip": n.attrs.get("clip")}
@@ -247,7 +248,7 @@ def alter_cpu_layout(graph: Graph, options) -> Graph:
     g = graph.copy()
     nodes: list[Node] = []
     em = NodeEmitter(g, nodes)
-    lay = _Layouts(g, em)
+    lay = _Layouts(g, em, getattr(options, "cpu_features", None))
     tuned = options.cpu_schedules or {}
     for n in g.nodes:
         done = False

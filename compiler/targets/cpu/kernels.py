@@ -109,22 +109,25 @@ class ConvWorkload:
         return 2 * self.o * oh * ow * per_out
 
 
-def dense_block(out_features: int) -> int:
-    """Columns per weight panel of a dense layer on the host: the most whole vectors, up to
-    ``DENSE_PANEL_VECTORS``, dividing ``out_features`` (a batch-1 dense is a chain of FMAs per
-    vector: more vectors per panel, more chains in flight; 1000 -> 40 on AVX2), else the
-    widest of ``DENSE_SMALL_BLOCKS``."""
-    lanes = _host().vector_lanes("float32")
+def dense_block(out_features: int, features: str | None = None) -> int:
+    """Columns per weight panel of a dense layer on the host (limited to the feature level
+    ``features``): the most whole vectors, up to ``DENSE_PANEL_VECTORS``, dividing
+    ``out_features`` (a batch-1 dense is a chain of FMAs per vector: more vectors per panel,
+    more chains in flight; 1000 -> 40 on AVX2), else the widest of ``DENSE_SMALL_BLOCKS``."""
+    lanes = _host(features).vector_lanes("float32")
     for vecs in range(DENSE_PANEL_VECTORS, 0, -1):
         if out_features % (vecs * lanes) == 0:
             return vecs * lanes
     return next(b for b in DENSE_SMALL_BLOCKS if out_features % b == 0)
 
 
-def _host():
+def _host(features: str | None = None):
+    """The host CPU limited to the feature level ``features`` (a compile target's,
+    ``compiler.targets.cpu.CpuTarget.features``; None: ``$PYVTA_CPU_FEATURES``, else the
+    host's own)."""
     from pyvta.compiler.backend.llvm import CpuTarget
 
-    return CpuTarget.host()
+    return CpuTarget.host(None, features)
 
 
 # Winograd F(2x2, 3x3) is the untuned choice for 3x3 stride-1 layers at least this wide and
@@ -140,19 +143,19 @@ WINOGRAD_P_BLOCKS = (6, 5, 4)
 WINOGRAD_MAX_WASTE = 0.05
 
 
-def default_direct_knobs(wl: ConvWorkload) -> dict:
+def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
     oh, ow = wl.out_hw
-    return nchwc.NchwcConvKnobs.for_target(_host(), ow, wl.ob, oh).to_dict()
+    return nchwc.NchwcConvKnobs.for_target(_host(features), ow, wl.ob, oh).to_dict()
 
 
-def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
+def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
     """Winograd's untuned tile (``WINOGRAD_P_BLOCK`` tiles x two vectors of channels), or
     None where the untuned choice is direct (``WINOGRAD_MIN_WIDTH``, ``WINOGRAD_MIN_CHANNELS``)
     or the tile does not fit the layer."""
     if not wl.winograd_ok or wl.w < WINOGRAD_MIN_WIDTH or wl.c < WINOGRAD_MIN_CHANNELS:
         return None
-    k_block = 2 * _host().vector_lanes("float32")
+    k_block = 2 * _host(features).vector_lanes("float32")
     if wl.o % k_block:
         return None
     tiles = -(-wl.h // 2) * -(-wl.w // 2)
@@ -163,20 +166,20 @@ def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
     return {"p_block": p_block, "k_block": k_block, "parallel": True}
 
 
-def default_conv_schedule(wl: ConvWorkload) -> dict:
+def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict:
     """The untuned choice: depthwise for group = C; pointwise (a GEMM over the pixels) for
     1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
     with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise."""
     if wl.depthwise:
-        knobs = DepthwiseKnobs.for_target(_host(), wl.out_hw, wl.ob)
+        knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob)
         return {"template": "depthwise", "knobs": knobs.to_dict()}
     if wl.pointwise_ok:
-        knobs = PointwiseKnobs.for_target(_host(), wl.h * wl.w, wl.ob)
+        knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob)
         return {"template": "pointwise", "knobs": knobs.to_dict()}
-    wino = default_winograd_knobs(wl)
+    wino = default_winograd_knobs(wl, features)
     if wino is not None:
         return {"template": "winograd", "knobs": wino}
-    return {"template": "direct", "knobs": default_direct_knobs(wl)}
+    return {"template": "direct", "knobs": default_direct_knobs(wl, features)}
 
 
 def conv_weights(
@@ -251,8 +254,9 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
     )  # fmt: skip
 
 
-def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
-    """``(sch, args)`` of a compiled op's node given its input shapes."""
+def node_schedule(node: Node, in_shapes: list[tuple[int, ...]], features: str | None = None):
+    """``(sch, args)`` of a compiled op's node given its input shapes (``features``: the
+    host's feature level it is for, ``_host``)."""
     a, op = node.attrs, node.op
     if op == "cpu_conv2d":
         wl = node_workload(node, in_shapes[0])
@@ -276,7 +280,9 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
     if op == "cpu_dense":
         (m, k), (nb, _, blk) = in_shapes[0], in_shapes[1]
         ep = nchwc.Epilogue(len(in_shapes) == 4, tuple(a["clip"]) if a.get("clip") else None)
-        return nchwc.dense_nc(m, k, nb * blk, blk, ep, vector_lanes=_host().vector_lanes("float32"))
+        return nchwc.dense_nc(
+            m, k, nb * blk, blk, ep, vector_lanes=_host(features).vector_lanes("float32")
+        )
     if op == "cpu_elementwise":
         return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)
     if op == "cpu_softmax":
@@ -313,59 +319,66 @@ def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
 _MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, per process
 
 
-def node_module(node: Node, in_shapes, num_threads: int):
-    """The built kernel of a compiled node, once per process. On disk, the kernel cache keeps
-    the node's lowered function (keyed by the node, its shapes and the compiler's sources) and
-    its code, so after ``compile_model`` a fresh process neither lowers nor generates code."""
+def node_module(node: Node, in_shapes, num_threads: int, features: str | None = None):
+    """The built kernel of a compiled node for the host limited to ``features`` (``_host``),
+    once per process. On disk, the kernel cache keeps the node's lowered function (keyed by the
+    node, its shapes, the CPU and the compiler's sources) and its code, so after
+    ``compile_model`` a fresh process neither lowers nor generates code."""
     from pyvta import compiler
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.backend.llvm.cache import func_key
     from pyvta.compiler.backend.llvm.entry import BACKEND
 
-    target = CpuTarget.host(num_threads)  # schedules and code follow the host's features
+    target = CpuTarget.host(num_threads, features)  # schedules and code follow its features
     key = json.dumps(
         [node.op, node.attrs, in_shapes, num_threads, target.key], sort_keys=True, default=str
     )
     mod = _MODULES.get(key)
     if mod is None:
         fkey = func_key(key)
-        mod = BACKEND.cached(fkey, num_threads=num_threads)
+        mod = BACKEND.cached(fkey, num_threads=num_threads, cpu_features=features)
         if mod is None:
-            sch, args = node_schedule(node, in_shapes)
-            mod = compiler.build(sch, args, num_threads=num_threads, func_key=fkey)
+            sch, args = node_schedule(node, in_shapes, features)
+            mod = compiler.build(
+                sch, args, num_threads=num_threads, func_key=fkey, cpu_features=features
+            )
         _MODULES[key] = mod
     return mod
 
 
 class CpuKernels(cpu_kernels.CpuKernels):
     """The "cpu" backend of a graph (``runtime.cpu_kernels.CpuKernels``) with the kernels of
-    its compiled nodes built here when constructed (the JIT, or the disk cache), but those
-    given in ``modules``; without llvmlite none is built (the runtime refuses the graph)."""
+    its compiled nodes built here when constructed (the JIT, or the disk cache) for the host
+    limited to ``features`` (a compile target's), but those given in ``modules``; without
+    llvmlite none is built (the runtime refuses the graph)."""
 
     def __init__(
-        self, graph: Graph, num_threads: int | None = None, modules: dict | None = None
+        self,
+        graph: Graph,
+        num_threads: int | None = None,
+        modules: dict | None = None,
+        features: str | None = None,
     ) -> None:
         threads = num_threads or os.cpu_count() or 1
         modules = dict(modules or {})
         if cpu_llvm.have_llvmlite():
             for n in cpu_kernels.compiled_nodes(graph):
                 if n.name not in modules:
-                    modules[n.name] = node_module(
-                        n, cpu_kernels.kernel_shapes(graph, n)[0], threads
-                    )
+                    shapes = cpu_kernels.kernel_shapes(graph, n)[0]
+                    modules[n.name] = node_module(n, shapes, threads, features)
         super().__init__(graph, modules)
 
 
-_BACKENDS: dict[int, tuple[weakref.ref, CpuKernels]] = {}
+_BACKENDS: dict[int, tuple[weakref.ref, str | None, CpuKernels]] = {}
 
 
-def cpu_backend_for(graph: Graph) -> CpuKernels:
-    """The :class:`CpuKernels` of ``graph``, made once per graph object (so ``run_model``
-    called again reuses its kernels and arena)."""
+def cpu_backend_for(graph: Graph, features: str | None = None) -> CpuKernels:
+    """The :class:`CpuKernels` of ``graph`` for the feature level ``features``, made once per
+    graph object (so ``run_model`` called again reuses its kernels and arena)."""
     hit = _BACKENDS.get(id(graph))
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    backend = CpuKernels(graph)
-    _BACKENDS[id(graph)] = (weakref.ref(graph), backend)
+    if hit is not None and hit[0]() is graph and hit[1] == features:
+        return hit[2]
+    backend = CpuKernels(graph, features=features)
+    _BACKENDS[id(graph)] = (weakref.ref(graph), features, backend)
     weakref.finalize(graph, _BACKENDS.pop, id(graph), None)  # the arena dies with the graph
     return backend

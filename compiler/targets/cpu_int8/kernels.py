@@ -84,25 +84,30 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     return (c, h, w, o_pad, kernel, params, residual, knobs, dil, o), weight, bias
 
 
-def build_int8_kernel(node: Node, graph: Graph, num_threads: int) -> Int8Kernel:
-    """The :class:`~runtime.int8_kernels.Int8Kernel` of a compiled node for this host (the JIT,
-    or the disk cache), its weight and bias packed for the host's tile."""
+def build_int8_kernel(
+    node: Node, graph: Graph, num_threads: int, features: str | None = None
+) -> Int8Kernel:
+    """The :class:`~runtime.int8_kernels.Int8Kernel` of a compiled node for this host limited
+    to the feature level ``features`` (the JIT, or the disk cache), its weight and bias packed
+    for that tile."""
     from pyvta import compiler
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
 
-    host = CpuTarget.host(num_threads)  # its vector width: AVX2 8 lanes, AVX-512 16
+    host = CpuTarget.host(num_threads, features)  # its vector width: AVX2 8 lanes, AVX-512 16
     layer, weight, bias = int8_layer(node, graph, host)
     key = json.dumps([*layer, num_threads, host.key], default=repr)
     if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
         sch, args = qconv2d_nchw(*layer)
-        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads, cpu_features=features)
     kernel = Int8Kernel(_MODULES[key], weight, bias, node, graph)
     kernel.knobs = layer[7]
     return kernel
 
 
-def build_grouped_int8_kernel(node: Node, graph: Graph, num_threads: int) -> Int8Kernel:
+def build_grouped_int8_kernel(
+    node: Node, graph: Graph, num_threads: int, features: str | None = None
+) -> Int8Kernel:
     """A ``qconv2d`` of more than ``MAX_DENSE_GROUPS`` groups (depthwise): each output channel
     sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same contract; one
     shift per layer (per-channel grouped convs run :func:`build_int8_kernel`'s)."""
@@ -116,13 +121,13 @@ def build_grouped_int8_kernel(node: Node, graph: Graph, num_threads: int) -> Int
     o, kernel, group = wt.shape[0], tuple(wt.shape[2:]), node.attrs["group"]
     dil = tuple(node.attrs.get("dilations", (1, 1)))
     residual = len(node.inputs) == 4
-    host = CpuTarget.host(num_threads)
+    host = CpuTarget.host(num_threads, features)
     lanes = host.vector_lanes("int32")
     layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads]
     key = json.dumps(["grouped"] + layer + [host.key], default=repr)
     if key not in _MODULES:
         sch, args = qconv2d_grouped_nchw(c, h, w, o, kernel, params, group, residual, dil, lanes)
-        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads)
+        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads, cpu_features=features)
     weight, bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
     return Int8Kernel(_MODULES[key], weight, bias, node, graph)
 
@@ -131,14 +136,20 @@ class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
     """The ``"cpu"`` backend of an int8 graph (``runtime.int8_kernels.CpuInt8Kernels``) with
     the kernels of the nodes :func:`compiled_int8` accepts built here when constructed (none
     without llvmlite, or when ``kernels`` are given: the numpy reference computes the same
-    bits); ``fallback`` default: the graph's float CPU backend built here."""
+    bits) for the host limited to ``features``; ``fallback`` default: the graph's float CPU
+    backend built here."""
 
     def __init__(
-        self, graph: Graph, num_threads: int | None = None, fallback=None, kernels=None
+        self,
+        graph: Graph,
+        num_threads: int | None = None,
+        fallback=None,
+        kernels=None,
+        features: str | None = None,
     ) -> None:
         from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
 
-        fallback = fallback if fallback is not None else cpu_backend_for(graph)
+        fallback = fallback if fallback is not None else cpu_backend_for(graph, features)
         built, dense_wt = dict(kernels or {}), {}
         if kernels is None and cpu_llvm.have_llvmlite():
             threads = num_threads or os.cpu_count() or 1
@@ -150,21 +161,22 @@ class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
                         and not FusedParams.from_attrs(n.attrs).per_channel
                     )
                     build = build_grouped_int8_kernel if grouped else build_int8_kernel
-                    built[n.name] = build(n, graph, threads)
+                    built[n.name] = build(n, graph, threads, features)
                 elif n.op == "dense" and n.target == HOST and n.inputs[1] in graph.constants:
                     dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
         super().__init__(graph, fallback, built, dense_wt)
 
 
-_BACKENDS: dict[int, tuple[weakref.ref, CpuInt8Kernels]] = {}
+_BACKENDS: dict[int, tuple[weakref.ref, str | None, CpuInt8Kernels]] = {}
 
 
-def int8_backend_for(graph: Graph) -> CpuInt8Kernels:
-    """The :class:`CpuInt8Kernels` of ``graph``, made once per graph object."""
+def int8_backend_for(graph: Graph, features: str | None = None) -> CpuInt8Kernels:
+    """The :class:`CpuInt8Kernels` of ``graph`` for the feature level ``features``, made once
+    per graph object."""
     hit = _BACKENDS.get(id(graph))
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    backend = CpuInt8Kernels(graph)
-    _BACKENDS[id(graph)] = (weakref.ref(graph), backend)
+    if hit is not None and hit[0]() is graph and hit[1] == features:
+        return hit[2]
+    backend = CpuInt8Kernels(graph, features=features)
+    _BACKENDS[id(graph)] = (weakref.ref(graph), features, backend)
     weakref.finalize(graph, _BACKENDS.pop, id(graph), None)
     return backend
