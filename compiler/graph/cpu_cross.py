@@ -59,7 +59,7 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
     if not funcs:
         return None
     so = shared_object(funcs, target)
-    return CpuCode(target.triple, target.cpu, so, kernels, consts, gemms)
+    return CpuCode(target.triple, target.cpu, so, kernels, consts, gemms, target.features)
 
 
 def gemm_shapes(graph: Graph) -> set[tuple[int, int, int]]:

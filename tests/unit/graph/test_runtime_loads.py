@@ -101,3 +101,15 @@ def test_running_an_artifact_loads_no_compiler(artifacts):
     with np.load(folder / "out.npz") as out:
         for kind in KINDS:
             assert np.array_equal(out[kind], expected[kind]), kind
+
+
+def test_x86_code_runs_only_on_a_cpu_with_its_features(artifacts):
+    """An x86 shared object records the features it was generated with; a CPU without one of
+    them does not run it (an AVX-512 kernel faults on an AVX2 host): it is refused here."""
+    from pyvta.runtime.compiled_model import CompiledModel
+
+    folder, _ = artifacts
+    code = CompiledModel.load(folder / "cpu.npz").cpu_code
+    assert code.features and code.runs_here()
+    code.features += ",+no-such-feature"
+    assert not code.runs_here()
