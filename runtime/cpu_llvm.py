@@ -21,13 +21,15 @@ _NUMPY_ONLY: list[bool] = []  # set by numpy_only(): compute as the board runtim
 
 
 @functools.cache
-def _llvmlite_installed() -> bool:
+def llvmlite_installed() -> bool:
+    """Whether llvmlite is installed here (the host's JIT can build kernels; a board has none)."""
     return importlib.util.find_spec("llvmlite") is not None
 
 
 def have_llvmlite() -> bool:
-    """Whether the compiled kernels are used here (the board runtime has no llvmlite)."""
-    return _llvmlite_installed() and not _NUMPY_ONLY
+    """Whether the compiled kernels are used here (the board runtime has no llvmlite; within
+    :func:`numpy_only` the float CPU ops and new int8 backends compute with numpy)."""
+    return llvmlite_installed() and not _NUMPY_ONLY
 
 
 @contextlib.contextmanager

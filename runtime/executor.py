@@ -149,7 +149,7 @@ def host_backend(graph: Graph, target: str | None = None) -> NodeBackend:
     from pyvta.runtime.int8_kernels import CpuInt8Kernels, compiled_int8, has_int8_nodes
 
     compiled = compiled_nodes(graph) or any(compiled_int8(n, graph) for n in graph.nodes)
-    if compiled and cpu_llvm.have_llvmlite():
+    if compiled and cpu_llvm.llvmlite_installed():  # (within numpy_only it builds none)
         from pyvta.runtime.jit import jit
 
         return jit().host_backend(graph, target)
