@@ -226,7 +226,7 @@ def pretuned_log(model: str) -> Path | None:
 
 def network_configs(log: str, layers) -> dict:
     """``{(ConvWorkload, Epilogue): ConvConfig}``: the best logged config of each layer (layers
-    without a valid record are left out), for ``graph_backend.accelerator_for(configs=...)``."""
+    without a valid record are left out), for ``AcceleratorBackend(configs=...)``."""
     out = {}
     for layer in layers:
         best = apply_best(log, layer_task(layer))
