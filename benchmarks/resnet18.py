@@ -42,11 +42,8 @@ import time
 
 import numpy as np
 
-from pyvta.compiler.backend.vta.graph_backend import (
-    accelerator_for,
-    kernel_epilogue,
-    kernel_workload,
-)
+from pyvta.compiler.backend.vta.graph_backend import accelerator_for, kernel_workload
+from pyvta.compiler.backend.vta.operator import kernel_epilogue
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import SimDevice

@@ -266,9 +266,3 @@ def kernel_workload(kernel: Kernel) -> ConvWorkload | PoolWorkload:
     if kernel.info.get("kind") == "pool":
         return PoolWorkload(**kernel.info["workload"])
     return ConvWorkload(**kernel.info["workload"])
-
-
-def kernel_epilogue(kernel: Kernel) -> Epilogue | None:
-    """The epilogue a conv2d/dense kernel was lowered with (None for a pool or a fused conv +
-    pool kernel)."""
-    return None if kernel.info.get("kind") else Epilogue(**kernel.info["epilogue"])

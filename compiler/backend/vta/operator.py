@@ -223,6 +223,17 @@ def _lowered_kernel(
     )
 
 
+def kernel_epilogue(kernel: Kernel, layer: bool = False) -> Epilogue | None:
+    """The epilogue a conv2d/dense kernel was lowered with (with its lowering choices, the
+    config's included); ``layer``: the layer's lowering epilogue before the config's choice
+    (``config_epilogue``), the key of the layer in a network tuning log
+    (``graph_backend.accelerator_layers``). None for a pool or a fused conv + pool kernel."""
+    info = kernel.info
+    if info.get("kind"):
+        return None
+    return Epilogue(**(info.get("layer_epilogue", info["epilogue"]) if layer else info["epilogue"]))
+
+
 class VtaConv2d(LoadedLayer):
     """A conv2d kernel built for ``device`` and loaded onto it (``build_kernel`` +
     ``load_kernel``), called as the runtime's ``LoadedLayer`` on packed int8 data.
@@ -251,14 +262,13 @@ class VtaConv2d(LoadedLayer):
 
     @property
     def ep(self) -> Epilogue:
-        """The epilogue as lowered (with its lowering choices, the config's included)."""
-        return Epilogue(**self.kernel.info["epilogue"])
+        """The epilogue as lowered (``kernel_epilogue``)."""
+        return kernel_epilogue(self.kernel)
 
     @property
     def layer_ep(self) -> Epilogue:
-        """The layer's lowering epilogue, before the config's choice (``config_epilogue``): the
-        key of the layer in a network tuning log (``graph_backend.accelerator_layers``)."""
-        return Epilogue(**self.kernel.info.get("layer_epilogue", self.kernel.info["epilogue"]))
+        """The layer's lowering epilogue, before the config's choice (``kernel_epilogue``)."""
+        return kernel_epilogue(self.kernel, layer=True)
 
     @property
     def config(self) -> ConvConfig:

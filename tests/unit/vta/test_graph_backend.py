@@ -4,11 +4,8 @@ level's golden operator contract bit for bit; kernels relocate to any placement.
 import numpy as np
 import pytest
 
-from pyvta.compiler.backend.vta.graph_backend import (
-    compile_kernels,
-    kernel_epilogue,
-    kernel_workload,
-)
+from pyvta.compiler.backend.vta.graph_backend import compile_kernels, kernel_workload
+from pyvta.compiler.backend.vta.operator import kernel_epilogue
 from pyvta.driver import SimDevice
 from pyvta.runtime import vta_ops
 from pyvta.runtime.accelerator import AcceleratorBackend
