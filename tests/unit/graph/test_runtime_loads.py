@@ -113,3 +113,21 @@ def test_x86_code_runs_only_on_a_cpu_with_its_features(artifacts):
     assert code.features and code.runs_here()
     code.features += ",+no-such-feature"
     assert not code.runs_here()
+
+
+def test_compile_for_the_host_cpu_on_the_command_line(artifacts, capsys):
+    """``pyvta compile --target cpu --cpu-target host``: the artifact carries this machine's CPU
+    kernels, which run here from the shared object with the JIT's bits."""
+    from pyvta.cli import main
+    from pyvta.runtime.compiled_model import CompiledModel
+
+    folder, expected = artifacts
+    out = folder / "cli-cpu.npz"
+    argv = ["compile", str(folder / "net.onnx"), "--target", "cpu", "--cpu-target", "host"]
+    assert main([*argv, "-o", str(out)]) == 0
+    assert "CPU kernels for" in capsys.readouterr().out
+    cm = CompiledModel.load(out)
+    assert cm.cpu_code.runs_here()
+    (y,), _ = run_model(cm, np.load(folder / "x.npy"))
+    assert all(type(m).__name__ == "SharedKernel" for m in cm.cpu_backend().modules.values())
+    assert np.array_equal(y, expected["cpu"])
