@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pyvta import driver
-from pyvta.compiler.graph.compile import compile_model
+from pyvta.compiler.graph.compile import compile_model, lower_kernels
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.runtime.compiled_model import run_model
 from pyvta.testing.board_model import ModelBoard, write_model_bitstream
@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         from pyvta.commands.network import tuned_configs
 
         configs = tuned_configs(cm, log)
-    cm.lower_kernels(None, configs)
+    lower_kernels(cm, None, configs)
     x = np.random.default_rng(SEED).standard_normal(cm.graph.values["input"].shape)
     x = x.astype(np.float32)
     print(f"seed {SEED}; ResNet-18 {args.size}x{args.size}, {len(cm.kernels)} kernels")

@@ -42,7 +42,8 @@ import time
 
 import numpy as np
 
-from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.backend.vta.graph_backend import accelerator_for, kernel_workload
+from pyvta.compiler.backend.vta.operator import kernel_epilogue
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import SimDevice
@@ -106,7 +107,7 @@ def main() -> None:
         configs = network_configs(log, layers)
         print(f"tuned configs for {len(configs)} of {len(layers)} distinct layers from {log}")
     t0 = time.perf_counter()
-    vta = AcceleratorBackend.for_graph(
+    vta = accelerator_for(
         cm.graph, SimDevice(config=hw), configs, search=args.search, explore=args.explore
     )
     how = "tuned configs" if configs else f"search {args.search}, explore {args.explore}"
@@ -120,14 +121,14 @@ def main() -> None:
             f"{c['tile_h']}x{c['tile_w']} ci{c['tile_ci']} co{c['tile_co']} v{c['vthreads']}"
             if c
             else "(+ max pool, fused)"
-            if str(r.workload).startswith("conv")
+            if str(kernel_workload(r.kernel)).startswith("conv")
             else "(ALU)"
         )
         total += r.cycles
-        macs += r.workload.macs
+        macs += kernel_workload(r.kernel).macs
         print(
-            f"{i:2d} {str(r.workload):36s} {cfg:26s} {r.cycles:9d}"
-            f" {100 * r.workload.macs / macs_per_cycle / r.cycles:5.1f}%"
+            f"{i:2d} {str(kernel_workload(r.kernel)):36s} {cfg:26s} {r.cycles:9d}"
+            f" {100 * kernel_workload(r.kernel).macs / macs_per_cycle / r.cycles:5.1f}%"
         )
     sim_s = sum(r.sim_wall_s for r in vta.runs)
     ideal = macs / macs_per_cycle
@@ -205,8 +206,10 @@ def overlap_comparison(cm, x, vta, hw: HwConfig) -> str:
         if not r.config:  # (a pool: no tile config)
             continue
         c = ConvConfig.from_dict(r.config).v002()
-        off[(r.workload, r.epilogue)] = off[r.workload] = c
-    before = AcceleratorBackend.for_graph(cm.graph, SimDevice(config=hw), off)
+        off[(kernel_workload(r.kernel), kernel_epilogue(r.kernel))] = off[
+            kernel_workload(r.kernel)
+        ] = c
+    before = accelerator_for(cm.graph, SimDevice(config=hw), off)
     run_model(cm, x, backends={"vta": before})
     mpc = hw.gemm_macs_per_cycle
     head = f"{'#':>2} {'workload':36s} {'k':>3s} {'off':>9s} {'util':>6s} {'on':>9s} {'util':>6s}"
@@ -221,12 +224,12 @@ def overlap_comparison(cm, x, vta, hw: HwConfig) -> str:
             continue
         tot["off"] += a.cycles
         tot["on"] += b.cycles
-        macs += b.workload.macs
-        k = f"{b.workload.kernel_h}x{b.workload.kernel_w}"
+        macs += kernel_workload(b.kernel).macs
+        k = f"{kernel_workload(b.kernel).kernel_h}x{kernel_workload(b.kernel).kernel_w}"
         lines.append(
-            f"{i:2d} {str(b.workload):36s} {k:>3s} {a.cycles:9d}"
-            f" {100 * a.workload.macs / mpc / a.cycles:5.1f}% {b.cycles:9d}"
-            f" {100 * b.workload.macs / mpc / b.cycles:5.1f}%"
+            f"{i:2d} {str(kernel_workload(b.kernel)):36s} {k:>3s} {a.cycles:9d}"
+            f" {100 * kernel_workload(a.kernel).macs / mpc / a.cycles:5.1f}% {b.cycles:9d}"
+            f" {100 * kernel_workload(b.kernel).macs / mpc / b.cycles:5.1f}%"
         )
     ideal = macs / mpc
     lines.append(
@@ -251,7 +254,7 @@ def _busy_union(events) -> int:
 
 def breakdown_table(runs, hw: HwConfig) -> str:
     """The ``--breakdown`` table: one row per distinct (workload, epilogue, config) of ``runs``
-    (``AcceleratorBackend.runs``), its lowering traced on the cycle model; shares of its cycles."""
+    (``runtime.accelerator.AcceleratorBackend.runs``), its lowering traced on the cycle model; shares of its cycles."""
     from pyvta import sim
     from pyvta.compiler.backend.vta.config import ConvConfig
     from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
@@ -260,7 +263,11 @@ def breakdown_table(runs, hw: HwConfig) -> str:
     for r in runs:
         if not r.config:  # (a pool)
             continue
-        key = (r.workload, r.epilogue, json.dumps(r.config, sort_keys=True))
+        key = (
+            kernel_workload(r.kernel),
+            kernel_epilogue(r.kernel),
+            json.dumps(r.config, sort_keys=True),
+        )
         distinct.setdefault(key, [0, r])[0] += 1
     parts = ("ideal", "gemm+", "reset", "alu", "c-dma", "idle", "load", "store")
     head = f"{'workload':36s} {'n':>2s} {'cycles':>8s} " + " ".join(f"{p:>6s}" for p in parts)

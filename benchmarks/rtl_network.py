@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from pyvta import driver, sim
-from pyvta.compiler.graph.compile import compile_model
+from pyvta.compiler.backend.vta.graph_backend import kernel_workload
+from pyvta.compiler.graph.compile import compile_model, lower_kernels
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.isa import DEFAULT_CONFIG, HwConfig
 from pyvta.runtime.compiled_model import run_model
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
         configs = {
             k: c.v002() if isinstance(c, ConvConfig) else c for k, c in (configs or {}).items()
         }
-    cm.lower_kernels(hw, configs)
+    lower_kernels(cm, hw, configs)
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(args.seed).standard_normal(shape).astype(np.float32)
 
@@ -86,9 +87,9 @@ def main(argv=None) -> int:
     same = len(out) == len(ref) and all(np.array_equal(a, b) for a, b in zip(out, ref, strict=True))
     print(f"\n{'#':>2} {'workload':36s} {'rtl':>10s} {'model':>10s} {'error':>7s}")
     for i, (r, m) in enumerate(zip(rtl_backend.runs, sim_backend.runs, strict=True)):
-        assert r.workload == m.workload and r.config == m.config, "layers differ between devices"
+        assert r.kernel.info == m.kernel.info, "layers differ between devices"
         print(
-            f"{i:2d} {str(r.workload):36s} {r.cycles:10d} {m.cycles:10d}"
+            f"{i:2d} {str(kernel_workload(r.kernel)):36s} {r.cycles:10d} {m.cycles:10d}"
             f" {100 * (m.cycles - r.cycles) / r.cycles:+6.1f}%"
         )
     rtl_total = sum(r.cycles for r in rtl_backend.runs)

@@ -21,11 +21,12 @@ import time
 
 import numpy as np
 
-from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.backend.vta.graph_backend import accelerator_for
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import sample_inputs, save_model
 from pyvta.driver import SimDevice
 from pyvta.isa import DEFAULT_CONFIG, MemInsn, MemType, Opcode
+from pyvta.runtime.accelerator import AcceleratorBackend
 from pyvta.runtime.compiled_model import run_model
 
 CLOCK_HZ = 100e6  # the PYNQ config's clock
@@ -66,7 +67,7 @@ def main() -> None:
                 from pyvta.tuner.network import network_configs, network_layers
 
                 configs = network_configs(args.tuning_log, network_layers(cm))
-            vta = AcceleratorBackend.for_graph(cm.graph, SimDevice(), configs, search=args.search)
+            vta = accelerator_for(cm.graph, SimDevice(), configs, search=args.search)
             x = np.random.default_rng(args.seed).standard_normal((n, 3, args.size, args.size))
             x = x.astype(np.float32)
             (out,), _ = run_model(cm, x, backends={"vta": vta})

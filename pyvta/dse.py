@@ -131,7 +131,7 @@ def measure_resnet18(cfg: isa.HwConfig, size: int) -> dict:
 
     import numpy as np
 
-    from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+    from pyvta.compiler.backend.vta.graph_backend import accelerator_for
     from pyvta.compiler.graph.compile import compile_model
     from pyvta.compiler.graph.zoo import save_model
     from pyvta.driver import SimDevice
@@ -147,7 +147,7 @@ def measure_resnet18(cfg: isa.HwConfig, size: int) -> dict:
 
         configs = network_configs(str(log), network_layers(cm))
         schedules = f"tuned configs ({log.name})"
-    vta = AcceleratorBackend.for_graph(cm.graph, SimDevice(config=cfg), configs)
+    vta = accelerator_for(cm.graph, SimDevice(config=cfg), configs)
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     run_model(cm, x, backends={"vta": vta})

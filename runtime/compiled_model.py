@@ -1,5 +1,7 @@
 """A compiled model: save/load the artifact, run it (``compiler.graph.compile.compile_model``
-makes one: import + pipeline + calibration + kernels).
+makes one: import + pipeline + calibration + kernels). Loading and running import no compiler
+module where the artifact carries its code (accelerator kernels, PTX, a shared object for this
+CPU); compiled CPU nodes without code are built by the host's JIT (``runtime.jit``).
 
 >>> cm.save("resnet18.vta.npz"); cm = CompiledModel.load("resnet18.vta.npz")
 >>> outputs, table = run_model(cm, {"input": x}, device=driver.open("sim")); print(table.format())
@@ -26,8 +28,10 @@ import numpy as np
 from pyvta.driver.kernel import Kernel, Region, RegionKind
 from pyvta.isa import HwConfig, PyvtaError
 from pyvta.runtime.cpu_code import CpuCode
-from pyvta.runtime.executor import Executor, TimingTable
-from pyvta.runtime.ir import HOST, Graph, Node, Value, check_graph
+from pyvta.runtime.cpu_kernels import CpuKernels
+from pyvta.runtime.executor import Executor, TimingTable, host_backend
+from pyvta.runtime.int8_kernels import CpuInt8Kernels, Int8Kernel, has_int8_nodes
+from pyvta.runtime.ir import ACCELERATOR, GPU, HOST, Graph, Node, Value, check_graph
 from pyvta.runtime.vta_ops import VtaBackend
 
 FORMAT_VERSION = 2
@@ -36,6 +40,16 @@ GRAPH_KEY, DIGEST_KEY = "__graph__", "__digest__"
 
 class ArtifactError(PyvtaError, ValueError):
     """A file that is not a readable, intact compiled-model artifact of this format."""
+
+
+@dataclass(frozen=True)
+class GpuKernel:
+    """One node's compiled GPU code: PTX text (one ``.entry`` per kernel) for ``arch`` and its
+    launch plan (``compiler.backend.cuda.launch``)."""
+
+    ptx: str
+    plan: dict
+    arch: str
 
 
 def _sha256(data: bytes) -> str:
@@ -49,7 +63,7 @@ class CompiledModel:
 
     ``kernels``: node name -> relocatable accelerator kernel (``vta`` target); ``hw``: the
     HwConfig they were lowered (or, before ``lower_kernels``, the graph was packed) for;
-    ``gpu_kernels``: node name -> ``gpu_kernels.GpuKernel`` (PTX and launch plan, ``gpu``
+    ``gpu_kernels``: node name -> :class:`GpuKernel` (PTX and launch plan, ``gpu``
     target); ``cpu_code``: the CPU nodes' kernels as one shared object for a board's CPU
     (``cpu_code.CpuCode``, made by ``cpu_cross.cross_compile_cpu``)."""
 
@@ -76,23 +90,16 @@ class CompiledModel:
         same = last and last[0] == names and len(last[1]) == len(objs)
         if same and all(map(operator.is_, last[1], objs)):
             return last[2]
-        ex = Executor(self.graph, vta, backends)
+        ex = Executor(self.graph, vta, backends, compiled_for=self.target)
         last[:] = [names, objs, ex]
         return ex
 
     def cpu_backend(self):
         """The executor's ``"cpu"`` backend on the kernels of ``cpu_code`` (the shared object
-        compiled for a board's CPU, loaded once per model) where this machine runs them; else
-        the default one (the JIT's kernels; refused without llvmlite)."""
+        compiled for this machine's CPU or a board's, loaded once per model) where this machine
+        runs them; else the default one (``executor.host_backend``: the JIT's kernels where
+        llvmlite is; refused without it for compiled float nodes)."""
         if not self._cpu_backend:
-            from pyvta.compiler.targets.cpu.kernels import CpuKernels
-            from pyvta.compiler.targets.cpu_int8.kernels import (
-                CpuInt8Kernels,
-                Int8Kernel,
-                has_int8_nodes,
-            )
-            from pyvta.runtime.executor import default_backend
-
             code = self.cpu_code
             if code is not None and code.runs_here():
                 loaded = code.load()
@@ -101,7 +108,7 @@ class CompiledModel:
                 if has_int8_nodes(self.graph):
                     nodes = {n.name: n for n in self.graph.nodes}
                     int8 = {
-                        n: Int8Kernel.loaded(
+                        n: Int8Kernel(
                             m,
                             *(code.consts[c] for c in code.kernels[n].consts),
                             nodes[n],
@@ -118,7 +125,7 @@ class CompiledModel:
             else:
                 if code is not None:
                     _other_cpu(code, self.graph)
-                backend = default_backend(HOST, self.graph)
+                backend = host_backend(self.graph, self.target)
             self._cpu_backend.append(backend)
         return self._cpu_backend[0]
 
@@ -132,38 +139,29 @@ class CompiledModel:
             )
         key = (device, race_check)
         if key not in self._gpu_backends:
-            from pyvta.compiler.targets.gpu.kernels import gpu_backend
+            from pyvta.runtime.jit import jit
 
-            self._gpu_backends[key] = gpu_backend(self.graph, device, self.gpu_kernels, race_check)
+            backend = jit().gpu_backend(self.graph, device, self.gpu_kernels, race_check)
+            self._gpu_backends[key] = backend
         return self._gpu_backends[key]
 
-    def lower_kernels(
-        self,
-        hw: HwConfig | None = None,
-        configs: dict | None = None,
-        measure=None,
-        search: int = 0,
-        progress=None,
-    ) -> CompiledModel:
-        """Lower every accelerator node into its kernel for ``hw`` (default: the model's
-        ``hw``, else the default config); see
-        ``compiler.backend.vta.graph_backend.compile_kernels``. Returns self."""
-        self.spec.lower_kernels(self, hw, configs, measure, search, progress)
-        return self
-
     def accelerator(self, device):
-        """The executor's ``"vta"`` backend with this model's kernels loaded onto ``device``
-        (refused when they were lowered for another HwConfig)."""
-        from pyvta.compiler.targets import get_target
+        """The executor's ``"vta"`` backend with this model's kernels loaded onto ``device`` (a
+        ``driver.Device``), refused when they were lowered for another HwConfig."""
+        from pyvta.runtime.accelerator import AcceleratorBackend
 
-        return get_target("vta").device_backend(self, device)
-
-    @property
-    def spec(self):
-        """The target this model was compiled for (``compiler.targets.Target``)."""
-        from pyvta.compiler.targets import get_target
-
-        return get_target(self.target)
+        n_placed = sum(n.target == ACCELERATOR for n in self.graph.nodes)
+        if n_placed and not self.kernels:
+            raise ArtifactError(
+                f"the model has {n_placed} accelerator nodes but no kernels; compile it with"
+                " pyvta compile --target vta (or lower_kernels)"
+            )
+        if self.hw is not None and self.hw != device.config:
+            raise ArtifactError(
+                f"the model was compiled for HwConfig {self.hw.tag}; the device is"
+                f" {device.config.tag} (recompile with its --config)"
+            )
+        return AcceleratorBackend(device, self.kernels)
 
     @property
     def input_names(self) -> list[str]:
@@ -277,8 +275,8 @@ def _other_cpu(code: CpuCode, graph: Graph) -> None:
     import platform
     import warnings
 
-    from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS
     from pyvta.runtime import cpu_llvm
+    from pyvta.runtime.cpu_kernels import COMPILED_OPS
 
     here = platform.machine()
     if cpu_llvm.have_llvmlite():
@@ -338,9 +336,7 @@ def _kernel_from(d: dict, arrays: dict[str, np.ndarray]) -> Kernel:
     return Kernel(d["config_tag"], regions, consts, relocs, int(d["insn_count"]), d["info"])
 
 
-def _gpu_kernel_from(d: dict, arrays: dict[str, np.ndarray]):
-    from pyvta.compiler.targets.gpu.kernels import GpuKernel
-
+def _gpu_kernel_from(d: dict, arrays: dict[str, np.ndarray]) -> GpuKernel:
     return GpuKernel(arrays[f"{d['key']}_ptx"].tobytes().decode(), d["plan"], d["arch"])
 
 
@@ -386,7 +382,7 @@ def run_model(
             raise ValueError(f"model has inputs {compiled.input_names}; pass a dict")
         inputs = {compiled.input_names[0]: inputs}
     if device is not None:
-        backends = {"vta": compiled.accelerator(device), **(backends or {})}
-    if (gpu is not None or compiled.gpu_kernels) and "gpu" not in (backends or {}):
-        backends = {"gpu": compiled.gpu_backend(gpu or "cuda"), **(backends or {})}
+        backends = {ACCELERATOR: compiled.accelerator(device), **(backends or {})}
+    if (gpu is not None or compiled.gpu_kernels) and GPU not in (backends or {}):
+        backends = {GPU: compiled.gpu_backend(gpu or "cuda"), **(backends or {})}
     return compiled.executor(vta, backends).run(inputs)

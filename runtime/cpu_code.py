@@ -111,12 +111,28 @@ class CpuCode:
     consts: dict[str, np.ndarray] = field(default_factory=dict)
     gemms: dict[str, KernelSig] = field(default_factory=dict)  # "M N K" -> the float32 GEMM
     # of that shape (``cpu_llvm.gemm``: the numpy ops' conv2d and dense), its B padded to N'
+    features: str = ""  # LLVM's features the code was generated with ("+avx2,-avx512f,..."):
+    # on x86 every "+" one must be this CPU's (an AVX-512 kernel faults on an AVX2 host)
 
     KEY = "cpu_so"  # the artifact's array holding ``shared``; its consts are ``KEY_name``
 
     def runs_here(self) -> bool:
-        """Whether this process's CPU runs the shared object (same architecture and width)."""
-        return arch_family(self.triple) == this_machine()
+        """Whether this process's CPU runs the shared object: same architecture and width, and
+        on x86 every feature it was generated with (read from LLVM: without llvmlite an x86
+        shared object with recorded features is not run)."""
+        family = arch_family(self.triple)
+        if family != this_machine():
+            return False
+        if family[0] != "x86_64" or not self.features:
+            return True
+        try:
+            from pyvta import host_cpu
+
+            have = host_cpu.host("host")[2]
+        except ImportError:
+            return False
+        need = [f[1:] for f in self.features.split(",") if f.startswith("+")]
+        return all(have.get(f, False) for f in need)
 
     @property
     def description(self) -> str:
@@ -130,6 +146,7 @@ class CpuCode:
         return {
             "triple": self.triple,
             "cpu": self.cpu,
+            "features": self.features,
             "kernels": kernels,
             "consts": consts,
             "gemms": gemms,
@@ -146,7 +163,9 @@ class CpuCode:
         kernels = {n: KernelSig.from_json(d) for n, d in meta["kernels"].items()}
         consts = {name: arrays[f"{cls.KEY}_{name}"] for name in meta["consts"]}
         gemms = {n: KernelSig.from_json(d) for n, d in meta["gemms"].items()}
-        return cls(meta["triple"], meta["cpu"], arrays[cls.KEY].tobytes(), kernels, consts, gemms)
+        shared = arrays[cls.KEY].tobytes()
+        features = meta.get("features", "")  # (artifacts written before it: none recorded)
+        return cls(meta["triple"], meta["cpu"], shared, kernels, consts, gemms, features)
 
     def load(self) -> dict[str, SharedKernel]:
         """Every node's kernel from the shared object, loaded into this process (a

@@ -1,8 +1,8 @@
 """The graph's heavy float CPU ops (conv2d by im2col, dense) on the compiler's llvmlite GEMM
 template: the CPU parts of a partitioned network are compiled code, not numpy BLAS.
 
-One kernel per (M, N, K) shape, built on first use and cached (in memory and on disk by the
-compiler). N is padded to the template's column block. Where llvmlite is not installed (the
+One kernel per (M, N, K) shape, built on first use by the host's JIT (``runtime.jit``) and
+cached (in memory and on disk by the compiler). N is padded to the template's column block. Where llvmlite is not installed (the
 board-side runtime), the product is numpy's, or an artifact's kernel for the board's CPU
 (``shared_gemms``).
 """
@@ -15,17 +15,21 @@ import importlib.util
 
 import numpy as np
 
+from pyvta.runtime.jit import jit
+
 _NUMPY_ONLY: list[bool] = []  # set by numpy_only(): compute as the board runtime does
 
 
 @functools.cache
-def _llvmlite_installed() -> bool:
+def llvmlite_installed() -> bool:
+    """Whether llvmlite is installed here (the host's JIT can build kernels; a board has none)."""
     return importlib.util.find_spec("llvmlite") is not None
 
 
 def have_llvmlite() -> bool:
-    """Whether the compiled kernels are used here (the board runtime has no llvmlite)."""
-    return _llvmlite_installed() and not _NUMPY_ONLY
+    """Whether the compiled kernels are used here (the board runtime has no llvmlite; within
+    :func:`numpy_only` the float CPU ops and new int8 backends compute with numpy)."""
+    return llvmlite_installed() and not _NUMPY_ONLY
 
 
 @contextlib.contextmanager
@@ -39,7 +43,6 @@ def numpy_only():
         _NUMPY_ONLY.pop()
 
 
-_KERNELS: dict[tuple[int, int, int], tuple[object, int]] = {}
 # GEMMs of the artifact whose node runs now (``shared_gemms``), innermost last
 _SHARED: list[dict[tuple[int, int, int], tuple[object, int]]] = []
 
@@ -56,26 +59,8 @@ def shared_gemms(kernels: dict[tuple[int, int, int], tuple[object, int]]):
         _SHARED.pop()
 
 
-def _kernel(m: int, n: int, k: int):
-    key = (m, n, k)
-    if key not in _KERNELS:
-        from pyvta import compiler
-        from pyvta.compiler.backend.llvm import CpuTarget
-        from pyvta.compiler.ops.cpu import GemmKnobs, matmul_packed
-
-        knobs = GemmKnobs.for_target(CpuTarget.host())
-        n_pad = _n_pad(n)
-        sch, args = matmul_packed(m, n_pad, k, knobs)
-        _KERNELS[key] = (compiler.build(sch, args), n_pad)
-    return _KERNELS[key]
-
-
 def _n_pad(n: int) -> int:
-    from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu import GemmKnobs
-
-    bn = GemmKnobs.for_target(CpuTarget.host()).bn
-    return -(-n // bn) * bn
+    return jit().gemm_n_pad(n)
 
 
 def gemm_operand(b: np.ndarray) -> np.ndarray:
@@ -103,7 +88,7 @@ def gemm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     elif not have_llvmlite():
         return a32 @ np.asarray(b, np.float32)
     else:
-        mod, n_pad = _kernel(m, n, k)
+        mod, n_pad = jit().gemm_kernel(m, n, k)
     if n_pad == n:
         b32 = np.ascontiguousarray(b, np.float32)
     else:

@@ -1,17 +1,15 @@
 """Graph executor: runs a (partitioned) graph node by node, dispatching each node to the backend
-of its target through a table (``{target: NodeBackend}``).
+of its placement through a table (``{placement: NodeBackend}``).
 
-The backend of a placement the caller does not give is the node backend of the
-``compiler.targets`` target of that name (:func:`default_backend`): ``"cpu"`` nodes run on the
-graph's :class:`~compiler.targets.cpu.kernels.CpuKernels` (compiled kernels for the ``cpu_*`` ops
-the float CPU target plans, the numpy kernels of :mod:`runtime.cpu_ops` for the rest) and
-``"vta"`` nodes (``vta_conv2d``, ``vta_dense``) call an object implementing the operator
-contract (:class:`runtime.vta_ops.VtaBackend`), the numpy golden model unless given;
-``"gpu"`` nodes run their GPU kernels (:mod:`compiler.targets.gpu.kernels`, on a GPU or
-emulated); a device backend
-(``compiler.backend.vta.graph_backend.AcceleratorBackend``) runs them from the kernels of an
-artifact. A backend may expose ``last_cycles`` (int) after each node; the timing table then
-shows cycles too.
+The backend of a placement the caller does not give is :func:`default_backend`'s: host
+(``"cpu"``) nodes run on :func:`host_backend` (the numpy kernels of :mod:`runtime.cpu_ops`, and
+kernels built before for the compiled ops: the JIT's where the graph needs them and llvmlite is
+here, ``runtime.jit``); accelerator (``"vta"``) nodes (``vta_conv2d``, ``vta_dense``) call an
+object implementing the operator contract (:class:`runtime.vta_ops.VtaBackend`), the numpy
+golden model unless given; ``"gpu"`` nodes run their GPU kernels (the JIT's GPU backend). A
+device backend (``runtime.accelerator.AcceleratorBackend``) runs accelerator nodes from the
+kernels of an artifact. A backend may expose ``last_cycles`` (int) after each node; the timing
+table then shows cycles too.
 
 Buffers are freed after their last use (the plan is computed once per graph), and the run
 reports the peak of live intermediate bytes.
@@ -28,7 +26,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from pyvta.runtime.ir import Graph, GraphError, Node
+from pyvta.runtime.ir import ACCELERATOR, GPU, HOST, TARGETS, Graph, GraphError, Node
 from pyvta.runtime.vta_ops import FusedParams, VtaBackend
 
 
@@ -140,25 +138,66 @@ def plan_frees(graph: Graph) -> list[list[str]]:
     return frees
 
 
-def default_backend(target: str, graph: Graph, vta: VtaBackend | None = None) -> NodeBackend:
-    """The backend of the nodes placed ``target`` when the caller gives none: the node backend
-    of the ``compiler.targets`` target of that name (``"cpu"``: the graph's CpuKernels, or its
-    CpuInt8Kernels when it has quantized CPU nodes; ``"vta"``: the operator contract, default
-    the golden model; ``"gpu"``: the graph's kernels on the GPU)."""
-    from pyvta.compiler.targets import TargetError, get_target
+def host_backend(graph: Graph, target: str | None = None) -> NodeBackend:
+    """The host nodes' backend: the JIT's (``runtime.jit``: kernels built here for the compile
+    ``target``'s CPU features, default the host's) where the graph has compiled nodes and
+    llvmlite is here; else the runtime's own, numpy for every node that is not compiled (an int8
+    graph's quantized convs included: the same bits), refusing a compiled float node (it needs
+    its code)."""
+    from pyvta.runtime import cpu_llvm
+    from pyvta.runtime.cpu_kernels import CpuKernels, compiled_nodes
+    from pyvta.runtime.int8_kernels import CpuInt8Kernels, compiled_int8, has_int8_nodes
 
-    try:
-        spec = get_target(target)
-    except TargetError as e:
-        raise GraphError(f"no backend for nodes placed {target!r}: {e}") from None
-    return spec.node_backend(graph, vta)
+    compiled = compiled_nodes(graph) or any(compiled_int8(n, graph) for n in graph.nodes)
+    if compiled and cpu_llvm.llvmlite_installed():  # (within numpy_only it builds none)
+        from pyvta.runtime.jit import jit
+
+        return jit().host_backend(graph, target)
+    return CpuInt8Kernels(graph) if has_int8_nodes(graph) else CpuKernels(graph)
+
+
+def _host_backend(graph: Graph, vta: VtaBackend | None, compiled_for: str | None) -> NodeBackend:
+    return host_backend(graph, compiled_for)
+
+
+def _accelerator_backend(graph: Graph, vta: VtaBackend | None, compiled_for=None) -> NodeBackend:
+    from pyvta.runtime.vta_ops import GoldenVta
+
+    return ContractNodes(vta if vta is not None else GoldenVta())
+
+
+def _gpu_backend(graph: Graph, vta: VtaBackend | None, compiled_for=None) -> NodeBackend:
+    from pyvta.runtime.jit import jit
+
+    return jit().gpu_backend(graph, "cuda")
+
+
+DEFAULT_BACKENDS = {
+    HOST: _host_backend,
+    ACCELERATOR: _accelerator_backend,
+    GPU: _gpu_backend,
+}
+
+
+def default_backend(
+    target: str, graph: Graph, vta: VtaBackend | None = None, compiled_for: str | None = None
+) -> NodeBackend:
+    """The backend of the nodes placed ``target`` when the caller gives none
+    (``DEFAULT_BACKENDS``): host nodes :func:`host_backend`'s (for the CPU of the compile target
+    ``compiled_for``); accelerator nodes the operator contract ``vta``, default the golden
+    model; GPU nodes the graph's kernels on the GPU."""
+    make = DEFAULT_BACKENDS.get(target)
+    if make is None:
+        raise GraphError(f"no backend for nodes placed {target!r} (allowed: {', '.join(TARGETS)})")
+    return make(graph, vta, compiled_for)
 
 
 class Executor:
     """Runs ``graph``; ``backends`` maps each node target to its backend (default:
     :func:`default_backend` for the targets not given); ``vta`` is shorthand for an operator-contract ``"vta"`` backend.
     ``clock`` times each node (seconds; e.g. ``time.thread_time`` for the calling thread's CPU
-    time on a loaded machine)."""
+    time on a loaded machine); ``compiled_for``: the compile target's name (its host kernels'
+    CPU features), for the default host backend."""
 
     def __init__(
         self,
@@ -166,12 +205,13 @@ class Executor:
         vta: VtaBackend | None = None,
         backends: Mapping[str, NodeBackend] | None = None,
         clock=time.perf_counter,
+        compiled_for: str | None = None,
     ) -> None:
         self.graph = graph
         self.clock = clock
         self.backends = dict(backends or {})
         for target in sorted({n.target for n in graph.nodes} - set(self.backends)):
-            self.backends[target] = default_backend(target, graph, vta)  # only what is not given
+            self.backends[target] = default_backend(target, graph, vta, compiled_for)  # not given
         self._frees = plan_frees(graph)
         # an int8 model's inputs: NaN/Inf in them would be clipped into int8 values somewhere
         int8 = any(n.op == "quantize" for n in graph.nodes)

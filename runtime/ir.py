@@ -18,8 +18,10 @@ from pyvta.isa.errors import PyvtaError
 DTYPES = ("float32", "int8", "int32", "int64")
 HOST = "cpu"
 """The placement of a node that runs on the host CPU: every node's until a pass places it on the
-accelerator or the GPU (the name of the ``compiler.targets`` target whose node backend runs it)."""
-TARGETS = (HOST, "vta", "gpu")  # the placements (``Node.target``)
+accelerator or the GPU."""
+ACCELERATOR = "vta"  # the placement of a node that runs on the accelerator (a ``driver.Device``)
+GPU = "gpu"  # the placement of a node that runs on the GPU
+TARGETS = (HOST, ACCELERATOR, GPU)  # the placements (``Node.target``), defined once
 
 
 class GraphError(PyvtaError, ValueError):

@@ -2,7 +2,7 @@
 
     layers = network_layers("resnet18.onnx")          # distinct (workload, epilogue), counts
     summary = tune_network(layers, 200, log="resnet18.jsonl", plot="resnet18.png")
-    configs = network_configs("resnet18.jsonl", layers) # for AcceleratorBackend(configs=...)
+    configs = network_configs("resnet18.jsonl", layers) # for accelerator_for(configs=...)
     write_best("resnet18.jsonl", "best.jsonl")          # one line per layer, to ship (tuner.log)
 
 A layer is tuned exactly as it runs in the network: its padding, its fused epilogue and the
@@ -34,6 +34,7 @@ def network_layers(model, progress=print) -> list:
     compiled artifact (``.npz``) or a ``CompiledModel`` (compiled for ``"vta"``)."""
     from pyvta.compiler.backend.vta.graph_backend import accelerator_layers
     from pyvta.compiler.graph.compile import compile_model
+    from pyvta.compiler.targets import get_target
     from pyvta.runtime.compiled_model import CompiledModel
 
     if not isinstance(model, CompiledModel):
@@ -47,7 +48,7 @@ def network_layers(model, progress=print) -> list:
             model = compile_model(path, "vta", lower=False)
             if progress:
                 progress(f"compiled {path.name} for VTA in {time.perf_counter() - t0:.1f} s")
-    if not model.spec.accelerator:
+    if not get_target(model.target).accelerator:
         raise ValueError(
             f"the model was compiled for {model.target!r}; tuning needs an accelerator target"
             " ('vta')"

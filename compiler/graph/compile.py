@@ -79,7 +79,7 @@ def compile_model(
         samples = default_calibration(graph)
     block = (hw or DEFAULT_CONFIG).block_in
     options = options_for(
-        spec.name,
+        spec,
         samples,
         keep_float,
         cpu_schedules,
@@ -89,4 +89,21 @@ def compile_model(
     )
     cm = CompiledModel(run_pipeline(graph, options), spec.name)
     spec.compile(cm, hw=hw, lower=lower, gpu_arch=gpu_arch)
+    return cm
+
+
+def lower_kernels(
+    cm: CompiledModel,
+    hw: HwConfig | None = None,
+    configs: dict | None = None,
+    measure=None,
+    search: int = 0,
+    progress=None,
+) -> CompiledModel:
+    """Lower every accelerator node of ``cm`` into its kernel for ``hw`` (default: the model's
+    ``hw``, else the default config); see ``compiler.backend.vta.graph_backend.compile_kernels``.
+    Returns ``cm``."""
+    from pyvta.compiler.targets import get_target
+
+    get_target(cm.target).lower_kernels(cm, hw, configs, measure, search, progress)
     return cm

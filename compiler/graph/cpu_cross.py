@@ -1,9 +1,9 @@
 """A graph's compiled CPU nodes generated for a board's CPU (``CpuTarget.cross``) and linked
 into one shared object (``runtime.cpu_code.CpuCode``, kept in the artifact).
 
-Float nodes (``targets.cpu.kernels.COMPILED_OPS``) are lowered from the schedule their attributes name
+Float nodes (``runtime.cpu_kernels.COMPILED_OPS``) are lowered from the schedule their attributes name
 (``targets.cpu.kernels.node_schedule``), the same loop IR the host's JIT runs; int8 nodes
-(``targets.cpu_int8.kernels.compiled_int8``) from the int8 template with the tile the board's CPU gets
+(``runtime.int8_kernels.compiled_int8``) from the int8 template with the tile the board's CPU gets
 (``targets.cpu_int8.kernels.int8_layer``), their weights packed for it here; the float products of the
 numpy-op layers (a ``vta`` model's first conv and classifier: ``cpu_llvm.gemm``) from the GEMM
 template, one kernel per shape. Code is generated for one thread.
@@ -24,8 +24,10 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
     from pyvta.compiler.backend.llvm.vector import walk_stmts
     from pyvta.compiler.ir.stmt import Store
     from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
-    from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS, node_schedule
-    from pyvta.compiler.targets.cpu_int8.kernels import compiled_int8, int8_layer
+    from pyvta.compiler.targets.cpu.kernels import node_schedule
+    from pyvta.compiler.targets.cpu_int8.kernels import int8_layer
+    from pyvta.runtime.cpu_kernels import COMPILED_OPS
+    from pyvta.runtime.int8_kernels import compiled_int8
 
     funcs, kernels, consts = [], {}, {}
     for n in graph.nodes:
@@ -57,7 +59,7 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
     if not funcs:
         return None
     so = shared_object(funcs, target)
-    return CpuCode(target.triple, target.cpu, so, kernels, consts, gemms)
+    return CpuCode(target.triple, target.cpu, so, kernels, consts, gemms, target.features)
 
 
 def gemm_shapes(graph: Graph) -> set[tuple[int, int, int]]:

@@ -65,6 +65,9 @@ class PipelineOptions:
     # it can lower (stem, pools, classifier too), "legacy" the conv/dense layers between a
     # float first conv and a float last dense (today's partition, for comparison)
     vta_partition: str = "whole"
+    # the x86 feature level the host CPU's kernels are generated for (the compile target's
+    # ``features``; None: ``$PYVTA_CPU_FEATURES``, else the host's own)
+    cpu_features: str | None = None
 
 
 PassFn = Callable[[Graph, PipelineOptions], Graph]
@@ -77,11 +80,11 @@ def build_cpu_kernels(graph: Graph, options: PipelineOptions) -> Graph:
     if options.cpu_kernels and options.cpu_build:
         from pyvta.compiler.targets.cpu.kernels import CpuKernels
 
-        CpuKernels(graph)
+        CpuKernels(graph, features=options.cpu_features)
     if options.int8_kernels and options.cpu_build:
         from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
-        CpuInt8Kernels(graph)
+        CpuInt8Kernels(graph, features=options.cpu_features)
     return graph
 
 
@@ -111,7 +114,7 @@ DEFAULT_WEIGHT_SCALES = WeightScales.TENSOR
 
 
 def options_for(
-    target: str,
+    target,
     samples: list[dict[str, np.ndarray]] | None = None,
     keep_float: tuple[str, ...] | None = None,
     cpu_schedules: dict | None = None,
@@ -119,7 +122,7 @@ def options_for(
     vta_partition: str = "whole",
     weight_scales: WeightScales | None = None,
 ) -> PipelineOptions:
-    """Options for a compile target (a ``compiler.targets`` name); int8 targets
+    """Options for a compile target (a ``compiler.targets`` name or Target); int8 targets
     need ``samples``; ``cpu_schedules`` (tuned conv schedules by workload key) apply to
     ``"cpu"``; ``block``: the accelerator's block (``HwConfig.block_in``) that ``vta`` nodes are
     packed to; ``vta_partition`` ("whole" or "legacy", ``partition_targets``): for ``"vta"``,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyvta.isa.errors import PyvtaError
+from pyvta.runtime.ir import HOST
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,16 +35,19 @@ class Target:
     (``driver.open`` names, or the GPU's), the first the default; ``compile_options``: the
     compile options of a command line that apply to it (``config``, ``search``, ``tuning_log``,
     ``calibration``); ``tuner_backend``: the tuner's backend (a template's ``target``) of its
-    operators (None: the device's, or none)."""
+    operators (None: the device's, or none); ``features``: the x86 feature level
+    (``pyvta.host_cpu.X86_LEVELS``) its host CPU kernels are generated for (None: the host's own,
+    or ``$PYVTA_CPU_FEATURES``)."""
 
     name: str = ""
     summary: str = ""
-    placement: str = "cpu"
+    placement: str = HOST
     quantized: bool = False
     accelerator: bool = False
     devices: tuple[str, ...] = ()
     compile_options: frozenset[str] = frozenset()
     tuner_backend: str | None = None
+    features: str | None = None  # the x86 feature level of its host kernels (None: the host's)
 
     @property
     def default_device(self) -> str | None:
@@ -73,7 +77,10 @@ class Target:
             )
         block = layout.BLOCK_ELEMS if block is None else block
         return PipelineOptions(
-            QuantConfig(list(samples), keep_float, int8_pools=int8_pools), block=block, **flags
+            QuantConfig(list(samples), keep_float, int8_pools=int8_pools),
+            block=block,
+            cpu_features=self.features,
+            **flags,
         )
 
     def supports(self, node: Node) -> str | None:
@@ -92,8 +99,8 @@ class Target:
         raise ArtifactError(f"a {self.name!r} model has no accelerator kernels to lower")
 
     def node_backend(self, graph: Graph, vta=None):
-        """The executor's backend for the nodes placed ``self.placement`` when the caller gives
-        none (``vta``: an operator-contract object for accelerator nodes)."""
+        """The host's JIT backend for the nodes placed ``self.placement`` (``compiler.targets.jit``;
+        the runtime's own defaults: ``runtime.executor.default_backend``)."""
         from pyvta.runtime.ir import GraphError
 
         raise GraphError(f"target {self.name!r} has no default node backend")

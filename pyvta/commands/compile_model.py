@@ -54,7 +54,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="TRIPLE",
         dest="cpu_target",
         help="as --board, for a CPU by LLVM triple or name (armv7a-linux-gnueabihf,"
-        " aarch64-linux-gnu, cortex-a9, cortex-a53)",
+        " aarch64-linux-gnu, cortex-a9, cortex-a53), or host: this machine's CPU (limited by"
+        " $PYVTA_CPU_FEATURES), so that running the artifact here loads no compiler",
     )
     add_partition_argument(p)
     p.add_argument(
@@ -123,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(plan_lines(cm.graph)))
     from pyvta.runtime.ir import HOST
 
-    if cm.spec.placement == HOST:  # every layer on the host CPU
+    if get_target(cm.target).placement == HOST:  # every layer on the host CPU
         from pyvta.compiler.targets.cpu.kernels import numpy_nodes
 
         rest = numpy_nodes(cm.graph)
@@ -151,6 +152,8 @@ def cross_target(args: argparse.Namespace):
             name = board(args.board).ps.cpu
         except BoardError as e:
             raise CommandError(f"--board: {e}") from None
+    if name == "host":  # this machine's CPU, limited by $PYVTA_CPU_FEATURES
+        return CpuTarget.host(1)
     try:
         return CpuTarget.cross(name)
     except CpuFeatureError as e:

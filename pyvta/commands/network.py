@@ -113,7 +113,7 @@ def compile_for(
     if spec.accelerator:
         hw = hw or HwConfig()
         configs = tuned_configs(cm, tuning_log, log) if tuning_log else None
-        cm.lower_kernels(hw, configs, measure_for(hw) if search else None, search, log)
+        spec.lower_kernels(cm, hw, configs, measure_for(hw) if search else None, search, log)
     log(f"compiled in {time.perf_counter() - t0:.1f} s")
     return cm
 
@@ -192,7 +192,9 @@ def open_accelerator(cm, device_name: str, trace: bool = False, log=print, **dev
     kwargs = dict(device_kwargs)
     if trace:
         kwargs["trace"] = True
-    vta = cm.spec.open_backend(cm, device_name, **kwargs)
+    from pyvta.compiler.targets import get_target
+
+    vta = get_target(cm.target).open_backend(cm, device_name, **kwargs)
     log(
         f"loaded {len(cm.kernels)} kernels onto {device_name} in {vta.load_s * 1e3:.1f} ms"
         " (allocation, relocation, constants)"
@@ -260,7 +262,9 @@ def vta_summary(vta, runs=None) -> str:
         return ""
     cycles = sum(r.cycles or 0 for r in runs)
     sim_s = sum(r.sim_wall_s for r in runs)
-    macs = sum(r.workload.macs for r in runs)
+    from pyvta.compiler.backend.vta.graph_backend import kernel_workload
+
+    macs = sum(kernel_workload(r.kernel).macs for r in runs)
     per_cycle = vta.device.config.gemm_macs_per_cycle
     util = macs / per_cycle / cycles if cycles else 0.0
     return (

@@ -30,12 +30,14 @@ class LlvmBackend:
         target = CpuTarget.host(num_threads, cpu_features)
         return build_llvm(func, target, _cache(cache_dir), func_key)
 
-    def cached(self, func_key, cache_dir=..., num_threads=None):
-        """The module of the function kept under ``func_key`` by ``build``, or None."""
+    def cached(self, func_key, cache_dir=..., num_threads=None, cpu_features=None):
+        """The module of the function kept under ``func_key`` by ``build``, or None
+        (``cpu_features`` as for ``build``)."""
         from pyvta.compiler.backend.llvm import CpuTarget
         from pyvta.compiler.backend.llvm.build import cached_func
 
-        return cached_func(func_key, CpuTarget.host(num_threads), _cache(cache_dir))
+        target = CpuTarget.host(num_threads, cpu_features)
+        return cached_func(func_key, target, _cache(cache_dir))
 
 
 def _cache(cache_dir):

@@ -1,9 +1,10 @@
-"""The graph's accelerator layers: found from the compiled graph, lowered into relocatable kernels
-at compile time, and run from those kernels on any ``driver.Device``.
+"""The graph's accelerator layers: found from the compiled graph and lowered into relocatable
+kernels at compile time; the runtime runs them on any ``driver.Device``
+(``runtime.accelerator.AcceleratorBackend``).
 
     layers = accelerator_layers(graph)                      # distinct (workload, epilogue), counts
     kernels = compile_kernels(graph, hw, configs)           # node name -> driver.Kernel
-    vta = AcceleratorBackend(driver.open("sim"), kernels)   # loads them: nothing is lowered later
+    vta = AcceleratorBackend(driver.open("sim"), kernels)   # runtime.accelerator: nothing is lowered
     Executor(graph, backends={"vta": vta}).run(...)
 
 A ``vta_conv2d`` / ``vta_dense`` node is derived once (``node_layer``): its workload from the
@@ -21,12 +22,13 @@ import numpy as np
 
 from pyvta.compiler.backend.vta.config import ConvConfig
 from pyvta.compiler.backend.vta.conv_pool import POOL_ATTRS, build_conv_pool_kernel, fusable
-from pyvta.compiler.backend.vta.operator import VtaConv2d, VtaPool, build_kernel, lowering_epilogue
+from pyvta.compiler.backend.vta.operator import build_kernel, lowering_epilogue
 from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue, WorkloadError
 from pyvta.compiler.targets.vta import TARGET as VTA
 from pyvta.driver.kernel import Kernel
 from pyvta.isa import HwConfig
+from pyvta.runtime.accelerator import POOL_OPS, AcceleratorBackend
 from pyvta.runtime.ir import Graph, GraphError, Node
 from pyvta.runtime.vta_ops import FusedParams
 
@@ -104,7 +106,6 @@ def channel_epilogue(p, residual: bool, block: int = 16) -> tuple[Epilogue, np.n
 
 
 VTA_OPS = ("vta_conv2d", "vta_dense")
-POOL_OPS = ("vta_max_pool", "vta_global_avg_pool")
 CONV_POOL = "vta_conv2d_max_pool"  # a conv and the 3x3/2 max pool after it (``conv_pool``)
 
 
@@ -251,87 +252,17 @@ def compile_kernels(
     return kernels
 
 
-@dataclass
-class LayerRun:
-    """One accelerator launch: what ran and what it cost."""
-
-    workload: ConvWorkload
-    config: dict
-    cycles: int | None
-    sim_wall_s: float
-    insns: int
-    epilogue: Epilogue | None = None  # as lowered (with its lowering choices)
+def accelerator_for(graph: Graph, device, configs=None, search: int = 0, explore: int = 0):
+    """Compile ``graph``'s kernels for ``device`` (its cycle estimate for ``search``) and load
+    them: the runtime's ``AcceleratorBackend``."""
+    measure = getattr(device, "estimate_cycles", None)
+    kernels = compile_kernels(graph, device.config, configs, measure, search, explore=explore)
+    return AcceleratorBackend(device, kernels)
 
 
-class AcceleratorBackend:
-    """The executor's ``"vta"`` backend on a ``driver.Device``: loads ``kernels`` (node name ->
-    ``driver.Kernel``, from ``compile_kernels`` or an artifact) once, then runs each node from its
-    kernel. ``load_s``: seconds the loading took (allocation, relocation, constant upload)."""
-
-    def __init__(self, device, kernels: dict[str, Kernel]):
-        self.device = device
-        t0 = time.perf_counter()
-        self._ops = {
-            name: VtaPool.from_kernel(k, device)
-            if k.info.get("kind") in ("pool", "conv_pool")
-            else VtaConv2d.from_kernel(k, ConvWorkload(**k.info["workload"]), device)
-            for name, k in kernels.items()
-        }
-        self.load_s = time.perf_counter() - t0
-        self.runs: list[LayerRun] = []
-        self._last_cycles: int | None = None
-
-    @classmethod
-    def for_graph(cls, graph: Graph, device, configs=None, search: int = 0, explore: int = 0):
-        """Compile ``graph``'s kernels for ``device`` (its cycle estimate for ``search``), load them."""
-        measure = getattr(device, "estimate_cycles", None)
-        kernels = compile_kernels(graph, device.config, configs, measure, search, explore=explore)
-        return cls(device, kernels)
-
-    @property
-    def last_cycles(self) -> int | None:
-        """Cycles of the most recent node (all its batch items); read by the graph executor."""
-        return self._last_cycles
-
-    @property
-    def total_cycles(self) -> int:
-        return sum(r.cycles or 0 for r in self.runs)
-
-    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
-        """x (N, I/B, H, W, 1, B) for conv2d, (N, I/B, 1, B) for dense; output likewise."""
-        op = self._ops.get(node.name)
-        if op is None:
-            raise GraphError(
-                f"node {node.name!r} has no accelerator kernel (kernels: {len(self._ops)});"
-                " compile the model for the accelerator"
-            )
-        x, res = args[0], (args[3] if len(args) > 3 else None)
-        n = x.shape[0]
-        if node.op in POOL_OPS:  # (N, C/B, H, W, 1, B): N * C/B planes
-            data, r = x[:, :, :, :, 0, :].reshape(-1, *x.shape[2:4], x.shape[-1]), None
-        elif node.op == "vta_dense":  # (N, I/B, 1, B) -> an image of 1 x N pixels
-            data = x.transpose(1, 2, 0, 3)
-            r = None if res is None else np.ascontiguousarray(res.transpose(1, 2, 0, 3))
-        else:
-            data = x[:, :, :, :, 0, :] if op.wl.batch > 1 else x[0, :, :, :, 0, :]
-            r = (
-                None
-                if res is None
-                else res[:, :, :, :, 0, :]
-                if op.wl.batch > 1
-                else res[0, ..., 0, :]
-            )
-        run = op(np.ascontiguousarray(data, np.int8), r)
-        self.runs.append(
-            LayerRun(op.wl, op.kernel.info["config"], run.cycles, run.wall_s, op.insn_count, op.ep)
-        )
-        self._last_cycles = run.cycles or 0
-        pool = self._ops.get(f"{node.name}/pool")  # (a conv + max pool node in two kernels)
-        if pool is not None:
-            run = pool(run.output.reshape(-1, *run.output.shape[-3:]))
-            self.runs.append(LayerRun(pool.wl, {}, run.cycles, run.wall_s, pool.insn_count))
-            self._last_cycles += run.cycles or 0
-        if node.op == "vta_dense":
-            return np.ascontiguousarray(run.output.transpose(2, 0, 1, 3))
-        out = run.output.reshape(n, -1, *run.output.shape[-3:])
-        return out[:, :, :, :, None, :]
+def kernel_workload(kernel: Kernel) -> ConvWorkload | PoolWorkload:
+    """The workload a kernel was lowered for (``info["workload"]``; a pool's for ``"pool"``):
+    e.g. of an ``AcceleratorBackend`` launch, ``kernel_workload(run.kernel)``."""
+    if kernel.info.get("kind") == "pool":
+        return PoolWorkload(**kernel.info["workload"])
+    return ConvWorkload(**kernel.info["workload"])

@@ -1,10 +1,10 @@
 """A compiled VTA conv2d/dense: lowered once into a relocatable kernel (``build_kernel``, at
-compile time), placed on a device (``driver.kernel.load_kernel``), then run on packed int8 tensors."""
+compile time), placed on a device (``driver.kernel.load_kernel``), then run on packed int8 tensors
+(``runtime.accelerator.LoadedLayer``)."""
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,15 +22,7 @@ from pyvta.driver.kernel import (
     relocation_table,
 )
 from pyvta.isa import HwConfig, encode_insns, encode_uops
-
-
-@dataclass
-class ConvRun:
-    output: np.ndarray  # packed (co_blocks, OH, OW, b) int8
-    cycles: int | None
-    counters: dict
-    wall_s: float
-    report: object | None
+from pyvta.runtime.accelerator import LoadedLayer
 
 
 def lowering_epilogue(
@@ -231,8 +223,20 @@ def _lowered_kernel(
     )
 
 
-class VtaConv2d:
-    """A conv2d kernel built for ``device`` and loaded onto it (``build_kernel`` + ``load_kernel``).
+def kernel_epilogue(kernel: Kernel, layer: bool = False) -> Epilogue | None:
+    """The epilogue a conv2d/dense kernel was lowered with (with its lowering choices, the
+    config's included); ``layer``: the layer's lowering epilogue before the config's choice
+    (``config_epilogue``), the key of the layer in a network tuning log
+    (``graph_backend.accelerator_layers``). None for a pool or a fused conv + pool kernel."""
+    info = kernel.info
+    if info.get("kind"):
+        return None
+    return Epilogue(**(info.get("layer_epilogue", info["epilogue"]) if layer else info["epilogue"]))
+
+
+class VtaConv2d(LoadedLayer):
+    """A conv2d kernel built for ``device`` and loaded onto it (``build_kernel`` +
+    ``load_kernel``), called as the runtime's ``LoadedLayer`` on packed int8 data.
 
     ``device`` is any ``driver.Device``; ``search`` measures candidates on its ``estimate_cycles``
     (the simulator's cycle model).
@@ -253,117 +257,19 @@ class VtaConv2d:
         kernel = build_kernel(
             wl, ep, weights, bias, device.config, config, measure, search, explore
         )
-        self.loaded = load_kernel(device, kernel)
+        super().__init__(load_kernel(device, kernel))
         self.wl, self.device = wl, device
-
-    @classmethod
-    def from_kernel(cls, kernel: Kernel, wl: ConvWorkload, device) -> VtaConv2d:
-        """A loaded ``kernel`` (e.g. from an artifact) on ``device``; nothing is lowered."""
-        op = cls.__new__(cls)
-        op.loaded, op.wl, op.device = load_kernel(device, kernel), wl, device
-        return op
-
-    @property
-    def kernel(self) -> Kernel:
-        return self.loaded.kernel
 
     @property
     def ep(self) -> Epilogue:
-        """The epilogue as lowered (with its lowering choices, the config's included)."""
-        return Epilogue(**self.kernel.info["epilogue"])
+        """The epilogue as lowered (``kernel_epilogue``)."""
+        return kernel_epilogue(self.kernel)
 
     @property
     def layer_ep(self) -> Epilogue:
-        """The layer's lowering epilogue, before the config's choice (``config_epilogue``): the
-        key of the layer in a network tuning log (``graph_backend.accelerator_layers``)."""
-        return Epilogue(**self.kernel.info.get("layer_epilogue", self.kernel.info["epilogue"]))
+        """The layer's lowering epilogue, before the config's choice (``kernel_epilogue``)."""
+        return kernel_epilogue(self.kernel, layer=True)
 
     @property
     def config(self) -> ConvConfig:
         return ConvConfig.from_dict(self.kernel.info["config"])
-
-    @property
-    def insn_count(self) -> int:
-        return self.kernel.insn_count
-
-    @property
-    def has_residual(self) -> bool:
-        return any(r.name == "residual" for r in self.kernel.regions)
-
-    @property
-    def in_addr(self) -> int:
-        return self.loaded.addrs["input"]
-
-    @property
-    def insn_addr(self) -> int:
-        return self.loaded.addrs["insns"]
-
-    def insns(self):
-        """The instruction stream as placed on the device."""
-        from pyvta.isa import INSN_BYTES, decode_insns
-
-        raw = self.device.read(self.insn_addr, self.insn_count * INSN_BYTES)
-        return decode_insns(raw, self.device.config)
-
-    def __call__(self, data: np.ndarray, residual: np.ndarray | None = None) -> ConvRun:
-        """Run on packed int8 data (ci_b, H, W, b) [+ residual (co_b, OH, OW, b)]; a workload
-        of ``batch`` > 1 takes and gives them with a leading batch axis."""
-        wl = self.wl
-        n = (wl.batch,) if wl.batch > 1 else ()
-        expect = (*n, wl.ci_blocks, wl.height, wl.width, wl.block)
-        if data.shape != expect or data.dtype != np.int8:
-            raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
-        inputs = {"input": data}
-        out_shape = (*n, wl.co_blocks, wl.out_h, wl.out_w, wl.block)
-        if self.has_residual:
-            if residual is None or residual.shape != out_shape:
-                raise ValueError("this conv fuses a residual add: pass the packed int8 residual")
-            inputs["residual"] = np.ascontiguousarray(residual, np.int8)
-        outs, r = self.loaded.run(inputs)
-        out = outs["output"].view(np.int8).reshape(out_shape)
-        return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)
-
-
-class VtaPool:
-    """A pool kernel (``backend.vta.pool.build_pool_kernel``) or a conv + max pool kernel
-    (``backend.vta.conv_pool``) loaded onto ``device``; called like :class:`VtaConv2d` on packed
-    int8 data ``(C/B, H, W, B)``."""
-
-    def __init__(self, loaded, wl):
-        self.loaded, self.wl = loaded, wl
-
-    @classmethod
-    def from_kernel(cls, kernel: Kernel, device) -> VtaPool:
-        """A pool kernel, or a conv + max pool kernel (``info["kind"]`` ``"conv_pool"``)."""
-        from pyvta.compiler.backend.vta.pool import PoolWorkload
-
-        if kernel.info["kind"] == "conv_pool":
-            return cls(load_kernel(device, kernel), ConvWorkload(**kernel.info["workload"]))
-        return cls(load_kernel(device, kernel), PoolWorkload(**kernel.info["workload"]))
-
-    @property
-    def kernel(self) -> Kernel:
-        return self.loaded.kernel
-
-    @property
-    def ep(self) -> None:
-        return None
-
-    @property
-    def insn_count(self) -> int:
-        return self.kernel.insn_count
-
-    def __call__(self, data: np.ndarray, residual=None) -> ConvRun:
-        wl = self.wl
-        if isinstance(wl, ConvWorkload):  # conv + the 3x3/2 max pool
-            n = (wl.batch,) if wl.batch > 1 else ()
-            blocks, out_blocks = (*n, wl.ci_blocks), (*n, wl.co_blocks)
-            out_hw = (wl.out_h // 2, wl.out_w // 2)
-        else:
-            blocks, out_blocks, out_hw = (wl.c_blocks,), (wl.c_blocks,), (wl.out_h, wl.out_w)
-        expect = (*blocks, wl.height, wl.width, wl.block)
-        if data.shape != expect or data.dtype != np.int8:
-            raise ValueError(f"data must be int8 {expect}, got {data.dtype} {data.shape}")
-        outs, r = self.loaded.run({"input": data})
-        out = outs["output"].view(np.int8).reshape(*out_blocks, *out_hw, wl.block)
-        return ConvRun(out, r.cycles, r.counters, r.wall_s, r.report)

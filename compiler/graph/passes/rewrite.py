@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyvta.runtime.ir import Graph, Node
+from pyvta.runtime.ir import HOST, Graph, Node
 from pyvta.runtime.shapes import record_outputs
 
 
@@ -28,7 +28,7 @@ class NodeEmitter:
         attrs: dict,
         name: str,
         output: str | None = None,
-        target: str = "cpu",
+        target: str = HOST,
     ) -> str:
         """Add ``op(inputs)``; the output is ``output`` or a fresh name from ``name``."""
         out = output if output is not None else self.graph.fresh_name(name)

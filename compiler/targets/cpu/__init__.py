@@ -11,10 +11,11 @@ features=...)``, not a branch.
 from __future__ import annotations
 
 from pyvta.compiler.targets.base import Target
+from pyvta.runtime.ir import HOST
 
 
 class CpuTarget(Target):
-    placement = "cpu"
+    placement = HOST
     tuner_backend = "llvm"
 
     def __init__(self, name: str = "cpu", features: str | None = None, summary: str = "") -> None:
@@ -34,16 +35,16 @@ class CpuTarget(Target):
     ):
         from pyvta.compiler.graph.pipeline import PipelineOptions
 
-        return PipelineOptions(cpu_kernels=True, cpu_schedules=cpu_schedules)
+        return PipelineOptions(
+            cpu_kernels=True, cpu_schedules=cpu_schedules, cpu_features=self.features
+        )
 
     def node_backend(self, graph, vta=None):
-        """The graph's host layers: its compiled int8 kernels where it has quantized host nodes
-        (an int8 model: ``cpu-int8``'s, or the host layers of ``vta``'s), else its compiled
-        float kernels."""
-        from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
-        from pyvta.compiler.targets.cpu_int8.kernels import has_int8_nodes, int8_backend_for
+        """The graph's host layers, kernels generated for ``features``
+        (``compiler.targets.jit.host_backend``)."""
+        from pyvta.compiler.targets.jit import host_backend
 
-        return int8_backend_for(graph) if has_int8_nodes(graph) else cpu_backend_for(graph)
+        return host_backend(graph, self)
 
 
 TARGET = CpuTarget()

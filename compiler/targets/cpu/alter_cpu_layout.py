@@ -2,7 +2,7 @@
 (TVM's AlterOpLayout): the compiled CPU ops read and write ``[N, ceil(C/c), H, W, c]`` from the
 first conv to the global pool, and layouts change only at the network's borders.
 
-Rewrites (float32, ``target == "cpu"``, any batch; anything else is left alone):
+Rewrites (float32, ``target == HOST``, any batch; anything else is left alone):
 
 - ``conv2d`` -> ``cpu_conv2d`` with its weights transformed for the chosen template (direct
   NCHWc, Winograd, pointwise or depthwise) and the schedule choice in ``attrs["schedule"]``
@@ -33,7 +33,7 @@ import numpy as np
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.compiler.ops.cpu.nchwc import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
-from pyvta.runtime.ir import Graph, Node
+from pyvta.runtime.ir import HOST, Graph, Node
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
@@ -52,10 +52,11 @@ def _pad_to(a: np.ndarray, axis_sizes: dict[int, int]) -> np.ndarray:
 
 
 class _Layouts:
-    """Which blocked form each NCHW value has, emitting transforms on demand."""
+    """Which blocked form each NCHW value has, emitting transforms on demand; ``features``: the
+    host feature level the untuned schedules are sized for (``options.cpu_features``)."""
 
-    def __init__(self, g: Graph, em: NodeEmitter) -> None:
-        self.g, self.em = g, em
+    def __init__(self, g: Graph, em: NodeEmitter, features: str | None = None) -> None:
+        self.g, self.em, self.features = g, em, features
         self.blocked: dict[str, tuple[str, int]] = {}  # NCHW name -> (blocked name, block)
 
     def block_of(self, name: str) -> int:
@@ -127,7 +128,7 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     wl = cpu_kernels.ConvWorkload(c_pad, h, wd, o_pad, (kh, kw), tuple(a["strides"]),
                                   tuple(a["pads"]), ib, ob, depthwise, dilations=dil,
                                   groups=groups)  # fmt: skip
-    schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl)
+    schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl, lay.features)
     nchw_read = nchw_read and schedule["template"] == "direct"
     if c < MIN_CHANNEL_BLOCK and not nchw_read and x not in lay.blocked:
         ib = channel_block(c)  # transformed first: a block the layout keeps
@@ -201,7 +202,7 @@ def _dense(g: Graph, n: Node, lay: _Layouts) -> bool:
     w = g.constants.get(wname)
     if w is None or bname not in g.constants or g.values[x].dtype != "float32":
         return False
-    block = cpu_kernels.dense_block(w.shape[0])
+    block = cpu_kernels.dense_block(w.shape[0], lay.features)
     wp = cpu_kernels.pack_dense_weights(w, block)
     ins = [x, g.add_constant(g.fresh_name(f"{wname}_panels"), wp), bname] + n.inputs[3:]
     attrs = {"clip": n.attrs.get("clip")}
@@ -247,12 +248,12 @@ def alter_cpu_layout(graph: Graph, options) -> Graph:
     g = graph.copy()
     nodes: list[Node] = []
     em = NodeEmitter(g, nodes)
-    lay = _Layouts(g, em)
+    lay = _Layouts(g, em, getattr(options, "cpu_features", None))
     tuned = options.cpu_schedules or {}
     for n in g.nodes:
         done = False
         em.names.discard(n.name)  # a rewritten node keeps its name
-        if n.target == "cpu":
+        if n.target == HOST:
             if n.op == "conv2d":
                 done = _conv(g, n, lay, tuned)
             elif n.op in ("max_pool", "avg_pool", "global_avg_pool"):

@@ -1,21 +1,16 @@
-"""Compiled kernels for the graph's ``cpu_*`` ops (``compiler.ops.cpu`` templates, llvmlite).
+"""Compiled kernels for the graph's ``cpu_*`` ops (``compiler.ops.cpu`` templates, llvmlite);
+the backend that runs them is the runtime's (``runtime.cpu_kernels``).
 
 ``alter_cpu_layout`` writes each conv's schedule choice into its node (``attrs["schedule"]``:
 ``{"template": "direct" | "winograd" | "pointwise" | "depthwise", "knobs": {...}}``), so an
 artifact says which schedule every layer runs. :class:`CpuKernels` builds one kernel per node
 before the first inference; ``compiler.build`` caches kernels on disk by their loop IR, so compiling a
 model (``compile_model``) leaves every kernel a later ``pyvta run`` needs in the cache.
-
-It also plans the memory of one inference: every compiled op writes into a buffer of an arena
-that is reused once its value is dead (values that views alias stay alive as long as the
-views; graph outputs are returned as fresh arrays, copied from a buffer of their node's).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import operator
 import os
 import weakref
 from dataclasses import dataclass
@@ -27,36 +22,14 @@ from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pa
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
-from pyvta.runtime import cpu_llvm
-from pyvta.runtime.cpu_ops import run_cpu_op
-from pyvta.runtime.ir import Graph, GraphError, Node
+from pyvta.runtime import cpu_kernels, cpu_llvm
+from pyvta.runtime.cpu_kernels import COMPILED_OPS, VIEW_OPS
+from pyvta.runtime.ir import HOST, Graph, Node
 
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
 
 DENSE_PANEL_VECTORS = 5  # at most this many SIMD vectors of outputs per dense weight panel
 DENSE_SMALL_BLOCKS = (4, 2, 1)  # panels of outputs that no whole vector divides
-VIEW_OPS = ("reshape", "flatten", "identity")  # numpy ops whose output may alias their input
-COMPILED_OPS = (
-    "cpu_conv2d",
-    "cpu_max_pool",
-    "cpu_avg_pool",
-    "cpu_global_avg_pool",
-    "cpu_concat",
-    "cpu_dense",
-    "cpu_elementwise",
-    "cpu_softmax",
-    "layout_transform",
-)
-# ops whose kernels are built for one image: a batch of N runs the kernel on each image in turn
-# (every input that is not a constant, and the output, have the batch as their first axis)
-PER_IMAGE_OPS = (
-    "cpu_conv2d",
-    "cpu_max_pool",
-    "cpu_avg_pool",
-    "cpu_global_avg_pool",
-    "cpu_concat",
-    "layout_transform",
-)
 
 
 @dataclass(frozen=True)
@@ -136,22 +109,25 @@ class ConvWorkload:
         return 2 * self.o * oh * ow * per_out
 
 
-def dense_block(out_features: int) -> int:
-    """Columns per weight panel of a dense layer on the host: the most whole vectors, up to
-    ``DENSE_PANEL_VECTORS``, dividing ``out_features`` (a batch-1 dense is a chain of FMAs per
-    vector: more vectors per panel, more chains in flight; 1000 -> 40 on AVX2), else the
-    widest of ``DENSE_SMALL_BLOCKS``."""
-    lanes = _host().vector_lanes("float32")
+def dense_block(out_features: int, features: str | None = None) -> int:
+    """Columns per weight panel of a dense layer on the host (limited to the feature level
+    ``features``): the most whole vectors, up to ``DENSE_PANEL_VECTORS``, dividing
+    ``out_features`` (a batch-1 dense is a chain of FMAs per vector: more vectors per panel,
+    more chains in flight; 1000 -> 40 on AVX2), else the widest of ``DENSE_SMALL_BLOCKS``."""
+    lanes = _host(features).vector_lanes("float32")
     for vecs in range(DENSE_PANEL_VECTORS, 0, -1):
         if out_features % (vecs * lanes) == 0:
             return vecs * lanes
     return next(b for b in DENSE_SMALL_BLOCKS if out_features % b == 0)
 
 
-def _host():
+def _host(features: str | None = None):
+    """The host CPU limited to the feature level ``features`` (a compile target's,
+    ``compiler.targets.cpu.CpuTarget.features``; None: ``$PYVTA_CPU_FEATURES``, else the
+    host's own)."""
     from pyvta.compiler.backend.llvm import CpuTarget
 
-    return CpuTarget.host()
+    return CpuTarget.host(None, features)
 
 
 # Winograd F(2x2, 3x3) is the untuned choice for 3x3 stride-1 layers at least this wide and
@@ -167,19 +143,19 @@ WINOGRAD_P_BLOCKS = (6, 5, 4)
 WINOGRAD_MAX_WASTE = 0.05
 
 
-def default_direct_knobs(wl: ConvWorkload) -> dict:
+def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
     oh, ow = wl.out_hw
-    return nchwc.NchwcConvKnobs.for_target(_host(), ow, wl.ob, oh).to_dict()
+    return nchwc.NchwcConvKnobs.for_target(_host(features), ow, wl.ob, oh).to_dict()
 
 
-def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
+def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
     """Winograd's untuned tile (``WINOGRAD_P_BLOCK`` tiles x two vectors of channels), or
     None where the untuned choice is direct (``WINOGRAD_MIN_WIDTH``, ``WINOGRAD_MIN_CHANNELS``)
     or the tile does not fit the layer."""
     if not wl.winograd_ok or wl.w < WINOGRAD_MIN_WIDTH or wl.c < WINOGRAD_MIN_CHANNELS:
         return None
-    k_block = 2 * _host().vector_lanes("float32")
+    k_block = 2 * _host(features).vector_lanes("float32")
     if wl.o % k_block:
         return None
     tiles = -(-wl.h // 2) * -(-wl.w // 2)
@@ -190,20 +166,20 @@ def default_winograd_knobs(wl: ConvWorkload) -> dict | None:
     return {"p_block": p_block, "k_block": k_block, "parallel": True}
 
 
-def default_conv_schedule(wl: ConvWorkload) -> dict:
+def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict:
     """The untuned choice: depthwise for group = C; pointwise (a GEMM over the pixels) for
     1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
     with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise."""
     if wl.depthwise:
-        knobs = DepthwiseKnobs.for_target(_host(), wl.out_hw, wl.ob)
+        knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob)
         return {"template": "depthwise", "knobs": knobs.to_dict()}
     if wl.pointwise_ok:
-        knobs = PointwiseKnobs.for_target(_host(), wl.h * wl.w, wl.ob)
+        knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob)
         return {"template": "pointwise", "knobs": knobs.to_dict()}
-    wino = default_winograd_knobs(wl)
+    wino = default_winograd_knobs(wl, features)
     if wino is not None:
         return {"template": "winograd", "knobs": wino}
-    return {"template": "direct", "knobs": default_direct_knobs(wl)}
+    return {"template": "direct", "knobs": default_direct_knobs(wl, features)}
 
 
 def conv_weights(
@@ -278,8 +254,9 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
     )  # fmt: skip
 
 
-def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
-    """``(sch, args)`` of a compiled op's node given its input shapes."""
+def node_schedule(node: Node, in_shapes: list[tuple[int, ...]], features: str | None = None):
+    """``(sch, args)`` of a compiled op's node given its input shapes (``features``: the
+    host's feature level it is for, ``_host``)."""
     a, op = node.attrs, node.op
     if op == "cpu_conv2d":
         wl = node_workload(node, in_shapes[0])
@@ -303,7 +280,9 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
     if op == "cpu_dense":
         (m, k), (nb, _, blk) = in_shapes[0], in_shapes[1]
         ep = nchwc.Epilogue(len(in_shapes) == 4, tuple(a["clip"]) if a.get("clip") else None)
-        return nchwc.dense_nc(m, k, nb * blk, blk, ep, vector_lanes=_host().vector_lanes("float32"))
+        return nchwc.dense_nc(
+            m, k, nb * blk, blk, ep, vector_lanes=_host(features).vector_lanes("float32")
+        )
     if op == "cpu_elementwise":
         return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)
     if op == "cpu_softmax":
@@ -318,11 +297,11 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]]):
 def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
     """``(node, op, why)`` of each ``cpu`` node that runs numpy (``run_cpu_op``), not a compiled
     kernel: neither a compiled float op, a view (reshape, flatten), nor a compiled int8 node."""
-    from pyvta.compiler.targets.cpu_int8.kernels import INT8_OPS, compiled_int8, compiled_scale
+    from pyvta.runtime.int8_kernels import INT8_OPS, compiled_int8, compiled_scale
 
     out = []
     for n in graph.nodes:
-        if n.target != "cpu" or n.op in COMPILED_OPS or n.op in VIEW_OPS:
+        if n.target != HOST or n.op in COMPILED_OPS or n.op in VIEW_OPS:
             continue
         if (n.op in INT8_OPS and compiled_int8(n, graph)) or compiled_scale(n, graph):
             continue
@@ -340,180 +319,66 @@ def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
 _MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, per process
 
 
-def node_module(node: Node, in_shapes, num_threads: int):
-    """The built kernel of a compiled node, once per process. On disk, the kernel cache keeps
-    the node's lowered function (keyed by the node, its shapes and the compiler's sources) and
-    its code, so after ``compile_model`` a fresh process neither lowers nor generates code."""
+def node_module(node: Node, in_shapes, num_threads: int, features: str | None = None):
+    """The built kernel of a compiled node for the host limited to ``features`` (``_host``),
+    once per process. On disk, the kernel cache keeps the node's lowered function (keyed by the
+    node, its shapes, the CPU and the compiler's sources) and its code, so after
+    ``compile_model`` a fresh process neither lowers nor generates code."""
     from pyvta import compiler
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.backend.llvm.cache import func_key
     from pyvta.compiler.backend.llvm.entry import BACKEND
 
-    target = CpuTarget.host(num_threads)  # schedules and code follow the host's features
+    target = CpuTarget.host(num_threads, features)  # schedules and code follow its features
     key = json.dumps(
         [node.op, node.attrs, in_shapes, num_threads, target.key], sort_keys=True, default=str
     )
     mod = _MODULES.get(key)
     if mod is None:
         fkey = func_key(key)
-        mod = BACKEND.cached(fkey, num_threads=num_threads)
+        mod = BACKEND.cached(fkey, num_threads=num_threads, cpu_features=features)
         if mod is None:
-            sch, args = node_schedule(node, in_shapes)
-            mod = compiler.build(sch, args, num_threads=num_threads, func_key=fkey)
+            sch, args = node_schedule(node, in_shapes, features)
+            mod = compiler.build(
+                sch, args, num_threads=num_threads, func_key=fkey, cpu_features=features
+            )
         _MODULES[key] = mod
     return mod
 
 
-class CpuKernels:
-    """The "cpu" backend of a graph: compiled ``cpu_*`` nodes on preplanned buffers, numpy
-    (``cpu_ops``) for the rest. Builds every kernel when constructed."""
+class CpuKernels(cpu_kernels.CpuKernels):
+    """The "cpu" backend of a graph (``runtime.cpu_kernels.CpuKernels``) with the kernels of
+    its compiled nodes built here when constructed (the JIT, or the disk cache) for the host
+    limited to ``features`` (a compile target's), but those given in ``modules``; without
+    llvmlite none is built (the runtime refuses the graph)."""
 
     def __init__(
-        self, graph: Graph, num_threads: int | None = None, modules: dict | None = None
+        self,
+        graph: Graph,
+        num_threads: int | None = None,
+        modules: dict | None = None,
+        features: str | None = None,
     ) -> None:
-        """``modules``: the compiled nodes' kernels, already built (node name -> a kernel
-        called as ``Module`` is: an artifact's shared object, ``cpu_code.CpuCode.load``)."""
-        self.graph = graph
         threads = num_threads or os.cpu_count() or 1
-        self.modules: dict[str, object] = dict(modules or {})
-        compiled = [n for n in graph.nodes if n.op in COMPILED_OPS and n.target == "cpu"]
-        compiled = [n for n in compiled if n.name not in self.modules]
-        if compiled and not cpu_llvm.have_llvmlite():
-            raise GraphError(
-                f"{len(compiled)} nodes of this graph (e.g. {compiled[0].name!r}, {compiled[0].op})"
-                " are compiled CPU kernels, which need llvmlite (pyvta[host]); without it (a"
-                " board's runtime) run artifacts compiled for vta, whose CPU layers are numpy"
-            )
-        # node -> (images, which inputs are per image): a batch runs its one-image kernel N times
-        self._per_image: dict[str, tuple[int, list[bool]]] = {}
-        for n in compiled:
-            shapes = [graph.values[i].shape for i in n.inputs]
-            batch = graph.values[n.outputs[0]].shape[0] if n.op in PER_IMAGE_OPS else 1
-            if batch > 1:
-                per_image = [i not in graph.constants for i in n.inputs]
-                self._per_image[n.name] = (batch, per_image)
-                shapes = [(1, *s[1:]) if p else s for s, p in zip(shapes, per_image, strict=True)]
-            self.modules[n.name] = node_module(n, shapes, threads)
-        self.slots, self._arena = plan_memory(graph, set(self.modules))
-        # node -> (the args it last ran on, its bound kernel call or None, its output, whether
-        # that is returned as is): a node given the same arrays again (arena views, constants)
-        # reuses the checked call; a graph output is computed into a buffer of its node's
-        # (``_own``) and copied out (a fresh array per run, without binding the call again)
-        self._bound: dict[str, tuple[tuple, object, np.ndarray, bool]] = {}
-        self._own: dict[str, np.ndarray] = {}
-        # value -> its arena view: a new input array rebinds the nodes that read it, and no more
-        # (a new view per rebinding made every node after it rebind, ~10 us each, every run)
-        self._views: dict[str, np.ndarray] = {}
-
-    def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray:
-        hit = self._bound.get(node.name)
-        if hit is not None:
-            prev, call, out, as_is = hit
-            if len(prev) == len(args) and all(map(operator.is_, prev, args)):
-                if call is not None:
-                    call()
-                return out if as_is else out.copy()
-        mod = self.modules.get(node.name)
-        if mod is None:
-            out = run_cpu_op(node.op, args, node.attrs)
-            if node.op in VIEW_OPS and np.shares_memory(out, args[0]):
-                self._bound[node.name] = (tuple(args), None, out, True)  # the same view next time
-            return out
-        v = self.graph.values[node.outputs[0]]
-        slot = self.slots.get(v.name)
-        if slot is None:  # a graph output: computed into the node's own buffer, returned copied
-            out = self._own.get(v.name)
-            if out is None:
-                from pyvta.runtime.arrays import aligned_empty
-
-                out = self._own[v.name] = aligned_empty(v.shape, v.dtype)
-        else:  # the same view object every run, so the nodes reading it find their calls bound
-            out = self._views.get(v.name)
-            if out is None:
-                out = self._views[v.name] = self._arena[slot][: math.prod(v.shape)].reshape(v.shape)
-        call = self._bind(node, mod, args, out)
-        call()
-        if all(a.flags.c_contiguous for a in args):  # no copies bound
-            self._bound[node.name] = (tuple(args), call, out, slot is not None)
-        return out if slot is not None else out.copy()
-
-    def _bind(self, node: Node, mod, args: list[np.ndarray], out: np.ndarray):
-        """The kernel's call on ``args`` and ``out``: one call, or one per image of a batch."""
-        params = mod.func.params
-        per_image = self._per_image.get(node.name)
-        if per_image is None:
-            arrays = zip(args + [out], params, strict=True)  # elementwise: flat arrays
-            return mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
-        batch, sliced = per_image
-        calls = []
-        for b in range(batch):
-            arrays = [a[b : b + 1] if cut else a for a, cut in zip(args, sliced, strict=True)]
-            arrays.append(out[b : b + 1])
-            calls.append(
-                mod.bind(
-                    *[np.ascontiguousarray(a).reshape(p.shape)
-                      for a, p in zip(arrays, params, strict=True)]
-                )
-            )  # fmt: skip
-
-        def run_images():
-            for c in calls:
-                c()
-
-        return run_images
+        modules = dict(modules or {})
+        if cpu_llvm.have_llvmlite():
+            for n in cpu_kernels.compiled_nodes(graph):
+                if n.name not in modules:
+                    shapes = cpu_kernels.kernel_shapes(graph, n)[0]
+                    modules[n.name] = node_module(n, shapes, threads, features)
+        super().__init__(graph, modules)
 
 
-def plan_memory(graph: Graph, compiled: set[str]) -> tuple[dict[str, int], list[np.ndarray]]:
-    """Arena slots for the outputs of the ``compiled`` nodes: value name -> slot index, and
-    the slots (float32, 64-byte aligned). A slot is reused once every reader of its value (and
-    of the views of it) has run; graph outputs and their aliases get no slot."""
-    if not compiled:
-        return {}, []
-    from pyvta.runtime.arrays import aligned_empty
-
-    root: dict[str, str] = {}
-    for n in graph.nodes:
-        for o in n.outputs:
-            root[o] = root.get(n.inputs[0], n.inputs[0]) if n.op in VIEW_OPS else o
-    last: dict[str, int] = {}
-    for i, n in enumerate(graph.nodes):
-        for name in n.inputs:
-            last[root.get(name, name)] = i
-    pinned = {root.get(o, o) for o in graph.outputs}
-    free: list[tuple[int, int]] = []  # (elements, slot)
-    sizes: list[int] = []
-    slots: dict[str, int] = {}
-    ends: dict[int, list[int]] = {}
-    for i, n in enumerate(graph.nodes):
-        if n.name in compiled:
-            v = graph.values[n.outputs[0]]
-            if v.dtype == "float32" and v.name not in pinned:
-                elems = int(np.prod(v.shape))
-                fit = [f for f in free if f[0] >= elems]
-                if fit:
-                    best = min(fit)
-                    free.remove(best)
-                    slot = best[1]
-                else:
-                    slot = len(sizes)
-                    sizes.append(elems)
-                slots[v.name] = slot
-                ends.setdefault(last.get(v.name, i), []).append(slot)
-        for slot in ends.pop(i, []):
-            free.append((sizes[slot], slot))
-    return slots, [aligned_empty((s,), "float32") for s in sizes]
+_BACKENDS: dict[int, tuple[weakref.ref, str | None, CpuKernels]] = {}
 
 
-_BACKENDS: dict[int, tuple[weakref.ref, CpuKernels]] = {}
-
-
-def cpu_backend_for(graph: Graph) -> CpuKernels:
-    """The :class:`CpuKernels` of ``graph``, made once per graph object (so ``run_model``
-    called again reuses its kernels and arena)."""
+def cpu_backend_for(graph: Graph, features: str | None = None) -> CpuKernels:
+    """The :class:`CpuKernels` of ``graph`` for the feature level ``features``, made once per
+    graph object (so ``run_model`` called again reuses its kernels and arena)."""
     hit = _BACKENDS.get(id(graph))
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    backend = CpuKernels(graph)
-    _BACKENDS[id(graph)] = (weakref.ref(graph), backend)
+    if hit is not None and hit[0]() is graph and hit[1] == features:
+        return hit[2]
+    backend = CpuKernels(graph, features=features)
+    _BACKENDS[id(graph)] = (weakref.ref(graph), features, backend)
     weakref.finalize(graph, _BACKENDS.pop, id(graph), None)  # the arena dies with the graph
     return backend

@@ -7,14 +7,18 @@ executor runs them through the ``cpu`` target's node backend."""
 from __future__ import annotations
 
 from pyvta.compiler.targets.base import Target
+from pyvta.runtime.ir import HOST
 
 
 class CpuInt8Target(Target):
-    name = "cpu-int8"
     summary = "int8 (calibrated), every layer on the host CPU with the accelerator's arithmetic"
-    placement = "cpu"
+    placement = HOST
     quantized = True
     compile_options = frozenset({"calibration"})
+
+    def __init__(self, name: str = "cpu-int8", features: str | None = None) -> None:
+        self.name = name
+        self.features = features  # the x86 feature level of its kernels (None: the host's)
 
     def pipeline_options(
         self, samples=None, keep_float=None, cpu_schedules=None, block=None, vta_partition="whole"

@@ -6,12 +6,13 @@ code)."""
 from __future__ import annotations
 
 from pyvta.compiler.targets.base import Target
+from pyvta.runtime.ir import GPU
 
 
 class GpuTarget(Target):
     name = "gpu"
     summary = "float32, every layer compiled to PTX for an NVIDIA GPU (or emulated on the CPU)"
-    placement = "gpu"
+    placement = GPU
     devices = ("cuda", "cuda-emulated")
 
     def pipeline_options(

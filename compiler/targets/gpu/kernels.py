@@ -21,12 +21,13 @@ kernels as CPU loop IR, llvmlite) and :class:`DeviceGpu` (the PTX on an NVIDIA G
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from pyvta.isa.errors import PyvtaError
-from pyvta.runtime.ir import Graph, GraphError, Node
+from pyvta.runtime.compiled_model import GpuKernel
+from pyvta.runtime.ir import GPU, Graph, GraphError, Node
 
 VIEW_OPS = ("reshape", "flatten", "identity")
 GPU_DEVICES = ("cuda", "cuda-emulated")  # what runs a "gpu" node: the GPU, or its emulation
@@ -34,16 +35,6 @@ GPU_DEVICES = ("cuda", "cuda-emulated")  # what runs a "gpu" node: the GPU, or i
 
 class GpuUnavailableError(PyvtaError, RuntimeError):
     """The real-GPU backend was asked for where ``cuInit`` (or cuda-bindings) fails."""
-
-
-@dataclass(frozen=True)
-class GpuKernel:
-    """One node's compiled code: PTX text (one ``.entry`` per kernel) for ``arch`` and its
-    launch plan (``backend.cuda.launch``)."""
-
-    ptx: str
-    plan: dict
-    arch: str
 
 
 # -- default schedules -----------------------------------------------------------------------
@@ -196,7 +187,7 @@ def _shapes(graph: Graph, node: Node):
 
 
 def _kernel_nodes(graph: Graph) -> list[Node]:
-    return [n for n in graph.nodes if n.target == "gpu" and n.op not in VIEW_OPS]
+    return [n for n in graph.nodes if n.target == GPU and n.op not in VIEW_OPS]
 
 
 _MODULES: dict[str, object] = {}  # (op, attrs, shapes, target, options) -> built, per process
@@ -257,9 +248,9 @@ class EmulatedGpu:
 
 def network_plan(graph: Graph, kernels: dict[str, GpuKernel]) -> dict:
     """The JSON-able network plan of ``launch.LoadedNetwork`` for ``graph`` and its kernels."""
-    gpu_nodes = [n for n in graph.nodes if n.target == "gpu"]
+    gpu_nodes = [n for n in graph.nodes if n.target == GPU]
     if len(gpu_nodes) != len(graph.nodes):
-        other = next(n for n in graph.nodes if n.target != "gpu")
+        other = next(n for n in graph.nodes if n.target != GPU)
         raise GraphError(f"node {other.name!r} runs on {other.target!r}, not on the GPU")
     missing = [n.name for n in _kernel_nodes(graph) if n.name not in kernels]
     if missing:

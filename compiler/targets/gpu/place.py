@@ -5,7 +5,7 @@ a node no GPU template runs is refused here, at compile time, naming the ops tha
 from __future__ import annotations
 
 from pyvta.compiler.targets.gpu.kernels import VIEW_OPS, default_schedule
-from pyvta.runtime.ir import Graph
+from pyvta.runtime.ir import GPU, Graph
 
 
 def place_gpu(graph: Graph, options) -> Graph:
@@ -14,7 +14,7 @@ def place_gpu(graph: Graph, options) -> Graph:
         return graph
     g = graph.copy()
     for n in g.nodes:
-        n.target = "gpu"
+        n.target = GPU
         if n.op not in VIEW_OPS:
             shapes = [g.values[i].shape for i in n.inputs]
             n.attrs["gpu_schedule"] = default_schedule(n, shapes, g.values[n.outputs[0]].shape)

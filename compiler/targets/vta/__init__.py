@@ -7,12 +7,13 @@ other layers stay on the host CPU (placement ``cpu``). It runs on any ``driver.o
 from __future__ import annotations
 
 from pyvta.compiler.targets.base import Target, TargetError
+from pyvta.runtime.ir import ACCELERATOR
 
 
 class VtaTarget(Target):
     name = "vta"
     summary = "int8 (calibrated); conv2d/dense as accelerator kernels, the rest on the host CPU"
-    placement = "vta"
+    placement = ACCELERATOR
     quantized = True
     accelerator = True
     devices = ("sim", "rtl", "pynq", "tcp://HOST:PORT")
@@ -51,7 +52,7 @@ class VtaTarget(Target):
     def compile(self, cm, hw=None, lower: bool = True, gpu_arch: str = "sm_90") -> None:
         cm.hw = hw
         if lower:
-            cm.lower_kernels(hw)
+            self.lower_kernels(cm, hw)
 
     def lower_kernels(self, cm, hw, configs=None, measure=None, search=0, progress=None) -> None:
         from pyvta.compiler.backend.vta.graph_backend import compile_kernels
@@ -60,32 +61,11 @@ class VtaTarget(Target):
         cm.hw = hw or cm.hw or HwConfig()
         cm.kernels = compile_kernels(cm.graph, cm.hw, configs, measure, search, progress)
 
-    def node_backend(self, graph, vta=None):
-        """Accelerator nodes through the operator-contract object ``vta`` (default: the numpy
-        golden model, ``runtime.vta_ops.GoldenVta``)."""
-        from pyvta.runtime.executor import ContractNodes
-        from pyvta.runtime.vta_ops import GoldenVta
-
-        return ContractNodes(vta if vta is not None else GoldenVta())
-
     def device_backend(self, cm, device):
         """The executor's accelerator backend with ``cm``'s kernels loaded onto ``device`` (a
-        ``driver.Device``), refused when they were lowered for another HwConfig."""
-        from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-        from pyvta.runtime.compiled_model import ArtifactError
-
-        n_placed = len(self.placed(cm.graph))
-        if n_placed and not cm.kernels:
-            raise ArtifactError(
-                f"the model has {n_placed} accelerator nodes but no kernels; compile it with"
-                " pyvta compile --target vta (or call lower_kernels)"
-            )
-        if cm.hw is not None and cm.hw != device.config:
-            raise ArtifactError(
-                f"the model was compiled for HwConfig {cm.hw.tag}; the device is"
-                f" {device.config.tag} (recompile with its --config)"
-            )
-        return AcceleratorBackend(device, cm.kernels)
+        ``driver.Device``), refused when they were lowered for another HwConfig
+        (``runtime.compiled_model.CompiledModel.accelerator``)."""
+        return cm.accelerator(device)
 
     def open_backend(self, cm, device: str, **device_kwargs):
         """Open the ``driver.open`` device ``device`` for ``cm``'s HwConfig and load its

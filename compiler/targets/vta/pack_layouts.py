@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.runtime import layout, vta_ops
-from pyvta.runtime.ir import Graph, Node
+from pyvta.runtime.ir import ACCELERATOR, Graph, Node
 
 
 def pack_layouts(graph: Graph, options) -> Graph:
@@ -45,7 +45,7 @@ def pack_layouts(graph: Graph, options) -> Graph:
         return packed[name]
 
     for n in g.nodes:
-        if n.target != "vta":
+        if n.target != ACCELERATOR:
             nodes.append(n)
             continue
         if n.name in fused:
@@ -55,7 +55,7 @@ def pack_layouts(graph: Graph, options) -> Graph:
             op = "vta_max_pool" if n.op == "max_pool" else "vta_global_avg_pool"
             em.names.discard(n.name)
             yp = em.emit(op, [pack(n.inputs[0])], dict(n.attrs), n.name,
-                         output=g.fresh_name(f"{y}_packed"), target="vta")  # fmt: skip
+                         output=g.fresh_name(f"{y}_packed"), target=ACCELERATOR)  # fmt: skip
             em.emit(
                 "unpack_nchw", [yp], {"channels": g.values[y].shape[1]}, f"{y}_unpack", output=y
             )
@@ -99,7 +99,7 @@ def pack_layouts(graph: Graph, options) -> Graph:
             fused.add(pool.name)
             op, y = "vta_conv2d_max_pool", pool.outputs[0]
         em.names.discard(n.name)  # the vta node keeps the quantized node's name
-        yp = em.emit(op, ins, attrs, n.name, output=g.fresh_name(f"{y}_packed"), target="vta")
+        yp = em.emit(op, ins, attrs, n.name, output=g.fresh_name(f"{y}_packed"), target=ACCELERATOR)
         unpack = "unpack_nchw" if conv else "unpack_nc"
         em.emit(unpack, [yp], {"channels": g.values[y].shape[1]}, f"{y}_unpack", output=y)
         packed[y] = yp
@@ -118,7 +118,7 @@ def _pool_after(g: Graph, conv: Node, readers: dict) -> Node | None:
     a = vta_ops.CONV_POOL_ATTRS
     same = (
         p.op == "max_pool"
-        and p.target == "vta"
+        and p.target == ACCELERATOR
         and all(tuple(p.attrs[k]) == tuple(v) for k, v in a.items())
     )
     _, _, h, w = g.values[y].shape

@@ -142,7 +142,7 @@ def test_int8_artifact_shared_object_runs_as_the_jit(onnx_path, tmp_path):
     blocked float layers' kernels from a shared object for this host: the JIT's bits (slow: ~30 s
     of code generation on a shared 2-core machine). Its float layers are compiled kernels, so
     the shared object needs no GEMMs for float products."""
-    from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
+    from pyvta.runtime.int8_kernels import CpuInt8Kernels
 
     cm = compile_model(onnx_path, "cpu-int8")
     x = _input(cm)

@@ -10,10 +10,11 @@ import pytest
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.targets.cpu_int8 import kernels as ck
-from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels, compiled_int8
+from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 from pyvta.runtime.cpu_llvm import numpy_only
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.executor import Executor
+from pyvta.runtime.int8_kernels import INT8_OPS, compiled_int8
 
 
 class NumpyNodes:
@@ -24,7 +25,7 @@ class NumpyNodes:
         self.fallback = fallback
 
     def run(self, node, args):
-        if self.fallback is not None and node.op not in ck.INT8_OPS:
+        if self.fallback is not None and node.op not in INT8_OPS:
             return self.fallback.run(node, args)
         return run_cpu_op(node.op, args, node.attrs)
 

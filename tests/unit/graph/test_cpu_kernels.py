@@ -15,8 +15,9 @@ from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
 from pyvta.compiler.graph.reference import run_onnxruntime
 from pyvta.compiler.graph.zoo import float_model
-from pyvta.compiler.targets.cpu.kernels import COMPILED_OPS, VIEW_OPS, CpuKernels, plan_memory
+from pyvta.compiler.targets.cpu.kernels import CpuKernels
 from pyvta.runtime.compiled_model import CompiledModel, run_model
+from pyvta.runtime.cpu_kernels import COMPILED_OPS, VIEW_OPS, plan_memory
 
 MAX_REL_ERR = 1e-4
 

@@ -4,8 +4,9 @@ run; tuned configs are applied per layer and keep the result bit exact."""
 import numpy as np
 import pytest
 
-from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
-from pyvta.compiler.backend.vta.operator import VtaConv2d
+from pyvta.compiler.backend.vta.config import ConvConfig
+from pyvta.compiler.backend.vta.graph_backend import accelerator_for, kernel_workload
+from pyvta.compiler.backend.vta.operator import kernel_epilogue
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver import SimDevice
@@ -31,12 +32,14 @@ def _input(cm):
 
 def test_collected_layers_are_the_layers_that_run(small_net):
     layers = network_layers(small_net)
-    acc = AcceleratorBackend.for_graph(small_net.graph, SimDevice())
+    acc = accelerator_for(small_net.graph, SimDevice())
     run_model(small_net, _input(small_net), backends={"vta": acc})
     ran = {}
     for op in acc._ops.values():  # the conv/dense kernels (pools and the fused stem + pool
-        if isinstance(op, VtaConv2d):  # have fixed ALU schedules: nothing to tune)
-            ran[(op.wl, op.layer_ep)] = ran.get((op.wl, op.layer_ep), 0) + 1
+        layer_ep = kernel_epilogue(op.kernel, layer=True)  # have fixed ALU schedules: None)
+        if layer_ep is not None:
+            key = (kernel_workload(op.kernel), layer_ep)
+            ran[key] = ran.get(key, 0) + 1
     assert {(la.workload, la.epilogue): la.count for la in layers} == ran
     assert sum(la.count for la in layers) == sum(1 for r in acc.runs if r.config)
     assert any(la.epilogue.residual for la in layers)
@@ -54,13 +57,15 @@ def test_tuned_configs_are_applied_and_exact(small_net, tmp_path):
     assert best_cycles(log, layers) == pytest.approx(summary.cycles("tuned"))
 
     x = _input(small_net)
-    tuned = AcceleratorBackend.for_graph(small_net.graph, SimDevice(), configs=configs)
+    tuned = accelerator_for(small_net.graph, SimDevice(), configs=configs)
     (out,), _ = run_model(small_net, x, backends={"vta": tuned})
     (ref,), _ = run_model(small_net, x)  # the golden integer model on the CPU
     assert np.array_equal(out, ref)
     for op in tuned._ops.values():
-        if isinstance(op, VtaConv2d):  # (the pools' fixed schedules are no tuned layers)
-            assert op.config == configs[(op.wl, op.layer_ep)]
+        layer_ep = kernel_epilogue(op.kernel, layer=True)
+        if layer_ep is not None:  # (the pools' fixed schedules are no tuned layers)
+            config = ConvConfig.from_dict(op.kernel.info["config"])
+            assert config == configs[(kernel_workload(op.kernel), layer_ep)]
     # the device runs cost what the tuner measured (same stream, other DRAM addresses)
     tuned_runs = sum(r.cycles for r in tuned.runs if r.config)
     assert tuned_runs == pytest.approx(summary.cycles("tuned"), rel=0.02)

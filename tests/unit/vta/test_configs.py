@@ -89,7 +89,7 @@ def test_small_resnet18_bit_exact_with_the_config_block(cfg, tmp_path):
     import onnx
 
     from pyvta.compiler.graph import zoo
-    from pyvta.compiler.graph.compile import compile_model
+    from pyvta.compiler.graph.compile import compile_model, lower_kernels
     from pyvta.runtime.compiled_model import run_model
 
     path = tmp_path / "resnet18_32.onnx"
@@ -101,7 +101,7 @@ def test_small_resnet18_bit_exact_with_the_config_block(cfg, tmp_path):
     assert packs and all(n.attrs["block"] == cfg.block_in for n in packs)
     # compiled without lowering, the model keeps its config: a later lower_kernels() uses it
     late = compile_model(path, "vta", cal, hw=cfg, lower=False, vta_partition="legacy")
-    late = late.lower_kernels()
+    late = lower_kernels(late)
     assert late.hw == cfg and late.kernels.keys() == on_vta.kernels.keys()
     x = zoo.sample_inputs(1, 32, seed=11)[0]
     (want,), _ = run_model(on_cpu, x)

@@ -4,9 +4,11 @@ level's golden operator contract bit for bit; kernels relocate to any placement.
 import numpy as np
 import pytest
 
-from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend, compile_kernels
+from pyvta.compiler.backend.vta.graph_backend import compile_kernels, kernel_workload
+from pyvta.compiler.backend.vta.operator import kernel_epilogue
 from pyvta.driver import SimDevice
 from pyvta.runtime import vta_ops
+from pyvta.runtime.accelerator import AcceleratorBackend
 from pyvta.runtime.executor import Executor
 from pyvta.runtime.ir import Graph, Node, Value
 
@@ -61,8 +63,8 @@ def test_conv2d_matches_golden(params, out_hw, rng):
     assert np.array_equal(got, vta_ops.GoldenVta().conv2d(x, w, b, res, p))
     assert acc.runs and acc.runs[0].cycles > 0
     # each run records the epilogue as lowered (what the per-layer breakdown re-lowers)
-    assert acc.runs[0].epilogue.residual == (res is not None)
-    assert acc.runs[0].epilogue.shift == params["shift"]
+    assert kernel_epilogue(acc.runs[0].kernel).residual == (res is not None)
+    assert kernel_epilogue(acc.runs[0].kernel).shift == params["shift"]
 
 
 def test_dense_batch_two_matches_golden(rng):
@@ -74,7 +76,9 @@ def test_dense_batch_two_matches_golden(rng):
     got, acc = run_on_device(g, {"x": x}, SimDevice(dram_bytes=1 << 24))
     assert np.array_equal(got, vta_ops.GoldenVta().dense(x, w, b, None, p))
     # one kernel, one launch for both images: a 1 x 2-pixel image, each weight tile loaded once
-    assert len(acc._ops) == 1 and len(acc.runs) == 1 and acc.runs[0].workload.width == 2
+    assert (
+        len(acc._ops) == 1 and len(acc.runs) == 1 and kernel_workload(acc.runs[0].kernel).width == 2
+    )
     assert acc.last_cycles == acc.runs[-1].cycles
 
 

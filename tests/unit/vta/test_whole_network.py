@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pyvta.compiler.backend.vta.graph_backend import AcceleratorBackend
+from pyvta.compiler.backend.vta.graph_backend import accelerator_for, kernel_workload
 from pyvta.compiler.backend.vta.pool import PoolWorkload, build_pool_kernel
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
@@ -15,6 +15,7 @@ from pyvta.compiler.targets.vta.partition_targets import HOST_OPS, vta_reason
 from pyvta.driver import SimDevice
 from pyvta.driver.kernel import load_kernel
 from pyvta.runtime import layout, vta_ops
+from pyvta.runtime.accelerator import AcceleratorBackend
 from pyvta.runtime.compiled_model import run_model
 
 CASES_MAX = [  # channels, H, W, kernel, strides, pads
@@ -104,7 +105,7 @@ def test_whole_network_on_the_accelerator_bit_exact(tmp_path):
     assert ops.count("vta_conv2d_max_pool") == 1 and ops.count("vta_global_avg_pool") == 1
     assert "pack_fold_taps" in placed
     x = zoo.sample_inputs(1, 32, seed=8)[0]
-    vta = AcceleratorBackend.for_graph(cm.graph, SimDevice())
+    vta = accelerator_for(cm.graph, SimDevice())
     (got,), table = run_model(cm, x, backends={"vta": vta})
     (golden,), _ = run_model(cm, x)
     assert np.array_equal(got, golden)
@@ -165,12 +166,13 @@ def test_batch_in_one_launch_per_layer(tmp_path):
     one = compile_model(path, "vta", cal1, lower=False)
     two = compile_model(path, "vta", cal2, lower=False, input_shapes={"input": (2, 3, 32, 32)})
     x = np.concatenate(zoo.sample_inputs(2, 32, seed=8))
-    vta = AcceleratorBackend.for_graph(two.graph, SimDevice())
+    vta = accelerator_for(two.graph, SimDevice())
     (got,), _ = run_model(two, x, backends={"vta": vta})
     (golden,), _ = run_model(two, x)
     assert np.array_equal(got, golden)
     assert len(vta.runs) == 22  # one launch per layer (the stem and its pool: one)
-    wls = [r.workload for r in vta.runs if hasattr(r.workload, "batch")]  # (conv, dense)
+    wls = [kernel_workload(r.kernel) for r in vta.runs]
+    wls = [wl for wl in wls if hasattr(wl, "batch")]  # (conv, dense)
     assert sum(wl.batch == 2 for wl in wls) == 20  # every conv (the stem's with its pool)
     assert [(wl.height, wl.width) for wl in wls if wl.batch == 1] == [(1, 2)]  # the dense
     for i in range(2):

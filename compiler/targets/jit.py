@@ -1,0 +1,64 @@
+"""The host's JIT as the runtime asks for it (``runtime.jit``, through the ``pyvta`` / ``jit``
+entry point of pyproject.toml): kernels built in this process, or read from the kernel cache,
+for graphs whose compiled nodes have no code for this machine in their artifact."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyvta.runtime.ir import Graph
+
+if TYPE_CHECKING:
+    from pyvta.compiler.targets.base import Target
+
+_GEMMS: dict[tuple[int, int, int], tuple[object, int]] = {}  # (M, N, K) -> kernel, N padded
+
+
+def host_backend(graph: Graph, target: str | Target | None = None):
+    """The executor's ``"cpu"`` backend of ``graph`` with its kernels built here for the x86
+    feature level of the compile ``target`` (a name or a Target; its ``features``; None: the
+    host's own): compiled int8 kernels where it has quantized host nodes (an int8 model:
+    ``cpu-int8``'s, or the host layers of ``vta``'s), else compiled float kernels."""
+    from pyvta.compiler.targets import get_target
+    from pyvta.compiler.targets.cpu.kernels import cpu_backend_for
+    from pyvta.compiler.targets.cpu_int8.kernels import int8_backend_for
+    from pyvta.runtime.int8_kernels import has_int8_nodes
+
+    features = get_target(target).features if target is not None else None
+    if has_int8_nodes(graph):
+        return int8_backend_for(graph, features)
+    return cpu_backend_for(graph, features)
+
+
+def _gemm_knobs():
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu import GemmKnobs
+
+    return GemmKnobs.for_target(CpuTarget.host())
+
+
+def gemm_n_pad(n: int) -> int:
+    """``n`` padded to the GEMM template's column block on this host."""
+    bn = _gemm_knobs().bn
+    return -(-n // bn) * bn
+
+
+def gemm_kernel(m: int, n: int, k: int) -> tuple[object, int]:
+    """The float32 ``(M, K) @ (K, N')`` kernel of this host (``N'``: ``n`` padded), built once
+    per process (the disk cache skips code generation)."""
+    key = (m, n, k)
+    if key not in _GEMMS:
+        from pyvta import compiler
+        from pyvta.compiler.ops.cpu import matmul_packed
+
+        n_pad = gemm_n_pad(n)
+        sch, args = matmul_packed(m, n_pad, k, _gemm_knobs())
+        _GEMMS[key] = (compiler.build(sch, args), n_pad)
+    return _GEMMS[key]
+
+
+def gpu_backend(graph: Graph, device: str = "cuda", kernels: dict | None = None, race_check=False):
+    """The executor's ``"gpu"`` backend (``compiler.targets.gpu.kernels.gpu_backend``)."""
+    from pyvta.compiler.targets.gpu.kernels import gpu_backend as backend
+
+    return backend(graph, device, kernels, race_check)
