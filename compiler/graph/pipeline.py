@@ -8,7 +8,8 @@ passes change anything depends on :class:`PipelineOptions` (built by :func:`opti
 - ``"cpu-int8"``: int8 quantized, everything on the CPU; the quantized conv2d/dense run
   compiled int8 kernels (``compiler.targets.cpu_int8.kernels``, the arithmetic of VTA), the
   float layers (the first conv, pools between dequantize and quantize, the classifier) the
-  float kernels of ``alter_cpu_layout``, (de)quantize numpy,
+  float kernels of ``alter_cpu_layout``, (de)quantize compiled (``fuse_int8_borders`` folds
+  the float layers' layout transforms into them),
 - ``"vta"``: int8 quantized, conv2d/dense/pools on VTA in the packed layout (every layer the
   accelerator can lower; ``vta_partition="legacy"``: the float first conv, pools and last
   dense on the CPU), the rest on the CPU,

@@ -1,7 +1,8 @@
 """The ``cpu-int8`` target: quantized to int8 (calibrated on samples), every layer on the host
 CPU; the quantized conv2d/dense run compiled int8 kernels with the accelerator's arithmetic
 (``compiler.targets.cpu_int8.kernels``), its float layers the ``cpu`` target's compiled
-float kernels, (de)quantize numpy. Its nodes are placed ``cpu``: the
+float kernels, (de)quantize compiled kernels that read / write the float layers' blocked layout
+(``fuse_borders``). Its nodes are placed ``cpu``: the
 executor runs them through the ``cpu`` target's node backend."""
 
 from __future__ import annotations
