@@ -187,7 +187,8 @@ def conv_pool_kernels(graph, node, hw, configs, measure, search) -> dict[str, Ke
     ep = dataclasses.replace(lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0],
                              bias_via_gemm=False)  # fmt: skip
     if fusable(nl.workload, ep, hw):
-        return {node.name: build_conv_pool_kernel(nl.workload, ep, nl.weights, nl.bias, hw)}
+        return {node.name: build_conv_pool_kernel(nl.workload, ep, nl.weights, nl.bias, hw,
+                                                  nl.channel_shifts)}  # fmt: skip
     conv = build_kernel(nl.workload, nl.epilogue, nl.weights, nl.bias, hw,
                         config_for(configs or {}, nl), measure=measure, search=search,
                         channel_shifts=nl.channel_shifts)  # fmt: skip

@@ -209,11 +209,13 @@ def test_batched_conv_loads_weights_once_per_tile(rng):
     assert wgt_rows(three) == wgt_rows(one)
 
 
+@pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("fits", [True, False])
-def test_stem_and_max_pool_in_one_kernel(fits, rng):
+def test_stem_and_max_pool_in_one_kernel(fits, per_channel, rng):
     """conv (+ bias, shift, clip) + the 3x3/2 max pool: the fused kernel, or where its schedule
     does not fit the config (a smaller INP buffer), a conv kernel and a pool kernel: both the golden
-    conv followed by the golden max pool."""
+    conv followed by the golden max pool; ``per_channel``: one shift per output channel (the
+    fused kernel's channel shift pass)."""
     import dataclasses
 
     from pyvta.compiler.backend.vta.graph_backend import conv_pool_kernels
@@ -223,7 +225,8 @@ def test_stem_and_max_pool_in_one_kernel(fits, rng):
     x = rng.integers(-128, 128, (1, 3, 23, 20, 1, 16), dtype=np.int8)
     w = rng.integers(-128, 128, (4, 3, 4, 1, 16, 16), dtype=np.int8)
     b = rng.integers(-20000, 20000, (4, 16)).astype(np.int32)
-    attrs = dict(shift=10, clip_lo=0, clip_hi=127, res_shift=0, strides=[1, 1], pads=[0] * 4)
+    shift = rng.integers(6, 14, 64).tolist() if per_channel else 10
+    attrs = dict(shift=shift, clip_lo=0, clip_hi=127, res_shift=0, strides=[1, 1], pads=[0] * 4)
     values = {
         "x": Value("x", x.shape, "int8"),
         "w": Value("w", w.shape, "int8"),
