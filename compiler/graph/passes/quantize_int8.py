@@ -44,7 +44,7 @@ from pyvta.compiler.graph.calibrate import (
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.ir import Graph, GraphError, Node
-from pyvta.runtime.vta_ops import MAX_SHIFT, avg_pool_params
+from pyvta.runtime.vta_ops import MAX_SHIFT, avg_pool_params, mean_offsets
 
 QUANTIZABLE = ("conv2d", "dense")
 INT8_POOLS = ("max_pool", "global_avg_pool", "flatten")  # with ``QuantConfig.int8_pools``
@@ -170,9 +170,19 @@ def plan_node(
     return NodeQuant(wq, bq.astype(np.int32), *shifts, fa, fy, fr)
 
 
+# a re-centred mean (``_Rewriter.centred_mean``) gets this many bits of headroom over the spread
+# its calibration samples show (few samples: an input's mean may fall outside their range)
+CENTRED_HEADROOM_BITS = 1
+
+
 class _Rewriter:
-    def __init__(self, g: Graph, cal: Calibration, bias_correction: bool) -> None:
+    def __init__(self, g: Graph, cal: Calibration, bias_correction: bool, quantizable) -> None:
         self.g = g
+        self.cal = cal
+        self.quantizable = quantizable
+        # float name -> the float channel offsets its int8 value is re-centred on (real =
+        # q * 2**-frac + offset); only dense readers take one (they fold it into their bias)
+        self.offsets: dict[str, np.ndarray] = {}
         self.nodes: list[Node] = []
         self.em = NodeEmitter(g, self.nodes)
         self.fracs = cal.frac_bits
@@ -189,6 +199,8 @@ class _Rewriter:
         return self.int8[name]
 
     def as_float(self, name: str) -> str:
+        if name in self.offsets:
+            raise GraphError(f"value {name!r} is re-centred (a mean's offsets): no float reader")
         if name not in self.float_ready:
             q, f = self.int8[name]
             self.em.emit("dequantize", [q], {"frac_bits": f}, f"{name}_dequantize", output=name)
@@ -205,10 +217,48 @@ class _Rewriter:
             _, _, h, w = self.g.values[n.inputs[0]].shape
             fy = max(fx, self.fracs.get(y, fx))  # (a mean needs no coarser scale than its input)
             attrs["mult"], attrs["shift"] = avg_pool_params(h * w, fx, fy)
+            centred = self.centred_mean(y, h * w, fx, fy)
+            if centred is not None:
+                fy, attrs["mult"], attrs["shift"], offsets, self.offsets[y] = centred
+                attrs["offset"] = offsets.tolist()
             op = "qglobal_avg_pool"
+        elif n.op == "flatten" and n.inputs[0] in self.offsets:
+            self.offsets[y] = self.offsets[n.inputs[0]]  # (N, C, 1, 1) -> (N, C): same channels
         self.em.names.discard(n.name)
         out = self.em.emit(op, [xq], attrs, n.name, output=self.g.fresh_name(f"{y}_int8"))
         self.int8[y] = (out, fy)
+        return True
+
+    def centred_mean(self, y: str, pixels: int, fx: int, fy: int):
+        """A global mean re-centred per channel, where that gives it a finer scale than ``fy``
+        and only quantized dense layers read it (directly or through flatten): the int8 mean
+        minus each channel's calibrated mid-range (the pool subtracts integer offsets before
+        its shift; the dense adds ``W @ offset`` to its bias). A classifier whose bias cancels
+        most of ``W @ mean`` amplifies the mean's rounding error; re-centred, the mean keeps
+        the spread of its values, not their size, in its 8 bits. Returns (frac bits, mult,
+        shift, integer offsets, float offsets) or None."""
+        if y not in self.cal.channel_ranges or not self._dense_readers_only(y):
+            return None
+        lo, hi = self.cal.channel_ranges[y]
+        spread = float(np.max(hi - lo)) / 2 * 2**CENTRED_HEADROOM_BITS
+        for f in range(frac_bits_for(spread), fy, -1):
+            try:
+                mult, shift = avg_pool_params(pixels, fx, f, offset=True)
+            except ValueError:
+                continue  # (too fine for the ALU's immediates: try a coarser scale)
+            q = mean_offsets((lo + hi) / 2, pixels, mult, shift, f)
+            return f, mult, shift, q, q * 2.0 ** -(f + shift)
+        return None
+
+    def _dense_readers_only(self, y: str) -> bool:
+        if y in self.g.outputs:
+            return False
+        for r in (n for n in self.g.nodes if y in n.inputs):
+            if r.op == "flatten" and r.inputs[0] == y:
+                if not self._dense_readers_only(r.outputs[0]):
+                    return False
+            elif not (r.op == "dense" and r.inputs[0] == y and self.quantizable(r)):
+                return False
         return True
 
     def requantize_residual(self, r: str, fr: int, fa: int) -> str:
@@ -221,11 +271,16 @@ class _Rewriter:
         residual = len(n.inputs) == 4
         rq, fr = self.as_int8(n.inputs[3]) if residual else (None, None)
         mean = self.means.get(n.inputs[0]) if self.bias_correction else None
+        w, bias = g.constants[n.inputs[1]], g.constants[n.inputs[2]]
+        offset = self.offsets.get(n.inputs[0])
+        if offset is not None:  # a re-centred input: x = xq * 2**-fx + offset
+            bias = bias.astype(np.float64) + w.astype(np.float64) @ offset
+            mean = None if mean is None else mean - offset
         y = n.outputs[0]
         q = plan_node(
             n.name,
-            g.constants[n.inputs[1]],
-            g.constants[n.inputs[2]],
+            w,
+            bias,
             fx,
             self.fracs.get(y, 7),
             fr,
@@ -378,7 +433,7 @@ def output_error(graph: Graph, quantized: Graph, cfg: QuantConfig) -> float:
 def _rewrite(graph: Graph, cal: Calibration, cfg: QuantConfig, quantizable, chosen) -> Graph:
     """``graph`` with its ``quantizable`` nodes in int8, per channel for the ``chosen`` names."""
     g = graph.copy()
-    rw = _Rewriter(g, cal, cfg.bias_correction)
+    rw = _Rewriter(g, cal, cfg.bias_correction, quantizable)
     for n in graph.copy().nodes:
         if quantizable(n):
             rw.quantize_node(n, n.name in chosen)

@@ -37,22 +37,34 @@ def test_max_pool_kernel_matches_golden(case, rng):
     assert (want[0, ..., 0, 0] == -100).all()  # (the padding never won)
 
 
+@pytest.mark.parametrize("offset", [False, True])
 @pytest.mark.parametrize("c, hw, frac", [(512, 7, (5, 7)), (40, 5, (4, 4)), (64, 1, (6, 6))])
-def test_global_avg_pool_kernel_matches_golden(c, hw, frac, rng):
-    mult, shift = vta_ops.avg_pool_params(hw * hw, *frac)
-    pw = PoolWorkload("global_avg", c, hw, hw, mult=mult, shift=shift)
-    x = rng.integers(-128, 128, (1, pw.c_blocks, hw, hw, 1, 16), dtype=np.int8)
-    got, _ = _run_pool(pw, x)
-    want = vta_ops.GoldenVta().global_avg_pool(x, {"mult": mult, "shift": shift})
+def test_global_avg_pool_kernel_matches_golden(c, hw, frac, offset, rng):
+    """``offset``: a re-centred mean (the quantizer's for a classifier's input): per channel
+    offsets subtracted before the shift, from the kernel's ``offset`` rows."""
+    mult, shift = vta_ops.avg_pool_params(hw * hw, *frac, offset=offset)
+    x = rng.integers(-128, 128, (1, -(-c // 16), hw, hw, 1, 16), dtype=np.int8)
+    attrs = {"mult": mult, "shift": shift}
+    pw = PoolWorkload("global_avg", c, hw, hw, mult=mult, shift=shift, offset=offset)
+    rows = None
+    if offset:  # centres anywhere in the int8 mean's range (and a few beyond it)
+        centre = rng.uniform(-160, 160, (pw.c_blocks, 16)) * 2.0 ** -frac[0]
+        rows = vta_ops.mean_offsets(centre, hw * hw, mult, shift, frac[1])
+        attrs["offset"] = rows.ravel().tolist()
+    got, _ = _run_pool(pw, x, rows)
+    want = vta_ops.GoldenVta().global_avg_pool(x, attrs)
     assert np.array_equal(got, want[0, :, :, :, 0])
     # the integer mean is the float mean to within one step (rounding of mult / 2**shift)
     mean = x.astype(np.float64).mean(axis=(2, 3), keepdims=True) * 2.0 ** (frac[1] - frac[0])
+    if offset:
+        mean -= rows.reshape(1, -1, 1, 1, 1, 16) * 2.0**-shift
     assert np.abs(want - np.clip(np.round(mean), -128, 127)).max() <= 1
+    assert not offset or (np.abs(want) < 127).any()  # (not all clipped)
 
 
-def _run_pool(pw, x):
+def _run_pool(pw, x, offsets=None):
     dev = SimDevice(dram_bytes=1 << 24)
-    outs, r = load_kernel(dev, build_pool_kernel(pw, dev.config)).run(
+    outs, r = load_kernel(dev, build_pool_kernel(pw, dev.config, offsets)).run(
         {"input": np.ascontiguousarray(x[0, :, :, :, 0, :])}
     )
     shape = (pw.c_blocks, pw.out_h, pw.out_w, 16)
