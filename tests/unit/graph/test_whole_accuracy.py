@@ -34,7 +34,9 @@ def compiled(tmp_path_factory):
 def test_whole_partition_is_as_close_to_float_as_legacy(compiled):
     parts, xs, refs = compiled
     cos = {
-        p: float(np.mean([cosine(run_model(cm, x)[0][0], r) for x, r in zip(xs, refs)]))
+        p: float(
+            np.mean([cosine(run_model(cm, x)[0][0], r) for x, r in zip(xs, refs, strict=True)])
+        )
         for p, cm in parts.items()
     }
     print("mean cosine to onnxruntime float:", cos)
