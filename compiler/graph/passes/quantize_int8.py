@@ -17,7 +17,8 @@ lists (``shift[o] = fa[o] - fy``); the output keeps one scale ``fy``. ``QuantCon
 (``WeightScales``): TENSOR never, CHANNEL wherever channels' scales differ, AUTO per node when the
 node's int8 output is closer to its float output (squared error over up to ``choice_samples``
 calibration samples, each node fed its float input quantized) than with one weight scale, and
-then only if the whole int8 graph's outputs come closer to float on those samples too.
+then, node by node (largest gain first, up to ``auto_trials``), only if the whole int8 graph's
+outputs come closer to float on those samples too.
 
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
 :mod:`runtime.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
@@ -79,6 +80,7 @@ class QuantConfig:
     int8_pools: bool = False
     weight_scales: WeightScales = WeightScales.TENSOR
     choice_samples: int = 4
+    auto_trials: int = 24  # AUTO: at most this many nodes tried on the whole graph's error
 
 
 def default_keep_float(graph: Graph) -> tuple[str, ...]:
@@ -348,7 +350,8 @@ def _weight_error_shift(w, wq, fw, group: int, mean: np.ndarray) -> np.ndarray:
 def choose_per_channel(graph: Graph, cfg: QuantConfig, cal: Calibration, nodes: list[Node]):
     """Names of ``nodes`` whose int8 output (per-channel weight scales) is closer to their float
     output than with one weight scale: squared error summed over the first ``choice_samples``
-    calibration samples, each node fed its float inputs quantized at their calibrated scales."""
+    calibration samples, each node fed its float inputs quantized at their calibrated scales;
+    the largest relative gain first."""
     fr = cal.frac_bits
     plans = {}
     for n in nodes:
@@ -369,7 +372,8 @@ def choose_per_channel(graph: Graph, cfg: QuantConfig, cal: Calibration, nodes: 
             for i, q in enumerate(plans.get(n.name, ())):
                 out = _run_planned(n, q, env, fr)
                 errors[n.name][i] += float(np.sum((out - env[n.outputs[0]]) ** 2))
-    return {name for name, e in errors.items() if e[1] < e[0]}
+    gains = {name: (e[0] - e[1]) / e[0] for name, e in errors.items() if e[1] < e[0]}
+    return sorted(gains, key=gains.get, reverse=True)
 
 
 def _run_planned(n: Node, q: NodeQuant, env: dict, fracs: dict) -> np.ndarray:
@@ -410,24 +414,42 @@ def quantize_int8(graph: Graph, options) -> Graph:
     if cfg.weight_scales is not WeightScales.AUTO:
         chosen = {n.name for n in candidates if cfg.weight_scales is WeightScales.CHANNEL}
         return _rewrite(graph, cal, cfg, quantizable, chosen)
-    chosen = choose_per_channel(graph, cfg, cal, candidates)
-    per_node = _rewrite(graph, cal, cfg, quantizable, chosen)
-    if not chosen:
-        return per_node
-    per_tensor = _rewrite(graph, cal, cfg, quantizable, set())
-    return min(per_tensor, per_node, key=lambda q: output_error(graph, q, cfg))
+    # greedy on the whole graph's error: a node's per-node gain may not survive the layers
+    # after it (errors propagate, a finer channel shifts the bias correction), so each node the
+    # per-node test picks, best first, is kept per-channel only if the int8 graph's outputs get
+    # closer to float on the calibration samples
+    refs = float_outputs(graph, cfg)
+    best, chosen = _rewrite(graph, cal, cfg, quantizable, set()), set()
+    best_error = output_error(graph, best, cfg, refs)
+    for name in choose_per_channel(graph, cfg, cal, candidates)[: cfg.auto_trials]:
+        trial = _rewrite(graph, cal, cfg, quantizable, chosen | {name})
+        error = output_error(graph, trial, cfg, refs)
+        if error < best_error:
+            best, best_error, chosen = trial, error, chosen | {name}
+    return best
 
 
-def output_error(graph: Graph, quantized: Graph, cfg: QuantConfig) -> float:
+def output_error(graph: Graph, quantized: Graph, cfg: QuantConfig, refs=None) -> float:
     """Squared error of ``quantized``'s outputs against ``graph``'s (float) over the first
-    ``choice_samples`` calibration samples: AUTO keeps the per-node choice only where it brings
-    the whole int8 graph closer to float (per node it cannot see errors propagate)."""
+    ``choice_samples`` calibration samples (``refs``: the float outputs per sample, from
+    :func:`float_outputs`, or None to run ``graph``): AUTO keeps a node per-channel only where
+    it brings the whole int8 graph closer to float (per node it cannot see errors propagate)."""
+    refs = refs if refs is not None else float_outputs(graph, cfg)
     total = 0.0
-    for sample in cfg.samples[: cfg.choice_samples]:
-        ref, out = dict(forward_values(graph, sample)), dict(forward_values(quantized, sample))
-        for name in graph.outputs:  # numpy kernels: nothing is compiled for this
+    for sample, ref in zip(cfg.samples[: cfg.choice_samples], refs, strict=True):
+        out = dict(forward_values(quantized, sample))  # numpy kernels: nothing is compiled
+        for name in graph.outputs:
             total += float(np.sum((ref[name].astype(np.float64) - out[name]) ** 2))
     return total
+
+
+def float_outputs(graph: Graph, cfg: QuantConfig) -> list[dict[str, np.ndarray]]:
+    """``graph``'s (float) outputs on the first ``choice_samples`` calibration samples."""
+    out = []
+    for sample in cfg.samples[: cfg.choice_samples]:
+        values = dict(forward_values(graph, sample))
+        out.append({name: values[name] for name in graph.outputs})
+    return out
 
 
 def _rewrite(graph: Graph, cal: Calibration, cfg: QuantConfig, quantizable, chosen) -> Graph:
