@@ -20,6 +20,11 @@ calibration samples, each node fed its float input quantized) than with one weig
 then, node by node (largest gain first, up to ``auto_trials``), only if the whole int8 graph's
 outputs come closer to float on those samples too.
 
+With ``QuantConfig.int8_pools``, a global mean read only by quantized dense layers is re-centred
+per channel (``_Rewriter.centred_mean``): ``mean - offset`` at the finer scale its spread allows,
+``W @ offset`` folded into the dense's bias (a classifier whose bias cancels most of ``W @ mean``
+would amplify the plain int8 mean's rounding).
+
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
 :mod:`runtime.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
 produces the original float name; quantized readers of a float value get a ``quantize`` node.
