@@ -275,11 +275,14 @@ AVG_MULT_MAX = (1 << 15) - 1  # the ALU's signed 16-bit immediate
 AVG_SHIFT_MAX = 15  # the rounding term 2**(shift-1) is an immediate too
 
 
-def avg_pool_params(pixels: int, in_frac_bits: int, out_frac_bits: int) -> tuple[int, int]:
+def avg_pool_params(
+    pixels: int, in_frac_bits: int, out_frac_bits: int, offset: bool = False
+) -> tuple[int, int]:
     """(mult, shift) with ``mult / 2**shift`` closest to ``2**(out - in) / pixels``: the integer
     mean of :func:`global_avg_pool_int8`; mult fits the ALU immediate and ``pixels * 128 * mult``
-    stays inside int32 (the sum of int8 values never wraps)."""
-    top = min(AVG_MULT_MAX, (2**31 - 2**15) // (pixels * 128))
+    stays inside int32 (the sum of int8 values never wraps); with ``offset`` (channel offsets
+    up to ``pixels * 128 * mult`` subtracted, :func:`mean_offsets`) twice that does."""
+    top = min(AVG_MULT_MAX, (2**31 - 2**15) // (pixels * 128 * (1 + int(offset))))
     for shift in range(AVG_SHIFT_MAX, -1, -1):
         mult = round(2.0 ** (shift + out_frac_bits - in_frac_bits) / pixels)
         if 1 <= mult <= top:
@@ -290,12 +293,42 @@ def avg_pool_params(pixels: int, in_frac_bits: int, out_frac_bits: int) -> tuple
     )
 
 
-def global_avg_pool_int8(x: np.ndarray, axes: tuple[int, ...], mult: int, shift: int):
-    """``int8(clip((sum * mult + 2**(shift-1)) >> shift, -128, 127))`` over ``axes`` (kept as
-    size 1; no rounding term for shift 0): the integer mean the accelerator computes."""
+def mean_offsets(centre: np.ndarray, pixels: int, mult: int, shift: int, out_frac_bits: int):
+    """The integer channel offsets of a mean re-centred on ``centre`` (float, per channel):
+    ``round(centre * 2**(out + shift))`` clipped to ``pixels * 128 * mult`` (the int32 bound of
+    :func:`avg_pool_params` with ``offset``), as int64."""
+    top = pixels * 128 * mult
+    q = np.round(np.asarray(centre, np.float64) * 2.0 ** (out_frac_bits + shift))
+    return np.clip(q, -top, top).astype(np.int64)
+
+
+def pool_offsets(attrs: dict, x: np.ndarray) -> np.ndarray | None:
+    """A mean node's ``offset`` attr (one int per channel, or absent) shaped to broadcast on its
+    input ``x``: NCHW ``(1, C, 1, 1)`` or packed ``(1, C/B, 1, 1, 1, B)``."""
+    off = attrs.get("offset")
+    if off is None:
+        return None
+    off = np.asarray(off, np.int64)
+    if x.ndim == 6:
+        return off.reshape(1, -1, 1, 1, 1, x.shape[-1])
+    return off.reshape(1, -1, 1, 1)
+
+
+def global_avg_pool_int8(
+    x: np.ndarray, axes: tuple[int, ...], mult: int, shift: int, offset: np.ndarray | None = None
+):
+    """``int8(clip((sum * mult + 2**(shift-1) - offset) >> shift, -128, 127))`` over ``axes``
+    (kept as size 1; no rounding term for shift 0; ``offset``: none, or per channel broadcast on
+    the result, :func:`pool_offsets`): the integer mean the accelerator computes. With offsets
+    the output is the mean minus ``offset * 2**-(out + shift)`` per channel (a zero point: the
+    reader adds it back, e.g. a dense in its bias), so it can take a finer scale."""
     acc = x.astype(np.int64).sum(axis=axes, keepdims=True) * mult
     if shift:
-        acc = (acc + (1 << (shift - 1))) >> shift
+        acc = acc + (1 << (shift - 1))
+    if offset is not None:
+        acc = acc - offset
+    if shift:
+        acc = acc >> shift
     return np.clip(acc, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
@@ -326,4 +359,6 @@ class GoldenVta:
         return self.max_pool(self.conv2d(x, w, bias, res, p), CONV_POOL_ATTRS)
 
     def global_avg_pool(self, x, attrs: dict) -> np.ndarray:
-        return global_avg_pool_int8(x, (2, 3), attrs["mult"], attrs["shift"])
+        return global_avg_pool_int8(
+            x, (2, 3), attrs["mult"], attrs["shift"], pool_offsets(attrs, x)
+        )

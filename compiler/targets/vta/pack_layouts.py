@@ -54,7 +54,10 @@ def pack_layouts(graph: Graph, options) -> Graph:
         if n.op in ("max_pool", "qglobal_avg_pool"):
             op = "vta_max_pool" if n.op == "max_pool" else "vta_global_avg_pool"
             em.names.discard(n.name)
-            yp = em.emit(op, [pack(n.inputs[0])], dict(n.attrs), n.name,
+            attrs = dict(n.attrs)
+            if "offset" in attrs:  # (a re-centred mean's channel offsets: padded channels 0)
+                attrs["offset"] = _pad_list(attrs["offset"], block)
+            yp = em.emit(op, [pack(n.inputs[0])], attrs, n.name,
                          output=g.fresh_name(f"{y}_packed"), target=ACCELERATOR)  # fmt: skip
             em.emit(
                 "unpack_nchw", [yp], {"channels": g.values[y].shape[1]}, f"{y}_unpack", output=y
@@ -91,7 +94,7 @@ def pack_layouts(graph: Graph, options) -> Graph:
             attrs |= {"strides": [1, 1], "pads": [0, 0, 0, 0]}
         for k in ("shift", "res_shift"):  # per-channel: one per packed output channel
             if isinstance(attrs[k], list):
-                attrs[k] = attrs[k] + [0] * (wp.shape[0] * block - len(attrs[k]))
+                attrs[k] = _pad_list(attrs[k], block)
         y = n.outputs[0]
         op = "vta_conv2d" if conv else "vta_dense"
         pool = _pool_after(g, n, readers) if fold else None
@@ -105,6 +108,11 @@ def pack_layouts(graph: Graph, options) -> Graph:
         packed[y] = yp
     g.nodes = nodes
     return g
+
+
+def _pad_list(values: list[int], block: int) -> list[int]:
+    """A per-channel attr padded with zeros to whole channel blocks."""
+    return values + [0] * (-len(values) % block)
 
 
 def _pool_after(g: Graph, conv: Node, readers: dict) -> Node | None:

@@ -39,7 +39,8 @@ def _pool_on_vta(graph: Graph, n: Node) -> str | None:
     a = n.attrs
     if n.op == "qglobal_avg_pool":
         cb, h, w = -(-x.shape[1] // 16), x.shape[2], x.shape[3]
-        if cb < 2 or min(cb, ACC_HALF_ROWS // (h * w + 1)) < 2:
+        rows = h * w + 1 + int("offset" in a)  # a block's pixels, its sum (, its offset)
+        if cb < 2 or min(cb, ACC_HALF_ROWS // rows) < 2:
             return f"global average pool of {x.shape[1]} channels x {h * w} pixels: needs 2+ blocks in half the ACC"
         return None
     if a.get("ceil_mode", 0) or any(d != 1 for d in (a.get("dilations") or (1, 1))):
