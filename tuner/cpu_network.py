@@ -197,7 +197,10 @@ def compare_templates(
 
 
 def cpu_schedules(
-    log: str, layers: list[CpuLayer], foreign: dict[str, str] | None = None
+    log: str,
+    layers: list[CpuLayer],
+    foreign: dict[str, str] | None = None,
+    in_network: bool = True,
 ) -> dict[str, dict]:
     """``{workload key: schedule}``: per layer the best logged record over its templates (the
     compiler's ``cpu_schedules``); where every template's best config has records measured
@@ -207,14 +210,23 @@ def cpu_schedules(
     Records measured on this kind of CPU (the task's space here) come first; a layer that has
     none takes the closest other CPU's (``tuner.log.closest_records``: a schedule is valid on
     any x86 host, only its speed differs), and ``foreign`` (if given) gets ``{workload key:
-    the CPU its records were measured on}`` for each such layer."""
+    the CPU its records were measured on}`` for each such layer.
+
+    With ``in_network``, a layer re-ranked inside the network on this kind of host
+    (``tuner.in_network.rerank_in_network``, its choices beside the log) takes the schedule
+    chosen there (the compiler's default, if that won)."""
     import statistics
 
     from pyvta.tuner.cpu import schedule_of
+    from pyvta.tuner.in_network import in_network_choices
     from pyvta.tuner.log import closest_records
 
+    chosen = in_network_choices(log) if in_network else {}
     out = {}
     for layer in layers:
+        if layer.workload.key in chosen:
+            out[layer.workload.key] = chosen[layer.workload.key]
+            continue
         found = []  # (machine or "", logged cost, side-by-side costs, schedule)
         for task in _tasks(layer):
             records, machine = closest_records(log, task, _instantiates(task))
@@ -276,9 +288,11 @@ def write_cpu_log(src: str, dst: str) -> int:
     return len(kept) + len(side)
 
 
-def tuned_schedules(model, log: str, foreign: dict[str, str] | None = None) -> dict[str, dict]:
+def tuned_schedules(
+    model, log: str, foreign: dict[str, str] | None = None, in_network: bool = True
+) -> dict[str, dict]:
     """:func:`cpu_schedules` of ``model``'s layers (an ONNX path or a ``CompiledModel``)."""
-    return cpu_schedules(log, cpu_network_layers(model), foreign)
+    return cpu_schedules(log, cpu_network_layers(model), foreign, in_network)
 
 
 def pretuned_cpu_log(model: str) -> Path | None:
