@@ -95,6 +95,26 @@ def _default_point(task, layer: CpuLayer):
         return task.space.get(0)
 
 
+def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
+    """``tuner.budget.BudgetTask`` per task of each layer (its templates, one group: the
+    network runs the best of them), weighted by the layer's launches, its first slice the
+    template's untuned knobs (:func:`_default_point`)."""
+    from pyvta.tuner.budget import BudgetTask
+
+    return [
+        BudgetTask(
+            task,
+            layer.count,
+            [_default_point(task, layer)],
+            f"{task.name.removeprefix('cpu.').removesuffix('_nchwc')}"
+            f" {layer.workload.key.removeprefix('conv2d_nchwc ')}",
+            layer.workload.key,
+        )  # fmt: skip
+        for layer in layers
+        for task in _tasks(layer)
+    ]
+
+
 def spread_trials(costs: list[float], total: int, floor: int = MIN_TRIALS) -> list[int]:
     """``total`` trials over tasks in proportion to ``costs`` (their expected gain), each at
     least ``floor`` (and at most its space's size is the caller's concern)."""
