@@ -3,7 +3,7 @@ against the compiler's default schedules and onnxruntime, side by side in one ru
 
 Run: .venv/bin/python benchmarks/tune_network.py [--models resnet18,mobilenet] [--size 224]
      [--logs out/net] [--trials 16] [--top-k 3] [--rerank-rounds 15] [--rounds 30]
-     [--threads 2] [--no-rerank]
+     [--threads 2] [--no-rerank] [--cpu-time]
 
 Per model (the zoo's, ``pyvta.compiler.graph.zoo``, seed 0): its tuning log
 ``LOGS/MODEL_cpu.jsonl`` (tuned first with ``pyvta tune MODEL.onnx --target cpu --trials N``
@@ -14,8 +14,14 @@ one inference at a time per round (the first of them rotating): onnxruntime, pyv
 compiler's default schedules, with the log's isolated per-layer bests ("alone", what
 ``cpu_schedules`` chose before re-ranking), and with the in-network choices ("in network").
 Each reports its median over ``--rounds``; ratios: default / tuned (> 1: tuning helps) and
-onnxruntime / pyvta. All outputs must agree with onnxruntime within 1e-4. The load average is
-printed before and after: the machine may be shared.
+onnxruntime / pyvta, and the median of the per-round ratio default / in network (both timed
+in the same round: steadier on a loaded machine). All outputs must agree with onnxruntime
+within 1e-4. The load average is printed before and after: the machine may be shared.
+
+``--cpu-time`` (one thread): the re-ranking and the runs are timed by the CPU time of the
+calling thread (``time.thread_time``), which leaves out the time it waited for a core: on a
+machine shared with other work the wall clock then compares the load more than the schedules.
+The choices are written beside the log as LOG.network.json either way (the last run's).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ def tune_log(model: str, onnx: Path, log: Path, trials: int) -> None:
     print(f"{model}: tuned in {time.perf_counter() - t0:.0f} s -> {log}")
 
 
-def bench(model: str, args) -> dict[str, float]:
+def bench(model: str, args, clock) -> dict[str, float]:
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.tuner.cpu_network import tuned_schedules
     from pyvta.tuner.in_network import rerank_in_network
@@ -70,8 +76,9 @@ def bench(model: str, args) -> dict[str, float]:
     if not args.no_rerank:
         t0 = time.perf_counter()
         rr = rerank_in_network(
-            onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads
-        )
+            onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
+            clock=clock,
+        )  # fmt: skip
         print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
               f" ({args.rerank_rounds} rounds; * = chosen; ms per inference, all launches):")  # fmt: skip
         print(rr.summary())
@@ -100,7 +107,7 @@ def bench(model: str, args) -> dict[str, float]:
     for r in range(args.rounds):
         for j in range(len(names)):
             key = names[(r + j) % len(names)]
-            times[key].append(timed_ms(runs[key]))
+            times[key].append(timed_ms(runs[key], clock))
     med = {k: float(np.median(v)) for k, v in times.items()}
     quart = {k: np.percentile(v, [25, 75]) for k, v in times.items()}
     print(f"{model}: load average after: {load()}")
@@ -134,10 +141,17 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-rerank", dest="no_rerank", action="store_true")
+    ap.add_argument("--cpu-time", dest="cpu_time", action="store_true",
+                    help="time by the calling thread's CPU time (needs --threads 1)")  # fmt: skip
     args = ap.parse_args()
+    if args.cpu_time and args.threads != 1:
+        ap.error("--cpu-time needs --threads 1 (it times the calling thread only)")
+    clock = time.thread_time if args.cpu_time else time.perf_counter
     print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
     print(f"load average (1, 5, 15 min): {load()}")
-    summary = {m: bench(m, args) for m in args.models.split(",")}
+    what = "CPU time of the calling thread" if args.cpu_time else "wall clock"
+    print(f"timed by: {what}")
+    summary = {m: bench(m, args, clock) for m in args.models.split(",")}
     print("summary (default / tuned in network; goal >= 1.1x):")
     for m, r in summary.items():
         print(f"  {m}: {r['in network / default']:.3f}x (paired {r['in network / default, paired']:.3f}x),"

@@ -148,12 +148,15 @@ def rerank_in_network(
     seed: int = 0,
     progress=print,
     write: bool = True,
+    clock=time.perf_counter,
 ) -> Rerank:
     """Time each conv layer's default and ``top_k`` best logged schedules inside ``model``
     (an ONNX path) on ``threads`` threads (default: all cores) for ``rounds`` rounds (see the
     module docstring) and choose per layer the fastest there; with ``write`` the choices go to
     :func:`in_network_path` of ``log``. Every variant's output must match the default's (else
-    ``InNetworkError``)."""
+    ``InNetworkError``). ``clock`` times each node (``time.thread_time`` with ``threads=1``:
+    the CPU time of the calling thread, which leaves out the time it waited for a core on a
+    shared machine; the kernels then run on the calling thread only)."""
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.runtime.executor import Executor
     from pyvta.tuner.cpu import cpu_measured_on
@@ -161,6 +164,8 @@ def rerank_in_network(
 
     if top_k < 1 or rounds < 1:
         raise InNetworkError(f"top_k and rounds must be >= 1, got {top_k} and {rounds}")
+    if clock is time.thread_time and threads != 1:
+        raise InNetworkError("clock time.thread_time times the calling thread: needs threads=1")
     threads = threads or os.cpu_count() or 1
     layers = cpu_network_layers(str(model))
     cands = {layer.workload.key: top_candidates(log, layer, top_k) for layer in layers}
@@ -175,7 +180,7 @@ def rerank_in_network(
             if want is not None and n.attrs["schedule"] != want:
                 raise InNetworkError(f"{n.name}: the plan runs {n.attrs['schedule']}, not {want}")
         t0 = time.perf_counter()
-        executor = Executor(graph, None, {"cpu": CpuKernels(graph, threads)})
+        executor = Executor(graph, None, {"cpu": CpuKernels(graph, threads)}, clock)
         if progress:
             progress(f"variant {v + 1}/{n_var}: built in {time.perf_counter() - t0:.0f} s")
         variants.append((executor, keys, pick))
