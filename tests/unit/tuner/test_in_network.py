@@ -5,6 +5,7 @@ applied by cpu_schedules."""
 from __future__ import annotations
 
 import json
+import time
 
 import onnx
 import pytest
@@ -104,3 +105,5 @@ def test_choices_file_is_checked(tmp_path):
         in_network_choices(log)
     with pytest.raises(InNetworkError, match="top_k and rounds must be >= 1"):
         rerank_in_network(tmp_path / "m.onnx", log, top_k=0)
+    with pytest.raises(InNetworkError, match="needs threads=1"):
+        rerank_in_network(tmp_path / "m.onnx", log, threads=2, clock=time.thread_time)
