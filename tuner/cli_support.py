@@ -572,7 +572,10 @@ def _tune_network_budget(args, tasks) -> int:
         )
         print(f"latency over time: {plot}")
     if args.log:
-        print(f"log: {args.log} (apply with: pyvta run {args.workload} --tuning-log {args.log})")
+        cpu = " --target cpu" if unit == "s" else ""
+        print(
+            f"log: {args.log} (apply with: pyvta run {args.workload}{cpu} --tuning-log {args.log})"
+        )
     return 0
 
 
