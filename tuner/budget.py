@@ -222,16 +222,24 @@ def _write_sessions(path: Path, spans) -> None:
     os.replace(tmp, path)
 
 
-def _tuning_clock(spans, stamps) -> tuple[list[float], list[float]]:
-    """Tuning seconds of each wall-clock ``stamps`` (records' timestamps) given the sessions'
-    ``[start, end]`` spans, and of each session's start, the time spent in all last; a session's end is extended to its last
-    record (a killed session wrote its span before its last slice)."""
+def _extend_spans(spans, stamps) -> list[list[float]]:
+    """The sessions' ``[start, end]`` spans in order, each end extended to the last of the
+    wall-clock ``stamps`` (records' timestamps) in its session (a killed session wrote its span
+    before its last slice)."""
     spans = sorted(spans)
-    ends = []
+    out = []
     for k, (a, b) in enumerate(spans):
         nxt = spans[k + 1][0] if k + 1 < len(spans) else math.inf
-        inside = [s for s in stamps if a <= s < nxt]
-        ends.append(max([b, *inside]))
+        out.append([a, max([b, *(s for s in stamps if a <= s < nxt)])])
+    return out
+
+
+def _tuning_clock(spans, stamps) -> tuple[list[float], list[float]]:
+    """Tuning seconds of each wall-clock ``stamps`` (records' timestamps) given the sessions'
+    ``[start, end]`` spans, and of each session's start, the time spent in all last; a
+    session's end is extended to its last record (``_extend_spans``)."""
+    spans = _extend_spans(spans, stamps)
+    ends = [b for _, b in spans]
     offsets = np.concatenate(
         [[0.0], np.cumsum([e - a for (a, _), e in zip(spans, ends, strict=True)])]
     )
@@ -286,6 +294,7 @@ def tune_with_budget(
         states.append(_State(spec, tn, first))
         resumed.append(sorted((r.timestamp, r.cost) for r in seen.values()))
     stamps = [ts for rs in resumed for ts, _ in rs]
+    spans = _extend_spans(spans, stamps)  # written back so: the time counted is the time shown
     clock, starts = _tuning_clock(spans, stamps)
     spent0 = starts.pop()
     pos = 0
