@@ -1,6 +1,7 @@
 """Assign every node a target: ``"vta"`` or ``"cpu"``, and say why a node stays on the CPU.
 
-VTA runs quantized ``qconv2d`` with ``group == 1`` and unit dilation, ``qdense`` (any channel
+VTA runs quantized ``qconv2d`` (any groups, as block-diagonal GEMMs; equal strides and
+dilations along rows and columns), ``qdense`` (any channel
 counts: packing zero-pads them to the block size), and with the whole-network partition
 (``PipelineOptions.vta_partition == "whole"``, the default) also the int8 ``max_pool`` and
 ``qglobal_avg_pool`` the quantizer leaves (``QuantConfig.int8_pools``) where the ALU lowering
@@ -56,11 +57,13 @@ def vta_reason(graph: Graph, n: Node, partition: str = "whole") -> str | None:
     """None if ``n`` runs on VTA under ``partition``, else the one-line reason it does not."""
     if n.op == "qdense":
         return None
-    if n.op == "qconv2d":
-        if n.attrs["group"] != 1:
-            return f"grouped conv (group {n.attrs['group']}): no accelerator lowering"
-        if list(n.attrs["dilations"]) != [1, 1]:
-            return f"dilated conv {n.attrs['dilations']}: no accelerator lowering"
+    if n.op == "qconv2d":  # (groups: block-diagonal GEMMs per block group, layout.block_groups)
+        dh, dw = n.attrs["dilations"]
+        sh, sw = n.attrs.get("strides", (1, 1))
+        if dh != dw:
+            return f"dilations {[dh, dw]} differ: the VTA conv template spaces rows and columns alike"
+        if sh != sw:
+            return f"strides {[sh, sw]} differ: the VTA conv template steps rows and columns alike"
         return None
     if n.op in ("max_pool", "qglobal_avg_pool"):
         if partition != "whole":
