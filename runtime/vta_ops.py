@@ -221,8 +221,7 @@ def conv2d_packed(
     g = p.block_groups
     if ib * g != cb or ob % g or bi != blk or bias.shape != (ob, bo):
         raise ValueError(
-            f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape}"
-            f" (block groups {g})"
+            f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape} (block groups {g})"
         )
     terms = ib * blk * kh * kw
     if not exact_dot_terms_ok(terms):
@@ -236,16 +235,15 @@ def conv2d_packed(
     for i in range(kh):
         for j in range(kw):
             cols[:, :, :, :, i, j] = xp[
-                :, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw
+                :,
+                i * dh : i * dh + sh * (oh - 1) + 1 : sh,
+                j * dw : j * dw + sw * (ow - 1) + 1 : sw,
             ]
     wm = conv_weight_matrix(w) if w_matrix is None else w_matrix
     cols = cols.reshape(n, oh, ow, bn, kh, kw, g, ib, blk)
     rows = ob * bo // g  # (each block group's output channels reduce over its input blocks)
     acc = np.concatenate(
-        [
-            cols[..., k, :, :].reshape(-1, terms) @ wm[k * rows : (k + 1) * rows].T
-            for k in range(g)
-        ],
+        [cols[..., k, :, :].reshape(-1, terms) @ wm[k * rows : (k + 1) * rows].T for k in range(g)],
         axis=1,
     )  # exact: integer partial sums below 2**53
     acc = acc.reshape(n, oh, ow, bn, ob, bo).transpose(0, 4, 1, 2, 3, 5).astype(np.int64)

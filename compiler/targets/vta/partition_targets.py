@@ -61,7 +61,9 @@ def vta_reason(graph: Graph, n: Node, partition: str = "whole") -> str | None:
         dh, dw = n.attrs["dilations"]
         sh, sw = n.attrs.get("strides", (1, 1))
         if dh != dw:
-            return f"dilations {[dh, dw]} differ: the VTA conv template spaces rows and columns alike"
+            return (
+                f"dilations {[dh, dw]} differ: the VTA conv template spaces rows and columns alike"
+            )
         if sh != sw:
             return f"strides {[sh, sw]} differ: the VTA conv template steps rows and columns alike"
         return None
@@ -92,3 +94,21 @@ def partition_targets(graph: Graph, options) -> Graph:
     for n in g.nodes:
         n.target = VTA.placement if use_vta and VTA.supports(n, g, partition) is None else HOST
     return g
+
+
+# conv ops of a compiled graph: float, int8, the CPU's compiled ones, the accelerator's
+CONV_OPS = ("conv2d", "qconv2d", "cpu_conv2d", "vta_conv2d", "vta_conv2d_max_pool")
+
+
+def conv_placement(graph: Graph, partition: str = "whole") -> tuple[int, int, dict[str, int]]:
+    """Of a compiled graph's convs: (on the accelerator, in all, the rest's one-line reasons
+    (``vta_reason``) with their counts)."""
+    convs = [n for n in graph.nodes if n.op in CONV_OPS]
+    reasons: dict[str, int] = {}
+    for n in convs:
+        if n.target != VTA.placement:
+            why = (
+                vta_reason(graph, n, partition) or "supported, placed on the CPU by an earlier pass"
+            )
+            reasons[why] = reasons.get(why, 0) + 1
+    return len(convs) - sum(reasons.values()), len(convs), reasons

