@@ -1,12 +1,13 @@
 """Assign every node a target: ``"vta"`` or ``"cpu"``, and say why a node stays on the CPU.
 
-VTA runs quantized ``qconv2d`` (any groups, as block-diagonal GEMMs; equal strides and
-dilations along rows and columns), ``qdense`` (any channel
+VTA runs quantized ``qconv2d`` (equal strides and dilations along rows and columns; with the
+whole partition any groups, as block-diagonal GEMMs, and any dilation), ``qdense`` (any channel
 counts: packing zero-pads them to the block size), and with the whole-network partition
 (``PipelineOptions.vta_partition == "whole"``, the default) also the int8 ``max_pool`` and
 ``qglobal_avg_pool`` the quantizer leaves (``QuantConfig.int8_pools``) where the ALU lowering
 takes them (``compiler.backend.vta.pool``). The ``"legacy"`` partition keeps the first conv, the
-pools and the final dense in float on the CPU, as the VTA tutorials do. Everything else stays on
+pools and the final dense in float on the CPU, as the VTA tutorials do, and the grouped and
+dilated convs in int8 on the CPU (today's split, for comparison). Everything else stays on
 the CPU; :func:`cpu_reason` gives each such node's one-line reason (``pyvta run`` prints them).
 """
 
@@ -66,6 +67,10 @@ def vta_reason(graph: Graph, n: Node, partition: str = "whole") -> str | None:
             )
         if sh != sw:
             return f"strides {[sh, sw]} differ: the VTA conv template steps rows and columns alike"
+        if partition != "whole" and n.attrs["group"] != 1:
+            return f"grouped conv (group {n.attrs['group']}): on the CPU (--partition legacy)"
+        if partition != "whole" and dh != 1:
+            return f"dilated conv {[dh, dw]}: on the CPU (--partition legacy)"
         return None
     if n.op in ("max_pool", "qglobal_avg_pool"):
         if partition != "whole":
