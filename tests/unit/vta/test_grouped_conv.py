@@ -24,7 +24,7 @@ from pyvta.compiler.graph.reference import cosine
 from pyvta.compiler.targets.vta.partition_targets import conv_placement
 from pyvta.driver.kernel import load_kernel
 from pyvta.runtime import layout
-from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 from pyvta.testing import netgen
 
 # (size, in, out, groups, kernel, stride, pad, dilation)
@@ -114,6 +114,7 @@ def _grouped_model(path):
 def test_grouped_network_on_vta_equals_the_golden_model(tmp_path):
     """Depthwise, grouped and dilated convs of an ONNX model all run on VTA, bit-exact."""
     cm = compile_model(_grouped_model(tmp_path / "g.onnx"), "vta")
+    cm = CompiledModel.load(cm.save(tmp_path / "g.pyvta"))  # block groups, dilations survive
     on, total, reasons = conv_placement(cm.graph)
     assert (on, total) == (3, 3), reasons
     convs = [n for n in cm.graph.nodes if n.op == "vta_conv2d"]
