@@ -67,15 +67,22 @@ def pack_oihw(w: np.ndarray, block: int = BLOCK_ELEMS) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 1, 3))
 
 
-def block_groups(in_channels: int, out_channels: int, groups: int, block: int = BLOCK_ELEMS) -> int:
+def block_groups(
+    in_channels: int, out_channels: int, groups: int, block: int = BLOCK_ELEMS, min_out_blocks=1
+) -> int:
     """The most block groups a conv of ``groups`` groups splits into: output blocks
     ``[k * co_b / G, ...)`` reading input blocks ``[k * ci_b / G, ...)`` only, every group's
     channels inside one block group (a depthwise conv of 64 channels: 4, one block each; 1 when
-    the groups straddle the blocks: the whole conv as one block-diagonal GEMM)."""
+    the groups straddle the blocks: the whole conv as one block-diagonal GEMM); each block group
+    with ``min_out_blocks`` output blocks at least (where they exist)."""
     ci_b, co_b = -(-in_channels // block), -(-out_channels // block)
     cpg, opg = in_channels // groups, out_channels // groups
-    for g in sorted((d for d in range(1, min(ci_b, co_b) + 1) if ci_b % d == 0 and co_b % d == 0),
-                    reverse=True):  # fmt: skip
+    fits = [
+        d
+        for d in range(1, min(ci_b, co_b) + 1)
+        if ci_b % d == 0 and co_b % d == 0 and (d == 1 or co_b // d >= min_out_blocks)
+    ]
+    for g in sorted(fits, reverse=True):
         cib, cob = ci_b // g, co_b // g
         if all(
             len({j * cpg // block // cib, ((j + 1) * cpg - 1) // block // cib,

@@ -84,7 +84,10 @@ def pack_layouts(graph: Graph, options) -> Graph:
         elif group != 1:  # block-diagonal GEMMs, one per block group
             x = pack(n.inputs[0])
             cin = g.values[n.inputs[0]].shape[1]
-            gb = layout.block_groups(cin, w.shape[0], group, block)
+            _, _, oh, ow = g.values[n.outputs[0]].shape
+            # one output pixel: a block group of one output block would have every GEMM
+            # micro-op write one ACC row (a hazard); two blocks alternate
+            gb = layout.block_groups(cin, w.shape[0], group, block, 2 if oh * ow == 1 else 1)
             wp = layout.pack_group_oihw(w, group, gb, block)
         else:
             x = pack(n.inputs[0])

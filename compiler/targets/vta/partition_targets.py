@@ -54,6 +54,15 @@ def _pool_on_vta(graph: Graph, n: Node) -> str | None:
     return None
 
 
+def _one_row_hazard(graph: Graph, n: Node, block: int = 16) -> bool:
+    """Whether a conv's tiles are one ACC row each (one output pixel per image, one output
+    channel block) reduced by more than one GEMM micro-op (kernel taps x input blocks)."""
+    _, cout, oh, ow = graph.values[n.outputs[0]].shape
+    cin = graph.values[n.inputs[0]].shape[1]
+    kh, kw = n.attrs.get("kernel_shape") or graph.constants[n.inputs[1]].shape[2:]
+    return oh * ow == 1 and -(-cout // block) == 1 and kh * kw * -(-cin // block) > 1
+
+
 def vta_reason(graph: Graph, n: Node, partition: str = "whole") -> str | None:
     """None if ``n`` runs on VTA under ``partition``, else the one-line reason it does not."""
     if n.op == "qdense":
@@ -67,6 +76,11 @@ def vta_reason(graph: Graph, n: Node, partition: str = "whole") -> str | None:
             )
         if sh != sw:
             return f"strides {[sh, sw]} differ: the VTA conv template steps rows and columns alike"
+        if graph is not None and _one_row_hazard(graph, n):
+            return (
+                "one output pixel of one channel block: every GEMM micro-op would write one ACC"
+                " row back to back (a pipeline hazard)"
+            )
         if partition != "whole" and n.attrs["group"] != 1:
             return f"grouped conv (group {n.attrs['group']}): on the CPU (--partition legacy)"
         if partition != "whole" and dh != 1:

@@ -70,6 +70,7 @@ def test_block_groups_follow_the_groups():
     assert layout.block_groups(64, 64, 64) == 4  # depthwise: one block per block group
     assert layout.block_groups(40, 40, 40) == 3  # the padded third block too
     assert layout.block_groups(64, 64, 2) == 2
+    assert layout.block_groups(64, 64, 64, min_out_blocks=2) == 2  # (one-pixel outputs)
     assert layout.block_groups(32, 48, 4) == 1  # groups of 8 in, 12 out straddle the blocks
     assert layout.block_groups(24, 24, 1) == 1
     w = np.arange(64 * 1 * 3 * 3, dtype=np.int64).reshape(64, 1, 3, 3).astype(np.int8)
@@ -124,6 +125,36 @@ def test_grouped_network_on_vta_equals_the_golden_model(tmp_path):
     got = run_model(cm, x, device=driver.open("sim"))[0][0]
     np.testing.assert_array_equal(got, run_model(cm, x)[0][0])
     assert cosine(got, run_model(compile_model(tmp_path / "g.onnx", "cpu"), x)[0][0]) > 0.95
+
+
+def test_one_pixel_depthwise_runs_on_vta_or_says_why_not(tmp_path):
+    """A depthwise conv to one output pixel: 32 channels run as block groups of two blocks (a
+    group of one block would write one ACC row with every micro-op); 16 channels stay on the
+    CPU with the reason."""
+    rng = np.random.default_rng(7)
+    for c, on_vta in ((32, True), (16, False)):
+        w = numpy_helper.from_array(rng.standard_normal((c, 1, 3, 3)).astype(np.float32), "w")
+        conv = helper.make_node("Conv", ["x", "w"], ["y"], group=c, pads=[1] * 4, strides=[2, 2])
+        g = helper.make_graph(
+            [conv],
+            "dw1",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 2, 2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, c, 1, 1])],
+            [w],
+        )
+        path = tmp_path / f"dw{c}.onnx"
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        cm = compile_model(path, "vta")
+        on, total, reasons = conv_placement(cm.graph)
+        assert (on, total) == ((1, 1) if on_vta else (0, 1)), reasons
+        if on_vta:
+            node = next(n for n in cm.graph.nodes if n.op == "vta_conv2d")
+            assert node.attrs["block_groups"] == 1  # (2 blocks: one group of both)
+        else:
+            assert "one output pixel of one channel block" in next(iter(reasons))
+        x = rng.standard_normal((1, c, 2, 2)).astype(np.float32)
+        got = run_model(cm, x, device=driver.open("sim"))[0][0]
+        np.testing.assert_array_equal(got, run_model(cm, x)[0][0])
 
 
 @pytest.mark.slow
