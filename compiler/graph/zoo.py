@@ -223,9 +223,7 @@ ZOO = {
         lambda **kw: resnet(18, **kw), "ResNet-18, basic blocks (the main demo's network)"
     ),
     "resnet34": ZooModel(lambda **kw: resnet(34, **kw), "ResNet-34, basic blocks"),
-    "mobilenet": ZooModel(
-        mobilenet, "MobileNet-v1 style: depthwise 3x3 + pointwise 1x1, relu6"
-    ),
+    "mobilenet": ZooModel(mobilenet, "MobileNet-v1 style: depthwise 3x3 + pointwise 1x1, relu6"),
 }
 
 
