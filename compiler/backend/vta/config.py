@@ -190,6 +190,7 @@ def shared_inputs(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -
         and not ep.residual_via_gemm
         and same_pixels(wl, c)
         and wl.kernel_h * wl.kernel_w == 1
+        and wl.groups == 1  # (threads on other block groups read other input blocks)
     )
 
 

@@ -33,6 +33,7 @@ CASES = {
     "depthwise 40 (padded block), stride 2": (9, 40, 40, 40, 3, 2, 1, 1),
     "groups 4, 64 -> 64 (a block group each)": (7, 64, 64, 4, 3, 1, 1, 1),
     "groups 4, 32 -> 48 (groups straddle blocks)": (6, 32, 48, 4, 3, 1, 1, 1),
+    "groups 4, 1x1, 64 -> 64": (6, 64, 64, 4, 1, 1, 0, 1),
     "dilation 2, 20 -> 24": (10, 20, 24, 1, 3, 1, 2, 2),
     "groups 2, dilation 3, 5x5": (12, 64, 32, 2, 5, 1, 3, 3),
 }
