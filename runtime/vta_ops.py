@@ -64,6 +64,9 @@ class FusedParams:
     res_shift: int | tuple[int, ...] = 0
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    # packed conv only: block groups (``layout.block_groups``) and the kernel taps' spacing
+    block_groups: int = 1
+    dilations: tuple[int, int] = (1, 1)
 
     def __post_init__(self) -> None:
         for name in ("shift", "res_shift"):
@@ -110,6 +113,8 @@ class FusedParams:
             res_shift=shift(attrs.get("res_shift", 0)),
             strides=tuple(attrs.get("strides", (1, 1))),
             pads=tuple(attrs.get("pads", (0, 0, 0, 0))),
+            block_groups=int(attrs.get("block_groups", 1)),
+            dilations=tuple(attrs.get("dilations", (1, 1))),
         )
 
     @property
@@ -213,24 +218,34 @@ def conv2d_packed(
     _check_dtypes(x, w, bias, res)
     n, cb, h, wd, bn, blk = x.shape
     ob, ib, kh, kw, bo, bi = w.shape
-    if ib != cb or bi != blk or bias.shape != (ob, bo):
-        raise ValueError(f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape}")
-    terms = cb * blk * kh * kw
+    g = p.block_groups
+    if ib * g != cb or ob % g or bi != blk or bias.shape != (ob, bo):
+        raise ValueError(
+            f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape} (block groups {g})"
+        )
+    terms = ib * blk * kh * kw
     if not exact_dot_terms_ok(terms):
         raise ValueError(f"reduction of {terms} terms is too long for exact float64")
-    (sh, sw), (pt, pl, pb, pr) = p.strides, p.pads
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = p.strides, p.pads, p.dilations
     xp = np.zeros((n, h + pt + pb, wd + pl + pr, bn, cb, blk), np.float64)
     xp[:, pt : pt + h, pl : pl + wd] = x.transpose(0, 2, 3, 4, 1, 5)
-    oh = (h + pt + pb - kh) // sh + 1
-    ow = (wd + pl + pr - kw) // sw + 1
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
     cols = np.empty((n, oh, ow, bn, kh, kw, cb, blk), np.float64)
     for i in range(kh):
         for j in range(kw):
             cols[:, :, :, :, i, j] = xp[
-                :, i : i + sh * (oh - 1) + 1 : sh, j : j + sw * (ow - 1) + 1 : sw
+                :,
+                i * dh : i * dh + sh * (oh - 1) + 1 : sh,
+                j * dw : j * dw + sw * (ow - 1) + 1 : sw,
             ]
     wm = conv_weight_matrix(w) if w_matrix is None else w_matrix
-    acc = cols.reshape(-1, terms) @ wm.T  # exact: integer partial sums below 2**53
+    cols = cols.reshape(n, oh, ow, bn, kh, kw, g, ib, blk)
+    rows = ob * bo // g  # (each block group's output channels reduce over its input blocks)
+    acc = np.concatenate(
+        [cols[..., k, :, :].reshape(-1, terms) @ wm[k * rows : (k + 1) * rows].T for k in range(g)],
+        axis=1,
+    )  # exact: integer partial sums below 2**53
     acc = acc.reshape(n, oh, ow, bn, ob, bo).transpose(0, 4, 1, 2, 3, 5).astype(np.int64)
     acc += bias.astype(np.int64)[None, :, None, None, None, :]
     if res is not None and res.shape != acc.shape:

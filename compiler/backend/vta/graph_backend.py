@@ -40,10 +40,10 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
     ob, _, kh, kw, _, _ = w_shape
     sh, sw = p.strides
     pt, pl, pb, pr = p.pads
-    if sh != sw or bn != 1:
+    if sh != sw or bn != 1 or p.dilations[0] != p.dilations[1]:
         raise WorkloadError(
-            f"the VTA conv2d template needs equal strides and batch block 1; got strides"
-            f" {p.strides}, batch block {bn}"
+            f"the VTA conv2d template needs equal strides, equal dilations and batch block 1;"
+            f" got strides {p.strides}, dilations {p.dilations}, batch block {bn}"
         )
     return ConvWorkload(
         h,
@@ -59,6 +59,8 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
         pad_right=pr,
         pad_left=None if pl == pt else pl,  # (None: the key tuning logs know)
         batch=n,
+        groups=p.block_groups,
+        dilation=p.dilations[0] if kh * kw > 1 else 1,
     )
 
 
