@@ -184,7 +184,9 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         help="cpu | gpu | vta: operators (gemm/conv2d/C1..C12) on the CPU (the default) or a GPU;"
         " vta:... workloads and networks on the accelerator (the default for them), a network's"
-        " CPU conv layers with cpu (old spellings: llvm, cuda, cuda-emulated, vta-sim)",
+        " CPU conv layers with cpu (old spellings: llvm, cuda, cuda-emulated, vta-sim);"
+        " arm-a9 | arm-a53: operators cross-compiled for a board's CPU, timed on --device"
+        " tcp://BOARD:PORT (pyvta serve --device cpu there)",
     )
     p.add_argument("--devices", default=None, help=argparse.SUPPRESS)  # old: --device A,B
     p.add_argument(
