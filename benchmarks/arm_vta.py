@@ -11,7 +11,8 @@ Run: .venv/bin/python -P benchmarks/arm_vta.py [--size 224] [--classes 1000] [--
 classifier on the board's CPU: the layers whose products the shared object computes
 (``cpu_llvm.gemm``); ``whole`` puts the network on the accelerator (only quantize, the stem's
 fold, unpack and dequantize stay on the CPU: no compiled CPU kernel). On x86 the artifact runs
-twice: with the host's JIT kernels for those products and with numpy's.
+three times: with the host's JIT kernels for those products, with numpy's, and with a shared
+object for x86 without FMA (the ``sse`` level, as the A9: no fused multiply-add).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.hw.boards import BOARDS
 from pyvta.runtime import cpu_llvm
-from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 from pyvta.testing.arm import arm_python, pyvta_site, run_on_arm
 from pyvta.testing.board import ARM_CPUS
 
@@ -67,6 +68,12 @@ def main() -> None:
         (x86_jit,), _ = run_model(cm, x, device=driver.open("sim", config=cm.hw))
         with cpu_llvm.numpy_only():
             (x86_numpy,), _ = run_model(cm, x, device=driver.open("sim", config=cm.hw))
+        # the same artifact with its CPU products from a shared object for x86 without FMA (the
+        # sse level: 128-bit vectors, no fused multiply-add, as the Cortex-A9)
+        cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.of_cpu("x86-64", "sse"))
+        no_fma = CompiledModel.load(cm.save(tmp / "vta-sse.npz"))
+        cm.cpu_code = None
+        (x86_sse,), _ = run_model(no_fma, x, device=driver.open("sim", config=cm.hw))
         print(
             f"x86: JIT kernels vs numpy for the CPU layers' products: {_same(x86_jit, x86_numpy)}"
         )
@@ -88,6 +95,7 @@ def main() -> None:
                 f" ({len(path.read_bytes()) >> 10} KiB artifact; emulated runs {rep['seconds']} s"
                 f" / {rep_np['seconds']} s); vs its numpy fallback there: {_same(y, y_np)};"
                 f" vs x86 JIT: {_same(y, x86_jit)}; vs x86 numpy: {_same(y, x86_numpy)};"
+                f" vs x86 without FMA (sse): {_same(y, x86_sse)};"
                 f" top-1 {'same' if y.argmax() == x86_jit.argmax() else 'DIFFERS'}",
                 flush=True,
             )
