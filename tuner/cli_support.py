@@ -367,6 +367,8 @@ def tune_command(args: argparse.Namespace) -> int:
         if board:
             from pyvta.tuner.cpu_remote import board_task
 
+            if task.target != "llvm":
+                raise ValueError(f"--target {args.target} tunes CPU operators, not {task.name}")
             task = board_task(task, board.name)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -120,6 +120,8 @@ def test_board_targets_and_the_cli_refusals(capsys, tmp_path):
     assert board_cpu_of("cpu") is None and board_cpu_of(None) is None
     assert main(["tune", "gemm:8,32,16", "--target", "arm-a9"]) == 2
     assert "give --device tcp://BOARD:PORT" in capsys.readouterr().err
+    assert main(["tune", "vta:C6", "--target", "arm-a9", "--device", "tcp://h:1"]) == 2
+    assert "tunes CPU operators, not vta.conv2d" in capsys.readouterr().err
     model = tmp_path / "m.onnx"
     model.write_bytes(b"")
     assert main(["tune", str(model), "--target", "arm-a53", "--device", "tcp://h:1"]) == 2
