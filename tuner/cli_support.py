@@ -184,7 +184,9 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         help="cpu | gpu | vta: operators (gemm/conv2d/C1..C12) on the CPU (the default) or a GPU;"
         " vta:... workloads and networks on the accelerator (the default for them), a network's"
-        " CPU conv layers with cpu (old spellings: llvm, cuda, cuda-emulated, vta-sim)",
+        " CPU conv layers with cpu (old spellings: llvm, cuda, cuda-emulated, vta-sim);"
+        " arm-a9 | arm-a53: operators cross-compiled for a board's CPU, timed on --device"
+        " tcp://BOARD:PORT (pyvta serve --device cpu there)",
     )
     p.add_argument("--devices", default=None, help=argparse.SUPPRESS)  # old: --device A,B
     p.add_argument(
@@ -283,6 +285,37 @@ def resolve_target(args, network: bool):
     return spec, device
 
 
+def _board_target(args, network: bool):
+    """The board CPU ``--target`` names (``arm-a9``, ``arm-a53``: ``compiler.backend.llvm.
+    target.BOARD_CPUS``), or None; a board's operators are measured on ``--device
+    tcp://BOARD`` (``pyvta serve --device cpu`` there)."""
+    from pyvta.tuner.cpu_remote import board_cpu_of
+
+    board = board_cpu_of(args.target)
+    if board is None:
+        return None
+    _old_devices(args)
+    if network:
+        raise ValueError(
+            f"--target {args.target}: a board CPU's operators are tuned (gemm:..., conv2d:...,"
+            " C1..C12), not yet a network's layers"
+        )
+    if not args.device:
+        raise ValueError(
+            f"--target {args.target} measures on the board: give --device tcp://BOARD:PORT"
+            " (pyvta serve --device cpu there)"
+        )
+    return board
+
+
+def _board_measurer(args, board):
+    from pyvta.tuner.cpu_remote import board_measurer
+
+    names = [d.strip() for d in args.device.split(",") if d.strip()]
+    scheduler = getattr(args, "scheduler", None)
+    return board_measurer(names, board.name, args.repeats, scheduler, **_device_kwargs(args))
+
+
 def _print_summary(measurer) -> None:
     if hasattr(measurer, "summary"):
         print(measurer.summary())
@@ -330,17 +363,24 @@ def tune_command(args: argparse.Namespace) -> int:
             print("error: --budget tunes a network (MODEL.onnx or .npz)", file=sys.stderr)
             return 2
     try:
-        spec, device = resolve_target(args, network)
+        board = _board_target(args, network)
+        spec, device = (None, None) if board else resolve_target(args, network)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if network:
         return _tune_network(args, spec)
     try:
-        backend = device or spec.tuner_backend
+        backend = "llvm" if board else device or spec.tuner_backend
         if backend is None:
             raise ValueError(f"--target {spec.name} has no operators to tune (cpu, gpu, vta)")
         task = parse_workload(args.workload, backend)
+        if board:
+            from pyvta.tuner.cpu_remote import board_task
+
+            if task.target != "llvm":
+                raise ValueError(f"--target {args.target} tunes CPU operators, not {task.name}")
+            task = board_task(task, board.name)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -373,19 +413,21 @@ def tune_command(args: argparse.Namespace) -> int:
             " (its best analytic estimates and its largest tiles)"
         )
     on_devices = args.device
-    if on_devices and not task_backend(task).on_devices:
+    if on_devices and not board and not task_backend(task).on_devices:
         print(
             f"error: --device(s) measure VTA workloads; {task.name} runs on the CPU",
             file=sys.stderr,
         )
         return 2
     try:
-        m = measurer_for(args)
+        m = _board_measurer(args, board) if board else measurer_for(args)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     m = default_measurer(task) if m is None else m
-    if on_devices:
+    if board:
+        print(f"measuring on {on_devices}: kernels cross-compiled for {board.cpu} ({board.triple})")
+    elif on_devices:
         print(f"measuring on {on_devices} (cycles from the device counters)")
     final_check = args.final_check
     if task_backend(task).timed:
