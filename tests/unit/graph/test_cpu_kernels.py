@@ -330,11 +330,14 @@ def test_run_model_reuses_its_executor_for_the_same_backends(resnet_file):
     assert cm.executor() is not cm.executor(backends={"cpu": other})
 
 
-def test_channel_block_pads_least():
+def test_channel_block_follows_the_vector_width():
     from pyvta.compiler.targets.cpu.alter_cpu_layout import channel_block
 
-    # 16 or 8, whichever pads the channels least (16 on a tie)
-    assert [channel_block(c) for c in (3, 8, 20, 32, 40, 44, 74)] == [8, 8, 8, 16, 8, 16, 16]
+    counts = (3, 8, 12, 20, 24, 32, 40, 44, 72, 74)
+    # AVX2: two vectors of 8 unless padding to 16 costs more than a third more channels
+    assert [channel_block(c, lanes=8) for c in counts] == [8, 8, 16, 8, 8, 16, 16, 16, 16, 16]
+    # AVX-512: one full vector of 16 for all but the narrowest values
+    assert [channel_block(c, lanes=16) for c in counts] == [8, 8, 16, 16, 16, 16, 16, 16, 16, 16]
 
 
 @pytest.mark.parametrize("c,o,group", [(96, 36, 4), (48, 40, 2), (64, 74, 2)])
@@ -369,3 +372,11 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     compiler.build(s, args)(xb, wt, np.zeros(op, np.float32), out)
     got = out.transpose(0, 1, 4, 2, 3).reshape(1, op, h, h)[:, :o]
     assert _rel_err(got, ref) < MAX_REL_ERR
+
+
+def test_winograd_k_block_is_a_vector_width_dividing_the_channels():
+    from pyvta.compiler.targets.cpu.kernels import winograd_k_block
+
+    # two vectors, one, half a vector (never below 8), else no Winograd by default
+    assert [winograd_k_block(o, 16) for o in (96, 80, 72, 36)] == [32, 16, 8, None]
+    assert [winograd_k_block(o, 8) for o in (96, 80, 72, 36)] == [16, 16, 8, None]
