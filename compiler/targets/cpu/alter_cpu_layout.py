@@ -17,8 +17,8 @@ Rewrites (float32, ``target == "cpu"``, any batch; anything else is left alone):
   the last axis of ``[M, N]`` -> ``cpu_softmax``.
 
 Each value's channel block is :func:`channel_block` of its channel count and the host's vector
-width: 16 or 8, the one whose padded channels cost the host's register tiles least (44
-channels: three blocks of 16, the last 4 padding). Padded channels hold zeros from a conv (zero weights and bias) and finite values from
+width: 16 or 8, the one whose padded channels cost least when a block of fewer vectors costs
+more per channel (44 channels: three blocks of 16, the last 4 padding). Padded channels hold zeros from a conv (zero weights and bias) and finite values from
 any op; a conv reading them multiplies them by zero weights. A blocked value keeps its NCHW name
 for readers that need NCHW: a ``layout_transform`` under that name follows every blocked
 producer, and ``remove_dead_code`` drops those nobody reads. The image (fewer than 8 channels,
@@ -37,25 +37,29 @@ from pyvta.runtime.ir import Graph, Node
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
+# Relative time per padded channel of a value whose block fills this many float32 vectors (two
+# or more: 1). A block of one vector feeds one FMA per broadcast input value; on a Zen 4 (2
+# threads, convs alone, AVX2) 56 -> 72 channels 5x5 at 24 x 24 ran 1.76 ms with output blocks
+# of 8 and 1.48 ms with 16 (80 channels), 48 -> 40 3x3 at 32 x 32 0.65 and 0.50 ms (48), inputs
+# in blocks of 8 cost about as much again: 4/3. Half a vector (8 of AVX-512's 16 lanes, run as
+# 256-bit ops, which a Zen 4 issues at twice the 512-bit rate) cost about 10% more per
+# channel than one vector: 22 channels 7x7 at 49 x 49 ran 1.33 ms as 24 (blocks of 8) and 2.13
+# ms as 32 (16), 40 channels 3x3 at 25 x 25 0.19 and 0.25 ms.
+BLOCK_COST_BY_VECTORS = {2.0: 1.0, 1.0: 4 / 3, 0.5: 4 / 3 * 1.1}
 
 
 def channel_block(channels: int, lanes: int | None = None) -> int:
     """The block of a value of ``channels`` channels: of ``CHANNEL_BLOCKS``, the one of least
-    modelled cost on a host of ``lanes`` float32 vector lanes (default: this host's). Cost: the
-    padded channels times the vector instructions a register tile spends per channel: per input
-    value one broadcast feeding ``block / lanes`` FMAs (``1 + 1 / vectors`` per vector), and a
-    block narrower than a vector fills part of each. Ties go to the block that pads least, then
-    the first. AVX2 (8 lanes): 40 -> 16 (48 padded, 1.5 per channel: cost 72; 40 as 8: 80), 24
-    -> 8, 3 -> 8; AVX-512 (16 lanes): every count above 8 -> 16. On a Zen 4, 2 threads, a 5x5
-    conv of 56 -> 72 channels at 24 x 24 ran 1.76 ms with blocks of 8 and 1.48 ms with 16 (80
-    padded) on AVX2; 1.42 and 1.12 ms on AVX-512."""
+    modelled cost on a host of ``lanes`` float32 vector lanes (default: this host's): the padded
+    channels times ``BLOCK_COST_BY_VECTORS`` of the vectors a block fills. Ties go to the block
+    that pads least, then the first. AVX2 (8 lanes): 40 -> 16 (48 x 1 < 40 x 4/3), 72 -> 16,
+    24 -> 8 (a tie); AVX-512 (16 lanes): 16 unless 8 pads at least 10% less (40 -> 8, 44 -> 16)."""
     lanes = lanes or cpu_kernels.host_lanes()
 
     def cost(block: int) -> tuple[float, int]:
         padded = -(-channels // block) * block
-        vectors = max(1, block // lanes)
-        fill = min(block, lanes) / lanes
-        return padded * (1 + 1 / vectors) / fill, padded
+        vectors = min(2.0, block / lanes)
+        return padded * BLOCK_COST_BY_VECTORS[max(0.5, vectors)], padded
 
     return min(CHANNEL_BLOCKS, key=cost)
 
