@@ -170,6 +170,13 @@ WINOGRAD_MIN_CHANNELS = 64
 # whose rounding up of the layer's tiles wastes at most WINOGRAD_MAX_WASTE of them
 WINOGRAD_P_BLOCKS = (6, 5, 4)
 WINOGRAD_MAX_WASTE = 0.05
+# A conv of fewer float operations (one image) runs on one thread: about 10-20 us of one core,
+# less than a parallel launch gains (waking a sleeping pool thread, and waiting for one the OS
+# has preempted mid-chunk on a shared machine). Generated nets of 0.3-0.4 ms (seeds 3, 6, 10,
+# 21; Zen 4, load average 11-13 on 2 cores, 40 interleaved runs) ran as fast at their minimum
+# on one thread as on two, with medians 0.37-0.65 ms against 0.61-0.82 ms and 80th
+# percentiles 0.5-0.7 ms against 0.8-40 ms.
+PARALLEL_MIN_FLOPS = 2_000_000
 WINOGRAD_MIN_K_BLOCK = 8  # output channels per register tile, at least (the smallest block)
 
 
@@ -210,7 +217,15 @@ def winograd_k_block(channels: int, lanes: int) -> int | None:
 def default_conv_schedule(wl: ConvWorkload) -> dict:
     """The untuned choice: depthwise for group = C; pointwise (a GEMM over the pixels) for
     1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
-    with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise."""
+    with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise. Layers of fewer than
+    ``PARALLEL_MIN_FLOPS`` run on the calling thread alone (``parallel`` False)."""
+    schedule = _default_template(wl)
+    if wl.flops < PARALLEL_MIN_FLOPS:
+        schedule["knobs"]["parallel"] = False
+    return schedule
+
+
+def _default_template(wl: ConvWorkload) -> dict:
     if wl.depthwise:
         knobs = DepthwiseKnobs.for_target(_host(), wl.out_hw, wl.ob)
         return {"template": "depthwise", "knobs": knobs.to_dict()}
