@@ -11,7 +11,10 @@ cross-compiled for that CPU (``pyvta compile --board``), run once there from the
 object. Float: max |ARM - x86| / max |x86| (the JIT's kernels on x86; the same loop IR, other
 rounding: the A9 has no fused multiply-add); int8 likewise (its float first conv, pools and
 classifier are blocked compiled kernels too, so the artifact has no numpy version to compare
-with on the ARM: the board tests check the int8 kernels against the host instead).
+with on the ARM: the board tests check the int8 kernels against the host instead). Last
+column: the ARM's output against the same artifact on x86 with its kernels from a shared object
+for x86 without FMA (the ``sse`` level: 128-bit vectors, no fused multiply-add, as the A9), which
+tells whether a difference from x86 is the rounding of a CPU without FMA.
 """
 
 from __future__ import annotations
@@ -27,11 +30,17 @@ from pyvta.compiler.backend.llvm.target import CpuTarget
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 from pyvta.compiler.graph.zoo import save_model
-from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.compiled_model import CompiledModel, run_model
 from pyvta.testing.arm import arm_python, pyvta_site, run_on_arm
 from pyvta.testing.board import ARM_CPUS
 
 SEED = 0
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> str:
+    if np.array_equal(a, b):
+        return "bit-identical"
+    return f"max|diff|/max {float(np.abs(a - b).max() / np.abs(b).max()):.2e}"
 
 
 def main() -> None:
@@ -52,6 +61,12 @@ def main() -> None:
             shape = cm.graph.values[cm.input_names[0]].shape
             x = np.random.default_rng(SEED).standard_normal(shape).astype(np.float32)
             (host,), _ = run_model(cm, x)
+            # the same artifact on x86 with its kernels from a shared object for x86 at the sse
+            # level: 128-bit vectors and no fused multiply-add, as on the Cortex-A9
+            cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.of_cpu("x86-64", "sse"))
+            no_fma = CompiledModel.load(cm.save(tmp / f"{target}-sse.npz"))
+            cm.cpu_code = None
+            (host_sse,), _ = run_model(no_fma, x)
             for arch in args.arches.split(","):
                 t0 = time.perf_counter()
                 cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.cross(ARM_CPUS[arch]))
@@ -66,7 +81,8 @@ def main() -> None:
                     f" {rep['numpy']}: {rep['shared_kernels']} kernels from {rep['cpu_code']}"
                     f" ({len(path.read_bytes()) >> 10} KiB artifact, cross-compiled in"
                     f" {build_s:.0f} s; emulated run {rep['seconds']} s); max|ARM-x86|/max|x86|"
-                    f" {rel:.2e}, top-1 {'same' if y.argmax() == host.argmax() else 'DIFFERS'}"
+                    f" {rel:.2e}, top-1 {'same' if y.argmax() == host.argmax() else 'DIFFERS'};"
+                    f" vs x86 without FMA (sse): {_same(y, host_sse)}"
                 )
                 print(line, flush=True)
                 rows.append(line)

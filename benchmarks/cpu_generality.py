@@ -40,14 +40,13 @@ import onnx
 
 from pyvta.compiler.graph.compile import compile_model, default_calibration
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
-from pyvta.compiler.targets.vta import TARGET as VTA
+from pyvta.compiler.targets.vta.partition_targets import CONV_OPS, conv_placement
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.ir import HOST
 from pyvta.testing import netgen
 from pyvta.testing.side_by_side import qdq_model, rel_err, timed_ms
 
 MAX_REL_ERR = 1e-4
-CONV_OPS = ("conv2d", "qconv2d", "cpu_conv2d", "vta_conv2d")
 
 
 def _error(e: BaseException) -> str:
@@ -56,24 +55,7 @@ def _error(e: BaseException) -> str:
 
 def vta_coverage(path: str) -> tuple[int, int, dict[str, int]]:
     """(convs on the accelerator, convs in all, why the rest stayed on the CPU: count by reason)."""
-    cm = compile_model(path, "vta")
-    convs = [n for n in cm.graph.nodes if n.op in CONV_OPS]
-    on_vta = sum(1 for n in convs if n.target == VTA.placement)
-    reasons: dict[str, int] = {}
-    for n in convs:
-        if n.target == VTA.placement:
-            continue
-        if n.op != "qconv2d":
-            why = f"float ({n.op}: kept float)"
-        elif n.attrs.get("group", 1) > 1:
-            c = cm.graph.values[n.inputs[0]].shape[1]
-            why = "depthwise" if n.attrs["group"] == c else "grouped"
-        elif list(n.attrs.get("dilations", [1, 1])) != [1, 1]:
-            why = "dilation"
-        else:
-            why = "other"
-        reasons[why] = reasons.get(why, 0) + 1
-    return on_vta, len(convs), reasons
+    return conv_placement(compile_model(path, "vta", lower=False).graph)
 
 
 def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: dict) -> dict:

@@ -214,6 +214,38 @@ class RemoteDevice(Device):
         """The server's counts for this session (operations, bytes, device seconds, errors)."""
         return self._ask({"op": "stats"})["session"]
 
+    def measure_cpu(
+        self,
+        triple: str,
+        shared: bytes,
+        sig,
+        arrays: list[np.ndarray],
+        repeats: int,
+        number: int = 0,
+        min_repeat_ms: float = 20.0,
+    ) -> tuple[list[float], int, list[np.ndarray]]:
+        """``driver.ops_cpu.CpuDevice.measure_cpu`` on the server's CPU (``pyvta serve --device
+        cpu``): the kernel ``sig`` (``runtime.cpu_code.KernelSig``) of ``shared`` timed there on
+        ``arrays``; seconds per call of each repeat, calls per repeat, the written arrays."""
+        names = ["shared", *(p.name for p in sig.params)]
+        blobs = [bytes(shared), *(_bytes_of(np.ascontiguousarray(a)) for a in arrays)]
+        header = {
+            "op": "measure_cpu",
+            "names": names,
+            "triple": triple,
+            "kernel": sig.to_json(),
+            "repeats": int(repeats),
+            "number": int(number),
+            "min_repeat_us": round(min_repeat_ms * 1e3),
+        }
+        reply = self._ask(header, blobs, timeout_s=self.launch_timeout_s)
+        by_name = {p.name: p for p in sig.params}
+        outs = [
+            np.frombuffer(b, np.dtype(by_name[n].dtype)).reshape(by_name[n].shape).copy()
+            for n, b in zip(reply["written"], self._blobs, strict=True)
+        ]
+        return [float(c) for c in reply["costs_s"]], int(reply["number"]), outs
+
     def upload_bitstream(self, files: dict[str, bytes]) -> dict:
         """Send a bitstream folder (``.bit``, ``.hwh``, ``manifest.json``: name -> bytes) for the
         server to keep and program; its answer (sha256, config tag read back)."""

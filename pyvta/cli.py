@@ -34,7 +34,9 @@ REPORT_TO = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand, or (``only``) of that one: its module alone is imported
+    (``pyvta serve`` on a board imports the driver and the runtime, none of the compiler)."""
     from pyvta import __version__
 
     parser = argparse.ArgumentParser(
@@ -50,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, module_name in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         module = importlib.import_module(f"pyvta.commands.{module_name}")
         p = sub.add_parser(name, help=module.HELP, description=module.HELP, parents=[debug])
         module.add_arguments(p)
@@ -80,8 +84,14 @@ def _non_negative(kind: type):
     return parse
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand ``argv`` names (its first word that is no option), if it is one."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_command_of(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     try:
         return int(args._run(args) or 0)

@@ -209,7 +209,7 @@ KERNELS = {
     ),
     "packed_flatten": lambda ins, a: ins[0].reshape(ins[0].shape[:2] + (1, ins[0].shape[-1])),
     "qglobal_avg_pool": lambda ins, a: vta_ops.global_avg_pool_int8(
-        ins[0], (2, 3), a["mult"], a["shift"]
+        ins[0], (2, 3), a["mult"], a["shift"], vta_ops.pool_offsets(a, ins[0])
     ),
     "unpack_nc": lambda ins, a: layout.unpack_nc(ins[0], a["channels"]),
 }

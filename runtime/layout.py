@@ -67,6 +67,56 @@ def pack_oihw(w: np.ndarray, block: int = BLOCK_ELEMS) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 1, 3))
 
 
+def block_groups(
+    in_channels: int, out_channels: int, groups: int, block: int = BLOCK_ELEMS, min_out_blocks=1
+) -> int:
+    """The most block groups a conv of ``groups`` groups splits into: output blocks
+    ``[k * co_b / G, ...)`` reading input blocks ``[k * ci_b / G, ...)`` only, every group's
+    channels inside one block group (a depthwise conv of 64 channels: 4, one block each; 1 when
+    the groups straddle the blocks: the whole conv as one block-diagonal GEMM); each block group
+    with ``min_out_blocks`` output blocks at least (where they exist)."""
+    ci_b, co_b = -(-in_channels // block), -(-out_channels // block)
+    cpg, opg = in_channels // groups, out_channels // groups
+    fits = [
+        d
+        for d in range(1, min(ci_b, co_b) + 1)
+        if ci_b % d == 0 and co_b % d == 0 and (d == 1 or co_b // d >= min_out_blocks)
+    ]
+    for g in sorted(fits, reverse=True):
+        cib, cob = ci_b // g, co_b // g
+        if all(
+            len({j * cpg // block // cib, ((j + 1) * cpg - 1) // block // cib,
+                 j * opg // block // cob, ((j + 1) * opg - 1) // block // cob}) == 1
+            for j in range(groups)
+        ):  # fmt: skip
+            return g
+    return 1
+
+
+def dense_group_oihw(w: np.ndarray, groups: int) -> np.ndarray:
+    """Grouped weights ``(O, I/groups, KH, KW)`` -> the equal ungrouped ``(O, I, KH, KW)``."""
+    o, cpg, kh, kw = w.shape
+    opg = o // groups
+    dense = np.zeros((o, cpg * groups, kh, kw), w.dtype)
+    for j in range(groups):
+        dense[j * opg : (j + 1) * opg, j * cpg : (j + 1) * cpg] = w[j * opg : (j + 1) * opg]
+    return dense
+
+
+def pack_group_oihw(
+    w: np.ndarray, groups: int, block_groups: int, block: int = BLOCK_ELEMS
+) -> np.ndarray:
+    """Grouped weights ``(O, I/groups, KH, KW)`` -> ``(O/B, I/B/block_groups, KH, KW, B, B)``:
+    each output block's weights over the input blocks of its block group (``block_groups``),
+    zero outside its own group (block-diagonal)."""
+    p = pack_oihw(dense_group_oihw(w, groups), block)
+    ob, ib = p.shape[:2]
+    cob, cib = ob // block_groups, ib // block_groups
+    return np.ascontiguousarray(
+        np.stack([p[k, k // cob * cib : (k // cob + 1) * cib] for k in range(ob)])
+    )
+
+
 def unpack_oihw(w: np.ndarray, out_channels: int, in_channels: int) -> np.ndarray:
     """Inverse of :func:`pack_oihw`."""
     ob, ib, kh, kw, bo, bi = w.shape

@@ -68,9 +68,12 @@ def _vta_conv(node, ins):
     a = node.attrs
     n, cb, h, wd, bn, blk = x.shape
     ob, ib, kh, kw, bo, bi = w.shape
-    if ib != cb or bi != blk or bo != blk or b.shape != (ob, blk):
-        raise GraphError(f"node {node.name!r}: packed shapes x{x.shape} w{w.shape} b{b.shape}")
-    oh, ow = conv_out_hw(h, wd, (kh, kw), a["strides"], a["pads"])
+    g = a.get("block_groups", 1)
+    if ib * g != cb or ob % g or bi != blk or bo != blk or b.shape != (ob, blk):
+        raise GraphError(
+            f"node {node.name!r}: packed shapes x{x.shape} w{w.shape} b{b.shape} (block groups {g})"
+        )
+    oh, ow = conv_out_hw(h, wd, (kh, kw), a["strides"], a["pads"], a.get("dilations", (1, 1)))
     out = (n, ob, oh, ow, bn, blk)
     if len(ins) == 4 and ins[3].shape != out:
         raise GraphError(f"node {node.name!r}: residual {ins[3].shape} != output {out}")

@@ -64,6 +64,9 @@ class FusedParams:
     res_shift: int | tuple[int, ...] = 0
     strides: tuple[int, int] = (1, 1)
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    # packed conv only: block groups (``layout.block_groups``) and the kernel taps' spacing
+    block_groups: int = 1
+    dilations: tuple[int, int] = (1, 1)
 
     def __post_init__(self) -> None:
         for name in ("shift", "res_shift"):
@@ -110,6 +113,8 @@ class FusedParams:
             res_shift=shift(attrs.get("res_shift", 0)),
             strides=tuple(attrs.get("strides", (1, 1))),
             pads=tuple(attrs.get("pads", (0, 0, 0, 0))),
+            block_groups=int(attrs.get("block_groups", 1)),
+            dilations=tuple(attrs.get("dilations", (1, 1))),
         )
 
     @property
@@ -213,24 +218,34 @@ def conv2d_packed(
     _check_dtypes(x, w, bias, res)
     n, cb, h, wd, bn, blk = x.shape
     ob, ib, kh, kw, bo, bi = w.shape
-    if ib != cb or bi != blk or bias.shape != (ob, bo):
-        raise ValueError(f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape}")
-    terms = cb * blk * kh * kw
+    g = p.block_groups
+    if ib * g != cb or ob % g or bi != blk or bias.shape != (ob, bo):
+        raise ValueError(
+            f"packed shapes do not match: x{x.shape} w{w.shape} bias{bias.shape} (block groups {g})"
+        )
+    terms = ib * blk * kh * kw
     if not exact_dot_terms_ok(terms):
         raise ValueError(f"reduction of {terms} terms is too long for exact float64")
-    (sh, sw), (pt, pl, pb, pr) = p.strides, p.pads
+    (sh, sw), (pt, pl, pb, pr), (dh, dw) = p.strides, p.pads, p.dilations
     xp = np.zeros((n, h + pt + pb, wd + pl + pr, bn, cb, blk), np.float64)
     xp[:, pt : pt + h, pl : pl + wd] = x.transpose(0, 2, 3, 4, 1, 5)
-    oh = (h + pt + pb - kh) // sh + 1
-    ow = (wd + pl + pr - kw) // sw + 1
+    oh = (h + pt + pb - (kh - 1) * dh - 1) // sh + 1
+    ow = (wd + pl + pr - (kw - 1) * dw - 1) // sw + 1
     cols = np.empty((n, oh, ow, bn, kh, kw, cb, blk), np.float64)
     for i in range(kh):
         for j in range(kw):
             cols[:, :, :, :, i, j] = xp[
-                :, i : i + sh * (oh - 1) + 1 : sh, j : j + sw * (ow - 1) + 1 : sw
+                :,
+                i * dh : i * dh + sh * (oh - 1) + 1 : sh,
+                j * dw : j * dw + sw * (ow - 1) + 1 : sw,
             ]
     wm = conv_weight_matrix(w) if w_matrix is None else w_matrix
-    acc = cols.reshape(-1, terms) @ wm.T  # exact: integer partial sums below 2**53
+    cols = cols.reshape(n, oh, ow, bn, kh, kw, g, ib, blk)
+    rows = ob * bo // g  # (each block group's output channels reduce over its input blocks)
+    acc = np.concatenate(
+        [cols[..., k, :, :].reshape(-1, terms) @ wm[k * rows : (k + 1) * rows].T for k in range(g)],
+        axis=1,
+    )  # exact: integer partial sums below 2**53
     acc = acc.reshape(n, oh, ow, bn, ob, bo).transpose(0, 4, 1, 2, 3, 5).astype(np.int64)
     acc += bias.astype(np.int64)[None, :, None, None, None, :]
     if res is not None and res.shape != acc.shape:
@@ -275,11 +290,14 @@ AVG_MULT_MAX = (1 << 15) - 1  # the ALU's signed 16-bit immediate
 AVG_SHIFT_MAX = 15  # the rounding term 2**(shift-1) is an immediate too
 
 
-def avg_pool_params(pixels: int, in_frac_bits: int, out_frac_bits: int) -> tuple[int, int]:
+def avg_pool_params(
+    pixels: int, in_frac_bits: int, out_frac_bits: int, offset: bool = False
+) -> tuple[int, int]:
     """(mult, shift) with ``mult / 2**shift`` closest to ``2**(out - in) / pixels``: the integer
     mean of :func:`global_avg_pool_int8`; mult fits the ALU immediate and ``pixels * 128 * mult``
-    stays inside int32 (the sum of int8 values never wraps)."""
-    top = min(AVG_MULT_MAX, (2**31 - 2**15) // (pixels * 128))
+    stays inside int32 (the sum of int8 values never wraps); with ``offset`` (channel offsets
+    up to ``pixels * 128 * mult`` subtracted, :func:`mean_offsets`) twice that does."""
+    top = min(AVG_MULT_MAX, (2**31 - 2**15) // (pixels * 128 * (1 + int(offset))))
     for shift in range(AVG_SHIFT_MAX, -1, -1):
         mult = round(2.0 ** (shift + out_frac_bits - in_frac_bits) / pixels)
         if 1 <= mult <= top:
@@ -290,12 +308,42 @@ def avg_pool_params(pixels: int, in_frac_bits: int, out_frac_bits: int) -> tuple
     )
 
 
-def global_avg_pool_int8(x: np.ndarray, axes: tuple[int, ...], mult: int, shift: int):
-    """``int8(clip((sum * mult + 2**(shift-1)) >> shift, -128, 127))`` over ``axes`` (kept as
-    size 1; no rounding term for shift 0): the integer mean the accelerator computes."""
+def mean_offsets(centre: np.ndarray, pixels: int, mult: int, shift: int, out_frac_bits: int):
+    """The integer channel offsets of a mean re-centred on ``centre`` (float, per channel):
+    ``round(centre * 2**(out + shift))`` clipped to ``pixels * 128 * mult`` (the int32 bound of
+    :func:`avg_pool_params` with ``offset``), as int64."""
+    top = pixels * 128 * mult
+    q = np.round(np.asarray(centre, np.float64) * 2.0 ** (out_frac_bits + shift))
+    return np.clip(q, -top, top).astype(np.int64)
+
+
+def pool_offsets(attrs: dict, x: np.ndarray) -> np.ndarray | None:
+    """A mean node's ``offset`` attr (one int per channel, or absent) shaped to broadcast on its
+    input ``x``: NCHW ``(1, C, 1, 1)`` or packed ``(1, C/B, 1, 1, 1, B)``."""
+    off = attrs.get("offset")
+    if off is None:
+        return None
+    off = np.asarray(off, np.int64)
+    if x.ndim == 6:
+        return off.reshape(1, -1, 1, 1, 1, x.shape[-1])
+    return off.reshape(1, -1, 1, 1)
+
+
+def global_avg_pool_int8(
+    x: np.ndarray, axes: tuple[int, ...], mult: int, shift: int, offset: np.ndarray | None = None
+):
+    """``int8(clip((sum * mult + 2**(shift-1) - offset) >> shift, -128, 127))`` over ``axes``
+    (kept as size 1; no rounding term for shift 0; ``offset``: none, or per channel broadcast on
+    the result, :func:`pool_offsets`): the integer mean the accelerator computes. With offsets
+    the output is the mean minus ``offset * 2**-(out + shift)`` per channel (a zero point: the
+    reader adds it back, e.g. a dense in its bias), so it can take a finer scale."""
     acc = x.astype(np.int64).sum(axis=axes, keepdims=True) * mult
     if shift:
-        acc = (acc + (1 << (shift - 1))) >> shift
+        acc = acc + (1 << (shift - 1))
+    if offset is not None:
+        acc = acc - offset
+    if shift:
+        acc = acc >> shift
     return np.clip(acc, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
@@ -326,4 +374,6 @@ class GoldenVta:
         return self.max_pool(self.conv2d(x, w, bias, res, p), CONV_POOL_ATTRS)
 
     def global_avg_pool(self, x, attrs: dict) -> np.ndarray:
-        return global_avg_pool_int8(x, (2, 3), attrs["mult"], attrs["shift"])
+        return global_avg_pool_int8(
+            x, (2, 3), attrs["mult"], attrs["shift"], pool_offsets(attrs, x)
+        )

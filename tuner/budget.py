@@ -10,8 +10,15 @@ the recent improvement rate of its best cost (over its last ``window`` trials) a
 rate ``best / trials`` (its best could keep falling as fast as it did on average); with
 probability ``eps`` the task is drawn at random instead, so that no task starves. Every task
 first gets one slice (its ``initial`` configs: the compiler's default first), largest weighted
-default first. The budget is wall time, checked between slices: a run ends at most one slice
-after it.
+default first. Tasks of one ``group`` are alternative templates of one layer (a CPU conv's
+direct, Winograd, pointwise schedules): the network counts the group's best only, and a task
+behind its group's best has its gain scaled by how far behind it is.
+
+The budget is wall time and holds within a slice: a slice is measured ``chunk_trials`` at a
+time, none is started once the budget is spent, and a measurer that takes a deadline
+(``LocalMeasurer``: its build and run timeouts cut to the time left) gets the budget's end; a
+candidate that times out at that deadline is dropped (not logged, not shown to the tuner: a
+later session may measure it), so a run ends about at its budget.
 
 Resumable: every measurement goes to the JSONL tuning log as it is known (``tuner.log``), and
 the tuning sessions' spans go to ``<log>.budget.json`` after each slice. Run again with the
@@ -31,6 +38,7 @@ import math
 import os
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,12 +86,14 @@ def plot_path(log: str | os.PathLike) -> Path:
 class BudgetTask:
     """One task of a network: ``weight``: its launches per inference; ``initial``: configs (or
     indices) measured in its first slice (the compiler's default first); ``name``: for the
-    progress lines."""
+    progress lines; ``group``: tasks of one group (non-empty) are one layer's templates, the
+    network counting the best of them (one weight for the group)."""
 
     task: Task
     weight: float = 1.0
     initial: list = field(default_factory=list)
     name: str = ""
+    group: str = ""
 
 
 @dataclass
@@ -111,7 +121,9 @@ class _State:
 class BudgetRun:
     """A budgeted run: per task its trials' ``(tuning seconds, cost)``; ``spent_s``: tuning
     time in all (resumed sessions included); ``n_resumed``: records read back from the log;
-    ``n_measured``: measured in this session; ``picks``: the task index of each slice."""
+    ``n_measured``: measured in this session; ``n_cut``: candidates dropped at the budget's end
+    (not started, or timed out under a bound cut to the time left); ``picks``: the task index
+    of each slice."""
 
     tasks: list
     trials: list  # per task: [(t, cost), ...] in order
@@ -119,26 +131,40 @@ class BudgetRun:
     budget_s: float
     n_resumed: int = 0
     n_measured: int = 0
+    n_cut: int = 0
     picks: list = field(default_factory=list)
     session_starts_s: list = field(default_factory=list)  # tuning time each session began
 
     def best(self, i: int) -> float:
         return min((c for _, c in self.trials[i]), default=math.inf)
 
+    def groups(self) -> list[list[int]]:
+        """Task indices per layer: a group's tasks together, an ungrouped task alone."""
+        return _groups(self.tasks)
+
     def latency(self) -> float:
-        return sum(self.best(i) * t.weight for i, t in enumerate(self.tasks))
+        return sum(min(self.best(i) for i in g) * self.tasks[g[0]].weight for g in self.groups())
 
     def latency_curve(self) -> list[tuple[float, float]]:
-        """``(tuning seconds, estimated network cost)`` after every trial once every task has a
+        """``(tuning seconds, estimated network cost)`` after every trial once every layer has a
         valid cost (none before)."""
         events = sorted((t, i, c) for i, tr in enumerate(self.trials) for t, c in tr)
         best = [math.inf] * len(self.tasks)
+        groups = self.groups()
         out = []
         for t, i, c in events:
             best[i] = min(best[i], c)
-            if all(math.isfinite(b) for b in best):
-                out.append((t, sum(b * s.weight for b, s in zip(best, self.tasks, strict=True))))
+            per = [min(best[j] for j in g) * self.tasks[g[0]].weight for g in groups]
+            if all(math.isfinite(b) for b in per):
+                out.append((t, sum(per)))
         return out
+
+
+def _groups(tasks) -> list[list[int]]:
+    out: dict = {}
+    for i, t in enumerate(tasks):
+        out.setdefault(t.group or ("", i), []).append(i)
+    return list(out.values())
 
 
 def expected_gain(curve, weight: float, window: int = 16, alpha: float = 0.5) -> float:
@@ -156,6 +182,26 @@ def expected_gain(curve, weight: float, window: int = 16, alpha: float = 0.5) ->
     past = curve[max(0, n - 1 - window)]
     recent = (past - curve[-1]) / min(window, n) if math.isfinite(past) else curve[-1] / n
     return weight * (alpha * recent + (1 - alpha) * curve[-1] / n)
+
+
+@contextmanager
+def _deadline(measurer, seconds: float):
+    """``measurer`` (or the one it wraps, ``.inner``) with no build or run past ``seconds``
+    from now while inside, where it takes a ``deadline`` (``LocalMeasurer``); yields a
+    callable telling, after a measurement, whether the deadline was reached (so a timeout then
+    was the budget's, not the candidate's)."""
+    m = measurer
+    while m is not None and not hasattr(m, "deadline"):
+        m = getattr(m, "inner", None)
+    if m is None:
+        yield lambda: False
+        return
+    end = time.monotonic() + seconds
+    saved, m.deadline = m.deadline, end
+    try:
+        yield lambda: time.monotonic() >= end - 0.05
+    finally:
+        m.deadline = saved
 
 
 def _read_sessions(path: Path) -> list[list[float]]:
@@ -176,16 +222,24 @@ def _write_sessions(path: Path, spans) -> None:
     os.replace(tmp, path)
 
 
-def _tuning_clock(spans, stamps) -> tuple[list[float], list[float]]:
-    """Tuning seconds of each wall-clock ``stamps`` (records' timestamps) given the sessions'
-    ``[start, end]`` spans, and of each session's start, the time spent in all last; a session's end is extended to its last
-    record (a killed session wrote its span before its last slice)."""
+def _extend_spans(spans, stamps) -> list[list[float]]:
+    """The sessions' ``[start, end]`` spans in order, each end extended to the last of the
+    wall-clock ``stamps`` (records' timestamps) in its session (a killed session wrote its span
+    before its last slice)."""
     spans = sorted(spans)
-    ends = []
+    out = []
     for k, (a, b) in enumerate(spans):
         nxt = spans[k + 1][0] if k + 1 < len(spans) else math.inf
-        inside = [s for s in stamps if a <= s < nxt]
-        ends.append(max([b, *inside]))
+        out.append([a, max([b, *(s for s in stamps if a <= s < nxt)])])
+    return out
+
+
+def _tuning_clock(spans, stamps) -> tuple[list[float], list[float]]:
+    """Tuning seconds of each wall-clock ``stamps`` (records' timestamps) given the sessions'
+    ``[start, end]`` spans, and of each session's start, the time spent in all last; a
+    session's end is extended to its last record (``_extend_spans``)."""
+    spans = _extend_spans(spans, stamps)
+    ends = [b for _, b in spans]
     offsets = np.concatenate(
         [[0.0], np.cumsum([e - a for (a, _), e in zip(spans, ends, strict=True)])]
     )
@@ -208,17 +262,21 @@ def tune_with_budget(
     window: int = 16,
     progress=print,
     unit: str = "cycles",
+    chunk_trials: int = 2,
 ) -> BudgetRun:
     """Tune ``tasks`` until ``budget_s`` seconds of tuning (this and earlier sessions of the
-    same ``log``) are spent, ``slice_trials`` trials at a time to the task the scheduler picks
-    (see the module docstring); ``progress``: a ``print``-like callable for one line per slice,
-    or None. Returns the run, resumed records included."""
+    same ``log``) are spent, ``slice_trials`` trials at a time to the task the scheduler picks,
+    measured ``chunk_trials`` at a time (see the module docstring); ``progress``: a
+    ``print``-like callable for one line per slice, or None. Returns the run, resumed records
+    included."""
     if not tasks:
         raise BudgetError("no tasks to tune")
     if not budget_s > 0:
         raise BudgetError(f"budget must be > 0 seconds, got {budget_s}")
-    if slice_trials < 1:
-        raise BudgetError(f"slice_trials must be >= 1, got {slice_trials}")
+    if slice_trials < 1 or chunk_trials < 1:
+        raise BudgetError(
+            f"slice_trials and chunk_trials must be >= 1, got {slice_trials} and {chunk_trials}"
+        )
     rng = np.random.default_rng(seed)
     spans = _read_sessions(sessions_path(log)) if log is not None else []
     states = []
@@ -236,6 +294,7 @@ def tune_with_budget(
         states.append(_State(spec, tn, first))
         resumed.append(sorted((r.timestamp, r.cost) for r in seen.values()))
     stamps = [ts for rs in resumed for ts, _ in rs]
+    spans = _extend_spans(spans, stamps)  # written back so: the time counted is the time shown
     clock, starts = _tuning_clock(spans, stamps)
     spent0 = starts.pop()
     pos = 0
@@ -277,8 +336,7 @@ def tune_with_budget(
                 how = "random (eps)"
             else:
                 gains = [
-                    -math.inf if j in done else expected_gain(s.curve, s.spec.weight, window)
-                    for j, s in enumerate(states)
+                    -math.inf if j in done else _gain(states, j, window) for j in range(len(states))
                 ]
                 k = int(np.argmax(gains))
                 how = f"gain {gains[k]:.3g}/trial"
@@ -292,27 +350,26 @@ def tune_with_budget(
                 if len(done) == len(states):
                     break
                 continue
-            configs = [st.spec.task.space.get(i) for i in batch]
             before = st.best
-
-            def on_result(p, res, configs=configs, st=st):
-                if writer is not None:
-                    writer.append(make_record(st.spec.task, configs[p], res))
-
-            results = measurer.measure(st.spec.task, configs, on_result)
-            for res in results:
+            kept, cut = _measure_slice(
+                measurer, st.spec.task, batch, chunk_trials, lambda: budget_s - now(), writer
+            )
+            for _, res in kept:
                 st.note(spent0 + res.timestamp - t_start, res.cost)
-            st.tuner.update(batch, results)
-            run.n_measured += len(results)
+            if kept:
+                st.tuner.update([i for i, _ in kept], [r for _, r in kept])
+            run.n_measured += len(kept)
+            run.n_cut += cut
             run.picks.append(k)
             spans[-1][1] = time.time()
             if log is not None:
                 _write_sessions(sessions_path(log), spans)
             if progress:
                 total = run.latency()
+                cut_txt = f", {cut} cut at the budget" if cut else ""
                 progress(
                     f"[{now():7.1f}/{budget_s:.0f} s] {st.spec.name or st.spec.task.key}"
-                    f" x{st.spec.weight:g}: {len(batch)} trials ({how}), best"
+                    f" x{st.spec.weight:g}: {len(kept)} trials ({how}{cut_txt}), best"
                     f" {fmt(before)} -> {fmt(st.best)}; network {fmt(total)}"
                 )
     finally:
@@ -323,6 +380,45 @@ def tune_with_budget(
             _write_sessions(sessions_path(log), spans)
     run.spent_s = now()
     return run
+
+
+def _gain(states, j: int, window: int) -> float:
+    """``expected_gain`` of task ``j``; behind the best of its group (another template of its
+    layer), scaled by the group's best / its best (its trials lower the network's cost only
+    once it catches up)."""
+    st = states[j]
+    gain = expected_gain(st.curve, st.spec.weight, window)
+    if st.spec.group and math.isfinite(st.best) and gain > 0:
+        lead = min(s.best for s in states if s.spec.group == st.spec.group)
+        gain *= lead / st.best
+    return gain
+
+
+TIMEOUTS = ("build_timeout", "run_timeout")
+
+
+def _measure_slice(measurer, task, batch, chunk_trials: int, left_s, writer):
+    """Measure the indices ``batch`` of ``task``, ``chunk_trials`` at a time while ``left_s()``
+    (seconds of budget left) is positive, each chunk under a deadline there (``_deadline``).
+    Returns the kept ``[(index, result)]`` (logged chunk by chunk) and how many were cut: not
+    started, or timed out under a cut bound."""
+    kept = []
+    for start in range(0, len(batch), chunk_trials):
+        left = left_s()
+        if left <= 0:
+            break
+        chunk = batch[start : start + chunk_trials]
+        configs = [task.space.get(i) for i in chunk]
+        with _deadline(measurer, left) as reached:
+            results = measurer.measure(task, configs)
+            cut_short = reached()
+        for i, cfg, res in zip(chunk, configs, results, strict=True):
+            if cut_short and res.error in TIMEOUTS:
+                continue
+            if writer is not None:
+                writer.append(make_record(task, cfg, res))
+            kept.append((i, res))
+    return kept, len(batch) - len(kept)
 
 
 def plot_latency(

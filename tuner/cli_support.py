@@ -184,7 +184,9 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=None,
         help="cpu | gpu | vta: operators (gemm/conv2d/C1..C12) on the CPU (the default) or a GPU;"
         " vta:... workloads and networks on the accelerator (the default for them), a network's"
-        " CPU conv layers with cpu (old spellings: llvm, cuda, cuda-emulated, vta-sim)",
+        " CPU conv layers with cpu (old spellings: llvm, cuda, cuda-emulated, vta-sim);"
+        " arm-a9 | arm-a53: operators cross-compiled for a board's CPU, timed on --device"
+        " tcp://BOARD:PORT (pyvta serve --device cpu there)",
     )
     p.add_argument("--devices", default=None, help=argparse.SUPPRESS)  # old: --device A,B
     p.add_argument(
@@ -200,10 +202,21 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--budget",
         default=None,
         metavar="DURATION",
-        help="a network (--target vta): tune for this much wall time in all (90s, 20m, 1.5h)"
-        " instead of --trials per layer, slices of min(--batch, 16) trials to the layer with the"
-        " largest expected gain; with --log, running again continues the run recorded there"
-        " (the time spent counts) and the network's latency over time goes to LOG.latency.png",
+        help="a network (--target vta or cpu): tune for this much wall time in all (90s, 20m,"
+        " 1.5h) instead of --trials per layer, slices of min(--batch, 16) trials to the layer"
+        " with the largest expected gain; with --log, running again continues the run recorded"
+        " there (the time spent counts) and the network's latency over time goes to"
+        " LOG.latency.png",
+    )
+    p.add_argument(
+        "--in-network",
+        dest="in_network",
+        type=int,
+        default=0,
+        metavar="K",
+        help="a network on --target cpu, with --log: after tuning, time each conv layer's default"
+        " and K best logged schedules inside the running network and keep the fastest there"
+        " (LOG.network.json, applied by --tuning-log LOG); 0 (the default): do not",
     )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
@@ -272,6 +285,37 @@ def resolve_target(args, network: bool):
     return spec, device
 
 
+def _board_target(args, network: bool):
+    """The board CPU ``--target`` names (``arm-a9``, ``arm-a53``: ``compiler.backend.llvm.
+    target.BOARD_CPUS``), or None; a board's operators are measured on ``--device
+    tcp://BOARD`` (``pyvta serve --device cpu`` there)."""
+    from pyvta.tuner.cpu_remote import board_cpu_of
+
+    board = board_cpu_of(args.target)
+    if board is None:
+        return None
+    _old_devices(args)
+    if network:
+        raise ValueError(
+            f"--target {args.target}: a board CPU's operators are tuned (gemm:..., conv2d:...,"
+            " C1..C12), not yet a network's layers"
+        )
+    if not args.device:
+        raise ValueError(
+            f"--target {args.target} measures on the board: give --device tcp://BOARD:PORT"
+            " (pyvta serve --device cpu there)"
+        )
+    return board
+
+
+def _board_measurer(args, board):
+    from pyvta.tuner.cpu_remote import board_measurer
+
+    names = [d.strip() for d in args.device.split(",") if d.strip()]
+    scheduler = getattr(args, "scheduler", None)
+    return board_measurer(names, board.name, args.repeats, scheduler, **_device_kwargs(args))
+
+
 def _print_summary(measurer) -> None:
     if hasattr(measurer, "summary"):
         print(measurer.summary())
@@ -319,17 +363,24 @@ def tune_command(args: argparse.Namespace) -> int:
             print("error: --budget tunes a network (MODEL.onnx or .npz)", file=sys.stderr)
             return 2
     try:
-        spec, device = resolve_target(args, network)
+        board = _board_target(args, network)
+        spec, device = (None, None) if board else resolve_target(args, network)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if network:
         return _tune_network(args, spec)
     try:
-        backend = device or spec.tuner_backend
+        backend = "llvm" if board else device or spec.tuner_backend
         if backend is None:
             raise ValueError(f"--target {spec.name} has no operators to tune (cpu, gpu, vta)")
         task = parse_workload(args.workload, backend)
+        if board:
+            from pyvta.tuner.cpu_remote import board_task
+
+            if task.target != "llvm":
+                raise ValueError(f"--target {args.target} tunes CPU operators, not {task.name}")
+            task = board_task(task, board.name)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -362,19 +413,21 @@ def tune_command(args: argparse.Namespace) -> int:
             " (its best analytic estimates and its largest tiles)"
         )
     on_devices = args.device
-    if on_devices and not task_backend(task).on_devices:
+    if on_devices and not board and not task_backend(task).on_devices:
         print(
             f"error: --device(s) measure VTA workloads; {task.name} runs on the CPU",
             file=sys.stderr,
         )
         return 2
     try:
-        m = measurer_for(args)
+        m = _board_measurer(args, board) if board else measurer_for(args)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     m = default_measurer(task) if m is None else m
-    if on_devices:
+    if board:
+        print(f"measuring on {on_devices}: kernels cross-compiled for {board.cpu} ({board.triple})")
+    elif on_devices:
         print(f"measuring on {on_devices} (cycles from the device counters)")
     final_check = args.final_check
     if task_backend(task).timed:
@@ -460,16 +513,26 @@ def _tune_network(args: argparse.Namespace, spec) -> int:
                 file=sys.stderr,
             )
             return 2
-        if getattr(args, "budget", None) is not None:
-            print("error: --budget tunes a network for --target vta (not cpu yet)", file=sys.stderr)
+        if args.in_network < 0 or (args.in_network and not args.log):
+            print("error: --in-network K needs K >= 0 and --log", file=sys.stderr)
             return 2
-        return _tune_cpu_network(args)
+        if getattr(args, "budget", None) is not None:
+            from pyvta.tuner.cpu_network import cpu_budget_tasks, cpu_network_layers
+
+            code = _tune_network_budget(args, cpu_budget_tasks(cpu_network_layers(args.workload)))
+        else:
+            code = _tune_cpu_network(args)
+        if code == 0 and args.in_network:
+            code = _rerank_in_network(args)
+        return code
     layers = network_layers(args.workload)
     if not layers:
         print(f"error: {args.workload} has no accelerator layers to tune", file=sys.stderr)
         return 1
     if getattr(args, "budget", None) is not None:
-        return _tune_network_budget(args, layers)
+        from pyvta.tuner.network import budget_tasks
+
+        return _tune_network_budget(args, budget_tasks(layers, args.first))
     launches = sum(layer.count for layer in layers)
     print(
         f"tuning {len(layers)} distinct accelerator layers ({launches} launches per inference),"
@@ -500,16 +563,20 @@ def _flushed(line: str) -> None:
     print(line, flush=True)  # a progress line seen at once, also in a file
 
 
-def _tune_network_budget(args, layers) -> int:
-    """``--budget``: the network's layers under one time budget (``tuner.budget``)."""
+def _tune_network_budget(args, tasks) -> int:
+    """``--budget``: the network's tasks (``tuner.budget.BudgetTask``: a VTA network's layers,
+    a CPU network's layers' templates) under one time budget (``tuner.budget``)."""
     from pyvta.tuner.budget import plot_latency, plot_path, tune_with_budget
-    from pyvta.tuner.network import budget_tasks
     from pyvta.tuner.tune import default_measurer
 
+    if not tasks:
+        print(f"error: {args.workload} has no layers to tune", file=sys.stderr)
+        return 1
+    unit = tasks[0].task.cost_unit
     slice_trials = min(args.batch, 16)
-    tasks = budget_tasks(layers, args.first)
+    what = len({t.group or t.name for t in tasks})
     print(
-        f"tuning {len(layers)} distinct accelerator layers for {args.budget_s:.0f} s in all,"
+        f"tuning {what} distinct layers ({len(tasks)} tasks) for {args.budget_s:.0f} s in all,"
         f" {slice_trials} trials per slice, {args.tuner}, seed {args.seed}"
     )
     try:
@@ -522,28 +589,50 @@ def _tune_network_budget(args, layers) -> int:
         run = tune_with_budget(
             tasks, args.budget_s, measurer, log=args.log, tuner=args.tuner, seed=args.seed,
             slice_trials=slice_trials, progress=None if args.no_progress else _flushed,
+            unit=unit,
         )  # fmt: skip
         _print_summary(measurer)
     finally:
         measurer.close()
     curve = run.latency_curve()
-    print(f"{'layer':44s} {'n':>2s} {'best':>10s} {'trials':>6s}")
+    scale, shown = (1e3, "ms") if unit == "s" else (1e-6, "M cycles")
+    print(f"{'layer':60s} {'n':>2s} {'best ' + shown:>12s} {'trials':>6s}")
     for t, trials in zip(run.tasks, run.trials, strict=True):
         best = min((c for _, c in trials), default=float("inf"))
-        print(f"{t.name:44s} {t.weight:2g} {best:10.0f} {len(trials):6d}")
+        print(f"{t.name[:60]:60s} {t.weight:2g} {best * scale:12.4f} {len(trials):6d}")
     if curve:
         print(
-            f"one inference: {curve[0][1] / 1e6:.3f} M cycles at {curve[0][0]:.0f} s ->"
-            f" {curve[-1][1] / 1e6:.3f} M cycles ({curve[0][1] / curve[-1][1]:.3f}x);"
+            f"one inference: {curve[0][1] * scale:.4f} {shown} at {curve[0][0]:.0f} s ->"
+            f" {curve[-1][1] * scale:.4f} {shown} ({curve[0][1] / curve[-1][1]:.3f}x);"
             f" {run.spent_s:.0f} s of {args.budget_s:.0f} s spent, {run.n_measured} measured now,"
-            f" {run.n_resumed} resumed"
+            f" {run.n_resumed} resumed, {run.n_cut} cut at the budget"
         )
     plot = args.plot or (str(plot_path(args.log)) if args.log else None)
     if plot:
-        plot_latency(run, plot, title=f"{Path(args.workload).name}: budget {args.budget}")
+        plot_latency(
+            run, plot, unit=unit, title=f"{Path(args.workload).name}: budget {args.budget}"
+        )
         print(f"latency over time: {plot}")
     if args.log:
-        print(f"log: {args.log} (apply with: pyvta run {args.workload} --tuning-log {args.log})")
+        cpu = " --target cpu" if unit == "s" else ""
+        print(
+            f"log: {args.log} (apply with: pyvta run {args.workload}{cpu} --tuning-log {args.log})"
+        )
+    return 0
+
+
+def _rerank_in_network(args) -> int:
+    """``--in-network K``: the log's top-K schedules per conv layer re-ranked in the network."""
+    from pyvta.tuner.in_network import in_network_path, rerank_in_network
+
+    rr = rerank_in_network(
+        args.workload,
+        args.log,
+        top_k=args.in_network,
+        progress=None if args.no_progress else _flushed,
+    )
+    print(rr.summary())
+    print(f"in-network choices: {in_network_path(args.log)}")
     return 0
 
 

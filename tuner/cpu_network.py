@@ -95,6 +95,26 @@ def _default_point(task, layer: CpuLayer):
         return task.space.get(0)
 
 
+def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
+    """``tuner.budget.BudgetTask`` per task of each layer (its templates, one group: the
+    network runs the best of them), weighted by the layer's launches, its first slice the
+    template's untuned knobs (:func:`_default_point`)."""
+    from pyvta.tuner.budget import BudgetTask
+
+    return [
+        BudgetTask(
+            task,
+            layer.count,
+            [_default_point(task, layer)],
+            f"{task.name.removeprefix('cpu.').removesuffix('_nchwc')}"
+            f" {layer.workload.key.removeprefix('conv2d_nchwc ')}",
+            layer.workload.key,
+        )  # fmt: skip
+        for layer in layers
+        for task in _tasks(layer)
+    ]
+
+
 def spread_trials(costs: list[float], total: int, floor: int = MIN_TRIALS) -> list[int]:
     """``total`` trials over tasks in proportion to ``costs`` (their expected gain), each at
     least ``floor`` (and at most its space's size is the caller's concern)."""
@@ -197,7 +217,10 @@ def compare_templates(
 
 
 def cpu_schedules(
-    log: str, layers: list[CpuLayer], foreign: dict[str, str] | None = None
+    log: str,
+    layers: list[CpuLayer],
+    foreign: dict[str, str] | None = None,
+    in_network: bool = True,
 ) -> dict[str, dict]:
     """``{workload key: schedule}``: per layer the best logged record over its templates (the
     compiler's ``cpu_schedules``); where every template's best config has records measured
@@ -207,14 +230,23 @@ def cpu_schedules(
     Records measured on this kind of CPU (the task's space here) come first; a layer that has
     none takes the closest other CPU's (``tuner.log.closest_records``: a schedule is valid on
     any x86 host, only its speed differs), and ``foreign`` (if given) gets ``{workload key:
-    the CPU its records were measured on}`` for each such layer."""
+    the CPU its records were measured on}`` for each such layer.
+
+    With ``in_network``, a layer re-ranked inside the network on this kind of host
+    (``tuner.in_network.rerank_in_network``, its choices beside the log) takes the schedule
+    chosen there (the compiler's default, if that won)."""
     import statistics
 
     from pyvta.tuner.cpu import schedule_of
+    from pyvta.tuner.in_network import in_network_choices
     from pyvta.tuner.log import closest_records
 
+    chosen = in_network_choices(log) if in_network else {}
     out = {}
     for layer in layers:
+        if layer.workload.key in chosen:
+            out[layer.workload.key] = chosen[layer.workload.key]
+            continue
         found = []  # (machine or "", logged cost, side-by-side costs, schedule)
         for task in _tasks(layer):
             records, machine = closest_records(log, task, _instantiates(task))
@@ -276,9 +308,11 @@ def write_cpu_log(src: str, dst: str) -> int:
     return len(kept) + len(side)
 
 
-def tuned_schedules(model, log: str, foreign: dict[str, str] | None = None) -> dict[str, dict]:
+def tuned_schedules(
+    model, log: str, foreign: dict[str, str] | None = None, in_network: bool = True
+) -> dict[str, dict]:
     """:func:`cpu_schedules` of ``model``'s layers (an ONNX path or a ``CompiledModel``)."""
-    return cpu_schedules(log, cpu_network_layers(model), foreign)
+    return cpu_schedules(log, cpu_network_layers(model), foreign, in_network)
 
 
 def pretuned_cpu_log(model: str) -> Path | None:

@@ -123,7 +123,9 @@ class LocalMeasurer(Measurer):
     ``build_timeout_s`` / ``run_timeout_s`` bound one candidate's build / run (a hanging
     candidate is killed and recorded as ``build_timeout`` / ``run_timeout``).
     ``n_run_workers``: 1 for wall-clock timing (runs alone); more when the cost does not depend
-    on machine load (a cycle model)."""
+    on machine load (a cycle model). ``deadline`` (a ``time.monotonic()`` time, or None): no
+    build or run goes on past it (each stage's timeout cut to the time left; a time budget,
+    ``tuner.budget``, sets it)."""
 
     def __init__(
         self,
@@ -138,6 +140,13 @@ class LocalMeasurer(Measurer):
         self.build_timeout_s, self.run_timeout_s = build_timeout_s, run_timeout_s
         self._builders = WorkerPool(n_build_workers)
         self._runner = WorkerPool(n_run_workers)
+        self.deadline: float | None = None
+
+    def _timeout(self, bound_s: float) -> float:
+        """``bound_s``, cut to the time left before ``deadline`` (at least 0.1 s)."""
+        if self.deadline is None:
+            return bound_s
+        return max(0.1, min(bound_s, self.deadline - time.monotonic()))
 
     def measure(self, task, configs, callback=None):
         configs = list(configs)
@@ -150,7 +159,7 @@ class LocalMeasurer(Measurer):
                 callback(pos, res)
 
         jobs = [(_build_job, (self.backend, task, c)) for c in configs]
-        for pos, status, value in self._builders.map(jobs, self.build_timeout_s):
+        for pos, status, value in self._builders.map(jobs, self._timeout(self.build_timeout_s)):
             if status == "ok" and value[0] == "ok":
                 built[pos] = (value[1], value[2])
             elif status == "ok":
@@ -166,7 +175,7 @@ class LocalMeasurer(Measurer):
         run_jobs = [
             (_run_job, (self.backend, task, configs[p], built[p][0], self.repeats)) for p in order
         ]
-        for i, status, value in self._runner.map(run_jobs, self.run_timeout_s):
+        for i, status, value in self._runner.map(run_jobs, self._timeout(self.run_timeout_s)):
             pos = order[i]
             build_s = built[pos][1]
             if status == "ok":

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -224,12 +224,30 @@ def pretuned_log(model: str) -> Path | None:
     return path if path.exists() else None
 
 
+# shifts a layer's tuned config is looked up under when its own has no record (a shift's value
+# is an ALU immediate: the instruction stream and its cycles do not depend on it)
+SHIFT_VALUES = range(1, 32)
+
+
 def network_configs(log: str, layers) -> dict:
     """``{(ConvWorkload, Epilogue): ConvConfig}``: the best logged config of each layer (layers
-    without a valid record are left out), for ``AcceleratorBackend(configs=...)``."""
+    without a valid record are left out), for ``AcceleratorBackend(configs=...)``. A layer
+    whose own task has no record takes the record of the same workload and epilogue with
+    another non-zero requantizing shift, nearest first (a recalibration moves shifts by a bit
+    or two, e.g. the whole partition's max pool keeping the stem's scale; the SHR's immediate
+    does not change the schedule, so the config runs in the same cycles)."""
     out = {}
     for layer in layers:
         best = apply_best(log, layer_task(layer))
+        ep = layer.epilogue
+        if best is None and ep.shift:
+            others = sorted(
+                (s for s in SHIFT_VALUES if s != ep.shift), key=lambda s: abs(s - ep.shift)
+            )
+            for s in others:
+                best = apply_best(log, vta_layer_task(layer.workload, replace(ep, shift=s)))
+                if best is not None:
+                    break
         if best is not None:
             out[(layer.workload, layer.epilogue)] = conv_config(best)
     return out

@@ -80,12 +80,15 @@ def tiled_gemm_task(m: int = 256, n: int = 256, k: int = 256):
 
 class SyntheticBackend(Backend):
     """Cost = ``gemm_model_cost`` times ``1 + noise * N(0, 1)`` (seeded by the index);
-    ``delay_s``: sleep per run, to imitate a real measurement."""
+    ``delay_s``: sleep per run, to imitate a real measurement; ``build_delay_s``: per build
+    (a slow lowering)."""
 
-    def __init__(self, noise: float = 0.0, delay_s: float = 0.0):
-        self.noise, self.delay_s = noise, delay_s
+    def __init__(self, noise: float = 0.0, delay_s: float = 0.0, build_delay_s: float = 0.0):
+        self.noise, self.delay_s, self.build_delay_s = noise, delay_s, build_delay_s
 
     def build(self, task, config):
+        if self.build_delay_s:
+            time.sleep(self.build_delay_s)
         return task.instantiate(config)
 
     def run(self, task, config, artifact, repeats):

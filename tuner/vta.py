@@ -180,7 +180,7 @@ def _context(config, *args) -> np.ndarray:
     fixed = reserved_rows(wl, ep)
     macs = est.gemm_cycles
     inp_size = wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes
-    wgt_size = wl.co_blocks * wl.ci_blocks * kk * hw.wgt_elem_bytes
+    wgt_size = wl.co_blocks * wl.red_blocks * kk * hw.wgt_elem_bytes
     modules = (est.compute_cycles, est.load_cycles, est.store_cycles)
     parts = sum(modules)
     bound = parts if v == 1 else max(*modules, est.port_cycles, est.fetch_cycles)
@@ -189,7 +189,7 @@ def _context(config, *args) -> np.ndarray:
         wl.stride,
         math.log2(c.tile_h / wl.out_h),
         math.log2(c.tile_w / wl.out_w),
-        math.log2(c.tile_ci / wl.ci_blocks),
+        math.log2(c.tile_ci / wl.red_blocks),
         math.log2(c.tile_co / wl.co_blocks),
         math.log2(est.tiles),
         math.log2(est.chunks),

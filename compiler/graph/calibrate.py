@@ -10,7 +10,7 @@ the candidate with the smallest squared quantization error over the samples.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,10 +49,13 @@ def forward_values(graph: Graph, sample: dict[str, np.ndarray]):
 
 @dataclass
 class Calibration:
-    """Per float value: chosen ``frac_bits`` and the mean over samples of each channel (axis 1)."""
+    """Per float value: chosen ``frac_bits``, the mean over samples of each channel (axis 1),
+    and each channel's least and largest value over the samples (``channel_ranges``: (lo, hi)
+    arrays, kept for values of one pixel per channel, e.g. a global mean)."""
 
     frac_bits: dict[str, int]
     channel_means: dict[str, np.ndarray]
+    channel_ranges: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def calibrate(
@@ -65,6 +68,7 @@ def calibrate(
     base = {k: frac_bits_for(m) for k, m in ranges.items()}
     errors = {k: np.zeros(extra_bits + 1) for k in base}
     sums: dict[str, np.ndarray] = {}
+    ranges_c: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for sample in samples:
         for name, a in forward_values(graph, sample):
             if name in base:
@@ -73,8 +77,14 @@ def calibrate(
                 if a.ndim >= 2:
                     axes = (0, *range(2, a.ndim))
                     sums[name] = sums.get(name, 0.0) + a.mean(axis=axes, dtype=np.float64)
+                    if a.size == a.shape[0] * a.shape[1]:  # one pixel per channel
+                        lo, hi = a.min(axis=axes), a.max(axis=axes)
+                        if name in ranges_c:
+                            lo = np.minimum(lo, ranges_c[name][0])
+                            hi = np.maximum(hi, ranges_c[name][1])
+                        ranges_c[name] = (lo, hi)
     fracs = {k: base[k] + int(np.argmin(errors[k])) for k in base}
-    return Calibration(fracs, {k: v / len(samples) for k, v in sums.items()})
+    return Calibration(fracs, {k: v / len(samples) for k, v in sums.items()}, ranges_c)
 
 
 def collect_ranges(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, float]:

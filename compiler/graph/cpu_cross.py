@@ -21,8 +21,6 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
     graph has no such node."""
     from pyvta import compiler
     from pyvta.compiler.backend.llvm.shared import for_llvm, shared_object
-    from pyvta.compiler.backend.llvm.vector import walk_stmts
-    from pyvta.compiler.ir.stmt import Store
     from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
     from pyvta.compiler.targets.cpu.kernels import node_schedule
     from pyvta.compiler.targets.cpu_int8.kernels import int8_layer
@@ -43,11 +41,7 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
             continue
         func = for_llvm(compiler.lower(sch, args, name=f"pyvta_cpu_{len(funcs)}"))
         funcs.append(func)
-        written = {st.buffer.name for st in walk_stmts(func.body) if isinstance(st, Store)}
-        params = tuple(Param(b.name, tuple(b.shape), b.dtype) for b in func.params)
-        workspace = tuple((tuple(b.shape), b.dtype) for b in func.workspace)
-        outs = tuple(p.name for p in params if p.name in written)
-        kernels[n.name] = KernelSig(func.name, params, workspace, outs, names)
+        kernels[n.name] = kernel_sig(func, names)
     gemms = {}
     for m, n, k in sorted(gemm_shapes(graph)):
         sch, args = gemm_schedule(m, n, k, target)
@@ -60,6 +54,19 @@ def cross_compile_cpu(graph: Graph, target) -> CpuCode | None:
         return None
     so = shared_object(funcs, target)
     return CpuCode(target.triple, target.cpu, so, kernels, consts, gemms, target.features)
+
+
+def kernel_sig(func, consts: tuple[str, ...] = ()) -> KernelSig:
+    """The ``KernelSig`` of ``func`` (after ``for_llvm``): its parameters, scratch buffers and
+    the parameters it stores to; ``consts``: the ``CpuCode.consts`` it takes."""
+    from pyvta.compiler.backend.llvm.vector import walk_stmts
+    from pyvta.compiler.ir.stmt import Store
+
+    written = {st.buffer.name for st in walk_stmts(func.body) if isinstance(st, Store)}
+    params = tuple(Param(b.name, tuple(b.shape), b.dtype) for b in func.params)
+    workspace = tuple((tuple(b.shape), b.dtype) for b in func.workspace)
+    outs = tuple(p.name for p in params if p.name in written)
+    return KernelSig(func.name, params, workspace, outs, tuple(consts))
 
 
 def gemm_shapes(graph: Graph) -> set[tuple[int, int, int]]:

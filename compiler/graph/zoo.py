@@ -199,7 +199,8 @@ def mobilenet(
 ) -> onnx.ModelProto:
     """MobileNet-v1 style: 3x3 stem, 13 (depthwise 3x3 + pointwise 1x1) blocks, relu6 (Clip).
 
-    Depthwise convs run on the CPU after partitioning; pointwise convs go to VTA."""
+    On VTA (whole partition) the depthwise convs run as block-diagonal GEMMs, the pointwise ones
+    as GEMMs; ``--partition legacy`` keeps the depthwise convs on the CPU."""
     nb = _NetBuilder("mobilenet", _stat_samples(size, seed, stat_samples), seed)
     x = nb.relu6(nb.bn(nb.conv("input", width, 3, 2)))
     plan = [(2, 1), (4, 2), (4, 1), (8, 2), (8, 1), (16, 2)] + [(16, 1)] * 5 + [(32, 2), (32, 1)]
@@ -222,9 +223,7 @@ ZOO = {
         lambda **kw: resnet(18, **kw), "ResNet-18, basic blocks (the main demo's network)"
     ),
     "resnet34": ZooModel(lambda **kw: resnet(34, **kw), "ResNet-34, basic blocks"),
-    "mobilenet": ZooModel(
-        mobilenet, "MobileNet-v1 style: depthwise 3x3 (CPU) + pointwise 1x1 (VTA), relu6"
-    ),
+    "mobilenet": ZooModel(mobilenet, "MobileNet-v1 style: depthwise 3x3 + pointwise 1x1, relu6"),
 }
 
 

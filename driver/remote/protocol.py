@@ -47,9 +47,20 @@ OPS: dict[str, dict[str, type]] = {
     "reset": {},
     "stats": {},
     "upload_bitstream": {"names": list},
+    # a CPU kernel timed on the server's CPU (``pyvta serve --device cpu``): blobs "shared" (the
+    # ELF bytes for ``triple``), then one per parameter of ``kernel`` (``cpu_code.KernelSig``)
+    "measure_cpu": {
+        "names": list,
+        "triple": str,
+        "kernel": dict,
+        "repeats": int,
+        "number": int,
+        "min_repeat_us": int,
+    },
     "bye": {},
 }
-BLOBS_IN = {"write": 1, "upload_bitstream": None}  # op -> blobs it carries (None: one per name)
+BLOBS_IN = {"write": 1, "upload_bitstream": None, "measure_cpu": None}  # op -> blobs it carries
+# (None: one per name)
 
 
 class ProtocolError(PyvtaError):

@@ -310,7 +310,8 @@ class DeviceServer:
             await self._send(writer, self._error("bad_request", str(e)))
             return True
         session.ops[op] += 1
-        timeout = self.limits.launch_timeout_s if op == "launch" else self.limits.request_timeout_s
+        long_op = op in ("launch", "measure_cpu")  # a kernel's run, timed under emulation too
+        timeout = self.limits.launch_timeout_s if long_op else self.limits.request_timeout_s
         try:
             reply, out = await self._device_call(
                 session.execute, op, fields, blobs, timeout=timeout

@@ -20,6 +20,7 @@ from pyvta.isa import INSN_BYTES
 from pyvta.isa.errors import PyvtaError
 
 MAX_ALIGN_BYTES = 1 << 16
+MAX_REPEATS = 100  # timed repeats of one measure_cpu request
 
 
 class OpRefused(ProtocolError):
@@ -216,3 +217,44 @@ class Session:
                 f" {manifest['config_tag']!r}",
             )
         return {"sha256": digest, "config_tag": tag}, []
+
+    def _op_measure_cpu(self, blobs, names, triple, kernel, repeats, number, min_repeat_us):
+        from pyvta.runtime.cpu_code import KernelSig
+        from pyvta.runtime.cpu_measure import MAX_NUMBER
+
+        measure = getattr(self.device, "measure_cpu", None)
+        if measure is None:
+            raise OpRefused(
+                "refused",
+                f"{type(self.device).__name__} measures no CPU kernels (serve --device cpu)",
+            )
+        if not 1 <= repeats <= MAX_REPEATS or number > MAX_NUMBER:
+            raise OpRefused(
+                "bad_request",
+                f"measure_cpu: repeats {repeats} (1..{MAX_REPEATS}), number {number}"
+                f" (0..{MAX_NUMBER})",
+            )
+        try:
+            sig = KernelSig.from_json(kernel)
+            arrays = [
+                np.frombuffer(b, np.dtype(p.dtype)).reshape(p.shape)
+                for b, p in zip(blobs[1:], sig.params, strict=True)
+            ]
+        except (KeyError, TypeError, ValueError) as e:
+            raise OpRefused("bad_request", f"measure_cpu: kernel or arrays refused: {e}") from None
+        if names != ["shared", *(p.name for p in sig.params)]:
+            raise OpRefused(
+                "bad_request",
+                "measure_cpu: blobs are named 'shared' then the kernel's parameters in order",
+            )
+        try:
+            costs, number, outs = measure(
+                triple, blobs[0], sig, arrays, repeats, number, min_repeat_us * 1e-3
+            )
+        except PyvtaError as e:  # another CPU's code, arrays the kernel refuses
+            raise OpRefused("cpu_code", str(e)) from None
+        except OSError as e:  # the loader refused the shared object
+            raise OpRefused("cpu_code", f"cannot load the shared object: {e}") from None
+        written = [p.name for p in sig.params if p.name in set(sig.written)]
+        reply = {"costs_s": [float(c) for c in costs], "number": number, "written": written}
+        return reply, [np.ascontiguousarray(a).tobytes() for a in outs]

@@ -115,7 +115,8 @@ def run(args: argparse.Namespace) -> int:
     tag = f", HwConfig {cm.hw.tag}" if cm.hw else ""
     gpu = f", {len(cm.gpu_kernels)} GPU kernels" if cm.gpu_kernels else ""
     code = cm.cpu_code
-    so = f", {len(code.kernels)} CPU kernels for {code.description}" if code else ""
+    n_so = len(code.kernels) + len(code.gemms) if code else 0  # node kernels, float products
+    so = f", {n_so} CPU kernels for {code.description}" if code else ""
     print(
         f"wrote {path}: {len(cm.graph.nodes)} nodes ({n_vta} on the accelerator,"
         f" {len(cm.kernels)} kernels{tag}{gpu}{so})"

@@ -5,9 +5,9 @@
                                                # (python -m pyvta.testing.arm --site DIR: the same)
     run_on_arm(python, site, "a.npz", x, out)  # one inference there -> (output, report)
 
-On the ARM side (``python -m pyvta.testing.arm ARTIFACT X.npy OUT.npy [numpy]``) an artifact is
-run once, with the kernels of its shared object (or, given ``numpy``, without them), and a
-report line says what ran.
+On the ARM side (``python -m pyvta.testing.arm ARTIFACT X.npy OUT.npy [numpy] [--device NAME]``)
+an artifact is run once, with the kernels of its shared object (or, given ``numpy``, without
+them; its accelerator nodes on the device NAME, e.g. ``sim``), and a report line says what ran.
 """
 
 from __future__ import annotations
@@ -64,12 +64,19 @@ def pyvta_site(folder: Path) -> Path:
 
 
 def run_on_arm(
-    python: Path, site: Path, artifact: Path, x: np.ndarray, out: Path, numpy: bool = False
+    python: Path,
+    site: Path,
+    artifact: Path,
+    x: np.ndarray,
+    out: Path,
+    numpy: bool = False,
+    device: str | None = None,
 ) -> tuple[np.ndarray, dict]:
-    """One inference of ``artifact`` on ``x`` under ``python``: its output and the report."""
+    """One inference of ``artifact`` on ``x`` under ``python`` (its accelerator nodes on
+    ``device``, a ``driver.open`` name, where given): its output and the report."""
     np.save(out.with_suffix(".x.npy"), x)
     cmd = [str(python), "-m", "pyvta.testing.arm", str(artifact), str(out.with_suffix(".x.npy"))]
-    cmd += [str(out)] + (["numpy"] if numpy else [])
+    cmd += [str(out)] + (["numpy"] if numpy else []) + (["--device", device] if device else [])
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out.parent)
     if proc.returncode != 0:
@@ -87,12 +94,18 @@ def _main(argv: list[str]) -> None:
     from pyvta.runtime.compiled_model import CompiledModel, run_model
 
     artifact, x_path, out = argv[:3]
+    flags = argv[3:]
     cm = CompiledModel.load(artifact)
-    if argv[3:] == ["numpy"]:
+    if "numpy" in flags:
         cm.cpu_code = None
+    device = None
+    if "--device" in flags:
+        from pyvta import driver
+
+        device = driver.open(flags[flags.index("--device") + 1], config=cm.hw)
     x = np.load(x_path)
     t0 = time.perf_counter()
-    (y,), _ = run_model(cm, x)
+    (y,), _ = run_model(cm, x, device=device)
     seconds = time.perf_counter() - t0
     backend = cm.cpu_backend()
     kernels = {**getattr(backend, "kernels", {}), **getattr(backend, "modules", {})}

@@ -50,6 +50,9 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
             cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.cross(name))
             cm.save(out / f"{stem}-{arch}.npz")
             cm.cpu_code = None
+    build_kernel_fixture(out / "kernel-x86_64.npz", CpuTarget.host(1))  # x86's leg: this host's
+    for arch in dict.fromkeys(("armhf", *arches)):
+        build_kernel_fixture(out / f"kernel-{arch}.npz", CpuTarget.cross(ARM_CPUS[arch]))
     shape = vta.graph.values[vta.input_names[0]].shape
     x = np.random.default_rng(SEED).standard_normal(shape).astype(np.float32)
     with cpu_llvm.numpy_only():
@@ -73,6 +76,37 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     write_model_bitstream(out / "bitstream", vta.hw)  # for PynqDevice on the model board
     onnx_path.unlink()  # the board never sees the ONNX file
     return out
+
+
+KERNEL_GEMM = (8, 32, 24)  # M, N, K of the kernel a board's ``pyvta serve --device cpu`` times
+
+
+def build_kernel_fixture(path: Path, target) -> Path:
+    """One GEMM kernel (``KERNEL_GEMM``, the GEMM template's knobs for ``target``) cross-compiled
+    for ``target`` as a tuner sends it to ``pyvta serve --device cpu``: ``shared`` (ELF bytes),
+    ``sig`` (its ``KernelSig`` as JSON), ``triple``, seeded inputs ``a``, ``b`` and the product
+    ``want`` (float64 on the host)."""
+    import json
+
+    from pyvta import compiler
+    from pyvta.compiler.backend.llvm.shared import for_llvm, shared_object
+    from pyvta.compiler.graph.cpu_cross import gemm_schedule, kernel_sig
+
+    sch, args = gemm_schedule(*KERNEL_GEMM, target)
+    func = for_llvm(compiler.lower(sch, args, name="pyvta_board_gemm"))
+    sig = kernel_sig(func)
+    rng = np.random.default_rng(SEED)
+    a, b = (rng.standard_normal(p.shape).astype(np.float32) for p in sig.params[:2])
+    np.savez(
+        path,
+        shared=np.frombuffer(shared_object([func], target), np.uint8),
+        sig=np.array(json.dumps(sig.to_json())),
+        triple=np.array(target.triple),
+        a=a,
+        b=b,
+        want=a.astype(np.float64) @ b.astype(np.float64),
+    )
+    return path
 
 
 if __name__ == "__main__":

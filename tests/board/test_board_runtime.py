@@ -219,3 +219,58 @@ def test_vta_artifact_with_arm_cpu_layers(fixtures):
     (fallback,), _ = run_model(CompiledModel.load(fixtures / "vta.npz"), expected["x"], device=sim)
     assert np.array_equal(y, fallback)
     assert same_as_host(y, expected["vta"])
+
+
+def _serve_cpu(tmp_path):
+    """``pyvta serve --device cpu`` on this Python (``-X importtime``: its imports on stderr),
+    on a free loopback port; (process, port, stderr file)."""
+    import subprocess
+    import time
+
+    err = tmp_path / "serve.err"
+    cmd = [sys.executable, "-X", "importtime", "-m", "pyvta.cli", "serve", "--device", "cpu"]
+    cmd += ["--listen", "127.0.0.1:0"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # importtime's lines reach the file at once
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=err.open("w"), text=True, cwd=tmp_path, env=env
+    )
+    t0 = time.monotonic()
+    line = proc.stdout.readline()  # "listening on HOST:PORT" once it serves
+    assert line.startswith("listening on"), (line, err.read_text()[-2000:])
+    print(f"server up in {time.monotonic() - t0:.1f} s")
+    return proc, int(line.rsplit(":", 1)[1]), err
+
+
+def test_serve_cpu_measures_a_kernel_cross_compiled_for_this_cpu(fixtures, tmp_path):
+    """``pyvta serve --device cpu`` here (the board's side of ``pyvta tune --target arm-a9
+    --device tcp://BOARD``): a GEMM kernel the host cross-compiled for this CPU is loaded and
+    timed, its product comes back and equals the host's (to float32 rounding); the server
+    imported the runtime and the driver, no module of the compiler. Another CPU's kernel is
+    refused, naming it. (The times are emulated under qemu: only checked to be positive.)"""
+    import json
+
+    from pyvta.driver.device import DeviceError
+    from pyvta.runtime.cpu_code import KernelSig
+
+    d = np.load(fixtures / f"kernel-{ARCH or 'x86_64'}.npz")
+    sig = KernelSig.from_json(json.loads(str(d["sig"])))
+    out = np.zeros(sig.params[2].shape, np.float32)
+    proc, port, err = _serve_cpu(tmp_path)
+    try:
+        with driver.open(f"tcp://127.0.0.1:{port}") as dev:
+            costs, number, (c,) = dev.measure_cpu(
+                str(d["triple"]), d["shared"].tobytes(), sig, [d["a"], d["b"], out], 3
+            )
+            assert len(costs) == 3 and all(t > 0 for t in costs) and number >= 1
+            print(f"{ARCH or 'x86_64'}: {number} calls per repeat; max |C - host| "
+                  f"{np.abs(c - d['want']).max():.3g}")  # fmt: skip
+            assert np.allclose(c, d["want"], rtol=1e-5, atol=1e-5)
+            other = "aarch64-unknown-linux-gnu" if ARCH != "arm64" else "x86_64-unknown-linux-gnu"
+            with pytest.raises(DeviceError, match=f"{other}.*do not run here"):
+                dev.measure_cpu(other, d["shared"].tobytes(), sig, [d["a"], d["b"], out], 1)
+    finally:
+        proc.terminate()  # (SIGINT is ignored where the tests run in the background)
+        proc.wait(60)
+    imported = [line.split("|")[-1].strip() for line in err.read_text().splitlines()]
+    assert "pyvta.driver.remote.server" in imported and "pyvta.runtime.cpu_measure" in imported
+    assert not [m for m in imported if m.startswith("pyvta.compiler")]

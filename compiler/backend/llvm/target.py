@@ -48,6 +48,7 @@ class BoardCpu:
     cpu: str
     features: str
     vector_bits: int
+    alias: str  # ``pyvta tune --target`` names it so (``arm-a9``)
 
 
 # The boards' CPUs (``hw.boards.Board.cpu`` names one): PYNQ-Z1/Z2's Cortex-A9 (ARMv7-A, NEON,
@@ -55,22 +56,28 @@ class BoardCpu:
 BOARD_CPUS = {
     c.name: c
     for c in (
-        BoardCpu("cortex-a9", "armv7a-unknown-linux-gnueabihf", "cortex-a9", "+neon,+vfp3", 128),
-        BoardCpu("cortex-a53", "aarch64-unknown-linux-gnu", "cortex-a53", "+neon", 128),
+        BoardCpu(
+            "cortex-a9", "armv7a-unknown-linux-gnueabihf", "cortex-a9", "+neon,+vfp3", 128, "arm-a9"
+        ),
+        BoardCpu("cortex-a53", "aarch64-unknown-linux-gnu", "cortex-a53", "+neon", 128, "arm-a53"),
     )
 }
 
 
 def board_cpu(name: str) -> BoardCpu:
-    """The ``BOARD_CPUS`` entry called ``name``, or the first whose triple's architecture is
-    that of the triple ``name`` (e.g. ``aarch64-linux-gnu``, ``armv7a-linux-gnueabihf``)."""
+    """The ``BOARD_CPUS`` entry called ``name`` or by its ``alias``, or the first whose triple's
+    architecture is that of the triple ``name`` (e.g. ``aarch64-linux-gnu``,
+    ``armv7a-linux-gnueabihf``)."""
     if name in BOARD_CPUS:
         return BOARD_CPUS[name]
+    for c in BOARD_CPUS.values():
+        if name == c.alias:
+            return c
     arch = name.split("-")[0]
     for c in BOARD_CPUS.values():
         if c.triple.split("-")[0] == arch:
             return c
-    allowed = ", ".join(f"{c.name} ({c.triple})" for c in BOARD_CPUS.values())
+    allowed = ", ".join(f"{c.name} or {c.alias} ({c.triple})" for c in BOARD_CPUS.values())
     raise CpuFeatureError(f"no cross-compilation CPU {name!r} (allowed: {allowed})")
 
 

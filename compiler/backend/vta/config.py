@@ -80,8 +80,8 @@ def skips_rows(wl: ConvWorkload) -> bool:
 def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
     s = wl.stride
     step = s if skips_rows(wl) else 1
-    in_h = (c.tile_h - 1) * (s // step) + wl.kernel_h
-    in_w = (c.tile_w - 1) * s + wl.kernel_w
+    in_h = (c.tile_h - 1) * (s // step) + wl.ext_h
+    in_w = (c.tile_w - 1) * s + wl.ext_w
     pixels = c.tile_h * c.tile_w
     acc = c.tile_co * pixels * (2 if ep.residual and not ep.residual_via_gemm else 1)
     inp = c.tile_ci * in_h * in_w + (c.tile_co * pixels if ep.residual_via_gemm else 0)
@@ -99,12 +99,12 @@ def geometry(wl: ConvWorkload, ep: Epilogue, c: ConvConfig) -> Geometry:
 def gemm_dims(wl: ConvWorkload, c: ConvConfig, g: Geometry) -> dict[str, tuple[int, int, int, int]]:
     """dimension -> (extent, dst stride, src stride, wgt stride) inside one thread's buffers."""
     kk = wl.kernel_h * wl.kernel_w
-    s = wl.stride
+    s, d = wl.stride, wl.dilation
     return {
         "co": (c.tile_co, g.pixels, 0, c.tile_ci * kk),
         "ci": (c.tile_ci, 0, g.in_h * g.in_w, kk),
-        "kh": (wl.kernel_h, 0, g.in_w, wl.kernel_w),
-        "kw": (wl.kernel_w, 0, 1, 1),
+        "kh": (wl.kernel_h, 0, d * g.in_w, wl.kernel_w),
+        "kw": (wl.kernel_w, 0, d, 1),
         "oh": (c.tile_h, c.tile_w, s // g.row_step * g.in_w, 0),
         "ow": (c.tile_w, 1, s, 0),
     }
@@ -165,7 +165,7 @@ def alu_reset(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig, v: in
     return (
         v % 2 == 1
         and not starts_with_gemm
-        and wl.ci_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
+        and wl.red_blocks * wl.kernel_h * wl.kernel_w >= ALU_RESET_MIN_GEMM_PER_ROW
         and overlapped(wl, ep, c, hw) == 2  # tile starts batched (conv2d_overlap.emit_overlapped)
     )
 
@@ -190,6 +190,7 @@ def shared_inputs(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -
         and not ep.residual_via_gemm
         and same_pixels(wl, c)
         and wl.kernel_h * wl.kernel_w == 1
+        and wl.groups == 1  # (threads on other block groups read other input blocks)
     )
 
 
@@ -223,8 +224,8 @@ def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Ge
     for name, n, total in (
         ("tile_h", c.tile_h, wl.out_h),
         ("tile_w", c.tile_w, wl.out_w),
-        ("tile_ci", c.tile_ci, wl.ci_blocks),
-        ("tile_co", c.tile_co, wl.co_blocks),
+        ("tile_ci", c.tile_ci, wl.red_blocks),
+        ("tile_co", c.tile_co, wl.group_co_blocks),  # (a tile within one block group)
     ):
         if n <= 0 or total % n:
             problems.append(f"{name} {n} does not divide {total}")
@@ -286,8 +287,8 @@ def config_space(wl: ConvWorkload) -> dict[str, list]:
     return {
         "tile_h": divisors(wl.out_h),
         "tile_w": divisors(wl.out_w),
-        "tile_ci": divisors(wl.ci_blocks),
-        "tile_co": divisors(wl.co_blocks),
+        "tile_ci": divisors(wl.red_blocks),
+        "tile_co": divisors(wl.group_co_blocks),
         "vthreads": [1, 2],
         "gemm_loops": list(GEMM_LOOPS),
     }

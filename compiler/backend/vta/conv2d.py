@@ -70,7 +70,7 @@ class DramMap:
         """Non-overlapping regions for every operand (for measuring a config without a device)."""
         sizes = {
             "data": wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes,
-            "weights": wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes,
+            "weights": wl.co_blocks * wl.red_blocks * wl.kernel_h * wl.kernel_w * hw.wgt_elem_bytes,
             "bias": 2 * wl.co_blocks * hw.acc_elem_bytes,  # bias rows, channel shift rows
             "output": wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
             "residual": wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes,
@@ -132,7 +132,7 @@ def _emit(x: Ctx, em: Emitter) -> Emitter:
     """Each group: every thread's tile start, the chunks thread by thread, the epilogues."""
     wl, c = x.wl, x.c
     groups = tile_groups(wl, c)
-    n_chunks = wl.ci_blocks // c.tile_ci
+    n_chunks = wl.red_blocks // c.tile_ci
     loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     load_constants(em, x)
     for tiles in groups:

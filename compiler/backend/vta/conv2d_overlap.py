@@ -34,7 +34,7 @@ def emit_overlapped(x: Ctx, em: Emitter) -> Emitter:
     start (on the ALU) beside the group before's second chunk, and the tails go beside the
     next group's first GEMMs."""
     wl, c, lay = x.wl, x.c, x.lay
-    n_chunks = wl.ci_blocks // c.tile_ci
+    n_chunks = wl.red_blocks // c.tile_ci
     loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     pending: list[tuple[int, tuple, int, str]] = []  # (thread, tile, slot, part) to emit
 
@@ -161,7 +161,7 @@ def lazy_alu_starts(x: Ctx) -> bool:
     return (
         x.lay.acc_slots > 1
         and c.vthreads == 2
-        and wl.ci_blocks == c.tile_ci
+        and wl.red_blocks == c.tile_ci
         and c.tile_ci * wl.kernel_h * wl.kernel_w >= alu_passes
     )
 
@@ -181,7 +181,7 @@ def early_starts(x: Ctx) -> bool:
     return (
         x.lay.acc_slots > 1
         and x.c.vthreads == 2
-        and x.wl.ci_blocks // x.c.tile_ci > EARLY_START_CHUNK
+        and x.wl.red_blocks // x.c.tile_ci > EARLY_START_CHUNK
         and len(tile_groups(x.wl, x.c)) >= EARLY_START_MIN_GROUPS
         and x.c.tile_co * x.g.pixels >= EARLY_START_MIN_ROWS
     )

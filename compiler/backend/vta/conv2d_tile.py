@@ -279,10 +279,10 @@ def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1
     ys, xs = g.in_h - y0 - y1, g.in_w - x0 - x1
     if ys <= 0 or xs <= 0:
         raise FitError(f"config {c.to_dict()}: a tile of {wl} lies entirely in the padding")
-    inp_key = ("inp", oh0, ow0, ci0)
+    inp_key = ("inp", oh0, ow0, wl.input_block(co0, ci0))
     held = x.lay.shared_inp and loaded.get(("inp", inp0)) == inp_key
     for ci in range(0 if held else c.tile_ci):
-        plane = (n * wl.ci_blocks + ci0 + ci) * wl.height * wl.width
+        plane = (n * wl.ci_blocks + wl.input_block(co0, ci0 + ci)) * wl.height * wl.width
         em.load(
             MemType.INP,
             inp0 + ci * g.in_h * g.in_w,
@@ -304,10 +304,10 @@ def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1
             em.load(
                 MemType.WGT,
                 wgt0 + j * part_co * c.tile_ci * kk,
-                dram.weights + ((co0 + j * part_co) * wl.ci_blocks + ci0) * kk,
+                dram.weights + ((co0 + j * part_co) * wl.red_blocks + ci0) * kk,
                 part_co,
                 c.tile_ci * kk,
-                wl.ci_blocks * kk,
+                wl.red_blocks * kk,
             )
         insn, kernel = chunk_gemm(
             wl, part, g, acc0 + j * part_co * g.pixels, inp0, wgt0 + j * part_co * c.tile_ci * kk

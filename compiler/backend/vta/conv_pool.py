@@ -6,7 +6,8 @@ Schedule: column strips of 2 conv columns (one pool column) x every conv row; tw
 threads, each with half the output channel blocks, its ACC rows in its own bank. Per strip and
 thread: INP loads of the strip's input (the other thread's GEMM meanwhile), one GEMM
 (``conv2d_tile.chunk_gemm``), then the epilogue while the other thread's GEMM runs: + bias, >>
-shift, clip (as the conv template's), the vertical max in place (even rows max= their odd
+the channel shifts (per-channel weight scales: the shift rows after the bias rows, as the conv
+template's ``epilogue``), >> shift, clip, the vertical max in place (even rows max= their odd
 neighbours), the pool column into dense rows ``max(V0, V1, carry)`` (``carry``: the previous
 strip's right column), ``carry := V1``, the reset of the strip's rows (MUL 0), and one STORE per
 channel block of the pool column (56 rows of one pixel, DRAM stride OW). The padding (row -1,
@@ -30,13 +31,17 @@ POOL_ATTRS = {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}  # the 
 
 def fusable(wl: ConvWorkload, ep: Epilogue, hw: HwConfig) -> bool:
     """Whether ``wl`` (+ the 3x3/2 pad-1 max pool) fits this schedule: even output sides, an
-    even number of output blocks, no residual, one shift for all channels (per-channel shifts
-    run the conv kernel's shift pass), a strip's rows in half the ACC."""
-    if wl.out_h % 2 or wl.out_w % 2 or wl.co_blocks % 2 or ep.residual or ep.channel_shift:
+    even number of output blocks, no residual, a strip's rows in half the ACC."""
+    if wl.out_h % 2 or wl.out_w % 2 or wl.co_blocks % 2 or ep.residual:
         return False
     tile_co = wl.co_blocks // 2
-    acc = tile_co * (2 * wl.out_h + wl.out_h) + wl.co_blocks  # strip, dense + carry, bias
+    acc = tile_co * (2 * wl.out_h + wl.out_h) + _const_rows(wl, ep)  # strip, dense + carry
     return acc <= hw.acc_depth // 2 and _fits_inp(wl, hw)
+
+
+def _const_rows(wl: ConvWorkload, ep: Epilogue) -> int:
+    """ACC rows of the bias and (``ep.channel_shift``) the channel shift rows after it."""
+    return wl.co_blocks * (1 + int(ep.channel_shift))
 
 
 def _config(wl: ConvWorkload) -> ConvConfig:
@@ -63,9 +68,10 @@ def lower_conv_pool(wl: ConvWorkload, ep: Epilogue, hw: HwConfig, dram) -> tuple
     em = Emitter(hw)
     n_wgt = wl.co_blocks * wl.ci_blocks * kk
     em.load(MemType.WGT, 0, dram.weights, 1, n_wgt, n_wgt)
-    bias_acc = [v * half + half - wl.co_blocks for v in range(2)]
+    n_const = _const_rows(wl, ep)
+    bias_acc = [v * half + half - n_const for v in range(2)]
     for row in bias_acc:  # one copy per bank (a thread's epilogue reads its own bank)
-        em.load(MemType.ACC, row, dram.bias, 1, wl.co_blocks, wl.co_blocks)
+        em.load(MemType.ACC, row, dram.bias, 1, n_const, n_const)
     slot = [v * half for v in range(2)]  # strip rows: co x (conv rows x 2 columns)
     dense = [s + c.tile_co * p for s in slot]  # the pool column: co x oh
     carry = [d + c.tile_co * oh for d in dense]  # the previous strip's right column (vertical max)
@@ -101,11 +107,15 @@ def lower_conv_pool(wl: ConvWorkload, ep: Epilogue, hw: HwConfig, dram) -> tuple
 def _epilogue(em, wl, ep, c, out, v, j, acc0, dense, carry, bias) -> None:
     p, tco = 2 * wl.out_h, c.tile_co
     oh = wl.out_h // 2
-    em.loop(  # + bias: each block's row over the strip's pixels (the src row repeats)
-        AluInsn(alu_opcode=AluOp.ADD, iter_out=tco, iter_in=p, dst_factor_out=p,
-                src_factor_out=1, dst_factor_in=1),
-        [Uop(dst=acc0, src=bias + v * tco)],
-    )  # fmt: skip
+    # + bias, then >> the channel shifts: each block's row over the strip's pixels (the src row
+    # repeats)
+    rows = [(AluOp.ADD, bias)] + [(AluOp.SHR, bias + wl.co_blocks)] * ep.channel_shift
+    for op, src in rows:
+        em.loop(
+            AluInsn(alu_opcode=op, iter_out=tco, iter_in=p, dst_factor_out=p,
+                    src_factor_out=1, dst_factor_in=1),
+            [Uop(dst=acc0, src=src + v * tco)],
+        )  # fmt: skip
     if ep.shift:
         alu_pass(em, AluOp.SHR, acc0, (tco * p, 1, 1, 0), imm=ep.shift)
     for op, imm in clip_ops(ep, c):
@@ -143,10 +153,11 @@ def _loop(em, op: AluOp, n: int, dst_f: int, src_f: int, uops: list[Uop]) -> Non
     )
 
 
-def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig):
+def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig, channel_shifts=None):
     """conv (+ epilogue) + the 3x3/2 max pool lowered at base 0 into a relocatable kernel:
     regions ``input`` ([N,] ci_b, H, W, b), ``output`` ([N,] co_b, OH/2, OW/2, b) int8, ``weights``,
-    ``bias``, ``uops``, ``insns``; ``info["kind"]`` is ``"conv_pool"``."""
+    ``bias`` (then ``channel_shifts``, (co_b, b) int32, with ``ep.channel_shift``), ``uops``,
+    ``insns``; ``info["kind"]`` is ``"conv_pool"``."""
     import numpy as np
 
     from pyvta.compiler.backend.vta.conv2d import DramMap
@@ -158,6 +169,10 @@ def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig):
         "weights": np.ascontiguousarray(weights, np.int8).tobytes(),
         "bias": np.ascontiguousarray(bias, "<i4").tobytes(),
     }
+    if ep.channel_shift != (channel_shifts is not None):
+        raise ValueError("channel_shifts are given exactly when the epilogue has channel_shift")
+    if channel_shifts is not None:
+        consts["bias"] += np.ascontiguousarray(channel_shifts, "<i4").tobytes()
     sizes = [
         (
             "input",

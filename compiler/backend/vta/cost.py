@@ -113,7 +113,7 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
     return TileCompute(
         tuple(start),
         chunk,
-        wl.ci_blocks // c.tile_ci,
+        wl.red_blocks // c.tile_ci,
         tuple(epi_gemm),
         tuple(alu),
         insn,
@@ -267,7 +267,7 @@ def conv_cost(
     g = check_fit(wl, ep, c, hw)
     co_tiles = wl.co_blocks // c.tile_co
     sp_tiles = wl.batch * (wl.out_h // c.tile_h) * (wl.out_w // c.tile_w)
-    tiles, chunks = co_tiles * sp_tiles, wl.ci_blocks // c.tile_ci
+    tiles, chunks = co_tiles * sp_tiles, wl.red_blocks // c.tile_ci
     tile = tile_compute_insns(wl, ep, c, g)
     dims = gemm_dims(wl, c, g)
     kernel_uops = math.prod(e for d, (e, *_) in dims.items() if d not in c.gemm_loops)

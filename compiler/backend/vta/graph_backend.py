@@ -40,10 +40,10 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
     ob, _, kh, kw, _, _ = w_shape
     sh, sw = p.strides
     pt, pl, pb, pr = p.pads
-    if sh != sw or bn != 1:
+    if sh != sw or bn != 1 or p.dilations[0] != p.dilations[1]:
         raise WorkloadError(
-            f"the VTA conv2d template needs equal strides and batch block 1; got strides"
-            f" {p.strides}, batch block {bn}"
+            f"the VTA conv2d template needs equal strides, equal dilations and batch block 1;"
+            f" got strides {p.strides}, dilations {p.dilations}, batch block {bn}"
         )
     return ConvWorkload(
         h,
@@ -59,6 +59,8 @@ def conv_workload(x_shape, w_shape, p) -> ConvWorkload:
         pad_right=pr,
         pad_left=None if pl == pt else pl,  # (None: the key tuning logs know)
         batch=n,
+        groups=p.block_groups,
+        dilation=p.dilations[0] if kh * kw > 1 else 1,
     )
 
 
@@ -150,13 +152,25 @@ def accelerator_nodes(graph: Graph) -> list[Node]:
     return [n for n in graph.nodes if n.target == VTA.placement and n.op in (*VTA_OPS, CONV_POOL)]
 
 
+def pool_kernel(graph: Graph, node: Node, hw: HwConfig) -> Kernel:
+    """The kernel of a ``vta_max_pool`` / ``vta_global_avg_pool`` node; a re-centred mean's
+    channel offsets (its ``offset`` attr, packed, once per image of the batch) as a constant."""
+    pw = pool_workload(graph, node, hw.block_in)
+    if not pw.offset:
+        return build_pool_kernel(pw, hw)
+    n = graph.values[node.inputs[0]].shape[0]
+    rows = np.asarray(node.attrs["offset"], np.int64).reshape(-1, pw.block)
+    return build_pool_kernel(pw, hw, np.tile(rows, (n, 1)))
+
+
 def pool_workload(graph: Graph, node: Node, block: int) -> PoolWorkload:
     """The ALU workload of a ``vta_max_pool`` / ``vta_global_avg_pool`` node (packed input)."""
     n, cb, h, w, _, b = graph.values[node.inputs[0]].shape
     cb *= n  # the images' channel planes one after another: a pool treats each alike
     a = node.attrs
     if node.op == "vta_global_avg_pool":
-        return PoolWorkload("global_avg", cb * b, h, w, mult=a["mult"], shift=a["shift"], block=b)
+        return PoolWorkload("global_avg", cb * b, h, w, mult=a["mult"], shift=a["shift"], block=b,
+                            offset="offset" in a)  # fmt: skip
     kh, kw = a["kernel"]
     return PoolWorkload("max", cb * b, h, w, kh, kw, a["strides"], a["pads"], block=b)
 
@@ -188,7 +202,8 @@ def conv_pool_kernels(graph, node, hw, configs, measure, search) -> dict[str, Ke
     ep = dataclasses.replace(lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0],
                              bias_via_gemm=False)  # fmt: skip
     if fusable(nl.workload, ep, hw):
-        return {node.name: build_conv_pool_kernel(nl.workload, ep, nl.weights, nl.bias, hw)}
+        return {node.name: build_conv_pool_kernel(nl.workload, ep, nl.weights, nl.bias, hw,
+                                                  nl.channel_shifts)}  # fmt: skip
     conv = build_kernel(nl.workload, nl.epilogue, nl.weights, nl.bias, hw,
                         config_for(configs or {}, nl), measure=measure, search=search,
                         channel_shifts=nl.channel_shifts)  # fmt: skip
@@ -228,7 +243,7 @@ def compile_kernels(
     t0 = time.perf_counter()
     for node in graph.nodes:
         if node.target == VTA.placement and node.op in POOL_OPS:
-            kernels[node.name] = build_pool_kernel(pool_workload(graph, node, hw.block_in), hw)
+            kernels[node.name] = pool_kernel(graph, node, hw)
         if node.target == VTA.placement and node.op == CONV_POOL:
             kernels.update(conv_pool_kernels(graph, node, hw, configs, measure, search))
     for node in accelerator_nodes(graph):

@@ -39,7 +39,7 @@ def lowering_epilogue(
     digits = bias_digit_blocks(bias) if gemm_bias else None
     ep = dataclasses.replace(ep, bias_via_gemm=digits is not None)
     if ep.residual and ep.channel_shift:
-        terms = wl.ci_blocks * wl.block * wl.kernel_h * wl.kernel_w
+        terms = wl.red_blocks * wl.block * wl.kernel_h * wl.kernel_w
         top = terms * 128 * 128 + (int(np.abs(bias).max()) if ep.bias else 0)
         if top + (128 << ep.residual_shift) >= 2**31:
             raise WorkloadError(
@@ -49,7 +49,7 @@ def lowering_epilogue(
             )
     elif ep.residual:
         # (acc + r << k) >> s == ((acc >> a) + (r << (k - a))) >> (s - a) when nothing wraps
-        terms = wl.ci_blocks * wl.block * wl.kernel_h * wl.kernel_w
+        terms = wl.red_blocks * wl.block * wl.kernel_h * wl.kernel_w
         top = terms * 128 * 128 + (int(np.abs(bias).max()) if ep.bias else 0)
         if top + (128 << ep.residual_shift) < 2**31:
             ep = dataclasses.replace(ep, residual_after_shift=True)
@@ -85,7 +85,7 @@ def config_epilogue(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwCo
 
 
 def _check_operands(wl: ConvWorkload, ep: Epilogue, weights, bias, channel_shifts) -> None:
-    expect = (wl.co_blocks, wl.ci_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
+    expect = (wl.co_blocks, wl.red_blocks, wl.kernel_h, wl.kernel_w, wl.block, wl.block)
     if weights.shape != expect or weights.dtype != np.int8:
         raise ValueError(f"weights must be int8 {expect}, got {weights.dtype} {weights.shape}")
     if ep.bias and (bias is None or bias.shape != (wl.co_blocks, wl.block)):
@@ -159,7 +159,7 @@ def measurement_kernel(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: H
     lowering epilogue (as a tuning task gives it), lowered with ``config`` as ``build_kernel``
     lowers it (``config_epilogue``); the constants are zeros."""
     layer_ep, ep = ep, config_epilogue(wl, ep, config, hw)
-    w_bytes = wl.co_blocks * wl.ci_blocks * wl.kernel_h * wl.kernel_w * wl.block * wl.block
+    w_bytes = wl.co_blocks * wl.red_blocks * wl.kernel_h * wl.kernel_w * wl.block * wl.block
     consts = {
         "weights": bytes(w_bytes),
         "bias": bytes(wl.co_blocks * wl.block * 4 * (int(ep.bias) + int(ep.channel_shift))),

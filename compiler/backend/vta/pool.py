@@ -10,9 +10,10 @@ compute module), combine rows with ALU micro-ops and store the low bytes of the 
   its two loops, so consecutive micro-ops write different rows); then one STORE.
 - global average pool (two channel blocks or more): per group of channel blocks, one ACC_8BIT
   load; the pixels summed by a tree of ALU ADDs (half the rows onto the other half, the blocks
-  innermost when one row is left, so no two consecutive micro-ops write one row); each block's sum copied to a dense row, then ``(sum * mult + 2**(shift-1)) >> shift``
-  (MUL, ADD, SHR with immediates) clipped to int8 (MAX, MIN): the arithmetic of
-  :func:`runtime.vta_ops.global_avg_pool_int8`.
+  innermost when one row is left, so no two consecutive micro-ops write one row); each block's sum copied to a dense row, then ``(sum * mult + 2**(shift-1) - offset) >> shift``
+  (MUL, ADD, SHR with immediates; with ``offset`` an ADD of the negated channel offsets, rows
+  of the kernel's ``offset`` region loaded beside the sums) clipped to int8 (MAX, MIN): the
+  arithmetic of :func:`runtime.vta_ops.global_avg_pool_int8`.
 
 The ACC buffer is used in two halves in turn, so the store of one band overlaps the next band's
 work (``insert_dep_tokens`` derives the tokens). Cost: an ALU register micro-op takes 2 cycles,
@@ -42,7 +43,8 @@ class PoolWorkload:
 
     ``kind`` "max": window ``kernel_h x kernel_w``, ``strides``, ``pads`` (top, left, bottom,
     right; padding never wins the max). "global_avg": the whole image to one pixel,
-    ``int8(clip((sum * mult + 2**(shift-1)) >> shift))`` (no rounding term for shift 0)."""
+    ``int8(clip((sum * mult + 2**(shift-1) - offset) >> shift))`` (no rounding term for shift
+    0; ``offset``: per channel, from the kernel's ``offset`` region, else none)."""
 
     kind: str
     channels: int
@@ -55,6 +57,7 @@ class PoolWorkload:
     mult: int = 1
     shift: int = 0
     block: int = 16
+    offset: bool = False
 
     def __post_init__(self):
         if self.kind not in POOL_KINDS:
@@ -190,10 +193,12 @@ def _emit_max(em: Emitter, pw: PoolWorkload, hw: HwConfig, data: int, out: int) 
             em.store(o, out + plane_out + oh0 * pw.out_w, 1, rows * pw.out_w, rows * pw.out_w)
 
 
-def _emit_global_avg(em: Emitter, pw: PoolWorkload, hw: HwConfig, data: int, out: int) -> None:
+def _emit_global_avg(
+    em: Emitter, pw: PoolWorkload, hw: HwConfig, data: int, out: int, offsets: int | None
+) -> None:
     hw_px = pw.height * pw.width
     half = hw.acc_depth // 2
-    group = min(pw.c_blocks, half // (hw_px + 1))
+    group = min(pw.c_blocks, half // (hw_px + 1 + int(pw.offset)))  # + dense (+ offset) rows
     if group < 2 or pw.c_blocks < 2:  # (one block: consecutive micro-ops on one row)
         raise FitError(
             f"{pw}: needs 2 or more channel blocks whose pixels fit half the ACC ({half} rows)"
@@ -217,39 +222,67 @@ def _emit_global_avg(em: Emitter, pw: PoolWorkload, hw: HwConfig, data: int, out
             alu_pass(em, AluOp.MUL, d, dense, imm=pw.mult)
         if pw.shift:
             alu_pass(em, AluOp.ADD, d, dense, imm=1 << (pw.shift - 1))
+        if pw.offset:  # the group's negated channel offsets, one row a block, after the sums
+            em.load(MemType.ACC, d + n, offsets + cb0, 1, n, n)
+            alu_pass(em, AluOp.ADD, d, (n, 1, 1, 0), src=d + n, sf=(1, 0))
+        if pw.shift:
             alu_pass(em, AluOp.SHR, d, dense, imm=pw.shift)
         alu_pass(em, AluOp.MAX, d, dense, imm=-128)
         alu_pass(em, AluOp.MIN, d, dense, imm=127)
         em.store(d, out + cb0, 1, n, n)
 
 
-def lower_pool(pw: PoolWorkload, hw: HwConfig, data: int, out: int, uops: int):
+def lower_pool(
+    pw: PoolWorkload, hw: HwConfig, data: int, out: int, uops: int, offsets: int | None = None
+):
     """(instructions with dependency tokens and FINISH, micro-ops) of ``pw``; ``data``/``out``:
-    the DRAM bases of the input and output (int8 row units), ``uops`` of the micro-ops."""
+    the DRAM bases of the input and output (int8 row units), ``uops`` of the micro-ops,
+    ``offsets`` of the negated channel offsets (int32 row units; ``pw.offset``)."""
     if pw.block != hw.block_in or hw.batch != 1:
         raise FitError(f"{pw}: lowered for block {hw.block_in}, batch {hw.batch} (need block"
                        f" {pw.block}, batch 1)")  # fmt: skip
+    if pw.offset != (offsets is not None):
+        raise ValueError("offsets are given exactly when the pool workload has offset")
     em = Emitter(hw)
-    (_emit_max if pw.kind == "max" else _emit_global_avg)(em, pw, hw, data, out)
+    if pw.kind == "max":
+        _emit_max(em, pw, hw, data, out)
+    else:
+        _emit_global_avg(em, pw, hw, data, out, offsets)
     em.finish()
     insns, accesses = em.program(uops)
     return insert_dep_tokens(insns, accesses, hw), list(em.uops)
 
 
-def build_pool_kernel(pw: PoolWorkload, hw: HwConfig) -> Kernel:
+def build_pool_kernel(pw: PoolWorkload, hw: HwConfig, offsets=None) -> Kernel:
     """``pw`` lowered at base 0 into a relocatable kernel: regions ``input`` (C/B, H, W, B) and
-    ``output`` (C/B, OH, OW, B) int8, ``uops``, ``insns``; ``info["kind"]`` is ``"pool"``."""
+    ``output`` (C/B, OH, OW, B) int8, ``offset`` (with ``pw.offset``: the channel offsets
+    ``offsets`` (C/B, B), stored negated as int32), ``uops``, ``insns``; ``info["kind"]`` is
+    ``"pool"``."""
+    import numpy as np
+
+    if pw.offset != (offsets is not None):
+        raise ValueError("offsets are given exactly when the pool workload has offset")
     row = hw.out_elem_bytes
+    consts = {}
+    if offsets is not None:
+        offsets = np.asarray(offsets, np.int64)
+        if offsets.shape != (pw.c_blocks, pw.block) or np.abs(offsets).max() >= 2**31:
+            raise ValueError(
+                f"offsets must be int32 {(pw.c_blocks, pw.block)}, got {offsets.shape}"
+            )
+        consts["offset"] = np.ascontiguousarray(-offsets, "<i4").tobytes()
     sizes = [
         ("input", RegionKind.INPUT, pw.c_blocks * pw.height * pw.width * row),
         ("output", RegionKind.OUTPUT, pw.c_blocks * pw.out_h * pw.out_w * row),
+        *[(k, RegionKind.CONST, len(v)) for k, v in consts.items()],
         ("uops", RegionKind.CONST, 0),
     ]
     base = {r.name: r.offset for r in layout_regions(sizes)}
+    off = base["offset"] // hw.acc_elem_bytes if "offset" in base else None
     insns, uops = lower_pool(
-        pw, hw, base["input"] // row, base["output"] // row, base["uops"] // hw.uop_elem_bytes
+        pw, hw, base["input"] // row, base["output"] // row, base["uops"] // hw.uop_elem_bytes, off
     )
-    consts = {"uops": encode_uops(uops, hw), "insns": encode_insns(insns, hw)}
+    consts |= {"uops": encode_uops(uops, hw), "insns": encode_insns(insns, hw)}
     sizes[-1] = ("uops", RegionKind.CONST, len(consts["uops"]))
     sizes.append(("insns", RegionKind.CONST, len(consts["insns"])))
     regions = layout_regions(sizes)

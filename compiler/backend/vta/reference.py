@@ -19,14 +19,14 @@ def reference_conv(
     wl: ConvWorkload,
     residual: np.ndarray | None = None,
 ) -> np.ndarray:
-    """x (1, C, H, W) int8, w (O, C, KH, KW) int8, b (O,) int32, residual (1, O, OH, OW) int8
+    """x (1, C, H, W) int8, w (O, C, KH, KW) int8 (a grouped conv's block-diagonal, dense), b (O,) int32, residual (1, O, OH, OW) int8
     -> (1, O, OH, OW) int8, with the epilogue arithmetic of ``workload``'s docstring."""
     xp = np.pad(x[0].astype(np.int64), ((0, 0), (wl.pad, wl.pad_b), (wl.pad_l, wl.pad_r)))
     out = np.zeros((w.shape[0], wl.out_h, wl.out_w), np.int64)
-    s = wl.stride
+    s, d = wl.stride, wl.dilation
     for kh in range(wl.kernel_h):
         for kw in range(wl.kernel_w):
-            patch = xp[:, kh : kh + s * wl.out_h : s, kw : kw + s * wl.out_w : s]
+            patch = xp[:, kh * d : kh * d + s * wl.out_h : s, kw * d : kw * d + s * wl.out_w : s]
             out += np.einsum("chw,oc->ohw", patch, w[:, :, kh, kw].astype(np.int64))
     acc = _wrap32(out + (b.astype(np.int64)[:, None, None] if ep.bias else 0))
     if ep.residual:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pyvta.compiler import te
 from pyvta.compiler.backend.vta.config import GEMM_LOOPS, ConvConfig
-from pyvta.compiler.backend.vta.workload import ConvWorkload
+from pyvta.compiler.backend.vta.workload import ConvWorkload, WorkloadError
 from pyvta.compiler.ir import Evaluate
 from pyvta.compiler.ir.expr import Call
 from pyvta.compiler.ops.pad import pad as pad_op
@@ -59,6 +59,8 @@ def conv2d_te(wl: ConvWorkload):
     """(data, kernel, conv, padded) tensors of the packed conv2d (int8 x int8 -> int32 accumulators).
 
     data (ci_b, H, W, 1, b); kernel (co_b, ci_b, KH, KW, b, b); conv (co_b, OH, OW, 1, b)."""
+    if wl.groups != 1 or wl.dilation != 1:
+        raise WorkloadError(f"{wl}: the TE template has no block groups or dilation")
     b = wl.block
     data = te.placeholder((wl.ci_blocks, wl.height, wl.width, 1, b), "int8", "data")
     kernel = te.placeholder(

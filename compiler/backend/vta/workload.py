@@ -3,7 +3,8 @@ integer epilogue, on the packed layouts.
 
 Layouts (batch 1; ``b`` = block = ``HwConfig.block_in`` channels, zero-padded; 16 by default):
     data      (ci_blocks, H, W, b)               int8   NCHW1n16c without the batch axes
-    weights   (co_blocks, ci_blocks, KH, KW, b_out, b_in)   int8   OIHW16o16i
+    weights   (co_blocks, red_blocks, KH, KW, b_out, b_in)   int8   OIHW16o16i
+              (red_blocks = ci_blocks / groups: the block groups of a grouped conv)
     bias      (co_blocks, b)                     int32
     residual  (co_blocks, OH, OW, b)             int8   (optional)
     output    (co_blocks, OH, OW, b)             int8
@@ -58,6 +59,11 @@ class ConvWorkload:
     # images per launch: data (batch, ci_blocks, H, W, b), output (batch, co_blocks, OH, OW, b);
     # the template tiles them as one image of batch * OH output rows (tiles never straddle two)
     batch: int = 1
+    # block groups: output blocks [j*co_blocks/groups, ...) read input blocks
+    # [j*ci_blocks/groups, ...) only (a grouped or depthwise conv as block-diagonal GEMMs: its
+    # weights are (co_blocks, red_blocks, KH, KW, b, b), dense within a block group)
+    groups: int = 1
+    dilation: int = 1  # the kernel taps' spacing, rows and columns
 
     def __post_init__(self):
         for name in (
@@ -70,8 +76,15 @@ class ConvWorkload:
             "stride",
             "block",
             "batch",
+            "groups",
+            "dilation",
         ):
             _pos(name, getattr(self, name))
+        if self.ci_blocks % self.groups or self.co_blocks % self.groups:
+            raise WorkloadError(
+                f"groups {self.groups} must divide the input and output blocks"
+                f" ({self.ci_blocks}, {self.co_blocks})"
+            )
         for name in ("pad", "pad_bottom", "pad_right", "pad_left"):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or not 0 <= v <= MAX_PAD):
@@ -81,7 +94,7 @@ class ConvWorkload:
                 )
         if self.out_h <= 0 or self.out_w <= 0:
             raise WorkloadError(
-                f"kernel {self.kernel_h}x{self.kernel_w} is larger than the padded input"
+                f"kernel {self.ext_h}x{self.ext_w} is larger than the padded input"
                 f" {self.height + self.pad + self.pad_b}x{self.width + self.pad_l + self.pad_r}"
             )
 
@@ -93,11 +106,20 @@ class ConvWorkload:
 
     @property
     def out_h(self) -> int:
-        return (self.height + self.pad + self.pad_b - self.kernel_h) // self.stride + 1
+        return (self.height + self.pad + self.pad_b - self.ext_h) // self.stride + 1
 
     @property
     def out_w(self) -> int:
-        return (self.width + self.pad_l + self.pad_r - self.kernel_w) // self.stride + 1
+        return (self.width + self.pad_l + self.pad_r - self.ext_w) // self.stride + 1
+
+    @property
+    def ext_h(self) -> int:
+        """Rows the (dilated) kernel spans."""
+        return (self.kernel_h - 1) * self.dilation + 1
+
+    @property
+    def ext_w(self) -> int:
+        return (self.kernel_w - 1) * self.dilation + 1
 
     def to_dict(self) -> dict:
         """The fields, without ``pad_left`` when it is None (``pad``): the records of tuning
@@ -105,8 +127,9 @@ class ConvWorkload:
         d = dataclasses.asdict(self)
         if d["pad_left"] is None:
             del d["pad_left"]
-        if d["batch"] == 1:
-            del d["batch"]
+        for k in ("batch", "groups", "dilation"):
+            if d[k] == 1:
+                del d[k]
         return d
 
     @property
@@ -135,12 +158,26 @@ class ConvWorkload:
         return -(-self.out_channels // self.block)
 
     @property
+    def red_blocks(self) -> int:
+        """Input blocks each output block reduces over (all of them without block groups)."""
+        return self.ci_blocks // self.groups
+
+    @property
+    def group_co_blocks(self) -> int:
+        """Output blocks of one block group."""
+        return self.co_blocks // self.groups
+
+    def input_block(self, co: int, ci: int) -> int:
+        """The input block of output block ``co``'s ``ci``-th reduction block."""
+        return co // self.group_co_blocks * self.red_blocks + ci
+
+    @property
     def macs(self) -> int:
         """MACs of the padded (block-aligned) problem: what the GEMM core performs."""
         return (
             self.batch
             * self.co_blocks
-            * self.ci_blocks
+            * self.red_blocks
             * self.block
             * self.block
             * self.kernel_h
@@ -160,6 +197,7 @@ class ConvWorkload:
             self.batch
             * self.out_channels
             * self.in_channels
+            // self.groups
             * self.kernel_h
             * self.kernel_w
             * self.out_h
@@ -173,6 +211,8 @@ class ConvWorkload:
             f"conv {self.height}x{self.width} {self.in_channels}->{self.out_channels}"
             f" k{self.kernel_h}x{self.kernel_w} s{self.stride} {p}"
             + (f" n{self.batch}" if self.batch > 1 else "")
+            + (f" g{self.groups}" if self.groups > 1 else "")
+            + (f" d{self.dilation}" if self.dilation > 1 else "")
         )
 
 

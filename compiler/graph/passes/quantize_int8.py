@@ -17,7 +17,13 @@ lists (``shift[o] = fa[o] - fy``); the output keeps one scale ``fy``. ``QuantCon
 (``WeightScales``): TENSOR never, CHANNEL wherever channels' scales differ, AUTO per node when the
 node's int8 output is closer to its float output (squared error over up to ``choice_samples``
 calibration samples, each node fed its float input quantized) than with one weight scale, and
-then only if the whole int8 graph's outputs come closer to float on those samples too.
+then, node by node (largest gain first, up to ``auto_trials``), only if the whole int8 graph's
+outputs come closer to float on those samples too.
+
+With ``QuantConfig.int8_pools``, a global mean read only by quantized dense layers is re-centred
+per channel (``_Rewriter.centred_mean``): ``mean - offset`` at the finer scale its spread allows,
+``W @ offset`` folded into the dense's bias (a classifier whose bias cancels most of ``W @ mean``
+would amplify the plain int8 mean's rounding).
 
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
 :mod:`runtime.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
@@ -44,7 +50,7 @@ from pyvta.compiler.graph.calibrate import (
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.ir import Graph, GraphError, Node
-from pyvta.runtime.vta_ops import MAX_SHIFT, avg_pool_params
+from pyvta.runtime.vta_ops import MAX_SHIFT, avg_pool_params, mean_offsets
 
 QUANTIZABLE = ("conv2d", "dense")
 INT8_POOLS = ("max_pool", "global_avg_pool", "flatten")  # with ``QuantConfig.int8_pools``
@@ -79,6 +85,7 @@ class QuantConfig:
     int8_pools: bool = False
     weight_scales: WeightScales = WeightScales.TENSOR
     choice_samples: int = 4
+    auto_trials: int = 24  # AUTO: at most this many nodes tried on the whole graph's error
 
 
 def default_keep_float(graph: Graph) -> tuple[str, ...]:
@@ -170,9 +177,19 @@ def plan_node(
     return NodeQuant(wq, bq.astype(np.int32), *shifts, fa, fy, fr)
 
 
+# a re-centred mean (``_Rewriter.centred_mean``) gets this many bits of headroom over the spread
+# its calibration samples show (few samples: an input's mean may fall outside their range)
+CENTRED_HEADROOM_BITS = 1
+
+
 class _Rewriter:
-    def __init__(self, g: Graph, cal: Calibration, bias_correction: bool) -> None:
+    def __init__(self, g: Graph, cal: Calibration, bias_correction: bool, quantizable) -> None:
         self.g = g
+        self.cal = cal
+        self.quantizable = quantizable
+        # float name -> the float channel offsets its int8 value is re-centred on (real =
+        # q * 2**-frac + offset); only dense readers take one (they fold it into their bias)
+        self.offsets: dict[str, np.ndarray] = {}
         self.nodes: list[Node] = []
         self.em = NodeEmitter(g, self.nodes)
         self.fracs = cal.frac_bits
@@ -189,6 +206,8 @@ class _Rewriter:
         return self.int8[name]
 
     def as_float(self, name: str) -> str:
+        if name in self.offsets:
+            raise GraphError(f"value {name!r} is re-centred (a mean's offsets): no float reader")
         if name not in self.float_ready:
             q, f = self.int8[name]
             self.em.emit("dequantize", [q], {"frac_bits": f}, f"{name}_dequantize", output=name)
@@ -205,10 +224,48 @@ class _Rewriter:
             _, _, h, w = self.g.values[n.inputs[0]].shape
             fy = max(fx, self.fracs.get(y, fx))  # (a mean needs no coarser scale than its input)
             attrs["mult"], attrs["shift"] = avg_pool_params(h * w, fx, fy)
+            centred = self.centred_mean(y, h * w, fx, fy)
+            if centred is not None:
+                fy, attrs["mult"], attrs["shift"], offsets, self.offsets[y] = centred
+                attrs["offset"] = offsets.tolist()
             op = "qglobal_avg_pool"
+        elif n.op == "flatten" and n.inputs[0] in self.offsets:
+            self.offsets[y] = self.offsets[n.inputs[0]]  # (N, C, 1, 1) -> (N, C): same channels
         self.em.names.discard(n.name)
         out = self.em.emit(op, [xq], attrs, n.name, output=self.g.fresh_name(f"{y}_int8"))
         self.int8[y] = (out, fy)
+        return True
+
+    def centred_mean(self, y: str, pixels: int, fx: int, fy: int):
+        """A global mean re-centred per channel, where that gives it a finer scale than ``fy``
+        and only quantized dense layers read it (directly or through flatten): the int8 mean
+        minus each channel's calibrated mid-range (the pool subtracts integer offsets before
+        its shift; the dense adds ``W @ offset`` to its bias). A classifier whose bias cancels
+        most of ``W @ mean`` amplifies the mean's rounding error; re-centred, the mean keeps
+        the spread of its values, not their size, in its 8 bits. Returns (frac bits, mult,
+        shift, integer offsets, float offsets) or None."""
+        if y not in self.cal.channel_ranges or not self._dense_readers_only(y):
+            return None
+        lo, hi = self.cal.channel_ranges[y]
+        spread = float(np.max(hi - lo)) / 2 * 2**CENTRED_HEADROOM_BITS
+        for f in range(frac_bits_for(spread), fy, -1):
+            try:
+                mult, shift = avg_pool_params(pixels, fx, f, offset=True)
+            except ValueError:
+                continue  # (too fine for the ALU's immediates: try a coarser scale)
+            q = mean_offsets((lo + hi) / 2, pixels, mult, shift, f)
+            return f, mult, shift, q, q * 2.0 ** -(f + shift)
+        return None
+
+    def _dense_readers_only(self, y: str) -> bool:
+        if y in self.g.outputs:
+            return False
+        for r in (n for n in self.g.nodes if y in n.inputs):
+            if r.op == "flatten" and r.inputs[0] == y:
+                if not self._dense_readers_only(r.outputs[0]):
+                    return False
+            elif not (r.op == "dense" and r.inputs[0] == y and self.quantizable(r)):
+                return False
         return True
 
     def requantize_residual(self, r: str, fr: int, fa: int) -> str:
@@ -221,11 +278,16 @@ class _Rewriter:
         residual = len(n.inputs) == 4
         rq, fr = self.as_int8(n.inputs[3]) if residual else (None, None)
         mean = self.means.get(n.inputs[0]) if self.bias_correction else None
+        w, bias = g.constants[n.inputs[1]], g.constants[n.inputs[2]]
+        offset = self.offsets.get(n.inputs[0])
+        if offset is not None:  # a re-centred input: x = xq * 2**-fx + offset
+            bias = bias.astype(np.float64) + w.astype(np.float64) @ offset
+            mean = None if mean is None else mean - offset
         y = n.outputs[0]
         q = plan_node(
             n.name,
-            g.constants[n.inputs[1]],
-            g.constants[n.inputs[2]],
+            w,
+            bias,
             fx,
             self.fracs.get(y, 7),
             fr,
@@ -293,7 +355,8 @@ def _weight_error_shift(w, wq, fw, group: int, mean: np.ndarray) -> np.ndarray:
 def choose_per_channel(graph: Graph, cfg: QuantConfig, cal: Calibration, nodes: list[Node]):
     """Names of ``nodes`` whose int8 output (per-channel weight scales) is closer to their float
     output than with one weight scale: squared error summed over the first ``choice_samples``
-    calibration samples, each node fed its float inputs quantized at their calibrated scales."""
+    calibration samples, each node fed its float inputs quantized at their calibrated scales;
+    the largest relative gain first."""
     fr = cal.frac_bits
     plans = {}
     for n in nodes:
@@ -314,7 +377,8 @@ def choose_per_channel(graph: Graph, cfg: QuantConfig, cal: Calibration, nodes: 
             for i, q in enumerate(plans.get(n.name, ())):
                 out = _run_planned(n, q, env, fr)
                 errors[n.name][i] += float(np.sum((out - env[n.outputs[0]]) ** 2))
-    return {name for name, e in errors.items() if e[1] < e[0]}
+    gains = {name: (e[0] - e[1]) / e[0] for name, e in errors.items() if e[1] < e[0]}
+    return sorted(gains, key=gains.get, reverse=True)
 
 
 def _run_planned(n: Node, q: NodeQuant, env: dict, fracs: dict) -> np.ndarray:
@@ -355,30 +419,48 @@ def quantize_int8(graph: Graph, options) -> Graph:
     if cfg.weight_scales is not WeightScales.AUTO:
         chosen = {n.name for n in candidates if cfg.weight_scales is WeightScales.CHANNEL}
         return _rewrite(graph, cal, cfg, quantizable, chosen)
-    chosen = choose_per_channel(graph, cfg, cal, candidates)
-    per_node = _rewrite(graph, cal, cfg, quantizable, chosen)
-    if not chosen:
-        return per_node
-    per_tensor = _rewrite(graph, cal, cfg, quantizable, set())
-    return min(per_tensor, per_node, key=lambda q: output_error(graph, q, cfg))
+    # greedy on the whole graph's error: a node's per-node gain may not survive the layers
+    # after it (errors propagate, a finer channel shifts the bias correction), so each node the
+    # per-node test picks, best first, is kept per-channel only if the int8 graph's outputs get
+    # closer to float on the calibration samples
+    refs = float_outputs(graph, cfg)
+    best, chosen = _rewrite(graph, cal, cfg, quantizable, set()), set()
+    best_error = output_error(graph, best, cfg, refs)
+    for name in choose_per_channel(graph, cfg, cal, candidates)[: cfg.auto_trials]:
+        trial = _rewrite(graph, cal, cfg, quantizable, chosen | {name})
+        error = output_error(graph, trial, cfg, refs)
+        if error < best_error:
+            best, best_error, chosen = trial, error, chosen | {name}
+    return best
 
 
-def output_error(graph: Graph, quantized: Graph, cfg: QuantConfig) -> float:
+def output_error(graph: Graph, quantized: Graph, cfg: QuantConfig, refs=None) -> float:
     """Squared error of ``quantized``'s outputs against ``graph``'s (float) over the first
-    ``choice_samples`` calibration samples: AUTO keeps the per-node choice only where it brings
-    the whole int8 graph closer to float (per node it cannot see errors propagate)."""
+    ``choice_samples`` calibration samples (``refs``: the float outputs per sample, from
+    :func:`float_outputs`, or None to run ``graph``): AUTO keeps a node per-channel only where
+    it brings the whole int8 graph closer to float (per node it cannot see errors propagate)."""
+    refs = refs if refs is not None else float_outputs(graph, cfg)
     total = 0.0
-    for sample in cfg.samples[: cfg.choice_samples]:
-        ref, out = dict(forward_values(graph, sample)), dict(forward_values(quantized, sample))
-        for name in graph.outputs:  # numpy kernels: nothing is compiled for this
+    for sample, ref in zip(cfg.samples[: cfg.choice_samples], refs, strict=True):
+        out = dict(forward_values(quantized, sample))  # numpy kernels: nothing is compiled
+        for name in graph.outputs:
             total += float(np.sum((ref[name].astype(np.float64) - out[name]) ** 2))
     return total
+
+
+def float_outputs(graph: Graph, cfg: QuantConfig) -> list[dict[str, np.ndarray]]:
+    """``graph``'s (float) outputs on the first ``choice_samples`` calibration samples."""
+    out = []
+    for sample in cfg.samples[: cfg.choice_samples]:
+        values = dict(forward_values(graph, sample))
+        out.append({name: values[name] for name in graph.outputs})
+    return out
 
 
 def _rewrite(graph: Graph, cal: Calibration, cfg: QuantConfig, quantizable, chosen) -> Graph:
     """``graph`` with its ``quantizable`` nodes in int8, per channel for the ``chosen`` names."""
     g = graph.copy()
-    rw = _Rewriter(g, cal, cfg.bias_correction)
+    rw = _Rewriter(g, cal, cfg.bias_correction, quantizable)
     for n in graph.copy().nodes:
         if quantizable(n):
             rw.quantize_node(n, n.name in chosen)

@@ -16,9 +16,9 @@ Rewrites (float32, ``target == HOST``, any batch; anything else is left alone):
   shapes -> ``cpu_elementwise`` (on whatever layout their first input has), ``softmax`` over
   the last axis of ``[M, N]`` -> ``cpu_softmax``.
 
-Each value's channel block is :func:`channel_block` of its channel count: 16 or 8 where one
-divides it, else the one that pads it least (44 channels: three blocks of 16, the last 4
-padding). Padded channels hold zeros from a conv (zero weights and bias) and finite values from
+Each value's channel block is :func:`channel_block` of its channel count and the host's vector
+width: 16 or 8, the one whose padded channels cost least when a block of fewer vectors costs
+more per channel (44 channels: three blocks of 16, the last 4 padding). Padded channels hold zeros from a conv (zero weights and bias) and finite values from
 any op; a conv reading them multiplies them by zero weights. A blocked value keeps its NCHW name
 for readers that need NCHW: a ``layout_transform`` under that name follows every blocked
 producer, and ``remove_dead_code`` drops those nobody reads. The image (fewer than 8 channels,
@@ -37,12 +37,31 @@ from pyvta.runtime.ir import HOST, Graph, Node
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
+# Relative time per padded channel of a value whose block fills this many float32 vectors (two
+# or more: 1). A block of one vector feeds one FMA per broadcast input value; on a Zen 4 (2
+# threads, convs alone, AVX2) 56 -> 72 channels 5x5 at 24 x 24 ran 1.76 ms with output blocks
+# of 8 and 1.48 ms with 16 (80 channels), 48 -> 40 3x3 at 32 x 32 0.65 and 0.50 ms (48), inputs
+# in blocks of 8 cost about as much again: 4/3. Half a vector (8 of AVX-512's 16 lanes, run as
+# 256-bit ops, which a Zen 4 issues at twice the 512-bit rate) cost about 10% more per
+# channel than one vector: 22 channels 7x7 at 49 x 49 ran 1.33 ms as 24 (blocks of 8) and 2.13
+# ms as 32 (16), 40 channels 3x3 at 25 x 25 0.19 and 0.25 ms.
+BLOCK_COST_BY_VECTORS = {2.0: 1.0, 1.0: 4 / 3, 0.5: 4 / 3 * 1.1}
 
 
-def channel_block(channels: int) -> int:
-    """The block of a value of ``channels`` channels: of ``CHANNEL_BLOCKS`` the one that pads
-    the channels least (44 -> 16: 48; 40 -> 8: 40; 20 -> 8: 24), the first on a tie."""
-    return min(CHANNEL_BLOCKS, key=lambda b: -(-channels // b) * b)
+def channel_block(channels: int, lanes: int | None = None) -> int:
+    """The block of a value of ``channels`` channels: of ``CHANNEL_BLOCKS``, the one of least
+    modelled cost on a host of ``lanes`` float32 vector lanes (default: this host's): the padded
+    channels times ``BLOCK_COST_BY_VECTORS`` of the vectors a block fills. Ties go to the block
+    that pads least, then the first. AVX2 (8 lanes): 40 -> 16 (48 x 1 < 40 x 4/3), 72 -> 16,
+    24 -> 8 (a tie); AVX-512 (16 lanes): 16 unless 8 pads at least 10% less (40 -> 8, 44 -> 16)."""
+    lanes = lanes or cpu_kernels.host_lanes()
+
+    def cost(block: int) -> tuple[float, int]:
+        padded = -(-channels // block) * block
+        vectors = min(2.0, block / lanes)
+        return padded * BLOCK_COST_BY_VECTORS[max(0.5, vectors)], padded
+
+    return min(CHANNEL_BLOCKS, key=cost)
 
 
 def _pad_to(a: np.ndarray, axis_sizes: dict[int, int]) -> np.ndarray:
@@ -62,7 +81,11 @@ class _Layouts:
     def block_of(self, name: str) -> int:
         """The block ``name`` has (or gets: :func:`channel_block` of its channels)."""
         have = self.blocked.get(name)
-        return have[1] if have is not None else channel_block(self.g.values[name].shape[1])
+        return have[1] if have is not None else self.block_for(self.g.values[name].shape[1])
+
+    def block_for(self, channels: int) -> int:
+        """:func:`channel_block` of ``channels`` at this layout's feature level's vector width."""
+        return channel_block(channels, cpu_kernels.host_lanes(self.features))
 
     def get(self, name: str, block: int) -> str:
         """``name`` in NCHW{block}c, transformed from its NCHW or other blocked form."""
@@ -118,7 +141,7 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     if a["group"] != 1 and not depthwise:
         w = dense_group_weights(w, a["group"])
         groups = GroupSpan(a["group"], c // a["group"], o // a["group"])
-    ob = channel_block(o)
+    ob = lay.block_for(o)
     nchw_read = x not in lay.blocked and c < MIN_CHANNEL_BLOCK and not depthwise
     ib = ob if depthwise else (c if nchw_read else lay.block_of(x))
     c_pad, o_pad = -(-c // ib) * ib, -(-o // ob) * ob
@@ -131,7 +154,7 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl, lay.features)
     nchw_read = nchw_read and schedule["template"] == "direct"
     if c < MIN_CHANNEL_BLOCK and not nchw_read and x not in lay.blocked:
-        ib = channel_block(c)  # transformed first: a block the layout keeps
+        ib = lay.block_for(c)  # transformed first: a block the layout keeps
         c_pad = -(-c // ib) * ib
     wp = _pad_to(w, {0: o_pad} if depthwise else {0: o_pad, 1: c_pad})
     wt = cpu_kernels.conv_weights(schedule, wp, ib, ob, groups)
@@ -189,7 +212,7 @@ def _concat(g: Graph, n: Node, lay: _Layouts) -> bool:
         return False
     parts = [g.values[i].shape[1] for i in n.inputs]
     ins = [lay.get(i, lay.block_of(i)) for i in n.inputs]
-    blk = channel_block(sum(parts))
+    blk = lay.block_for(sum(parts))
     y = n.outputs[0]
     attrs = {"parts": parts, "block": blk}
     yb = lay.em.emit("cpu_concat", ins, attrs, n.name, output=g.fresh_name(f"{y}_c"))

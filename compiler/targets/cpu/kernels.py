@@ -130,6 +130,12 @@ def _host(features: str | None = None):
     return CpuTarget.host(None, features)
 
 
+def host_lanes(features: str | None = None) -> int:
+    """float32 lanes of the host's vectors at the feature level ``features`` (see ``_host``;
+    the layout plan's channel blocks follow them)."""
+    return _host(features).vector_lanes("float32")
+
+
 # Winograd F(2x2, 3x3) is the untuned choice for 3x3 stride-1 layers at least this wide and
 # with at least this many input channels (the transforms cost per tile, the saved
 # multiplications grow with C x K). In ResNet-18 on AVX2 (one thread, the layer alone, input
@@ -141,6 +147,14 @@ WINOGRAD_MIN_CHANNELS = 64
 # whose rounding up of the layer's tiles wastes at most WINOGRAD_MAX_WASTE of them
 WINOGRAD_P_BLOCKS = (6, 5, 4)
 WINOGRAD_MAX_WASTE = 0.05
+# A conv of fewer float operations (one image) runs on one thread: about 10-20 us of one core,
+# less than a parallel launch gains (waking a sleeping pool thread, and waiting for one the OS
+# has preempted mid-chunk on a shared machine). Generated nets of 0.3-0.4 ms (seeds 3, 6, 10,
+# 21; Zen 4, load average 11-13 on 2 cores, 40 interleaved runs) ran as fast at their minimum
+# on one thread as on two, with medians 0.37-0.65 ms against 0.61-0.82 ms and 80th
+# percentiles 0.5-0.7 ms against 0.8-40 ms.
+PARALLEL_MIN_FLOPS = 2_000_000
+WINOGRAD_MIN_K_BLOCK = 8  # output channels per register tile, at least (the smallest block)
 
 
 def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
@@ -150,13 +164,13 @@ def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
 
 
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
-    """Winograd's untuned tile (``WINOGRAD_P_BLOCK`` tiles x two vectors of channels), or
-    None where the untuned choice is direct (``WINOGRAD_MIN_WIDTH``, ``WINOGRAD_MIN_CHANNELS``)
-    or the tile does not fit the layer."""
+    """Winograd's untuned tile (``WINOGRAD_P_BLOCKS`` tiles x ``winograd_k_block`` channels),
+    or None where the untuned choice is direct (``WINOGRAD_MIN_WIDTH``,
+    ``WINOGRAD_MIN_CHANNELS``) or no channel tile divides the layer's output channels."""
     if not wl.winograd_ok or wl.w < WINOGRAD_MIN_WIDTH or wl.c < WINOGRAD_MIN_CHANNELS:
         return None
-    k_block = 2 * _host(features).vector_lanes("float32")
-    if wl.o % k_block:
+    k_block = winograd_k_block(wl.o, host_lanes(features))
+    if k_block is None:
         return None
     tiles = -(-wl.h // 2) * -(-wl.w // 2)
     p_block = next(
@@ -166,10 +180,29 @@ def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dic
     return {"p_block": p_block, "k_block": k_block, "parallel": True}
 
 
+def winograd_k_block(channels: int, lanes: int) -> int | None:
+    """Output channels per Winograd register tile: the first of two vectors, one vector, half a
+    vector (at least ``WINOGRAD_MIN_K_BLOCK``) that divides ``channels``, else None. Tiles of
+    other widths (24, 72 channels) are no vector type: they ran 10-30x slower. On a Zen 4 (2
+    threads) a 3x3 conv of 64 -> 72 channels at 32 x 32 ran 0.45 ms as Winograd with 8-channel
+    tiles, 0.83 ms direct (AVX-512); on AVX2 direct in blocks of 8 1.9 ms, Winograd of the 80
+    channels in blocks of 16 (16-channel tiles) 0.44 ms."""
+    widths = (2 * lanes, lanes, lanes // 2)
+    return next((k for k in widths if k >= WINOGRAD_MIN_K_BLOCK and channels % k == 0), None)
+
+
 def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict:
     """The untuned choice: depthwise for group = C; pointwise (a GEMM over the pixels) for
     1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
-    with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise."""
+    with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise. Layers of fewer than
+    ``PARALLEL_MIN_FLOPS`` run on the calling thread alone (``parallel`` False)."""
+    schedule = _default_template(wl, features)
+    if wl.flops < PARALLEL_MIN_FLOPS:
+        schedule["knobs"]["parallel"] = False
+    return schedule
+
+
+def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
     if wl.depthwise:
         knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob)
         return {"template": "depthwise", "knobs": knobs.to_dict()}

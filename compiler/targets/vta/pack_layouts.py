@@ -1,7 +1,9 @@
 """Rewrite ``vta`` nodes to the packed block layout, with pack/unpack nodes at the borders.
 
 ``qconv2d@vta`` becomes ``vta_conv2d`` on ``(N, C/B, H, W, 1, B)`` activations with
-``(O/B, I/B, KH, KW, B, B)`` weights and ``(O/B, B)`` bias; ``qdense@vta`` becomes ``vta_dense``.
+``(O/B, I/B, KH, KW, B, B)`` weights and ``(O/B, B)`` bias (a grouped conv: ``(O/B, I/B/G, ...)``
+block-diagonal weights of ``G`` block groups, attr ``block_groups``; a dilated one keeps
+``dilations``); ``qdense@vta`` becomes ``vta_dense``.
 Channels are zero-padded to the block (padded outputs stay 0: zero weights and bias; per-channel
 shifts of the padded channels are 0). Every vta
 output is unpacked right away under its original name; a later vta reader takes the packed
@@ -54,7 +56,10 @@ def pack_layouts(graph: Graph, options) -> Graph:
         if n.op in ("max_pool", "qglobal_avg_pool"):
             op = "vta_max_pool" if n.op == "max_pool" else "vta_global_avg_pool"
             em.names.discard(n.name)
-            yp = em.emit(op, [pack(n.inputs[0])], dict(n.attrs), n.name,
+            attrs = dict(n.attrs)
+            if "offset" in attrs:  # (a re-centred mean's channel offsets: padded channels 0)
+                attrs["offset"] = _pad_list(attrs["offset"], block)
+            yp = em.emit(op, [pack(n.inputs[0])], attrs, n.name,
                          output=g.fresh_name(f"{y}_packed"), target=ACCELERATOR)  # fmt: skip
             em.emit(
                 "unpack_nchw", [yp], {"channels": g.values[y].shape[1]}, f"{y}_unpack", output=y
@@ -64,8 +69,12 @@ def pack_layouts(graph: Graph, options) -> Graph:
         conv = n.op == "qconv2d"
         w, b = g.constants[n.inputs[1]], g.constants[n.inputs[2]]
         strides = n.attrs.get("strides", (1, 1))
+        group = n.attrs.get("group", 1) if conv else 1
+        dilations = list(n.attrs.get("dilations", (1, 1))) if conv else [1, 1]
         fold = (
             conv
+            and group == 1
+            and dilations == [1, 1]
             and n.inputs[0] not in packed
             and layout.folds_taps(w.shape[1], w.shape[2:], strides, block)
         )
@@ -75,6 +84,14 @@ def pack_layouts(graph: Graph, options) -> Graph:
                 "pack_fold_taps", [n.inputs[0]], a | {"block": block}, f"{n.inputs[0]}_fold"
             )
             wp = layout.fold_oihw(w, strides[0], block)
+        elif group != 1:  # block-diagonal GEMMs, one per block group
+            x = pack(n.inputs[0])
+            cin = g.values[n.inputs[0]].shape[1]
+            _, _, oh, ow = g.values[n.outputs[0]].shape
+            # one output pixel: a block group of one output block would have every GEMM
+            # micro-op write one ACC row (a hazard); two blocks alternate
+            gb = layout.block_groups(cin, w.shape[0], group, block, 2 if oh * ow == 1 else 1)
+            wp = layout.pack_group_oihw(w, group, gb, block)
         else:
             x = pack(n.inputs[0])
             wp = layout.pack_oihw(w, block) if conv else layout.pack_oi(w, block)
@@ -89,9 +106,13 @@ def pack_layouts(graph: Graph, options) -> Graph:
         attrs = {k: n.attrs[k] for k in keys}
         if fold:
             attrs |= {"strides": [1, 1], "pads": [0, 0, 0, 0]}
+        if group != 1:
+            attrs["block_groups"] = gb
+        if dilations != [1, 1]:
+            attrs["dilations"] = dilations
         for k in ("shift", "res_shift"):  # per-channel: one per packed output channel
             if isinstance(attrs[k], list):
-                attrs[k] = attrs[k] + [0] * (wp.shape[0] * block - len(attrs[k]))
+                attrs[k] = _pad_list(attrs[k], block)
         y = n.outputs[0]
         op = "vta_conv2d" if conv else "vta_dense"
         pool = _pool_after(g, n, readers) if fold else None
@@ -105,6 +126,11 @@ def pack_layouts(graph: Graph, options) -> Graph:
         packed[y] = yp
     g.nodes = nodes
     return g
+
+
+def _pad_list(values: list[int], block: int) -> list[int]:
+    """A per-channel attr padded with zeros to whole channel blocks."""
+    return values + [0] * (-len(values) % block)
 
 
 def _pool_after(g: Graph, conv: Node, readers: dict) -> Node | None:

@@ -1,11 +1,13 @@
 """Assign every node a target: ``"vta"`` or ``"cpu"``, and say why a node stays on the CPU.
 
-VTA runs quantized ``qconv2d`` with ``group == 1`` and unit dilation, ``qdense`` (any channel
+VTA runs quantized ``qconv2d`` (equal strides and dilations along rows and columns; with the
+whole partition any groups, as block-diagonal GEMMs, and any dilation), ``qdense`` (any channel
 counts: packing zero-pads them to the block size), and with the whole-network partition
 (``PipelineOptions.vta_partition == "whole"``, the default) also the int8 ``max_pool`` and
 ``qglobal_avg_pool`` the quantizer leaves (``QuantConfig.int8_pools``) where the ALU lowering
 takes them (``compiler.backend.vta.pool``). The ``"legacy"`` partition keeps the first conv, the
-pools and the final dense in float on the CPU, as the VTA tutorials do. Everything else stays on
+pools and the final dense in float on the CPU, as the VTA tutorials do, and the grouped and
+dilated convs in int8 on the CPU (today's split, for comparison). Everything else stays on
 the CPU; :func:`cpu_reason` gives each such node's one-line reason (``pyvta run`` prints them).
 """
 
@@ -39,7 +41,8 @@ def _pool_on_vta(graph: Graph, n: Node) -> str | None:
     a = n.attrs
     if n.op == "qglobal_avg_pool":
         cb, h, w = -(-x.shape[1] // 16), x.shape[2], x.shape[3]
-        if cb < 2 or min(cb, ACC_HALF_ROWS // (h * w + 1)) < 2:
+        rows = h * w + 1 + int("offset" in a)  # a block's pixels, its sum (, its offset)
+        if cb < 2 or min(cb, ACC_HALF_ROWS // rows) < 2:
             return f"global average pool of {x.shape[1]} channels x {h * w} pixels: needs 2+ blocks in half the ACC"
         return None
     if a.get("ceil_mode", 0) or any(d != 1 for d in (a.get("dilations") or (1, 1))):
@@ -52,15 +55,37 @@ def _pool_on_vta(graph: Graph, n: Node) -> str | None:
     return None
 
 
+def _one_row_hazard(graph: Graph, n: Node, block: int = 16) -> bool:
+    """Whether a conv's tiles are one ACC row each (one output pixel per image, one output
+    channel block) reduced by more than one GEMM micro-op (kernel taps x input blocks)."""
+    _, cout, oh, ow = graph.values[n.outputs[0]].shape
+    cin = graph.values[n.inputs[0]].shape[1]
+    kh, kw = n.attrs.get("kernel_shape") or graph.constants[n.inputs[1]].shape[2:]
+    return oh * ow == 1 and -(-cout // block) == 1 and kh * kw * -(-cin // block) > 1
+
+
 def vta_reason(graph: Graph, n: Node, partition: str = "whole") -> str | None:
     """None if ``n`` runs on VTA under ``partition``, else the one-line reason it does not."""
     if n.op == "qdense":
         return None
-    if n.op == "qconv2d":
-        if n.attrs["group"] != 1:
-            return f"grouped conv (group {n.attrs['group']}): no accelerator lowering"
-        if list(n.attrs["dilations"]) != [1, 1]:
-            return f"dilated conv {n.attrs['dilations']}: no accelerator lowering"
+    if n.op == "qconv2d":  # (groups: block-diagonal GEMMs per block group, layout.block_groups)
+        dh, dw = n.attrs["dilations"]
+        sh, sw = n.attrs.get("strides", (1, 1))
+        if dh != dw:
+            return (
+                f"dilations {[dh, dw]} differ: the VTA conv template spaces rows and columns alike"
+            )
+        if sh != sw:
+            return f"strides {[sh, sw]} differ: the VTA conv template steps rows and columns alike"
+        if graph is not None and _one_row_hazard(graph, n):
+            return (
+                "one output pixel of one channel block: every GEMM micro-op would write one ACC"
+                " row back to back (a pipeline hazard)"
+            )
+        if partition != "whole" and n.attrs["group"] != 1:
+            return f"grouped conv (group {n.attrs['group']}): on the CPU (--partition legacy)"
+        if partition != "whole" and dh != 1:
+            return f"dilated conv {[dh, dw]}: on the CPU (--partition legacy)"
         return None
     if n.op in ("max_pool", "qglobal_avg_pool"):
         if partition != "whole":
@@ -89,3 +114,21 @@ def partition_targets(graph: Graph, options) -> Graph:
     for n in g.nodes:
         n.target = VTA.placement if use_vta and VTA.supports(n, g, partition) is None else HOST
     return g
+
+
+# conv ops of a compiled graph: float, int8, the CPU's compiled ones, the accelerator's
+CONV_OPS = ("conv2d", "qconv2d", "cpu_conv2d", "vta_conv2d", "vta_conv2d_max_pool")
+
+
+def conv_placement(graph: Graph, partition: str = "whole") -> tuple[int, int, dict[str, int]]:
+    """Of a compiled graph's convs: (on the accelerator, in all, the rest's one-line reasons
+    (``vta_reason``) with their counts)."""
+    convs = [n for n in graph.nodes if n.op in CONV_OPS]
+    reasons: dict[str, int] = {}
+    for n in convs:
+        if n.target != VTA.placement:
+            why = (
+                vta_reason(graph, n, partition) or "supported, placed on the CPU by an earlier pass"
+            )
+            reasons[why] = reasons.get(why, 0) + 1
+    return len(convs) - sum(reasons.values()), len(convs), reasons

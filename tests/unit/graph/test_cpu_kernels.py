@@ -331,11 +331,14 @@ def test_run_model_reuses_its_executor_for_the_same_backends(resnet_file):
     assert cm.executor() is not cm.executor(backends={"cpu": other})
 
 
-def test_channel_block_pads_least():
+def test_channel_block_follows_the_vector_width():
     from pyvta.compiler.targets.cpu.alter_cpu_layout import channel_block
 
-    # 16 or 8, whichever pads the channels least (16 on a tie)
-    assert [channel_block(c) for c in (3, 8, 20, 32, 40, 44, 74)] == [8, 8, 8, 16, 8, 16, 16]
+    counts = (3, 8, 12, 20, 24, 32, 40, 44, 72, 74)
+    # AVX2: two vectors of 8 unless padding to 16 costs a third more channels or more
+    assert [channel_block(c, lanes=8) for c in counts] == [8, 8, 16, 8, 8, 16, 16, 16, 16, 16]
+    # AVX-512: one vector of 16 unless half a vector (8) pads at least 10% less
+    assert [channel_block(c, lanes=16) for c in counts] == [8, 8, 16, 8, 8, 16, 8, 16, 8, 16]
 
 
 @pytest.mark.parametrize("c,o,group", [(96, 36, 4), (48, 40, 2), (64, 74, 2)])
@@ -370,3 +373,46 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     compiler.build(s, args)(xb, wt, np.zeros(op, np.float32), out)
     got = out.transpose(0, 1, 4, 2, 3).reshape(1, op, h, h)[:, :o]
     assert _rel_err(got, ref) < MAX_REL_ERR
+
+
+def test_winograd_k_block_is_a_vector_width_dividing_the_channels():
+    from pyvta.compiler.targets.cpu.kernels import winograd_k_block
+
+    # two vectors, one, half a vector (never below 8), else no Winograd by default
+    assert [winograd_k_block(o, 16) for o in (96, 80, 72, 36)] == [32, 16, 8, None]
+    assert [winograd_k_block(o, 8) for o in (96, 80, 72, 36)] == [16, 16, 8, None]
+
+
+@pytest.mark.parametrize("o", [24, 40, 72, 80, 96])
+def test_winograd_takes_odd_output_channels_in_tiles_that_divide_them(o):
+    """A 3x3 layer whose padded output channels two vectors do not divide runs Winograd in
+    tiles of one or half a vector (the host's), against onnxruntime."""
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import channel_block
+    from pyvta.compiler.targets.cpu.kernels import (
+        WINOGRAD_MIN_CHANNELS,
+        host_lanes,
+        winograd_k_block,
+    )
+
+    seed = 40 + o
+    rng = np.random.default_rng(seed)
+    print("seed", seed)
+    c, h = WINOGRAD_MIN_CHANNELS, 9
+    inits = {
+        "w": rng.standard_normal((o, c, 3, 3)).astype(np.float32) * 0.05,
+        "b": rng.standard_normal(o).astype(np.float32),
+    }
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1] * 4),
+             helper.make_node("Relu", ["c"], ["y"])]  # fmt: skip
+    model = float_model(nodes, {"x": (1, c, h, h)}, {"y": None}, inits)
+    cm = CompiledModel(run_pipeline(import_onnx(model), options_for("cpu")), "cpu")
+    (conv,) = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    ob = channel_block(o)
+    assert conv.attrs["out_block"] == ob
+    assert conv.attrs["schedule"]["template"] == "winograd"
+    k_block = conv.attrs["schedule"]["knobs"]["k_block"]
+    # AVX-512: 24, 40, 72 (blocks of 8) tiles of 8, 80 of 16, 96 of 32; AVX2: 24 of 8, others 16
+    assert k_block == winograd_k_block(-(-o // ob) * ob, host_lanes())
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    (ref,) = run_onnxruntime(model, {"x": x})
+    assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR

@@ -138,9 +138,9 @@ def test_a_channel_of_tiny_weights_keeps_its_shift_in_range():
 
 
 def test_whole_network_on_vta_with_channel_scales(tmp_path):
-    """The whole-network partition under per-channel shifts: the stem's folded conv (its fused
-    max pool runs as a conv kernel + a pool kernel, the fused kernel having one shift), the pools
-    and the classifier on the simulator equal the golden model."""
+    """The whole-network partition under per-channel shifts: the stem's folded conv with its
+    fused max pool (one kernel: its channel shift pass), the pools and the classifier on the
+    simulator equal the golden model."""
     from pyvta.compiler.graph.zoo import save_model
 
     print(f"numpy seed {SEED}")
@@ -150,7 +150,10 @@ def test_whole_network_on_vta_with_channel_scales(tmp_path):
     ops = {n.op for n in cm.graph.nodes if n.target == "vta"}
     assert {"vta_conv2d_max_pool", "vta_global_avg_pool", "vta_dense"} <= ops, ops
     assert any(isinstance(s, list) for s in _shifts(cm).values())
-    assert any(k.endswith("/pool") for k in cm.kernels)  # the stem's two-kernel form
+    stem = next(n for n in cm.graph.nodes if n.op == "vta_conv2d_max_pool")
+    assert isinstance(stem.attrs["shift"], list), stem.attrs["shift"]
+    assert cm.kernels[stem.name].info["kind"] == "conv_pool"  # fused, not conv + pool kernels
+    assert not any(k.endswith("/pool") for k in cm.kernels)
     x = np.random.default_rng(SEED).standard_normal((1, 3, 32, 32)).astype(np.float32)
     golden = run_model(cm, x)[0][0]
     np.testing.assert_array_equal(run_model(cm, x, device=driver.open("sim"))[0][0], golden)

@@ -148,3 +148,91 @@ def test_cli_refuses_a_bad_budget_and_an_operator(capsys):
     assert "s (seconds), m (minutes) or h (hours)" in capsys.readouterr().err
     assert main(["vta:C12", "--budget", "20m"]) == 2
     assert "--budget tunes a network" in capsys.readouterr().err
+
+
+def test_budget_holds_within_a_slice(tmp_path):
+    """A slice of 32 trials at 0.25 s each would run 8 s past a 1.5 s budget; measured two at a
+    time, none started once the budget is spent, the run ends within one chunk of it, and the
+    log holds exactly the trials kept."""
+    log = tmp_path / "slow.jsonl"
+    tasks = [BudgetTask(tiled_gemm_task(64, 64, 64), 1, name="slow")]
+    with InProcessMeasurer(SyntheticBackend(delay_s=0.25), repeats=1) as m:
+        run = tune_with_budget(tasks, 1.5, m, log=str(log), tuner="random", seed=SEED,
+                               slice_trials=32, chunk_trials=2, progress=None)  # fmt: skip
+    print("spent", run.spent_s, "measured", run.n_measured, "cut", run.n_cut)
+    assert 1.5 <= run.spent_s < 1.5 + 2 * 0.25 + 0.4
+    assert run.n_cut > 0 and run.n_measured == len(run.trials[0]) == len(read_records(log))
+
+
+def test_a_build_that_would_overrun_the_budget_is_cut_and_not_logged(tmp_path):
+    """A 6 s build with 2 s of budget left: the measurer's build timeout (30 s) is cut to the
+    time left (its deadline), the candidate is dropped (not logged: a later session may measure
+    it) and the run ends at the budget, not 6 s past it; the deadline is lifted after."""
+    from pyvta.tuner.measure import LocalMeasurer
+
+    log = tmp_path / "cut.jsonl"
+    tasks = [BudgetTask(tiled_gemm_task(64, 64, 64), 1, name="slow build")]
+    m = LocalMeasurer(SyntheticBackend(build_delay_s=6.0), repeats=1, n_build_workers=1)
+    try:
+        run = tune_with_budget(tasks, 2.0, m, log=str(log), tuner="random", seed=SEED,
+                               slice_trials=4, chunk_trials=1, progress=None)  # fmt: skip
+    finally:
+        m.close()
+    print("spent", run.spent_s, "measured", run.n_measured, "cut", run.n_cut)
+    assert run.spent_s < 2.0 + 2.0
+    assert run.n_measured == 0 and run.n_cut == 4
+    assert not log.exists() or read_records(log) == []
+    assert m.deadline is None  # the measurer as it was
+
+
+def test_one_layers_templates_count_once_in_the_network():
+    """Tasks of one group (a CPU layer's templates) add their best only, once, by the group's
+    weight; a template behind its group's best gets its gain scaled down."""
+    from pyvta.tuner.budget import BudgetRun, _gain, _State
+
+    t = tiled_gemm_task(64, 64, 64)
+    tasks = [BudgetTask(t, 2, group="L1"), BudgetTask(t, 2, group="L1"), BudgetTask(t, 1)]
+    run = BudgetRun(tasks, [[(0.0, 5.0), (1.0, 4.0)], [(2.0, 3.0)], [(0.5, 10.0)]], 3.0, 10.0)
+    assert run.latency() == 2 * 3.0 + 10.0
+    assert run.latency_curve() == [(0.5, 2 * 5.0 + 10.0), (1.0, 2 * 4.0 + 10.0),
+                                   (2.0, 2 * 3.0 + 10.0)]  # fmt: skip
+    states = [_State(s, None, []) for s in tasks]
+    for st, tr in zip(states, run.trials, strict=True):
+        for ts, c in tr:
+            st.note(ts, c)
+    behind = expected_gain(states[0].curve, 2)
+    assert _gain(states, 0, 16) == pytest.approx(behind * 3.0 / 4.0)
+    assert _gain(states, 1, 16) == expected_gain(states[1].curve, 2)  # the group's lead
+
+
+def _tune_cpu(onnx, log, budget):
+    return [sys.executable, "-P", "-m", "pyvta.cli", "tune", str(onnx), "--target", "cpu",
+            "--budget", budget, "--batch", "4", "--log", str(log), "--seed", str(SEED)]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cpu_network_budget_runs_and_continues(tmp_path):
+    """``pyvta tune MODEL --target cpu --budget``: a small ResNet-18's conv layers (their
+    templates grouped per layer), measured on this CPU for 20 s, then continued to 30 s: the
+    records are read back and none measured twice, the sessions add up to the budget (within a
+    few seconds: the budget holds within a slice), the latency curve is in ms."""
+    from pyvta.compiler.graph.zoo import save_model
+
+    onnx, log = tmp_path / "r18.onnx", tmp_path / "r18.jsonl"
+    save_model("resnet18", str(onnx), size=32, classes=10, width=16, seed=SEED)
+    first = subprocess.run(_tune_cpu(onnx, log, "20s"), capture_output=True, text=True,
+                           timeout=180, check=True).stdout  # fmt: skip
+    print(first[-1200:])
+    n_first = len(read_records(log))
+    assert n_first > 0 and " ms " in first and "distinct layers" in first
+    out = subprocess.run(_tune_cpu(onnx, log, "30s"), capture_output=True, text=True,
+                         timeout=180, check=True).stdout  # fmt: skip
+    print(out[-1200:])
+    assert f"resumed {n_first} records" in out
+    recs = read_records(log)
+    keys = [(r.task_key, r.space_sig, r.index) for r in recs]
+    assert len(keys) == len(set(keys)) > n_first
+    spans = json.loads(sessions_path(log).read_text())["sessions"]
+    total = sum(b - a for a, b in spans)
+    assert len(spans) == 2 and 30 <= total < 30 + 5
+    assert (tmp_path / "r18.latency.png").stat().st_size > 0

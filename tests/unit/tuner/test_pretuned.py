@@ -33,3 +33,25 @@ def test_shipped_resnet18_log_covers_every_layer_and_meets_the_target(tmp_path):
         total += cycles_of(low.insns, hw).total_cycles * la.count
     print(f"ResNet-18 with the shipped configs: {total / 1e6:.3f} M cycles")
     assert total <= TARGET_CYCLES
+
+
+def test_a_layer_whose_shift_moved_takes_the_logged_config_of_its_neighbour_shift():
+    """A recalibration moves a layer's requantizing shift (the key of its tuning task); the
+    config logged for the same workload and epilogue at another non-zero shift applies (the
+    shift is an ALU immediate: same schedule, same cycles). Shift 0 (no SHR pass) does not."""
+    import dataclasses
+
+    from pyvta.compiler.backend.vta.graph_backend import Layer
+    from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+
+    log = str(pretuned_log("resnet18_224"))
+    wl = ConvWorkload(56, 56, 64, 64, 3, 3, 1, 1, 16, pad_bottom=1, pad_right=1)
+    ep = Epilogue(True, 9, 0, 127, bias_via_gemm=True)  # as logged (the first 3x3 layers)
+    logged = network_configs(log, [Layer(wl, ep, 1)])
+    assert len(logged) == 1, "the shipped log's 56x56 64->64 layer at shift 9 is gone"
+    for shift in (13, 2):  # in no record of this workload without a residual
+        moved = Layer(wl, dataclasses.replace(ep, shift=shift), 1)
+        got = network_configs(log, [moved])
+        assert got[(moved.workload, moved.epilogue)] == logged[(wl, ep)]
+    unshifted = Layer(wl, dataclasses.replace(ep, shift=0), 1)
+    assert network_configs(log, [unshifted]) == {}

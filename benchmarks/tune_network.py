@@ -1,0 +1,162 @@
+"""Tuning that helps the network on the CPU: tuned ResNet-18 and MobileNet-style networks
+against the compiler's default schedules and onnxruntime, side by side in one run.
+
+Run: .venv/bin/python benchmarks/tune_network.py [--models resnet18,mobilenet] [--size 224]
+     [--logs out/net] [--trials 16] [--top-k 3] [--rerank-rounds 15] [--rounds 30]
+     [--threads 2] [--no-rerank] [--cpu-time]
+
+Per model (the zoo's, ``pyvta.compiler.graph.zoo``, seed 0): its tuning log
+``LOGS/MODEL_cpu.jsonl`` (tuned first with ``pyvta tune MODEL.onnx --target cpu --trials N``
+when missing), re-ranked inside the network (``tuner.in_network.rerank_in_network``: each
+layer's default and ``--top-k`` best logged schedules timed node by node in the running
+network; ``--no-rerank`` keeps the choices already beside the log). Then four runs, interleaved
+one inference at a time per round (the first of them rotating): onnxruntime, pyvta with the
+compiler's default schedules, with the log's isolated per-layer bests ("alone", what
+``cpu_schedules`` chose before re-ranking), and with the in-network choices ("in network").
+Each reports its median over ``--rounds``; ratios: default / tuned (> 1: tuning helps) and
+onnxruntime / pyvta, and the median of the per-round ratio default / in network (both timed
+in the same round: steadier on a loaded machine). All outputs must agree with onnxruntime
+within 1e-4. The load average is printed before and after: the machine may be shared.
+
+``--cpu-time`` (one thread): the re-ranking and the runs are timed by the CPU time of the
+calling thread (``time.thread_time``), which leaves out the time it waited for a core: on a
+machine shared with other work the wall clock then compares the load more than the schedules.
+The choices are written beside the log as LOG.network.json either way (the last run's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
+from pyvta.compiler.graph.reference import onnxruntime_session
+from pyvta.runtime.compiled_model import run_model
+from pyvta.testing.side_by_side import rel_err, timed_ms
+
+MAX_REL_ERR = 1e-4
+
+
+def load() -> str:
+    return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def tune_log(model: str, onnx: Path, log: Path, trials: int) -> None:
+    """``pyvta tune`` the model's CPU conv layers into ``log`` (its own process, as a user runs
+    it), unless the log is there."""
+    if log.exists():
+        print(f"{model}: tuning log {log} ({sum(1 for _ in log.open())} records)")
+        return
+    cmd = [sys.executable, "-m", "pyvta.cli", "tune", str(onnx), "--target", "cpu",
+           "--trials", str(trials), "--batch", "8", "--log", str(log), "--no-progress"]  # fmt: skip
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    print(f"{model}: tuned in {time.perf_counter() - t0:.0f} s -> {log}")
+
+
+def bench(model: str, args, clock) -> dict[str, float]:
+    from pyvta.compiler.targets.cpu.kernels import CpuKernels
+    from pyvta.tuner.cpu_network import tuned_schedules
+    from pyvta.tuner.in_network import rerank_in_network
+
+    folder = Path(args.logs)
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx = folder / f"{model}_{args.size}.onnx"
+    if not onnx.exists():
+        zoo.save_model(model, str(onnx), size=args.size, seed=0)
+    log = folder / f"{model}_{args.size}_cpu.jsonl"
+    tune_log(model, onnx, log, args.trials)
+    if not args.no_rerank:
+        t0 = time.perf_counter()
+        rr = rerank_in_network(
+            onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
+            clock=clock,
+        )  # fmt: skip
+        print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
+              f" ({args.rerank_rounds} rounds; * = chosen; ms per inference, all launches):")  # fmt: skip
+        print(rr.summary())
+    x = zoo.sample_inputs(1, args.size, 0)[0]
+    sess = onnxruntime_session(str(onnx), threads=args.threads, spin=False)
+    ref = sess.run(None, {"input": x})[0]
+    runs = {"onnxruntime": lambda: sess.run(None, {"input": x})}
+    schedules = {
+        "default": None,
+        "alone": tuned_schedules(str(onnx), str(log), in_network=False),
+        "in network": tuned_schedules(str(onnx), str(log)),
+    }
+    for key, sched in schedules.items():
+        cm = compile_model(str(onnx), "cpu", cpu_schedules=sched)
+        kernels = {"cpu": CpuKernels(cm.graph, args.threads)}
+
+        def run(cm=cm, kernels=kernels):
+            return run_model(cm, x, backends=kernels)[0]
+
+        err = rel_err(run()[0], ref)
+        assert err < MAX_REL_ERR, f"{model} {key}: wrong result ({err:.3g} >= {MAX_REL_ERR})"
+        runs[key] = run
+    names = list(runs)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    print(f"{model}: {args.rounds} rounds; load average before: {load()}")
+    for r in range(args.rounds):
+        for j in range(len(names)):
+            key = names[(r + j) % len(names)]
+            times[key].append(timed_ms(runs[key], clock))
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    quart = {k: np.percentile(v, [25, 75]) for k, v in times.items()}
+    print(f"{model}: load average after: {load()}")
+    for k in names:
+        print(f"  {k:<12} median {med[k]:8.2f} ms  (quartiles {quart[k][0]:.2f}-{quart[k][1]:.2f})")
+    out = {
+        "alone / default": med["default"] / med["alone"],
+        "in network / default": med["default"] / med["in network"],
+        "in network / alone": med["alone"] / med["in network"],
+        "in network / onnxruntime": med["onnxruntime"] / med["in network"],
+        "default / onnxruntime": med["onnxruntime"] / med["default"],
+    }
+    # per round, the paired ratio (same moment, same load): its median is steadier
+    paired = np.median(np.array(times["default"]) / np.array(times["in network"]))
+    out["in network / default, paired"] = float(paired)
+    print(f"  {model} speed-ups (x > 1: the first is faster): "
+          + ", ".join(f"{k} {v:.3f}x" for k, v in out.items()))  # fmt: skip
+    return out
+
+
+def main() -> None:
+    from pyvta.tuner.cpu import cpu_target_info
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18,mobilenet")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--logs", default="out/net", help="folder of the models and their logs")
+    ap.add_argument("--trials", type=int, default=16, help="per layer, when tuning a log")
+    ap.add_argument("--top-k", dest="top_k", type=int, default=3)
+    ap.add_argument("--rerank-rounds", dest="rerank_rounds", type=int, default=15)
+    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-rerank", dest="no_rerank", action="store_true")
+    ap.add_argument("--cpu-time", dest="cpu_time", action="store_true",
+                    help="time by the calling thread's CPU time (needs --threads 1)")  # fmt: skip
+    args = ap.parse_args()
+    if args.cpu_time and args.threads != 1:
+        ap.error("--cpu-time needs --threads 1 (it times the calling thread only)")
+    clock = time.thread_time if args.cpu_time else time.perf_counter
+    print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
+    print(f"load average (1, 5, 15 min): {load()}")
+    what = "CPU time of the calling thread" if args.cpu_time else "wall clock"
+    print(f"timed by: {what}")
+    summary = {m: bench(m, args, clock) for m in args.models.split(",")}
+    print("summary (default / tuned in network; goal >= 1.1x):")
+    for m, r in summary.items():
+        print(f"  {m}: {r['in network / default']:.3f}x (paired {r['in network / default, paired']:.3f}x),"
+              f" isolated bests {r['alone / default']:.3f}x, vs onnxruntime {r['in network / onnxruntime']:.3f}x")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

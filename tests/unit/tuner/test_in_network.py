@@ -1,0 +1,109 @@
+"""Re-ranking a tuning log's schedules inside the network (tuner.in_network): each layer's
+default and top-k logged schedules timed in the running network, the fastest there chosen and
+applied by cpu_schedules."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import onnx
+import pytest
+
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.graph.compile import compile_model
+from pyvta.compiler.graph.reference import run_onnxruntime
+from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
+from pyvta.runtime.compiled_model import run_model
+from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules, tune_cpu_network
+from pyvta.tuner.in_network import (
+    InNetworkError,
+    in_network_choices,
+    in_network_path,
+    rerank_in_network,
+    top_candidates,
+)
+from pyvta.tuner.measure import Backend, InProcessMeasurer
+
+
+class SmallTilesFirst(Backend):
+    """Builds nothing; logs the smallest register tiles as the fastest (the opposite of what
+    they run like), so the log's isolated bests are poor schedules the re-ranking must see
+    through."""
+
+    def build(self, task, config):
+        return None
+
+    def run(self, task, config, artifact, repeats):
+        p, k = config.to_dict()["tile"]
+        return [1e-3 * p * k * (1 + 1e-4 * config.index)] * repeats  # no ties
+
+
+@pytest.fixture(scope="module")
+def small_net(tmp_path_factory):
+    """A narrow ResNet-18 at 32x32 and a log of it whose bests are the smallest tiles."""
+    folder = tmp_path_factory.mktemp("innet")
+    path = folder / "resnet18_32.onnx"
+    onnx.save(zoo.resnet(18, size=32, width=16, classes=10, seed=2), path)
+    layers = cpu_network_layers(path)
+    log = str(folder / "cpu.jsonl")
+    measurer = InProcessMeasurer(SmallTilesFirst(), repeats=1)
+    tune_cpu_network(
+        layers, 4, log=log, tuner="random", measurer=measurer, progress=False, final_check=0
+    )
+    return path, layers, log
+
+
+def test_top_candidates_are_the_default_then_the_logged_bests(small_net):
+    _, layers, log = small_net
+    for layer in layers:
+        cands = top_candidates(log, layer, 2)
+        assert cands[0].source == "default"
+        assert cands[0].schedule == default_conv_schedule(layer.workload)
+        assert 2 <= len(cands) <= 3
+        alone = [c.alone_ms for c in cands[1:]]
+        assert alone == sorted(alone)
+        scheds = [json.dumps(c.schedule, sort_keys=True) for c in cands]
+        assert len(set(scheds)) == len(scheds)
+
+
+def test_rerank_chooses_by_the_time_in_the_network(small_net, seed):
+    path, layers, log = small_net
+    lines = []
+    rr = rerank_in_network(
+        path, log, top_k=1, rounds=5, threads=1, seed=seed, progress=lines.append
+    )
+    print(rr.summary())
+    assert len(lines) == 2  # the default variant and one of the logged bests
+    assert set(rr.chosen) == {la.workload.key for la in layers}
+    for key, cands in rr.candidates.items():
+        assert all(len(c.ms) == 5 and min(c.ms) > 0 for c in cands)  # every round timed
+        assert rr.chosen[key] == min(cands, key=lambda c: c.median_ms).schedule
+    # the log's "best" 1-column tiles lose to the default in the network where the layer is
+    # big enough to tell (the stem and the 32x32 layers: 16-32 columns per row)
+    widest = max(layers, key=lambda la: la.workload.w * la.workload.o * la.count)
+    default, logged = rr.candidates[widest.workload.key]
+    assert logged.schedule["knobs"].get("ow_block", logged.schedule["knobs"].get("p_block")) <= 2
+    assert default.median_ms < logged.median_ms
+    # the choices are applied by cpu_schedules (and left out on request), and they compile
+    assert cpu_schedules(log, layers) == rr.chosen
+    assert cpu_schedules(log, layers, in_network=False) != rr.chosen
+    cm = compile_model(path, "cpu", cpu_schedules=cpu_schedules(log, layers))
+    x = zoo.sample_inputs(1, 32, seed)[0]
+    got = run_model(cm, x)[0][0]
+    want = run_onnxruntime(str(path), {"input": x})[0]
+    assert abs(got - want).max() <= 1e-4 * abs(want).max()
+
+
+def test_choices_file_is_checked(tmp_path):
+    log = tmp_path / "cpu.jsonl"
+    assert in_network_choices(log) == {}  # none made
+    in_network_path(log).write_text(json.dumps({"v": 1, "machine": "arm64 other", "layers": {}}))
+    assert in_network_choices(log) == {}  # made on another kind of host: not applied
+    in_network_path(log).write_text("{not json")
+    with pytest.raises(InNetworkError, match="not an in-network choices file"):
+        in_network_choices(log)
+    with pytest.raises(InNetworkError, match="top_k and rounds must be >= 1"):
+        rerank_in_network(tmp_path / "m.onnx", log, top_k=0)
+    with pytest.raises(InNetworkError, match="needs threads=1"):
+        rerank_in_network(tmp_path / "m.onnx", log, threads=2, clock=time.thread_time)

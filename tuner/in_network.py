@@ -1,0 +1,254 @@
+"""Re-ranking a network's tuned CPU conv schedules where they run: inside the network.
+
+    rerank = rerank_in_network("resnet18.onnx", "resnet18_cpu.jsonl", top_k=3)
+    rerank.chosen                 # {workload key: schedule}, also in LOG.network.json
+    compile_model("resnet18.onnx", "cpu", cpu_schedules=tuned_schedules(model, log))
+
+A tuning log's per-layer bests are measured alone (``tuner.cpu.CpuBackend``: one kernel called
+back to back on the same arrays, its weights and input warm in the caches). Inside the network
+a layer reads what the previous one just wrote, its weights come cold from memory, and
+(ResNet-18 224, AVX2) the isolated bests ran 1-8% slower there than the compiler's defaults.
+
+:func:`rerank_in_network` takes each layer's ``top_k`` schedules of the log (the best record of
+each distinct schedule over the layer's templates) and the compiler's default, and builds the
+network ``k + 1`` times: variant ``v`` runs each layer's ``v``-th candidate (a layer with fewer
+candidates runs them again in turn). The variants run interleaved, one inference each per
+round (the first variant rotating), for ``rounds`` rounds, every node timed by the executor
+(its timing table), so each candidate is timed in the layout, cache state and threads the
+network gives it, under the same load as its rivals. Per layer the candidate with the lowest
+median time per inference (all its launches added) wins.
+
+The choices go to ``<log>.network.json`` (:func:`in_network_path`); ``tuner.cpu_network.
+cpu_schedules`` takes them over the isolated bests on a host of the same kind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from pyvta.isa.errors import PyvtaError
+
+IN_NETWORK_VERSION = 1
+MAX_REL_ERR = 1e-4  # a variant's output against the default variant's
+
+
+class InNetworkError(PyvtaError, ValueError):
+    """A re-ranking that cannot run or a choices file that cannot be read."""
+
+
+def in_network_path(log: str | os.PathLike) -> Path:
+    """Where :func:`rerank_in_network` keeps its choices, next to the tuning ``log``."""
+    return Path(f"{log}.network.json")
+
+
+@dataclass
+class Candidate:
+    """One schedule of a layer: ``source`` "default" or ``TASK_KEY#INDEX`` of its log record;
+    ``alone_ms``: its logged cost alone (None for the default); ``ms``: its times per inference
+    (all the layer's launches) inside the network, one per round it ran in."""
+
+    source: str
+    schedule: dict
+    alone_ms: float | None = None
+    ms: list = field(default_factory=list)
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.ms) if self.ms else float("inf")
+
+
+@dataclass
+class Rerank:
+    """Per layer (workload key) its candidates, and the schedule chosen."""
+
+    candidates: dict  # key -> [Candidate]
+    chosen: dict  # key -> schedule
+    rounds: int
+    threads: int
+
+    def summary(self) -> str:
+        lines = [f"{'layer':<62} {'candidate':<44} {'alone ms':>8} {'in net ms':>9}"]
+        for key, cands in self.candidates.items():
+            for c in cands:
+                mark = "*" if c.schedule == self.chosen[key] else " "
+                alone = "-" if c.alone_ms is None else f"{c.alone_ms:.3f}"
+                src = c.source.split("[")[0] + "#" + c.source.rpartition("#")[2]
+                src = c.source if c.source == "default" else src
+                lines.append(f"{key[:62]:<62} {mark}{src[:43]:<43} {alone:>8} {c.median_ms:9.3f}")
+        return "\n".join(lines)
+
+
+def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]:
+    """The compiler's default schedule of ``layer`` (a ``tuner.cpu_network.CpuLayer``), then
+    the ``top_k`` fastest distinct schedules of ``log`` over its templates (each (task, config)
+    by its best record measured on this kind of host; the default not twice)."""
+    from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
+    from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
+    from pyvta.tuner.log import read_records
+
+    default = default_conv_schedule(layer.workload)
+    best: dict[str, Candidate] = {}
+    for task in nchwc_conv_tasks(layer.workload):
+        for r in read_records(log, task) if Path(log).exists() else []:
+            if not r.result.ok:
+                continue
+            sched = schedule_of(task, r.config)
+            key = json.dumps(sched, sort_keys=True)
+            ms = r.result.cost * 1e3
+            if key not in best or ms < best[key].alone_ms:
+                best[key] = Candidate(f"{task.key}#{r.index}", sched, ms)
+    ranked = sorted(best.values(), key=lambda c: c.alone_ms)
+    ranked = [c for c in ranked if c.schedule != default][:top_k]
+    return [Candidate("default", default), *ranked]
+
+
+def _plan(model, schedules: dict):
+    """The layout plan of ``model`` (an ONNX path) for ``"cpu"`` with ``schedules``, no
+    kernels built."""
+    from pyvta.compiler.graph.onnx_import import import_onnx
+    from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+
+    options = replace(options_for("cpu", cpu_schedules=schedules), cpu_build=False)
+    return run_pipeline(import_onnx(str(model)), options)
+
+
+def _conv_keys(graph) -> dict[str, str]:
+    """node name -> workload key of each ``cpu_conv2d`` node."""
+    from pyvta.compiler.targets.cpu.kernels import node_workload
+
+    return {
+        n.name: node_workload(n, graph.values[n.inputs[0]].shape).key
+        for n in graph.nodes
+        if n.op == "cpu_conv2d"
+    }
+
+
+def _inputs(graph, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in graph.inputs:
+        v = graph.values[name]
+        out[name] = rng.standard_normal(v.shape).astype(v.dtype)
+    return out
+
+
+def rerank_in_network(
+    model: str | os.PathLike,
+    log: str | os.PathLike,
+    top_k: int = 3,
+    rounds: int = 15,
+    threads: int | None = None,
+    seed: int = 0,
+    progress=print,
+    write: bool = True,
+    clock=time.perf_counter,
+) -> Rerank:
+    """Time each conv layer's default and ``top_k`` best logged schedules inside ``model``
+    (an ONNX path) on ``threads`` threads (default: all cores) for ``rounds`` rounds (see the
+    module docstring) and choose per layer the fastest there; with ``write`` the choices go to
+    :func:`in_network_path` of ``log``. Every variant's output must match the default's (else
+    ``InNetworkError``). ``clock`` times each node (``time.thread_time`` with ``threads=1``:
+    the CPU time of the calling thread, which leaves out the time it waited for a core on a
+    shared machine; the kernels then run on the calling thread only)."""
+    from pyvta.compiler.targets.cpu.kernels import CpuKernels
+    from pyvta.runtime.executor import Executor
+    from pyvta.tuner.cpu import cpu_measured_on
+    from pyvta.tuner.cpu_network import cpu_network_layers
+
+    if top_k < 1 or rounds < 1:
+        raise InNetworkError(f"top_k and rounds must be >= 1, got {top_k} and {rounds}")
+    if clock is time.thread_time and threads != 1:
+        raise InNetworkError("clock time.thread_time times the calling thread: needs threads=1")
+    threads = threads or os.cpu_count() or 1
+    layers = cpu_network_layers(str(model))
+    cands = {layer.workload.key: top_candidates(log, layer, top_k) for layer in layers}
+    n_var = max(len(c) for c in cands.values())
+    variants = []  # (executor, node -> key, {key: candidate index})
+    for v in range(n_var):
+        pick = {key: v % len(c) for key, c in cands.items()}
+        graph = _plan(model, {key: cands[key][i].schedule for key, i in pick.items()})
+        keys = _conv_keys(graph)
+        for n in graph.nodes:  # the plan runs what was asked (it could refuse a schedule)
+            want = cands[keys[n.name]][pick[keys[n.name]]].schedule if n.name in keys else None
+            if want is not None and n.attrs["schedule"] != want:
+                raise InNetworkError(f"{n.name}: the plan runs {n.attrs['schedule']}, not {want}")
+        t0 = time.perf_counter()
+        executor = Executor(graph, None, {"cpu": CpuKernels(graph, threads)}, clock)
+        if progress:
+            progress(f"variant {v + 1}/{n_var}: built in {time.perf_counter() - t0:.0f} s")
+        variants.append((executor, keys, pick))
+    x = _inputs(variants[0][0].graph, seed)
+    ref = variants[0][0].run(x)[0][0]  # variant 1 runs every layer's default
+    for v, (executor, _, _) in enumerate(variants[1:], 2):
+        out = executor.run(x)[0][0]
+        err = float(np.abs(out - ref).max() / (np.abs(ref).max() + 1e-30))
+        if not err < MAX_REL_ERR:
+            raise InNetworkError(f"variant {v}'s output differs from the default's ({err:.3g})")
+    for r in range(rounds):
+        for j in range(n_var):
+            executor, keys, pick = variants[(r + j) % n_var]
+            per_key: dict[str, float] = {}
+            for row in executor.run(x)[1].rows:
+                if row.node in keys:
+                    per_key[keys[row.node]] = per_key.get(keys[row.node], 0.0) + row.ms
+            for key, ms in per_key.items():
+                cands[key][pick[key]].ms.append(ms)
+    chosen = {key: min(c, key=lambda c: c.median_ms).schedule for key, c in cands.items()}
+    out = Rerank(cands, chosen, rounds, threads)
+    if write:
+        _write(in_network_path(log), out, cpu_measured_on())
+    return out
+
+
+def _write(path: Path, rerank: Rerank, machine: str) -> None:
+    doc = {
+        "v": IN_NETWORK_VERSION,
+        "machine": machine,
+        "threads": rerank.threads,
+        "rounds": rerank.rounds,
+        "ts": time.time(),
+        "layers": {
+            key: {
+                "chosen": rerank.chosen[key],
+                "candidates": [
+                    {
+                        "source": c.source,
+                        "schedule": c.schedule,
+                        "alone_ms": c.alone_ms,
+                        "in_network_ms": c.ms,
+                    }
+                    for c in cands
+                ],  # fmt: skip
+            }
+            for key, cands in rerank.candidates.items()
+        },
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, path)
+
+
+def in_network_choices(log: str | os.PathLike) -> dict[str, dict]:
+    """``{workload key: schedule}`` chosen in the network for ``log`` (:func:`in_network_path`),
+    if the choices were made on this kind of host; else ``{}``."""
+    from pyvta.tuner.cpu import cpu_measured_on
+
+    path = in_network_path(log)
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+        if doc["v"] != IN_NETWORK_VERSION:
+            raise KeyError(f"version {doc['v']} (this reads {IN_NETWORK_VERSION})")
+        if doc["machine"] != cpu_measured_on():
+            return {}
+        return {key: d["chosen"] for key, d in doc["layers"].items()}
+    except (ValueError, KeyError, TypeError) as e:
+        raise InNetworkError(f"{path} is not an in-network choices file ({e})") from e
