@@ -34,6 +34,7 @@ from pyvta.compiler.graph.passes.rewrite import NodeEmitter
 from pyvta.compiler.ops.cpu.nchwc import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 from pyvta.runtime.ir import HOST, Graph, Node
+from pyvta.runtime.layout import dense_group_oihw
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
 MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
@@ -117,17 +118,6 @@ def _is_4d_float(g: Graph, name: str) -> bool:
     return v.dtype == "float32" and len(v.shape) == 4
 
 
-def dense_group_weights(w: np.ndarray, group: int) -> np.ndarray:
-    """Grouped conv weights ``[O, C/group, KH, KW]`` as the block-diagonal ``[O, C, KH, KW]``
-    of one conv (zeros between groups)."""
-    o, cg, kh, kw = w.shape
-    og = o // group
-    full = np.zeros((o, cg * group, kh, kw), w.dtype)
-    for i in range(group):
-        full[i * og : (i + 1) * og, i * cg : (i + 1) * cg] = w[i * og : (i + 1) * og]
-    return full
-
-
 def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     a = n.attrs
     x = n.inputs[0]
@@ -139,7 +129,7 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     depthwise = a["group"] == c == o and cg == 1
     groups = None
     if a["group"] != 1 and not depthwise:
-        w = dense_group_weights(w, a["group"])
+        w = dense_group_oihw(w, a["group"])
         groups = GroupSpan(a["group"], c // a["group"], o // a["group"])
     ob = lay.block_for(o)
     nchw_read = x not in lay.blocked and c < MIN_CHANNEL_BLOCK and not depthwise

@@ -43,11 +43,11 @@ MAX_DENSE_GROUPS = 8  # up to this many groups: one conv of block-diagonal weigh
 def conv_weights(node: Node, graph: Graph) -> np.ndarray:
     """The OIHW int8 weights of a compiled node as one conv: a grouped conv's as the
     block-diagonal ``[O, C, KH, KW]`` (zeros between groups: the same sums, bit for bit)."""
-    from pyvta.compiler.targets.cpu.alter_cpu_layout import dense_group_weights
+    from pyvta.runtime.layout import dense_group_oihw
 
     w = graph.constants[node.inputs[1]]
     group = node.attrs.get("group", 1) if node.op == "qconv2d" else 1
-    return dense_group_weights(w, group) if group > 1 else w
+    return dense_group_oihw(w, group) if group > 1 else w
 
 
 _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process

@@ -347,16 +347,16 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     blocks each output block reads (fewer than all where the groups allow), against numpy."""
     from pyvta import compiler
     from pyvta.compiler.ops.cpu.nchwc import GroupSpan
-    from pyvta.compiler.targets.cpu.alter_cpu_layout import dense_group_weights
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
     from pyvta.runtime.cpu_ops import conv2d
+    from pyvta.runtime.layout import dense_group_oihw
 
     rng = np.random.default_rng(11)
     print("seed", 11)
     h, blk = 7, 16
     cp, op = -(-c // blk) * blk, -(-o // blk) * blk
     w = rng.standard_normal((o, c // group, 3, 3)).astype(np.float32)
-    full = np.pad(dense_group_weights(w, group), [(0, op - o), (0, cp - c), (0, 0), (0, 0)])
+    full = np.pad(dense_group_oihw(w, group), [(0, op - o), (0, cp - c), (0, 0), (0, 0)])
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
     xb = np.pad(x, [(0, 0), (0, cp - c), (0, 0), (0, 0)])
     xb = np.ascontiguousarray(xb.reshape(1, cp // blk, blk, h, h).transpose(0, 1, 3, 4, 2))
