@@ -41,9 +41,8 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     whole.save(out / "vta-whole.npz")
     cpu.save(out / "cpu.npz")  # compiled CPU kernels: a board without llvmlite refuses it
     from pyvta.compiler.backend.llvm.target import CpuTarget
-    from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
-
     from pyvta.compiler.graph import KeepFloat
+    from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 
     int8 = compile_model(onnx_path, "cpu-int8")
     # every conv/dense int8 (``--keep-float none``): no float value feeds a quantize, so every
