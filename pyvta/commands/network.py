@@ -235,10 +235,10 @@ def add_keep_float_argument(p) -> None:
         "--keep-float",
         dest="keep_float",
         metavar="LAYERS",
-        help="int8 targets: the conv/dense layers left in float: "
-        + ", ".join(k.value for k in KeepFloat)
-        + " (every layer int8: the same bits on every CPU) or NAME,... (default: the target's;"
-        " cpu-int8: the first conv and the last dense)",
+        help="int8 targets: the conv/dense layers left in float: default (the first conv and"
+        " the last dense), classifier (the last dense), none (every layer int8: the same bits"
+        " on every CPU) or NAME,...; not given: the target's (cpu-int8: default; vta's whole"
+        " partition: none)",
     )
 
 
