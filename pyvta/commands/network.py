@@ -229,7 +229,6 @@ def batch_shapes(path: Path, batch: int, given: dict | None) -> dict:
 
 
 def add_keep_float_argument(p) -> None:
-    from pyvta.compiler.graph import KeepFloat
 
     p.add_argument(
         "--keep-float",
