@@ -229,7 +229,7 @@ def batch_shapes(path: Path, batch: int, given: dict | None) -> dict:
 
 
 def add_keep_float_argument(p) -> None:
-
+    """``--keep-float`` (parsed by :func:`keep_float_of`; the choices are ``KeepFloat``'s)."""
     p.add_argument(
         "--keep-float",
         dest="keep_float",
