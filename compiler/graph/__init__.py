@@ -19,6 +19,7 @@ _HOMES = {
     "options_for": "pipeline",
     "run_pipeline": "pipeline",
     "WeightScales": "passes.quantize_int8",
+    "KeepFloat": "passes.quantize_int8",
 }
 
 __all__ = sorted(_HOMES)

@@ -16,7 +16,7 @@ from pyvta.runtime.compiled_model import ArtifactError, CompiledModel, check_pat
 from pyvta.runtime.ir import Graph
 
 if TYPE_CHECKING:
-    from pyvta.compiler.graph.passes.quantize_int8 import WeightScales
+    from pyvta.compiler.graph.passes.quantize_int8 import KeepFloat, WeightScales
 
 
 def default_calibration(graph: Graph, count: int = 8, seed: int = 0) -> list[dict]:
@@ -32,7 +32,7 @@ def compile_model(
     path: str | Path,
     target: str = "vta",
     calibration_inputs: list[dict[str, np.ndarray]] | str | Path | None = None,
-    keep_float: tuple[str, ...] | None = None,
+    keep_float: tuple[str, ...] | KeepFloat | None = None,
     lower: bool = True,
     hw: HwConfig | None = None,
     cpu_schedules: dict | None = None,
@@ -57,7 +57,9 @@ def compile_model(
     conv, pools and last dense on the CPU), see ``compiler.targets.vta.partition_targets``.
     ``weight_scales`` (int8 targets, ``WeightScales``): one per layer, per output channel, or per
     channel where that brings a layer's output closer to float; default
-    ``pipeline.DEFAULT_WEIGHT_SCALES`` (one per layer)."""
+    ``pipeline.DEFAULT_WEIGHT_SCALES`` (one per layer). ``keep_float`` (int8 targets): the
+    conv2d/dense names left in float, or a ``KeepFloat`` choice (None: the target's default;
+    ``KeepFloat.NONE``: all int8, the same bits on every CPU)."""
     from pyvta.compiler.graph.onnx_import import import_onnx
     from pyvta.compiler.graph.pipeline import options_for, run_pipeline
     from pyvta.compiler.targets import TargetError, get_target

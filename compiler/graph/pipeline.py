@@ -38,7 +38,7 @@ from pyvta.compiler.graph.passes import (
     quantize_int8,
     remove_dead_code,
 )
-from pyvta.compiler.graph.passes.quantize_int8 import QuantConfig, WeightScales
+from pyvta.compiler.graph.passes.quantize_int8 import KeepFloat, QuantConfig, WeightScales
 from pyvta.runtime import layout
 from pyvta.runtime.ir import Graph, check_graph
 
@@ -117,7 +117,7 @@ DEFAULT_WEIGHT_SCALES = WeightScales.TENSOR
 def options_for(
     target,
     samples: list[dict[str, np.ndarray]] | None = None,
-    keep_float: tuple[str, ...] | None = None,
+    keep_float: tuple[str, ...] | KeepFloat | None = None,
     cpu_schedules: dict | None = None,
     block: int = layout.BLOCK_ELEMS,
     vta_partition: str = "whole",

@@ -6,7 +6,13 @@ from __future__ import annotations
 import argparse
 
 from pyvta.commands.common import add_config_argument, config_from
-from pyvta.commands.network import add_partition_argument, compile_for, plan_lines
+from pyvta.commands.network import (
+    add_keep_float_argument,
+    add_partition_argument,
+    compile_for,
+    keep_float_of,
+    plan_lines,
+)
 from pyvta.commands.vocabulary import TARGET_HELP
 
 HELP = "compile MODEL.onnx into an artifact (.npz: graph, constants, accelerator kernels)"
@@ -66,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         " default), channel (one per output channel), auto (per channel where it brings a layer"
         " closer to float on the calibration samples)",
     )
+    add_keep_float_argument(p)
     p.add_argument("-o", "--out", required=True, metavar="ARTIFACT.npz")
 
 
@@ -98,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         partition=args.partition,
         batch=args.batch,
         weight_scales=scales,
+        keep_float=keep_float_of(args.keep_float),
     )
     if cross is not None:
         from pyvta.compiler.graph.cpu_cross import cross_compile_cpu

@@ -38,13 +38,15 @@ def compile_for(
     partition: str | None = None,
     batch: int | None = None,
     weight_scales=None,
+    keep_float=None,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target`` (a
     ``compiler.targets.Target`` or a ``--target`` spelling); for the accelerator, its kernels
     are lowered here (tuned configs from ``tuning_log``); ``partition`` (``--partition``): what
     the accelerator takes, "whole" (default) or "legacy"; ``batch`` (``--batch``): the images
     per inference (every input's first dimension); ``weight_scales``: a quantized
-    target's ``WeightScales`` (None: the default)."""
+    target's ``WeightScales`` (None: the default); ``keep_float`` (``--keep-float``): a
+    quantized target's float layers, names or a ``KeepFloat`` (None: the default)."""
     from pyvta.compiler.graph.compile import compile_model
     from pyvta.isa import HwConfig
     from pyvta.runtime.compiled_model import CompiledModel
@@ -63,6 +65,7 @@ def compile_for(
                 ("--partition", partition is not None),
                 ("--batch", batch is not None),
                 ("--weight-scales", weight_scales is not None),
+                ("--keep-float", keep_float is not None),
             )
             if given
         ]
@@ -93,6 +96,10 @@ def compile_for(
         raise CommandError(
             f"--weight-scales applies to a quantized target; {spec.name} computes in float"
         )
+    if keep_float is not None and not spec.quantized:
+        raise CommandError(
+            f"--keep-float applies to a quantized target; {spec.name} computes in float"
+        )
     if spec.quantized:
         log(
             f"calibration: samples from {calibration}"
@@ -108,7 +115,7 @@ def compile_for(
     cm = compile_model(
         path, spec.name, calibration, lower=False, cpu_schedules=schedules,
         input_shapes=input_shapes, vta_partition=partition or "whole",
-        weight_scales=weight_scales,
+        weight_scales=weight_scales, keep_float=keep_float,
     )  # fmt: skip
     if spec.accelerator:
         hw = hw or HwConfig()
@@ -219,6 +226,36 @@ def batch_shapes(path: Path, batch: int, given: dict | None) -> dict:
         ]
         shapes[vi.name] = (batch, *dims[1:])
     return shapes | dict(given or {})
+
+
+def add_keep_float_argument(p) -> None:
+    """``--keep-float`` (parsed by :func:`keep_float_of`; the choices are ``KeepFloat``'s)."""
+    p.add_argument(
+        "--keep-float",
+        dest="keep_float",
+        metavar="LAYERS",
+        help="int8 targets: the conv/dense layers left in float: default (the first conv and"
+        " the last dense), classifier (the last dense), none (every layer int8: the same bits"
+        " on every CPU) or NAME,...; not given: the target's (cpu-int8: default; vta's whole"
+        " partition: none)",
+    )
+
+
+def keep_float_of(text: str | None):
+    """``--keep-float``: None (not given), a ``KeepFloat`` choice, or a tuple of layer names."""
+    from pyvta.compiler.graph import KeepFloat
+
+    if text is None:
+        return None
+    choices = {k.value: k for k in KeepFloat}
+    if text in choices:
+        return choices[text]
+    names = tuple(n for n in text.split(",") if n)
+    if not names:
+        raise CommandError(
+            f"--keep-float {text!r} (allowed: {', '.join(choices)} or layer names NAME,...)"
+        )
+    return names
 
 
 def add_partition_argument(p) -> None:

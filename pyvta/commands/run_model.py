@@ -11,8 +11,10 @@ import numpy as np
 
 from pyvta.commands.common import add_config_argument
 from pyvta.commands.network import (
+    add_keep_float_argument,
     add_partition_argument,
     compile_for,
+    keep_float_of,
     open_accelerator,
     plan_lines,
     vta_summary,
@@ -65,6 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--calibration", metavar="DATA", help="compiling: .npy folder or .npz samples")
     add_partition_argument(p)
+    add_keep_float_argument(p)
     p.add_argument(
         "--bitstream", metavar="DIR", help="pynq: the bitstream folder (manifest, .bit, .hwh)"
     )
@@ -100,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         input_shapes=input_shapes(args.input_shape or []),
         partition=args.partition,
         batch=args.batch,
+        keep_float=keep_float_of(args.keep_float),
     )
     feeds = model_inputs(cm, input_files, args.seed)
     vta = backends = None

@@ -41,12 +41,17 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     whole.save(out / "vta-whole.npz")
     cpu.save(out / "cpu.npz")  # compiled CPU kernels: a board without llvmlite refuses it
     from pyvta.compiler.backend.llvm.target import CpuTarget
+    from pyvta.compiler.graph import KeepFloat
     from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 
     int8 = compile_model(onnx_path, "cpu-int8")
+    # every conv/dense int8 (``--keep-float none``): no float value feeds a quantize, so every
+    # CPU computes the same bits
+    int8_all = compile_model(onnx_path, "cpu-int8", keep_float=KeepFloat.NONE)
     for arch in dict.fromkeys(("armhf", *arches)):  # x86's tests read the armhf ones
         name = ARM_CPUS[arch]  # the same models with their CPU kernels for the board
-        for cm, stem in ((cpu, "cpu"), (int8, "cpu-int8"), (vta, "vta")):
+        models = ((cpu, "cpu"), (int8, "cpu-int8"), (int8_all, "cpu-int8-all"), (vta, "vta"))
+        for cm, stem in models:
             cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.cross(name))
             cm.save(out / f"{stem}-{arch}.npz")
             cm.cpu_code = None
@@ -62,6 +67,7 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     (y_cpu,), _ = run_model(cpu, x)  # the host's JIT kernels
     with cpu_llvm.numpy_only():
         (y_int8,), _ = run_model(int8, x)  # as a board runs it without kernels for its CPU
+    (y_int8_all,), _ = run_model(int8_all, x)  # the host's JIT kernels (AVX-512 here)
     np.savez(
         out / "expected.npz",
         x=x,
@@ -70,6 +76,7 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
         whole=y_whole,
         cpu=y_cpu,
         int8=y_int8,
+        int8_all=y_int8_all,
     )
     from pyvta.testing.board_model import write_model_bitstream
 

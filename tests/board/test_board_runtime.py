@@ -196,6 +196,23 @@ def test_int8_artifact_with_kernels_for_the_boards_cpu(fixtures):
     assert same_as_host(y, expected["int8"])
 
 
+def test_all_int8_artifact_is_bit_identical_with_the_host(fixtures):
+    """``pyvta compile --target cpu-int8 --keep-float none --board ...``: every conv and dense
+    int8, so no float rounding feeds a quantize: the board's CPU (the Cortex-A9 without fused
+    multiply-add included) gives the host JIT's outputs bit for bit, where the default artifact
+    (float first conv) differs after requantization."""
+    expected = np.load(fixtures / "expected.npz")
+    if ARCH is None:  # x86's leg: the armhf artifact is refused here, naming its CPU
+        with pytest.raises(ArtifactError, match="cortex-a9"):
+            run_model(CompiledModel.load(fixtures / "cpu-int8-all-armhf.npz"), expected["x"])
+        return
+    cm = CompiledModel.load(fixtures / f"cpu-int8-all-{ARCH}.npz")
+    assert not [n.name for n in cm.graph.nodes if n.op in ("cpu_conv2d", "cpu_dense")]
+    (y,), _ = run_model(cm, expected["x"])
+    print(f"{ARCH}: max |y - host| {np.abs(y - expected['int8_all']).max():.3g}")
+    assert np.array_equal(y, expected["int8_all"])
+
+
 def test_vta_artifact_with_arm_cpu_layers(fixtures):
     """``pyvta compile --target vta --board ...``: the float CPU layers' products (first conv,
     classifier) from the shared object, the accelerator's on the simulator; on the board's CPU

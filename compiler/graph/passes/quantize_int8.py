@@ -28,7 +28,11 @@ would amplify the plain int8 mean's rounding).
 The result is a ``qconv2d``/``qdense`` node (int8 in and out) implementing the arithmetic of
 :mod:`runtime.vta_ops`; its ``acc_frac_bits`` attr records ``fa`` (for readers only). Float readers of a quantized value get a ``dequantize`` node that
 produces the original float name; quantized readers of a float value get a ``quantize`` node.
-Which nodes stay float: ``keep_float`` names, or by default the first conv2d and the last dense.
+Which nodes stay float: ``keep_float`` names, or a ``KeepFloat`` choice (default: the first conv2d
+and the last dense). A float layer whose output feeds a ``quantize`` makes the int8 codes depend on
+the CPU's float rounding (fused multiply-add or not, the vector width's reduction order), so only
+``KeepFloat.NONE`` (every conv2d/dense int8, the output a power-of-two ``dequantize``) gives the
+same bits on every CPU.
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ class WeightScales(enum.Enum):
 @dataclass
 class QuantConfig:
     """``samples``: calibration inputs (dicts input name -> array). ``keep_float``: node names to
-    leave in float; ``None`` means the first conv2d and the last dense (the VTA convention).
+    leave in float, or a ``KeepFloat`` choice; ``None`` is ``KeepFloat.DEFAULT`` (the first
+    conv2d and the last dense, the VTA convention).
     ``extra_bits``: activation scales may be up to this many bits finer than the max-range
     choice when that lowers the calibration quantization error (0: plain max calibration).
     ``bias_correction``: subtract the mean output shift that weight rounding causes (computed
@@ -76,7 +81,7 @@ class QuantConfig:
     (``choice_samples``: the calibration samples it compares on)."""
 
     samples: list[dict[str, np.ndarray]] = field(default_factory=list)
-    keep_float: tuple[str, ...] | None = None
+    keep_float: tuple[str, ...] | KeepFloat | None = None
     extra_bits: int = 2
     bias_correction: bool = True
     # max pool, global average pool and flatten of an int8 value stay int8 (the accelerator
@@ -88,11 +93,38 @@ class QuantConfig:
     auto_trials: int = 24  # AUTO: at most this many nodes tried on the whole graph's error
 
 
+class KeepFloat(enum.Enum):
+    """Which conv2d/dense layers an int8 target leaves in float (``pyvta compile --keep-float``)."""
+
+    DEFAULT = "default"  # the first conv2d and the last dense (the VTA convention)
+    CLASSIFIER = "classifier"  # the last dense only: the first conv is int8 too
+    NONE = "none"  # none: every value is an integer up to the output's dequantize
+
+
 def default_keep_float(graph: Graph) -> tuple[str, ...]:
     """The first conv2d and the last dense in node order."""
     convs = [n.name for n in graph.nodes if n.op == "conv2d"]
     denses = [n.name for n in graph.nodes if n.op == "dense"]
     return tuple(convs[:1] + denses[-1:])
+
+
+def keep_float_names(graph: Graph, keep: tuple[str, ...] | KeepFloat | None) -> tuple[str, ...]:
+    """The names of the layers ``keep`` leaves in float (None: ``KeepFloat.DEFAULT``); raises
+    ``GraphError`` for a name that is not a conv2d/dense of ``graph``."""
+    if keep is None or keep is KeepFloat.DEFAULT:
+        return default_keep_float(graph)
+    if keep is KeepFloat.CLASSIFIER:
+        return tuple([n.name for n in graph.nodes if n.op == "dense"][-1:])
+    if keep is KeepFloat.NONE:
+        return ()
+    layers = [n.name for n in graph.nodes if n.op in QUANTIZABLE]
+    unknown = [k for k in keep if k not in layers]
+    if unknown:
+        raise GraphError(
+            f"keep_float names {', '.join(unknown)}, not a conv2d/dense of the graph (allowed:"
+            f" {', '.join(layers)})"
+        )
+    return tuple(keep)
 
 
 def _to_int8(a: np.ndarray, frac_bits: int) -> np.ndarray:
@@ -404,7 +436,7 @@ def quantize_int8(graph: Graph, options) -> Graph:
     if cfg is None:
         return graph
     check_finite_constants(graph)
-    keep = set(cfg.keep_float if cfg.keep_float is not None else default_keep_float(graph))
+    keep = set(keep_float_names(graph, cfg.keep_float))
     cal = calibrate(graph, cfg.samples, cfg.extra_bits)
 
     def quantizable(n: Node) -> bool:

@@ -181,3 +181,39 @@ def test_tune_a_network_then_run_with_its_log(tmp_path, capsys):
     assert "tuned configs for" in out and "accelerator:" in out
     assert main(["run", onnx_path, "--tuning-log", str(tmp_path / "missing.jsonl")]) == 2
     assert "no tuning log" in capsys.readouterr().err
+
+
+def test_compile_and_run_with_keep_float(tmp_path, capsys):
+    """``--keep-float none``: every conv and dense int8 (no cpu_conv2d/cpu_dense left); a layer
+    name keeps that layer float; unknown names, empty lists and float targets are refused."""
+    from pyvta.compiler.graph.onnx_import import import_onnx
+    from pyvta.compiler.graph.zoo import save_model
+    from pyvta.runtime.compiled_model import CompiledModel
+
+    onnx_path = str(tmp_path / "r.onnx")
+    save_model("resnet18", onnx_path, size=32, classes=10, width=16)
+    artifact = tmp_path / "r.npz"
+    args = ["compile", onnx_path, "--target", "cpu-int8", "-o", str(artifact)]
+    floats = ("cpu_conv2d", "cpu_dense")
+    assert main([*args, "--keep-float", "none"]) == 0
+    ops = [n.op for n in CompiledModel.load(artifact).graph.nodes]
+    assert not set(floats) & set(ops) and "qdense" in ops
+    assert main([*args, "--keep-float", "default"]) == 0
+    ops = [n.op for n in CompiledModel.load(artifact).graph.nodes]
+    assert ops.count("cpu_conv2d") == 1 and ops.count("cpu_dense") == 1
+    third = [n.name for n in import_onnx(onnx_path).nodes if n.op == "conv2d"][2]
+    assert main([*args, "--keep-float", third]) == 0
+    cm = CompiledModel.load(artifact)
+    assert [n.name for n in cm.graph.nodes if n.op in floats] == [third]
+    capsys.readouterr()
+    assert main(["run", onnx_path, "--target", "cpu-int8", "--keep-float", "none"]) == 0
+    assert "output [1, 10]" in capsys.readouterr().out
+    assert main([*args, "--keep-float", "nope"]) == 2
+    assert "not a conv2d/dense" in capsys.readouterr().err
+    assert main([*args, "--keep-float", ","]) == 2
+    assert "allowed: default, classifier, none" in capsys.readouterr().err
+    assert main(["compile", onnx_path, "--target", "cpu", "-o", str(artifact), "--keep-float",
+                 "none"]) == 2  # fmt: skip
+    assert "--keep-float applies to a quantized target" in capsys.readouterr().err
+    assert main(["run", str(artifact), "--target", "cpu-int8", "--keep-float", "none"]) == 2
+    assert "--keep-float applies to compiling" in capsys.readouterr().err
