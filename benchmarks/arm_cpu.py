@@ -38,18 +38,12 @@ from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
 from pyvta.compiler.graph.zoo import save_model
 from pyvta.runtime.compiled_model import CompiledModel, run_model
-from pyvta.testing.arm import arm_python, pyvta_site, run_on_arm
+from pyvta.testing.arm import agreement, arm_python, pyvta_site, run_on_arm
 from pyvta.testing.board import ARM_CPUS
 
 SEED = 0
 VARIANTS = {"cpu": ("cpu", None), "cpu-int8": ("cpu-int8", None)}
 VARIANTS["cpu-int8/none"] = ("cpu-int8", KeepFloat.NONE)  # every conv/dense int8
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> str:
-    if np.array_equal(a, b):
-        return "bit-identical"
-    return f"max|diff|/max {float(np.abs(a - b).max() / np.abs(b).max()):.2e}"
 
 
 def main() -> None:
@@ -88,8 +82,8 @@ def main() -> None:
                 cm.cpu_code = None
                 (x86[level],), _ = run_model(other, x)
             line = (
-                f"{label:<13} x86 JIT (this host's level) vs x86 avx2: {_same(x86['avx2'], host)};"
-                f" vs x86 sse: {_same(x86['sse'], host)}"
+                f"{label:<13} x86 JIT (this host's level) vs x86 avx2: {agreement(x86['avx2'], host)};"
+                f" vs x86 sse: {agreement(x86['sse'], host)}"
             )
             print(line, flush=True)
             rows.append(line)
@@ -109,8 +103,8 @@ def main() -> None:
                     f" ({len(path.read_bytes()) >> 10} KiB artifact, cross-compiled in"
                     f" {build_s:.0f} s; emulated run {rep['seconds']} s); max|ARM-x86|/max|x86|"
                     f" {rel:.2e}, top-1 {'same' if y.argmax() == host.argmax() else 'DIFFERS'};"
-                    f" vs x86 avx2: {_same(y, x86['avx2'])}; vs x86 without FMA (sse):"
-                    f" {_same(y, x86['sse'])}"
+                    f" vs x86 avx2: {agreement(y, x86['avx2'])}; vs x86 without FMA (sse):"
+                    f" {agreement(y, x86['sse'])}"
                 )
                 print(line, flush=True)
                 rows.append(line)

@@ -32,16 +32,10 @@ from pyvta.compiler.graph.zoo import save_model
 from pyvta.hw.boards import BOARDS
 from pyvta.runtime import cpu_llvm
 from pyvta.runtime.compiled_model import CompiledModel, run_model
-from pyvta.testing.arm import arm_python, pyvta_site, run_on_arm
+from pyvta.testing.arm import agreement, arm_python, pyvta_site, run_on_arm
 from pyvta.testing.board import ARM_CPUS
 
 SEED = 0
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> str:
-    if np.array_equal(a, b):
-        return "bit-identical"
-    return f"max|diff|/max {float(np.abs(a - b).max() / np.abs(b).max()):.2e}"
 
 
 def main() -> None:
@@ -75,7 +69,7 @@ def main() -> None:
         cm.cpu_code = None
         (x86_sse,), _ = run_model(no_fma, x, device=driver.open("sim", config=cm.hw))
         print(
-            f"x86: JIT kernels vs numpy for the CPU layers' products: {_same(x86_jit, x86_numpy)}"
+            f"x86: JIT kernels vs numpy for the CPU layers' products: {agreement(x86_jit, x86_numpy)}"
         )
         site = pyvta_site(tmp)
         for arch in args.arches.split(","):
@@ -93,9 +87,9 @@ def main() -> None:
                 f"{arch} {rep['machine']} py {rep['python']} numpy {rep['numpy']}:"
                 f" {rep['cpu_code']}, {what}"
                 f" ({len(path.read_bytes()) >> 10} KiB artifact; emulated runs {rep['seconds']} s"
-                f" / {rep_np['seconds']} s); vs its numpy fallback there: {_same(y, y_np)};"
-                f" vs x86 JIT: {_same(y, x86_jit)}; vs x86 numpy: {_same(y, x86_numpy)};"
-                f" vs x86 without FMA (sse): {_same(y, x86_sse)};"
+                f" / {rep_np['seconds']} s); vs its numpy fallback there: {agreement(y, y_np)};"
+                f" vs x86 JIT: {agreement(y, x86_jit)}; vs x86 numpy: {agreement(y, x86_numpy)};"
+                f" vs x86 without FMA (sse): {agreement(y, x86_sse)};"
                 f" top-1 {'same' if y.argmax() == x86_jit.argmax() else 'DIFFERS'}",
                 flush=True,
             )

@@ -63,6 +63,14 @@ def pyvta_site(folder: Path) -> Path:
     return site
 
 
+def agreement(a: np.ndarray, b: np.ndarray) -> str:
+    """How an ARM run's output ``a`` agrees with another's ``b``: "bit-identical", or the
+    largest difference relative to ``b``'s largest magnitude."""
+    if np.array_equal(a, b):
+        return "bit-identical"
+    return f"max|diff|/max {float(np.abs(a - b).max() / np.abs(b).max()):.2e}"
+
+
 def run_on_arm(
     python: Path,
     site: Path,
