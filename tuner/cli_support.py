@@ -371,14 +371,18 @@ def tune_command(args: argparse.Namespace) -> int:
     if network:
         return _tune_network(args, spec)
     try:
-        backend = "llvm" if board else device or spec.tuner_backend
+        if board:  # a board's CPU tunes the CPU target's operators
+            from pyvta.compiler.targets import get_target
+
+            cpu_backend = get_target("cpu").tuner_backend
+        backend = cpu_backend if board else device or spec.tuner_backend
         if backend is None:
             raise ValueError(f"--target {spec.name} has no operators to tune (cpu, gpu, vta)")
         task = parse_workload(args.workload, backend)
         if board:
             from pyvta.tuner.cpu_remote import board_task
 
-            if task.target != "llvm":
+            if task.target != cpu_backend:
                 raise ValueError(f"--target {args.target} tunes CPU operators, not {task.name}")
             task = board_task(task, board.name)
     except ValueError as e:
