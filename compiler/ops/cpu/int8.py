@@ -402,6 +402,17 @@ def qconv2d_grouped_nchw(
 _ROUND_MAGIC = 12582912.0
 
 
+def _elementwise_nchw(shape, data, fn, parallel: bool):
+    """``(sch, [data, out])``: ``out[b, ch, y, x] = fn(data[b, ch, y, x])`` over NCHW ``shape``,
+    vectorized along the rows, images x channels x rows split over the threads (``parallel``)."""
+    out = compute(shape, lambda b, ch, y, x: fn(data[b, ch, y, x]), name="out")
+    s = create_schedule(out)
+    s[out].vectorize("x")
+    if parallel:
+        s[out].parallel(s[out].fuse(s[out].fuse("b", "ch"), "y"))
+    return s, [data, out]
+
+
 def quantize_nchw(shape, frac_bits: int, src_block: int | None = None, parallel: bool = True):
     """``(sch, [data, out])``: the graph's ``quantize`` as a kernel, bit-exact with
     :func:`runtime.cpu_ops.quantize` (``int8(clip(round_half_even(x * 2**frac_bits), -128,
@@ -423,12 +434,7 @@ def quantize_nchw(shape, frac_bits: int, src_block: int | None = None, parallel:
         return cast("int8", cast("int32", (v + magic) - magic))
 
     if src_block is None:
-        out = compute(shape, lambda b, ch, y, x: q(data[b, ch, y, x]), name="out")
-        s = create_schedule(out)
-        s[out].vectorize("x")
-        if parallel:
-            s[out].parallel(s[out].fuse(s[out].fuse("b", "ch"), "y"))
-        return s, [data, out]
+        return _elementwise_nchw(shape, data, q, parallel)
     blk = src_block
     out = compute(
         (n, -(-c // blk), blk, h, w),
@@ -453,14 +459,7 @@ def dequantize_nchw(shape, frac_bits: int, dst_block: int | None = None, paralle
     data = placeholder(shape, "int8", "data")
     scale = const(float(2.0**-frac_bits), "float32")
     if dst_block is None:
-        out = compute(
-            shape, lambda b, ch, y, x: cast("float32", data[b, ch, y, x]) * scale, name="out"
-        )
-        s = create_schedule(out)
-        s[out].vectorize("x")
-        if parallel:
-            s[out].parallel(s[out].fuse(s[out].fuse("b", "ch"), "y"))
-        return s, [data, out]
+        return _elementwise_nchw(shape, data, lambda v: cast("float32", v) * scale, parallel)
     blk = dst_block
 
     def f(b, co, y, x, ci):
