@@ -43,10 +43,12 @@ from onnx import helper
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
+from pyvta.compiler.targets import get_target
 from pyvta.compiler.targets.cpu.kernels import CpuKernels
 from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.executor import Executor
+from pyvta.runtime.ir import HOST
 
 MAX_REL_ERR = 1e-4
 
@@ -120,13 +122,14 @@ def measure(
     shape = cm.graph.values[cm.input_names[0]].shape
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     feeds = {cm.input_names[0]: x}
-    kind = CpuInt8Kernels if target == "cpu-int8" else CpuKernels
-    cpu = {"cpu": kind(cm.graph, threads)}
+    quantized = get_target(target).quantized
+    kind = CpuInt8Kernels if quantized else CpuKernels
+    cpu = {HOST: kind(cm.graph, threads)}
     ex = Executor(cm.graph, backends=cpu)
     outs, _ = ex.run(feeds)
     sess = onnxruntime_session(path, threads=threads, spin=False)
     ref = sess.run(None, feeds)[0]
-    if target == "cpu-int8":  # int8 differs from float (the kernels' bits: test_cpu_int8_kernels)
+    if quantized:  # int8 differs from float (the kernels' bits: test_cpu_int8_kernels)
         cos = float((outs[0] * ref).sum() / (np.linalg.norm(outs[0]) * np.linalg.norm(ref)))
         print(f"{name}: int8 output's cosine to onnxruntime's float {cos:.4f}")
     else:

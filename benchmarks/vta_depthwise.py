@@ -40,6 +40,7 @@ from pyvta.compiler.graph.zoo import save_model
 from pyvta.driver.kernel import load_kernel
 from pyvta.runtime import layout
 from pyvta.runtime.compiled_model import run_model
+from pyvta.runtime.ir import ACCELERATOR
 
 
 def _run(cm, x, device):
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
         path = Path(tmp) / "mobilenet.onnx"
         save_model("mobilenet", str(path), size=args.size)
         cm = compile_model(path, "vta", lower=False)
-    on_cpu = [f"{n.name} ({n.op})" for n in cm.graph.nodes if n.target != "vta"]
+    on_cpu = [f"{n.name} ({n.op})" for n in cm.graph.nodes if n.target != ACCELERATOR]
     print(
         f"MobileNet-style {args.size}x{args.size}, whole partition; CPU nodes: {', '.join(on_cpu)}"
     )
