@@ -306,18 +306,28 @@ def _pool_schedule(red, out, parallel: bool):
     return s
 
 
-def max_pool_nchwc(c, h, w, kernel, strides, pads, block, parallel=True):
-    """``(sch, [data, out])``: max pool of ``[1, C/c, H, W, c]``; padded cells never win."""
-    kh, kw = kernel
-    sh, sw = strides
-    oh, ow = _conv_shape(h, w, kernel, strides, pads)
+def _pool_window(c, h, w, kernel, strides, pads, block):
+    """A pool's input ``[1, C/c, H, W, c]``, output size, window axes and ``window(y, x)``:
+    the input cell ``(yy, xx)`` the window at output ``(y, x)`` reads and whether it is inside
+    the input (not padding)."""
+    (kh, kw), (sh, sw) = kernel, strides
     data = placeholder((1, c // block, h, w, block), "float32", "data")
     t, lft = pads[0], pads[1]
     ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
 
-    def f(n, ch, y, x, ci):
+    def window(y, x):
         yy, xx = y * sh + ry - t, x * sw + rx - lft
-        inside = all_(yy >= 0, yy < h, xx >= 0, xx < w)
+        return yy, xx, all_(yy >= 0, yy < h, xx >= 0, xx < w)
+
+    return data, _conv_shape(h, w, kernel, strides, pads), (ry, rx), window
+
+
+def max_pool_nchwc(c, h, w, kernel, strides, pads, block, parallel=True):
+    """``(sch, [data, out])``: max pool of ``[1, C/c, H, W, c]``; padded cells never win."""
+    data, (oh, ow), (ry, rx), window = _pool_window(c, h, w, kernel, strides, pads, block)
+
+    def f(n, ch, y, x, ci):
+        yy, xx, inside = window(y, x)
         return te_max(select(inside, data[n, ch, yy, xx, ci], const(F32_LOWEST)), [ry, rx])
 
     red = compute((1, c // block, oh, ow, block), f, name="pool")
@@ -329,14 +339,11 @@ def avg_pool_nchwc(c, h, w, kernel, strides, pads, block, count_include_pad, par
     """``(sch, [data, out])``: average pool of ``[1, C/c, H, W, c]``; padded cells add zero and
     count in the divisor only with ``count_include_pad`` (ONNX AveragePool)."""
     (kh, kw), (sh, sw) = kernel, strides
-    oh, ow = _conv_shape(h, w, kernel, strides, pads)
-    data = placeholder((1, c // block, h, w, block), "float32", "data")
     t, lft = pads[0], pads[1]
-    ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    data, (oh, ow), (ry, rx), window = _pool_window(c, h, w, kernel, strides, pads, block)
 
     def f(n, ch, y, x, ci):
-        yy, xx = y * sh + ry - t, x * sw + rx - lft
-        inside = all_(yy >= 0, yy < h, xx >= 0, xx < w)
+        yy, xx, inside = window(y, x)
         yc = minimum(maximum(yy, const(0)), const(h - 1))  # the read clamped into the input
         xc = minimum(maximum(xx, const(0)), const(w - 1))
         return te_sum(select(inside, data[n, ch, yc, xc, ci], const(0.0)), [ry, rx])
