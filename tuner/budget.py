@@ -8,11 +8,14 @@ Each round gives the next slice of trials (``slice_trials``) to the task with th
 expected gain: its weight (launches per inference) times Ansor's gradient estimate, the mix of
 the recent improvement rate of its best cost (over its last ``window`` trials) and the optimistic
 rate ``best / trials`` (its best could keep falling as fast as it did on average); with
-probability ``eps`` the task is drawn at random instead, so that no task starves. Every task
-first gets one slice (its ``initial`` configs: the compiler's default first), largest weighted
-default first. Tasks of one ``group`` are alternative templates of one layer (a CPU conv's
-direct, Winograd, pointwise schedules): the network counts the group's best only, and a task
-behind its group's best has its gain scaled by how far behind it is.
+probability ``eps`` the task is drawn at random instead, so that no task starves. Before any
+slice, a first pass measures every task's default (its first ``initial`` config: what the
+compiler runs untuned) alone: the tasks the untuned network runs first, largest expected work
+(``weight`` x ``flops``) first, so that the network's latency is known from the start; the
+rest of ``initial`` opens the task's later slices. Tasks of one ``group`` are alternative
+templates of one layer (a CPU conv's direct, Winograd, pointwise schedules): the network counts
+the group's best only, and a task behind its group's best has its gain scaled by how far
+behind it is.
 
 The budget is wall time and holds within a slice: a slice is measured ``chunk_trials`` at a
 time, none is started once the budget is spent, and a measurer that takes a deadline
@@ -26,9 +29,11 @@ same log and the records already there are fed to the tuners (never measured aga
 already spent (the sessions' spans, extended to their last record) counts against the budget,
 and the latency curve continues where it stopped.
 
-The network's estimated cost at a moment is the sum over tasks of their best cost so far times
-their weight (a task not measured yet counts with nothing: the curve starts once every task has
-a valid measurement).
+The network's estimated cost at a moment is the sum over layers (groups) of their weight times
+their best cost known then, the untuned schedule's counting from time 0 (the compiler has it
+before any tuning): so the curve starts at 0 with the untuned network. A layer whose default
+was not measured (the first pass cut by the budget, or it failed) counts an estimate: its
+``flops`` at the median seconds per flop of the measured defaults (``BudgetRun.baseline``).
 """
 
 from __future__ import annotations
@@ -85,15 +90,20 @@ def plot_path(log: str | os.PathLike) -> Path:
 @dataclass
 class BudgetTask:
     """One task of a network: ``weight``: its launches per inference; ``initial``: configs (or
-    indices) measured in its first slice (the compiler's default first); ``name``: for the
-    progress lines; ``group``: tasks of one group (non-empty) are one layer's templates, the
-    network counting the best of them (one weight for the group)."""
+    indices) measured first (the compiler's default first: the first pass measures it alone);
+    ``name``: for the progress lines; ``group``: tasks of one group (non-empty) are one layer's
+    templates, the network counting the best of them (one weight for the group); ``untuned``:
+    the untuned network runs this task's default (in a group, the template the compiler
+    picks); ``flops``: the work of one launch (0: unknown), for the first pass's order and the
+    estimate of a default not measured."""
 
     task: Task
     weight: float = 1.0
     initial: list = field(default_factory=list)
     name: str = ""
     group: str = ""
+    untuned: bool = True
+    flops: float = 0.0
 
 
 @dataclass
@@ -103,6 +113,9 @@ class _State:
     initial: list  # indices still to measure first
     curve: list = field(default_factory=list)  # best-so-far cost after each trial
     times: list = field(default_factory=list)  # (tuning seconds, cost) per trial
+    default: int | None = None  # the index of its default (``initial[0]``)
+    default_cost: float | None = None  # once measured
+    default_t: float | None = None  # the tuning time it was measured
 
     @property
     def best(self) -> float:
@@ -112,9 +125,11 @@ class _State:
     def n(self) -> int:
         return len(self.curve)
 
-    def note(self, t: float, cost: float) -> None:
+    def note(self, t: float, cost: float, index: int | None = None) -> None:
         self.curve.append(min(self.best, cost))
         self.times.append((t, cost))
+        if index is not None and index == self.default:
+            self.default_cost, self.default_t = cost, t
 
 
 @dataclass
@@ -123,7 +138,8 @@ class BudgetRun:
     time in all (resumed sessions included); ``n_resumed``: records read back from the log;
     ``n_measured``: measured in this session; ``n_cut``: candidates dropped at the budget's end
     (not started, or timed out under a bound cut to the time left); ``picks``: the task index
-    of each slice."""
+    of each slice; ``default_costs``: per task its default's measured cost (None: not
+    measured); ``first_pass_s``: the tuning time the first pass ended (None: not ended)."""
 
     tasks: list
     trials: list  # per task: [(t, cost), ...] in order
@@ -134,6 +150,8 @@ class BudgetRun:
     n_cut: int = 0
     picks: list = field(default_factory=list)
     session_starts_s: list = field(default_factory=list)  # tuning time each session began
+    default_costs: list = field(default_factory=list)
+    first_pass_s: float | None = None
 
     def best(self, i: int) -> float:
         return min((c for _, c in self.trials[i]), default=math.inf)
@@ -142,21 +160,56 @@ class BudgetRun:
         """Task indices per layer: a group's tasks together, an ungrouped task alone."""
         return _groups(self.tasks)
 
+    def baseline(self) -> tuple[list[float], int]:
+        """Per group (``groups``) the cost of one launch of the untuned network's schedule: its
+        untuned task's measured default, else an estimate (its ``flops`` x the median seconds
+        per flop of the measured ones), else inf; and how many groups are estimates."""
+        groups = self.groups()
+        known = [None] * len(groups)
+        for k, g in enumerate(groups):
+            costs = [
+                c
+                for i in g
+                if self.tasks[i].untuned
+                and i < len(self.default_costs)
+                and (c := self.default_costs[i]) is not None
+                and math.isfinite(c)
+            ]
+            known[k] = min(costs) if costs else None
+        rates = [c / self.tasks[g[0]].flops for c, g in zip(known, groups, strict=True)
+                 if c is not None and self.tasks[g[0]].flops > 0]  # fmt: skip
+        rate = float(np.median(rates)) if rates else None
+        out, n_est = [], 0
+        for c, g in zip(known, groups, strict=True):
+            if c is None and rate is not None and self.tasks[g[0]].flops > 0:
+                c = rate * self.tasks[g[0]].flops
+                n_est += 1
+            out.append(math.inf if c is None else c)
+        return out, n_est
+
     def latency(self) -> float:
-        return sum(min(self.best(i) for i in g) * self.tasks[g[0]].weight for g in self.groups())
+        base, _ = self.baseline()
+        return sum(
+            min(base[k], *(self.best(i) for i in g)) * self.tasks[g[0]].weight
+            for k, g in enumerate(self.groups())
+        )
 
     def latency_curve(self) -> list[tuple[float, float]]:
-        """``(tuning seconds, estimated network cost)`` after every trial once every layer has a
-        valid cost (none before)."""
+        """``(tuning seconds, estimated network cost)``: at 0 the untuned network's (where
+        ``baseline`` knows every layer), then after every trial once every layer has a cost."""
         events = sorted((t, i, c) for i, tr in enumerate(self.trials) for t, c in tr)
-        best = [math.inf] * len(self.tasks)
+        base, _ = self.baseline()
         groups = self.groups()
+        of = {i: k for k, g in enumerate(groups) for i in g}
+        now = list(base)  # per group: its best known cost
+        weight = [self.tasks[g[0]].weight for g in groups]
         out = []
+        if all(math.isfinite(b) for b in now):
+            out.append((0.0, sum(b * w for b, w in zip(now, weight, strict=True))))
         for t, i, c in events:
-            best[i] = min(best[i], c)
-            per = [min(best[j] for j in g) * self.tasks[g[0]].weight for g in groups]
-            if all(math.isfinite(b) for b in per):
-                out.append((t, sum(per)))
+            now[of[i]] = min(now[of[i]], c)
+            if all(math.isfinite(b) for b in now):
+                out.append((t, sum(b * w for b, w in zip(now, weight, strict=True))))
         return out
 
 
@@ -289,23 +342,31 @@ def tune_with_budget(
                 seen.setdefault(r.index, r.result)
         if seen:
             tn.update(list(seen), list(seen.values()))
-        first = [int(getattr(c, "index", c)) for c in spec.initial]
-        first = [i for i in dict.fromkeys(first) if i not in seen]
-        states.append(_State(spec, tn, first))
-        resumed.append(sorted((r.timestamp, r.cost) for r in seen.values()))
-    stamps = [ts for rs in resumed for ts, _ in rs]
+        first = list(dict.fromkeys(int(getattr(c, "index", c)) for c in spec.initial))
+        st = _State(spec, tn, [i for i in first if i not in seen], default=(first or [None])[0])
+        states.append(st)
+        resumed.append(sorted((r.timestamp, i, r.cost) for i, r in seen.items()))
+    stamps = [ts for rs in resumed for ts, _, _ in rs]
     spans = _extend_spans(spans, stamps)  # written back so: the time counted is the time shown
     clock, starts = _tuning_clock(spans, stamps)
     spent0 = starts.pop()
     pos = 0
     for st, rs in zip(states, resumed, strict=True):
-        for _ts, cost in rs:
-            st.note(clock[pos], cost)
+        for _ts, index, cost in rs:
+            st.note(clock[pos], cost, index)
             pos += 1
     n_resumed = pos
     run = BudgetRun([s.spec for s in states], [s.times for s in states], spent0, budget_s)
     run.n_resumed = n_resumed
     run.session_starts_s = [*starts, spent0]
+    # the first pass: every default not measured yet, alone; the untuned network's first
+    first_pass = [
+        k for k, s in enumerate(states) if s.default is not None and s.initial[:1] == [s.default]
+    ]
+    first_pass.sort(key=lambda k: (not tasks[k].untuned, -tasks[k].weight * (tasks[k].flops or 1)))
+    run.default_costs = [s.default_cost for s in states]
+    if not first_pass:
+        run.first_pass_s = _first_pass_end(states)
     if progress and n_resumed:
         progress(
             f"resumed {n_resumed} records from {log}; {spent0:.1f} s of the"
@@ -324,13 +385,13 @@ def tune_with_budget(
         return f"{c * 1e3:.4g} ms" if unit == "s" else f"{c:.6g} {unit}"
 
     done: set[int] = set()  # tasks whose space is exhausted
-    warm = [k for k, s in enumerate(states) if s.n == 0]
-    warm.sort(key=lambda k: -tasks[k].weight)
     try:
         while now() < budget_s:
-            if warm:
-                k = warm.pop(0)
-                how = "first slice"
+            st = states[first_pass[0]] if first_pass else None
+            if st is not None:
+                k = first_pass.pop(0)
+                how = "first pass: its default"
+                batch, st.initial = st.initial[:1], st.initial[1:]
             elif rng.random() < eps:
                 k = int(rng.choice([j for j in range(len(states)) if j not in done]))
                 how = "random (eps)"
@@ -340,11 +401,12 @@ def tune_with_budget(
                 ]
                 k = int(np.argmax(gains))
                 how = f"gain {gains[k]:.3g}/trial"
-            st = states[k]
-            batch, st.initial = st.initial[:slice_trials], st.initial[slice_trials:]
-            if len(batch) < slice_trials:
-                more = st.tuner.next_batch(slice_trials - len(batch))
-                batch += [i for i in more if i not in batch]
+            if st is None:
+                st = states[k]
+                batch, st.initial = st.initial[:slice_trials], st.initial[slice_trials:]
+                if len(batch) < slice_trials:
+                    more = st.tuner.next_batch(slice_trials - len(batch))
+                    batch += [i for i in more if i not in batch]
             if not batch:  # its space is exhausted: never pick it again
                 done.add(k)
                 if len(done) == len(states):
@@ -354,8 +416,11 @@ def tune_with_budget(
             kept, cut = _measure_slice(
                 measurer, st.spec.task, batch, chunk_trials, lambda: budget_s - now(), writer
             )
-            for _, res in kept:
-                st.note(spent0 + res.timestamp - t_start, res.cost)
+            for i, res in kept:
+                st.note(spent0 + res.timestamp - t_start, res.cost, i)
+            run.default_costs = [s.default_cost for s in states]
+            if run.first_pass_s is None and not first_pass:
+                run.first_pass_s = _first_pass_end(states)
             if kept:
                 st.tuner.update([i for i, _ in kept], [r for _, r in kept])
             run.n_measured += len(kept)
@@ -380,6 +445,12 @@ def tune_with_budget(
             _write_sessions(sessions_path(log), spans)
     run.spent_s = now()
     return run
+
+
+def _first_pass_end(states) -> float | None:
+    """The tuning time the last default was measured, or None while one is not."""
+    ends = [st.default_t for st in states if st.default is not None]
+    return None if None in ends else max(ends, default=0.0)
 
 
 def _gain(states, j: int, window: int) -> float:
@@ -419,32 +490,3 @@ def _measure_slice(measurer, task, batch, chunk_trials: int, left_s, writer):
                 writer.append(make_record(task, cfg, res))
             kept.append((i, res))
     return kept, len(batch) - len(kept)
-
-
-def plot_latency(
-    run: BudgetRun, path: str | os.PathLike, unit: str = "cycles", title: str = ""
-) -> str:
-    """The network's estimated cost over tuning time (a step per improvement) as a PNG."""
-    from matplotlib.figure import Figure
-
-    curve = run.latency_curve()
-    scale, label = (
-        (1e-6, "M cycles per inference") if unit == "cycles" else (1e3, "ms per inference")
-    )
-    fig = Figure(figsize=(6, 4), dpi=100)
-    ax = fig.subplots()
-    if curve:
-        t, c = zip(*curve, strict=True)
-        ax.step(np.array(t), np.array(c) * scale, where="post", color="k")
-        ax.axhline(curve[0][1] * scale, ls="--", color="gray", lw=0.8, label="first estimate")
-    ax.axvline(run.budget_s, ls=":", color="r", lw=0.8, label="budget")
-    for k, t in enumerate(run.session_starts_s[1:]):
-        ax.axvline(t, ls="-.", color="b", lw=0.8, label=None if k else "a session resumed")
-    ax.legend()
-    ax.set_xlabel("tuning time (s)")
-    ax.set_ylabel(label)
-    ax.set_title(title or f"{len(run.tasks)} tasks, budget {run.budget_s:.0f} s")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
-    return str(path)

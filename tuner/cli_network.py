@@ -110,7 +110,8 @@ def _flushed(line: str) -> None:
 def _tune_network_budget(args, tasks) -> int:
     """``--budget``: the network's tasks (``tuner.budget.BudgetTask``: a VTA network's layers,
     a CPU network's layers' templates) under one time budget (``tuner.budget``)."""
-    from pyvta.tuner.budget import plot_latency, plot_path, tune_with_budget
+    from pyvta.tuner.budget import plot_path, tune_with_budget
+    from pyvta.tuner.plot import plot_latency
     from pyvta.tuner.tune import default_measurer
 
     if not tasks:
@@ -144,10 +145,14 @@ def _tune_network_budget(args, tasks) -> int:
     for t, trials in zip(run.tasks, run.trials, strict=True):
         best = min((c for _, c in trials), default=float("inf"))
         print(f"{t.name[:60]:60s} {t.weight:2g} {best * scale:12.4f} {len(trials):6d}")
+    _, n_est = run.baseline()
+    est = f" ({n_est} layers' defaults estimated, not measured)" if n_est else ""
+    first = "-" if run.first_pass_s is None else f"{run.first_pass_s:.0f} s"
     if curve:
         print(
-            f"one inference: {curve[0][1] * scale:.4f} {shown} at {curve[0][0]:.0f} s ->"
+            f"one inference: {curve[0][1] * scale:.4f} {shown} untuned{est} ->"
             f" {curve[-1][1] * scale:.4f} {shown} ({curve[0][1] / curve[-1][1]:.3f}x);"
+            f" every default measured at {first};"
             f" {run.spent_s:.0f} s of {args.budget_s:.0f} s spent, {run.n_measured} measured now,"
             f" {run.n_resumed} resumed, {run.n_cut} cut at the budget"
         )

@@ -97,22 +97,33 @@ def _default_point(task, layer: CpuLayer):
 
 def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
     """``tuner.budget.BudgetTask`` per task of each layer (its templates, one group: the
-    network runs the best of them), weighted by the layer's launches, its first slice the
-    template's untuned knobs (:func:`_default_point`)."""
+    network runs the best of them), weighted by the layer's launches, its default the
+    template's untuned knobs (:func:`_default_point`), ``untuned`` for the template the
+    compiler picks untuned (``default_conv_schedule``), ``flops`` the layer's."""
+    from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
     from pyvta.tuner.budget import BudgetTask
+    from pyvta.tuner.cpu import schedule_of
 
-    return [
-        BudgetTask(
-            task,
-            layer.count,
-            [_default_point(task, layer)],
-            f"{task.name.removeprefix('cpu.').removesuffix('_nchwc')}"
-            f" {layer.workload.key.removeprefix('conv2d_nchwc ')}",
-            layer.workload.key,
-        )  # fmt: skip
-        for layer in layers
-        for task in _tasks(layer)
-    ]
+    out = []
+    for layer in layers:
+        wl = layer.workload
+        picked = default_conv_schedule(wl)["template"]
+        for task in _tasks(layer):
+            default = _default_point(task, layer)
+            template = schedule_of(task, default)["template"]
+            name = f"{template} {wl.key.removeprefix('conv2d_nchwc ')}"
+            out.append(
+                BudgetTask(
+                    task,
+                    layer.count,
+                    [default],
+                    name,
+                    wl.key,
+                    untuned=template == picked,
+                    flops=float(wl.flops),
+                )  # fmt: skip
+            )
+    return out
 
 
 def spread_trials(costs: list[float], total: int, floor: int = MIN_TRIALS) -> list[int]:

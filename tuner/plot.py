@@ -76,3 +76,42 @@ def plot_curve_grid(panels: dict, path: str, title: str = "") -> str:
     fig.tight_layout()
     fig.savefig(path)
     return path
+
+
+def plot_latency(run, path: str, unit: str = "cycles", title: str = "") -> str:
+    """A budgeted run's (``tuner.budget.BudgetRun``) estimated network cost over tuning time,
+    from 0 (the untuned network: ``BudgetRun.latency_curve``) as a step per improvement, with
+    the budget, the end of the first pass (every default measured) and each resumed session's
+    start; returns ``path``."""
+    from matplotlib.figure import Figure
+
+    curve = run.latency_curve()
+    _, n_est = run.baseline()
+    scale, label = (
+        (1e-6, "M cycles per inference") if unit == "cycles" else (1e3, "ms per inference")
+    )
+    fig = Figure(figsize=(7, 4), dpi=100)
+    ax = fig.subplots()
+    if curve:
+        t, c = zip(*curve, strict=True)
+        t, c = [*t, max(t[-1], run.spent_s)], [*c, c[-1]]  # held to the run's end
+        ax.step(np.array(t), np.array(c) * scale, where="post", color="k", label="best known")
+        est = f", {n_est} layers estimated" if n_est else ""
+        ax.axhline(curve[0][1] * scale, ls="--", color="gray", lw=0.8,
+                   label=f"untuned {curve[0][1] * scale:.4g}{est}")  # fmt: skip
+        ax.set_title(title + f": {curve[0][1] / curve[-1][1]:.3f}x over the untuned network")
+    else:
+        ax.set_title(title)
+    if run.first_pass_s is not None:
+        ax.axvline(run.first_pass_s, ls="--", color="g", lw=0.8, label="every default measured")
+    ax.axvline(run.budget_s, ls=":", color="r", lw=1.0, label="budget")
+    for k, t in enumerate(run.session_starts_s[1:]):
+        ax.axvline(t, ls="-.", color="b", lw=0.8, label=None if k else "a session resumed")
+    ax.set_xlim(0, max(run.budget_s, run.spent_s) * 1.03)
+    ax.legend(fontsize=8)
+    ax.set_xlabel("tuning time (s, sessions end to end)")
+    ax.set_ylabel(label)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    return str(path)

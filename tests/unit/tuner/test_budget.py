@@ -16,12 +16,12 @@ from pyvta.tuner.budget import (
     BudgetTask,
     expected_gain,
     parse_duration,
-    plot_latency,
     sessions_path,
     tune_with_budget,
 )
 from pyvta.tuner.log import read_records
 from pyvta.tuner.measure import InProcessMeasurer
+from pyvta.tuner.plot import plot_latency
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 
 SEED = 3
@@ -236,3 +236,64 @@ def test_cpu_network_budget_runs_and_continues(tmp_path):
     total = sum(b - a for a, b in spans)
     assert len(spans) == 2 and 30 <= total < 30 + 5
     assert (tmp_path / "r18.latency.png").stat().st_size > 0
+
+
+def test_the_first_pass_measures_every_default_and_the_curve_starts_at_zero(tmp_path):
+    """Every task's default (its first ``initial``) is measured alone before any slice, the
+    untuned network's tasks first, largest weight x flops first; the latency curve starts at 0
+    with the untuned network (weights x the untuned tasks' defaults, a group's other template
+    not counted there) and never rises; resumed, the defaults are read back, not measured."""
+    print(f"seed {SEED}")
+    big, small = tiled_gemm_task(256, 256, 256), tiled_gemm_task(64, 64, 64)
+    alt = tiled_gemm_task(128, 128, 128)
+    d_big, d_small, d_alt = big.space.get(9), small.space.get(6), alt.space.get(10)  # valid
+    tasks = [
+        BudgetTask(small, 2, [d_small], "small x2", flops=2 * 64**3),
+        BudgetTask(alt, 1, [d_alt], "big's other template", group="B", untuned=False,
+                   flops=2 * 256**3),
+        BudgetTask(big, 1, [d_big], "big", group="B", flops=2 * 256**3),
+    ]  # fmt: skip
+    log = tmp_path / "first.jsonl"
+    with InProcessMeasurer(SyntheticBackend(), repeats=1) as m:
+        run = tune_with_budget(tasks, 1.0, m, log=str(log), tuner="random", seed=SEED,
+                               slice_trials=4, progress=None)  # fmt: skip
+    recs = read_records(log)
+    first = [(r.task_key, r.index) for r in recs[:3]]
+    assert first == [(big.key, 9), (small.key, 6), (alt.key, 10)]  # untuned, by weight x flops
+    costs = {(r.task_key, r.index): r.result.cost for r in recs}
+    assert run.default_costs == [costs[(small.key, 6)], costs[(alt.key, 10)], costs[(big.key, 9)]]
+    untuned = 2 * costs[(small.key, 6)] + costs[(big.key, 9)]
+    curve = run.latency_curve()
+    assert curve[0] == (0.0, pytest.approx(untuned))
+    assert all(b[1] <= a[1] for a, b in zip(curve, curve[1:], strict=False))
+    assert curve[-1][1] == pytest.approx(run.latency()) and run.latency() <= untuned
+    later = sorted(t for tr in run.trials for t, _ in tr)[3:]  # the trials after the defaults
+    assert run.first_pass_s is not None and 0 < run.first_pass_s <= later[0]
+    assert run.baseline()[1] == 0  # nothing estimated
+
+    with InProcessMeasurer(SyntheticBackend(), repeats=1) as m:
+        more = tune_with_budget(tasks, run.spent_s + 0.5, m, log=str(log), tuner="random",
+                                seed=SEED, slice_trials=4, progress=None)  # fmt: skip
+    assert more.default_costs == run.default_costs
+    assert more.latency_curve()[0] == curve[0]
+    keys = [(r.task_key, r.index) for r in read_records(log)]
+    assert len(keys) == len(set(keys))
+
+
+def test_a_default_not_measured_is_estimated_by_its_flops():
+    """A layer whose default was not measured counts its flops at the median seconds per flop
+    of the measured defaults (so the curve still starts at 0); with no flops, no curve until
+    it is measured."""
+    from pyvta.tuner.budget import BudgetRun
+
+    t = tiled_gemm_task(64, 64, 64)
+    tasks = [BudgetTask(t, 1, flops=100.0), BudgetTask(t, 3, flops=300.0),
+             BudgetTask(t, 2, flops=50.0)]  # fmt: skip
+    trials = [[(1.0, 2.0)], [(2.0, 3.0)], []]
+    run = BudgetRun(tasks, trials, 3.0, 10.0, default_costs=[2.0, 3.0, None])
+    base, n_est = run.baseline()
+    assert n_est == 1 and base[:2] == [2.0, 3.0]
+    assert base[2] == pytest.approx(50.0 * 0.015)  # median of 2/100 and 3/300
+    assert run.latency_curve()[0] == (0.0, pytest.approx(2.0 + 3 * 3.0 + 2 * 0.75))
+    tasks[2].flops = 0.0
+    assert BudgetRun(tasks, trials, 3.0, 10.0, default_costs=[2.0, 3.0, None]).latency_curve() == []
