@@ -2,14 +2,16 @@
 against the compiler's default schedules and onnxruntime, side by side in one run.
 
 Run: .venv/bin/python benchmarks/tune_network.py [--models resnet18,mobilenet] [--size 224]
-     [--logs out/net] [--trials 16] [--top-k 3] [--rerank-rounds 15] [--rounds 30]
-     [--threads 2] [--no-rerank] [--cpu-time]
+     [--logs out/net] [--trials 16 | --budget 10m] [--top-k 3] [--explore 0]
+     [--screen-rounds 4] [--rerank-rounds 15] [--rounds 30] [--threads 2] [--no-rerank]
+     [--cpu-time] [--wall-threads 2]
 
 Per model (the zoo's, ``pyvta.compiler.graph.zoo``, seed 0): its tuning log
 ``LOGS/MODEL_cpu.jsonl`` (tuned first with ``pyvta tune MODEL.onnx --target cpu --trials N``
 when missing), re-ranked inside the network (``tuner.in_network.rerank_in_network``: each
 layer's default and ``--top-k`` best logged schedules timed node by node in the running
-network; ``--no-rerank`` keeps the choices already beside the log). Then four runs, interleaved
+network, with ``--explore`` more drawn from the layer's spaces and screening stages keeping
+the faster half; ``--no-rerank`` keeps the choices already beside the log). Then four runs, interleaved
 one inference at a time per round (the first of them rotating): onnxruntime, pyvta with the
 compiler's default schedules, with the log's isolated per-layer bests ("alone", what
 ``cpu_schedules`` chose before re-ranking), and with the in-network choices ("in network").
@@ -21,6 +23,8 @@ within 1e-4. The load average is printed before and after: the machine may be sh
 ``--cpu-time`` (one thread): the re-ranking and the runs are timed by the CPU time of the
 calling thread (``time.thread_time``), which leaves out the time it waited for a core: on a
 machine shared with other work the wall clock then compares the load more than the schedules.
+``--wall-threads N`` then repeats the four-way comparison on N threads by the wall clock (the
+choices still made at one thread), with the per-round paired ratio and its quartiles.
 The choices are written beside the log as LOG.network.json either way (the last run's).
 """
 
@@ -48,42 +52,28 @@ def load() -> str:
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
 
 
-def tune_log(model: str, onnx: Path, log: Path, trials: int) -> None:
+def tune_log(model: str, onnx: Path, log: Path, args) -> None:
     """``pyvta tune`` the model's CPU conv layers into ``log`` (its own process, as a user runs
-    it), unless the log is there."""
+    it: ``--budget`` if given, else ``--trials``), unless the log is there."""
     if log.exists():
         print(f"{model}: tuning log {log} ({sum(1 for _ in log.open())} records)")
         return
-    cmd = [sys.executable, "-m", "pyvta.cli", "tune", str(onnx), "--target", "cpu",
-           "--trials", str(trials), "--batch", "8", "--log", str(log), "--no-progress"]  # fmt: skip
+    how = ["--budget", args.budget] if args.budget else ["--trials", str(args.trials)]
+    cmd = [sys.executable, "-m", "pyvta.cli", "tune", str(onnx), "--target", "cpu", *how,
+           "--batch", "8", "--log", str(log), "--no-progress"]  # fmt: skip
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
     print(f"{model}: tuned in {time.perf_counter() - t0:.0f} s -> {log}")
 
 
-def bench(model: str, args, clock) -> dict[str, float]:
+def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dict[str, float]:
+    """onnxruntime, default, alone and in network on ``threads`` threads, interleaved one
+    inference at a time per round, timed by ``clock``; prints medians and ratios."""
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.tuner.cpu_network import tuned_schedules
-    from pyvta.tuner.in_network import rerank_in_network
 
-    folder = Path(args.logs)
-    folder.mkdir(parents=True, exist_ok=True)
-    onnx = folder / f"{model}_{args.size}.onnx"
-    if not onnx.exists():
-        zoo.save_model(model, str(onnx), size=args.size, seed=0)
-    log = folder / f"{model}_{args.size}_cpu.jsonl"
-    tune_log(model, onnx, log, args.trials)
-    if not args.no_rerank:
-        t0 = time.perf_counter()
-        rr = rerank_in_network(
-            onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
-            clock=clock,
-        )  # fmt: skip
-        print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
-              f" ({args.rerank_rounds} rounds; * = chosen; ms per inference, all launches):")  # fmt: skip
-        print(rr.summary())
     x = zoo.sample_inputs(1, args.size, 0)[0]
-    sess = onnxruntime_session(str(onnx), threads=args.threads, spin=False)
+    sess = onnxruntime_session(str(onnx), threads=threads, spin=False)
     ref = sess.run(None, {"input": x})[0]
     runs = {"onnxruntime": lambda: sess.run(None, {"input": x})}
     schedules = {
@@ -93,7 +83,7 @@ def bench(model: str, args, clock) -> dict[str, float]:
     }
     for key, sched in schedules.items():
         cm = compile_model(str(onnx), "cpu", cpu_schedules=sched)
-        kernels = {"cpu": CpuKernels(cm.graph, args.threads)}
+        kernels = {"cpu": CpuKernels(cm.graph, threads)}
 
         def run(cm=cm, kernels=kernels):
             return run_model(cm, x, backends=kernels)[0]
@@ -103,7 +93,10 @@ def bench(model: str, args, clock) -> dict[str, float]:
         runs[key] = run
     names = list(runs)
     times: dict[str, list[float]] = {k: [] for k in names}
-    print(f"{model}: {args.rounds} rounds; load average before: {load()}")
+    what = "thread CPU time" if clock is time.thread_time else "wall clock"
+    print(
+        f"{model}: {threads} threads, {what}, {args.rounds} rounds; load average before: {load()}"
+    )
     for r in range(args.rounds):
         for j in range(len(names)):
             key = names[(r + j) % len(names)]
@@ -121,10 +114,40 @@ def bench(model: str, args, clock) -> dict[str, float]:
         "default / onnxruntime": med["onnxruntime"] / med["default"],
     }
     # per round, the paired ratio (same moment, same load): its median is steadier
-    paired = np.median(np.array(times["default"]) / np.array(times["in network"]))
-    out["in network / default, paired"] = float(paired)
+    paired = np.array(times["default"]) / np.array(times["in network"])
+    out["in network / default, paired"] = float(np.median(paired))
+    q1, q3 = np.percentile(paired, [25, 75])
     print(f"  {model} speed-ups (x > 1: the first is faster): "
-          + ", ".join(f"{k} {v:.3f}x" for k, v in out.items()))  # fmt: skip
+          + ", ".join(f"{k} {v:.3f}x" for k, v in out.items())
+          + f" (paired quartiles {q1:.3f}-{q3:.3f})")  # fmt: skip
+    return out
+
+
+def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
+    from pyvta.tuner.in_network import rerank_in_network
+
+    folder = Path(args.logs)
+    folder.mkdir(parents=True, exist_ok=True)
+    onnx = folder / f"{model}_{args.size}.onnx"
+    if not onnx.exists():
+        zoo.save_model(model, str(onnx), size=args.size, seed=0)
+    log = folder / f"{model}_{args.size}_cpu.jsonl"
+    tune_log(model, onnx, log, args)
+    if not args.no_rerank:
+        t0 = time.perf_counter()
+        rr = rerank_in_network(
+            onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
+            clock=clock, explore=args.explore, screen_rounds=args.screen_rounds,
+        )  # fmt: skip
+        print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
+              f" (top {args.top_k} + {args.explore} from the spaces, {args.rerank_rounds} final"
+              f" rounds; * = chosen; ms per inference, all launches):")  # fmt: skip
+        print(rr.summary())
+    out = {f"{args.threads} thread(s)": compare(model, onnx, log, args, args.threads, clock)}
+    if args.wall_threads:
+        out[f"{args.wall_threads} threads wall"] = compare(
+            model, onnx, log, args, args.wall_threads, time.perf_counter
+        )
     return out
 
 
@@ -136,10 +159,18 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--logs", default="out/net", help="folder of the models and their logs")
     ap.add_argument("--trials", type=int, default=16, help="per layer, when tuning a log")
+    ap.add_argument(
+        "--budget", default="", help="when tuning a log: pyvta tune --budget (e.g. 10m)"
+    )
     ap.add_argument("--top-k", dest="top_k", type=int, default=3)
+    ap.add_argument("--explore", type=int, default=0,
+                    help="per layer, schedules drawn from its spaces, tried in the network too")  # fmt: skip
+    ap.add_argument("--screen-rounds", dest="screen_rounds", type=int, default=4)
     ap.add_argument("--rerank-rounds", dest="rerank_rounds", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--wall-threads", dest="wall_threads", type=int, default=0,
+                    help="also compare on this many threads by the wall clock")  # fmt: skip
     ap.add_argument("--no-rerank", dest="no_rerank", action="store_true")
     ap.add_argument("--cpu-time", dest="cpu_time", action="store_true",
                     help="time by the calling thread's CPU time (needs --threads 1)")  # fmt: skip
@@ -153,9 +184,12 @@ def main() -> None:
     print(f"timed by: {what}")
     summary = {m: bench(m, args, clock) for m in args.models.split(",")}
     print("summary (default / tuned in network; goal >= 1.1x):")
-    for m, r in summary.items():
-        print(f"  {m}: {r['in network / default']:.3f}x (paired {r['in network / default, paired']:.3f}x),"
-              f" isolated bests {r['alone / default']:.3f}x, vs onnxruntime {r['in network / onnxruntime']:.3f}x")  # fmt: skip
+    for m, per in summary.items():
+        for how, r in per.items():
+            print(f"  {m}, {how}: {r['in network / default']:.3f}x"
+                  f" (paired {r['in network / default, paired']:.3f}x),"
+                  f" isolated bests {r['alone / default']:.3f}x,"
+                  f" vs onnxruntime {r['in network / onnxruntime']:.3f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -139,6 +139,63 @@ def _inputs(graph, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
+def space_candidates(layer, n: int, seed: int, taken: list[Candidate]) -> list[Candidate]:
+    """Up to ``n`` schedules of ``layer``'s templates' spaces not among ``taken``, drawn at
+    random (``seed``) over the templates in turn: candidates no isolated measurement vouches
+    for, tried in the network itself (``alone_ms`` None)."""
+    from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
+
+    rng = np.random.default_rng(seed)
+    seen = {json.dumps(c.schedule, sort_keys=True) for c in taken}
+    tasks = nchwc_conv_tasks(layer.workload)
+    order = [rng.permutation(t.space.size)[: 4 * n + 8] for t in tasks]
+    out = []
+    for j in range(max(len(o) for o in order)):
+        for task, idx in zip(tasks, order, strict=True):
+            if j >= len(idx) or len(out) >= n:
+                continue
+            cfg = task.space.get(int(idx[j]))
+            sched = schedule_of(task, cfg)
+            key = json.dumps(sched, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(Candidate(f"space {task.key}#{cfg.index}", sched))
+    return out
+
+
+class _Variants:
+    """The network built with one candidate per layer (``pick``: {workload key: candidate
+    index}), each build kept while its picks may run again."""
+
+    def __init__(self, model, cands: dict, threads: int, clock, progress):
+        self.model, self.cands, self.threads, self.clock = model, cands, threads, clock
+        self.progress, self.built, self.n_built = progress, {}, 0
+
+    def get(self, pick: dict):
+        from pyvta.compiler.targets.cpu.kernels import CpuKernels
+        from pyvta.runtime.executor import Executor
+
+        tag = tuple(sorted(pick.items()))
+        if tag in self.built:
+            return self.built[tag]
+        graph = _plan(self.model, {k: self.cands[k][i].schedule for k, i in pick.items()})
+        keys = _conv_keys(graph)
+        for n in graph.nodes:  # the plan runs what was asked (it could refuse a schedule)
+            want = self.cands[keys[n.name]][pick[keys[n.name]]].schedule if n.name in keys else None
+            if want is not None and n.attrs["schedule"] != want:
+                raise InNetworkError(f"{n.name}: the plan runs {n.attrs['schedule']}, not {want}")
+        t0 = time.perf_counter()
+        executor = Executor(graph, None, {"cpu": CpuKernels(graph, self.threads)}, self.clock)
+        self.n_built += 1
+        if self.progress:
+            self.progress(f"variant {self.n_built}: built in {time.perf_counter() - t0:.0f} s")
+        self.built[tag] = (executor, keys, pick)
+        return self.built[tag]
+
+    def keep_only(self, tags: list) -> None:
+        self.built = {t: v for t, v in self.built.items() if t in tags}
+
+
 def rerank_in_network(
     model: str | os.PathLike,
     log: str | os.PathLike,
@@ -149,62 +206,84 @@ def rerank_in_network(
     progress=print,
     write: bool = True,
     clock=time.perf_counter,
+    explore: int = 0,
+    screen_rounds: int = 4,
+    keep: int = 2,
 ) -> Rerank:
-    """Time each conv layer's default and ``top_k`` best logged schedules inside ``model``
-    (an ONNX path) on ``threads`` threads (default: all cores) for ``rounds`` rounds (see the
-    module docstring) and choose per layer the fastest there; with ``write`` the choices go to
-    :func:`in_network_path` of ``log``. Every variant's output must match the default's (else
-    ``InNetworkError``). ``clock`` times each node (``time.thread_time`` with ``threads=1``:
-    the CPU time of the calling thread, which leaves out the time it waited for a core on a
-    shared machine; the kernels then run on the calling thread only)."""
-    from pyvta.compiler.targets.cpu.kernels import CpuKernels
-    from pyvta.runtime.executor import Executor
+    """Time each conv layer's default, ``top_k`` best logged schedules and ``explore``
+    schedules drawn from its spaces (:func:`space_candidates`) inside ``model`` (an ONNX
+    path) on ``threads`` threads (default: all cores), and choose per layer the fastest there
+    (see the module docstring); with ``write`` the choices go to :func:`in_network_path` of
+    ``log``. While a layer has more than ``keep`` candidates, a screening stage of
+    ``screen_rounds`` rounds keeps the faster half (at least ``keep``) of each layer's (by
+    median, every stage's times counted); the last stage runs ``rounds`` rounds. Every
+    variant's output must match the default's (else ``InNetworkError``). ``clock`` times each
+    node (``time.thread_time`` with ``threads=1``: the CPU time of the calling thread, which
+    leaves out the time it waited for a core on a shared machine; the kernels then run on the
+    calling thread only)."""
     from pyvta.tuner.cpu import cpu_measured_on
     from pyvta.tuner.cpu_network import cpu_network_layers
 
-    if top_k < 1 or rounds < 1:
-        raise InNetworkError(f"top_k and rounds must be >= 1, got {top_k} and {rounds}")
+    if top_k < 0 or rounds < 1 or screen_rounds < 1 or keep < 1 or explore < 0:
+        raise InNetworkError(
+            f"top_k and explore must be >= 0, rounds, screen_rounds and keep >= 1; got"
+            f" {top_k}, {explore}, {rounds}, {screen_rounds}, {keep}"
+        )
+    if top_k + explore < 1:
+        raise InNetworkError("top_k and explore must be >= 1 together (the default's rivals)")
     if clock is time.thread_time and threads != 1:
         raise InNetworkError("clock time.thread_time times the calling thread: needs threads=1")
     threads = threads or os.cpu_count() or 1
-    layers = cpu_network_layers(str(model))
-    cands = {layer.workload.key: top_candidates(log, layer, top_k) for layer in layers}
-    n_var = max(len(c) for c in cands.values())
-    variants = []  # (executor, node -> key, {key: candidate index})
-    for v in range(n_var):
-        pick = {key: v % len(c) for key, c in cands.items()}
-        graph = _plan(model, {key: cands[key][i].schedule for key, i in pick.items()})
-        keys = _conv_keys(graph)
-        for n in graph.nodes:  # the plan runs what was asked (it could refuse a schedule)
-            want = cands[keys[n.name]][pick[keys[n.name]]].schedule if n.name in keys else None
-            if want is not None and n.attrs["schedule"] != want:
-                raise InNetworkError(f"{n.name}: the plan runs {n.attrs['schedule']}, not {want}")
-        t0 = time.perf_counter()
-        executor = Executor(graph, None, {"cpu": CpuKernels(graph, threads)}, clock)
+    cands = {}
+    for k, layer in enumerate(cpu_network_layers(str(model))):
+        c = top_candidates(log, layer, top_k)
+        cands[layer.workload.key] = c + space_candidates(layer, explore, seed + k, c)
+    variants = _Variants(model, cands, threads, clock, progress)
+    alive = {key: list(range(len(c))) for key, c in cands.items()}
+    executor = variants.get({key: 0 for key in cands})[0]  # every layer's default
+    x = _inputs(executor.graph, seed)
+    ref = executor.run(x)[0][0]
+    while True:
+        n_var = max(len(a) for a in alive.values())
+        final = n_var <= keep
+        stage = [variants.get({k: a[v % len(a)] for k, a in alive.items()}) for v in range(n_var)]
+        variants.keep_only([tuple(sorted(p.items())) for _, _, p in stage])
+        for executor, _, _ in stage:
+            out = executor.run(x)[0][0]
+            err = float(np.abs(out - ref).max() / (np.abs(ref).max() + 1e-30))
+            if not err < MAX_REL_ERR:
+                raise InNetworkError(f"a variant's output differs from the default's ({err:.3g})")
+        _time_rounds(stage, cands, x, rounds if final else screen_rounds)
+        if final:
+            break
+        alive = {
+            k: sorted(a, key=lambda i, k=k: cands[k][i].median_ms)[: max(keep, -(-len(a) // 2))]
+            for k, a in alive.items()
+        }
         if progress:
-            progress(f"variant {v + 1}/{n_var}: built in {time.perf_counter() - t0:.0f} s")
-        variants.append((executor, keys, pick))
-    x = _inputs(variants[0][0].graph, seed)
-    ref = variants[0][0].run(x)[0][0]  # variant 1 runs every layer's default
-    for v, (executor, _, _) in enumerate(variants[1:], 2):
-        out = executor.run(x)[0][0]
-        err = float(np.abs(out - ref).max() / (np.abs(ref).max() + 1e-30))
-        if not err < MAX_REL_ERR:
-            raise InNetworkError(f"variant {v}'s output differs from the default's ({err:.3g})")
-    for r in range(rounds):
-        for j in range(n_var):
-            executor, keys, pick = variants[(r + j) % n_var]
-            per_key: dict[str, float] = {}
-            for row in executor.run(x)[1].rows:
-                if row.node in keys:
-                    per_key[keys[row.node]] = per_key.get(keys[row.node], 0.0) + row.ms
-            for key, ms in per_key.items():
-                cands[key][pick[key]].ms.append(ms)
+            progress(f"screened: {sum(map(len, alive.values()))} candidates left")
     chosen = {key: min(c, key=lambda c: c.median_ms).schedule for key, c in cands.items()}
     out = Rerank(cands, chosen, rounds, threads)
     if write:
         _write(in_network_path(log), out, cpu_measured_on())
     return out
+
+
+def _time_rounds(stage, cands, x, rounds: int) -> None:
+    """Run the ``stage``'s variants interleaved, one inference each per round (the first
+    rotating), adding each conv node's time (summed per layer) to its candidate's."""
+    n_var = len(stage)
+    for r in range(rounds):
+        for j in range(n_var):
+            executor, keys, pick = stage[(r + j) % n_var]
+            per_key: dict[str, float] = {}
+            for row in executor.run(x)[1].rows:
+                if row.node in keys:
+                    per_key[keys[row.node]] = per_key.get(keys[row.node], 0.0) + row.ms
+            for key, ms in per_key.items():
+                if pick[key] in (p[key] for _, _, p in stage[: (r + j) % n_var]):
+                    continue  # a candidate that runs in two variants of a stage: timed once
+                cands[key][pick[key]].ms.append(ms)
 
 
 def _write(path: Path, rerank: Rerank, machine: str) -> None:

@@ -87,9 +87,8 @@ def plot_latency(run, path: str, unit: str = "cycles", title: str = "") -> str:
 
     curve = run.latency_curve()
     _, n_est = run.baseline()
-    scale, label = (
-        (1e-6, "M cycles per inference") if unit == "cycles" else (1e3, "ms per inference")
-    )
+    scale, shown = (1e-6, "M cycles") if unit == "cycles" else (1e3, "ms")
+    label = f"{shown} per inference"
     fig = Figure(figsize=(7, 4), dpi=100)
     ax = fig.subplots()
     if curve:
@@ -98,7 +97,7 @@ def plot_latency(run, path: str, unit: str = "cycles", title: str = "") -> str:
         ax.step(np.array(t), np.array(c) * scale, where="post", color="k", label="best known")
         est = f", {n_est} layers estimated" if n_est else ""
         ax.axhline(curve[0][1] * scale, ls="--", color="gray", lw=0.8,
-                   label=f"untuned {curve[0][1] * scale:.4g}{est}")  # fmt: skip
+                   label=f"untuned network {curve[0][1] * scale:.4g} {shown}{est}")  # fmt: skip
         ax.set_title(title + f": {curve[0][1] / curve[-1][1]:.3f}x over the untuned network")
     else:
         ax.set_title(title)

@@ -5,6 +5,7 @@ applied by cpu_schedules."""
 from __future__ import annotations
 
 import json
+import statistics
 import time
 
 import onnx
@@ -103,7 +104,37 @@ def test_choices_file_is_checked(tmp_path):
     in_network_path(log).write_text("{not json")
     with pytest.raises(InNetworkError, match="not an in-network choices file"):
         in_network_choices(log)
-    with pytest.raises(InNetworkError, match="top_k and rounds must be >= 1"):
-        rerank_in_network(tmp_path / "m.onnx", log, top_k=0)
+    with pytest.raises(InNetworkError, match="rounds, screen_rounds and keep >= 1"):
+        rerank_in_network(tmp_path / "m.onnx", log, rounds=0)
     with pytest.raises(InNetworkError, match="needs threads=1"):
         rerank_in_network(tmp_path / "m.onnx", log, threads=2, clock=time.thread_time)
+
+
+def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net, seed):
+    """Default + 1 logged + 3 drawn from the spaces per layer: screening stages (2 rounds)
+    keep each layer's faster half until 2 are left, which get the final rounds; a candidate
+    dropped has only the rounds of the stages it ran in, every finalist beat every dropped one
+    at the stage that dropped it, and the choice is the finalists' lowest median."""
+    from pyvta.tuner.in_network import space_candidates
+
+    path, layers, log = small_net
+    top = top_candidates(log, layers[0], 1)
+    extra = space_candidates(layers[0], 3, seed, top)
+    scheds = [json.dumps(c.schedule, sort_keys=True) for c in top + extra]
+    assert len(set(scheds)) == len(scheds) and all(c.alone_ms is None for c in extra)
+    lines = []
+    rr = rerank_in_network(path, log, top_k=1, explore=3, rounds=4, screen_rounds=2, keep=2,
+                           threads=1, seed=seed, progress=lines.append, write=False)  # fmt: skip
+    print(rr.summary())
+    assert sum("screened" in ln for ln in lines) == 2  # 5 -> 3 -> 2
+    for key, cands in rr.candidates.items():
+        n = sorted(len(c.ms) for c in cands)
+        if len(cands) == 5:
+            assert n == [2, 2, 4, 8, 8]  # dropped after 1 stage, after 2, the 2 finalists
+            finalists = [c for c in cands if len(c.ms) == 8]
+            assert rr.chosen[key] == min(finalists, key=lambda c: statistics.median(c.ms)).schedule
+            first = [c for c in cands if len(c.ms) == 2]
+            assert max(statistics.median(c.ms[:2]) for c in finalists) <= min(
+                statistics.median(c.ms) for c in first
+            )
+    assert sum(len(c) == 5 for c in rr.candidates.values()) >= len(layers) - 1
