@@ -18,6 +18,11 @@ round (the first variant rotating), for ``rounds`` rounds, every node timed by t
 network gives it, under the same load as its rivals. Per layer the candidate with the lowest
 median time per inference (all its launches added) wins.
 
+A search in the network: ``explore`` more candidates per layer drawn from its templates'
+spaces (no isolated measurement vouches for them) and screening stages in the manner of
+successive halving: while a layer has more than ``keep`` candidates, a stage of a few rounds
+keeps the faster half of each layer's; the finalists get the full ``rounds``.
+
 The choices go to ``<log>.network.json`` (:func:`in_network_path`); ``tuner.cpu_network.
 cpu_schedules`` takes them over the isolated bests on a host of the same kind.
 """
