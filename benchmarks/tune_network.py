@@ -11,8 +11,8 @@ Per model (the zoo's, ``pyvta.compiler.graph.zoo``, seed 0): its tuning log
 when missing), re-ranked inside the network (``tuner.in_network.rerank_in_network``: each
 layer's default and ``--top-k`` best logged schedules timed node by node in the running
 network, with ``--explore`` more drawn from the layer's spaces and screening stages keeping
-the faster half; ``--no-rerank`` keeps the choices already beside the log). Then four runs, interleaved
-one inference at a time per round (the first of them rotating): onnxruntime, pyvta with the
+the faster half; ``--no-rerank`` keeps the choices already beside the log). Then four
+runs, interleaved one inference at a time per round (the first rotating): onnxruntime, pyvta with the
 compiler's default schedules, with the log's isolated per-layer bests ("alone", what
 ``cpu_schedules`` chose before re-ranking), and with the in-network choices ("in network").
 Each reports its median over ``--rounds``; ratios: default / tuned (> 1: tuning helps) and
