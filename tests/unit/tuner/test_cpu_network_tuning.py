@@ -257,3 +257,22 @@ def test_direct_and_pointwise_configs_pass_the_reference_check(flat):
     for task, cfg in cfgs:
         (res,) = InProcessMeasurer(backend, repeats=1).measure(task, [cfg])
         assert res.ok, (task.name, res.error, res.msg[-300:])
+
+
+def test_budget_tasks_mark_the_template_the_untuned_network_runs(small_resnet):
+    """``cpu_budget_tasks``: one group per layer, its templates' tasks; exactly one per group
+    is ``untuned`` (the template ``default_conv_schedule`` picks), each with the layer's flops
+    and launches, and its default (the first pass measures it) a point of its space."""
+    from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
+    from pyvta.tuner.cpu_network import cpu_budget_tasks
+
+    layers = cpu_network_layers(small_resnet)
+    tasks = cpu_budget_tasks(layers)
+    assert len({t.group for t in tasks}) == len(layers)
+    for layer in layers:
+        mine = [t for t in tasks if t.group == layer.workload.key]
+        assert [t.task.name for t in mine] == [t.name for t in nchwc_conv_tasks(layer.workload)]
+        (untuned,) = [t for t in mine if t.untuned]
+        picked = default_conv_schedule(layer.workload)["template"]
+        assert schedule_of(untuned.task, untuned.initial[0])["template"] == picked
+        assert all(t.flops == layer.workload.flops > 0 and t.weight == layer.count for t in mine)
