@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from pyvta.tuner.log import best_record, read_records
 
 PRETUNED = Path(__file__).resolve().parent / "pretuned"
@@ -63,9 +65,9 @@ def _tasks(layer: CpuLayer):
     return nchwc_conv_tasks(layer.workload)
 
 
-def _default_point(task, layer: CpuLayer):
-    """The compiler's untuned knobs of the task's template as a point of its space (the
-    first point where they are not one)."""
+def _default_knobs(task, layer: CpuLayer) -> dict | None:
+    """The compiler's untuned knobs of the task's template, named as its space names them
+    (None: the template has no untuned choice here: a Winograd tile that does not fit)."""
     from pyvta.compiler.targets.cpu.kernels import (
         default_conv_schedule,
         default_direct_knobs,
@@ -74,32 +76,64 @@ def _default_point(task, layer: CpuLayer):
 
     wl = layer.workload
     if task.name == "cpu.conv2d_nchwc":
-        k = default_direct_knobs(wl)
-        point = {
-            "tile": (k["ow_block"], k["oc_tile"] or wl.ob),
-            "unroll_rx": k["unroll_rx"],
-            "flat": k["flat"],
-        }
+        k = dict(default_direct_knobs(wl))
+        k["tile"] = (k.pop("ow_block"), k.pop("oc_tile") or wl.ob)
     elif task.name == "cpu.winograd_nchwc":
         k = default_winograd_knobs(wl)
-        point = None if k is None else {"tile": (k["p_block"], k["k_block"])}
+        k = None if k is None else {"tile": (k["p_block"], k["k_block"])}
     elif task.name == "cpu.pointwise_nchwc":
         k = default_conv_schedule(wl)["knobs"]
-        point = {"tile": (k["p_block"], k["oc_tile"] or wl.ob)}
+        k = {"tile": (k["p_block"], k["oc_tile"] or wl.ob)}
     else:  # depthwise
         k = default_conv_schedule(wl)["knobs"]
-        point = {"tile": (k["ow_block"], k["y_block"])}
-    try:
-        return task.space.config(point) if point is not None else task.space.get(0)
-    except ValueError:
+        k = {"tile": (k["ow_block"], k["y_block"])}
+    return k
+
+
+def _default_point(task, layer: CpuLayer):
+    """The compiler's untuned knobs of the task's template as a point of its space (the
+    knobs the space has; the others at their space defaults), or where its tile is not in the
+    space, the point with the nearest tile (log-distance); the first point if there is no
+    untuned choice. See :func:`default_in_space`."""
+    k = _default_knobs(task, layer)
+    if k is None:
         return task.space.get(0)
+    names = {knob.name for knob in task.space.knobs}
+    point = {n: v for n, v in k.items() if n in names}
+    try:
+        return task.space.config(point)
+    except ValueError:
+        tiles = next(knob.values for knob in task.space.knobs if knob.name == "tile")
+        want = np.log2(np.array(point["tile"], dtype=float))
+
+        def far(t) -> float:
+            return float(np.abs(np.log2(np.array(t, dtype=float)) - want).sum())
+
+        try:
+            return task.space.config({**point, "tile": min(tiles, key=far)})
+        except ValueError:
+            return task.space.get(0)
+
+
+def default_in_space(task, layer: CpuLayer) -> bool:
+    """Whether :func:`_default_point` is the compiler's untuned schedule of the template (its
+    knobs that the space has, an output-channel tile of 0 read as the whole block), not a
+    stand-in (the nearest tile, or the first point)."""
+    k = _default_knobs(task, layer)
+    if k is None:
+        return False
+    got = _default_point(task, layer).to_dict()
+    return all(tuple(got[n]) == tuple(v) if n == "tile" else got[n] == v
+               for n, v in k.items() if n in got)  # fmt: skip
 
 
 def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
     """``tuner.budget.BudgetTask`` per task of each layer (its templates, one group: the
     network runs the best of them), weighted by the layer's launches, its default the
     template's untuned knobs (:func:`_default_point`), ``untuned`` for the template the
-    compiler picks untuned (``default_conv_schedule``), ``flops`` the layer's."""
+    compiler picks untuned (``default_conv_schedule``) where its space holds that schedule
+    (:func:`default_in_space`; else the untuned network's cost of the layer is estimated),
+    ``flops`` the layer's."""
     from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
     from pyvta.tuner.budget import BudgetTask
     from pyvta.tuner.cpu import schedule_of
@@ -119,7 +153,7 @@ def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
                     [default],
                     name,
                     wl.key,
-                    untuned=template == picked,
+                    untuned=template == picked and default_in_space(task, layer),
                     flops=float(wl.flops),
                 )  # fmt: skip
             )

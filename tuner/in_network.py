@@ -18,8 +18,9 @@ round (the first variant rotating), for ``rounds`` rounds, every node timed by t
 network gives it, under the same load as its rivals. Per layer the candidate with the lowest
 median time per inference (all its launches added) wins.
 
-A search in the network: ``explore`` more candidates per layer drawn from its templates'
-spaces (no isolated measurement vouches for them) and screening stages in the manner of
+A search in the network: ``explore`` more candidates per layer, local steps in its templates'
+spaces from the default and the log's bests (no isolated measurement vouches for them:
+:func:`space_candidates`) and screening stages in the manner of
 successive halving: while a layer has more than ``keep`` candidates, a stage of a few rounds
 keeps the faster half of each layer's; the finalists get the full ``rounds``.
 
@@ -144,27 +145,40 @@ def _inputs(graph, seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def space_candidates(layer, n: int, seed: int, taken: list[Candidate]) -> list[Candidate]:
-    """Up to ``n`` schedules of ``layer``'s templates' spaces not among ``taken``, drawn at
-    random (``seed``) over the templates in turn: candidates no isolated measurement vouches
-    for, tried in the network itself (``alone_ms`` None)."""
+def space_candidates(
+    layer, n: int, seed: int, taken: list[Candidate], log: str | os.PathLike | None = None
+) -> list[Candidate]:
+    """Up to ``n`` schedules of ``layer``'s templates not among ``taken``: a local search's
+    steps from good points, one or two knob moves (``ConfigSpace.neighbours``) from each
+    template's default or one of its 3 best logged configs (``log``), in turn, valid
+    (``ConfigSpace.problem``), drawn with ``seed``. No isolated measurement vouches for them
+    (``alone_ms`` None): they are tried in the network itself."""
     from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
+    from pyvta.tuner.cpu_network import _default_point
+    from pyvta.tuner.log import read_records
 
     rng = np.random.default_rng(seed)
     seen = {json.dumps(c.schedule, sort_keys=True) for c in taken}
-    tasks = nchwc_conv_tasks(layer.workload)
-    order = [rng.permutation(t.space.size)[: 4 * n + 8] for t in tasks]
+    starts = []  # (task, choices) to step from
+    for task in nchwc_conv_tasks(layer.workload):
+        logged = read_records(log, task) if log is not None and Path(log).exists() else []
+        best = sorted((r for r in logged if r.result.ok), key=lambda r: r.result.cost)
+        idx = list(dict.fromkeys([_default_point(task, layer).index, *(r.index for r in best)]))
+        starts += [(task, task.space.to_choices([i])[0]) for i in idx[:4]]
     out = []
-    for j in range(max(len(o) for o in order)):
-        for task, idx in zip(tasks, order, strict=True):
-            if j >= len(idx) or len(out) >= n:
-                continue
-            cfg = task.space.get(int(idx[j]))
-            sched = schedule_of(task, cfg)
-            key = json.dumps(sched, sort_keys=True)
-            if key not in seen:
-                seen.add(key)
-                out.append(Candidate(f"space {task.key}#{cfg.index}", sched))
+    for attempt in range(40 * n):
+        if len(out) >= n or not starts:
+            break
+        task, ch = starts[attempt % len(starts)]
+        for _ in range(1 + int(rng.random() < 0.5)):
+            ch = task.space.neighbours(ch[None, :], rng, local_prob=0.7)[0]
+        cfg = task.space.get(int(task.space.to_index(ch[None, :])[0]))
+        sched = schedule_of(task, cfg)
+        key = json.dumps(sched, sort_keys=True)
+        if key in seen or task.space.problem(cfg) is not None:
+            continue
+        seen.add(key)
+        out.append(Candidate(f"step {task.key}#{cfg.index}", sched))
     return out
 
 
@@ -216,7 +230,7 @@ def rerank_in_network(
     keep: int = 2,
 ) -> Rerank:
     """Time each conv layer's default, ``top_k`` best logged schedules and ``explore``
-    schedules drawn from its spaces (:func:`space_candidates`) inside ``model`` (an ONNX
+    steps from them in its spaces (:func:`space_candidates`) inside ``model`` (an ONNX
     path) on ``threads`` threads (default: all cores), and choose per layer the fastest there
     (see the module docstring); with ``write`` the choices go to :func:`in_network_path` of
     ``log``. While a layer has more than ``keep`` candidates, a screening stage of
@@ -242,7 +256,7 @@ def rerank_in_network(
     cands = {}
     for k, layer in enumerate(cpu_network_layers(str(model))):
         c = top_candidates(log, layer, top_k)
-        cands[layer.workload.key] = c + space_candidates(layer, explore, seed + k, c)
+        cands[layer.workload.key] = c + space_candidates(layer, explore, seed + k, c, log)
     variants = _Variants(model, cands, threads, clock, progress)
     alive = {key: list(range(len(c))) for key, c in cands.items()}
     executor = variants.get({key: 0 for key in cands})[0]  # every layer's default

@@ -119,7 +119,7 @@ def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net
 
     path, layers, log = small_net
     top = top_candidates(log, layers[0], 1)
-    extra = space_candidates(layers[0], 3, seed, top)
+    extra = space_candidates(layers[0], 3, seed, top, log)
     scheds = [json.dumps(c.schedule, sort_keys=True) for c in top + extra]
     assert len(set(scheds)) == len(scheds) and all(c.alone_ms is None for c in extra)
     lines = []
