@@ -143,6 +143,8 @@ def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
               f" (top {args.top_k} + {args.explore} from the spaces, {args.rerank_rounds} final"
               f" rounds; * = chosen; ms per inference, all launches):")  # fmt: skip
         print(rr.summary())
+        print(f"{model}: per layer, the default and the chosen schedule in the network:")
+        print(rr.table())
     out = {f"{args.threads} thread(s)": compare(model, onnx, log, args, args.threads, clock)}
     if args.wall_threads:
         out[f"{args.wall_threads} threads wall"] = compare(

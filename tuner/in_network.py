@@ -90,6 +90,22 @@ class Rerank:
                 lines.append(f"{key[:62]:<62} {mark}{src[:43]:<43} {alone:>8} {c.median_ms:9.3f}")
         return "\n".join(lines)
 
+    def table(self) -> str:
+        """Per layer the default's and the chosen schedule's median ms per inference in the
+        network (all launches), their ratio and the chosen one's template; the sums last."""
+        lines = [f"{'layer':<62} {'default ms':>10} {'chosen ms':>9} {'ratio':>6}  chosen"]
+        tot_d = tot_c = 0.0
+        for key, cands in self.candidates.items():
+            d = cands[0].median_ms  # the default is every layer's first candidate
+            c = next(c for c in cands if c.schedule == self.chosen[key])
+            tot_d, tot_c = tot_d + d, tot_c + c.median_ms
+            what = "default" if c is cands[0] else c.schedule["template"]
+            lines.append(
+                f"{key[:62]:<62} {d:10.3f} {c.median_ms:9.3f} {d / c.median_ms:6.3f}  {what}"
+            )
+        lines.append(f"{'all conv layers':<62} {tot_d:10.3f} {tot_c:9.3f} {tot_d / tot_c:6.3f}")
+        return "\n".join(lines)
+
 
 def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]:
     """The compiler's default schedule of ``layer`` (a ``tuner.cpu_network.CpuLayer``), then

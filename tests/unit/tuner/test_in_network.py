@@ -126,6 +126,10 @@ def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net
     rr = rerank_in_network(path, log, top_k=1, explore=3, rounds=4, screen_rounds=2, keep=2,
                            threads=1, seed=seed, progress=lines.append, write=False)  # fmt: skip
     print(rr.summary())
+    table = rr.table()
+    print(table)
+    assert len(table.splitlines()) == len(rr.candidates) + 2
+    assert "all conv layers" in table.splitlines()[-1]
     assert sum("screened" in ln for ln in lines) == 2  # 5 -> 3 -> 2
     for key, cands in rr.candidates.items():
         n = sorted(len(c.ms) for c in cands)
