@@ -127,6 +127,22 @@ def default_in_space(task, layer: CpuLayer) -> bool:
                for n, v in k.items() if n in got)  # fmt: skip
 
 
+def layer_schedule(task, config, layer: CpuLayer) -> dict:
+    """The ``attrs["schedule"]`` the network runs for ``config`` of ``layer``'s ``task``: its
+    space's knobs (``tuner.cpu.schedule_of``), and the knobs its space lacks as the compiler's
+    untuned choice for the layer has them (``default_conv_schedule``: its ``parallel``, off
+    for a layer too small to share, and, of the same template, the rest): a tuned schedule
+    keeps what the compiler decides outside the space."""
+    from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
+    from pyvta.tuner.cpu import schedule_of
+
+    sched = schedule_of(task, config)
+    default = default_conv_schedule(layer.workload)
+    same = default["template"] == sched["template"]
+    fill = {k: v for k, v in default["knobs"].items() if same or k == "parallel"}
+    return {"template": sched["template"], "knobs": {**fill, **sched["knobs"]}}
+
+
 def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
     """``tuner.budget.BudgetTask`` per task of each layer (its templates, one group: the
     network runs the best of them), weighted by the layer's launches, its default the
@@ -282,7 +298,6 @@ def cpu_schedules(
     chosen there (the compiler's default, if that won)."""
     import statistics
 
-    from pyvta.tuner.cpu import schedule_of
     from pyvta.tuner.in_network import in_network_choices
     from pyvta.tuner.log import closest_records
 
@@ -302,7 +317,8 @@ def cpu_schedules(
                     for r in records
                     if r.index == rec.index and r.result.ok and r.result.msg == SIDE_BY_SIDE
                 ]
-                found.append((machine, rec.result.cost, side, schedule_of(task, rec.config)))
+                sched = layer_schedule(task, rec.config, layer)
+                found.append((machine, rec.result.cost, side, sched))
         here = [c for c in found if not c[0]]
         cands = here or found  # costs from two machines are not compared
         if not cands:

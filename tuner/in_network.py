@@ -112,7 +112,8 @@ def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]
     the ``top_k`` fastest distinct schedules of ``log`` over its templates (each (task, config)
     by its best record measured on this kind of host; the default not twice)."""
     from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
-    from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
+    from pyvta.tuner.cpu import nchwc_conv_tasks
+    from pyvta.tuner.cpu_network import layer_schedule
     from pyvta.tuner.log import read_records
 
     default = default_conv_schedule(layer.workload)
@@ -121,7 +122,7 @@ def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]
         for r in read_records(log, task) if Path(log).exists() else []:
             if not r.result.ok:
                 continue
-            sched = schedule_of(task, r.config)
+            sched = layer_schedule(task, r.config, layer)
             key = json.dumps(sched, sort_keys=True)
             ms = r.result.cost * 1e3
             if key not in best or ms < best[key].alone_ms:
@@ -169,8 +170,8 @@ def space_candidates(
     template's default or one of its 3 best logged configs (``log``), in turn, valid
     (``ConfigSpace.problem``), drawn with ``seed``. No isolated measurement vouches for them
     (``alone_ms`` None): they are tried in the network itself."""
-    from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
-    from pyvta.tuner.cpu_network import _default_point
+    from pyvta.tuner.cpu import nchwc_conv_tasks
+    from pyvta.tuner.cpu_network import _default_point, layer_schedule
     from pyvta.tuner.log import read_records
 
     rng = np.random.default_rng(seed)
@@ -189,7 +190,7 @@ def space_candidates(
         for _ in range(1 + int(rng.random() < 0.5)):
             ch = task.space.neighbours(ch[None, :], rng, local_prob=0.7)[0]
         cfg = task.space.get(int(task.space.to_index(ch[None, :])[0]))
-        sched = schedule_of(task, cfg)
+        sched = layer_schedule(task, cfg, layer)
         key = json.dumps(sched, sort_keys=True)
         if key in seen or task.space.problem(cfg) is not None:
             continue

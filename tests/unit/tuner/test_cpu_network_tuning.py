@@ -10,12 +10,14 @@ import pytest
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import run_onnxruntime
+from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
 from pyvta.runtime.compiled_model import run_model
 from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
 from pyvta.tuner.cpu_network import (
     compare_templates,
     cpu_network_layers,
     cpu_schedules,
+    layer_schedule,
     pretuned_cpu_log,
     spread_trials,
     tune_cpu_network,
@@ -68,12 +70,16 @@ def test_every_layer_is_tuned_and_the_best_schedules_compile(small_resnet, tmp_p
     assert set(schedules) == {la.workload.key for la in layers}
     for la in layers:  # the cheapest record over the layer's templates wins
         logged = [
-            (r.result.cost, schedule_of(t, t.space.config(r.config)))
+            (r.result.cost, layer_schedule(t, t.space.config(r.config), la))
             for t in nchwc_conv_tasks(la.workload)
             for r in read_records(log, t)
             if r.result.ok
         ]
         assert schedules[la.workload.key] == min(logged, key=lambda cs: cs[0])[1]
+        # what the space does not decide stays the compiler's: a small layer runs on one thread
+        want = default_conv_schedule(la.workload)["knobs"].get("parallel", True)
+        assert schedules[la.workload.key]["knobs"]["parallel"] == want
+    assert any(not s["knobs"]["parallel"] for s in schedules.values())  # some layer is small
     cm = compile_model(small_resnet, "cpu", cpu_schedules=schedules)
     used = [n.attrs["schedule"] for n in cm.graph.nodes if n.op == "cpu_conv2d"]
     assert all(s == schedules[k] for s, k in zip(used, _keys(cm), strict=True))
