@@ -33,7 +33,9 @@ The network's estimated cost at a moment is the sum over layers (groups) of thei
 their best cost known then, the untuned schedule's counting from time 0 (the compiler has it
 before any tuning): so the curve starts at 0 with the untuned network. A layer whose default
 was not measured (the first pass cut by the budget, or it failed) counts an estimate: its
-``flops`` at the median seconds per flop of the measured defaults (``BudgetRun.baseline``).
+``flops`` at the median seconds per flop of the measured defaults; one whose space lacks the
+compiler's untuned schedule counts the nearest point's cost, also an estimate
+(``BudgetRun.baseline``).
 """
 
 from __future__ import annotations
@@ -94,8 +96,10 @@ class BudgetTask:
     ``name``: for the progress lines; ``group``: tasks of one group (non-empty) are one layer's
     templates, the network counting the best of them (one weight for the group); ``untuned``:
     the untuned network runs this task's default (in a group, the template the compiler
-    picks); ``flops``: the work of one launch (0: unknown), for the first pass's order and the
-    estimate of a default not measured."""
+    picks); ``stand_in``: its default is the space's point nearest the compiler's untuned
+    schedule, not that schedule (the untuned cost it gives is an estimate); ``flops``: the
+    work of one launch (0: unknown), for the first pass's order and the estimate of a default
+    not measured."""
 
     task: Task
     weight: float = 1.0
@@ -103,6 +107,7 @@ class BudgetTask:
     name: str = ""
     group: str = ""
     untuned: bool = True
+    stand_in: bool = False
     flops: float = 0.0
 
 
@@ -162,24 +167,26 @@ class BudgetRun:
 
     def baseline(self) -> tuple[list[float], int]:
         """Per group (``groups``) the cost of one launch of the untuned network's schedule: its
-        untuned task's measured default, else an estimate (its ``flops`` x the median seconds
-        per flop of the measured ones), else inf; and how many groups are estimates."""
+        untuned task's measured default (an estimate if that is a ``stand_in``), else an
+        estimate (its ``flops`` x the median seconds per flop of the exact ones), else inf;
+        and how many groups are estimates."""
         groups = self.groups()
-        known = [None] * len(groups)
+        known, near = [None] * len(groups), [False] * len(groups)
         for k, g in enumerate(groups):
             costs = [
-                c
+                (self.tasks[i].stand_in, c)
                 for i in g
                 if self.tasks[i].untuned
                 and i < len(self.default_costs)
                 and (c := self.default_costs[i]) is not None
                 and math.isfinite(c)
             ]
-            known[k] = min(costs) if costs else None
-        rates = [c / self.tasks[g[0]].flops for c, g in zip(known, groups, strict=True)
-                 if c is not None and self.tasks[g[0]].flops > 0]  # fmt: skip
+            if costs:
+                near[k], known[k] = min(costs)  # an exact one first
+        rates = [c / self.tasks[g[0]].flops for c, g, n in zip(known, groups, near, strict=True)
+                 if c is not None and not n and self.tasks[g[0]].flops > 0]  # fmt: skip
         rate = float(np.median(rates)) if rates else None
-        out, n_est = [], 0
+        out, n_est = [], sum(near)
         for c, g in zip(known, groups, strict=True):
             if c is None and rate is not None and self.tasks[g[0]].flops > 0:
                 c = rate * self.tasks[g[0]].flops

@@ -147,8 +147,8 @@ def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
     """``tuner.budget.BudgetTask`` per task of each layer (its templates, one group: the
     network runs the best of them), weighted by the layer's launches, its default the
     template's untuned knobs (:func:`_default_point`), ``untuned`` for the template the
-    compiler picks untuned (``default_conv_schedule``) where its space holds that schedule
-    (:func:`default_in_space`; else the untuned network's cost of the layer is estimated),
+    compiler picks untuned (``default_conv_schedule``), ``stand_in`` where its space lacks that
+    schedule (:func:`default_in_space`: the nearest point's cost estimates the untuned one),
     ``flops`` the layer's."""
     from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
     from pyvta.tuner.budget import BudgetTask
@@ -169,7 +169,8 @@ def cpu_budget_tasks(layers: list[CpuLayer]) -> list:
                     [default],
                     name,
                     wl.key,
-                    untuned=template == picked and default_in_space(task, layer),
+                    untuned=template == picked,
+                    stand_in=not default_in_space(task, layer),
                     flops=float(wl.flops),
                 )  # fmt: skip
             )

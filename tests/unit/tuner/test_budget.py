@@ -295,5 +295,9 @@ def test_a_default_not_measured_is_estimated_by_its_flops():
     assert n_est == 1 and base[:2] == [2.0, 3.0]
     assert base[2] == pytest.approx(50.0 * 0.015)  # median of 2/100 and 3/300
     assert run.latency_curve()[0] == (0.0, pytest.approx(2.0 + 3 * 3.0 + 2 * 0.75))
+    tasks[1].stand_in = True  # its default is only the nearest point: an estimate too
+    base, n_est = BudgetRun(tasks, trials, 3.0, 10.0, default_costs=[2.0, 3.0, None]).baseline()
+    assert n_est == 2 and base == [2.0, 3.0, pytest.approx(50.0 * 0.02)]  # rate of exact ones
+    tasks[1].stand_in = False
     tasks[2].flops = 0.0
     assert BudgetRun(tasks, trials, 3.0, 10.0, default_costs=[2.0, 3.0, None]).latency_curve() == []

@@ -283,4 +283,5 @@ def test_budget_tasks_mark_the_template_the_untuned_network_runs(small_resnet):
         (untuned,) = [t for t in mine if t.untuned]
         picked = default_conv_schedule(layer.workload)["template"]
         assert schedule_of(untuned.task, untuned.initial[0])["template"] == picked
+        assert not untuned.stand_in  # ResNet-18's untuned schedules are points of the spaces
         assert all(t.flops == layer.workload.flops > 0 and t.weight == layer.count for t in mine)
