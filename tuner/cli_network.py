@@ -146,7 +146,11 @@ def _tune_network_budget(args, tasks) -> int:
         best = min((c for _, c in trials), default=float("inf"))
         print(f"{t.name[:60]:60s} {t.weight:2g} {best * scale:12.4f} {len(trials):6d}")
     _, n_est = run.baseline()
-    est = f" ({n_est} layers' defaults estimated, not measured)" if n_est else ""
+    est = (
+        f" ({n_est} layers' untuned cost estimated: not measured, or only the nearest point of its space)"
+        if n_est
+        else ""
+    )
     first = "-" if run.first_pass_s is None else f"{run.first_pass_s:.0f} s"
     if curve:
         print(
