@@ -11,6 +11,7 @@ import pytest
 
 from pyvta import compiler
 from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, default_direct_knobs
 from pyvta.tuner import cpu
@@ -288,3 +289,30 @@ def test_old_winograd_and_pointwise_records_read_and_build_the_old_loops(templat
         for s in (cpu.schedule_of(task, got.config), old_knobs)
     ]
     assert lowered[0] == lowered[1]
+
+
+def test_an_old_in_network_choices_file_builds_its_schedules(tmp_path):
+    """Schedules chosen in the network before the new knobs (an in-network choices file of
+    old knob dicts) still read and build, the new knobs at their defaults."""
+    from pyvta.tuner.in_network import IN_NETWORK_VERSION, in_network_choices, in_network_path
+
+    direct, wino = DIRECT_LAYERS[0], WINOGRAD_LAYERS[0]
+    old = {
+        direct.key: {"template": "direct", "knobs": {"ow_block": 5, "oc_tile": 16,
+                     "unroll_rx": True, "parallel": True, "flat": False}},
+        wino.key: {"template": "winograd", "knobs": {"p_block": 6, "k_block": 16,
+                   "parallel": True}},
+    }  # fmt: skip
+    log = tmp_path / "cpu.jsonl"
+    doc = {"v": IN_NETWORK_VERSION, "machine": cpu.cpu_measured_on(), "threads": 2, "rounds": 1}
+    doc["layers"] = {k: {"chosen": s, "candidates": []} for k, s in old.items()}
+    in_network_path(log).write_text(json.dumps(doc))
+    chosen = in_network_choices(log)
+    assert chosen == old
+    for wl in (direct, wino):
+        sch = chosen[wl.key]
+        knobs_type = {"direct": nchwc.NchwcConvKnobs, "winograd": WinogradKnobs}[sch["template"]]
+        full = {"template": sch["template"], "knobs": knobs_type(**sch["knobs"]).to_dict()}
+        assert set(full["knobs"]) > set(sch["knobs"])
+        lowered = [str(compiler.lower(*conv_schedule(wl, s))) for s in (sch, full)]
+        assert lowered[0] == lowered[1]
