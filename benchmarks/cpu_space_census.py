@@ -20,6 +20,7 @@ Costs are one layer alone, ``--threads`` threads, float64-checked outputs.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -126,6 +127,9 @@ def main(argv=None) -> int:
             best, med = (ok[0], statistics.median(ok)) if ok else (float("nan"),) * 2
             line += f" {costs[0] * 1e3:10.3f} {best * 1e3:9.3f} {med * 1e3:9.3f}"
             line += f" {costs[0] / best:9.2f}"
+            if ok:
+                top = picks[costs[1:].index(best)]
+                line += f"   best: {json.dumps(schedule_of(task, top)['knobs'])}"
         print(line + f"   ({time.perf_counter() - t0:.1f} s)", flush=True)
     print(
         "smallest valid count per template: " + ", ".join(f"{k} {v}" for k, v in smallest.items())

@@ -61,7 +61,7 @@ def test_random_direct_configs_compute_the_conv(wl, seed):
     rng = np.random.default_rng(seed)
     task = cpu.nchwc_conv_tasks(wl)[0]
     print(f"{task.key}: {task.space.size} points, seed {seed}")
-    _check_points(task, _valid_points(task, rng, 4))
+    _check_points(task, _valid_points(task, rng, 3))
 
 
 def test_the_direct_spaces_of_resnet18_hold_a_million_valid_points():
@@ -263,7 +263,7 @@ def test_random_pointwise_configs_compute_the_conv(wl, seed):
     task = cpu.nchwc_conv_tasks(wl)[-1]
     assert task.name == cpu.POINTWISE_NCHWC.name
     print(f"{task.key}: {task.space.size} points, seed {seed}")
-    _check_points(task, _valid_points(task, rng, 4))
+    _check_points(task, _valid_points(task, rng, 3))
 
 
 @pytest.mark.parametrize("template", ["winograd", "pointwise"])
@@ -316,3 +316,16 @@ def test_an_old_in_network_choices_file_builds_its_schedules(tmp_path):
         assert set(full["knobs"]) > set(sch["knobs"])
         lowered = [str(compiler.lower(*conv_schedule(wl, s))) for s in (sch, full)]
         assert lowered[0] == lowered[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wl", DIRECT_LAYERS + POINTWISE_LAYERS, ids=lambda wl: wl.key)
+def test_many_random_direct_and_pointwise_configs_compute_the_conv(wl, seed):
+    """More of the above: 20 random points of each template of each small layer (Winograd's
+    have no reference of their own; the fast test checks them against the direct one)."""
+    rng = np.random.default_rng(seed + 1)
+    for task in cpu.nchwc_conv_tasks(wl):
+        if task.name == cpu.WINOGRAD_NCHWC.name:
+            continue
+        print(f"{task.key}: seed {seed + 1}")
+        _check_points(task, _valid_points(task, rng, 20))
