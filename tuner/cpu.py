@@ -234,7 +234,6 @@ def direct_valid_count(task: Task) -> int:
     fit; the reduction's order with ``unroll_rx``, the padding placement and the remaining
     knobs (any value fits) multiply. ``tests/unit/tuner/test_cpu_spaces.py`` checks it against
     visiting every point of small spaces."""
-
     sp, wl = task.space, _nchwc_workload(*task.args)
     vals = {k.name: k.values for k in sp.knobs}
     dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
