@@ -234,7 +234,6 @@ def direct_valid_count(task: Task) -> int:
     fit; the reduction's order with ``unroll_rx``, the padding placement and the remaining
     knobs (any value fits) multiply. ``tests/unit/tuner/test_cpu_spaces.py`` checks it against
     visiting every point of small spaces."""
-
     sp, wl = task.space, _nchwc_workload(*task.args)
     vals = {k.name: k.values for k in sp.knobs}
     dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
@@ -276,6 +275,23 @@ def direct_valid_count(task: Task) -> int:
     return total * reduce * pads * sizes * len(vals["unroll_ry"])
 
 
+MAX_VISITED_POINTS = 200_000  # a space this small is counted point by point (valid_count)
+
+
+def valid_count(task: Task) -> int:
+    """The points of a CPU conv task's space that its ``problem`` accepts: the direct
+    template's counted by :func:`direct_valid_count`, a space of at most
+    ``MAX_VISITED_POINTS`` point by point; ``ValueError`` for a bigger one of another kind."""
+    if task.name == CONV2D_NCHWC.name:
+        return direct_valid_count(task)
+    sp = task.space
+    if sp.size > MAX_VISITED_POINTS:
+        raise ValueError(
+            f"{task.key}: {sp.size} points, more than the {MAX_VISITED_POINTS} counted one by one"
+        )
+    return sum(sp.problem(sp.get(i)) is None for i in range(sp.size))
+
+
 def _graph_conv(wl, template: str, config):
     """The graph compiler's conv schedule of ``template`` for ``wl`` with ``config``; a config
     the template refuses is an ``InvalidConfig``."""
@@ -312,7 +328,12 @@ def _nchwc_reference(arrays, *args):
 
 
 def _winograd_space(*args) -> ConfigSpace:
+    """The Winograd template's register tiles (``p_block`` tiles x ``k_block`` channels; the
+    space's first knob, as before the others came), then its batched GEMM's loop order, cache
+    blocks, reduction unrolling and parallel loops (``WinogradKnobs``), each with the default
+    that builds the loops of before."""
     from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 
     wl = _nchwc_workload(*args)
     target = CpuTarget.host()
@@ -323,7 +344,31 @@ def _winograd_space(*args) -> ConfigSpace:
     # an eighth of them
     ps = [p for p in range(1, 17) if -tiles % p <= tiles // 8]
     pairs = [(p, k) for k in kbs for p in ps if p * k // lanes <= regs - 2]
-    return ConfigSpace([TileKnob("tile", ("p_block", "k_block"), pairs)])
+    auto = WinogradKnobs().columns_outer(wl.c, wl.o)
+    return ConfigSpace(
+        [
+            TileKnob("tile", ("p_block", "k_block"), pairs),  # the space's knob before the others
+            ChoiceKnob("gemm_order", ["auto", "tiles" if auto else "columns"], default="auto"),
+            ChoiceKnob("tile_p", TILE_X, default=1),
+            ChoiceKnob("tile_k", TILE_X, default=1),
+            ChoiceKnob("unroll_rc", [u for u in divisors(wl.c) if u <= 8], default=1),
+            ChoiceKnob("parallel_loops", (0,) + PARALLEL_LOOPS, default=1),
+        ],
+        functools.partial(_winograd_problem, args),
+    )
+
+
+def _winograd_problem(args: tuple, config) -> str | None:
+    """Why a point of the Winograd template's space for ``args`` does not build
+    (``WinogradKnobs.gemm_problem``, without lowering), or None."""
+    from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
+
+    wl = _nchwc_workload(*args)
+    k = WinogradKnobs(**schedule_of_template("winograd", config)["knobs"])
+    tiles = (-(-wl.h // 2)) * (-(-wl.w // 2))
+    if wl.o % k.k_block:
+        return f"k_block {k.k_block} must divide the {wl.o} channels"
+    return k.gemm_problem(wl.c, wl.o, -(-tiles // k.p_block) * k.p_block)
 
 
 def _winograd_instantiate(config, *args):
@@ -343,13 +388,45 @@ def _pointwise_space(*args) -> ConfigSpace:
     FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2)."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS
 
     wl = _nchwc_workload(*args)
     t = CpuTarget.host()
     lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
     tiles = conv_tiles(wl.h * wl.w, wl.ob)
     big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room]
-    return ConfigSpace([TileKnob("tile", ("p_block", "oc_tile"), big or tiles)])
+    c_blocks = wl.c // wl.ib
+    passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass
+    passes += [d for d in divisors(c_blocks) if d < c_blocks and d != K_BLOCKS]
+    return ConfigSpace(
+        [
+            TileKnob("tile", ("p_block", "oc_tile"), big or tiles),  # the knob before the others
+            ChoiceKnob("k_blocks", passes, default=K_BLOCKS),
+            ChoiceKnob("tile_order", TILE_ORDERS, default=TILE_ORDERS[0]),
+            ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
+            ChoiceKnob("parallel_loops", (1, 2), default=1),
+        ],
+        functools.partial(_pointwise_problem, args),
+    )
+
+
+def _pointwise_problem(args: tuple, config) -> str | None:
+    """Why a point of the pointwise template's space for ``args`` does not build, or builds
+    the loops of another point (a ``k_blocks`` that runs one pass where ``K_BLOCKS``, the
+    default, does too), or None."""
+    from dataclasses import replace
+
+    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes, loop_problem
+
+    wl = _nchwc_workload(*args)
+    k = PointwiseKnobs(**schedule_of_template("pointwise", config)["knobs"])
+    if (
+        k.k_blocks != K_BLOCKS
+        and not in_passes(k, wl)
+        and not in_passes(replace(k, k_blocks=K_BLOCKS), wl)
+    ):
+        return f"k_blocks {k.k_blocks} runs one pass, as the default {K_BLOCKS} does here"
+    return loop_problem(k, wl)
 
 
 def _pointwise_instantiate(config, *args):
@@ -509,6 +586,21 @@ def schedule_of_template(template: str, config) -> dict:
     d = dict(config)
     d.update(zip(parts, d.pop("tile"), strict=True))
     return {"template": template, "knobs": d}
+
+
+def point_of_schedule(task: Task, knobs: dict):
+    """The point of a network conv layer's ``task`` whose schedule (``schedule_of``) has
+    ``knobs`` (a compiler knob dict, e.g. ``kernels.default_conv_schedule``'s; ``oc_tile`` 0:
+    the whole output block), knobs outside the space aside (``parallel``); ``ValueError`` if
+    the space has no such point."""
+    template, parts = _TILE_PARTS[task.name]
+    d = dict(knobs)
+    if "oc_tile" in parts and not d.get("oc_tile"):
+        d["oc_tile"] = _nchwc_workload(*task.args).ob
+    names = {k.name for k in task.space.knobs}
+    point = {k: v for k, v in d.items() if k in names}
+    point["tile"] = tuple(d[p] for p in parts)
+    return task.space.config(point)
 
 
 def schedule_of(task: Task, config) -> dict:

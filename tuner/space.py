@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 MAX_SPACE_SIZE = 2**62  # indices stay exact in int64
+MAX_REFUSED_DRAWS = 1000  # refused draws per valid point sought (``sample_unique``)
 
 
 def divisors(n: int) -> list[int]:
@@ -322,7 +323,11 @@ class ConfigSpace:
         return self.to_index(rng.integers(0, self.radix, size=(n, len(self.knobs))))
 
     def sample_unique(self, rng: np.random.Generator, n: int, exclude=()) -> list[int]:
-        """Up to ``n`` distinct random indices not in ``exclude``."""
+        """Up to ``n`` distinct random indices not in ``exclude``; with a ``problem_fn``, of
+        points it accepts only (uniform over those: random search spends no trial on a point
+        refused without building it), up to ``MAX_REFUSED_DRAWS`` refused draws per point."""
+        if self.problem_fn is not None:
+            return self._sample_valid(rng, n, exclude)
         exclude = set(exclude)
         left = self.size - len(exclude)
         n = min(n, left)
@@ -342,6 +347,31 @@ class ConfigSpace:
                     if len(out) == n:
                         break
         return out
+
+    def _sample_valid(self, rng: np.random.Generator, n: int, exclude) -> list[int]:
+        seen = set(exclude)
+        out: list[int] = []
+        budget = MAX_REFUSED_DRAWS * max(n, 1)
+        while len(out) < n and budget > 0 and len(seen) < self.size:
+            for i in self.sample(rng, 2 * (n - len(out))):
+                i = int(i)
+                if i in seen:
+                    continue
+                seen.add(i)
+                if self.problem(self.get(i)) is None:
+                    out.append(i)
+                    if len(out) == n:
+                        break
+                else:
+                    budget -= 1
+        return out
+
+    def valid_mask(self, indices) -> np.ndarray:
+        """``bool [n]``: which of ``indices`` the ``problem_fn`` accepts (all without one)."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        if self.problem_fn is None:
+            return np.ones(idx.shape, bool)
+        return np.fromiter((self.problem(self.get(int(i))) is None for i in idx), bool, idx.size)
 
     def neighbours(
         self, choices: np.ndarray, rng: np.random.Generator, local_prob: float = 0.5

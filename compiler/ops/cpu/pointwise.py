@@ -36,17 +36,30 @@ MAX_PARTIAL_SUM_BYTES = 64 * 1024  # an output block's partial sums (on the stac
 MAX_SINGLE_VECTOR_PIXELS = 8
 
 
+TILE_ORDERS = ("channels", "pixels")  # which register-tile loop of a block runs outside
+
+
 @dataclass(frozen=True)
 class PointwiseKnobs:
     """``p_block`` pixels x ``oc_tile`` output channels (a multiple of the vector lanes
     dividing the output block; 0: the whole block) per register tile; ``parallel`` output
     channel blocks across threads; ``k_blocks`` input channel blocks per accumulation pass
-    (0: all in one pass; see the module docstring)."""
+    (0: all in one pass; see the module docstring).
+
+    Defaults the loops of before: ``tile_order`` the loop over a block's channel tiles
+    outside the one over its pixel tiles (``channels``: a channel tile's weights serve every
+    pixel) or inside (``pixels``: a pixel tile's inputs serve every channel tile; one pass
+    only); ``unroll_rci`` the input channel loop unrolled by this factor (a divisor of the
+    input block; 1: not); ``parallel_loops`` the output blocks alone (1) or fused with the
+    next loop (2) across threads."""
 
     p_block: int = 6
     oc_tile: int = 0
     parallel: bool = True
     k_blocks: int = K_BLOCKS
+    tile_order: str = "channels"
+    unroll_rci: int = 1
+    parallel_loops: int = 1
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,26 +124,67 @@ def pointwise_nchwc(c, h, w, o, ic, oc, knobs=None, epilogue=None):
         return epilogue.apply(conv[n, f, p, fi], bias[f * oc + fi], r)
 
     out = compute(conv.shape, out_fn, name="out")
+    kb = knobs.k_blocks
+    passes = _in_passes(knobs, c // ic, npix, oct_)
+    why = _loop_problem(knobs, passes, ic)
+    if why:
+        raise ValueError(why)
     s = create_schedule(out)
     s[conv].set_scope("local")
     po, pi = s[out].split("p", pb)
     fo, fi = s[out].split("fi", oct_)
-    s[out].reorder("n", "f", fo, po, pi, fi)  # a channel tile's weights serve every pixel
+    tiles = [fo, po] if knobs.tile_order == "channels" else [po, fo]
+    s[out].reorder("n", "f", *tiles, pi, fi)  # channels: a tile's weights serve every pixel
     s[out].unroll(pi)
     s[out].vectorize(fi)
-    kb = knobs.k_blocks
-    partial_sum_bytes = -(-npix // pb) * pb * oct_ * 4
-    if 0 < kb < c // ic and partial_sum_bytes <= MAX_PARTIAL_SUM_BYTES:
+    rci = ["rci"]
+    if 1 < knobs.unroll_rci < ic:
+        rci = [a.name for a in s[conv].split("rci", knobs.unroll_rci)]
+    if passes:
         s[conv].compute_at(s[out], fo)  # the output block's partial sums, pass by pass
         cpo, cpi = s[conv].split("p", pb)
         ko, ki = s[conv].split("rco", kb)
-        s[conv].reorder("n", "f", ko, cpo, ki, "rci", cpi, "fi")
+        s[conv].reorder("n", "f", ko, cpo, ki, *rci, cpi, "fi")
         s[conv].unroll(cpi)
     else:
-        s[conv].compute_at(s[out], po)
-        s[conv].reorder("n", "f", "rco", "rci", "p", "fi")
+        s[conv].compute_at(s[out], tiles[-1])
+        s[conv].reorder("n", "f", "rco", *rci, "p", "fi")
         s[conv].unroll("p")
+    if knobs.unroll_rci > 1:
+        s[conv].unroll(rci[-1])
     s[conv].vectorize("fi")
     if knobs.parallel:
-        s[out].parallel("f")
+        s[out].parallel("f" if knobs.parallel_loops == 1 else s[out].fuse("f", tiles[0]))
     return s, args + [out]
+
+
+def _in_passes(knobs: PointwiseKnobs, c_blocks: int, pixels: int, oc_tile: int) -> bool:
+    """Whether the input channels run in passes of ``k_blocks`` blocks (the partial sums of
+    an output block within ``MAX_PARTIAL_SUM_BYTES``)."""
+    partial_sum_bytes = -(-pixels // knobs.p_block) * knobs.p_block * oc_tile * 4
+    return 0 < knobs.k_blocks < c_blocks and partial_sum_bytes <= MAX_PARTIAL_SUM_BYTES
+
+
+def in_passes(knobs: PointwiseKnobs, wl) -> bool:
+    """Whether the 1x1 layer ``wl`` (a ``ConvWorkload``) runs its input channels in passes."""
+    return _in_passes(knobs, wl.c // wl.ib, wl.h * wl.w, knobs.oc_tile or wl.ob)
+
+
+def loop_problem(knobs: PointwiseKnobs, wl) -> str | None:
+    """Why ``knobs`` do not fit the 1x1 layer ``wl`` (a ``ConvWorkload``: pixels, channel
+    blocks; register tiles aside), found without building anything; or None."""
+    return _loop_problem(knobs, in_passes(knobs, wl), wl.ib)
+
+
+def _loop_problem(knobs: PointwiseKnobs, passes: bool, ic: int) -> str | None:
+    """Why ``knobs``' loop order, unrolling or threads do not fit (``passes``: the input
+    channels run in passes), or None."""
+    if knobs.tile_order not in TILE_ORDERS:
+        return f"tile_order {knobs.tile_order!r} (allowed: {', '.join(TILE_ORDERS)})"
+    if passes and knobs.tile_order != "channels":
+        return "tile_order 'pixels' runs the input channels in one pass (k_blocks 0)"
+    if knobs.unroll_rci < 1 or ic % knobs.unroll_rci:
+        return f"unroll_rci {knobs.unroll_rci} must divide the input block {ic}"
+    if knobs.parallel_loops not in (1, 2):
+        return f"parallel_loops {knobs.parallel_loops} must be 1 or 2"
+    return None

@@ -42,17 +42,78 @@ _AT = ((1, 1, 1, 0), (0, 1, -1, -1))
 U_COLUMN_OUTER_BYTES = 256 * 1024
 
 
+GEMM_ORDERS = ("auto", "tiles", "columns")  # of the batched GEMM's tile and column blocks
+
+
 @dataclass(frozen=True)
 class WinogradKnobs:
     """``p_block``: tiles per register tile (unrolled); ``k_block``: output channels per
-    register tile (vector lanes, a multiple of 16 with AVX-512); ``parallel``."""
+    register tile (vector lanes, a multiple of 16 with AVX-512); ``parallel``.
+
+    The batched GEMM's loops over register tiles (P: blocks of ``p_block`` tiles, K: column
+    blocks of ``k_block`` channels), defaults the loops of before: ``gemm_order`` which runs
+    outside the other (``tiles``: P, ``columns``: K; ``auto``: K for a U[e] of at least
+    ``U_COLUMN_OUTER_BYTES``); cache blocks of ``tile_p`` register tiles' tiles and
+    ``tile_k`` column blocks (1: none), their outer loops outside the inner ones (in the
+    order of ``gemm_order`` at both levels; one block alone on the outer axis changes nothing
+    and is refused); ``unroll_rc`` the reduction over the input channels unrolled by this
+    factor (a divisor of them; 1: not); ``parallel_loops`` GEMM loops fused with the 16
+    positions into the parallel loop (0: the positions only)."""
 
     p_block: int = 14
     k_block: int = 32
     parallel: bool = True
+    gemm_order: str = "auto"
+    tile_p: int = 1
+    tile_k: int = 1
+    unroll_rc: int = 1
+    parallel_loops: int = 1
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def columns_outer(self, c: int, k: int) -> bool:
+        """Whether K runs outside P (``gemm_order``) for ``c`` input, ``k`` output channels."""
+        if self.gemm_order == "auto":
+            return c * k * 4 >= U_COLUMN_OUTER_BYTES
+        return self.gemm_order == "columns"
+
+    def gemm_problem(self, c: int, k: int, p_tiles: int) -> str | None:
+        """Why the GEMM knobs do not fit ``c`` / ``k`` channels and ``p_tiles`` padded tiles
+        (register tiles of ``p_block`` and ``k_block`` that fit), or None."""
+        if self.gemm_order not in GEMM_ORDERS:
+            return f"gemm_order {self.gemm_order!r} (allowed: {', '.join(GEMM_ORDERS)})"
+        blocks = {"tile_p": -(-p_tiles // self.p_block), "tile_k": k // self.k_block}
+        for name, t in (("tile_p", self.tile_p), ("tile_k", self.tile_k)):
+            if t != 1 and not 1 < t < blocks[name]:
+                return f"{name} {t} must be 1 (none) or in 2..{blocks[name] - 1}"
+        outer = "tile_k" if self.columns_outer(c, k) else "tile_p"
+        inner = "tile_p" if outer == "tile_k" else "tile_k"
+        if getattr(self, outer) > 1 and getattr(self, inner) == 1:
+            return f"{outer} {getattr(self, outer)} alone splits the outer loop (no change)"
+        if self.unroll_rc < 1 or c % self.unroll_rc:
+            return f"unroll_rc {self.unroll_rc} must divide the {c} input channels"
+        n_loops = 2 + (self.tile_p > 1) + (self.tile_k > 1)
+        if not 0 <= self.parallel_loops <= n_loops:
+            return f"parallel_loops {self.parallel_loops} must be in 0..{n_loops}"
+        return None
+
+
+def _schedule_gemm_loops(m, knobs: WinogradKnobs, c: int, k: int) -> list:
+    """Split and order the batched GEMM stage ``m`` (axes a, b, p, kk) into register tiles
+    inside cache blocks (:class:`WinogradKnobs`); returns its loops over register tiles and
+    blocks after (a, b), outermost first (the register tile computed at the last)."""
+    m.split("kk", knobs.k_block)
+    pbo, pbi = m.split("p", knobs.p_block)
+    loops = {"p": [pbo], "k": [m.axis("kk.outer")]}
+    for axis, t in (("p", knobs.tile_p), ("k", knobs.tile_k)):
+        if t > 1:
+            loops[axis] = list(m.split(loops[axis][0], t))
+    first, second = ("k", "p") if knobs.columns_outer(c, k) else ("p", "k")
+    order = [loops[first][0], loops[second][0]]
+    order += [x[1] for x in (loops[first], loops[second]) if len(x) > 1]
+    m.reorder("a", "b", *order, pbi, "kk.inner")
+    return order
 
 
 def transform_weights(kernel: np.ndarray, k_block: int | None = None) -> np.ndarray:
@@ -123,6 +184,9 @@ def conv2d_winograd(
         )
     if ib is not None and (c % ib or k % ob or ob % 8):
         raise ValueError(f"blocks {blocks} must divide the channels {c}/{k} (oc a multiple of 8)")
+    why = knobs.gemm_problem(c, k, p_pad)
+    if why:
+        raise ValueError(why)
     dshape = (1, c, h, w) if ib is None else (1, c // ib, h, w, ib)
     data = placeholder(dshape, "float32", "data")
     u = placeholder((4, 4, k // kb, c, kb), "float32", "U")
@@ -234,16 +298,13 @@ def conv2d_winograd(
     # batched GEMM: p_block x k_block register tiles, reduction over C inside; with a large
     # U[e] the tiles run inside the channel blocks (see U_COLUMN_OUTER_BYTES)
     ml = s.cache_write(m, "local")
-    s[m].split("kk", kb)
-    pbo, pbi = s[m].split("p", pb)
-    u_outer = c * k * 4 >= U_COLUMN_OUTER_BYTES
-    if u_outer:
-        s[m].reorder("a", "b", "kk.outer", pbo, pbi, "kk.inner")
-        s[ml].compute_at(s[m], pbo)
-    else:
-        s[m].reorder("a", "b", pbo, "kk.outer", pbi, "kk.inner")
-        s[ml].compute_at(s[m], "kk.outer")
-    s[ml].reorder("a.c", "b.c", "rc", "p.c", "kk.c")
+    gemm = _schedule_gemm_loops(s[m], knobs, c, k)
+    s[ml].compute_at(s[m], gemm[-1])
+    rc = ["rc"]
+    if knobs.unroll_rc > 1:
+        rc = [a.name for a in s[ml].split("rc", knobs.unroll_rc)]
+        s[ml].unroll(rc[-1])
+    s[ml].reorder("a.c", "b.c", *rc, "p.c", "kk.c")
     s[ml].unroll("p.c")
     s[ml].vectorize("kk.c")
     s[m].vectorize("kk.inner")
@@ -257,6 +318,9 @@ def conv2d_winograd(
     s[out].vectorize(ki)
     if knobs.parallel:
         s[vt].parallel(s[vt].fuse(*v_task))
-        s[m].parallel(s[m].fuse(s[m].fuse("a", "b"), "kk.outer" if u_outer else pbo))
+        fused = s[m].fuse("a", "b")
+        for loop in gemm[: knobs.parallel_loops]:
+            fused = s[m].fuse(fused, loop)
+        s[m].parallel(fused)
         s[out].parallel(s[out].fuse(ko, yo))
     return s, args + [out]

@@ -11,6 +11,7 @@ import pytest
 
 from pyvta import compiler
 from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, default_direct_knobs
 from pyvta.tuner import cpu
@@ -23,7 +24,7 @@ LEGACY_DIRECT_KNOBS = ("ow_block", "oc_tile", "unroll_rx", "parallel", "flat")
 
 # small layers of the shapes the network runs: 3x3 / 1x1 stride 1 and 2, the 3-channel stem
 DIRECT_LAYERS = [
-    ConvWorkload(32, 9, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16),
+    ConvWorkload(16, 9, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16),
     ConvWorkload(3, 15, 15, 32, (7, 7), (2, 2), (3, 3, 3, 3), 3, 16),
     ConvWorkload(32, 8, 8, 32, (1, 1), (2, 2), (0, 0, 0, 0), 8, 16),
 ]
@@ -60,7 +61,7 @@ def test_random_direct_configs_compute_the_conv(wl, seed):
     rng = np.random.default_rng(seed)
     task = cpu.nchwc_conv_tasks(wl)[0]
     print(f"{task.key}: {task.space.size} points, seed {seed}")
-    _check_points(task, _valid_points(task, rng, 5))
+    _check_points(task, _valid_points(task, rng, 3))
 
 
 def test_the_direct_spaces_of_resnet18_hold_a_million_valid_points():
@@ -207,3 +208,124 @@ def test_direct_valid_count_agrees_with_visiting_every_point():
     visited = sum(small.space.problem(small.space.get(i)) is None for i in range(small.space.size))
     assert 0 < visited < small.space.size
     assert cpu.direct_valid_count(small) == visited
+
+
+def test_random_points_are_drawn_among_valid_ones(seed):
+    """``sample_unique`` (random search's draws) of a space with a ``problem`` gives valid,
+    distinct points only, though most of the direct space's points are not valid."""
+    rng = np.random.default_rng(seed)
+    task = cpu.nchwc_conv_tasks(cpu.resnet18_cpu_workloads()["C9"])[0]
+    raw = task.space.valid_mask(task.space.sample(rng, 400))
+    assert 0 < raw.mean() < 0.5
+    drawn = task.space.sample_unique(rng, 100, exclude={0, 1})
+    assert len(set(drawn)) == 100 and not {0, 1} & set(drawn)
+    assert task.space.valid_mask(drawn).all()
+
+
+WINOGRAD_LAYERS = [
+    ConvWorkload(32, 9, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1), 16, 16),
+    ConvWorkload(16, 6, 7, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16),
+]
+POINTWISE_LAYERS = [
+    ConvWorkload(256, 4, 4, 32, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16),  # passes of 8 blocks
+    ConvWorkload(48, 7, 7, 32, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16),
+]
+
+
+@pytest.mark.parametrize("wl", WINOGRAD_LAYERS, ids=lambda wl: wl.key)
+def test_random_winograd_configs_compute_the_conv(wl, seed):
+    """The kernel of each random point, on weights transformed for its ``k_block``, equals
+    the direct reference of the untransformed weights."""
+    from pyvta.compiler.ops.cpu.winograd import transform_weights
+
+    rng = np.random.default_rng(seed)
+    task = cpu.nchwc_conv_tasks(wl)[1]
+    assert task.name == cpu.WINOGRAD_NCHWC.name
+    direct = cpu.nchwc_conv_tasks(wl)[0]
+    print(f"{task.key}: {task.space.size} points, seed {seed}")
+    w = rng.standard_normal((wl.o, wl.c, 3, 3)).astype(np.float32)
+    for cfg in _valid_points(task, rng, 3):
+        sch, args = task.instantiate(cfg)
+        mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
+        data = rng.standard_normal(args[0].shape).astype(np.float32)
+        bias = rng.standard_normal(args[2].shape).astype(np.float32)
+        out = np.full(args[-1].shape, np.nan, np.float32)
+        mod(data, transform_weights(w, cfg["tile"][1]), bias, out)
+        packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
+        want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
+        err = np.abs(out - want).max() / np.abs(want).max()
+        assert err < 1e-4, (cfg.to_dict(), err)
+
+
+@pytest.mark.parametrize("wl", POINTWISE_LAYERS, ids=lambda wl: wl.key)
+def test_random_pointwise_configs_compute_the_conv(wl, seed):
+    rng = np.random.default_rng(seed)
+    task = cpu.nchwc_conv_tasks(wl)[-1]
+    assert task.name == cpu.POINTWISE_NCHWC.name
+    print(f"{task.key}: {task.space.size} points, seed {seed}")
+    _check_points(task, _valid_points(task, rng, 3))
+
+
+@pytest.mark.parametrize("template", ["winograd", "pointwise"])
+def test_old_winograd_and_pointwise_records_read_and_build_the_old_loops(template, tmp_path):
+    """A record of the one-knob (tile) space reads as today's point with the new knobs at
+    their defaults, and its schedule lowers to the loops of the old knob dict."""
+    wl = (WINOGRAD_LAYERS if template == "winograd" else POINTWISE_LAYERS)[0]
+    task = next(t for t in cpu.nchwc_conv_tasks(wl) if template in t.name)
+    old_space = ConfigSpace(task.space.knobs[:1])
+    old_cfg = old_space.get(len(old_space) // 2)
+    rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult(costs=(1e-3,)))
+    line = json.loads(rec.to_json())
+    line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
+    log = tmp_path / "old.jsonl"
+    log.write_text(json.dumps(line) + "\n")
+    (got,) = read_records(log, task)
+    assert got.config == task.space.config(old_cfg.to_dict()).to_dict()
+    assert set(got.config) == {k.name for k in task.space.knobs}
+    old_knobs = cpu.schedule_of_template(template, old_cfg)
+    assert set(old_knobs["knobs"]) < set(cpu.schedule_of(task, got.config)["knobs"])
+    lowered = [
+        str(compiler.lower(*conv_schedule(wl, s)))
+        for s in (cpu.schedule_of(task, got.config), old_knobs)
+    ]
+    assert lowered[0] == lowered[1]
+
+
+def test_an_old_in_network_choices_file_builds_its_schedules(tmp_path):
+    """Schedules chosen in the network before the new knobs (an in-network choices file of
+    old knob dicts) still read and build, the new knobs at their defaults."""
+    from pyvta.tuner.in_network import IN_NETWORK_VERSION, in_network_choices, in_network_path
+
+    direct, wino = DIRECT_LAYERS[0], WINOGRAD_LAYERS[0]
+    old = {
+        direct.key: {"template": "direct", "knobs": {"ow_block": 5, "oc_tile": 16,
+                     "unroll_rx": True, "parallel": True, "flat": False}},
+        wino.key: {"template": "winograd", "knobs": {"p_block": 6, "k_block": 16,
+                   "parallel": True}},
+    }  # fmt: skip
+    log = tmp_path / "cpu.jsonl"
+    doc = {"v": IN_NETWORK_VERSION, "machine": cpu.cpu_measured_on(), "threads": 2, "rounds": 1}
+    doc["layers"] = {k: {"chosen": s, "candidates": []} for k, s in old.items()}
+    in_network_path(log).write_text(json.dumps(doc))
+    chosen = in_network_choices(log)
+    assert chosen == old
+    for wl in (direct, wino):
+        sch = chosen[wl.key]
+        knobs_type = {"direct": nchwc.NchwcConvKnobs, "winograd": WinogradKnobs}[sch["template"]]
+        full = {"template": sch["template"], "knobs": knobs_type(**sch["knobs"]).to_dict()}
+        assert set(full["knobs"]) > set(sch["knobs"])
+        lowered = [str(compiler.lower(*conv_schedule(wl, s))) for s in (sch, full)]
+        assert lowered[0] == lowered[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("wl", DIRECT_LAYERS + POINTWISE_LAYERS, ids=lambda wl: wl.key)
+def test_many_random_direct_and_pointwise_configs_compute_the_conv(wl, seed):
+    """More of the above: 20 random points of each template of each small layer (Winograd's
+    have no reference of their own; the fast test checks them against the direct one)."""
+    rng = np.random.default_rng(seed + 1)
+    for task in cpu.nchwc_conv_tasks(wl):
+        if task.name == cpu.WINOGRAD_NCHWC.name:
+            continue
+        print(f"{task.key}: seed {seed + 1}")
+        _check_points(task, _valid_points(task, rng, 20))
