@@ -188,26 +188,34 @@ def pack_qconv(
     return np.ascontiguousarray(wp), _wrap32(corr)
 
 
-def _offset_lanes(data, pads, group: int):
+def _offset_lanes(data, pads, group: int, groups: int = 1):
     """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + 128`` of channels
-    ``group*k + j``: int32 ``[ceil(C/group), H + t + b, W + l + r]`` (wrapping), pad cells (and
-    channels past the input's) ``u = 128`` (x = 0)."""
+    ``group*k + j``: int32 ``[N, ceil(C/group), H + t + b, W + l + r]`` (wrapping), pad cells (and
+    channels past the input's) ``u = 128`` (x = 0). With ``groups`` conv groups each group's
+    ``C/groups`` channels start a lane of their own: ``[N, groups * ceil(C/groups/group), ...]``,
+    lane ``k`` of group ``k // ceil(C/groups/group)``."""
     n, c, h, w = data.shape
     t, lft, b, r = pads
     bits = 32 // group
+    cg = c // groups
+    lanes = -(-cg // group)
 
     def f(i, k, y, x):
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        # channel group*kk + j of the group's, first: the group's first channel
+        first, kk = ((k // lanes) * cg, k % lanes) if groups > 1 else (0, k)
         lane = None
         for j in range(group):
-            ch = group * k + j
-            ok = inside if c % group == 0 or j == 0 else all_(inside, ch < c)
+            ch = first + group * kk + j
+            ok = inside if cg % group == 0 or j == 0 else all_(inside, group * kk + j < cg)
+            if cg % group and j and groups > 1:  # past the group's channels: read in bounds
+                ch = minimum(ch, const(c - 1))
             v = cast("int32", data[i, ch, y - t, x - lft]) + U8_OFFSET
             part = select(ok, v, const(U8_OFFSET))
             lane = part if j == 0 else lane + part * (1 << (bits * j))
         return lane
 
-    return compute((n, -(-c // group), h + t + b, w + lft + r), f, name="data.lanes")
+    return compute((n, groups * lanes, h + t + b, w + lft + r), f, name="data.lanes")
 
 
 def _requantize(acc, res, p: FusedParams, shift=None, res_shift=None):
@@ -231,6 +239,7 @@ def qconv2d_nchw(
     dilations: tuple[int, int] = (1, 1),
     res_channels: int | None = None,
     batch: int = 1,
+    groups: int = 1,
 ):
     """``(sch, [data, weight, bias, (shift, res_shift,) (residual,) out])``: data int8
     ``[N, C, H, W]`` (``N = batch``: the images share the threads' tasks, one launch),
@@ -240,20 +249,28 @@ def qconv2d_nchw(
     default: :meth:`Int8ConvKnobs.for_layer`; ``dilations`` (rows, columns) between kernel taps.
     The residual is ``[N, res_channels, OH, OW]`` (default O): a layer whose O is padded up to
     the channel tile reads the layer's own channels (the padded outputs read the last one; they
-    are not used)."""
+    are not used). A grouped conv (``groups``): output channel ``o`` of group
+    ``o // (O/groups)`` sums that group's ``C/groups`` input channels (weights ``[O, C/groups,
+    KH, KW]`` packed); ``oc_block`` divides ``O/groups``, which the caller pads per group (each
+    group's ``res_channels/groups`` channels first, the residual read as such)."""
     kh, kw = kernel
     dh, dw = dilations
     oh, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dilations)
-    knobs = knobs or Int8ConvKnobs.for_layer(o, ow)
-    (sh, sw), ob, owb = params.strides, knobs.oc_block, knobs.ow_block
-    if o % ob or not 0 < owb <= ow:
+    if c % groups or o % groups:
         raise Int8TemplateError(
-            f"oc_block {ob} must divide the {o} output channels, ow_block {owb} be in 1..{ow}"
-            " (the output width)"
+            f"groups {groups} must divide the {c} input and {o} output channels"
+        )
+    knobs = knobs or Int8ConvKnobs.for_layer(o // groups, ow)
+    (sh, sw), ob, owb = params.strides, knobs.oc_block, knobs.ow_block
+    if (o // groups) % ob or not 0 < owb <= ow:
+        raise Int8TemplateError(
+            f"oc_block {ob} must divide the {o // groups} output channels per group,"
+            f" ow_block {owb} be in 1..{ow} (the output width)"
         )
     data = placeholder((batch, c, h, w), "int8", "data")
     group, dot = DOTS[knobs.dot]  # input channels per int32 lane, the op multiplying them
-    cg = -(-c // group)
+    cg = -(-(c // groups) // group)  # lanes per conv group
+    blocks_per_group = o // groups // ob
     wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
     args = [data, wgt, bias]
@@ -265,7 +282,7 @@ def qconv2d_nchw(
     res = placeholder((batch, o_res, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
-    u = _offset_lanes(data, params.pads, group)
+    u = _offset_lanes(data, params.pads, group, groups)
     rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     # the accumulators cover whole column tiles: columns past the row's last are computed as
     # a copy of it (clamped index) and not stored, so the reduction has no bounds checks
@@ -274,19 +291,29 @@ def qconv2d_nchw(
     def col(x):
         return minimum(x, const(ow - 1)) if ow_pad > ow else x
 
+    def lane(f):  # the output block's group's first lane + rc
+        return rc if groups == 1 else (f // blocks_per_group) * cg + rc
+
     acc = compute(
         (batch, o // ob, oh, ow_pad, ob),
         lambda i, f, y, x, fi: te_sum(
-            dot(u[i, rc, y * sh + ry * dh, col(x) * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
+            dot(u[i, lane(f), y * sh + ry * dh, col(x) * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
             [rc, ry, rx],
         ),
         name="acc",
     )
 
+    def res_channel(oc):  # padded output channel -> the residual's channel
+        if groups == 1:
+            return oc if o_res == o else minimum(oc, const(o_res - 1))
+        og, og_res = o // groups, o_res // groups
+        j = oc % og
+        return (oc // og) * og_res + (j if og_res == og else minimum(j, const(og_res - 1)))
+
     def out_fn(n, oc, y, x):
         r = None
         if res is not None:
-            r = res[n, oc if o_res == o else minimum(oc, const(o_res - 1)), y, x]
+            r = res[n, res_channel(oc), y, x]
         per = (shifts[0][oc], shifts[1][oc]) if shifts else ()
         return _requantize(acc[n, oc // ob, y, x, oc % ob] + bias[oc], r, params, *per)
 
@@ -295,7 +322,7 @@ def qconv2d_nchw(
     s[acc].set_scope("local")
     fo, fi = s[out].split("oc", ob)
     xo, xi = s[out].split("x", owb)
-    s[out].reorder("n", fo, "y", xo, xi, fi)
+    s[out].reorder(fo, "n", "y", xo, xi, fi)
     s[acc].compute_at(s[out], xo)
     s[acc].reorder("i", "f", "y", "rc", "ry", "rx", "x", "fi")
     lanes = knobs.vector_lanes or ob
@@ -312,7 +339,7 @@ def qconv2d_nchw(
     s[acc].unroll("x")
     s[out].unroll(xi)
     if knobs.parallel:
-        s[out].parallel(s[out].fuse(s[out].fuse("n", fo), "y"))
+        s[out].parallel(s[out].fuse(s[out].fuse(fo, "n"), "y"))
         s[u].parallel(s[u].fuse("i", "k"))
     return s, args + [out]
 
@@ -384,7 +411,7 @@ def qconv2d_grouped_nchw(
     s = create_schedule(out)
     lanes = min(vector_lanes, ow)
     xo, xi = s[out].split("x", lanes)
-    s[out].reorder("n", "f", "y", xo, xi)
+    s[out].reorder("f", "n", "y", xo, xi)
     s[acc].set_scope("local")
     s[acc].compute_at(s[out], xo)
     s[acc].reorder("i", "f", "y", "rc", "ry", "rx", "x")
@@ -392,7 +419,7 @@ def qconv2d_grouped_nchw(
     s[out].vectorize(xi)
     s[dp].vectorize("x")
     if parallel:
-        s[out].parallel(s[out].fuse(s[out].fuse("n", "f"), "y"))
+        s[out].parallel(s[out].fuse(s[out].fuse("f", "n"), "y"))
         s[dp].parallel(s[dp].fuse("i", "ch"))
     return s, args + [out]
 
