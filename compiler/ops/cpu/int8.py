@@ -369,8 +369,11 @@ def qconv2d_grouped_nchw(
     (``N = batch``, one launch), weight and bias from :func:`pack_qconv_grouped`, residual and
     out int8 ``[N, O, OH, OW]``.
     Each output channel sums its group's ``C/group`` channels x taps in int32 (wrapping, as
-    the contract's accumulator), ``vector_lanes`` output columns at a time (the few channels
-    of a group give no channel vector); tasks: output channel x row across threads."""
+    the contract's accumulator), a register tile of one or more vectors of ``vector_lanes`` (or
+    half as many) output columns at a time (``_row_tile``: the few channels of a group give no
+    channel vector); the padded input is wide enough for the tile's columns past the row (they
+    read zeros and are not stored), so no column index is clamped (a clamped vector index
+    would gather); tasks: output channel x image x row across threads."""
     if c % group or o % group:
         raise Int8TemplateError(f"group {group} must divide the {c} input and {o} output channels")
     kh, kw = kernel
@@ -392,10 +395,14 @@ def qconv2d_grouped_nchw(
         xx = minimum(maximum(x - lft, const(0)), const(w - 1))
         return select(inside, cast("int32", data[i, ch, yy, xx]), const(0))
 
-    dp = compute((batch, c, h + t + b, w + lft + r), pad_fn, name="data.pad")
+    lanes, vectors = _row_tile(ow, vector_lanes)
+    tile = lanes * vectors  # columns per register tile: ``vectors`` accumulators
+    ow_pad = -(-ow // tile) * tile  # the columns past the row's read zeros, are not stored
+    wd = max(w + lft + r, (ow_pad - 1) * sw + (kw - 1) * dw + 1)
+    dp = compute((batch, c, h + t + b, wd), pad_fn, name="data.pad")
     rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     acc = compute(
-        (batch, o, oh, ow),
+        (batch, o, oh, ow_pad),
         lambda i, f, y, x: te_sum(
             dp[i, (f // og) * cg + rc, y * sh + ry * dh, x * sw + rx * dw] * wgt[f, rc, ry, rx],
             [rc, ry, rx],
@@ -409,19 +416,35 @@ def qconv2d_grouped_nchw(
 
     out = compute((batch, o, oh, ow), out_fn, name="out")
     s = create_schedule(out)
-    lanes = min(vector_lanes, ow)
-    xo, xi = s[out].split("x", lanes)
-    s[out].reorder("f", "n", "y", xo, xi)
+    xo, xi = s[out].split("x", tile)
+    xv, xl = s[out].split(xi, lanes)
+    s[out].reorder("f", "n", "y", xo, xv, xl)
     s[acc].set_scope("local")
     s[acc].compute_at(s[out], xo)
-    s[acc].reorder("i", "f", "y", "rc", "ry", "rx", "x")
-    s[acc].vectorize("x")
-    s[out].vectorize(xi)
+    av, al = s[acc].split("x", lanes)
+    s[acc].reorder("i", "f", "y", "rc", "ry", "rx", av, al)
+    s[acc].unroll(av)
+    s[acc].vectorize(al)
+    s[out].vectorize(xl)
     s[dp].vectorize("x")
     if parallel:
         s[out].parallel(s[out].fuse(s[out].fuse("f", "n"), "y"))
         s[dp].parallel(s[dp].fuse("i", "ch"))
     return s, args + [out]
+
+
+def _row_tile(ow: int, vector_lanes: int, max_vectors: int = 8) -> tuple[int, int]:
+    """``(lanes, vectors)``: a depthwise row's register tile, ``vectors`` accumulators of
+    ``lanes`` columns (``vector_lanes`` or half as many): the fewest columns computed past the
+    row's (its tiles cover it), then the fewest tiles, then the wider vector."""
+    best = None
+    for lanes in dict.fromkeys((min(vector_lanes, ow), max(min(vector_lanes // 2, ow), 1))):
+        n = -(-ow // lanes)  # vectors per row
+        tiles = -(-n // max_vectors)
+        vectors = -(-n // tiles)
+        key = (tiles * vectors * lanes - ow, tiles, -lanes)
+        best = min(best or (key, lanes, vectors), (key, lanes, vectors))
+    return best[1], best[2]
 
 
 # 1.5 * 2**23: a float32 v with |v| <= 2**22 plus this, minus it again, is v rounded half to
