@@ -330,14 +330,24 @@ def qconv2d_nchw(
         fv, fl = s[acc].split("fi", lanes)
         s[acc].reorder("i", "f", "y", "rc", "ry", "rx", "x", fv, fl)
         s[acc].unroll(fv)
-        fi, fil = s[out].split(fi, lanes)
-        s[out].unroll(fi)
-        fi = fil
     if lanes > 1:
         s[acc].vectorize(fl if lanes < ob else "fi")
-        s[out].vectorize(fi)
     s[acc].unroll("x")
-    s[out].unroll(xi)
+    if ow % owb == 0 and owb > 1:
+        # the tile's int8 results stored along the rows, a vector of columns per channel (a
+        # channel vector would store byte by byte, its lanes OH * OW apart): 1.2-1.6x faster
+        # on 1x1 convs of 30 channels (AVX2 and AVX-512, a Zen 4, 1 thread)
+        s[out].reorder(fo, "n", "y", xo, fi, xi)
+        s[out].unroll(fi)
+        s[out].vectorize(xi)
+    else:
+        if lanes < ob:
+            fi, fil = s[out].split(fi, lanes)
+            s[out].unroll(fi)
+            fi = fil
+        if lanes > 1:
+            s[out].vectorize(fi)
+        s[out].unroll(xi)
     if knobs.parallel:
         s[out].parallel(s[out].fuse(s[out].fuse(fo, "n"), "y"))
         s[u].parallel(s[u].fuse("i", "k"))
