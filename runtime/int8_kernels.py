@@ -5,8 +5,9 @@ and the accelerator's contract; the other nodes on a fallback backend (the graph
 ``runtime.cpu_kernels.CpuKernels``). Without kernels (a board without the artifact's code) the
 numpy reference computes the same bits. Nothing here compiles.
 
-A kernel is built for one image: a batch runs one image at a time; output channels that no
-vector divides are padded with zero weights (``padded_channels``).
+A conv's kernel takes its whole batch in one call (a kernel built for fewer images runs on each
+group in turn); output channels that no vector divides are padded with zero weights, per conv
+group (``padded_channels``).
 """
 
 from __future__ import annotations
@@ -48,9 +49,18 @@ def conv_view(node: Node, graph: Graph) -> tuple[tuple[int, int, int, int, tuple
     return (c, h, wd, w.shape[0], tuple(w.shape[2:])), params
 
 
-def padded_channels(o: int) -> int:
-    """The output channels a compiled kernel computes: ``o`` padded up to ``OC_PAD``."""
-    return -(-o // OC_PAD) * OC_PAD
+def conv_groups(node: Node) -> int:
+    """The conv groups of a compiled node (a ``qdense``: 1)."""
+    return node.attrs.get("group", 1) if node.op == "qconv2d" else 1
+
+
+def padded_channels(o: int, groups: int = 1) -> tuple[int, np.ndarray]:
+    """``(O_pad, positions)``: the output channels a compiled template kernel
+    (``compiler.ops.cpu.int8.qconv2d_nchw``) computes, each group's ``o / groups`` padded up to
+    ``OC_PAD``, and where the ``o`` channels sit among them (int ``[o]``)."""
+    og = o // groups
+    og_pad = -(-og // OC_PAD) * OC_PAD
+    return groups * og_pad, (np.arange(groups)[:, None] * og_pad + np.arange(og)).ravel()
 
 
 def node_channel_shifts(node: Node, graph: Graph) -> list[np.ndarray]:
@@ -59,8 +69,11 @@ def node_channel_shifts(node: Node, graph: Graph) -> list[np.ndarray]:
     (_, _, _, o, _), params = conv_view(node, graph)
     if not params.per_channel:
         return []
-    pad = padded_channels(o) - o
-    return [np.pad(np.asarray(v, np.int32), (0, pad)) for v in params.channel_shifts(o)]
+    o_pad, pos = padded_channels(o, conv_groups(node))
+    padded = [np.zeros(o_pad, np.int32) for _ in range(2)]
+    for p, v in zip(padded, params.channel_shifts(o), strict=True):
+        p[pos] = v
+    return padded
 
 
 class Int8Kernel:
@@ -76,8 +89,10 @@ class Int8Kernel:
         self.shapes = [p.shape for p in module.func.params]
         self.out_shape = graph.values[node.outputs[0]].shape
         self.channels = conv_view(node, graph)[0][3]
-        # the kernel is built for one image; a conv of batch N runs it on each image in turn
-        self.batch = self.out_shape[0] if node.op == "qconv2d" else 1
+        self.groups = conv_groups(node)
+        # a kernel built for fewer images than the node's batch (an artifact's one-image kernel)
+        # runs on each group of images in turn; the JIT's take the whole batch in one call
+        self.batch = self.out_shape[0] // self.shapes[0][0] if node.op == "qconv2d" else 1
         self.out = np.empty((self.batch, *self.shapes[-1]), np.int8)
         self.copy_out = node.outputs[0] in graph.outputs
         self._args: tuple = ()
@@ -86,8 +101,9 @@ class Int8Kernel:
 
     def _bind(self, args: list[np.ndarray]):
         calls, held = [], []  # held: the arrays the bound calls point into, kept alive
+        step = self.shapes[0][0]  # images per call
         for b in range(self.batch):
-            per_image = [a[b : b + 1] if self.batch > 1 else a for a in args]
+            per_image = [a[b * step : (b + 1) * step] if self.batch > 1 else a for a in args]
             arrays = [per_image[0], self.weight, self.bias, *self.shifts] + per_image[3:]
             ins = [
                 np.ascontiguousarray(a).reshape(s)
@@ -95,18 +111,20 @@ class Int8Kernel:
             ]
             held.append(ins)
             calls.append(self.module.bind(*ins, self.out[b]))
-        if self.out.shape[2] != self.channels:  # [N, 1, O_pad, ...]: the layer's own channels
-            view = self.out[:, :, : self.channels]
-        else:
-            view = self.out
-        result = view.reshape(self.out_shape)
-        same = result.flags.c_contiguous and not self.copy_out
+        view = self.out  # [calls, images per call, O_pad, OH, OW]
+        o_pad = view.shape[2]
+        if o_pad != self.channels:  # the layer's own channels, each group's first
+            g = self.groups
+            per_group = view.reshape(*view.shape[:2], g, o_pad // g, *view.shape[3:])
+            view = per_group[:, :, :, : self.channels // g]
+        same = view.flags.c_contiguous and not self.copy_out
+        result = view.reshape(self.out_shape)  # a copy unless same
         self.bound_calls = calls
 
         def run(held=held):
             for c in calls:
                 c()
-            return result if same else view.reshape(self.out_shape).copy()
+            return result if same else np.array(view).reshape(self.out_shape)  # a copy
 
         return run
 

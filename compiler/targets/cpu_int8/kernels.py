@@ -6,14 +6,16 @@ follows the compiler's CPU target (``CpuTarget.host``, which ``PYVTA_CPU_FEATURE
 its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
-constructed (the backend that runs them is the runtime's, ``runtime.int8_kernels``) (the pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the
-kernels are in the disk cache before the first inference). Grouped convs of up to
-``MAX_DENSE_GROUPS`` groups run as one conv of block-diagonal weights, more (depthwise) on
-:func:`build_grouped_int8_kernel`; a batch runs one image at a time; output channels that no vector
-divides are padded with zero weights. Nodes it does not compile (batched dense, every other op)
-run on the graph's float CPU backend (compiled float kernels for its float layers, numpy for
-the rest); a float ``dense`` with constant weights (the classifier) has its weights transposed
-once, not per inference (the same product, the same bits).
+constructed (the backend that runs them is the runtime's, ``runtime.int8_kernels``; the
+pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the kernels are in the disk
+cache before the first inference). Grouped convs run the template per group (each group's
+output channels padded to the vector), depthwise ones (``on_depthwise_kernel``) on
+:func:`build_grouped_int8_kernel`; a conv's kernel takes its whole batch (one call; the threads
+split output channel blocks x images x rows); output channels that no vector divides are
+padded with zero weights. Nodes it does not compile (batched dense, every other op) run on the
+graph's float CPU backend (compiled float kernels for its float layers, numpy for the rest); a
+float ``dense`` with constant weights (the classifier) has its weights transposed once, not per
+inference (the same product, the same bits).
 """
 
 from __future__ import annotations
@@ -30,24 +32,33 @@ from pyvta.runtime.int8_kernels import (
     ScaleKernel,
     compiled_int8,
     compiled_scale,
+    conv_groups,
     conv_view,
     padded_channels,
 )
 from pyvta.runtime.ir import HOST, Graph, Node
 from pyvta.runtime.vta_ops import FusedParams
 
-MAX_DENSE_GROUPS = 8  # up to this many groups: one conv of block-diagonal weights (group x the
-# work, on the fast dot-product template); more (depthwise): build_grouped_int8_kernel
+# a grouped conv runs the template (each group's channels padded to the vector, its input
+# channels to whole lanes) unless that computes more than this many times its products: then
+# (depthwise) build_grouped_int8_kernel, one output channel's few products at a time
+MAX_TEMPLATE_WASTE = 4
 
 
-def conv_weights(node: Node, graph: Graph) -> np.ndarray:
-    """The OIHW int8 weights of a compiled node as one conv: a grouped conv's as the
-    block-diagonal ``[O, C, KH, KW]`` (zeros between groups: the same sums, bit for bit)."""
-    from pyvta.runtime.layout import dense_group_oihw
+def on_depthwise_kernel(node: Node, graph: Graph, dot: str) -> bool:
+    """Whether a compiled ``qconv2d`` runs :func:`build_grouped_int8_kernel`'s kernel (one
+    shift per layer, and the template would compute over ``MAX_TEMPLATE_WASTE`` times the
+    layer's products with ``dot``'s lanes) rather than the template's."""
+    from pyvta.compiler.ops.cpu.int8 import DOTS
 
-    w = graph.constants[node.inputs[1]]
-    group = node.attrs.get("group", 1) if node.op == "qconv2d" else 1
-    return dense_group_oihw(w, group) if group > 1 else w
+    groups = conv_groups(node)
+    if groups == 1 or FusedParams.from_attrs(node.attrs).per_channel:
+        return False
+    (c, _, _, o, _), _ = conv_view(node, graph)
+    per_lane = DOTS[dot][0]
+    o_pad, _ = padded_channels(o, groups)
+    computed = o_pad * -(-(c // groups) // per_lane) * per_lane
+    return computed > MAX_TEMPLATE_WASTE * o * (c // groups)
 
 
 _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
@@ -56,10 +67,10 @@ _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built mod
 def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.ndarray]:
     """A compiled node's layer for the CPU ``target`` (a ``CpuTarget``: its vector width and
     dot-product form pick the tile), ``qconv2d_nchw``'s arguments ``(C, H, W, O_pad, kernel,
-    params, residual, knobs, dilations, O)``, and its weight and bias packed for that tile.
-    Channels no vector divides (74) are padded with zero weights (``padded_channels``): the
-    kernel computes them and the caller keeps the layer's own; a grouped conv's weights are
-    block-diagonal (``conv_weights``)."""
+    params, residual, knobs, dilations, O, batch, groups)`` (a conv's whole batch, one call),
+    and its weight and bias packed for that tile.
+    Channels no vector divides (74) are padded with zero weights, each group's
+    (``padded_channels``): the kernel computes them and the caller keeps the layer's own."""
     from pyvta.compiler.ops.cpu.int8 import (
         Int8ConvKnobs,
         conv_out_hw,
@@ -73,17 +84,18 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dil)
     lanes, regs = target.vector_lanes("int32"), target.vector_registers
     dot = dot_form(dot_isa(target.feature_dict))
-    o_pad = padded_channels(o)
-    knobs = Int8ConvKnobs.for_layer(o_pad, ow, lanes, regs, dot)
+    groups = conv_groups(node)
+    o_pad, positions = padded_channels(o, groups)
+    knobs = Int8ConvKnobs.for_layer(o_pad // groups, ow, lanes, regs, dot)
     residual = len(node.inputs) == 4
-    wt = conv_weights(node, graph).reshape(o, c, *kernel)
-    weight, bias = pack_qconv(
-        np.pad(wt, [(0, o_pad - o), (0, 0), (0, 0), (0, 0)]),
-        np.pad(graph.constants[node.inputs[2]], (0, o_pad - o)),
-        knobs.oc_block,
-        knobs.dot,
-    )
-    return (c, h, w, o_pad, kernel, params, residual, knobs, dil, o), weight, bias
+    wt = np.zeros((o_pad, c // groups, *kernel), np.int8)
+    wt[positions] = graph.constants[node.inputs[1]].reshape(o, c // groups, *kernel)
+    bias = np.zeros(o_pad, np.int32)
+    bias[positions] = graph.constants[node.inputs[2]]
+    weight, bias = pack_qconv(wt, bias, knobs.oc_block, knobs.dot)
+    batch = graph.values[node.inputs[0]].shape[0] if node.op == "qconv2d" else 1
+    layer = (c, h, w, o_pad, kernel, params, residual, knobs, dil, o, batch, groups)
+    return layer, weight, bias
 
 
 def build_int8_kernel(
@@ -110,9 +122,9 @@ def build_int8_kernel(
 def build_grouped_int8_kernel(
     node: Node, graph: Graph, num_threads: int, features: str | None = None
 ) -> Int8Kernel:
-    """A ``qconv2d`` of more than ``MAX_DENSE_GROUPS`` groups (depthwise): each output channel
-    sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same contract; one
-    shift per layer (per-channel grouped convs run :func:`build_int8_kernel`'s)."""
+    """A grouped ``qconv2d`` that :func:`on_depthwise_kernel` takes (depthwise): each output
+    channel sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same
+    contract; one shift per layer (per-channel grouped convs run :func:`build_int8_kernel`'s)."""
     from pyvta import compiler
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.int8 import pack_qconv_grouped, qconv2d_grouped_nchw
@@ -125,10 +137,13 @@ def build_grouped_int8_kernel(
     residual = len(node.inputs) == 4
     host = CpuTarget.host(num_threads, features)
     lanes = host.vector_lanes("int32")
-    layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, num_threads]
+    n = graph.values[node.inputs[0]].shape[0]
+    layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, n, num_threads]
     key = json.dumps(["grouped"] + layer + [host.key], default=repr)
     if key not in _MODULES:
-        sch, args = qconv2d_grouped_nchw(c, h, w, o, kernel, params, group, residual, dil, lanes)
+        sch, args = qconv2d_grouped_nchw(
+            c, h, w, o, kernel, params, group, residual, dil, lanes, batch=n
+        )
         _MODULES[key] = compiler.build(sch, args, num_threads=num_threads, cpu_features=features)
     weight, bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
     return Int8Kernel(_MODULES[key], weight, bias, node, graph)
@@ -185,15 +200,15 @@ class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
                 if compiled_scale(n, graph):
                     scales[n.name] = build_scale_kernel(n, graph, threads, features)
         if kernels is None and cpu_llvm.have_llvmlite():
+            from pyvta.compiler.backend.llvm import CpuTarget
+            from pyvta.compiler.ops.cpu.int8 import dot_form, dot_isa
+
             threads = num_threads or os.cpu_count() or 1
+            dot = dot_form(dot_isa(CpuTarget.host(threads, features).feature_dict))
             for n in graph.nodes:
                 if compiled_int8(n, graph):
-                    grouped = (
-                        n.op == "qconv2d"
-                        and n.attrs.get("group", 1) > MAX_DENSE_GROUPS
-                        and not FusedParams.from_attrs(n.attrs).per_channel
-                    )
-                    build = build_grouped_int8_kernel if grouped else build_int8_kernel
+                    depthwise = on_depthwise_kernel(n, graph, dot)
+                    build = build_grouped_int8_kernel if depthwise else build_int8_kernel
                     built[n.name] = build(n, graph, threads, features)
                 elif n.op == "dense" and n.target == HOST and n.inputs[1] in graph.constants:
                     dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)

@@ -116,6 +116,45 @@ def test_batched_qconv_is_each_image_s_contract(dot, build, rng):
         np.testing.assert_array_equal(out[b : b + 1], ref)
 
 
+@pytest.mark.parametrize("dot", list(DOTS))
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_grouped_qconv_is_the_contract(dot, per_channel, build, rng):
+    """3 groups of 7 input channels (no whole lane) and 5 output channels, each group's padded
+    to the vector (``padded_channels``): a batch of 2 with a residual equals the contract's
+    grouped conv on the layer's own channels."""
+    from pyvta.runtime.int8_kernels import padded_channels
+
+    groups, c, h, w, o = 3, 21, 9, 8, 15
+    attrs = {**_attrs((1, 2), (1, 0, 2, 1), rng), "group": groups}
+    if per_channel:
+        attrs["shift"] = rng.integers(0, 20, o).tolist()
+        attrs["res_shift"] = rng.integers(0, 12, o).tolist()
+    p = FusedParams.from_attrs(attrs)
+    x = rng.integers(-128, 128, (2, c, h, w)).astype(np.int8)
+    wt = rng.integers(-128, 128, (o, c // groups, 3, 3)).astype(np.int8)
+    bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
+    oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
+    res = rng.integers(-128, 128, (2, o, oh, ow)).astype(np.int8)
+    o_pad, pos = padded_channels(o, groups)
+    assert o_pad == 24 and pos.tolist()[4:7] == [4, 8, 9]
+    knobs = Int8ConvKnobs.for_layer(o_pad // groups, ow, dot=dot)
+    sch, args = qconv2d_nchw(c, h, w, o_pad, (3, 3), p, True, knobs, res_channels=o, batch=2,
+                             groups=groups)  # fmt: skip
+    mod = build(sch, args, num_threads=2)
+    wpad = np.zeros((o_pad, c // groups, 3, 3), np.int8)
+    wpad[pos] = wt
+    bpad = np.zeros(o_pad, np.int32)
+    bpad[pos] = bias
+    shifts = [np.zeros(o_pad, np.int32) for _ in range(2)] if per_channel else []
+    for padded, v in zip(shifts, p.channel_shifts(o), strict=False):
+        padded[pos] = v
+    out = np.zeros((2, o_pad, oh, ow), np.int8)
+    mod(x, *pack_qconv(wpad, bpad, knobs.oc_block, dot), *shifts, res, out)
+    for b in range(2):
+        ref = run_cpu_op("qconv2d", [x[b : b + 1], wt, bias, res[b : b + 1]], attrs)
+        np.testing.assert_array_equal(out[b : b + 1, pos], ref)
+
+
 def test_batched_depthwise_is_each_image_s_contract(build, rng):
     c, h, w = 12, 9, 7
     attrs = {**_attrs((2, 1), (1, 1, 1, 0), rng), "group": c}

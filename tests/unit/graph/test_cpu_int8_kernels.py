@@ -9,6 +9,7 @@ import pytest
 
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
+from pyvta.compiler.ops.cpu.int8 import DOTS
 from pyvta.compiler.targets.cpu_int8 import kernels as ck
 from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 from pyvta.runtime.cpu_llvm import numpy_only
@@ -133,8 +134,8 @@ def _check_single(path, shape_in, rng, expect_compiled):
 
 
 def test_odd_shaped_grouped_and_dilated_convs(tmp_path, rng):
-    """7 -> 12 channels, 3x5 kernel, stride 2x1, asymmetric pads; a grouped conv (block-diagonal
-    weights); a dilated conv to 13 channels (padded to 16 in the kernel) and a 13 -> 13 conv
+    """7 -> 12 channels, 3x5 kernel, stride 2x1, asymmetric pads; a grouped conv (3 groups of 4
+    channels, each group's outputs padded to 8 on the template); a dilated conv to 13 channels (padded to 16 in the kernel) and a 13 -> 13 conv
     with a residual add of 13 channels: every one compiled, bit-exact."""
     from onnx import helper, numpy_helper
 
@@ -160,12 +161,14 @@ def test_odd_shaped_grouped_and_dilated_convs(tmp_path, rng):
     cm = compile_model(path, "cpu-int8", keep_float=())
     fused = next(n for n in cm.graph.nodes if n.name == "conv_d")
     assert fused.op == "qconv2d" and len(fused.inputs) == 4  # the add is its residual
+    grouped = next(n for n in cm.graph.nodes if n.name == "conv_b")
+    assert not any(ck.on_depthwise_kernel(grouped, cm.graph, dot) for dot in DOTS)
     _check_single(path, (1, 7, 11, 9), rng, ["conv_a", "conv_b", "conv_c", "conv_d"])
 
 
 def test_depthwise_convs(tmp_path, rng):
-    """Depthwise int8 convs (13 groups, more than ``MAX_DENSE_GROUPS``): stride 2 with
-    asymmetric pads, then dilation 2 with a residual add; compiled, bit-exact."""
+    """Depthwise int8 convs (13 groups: ``on_depthwise_kernel``): stride 2 with asymmetric
+    pads, then dilation 2 with a residual add; compiled, bit-exact."""
     from onnx import helper, numpy_helper
 
     inits = [
@@ -180,8 +183,10 @@ def test_depthwise_convs(tmp_path, rng):
                          pads=[2, 2, 2, 2]),
         helper.make_node("Add", ["c2", "r1"], ["out"], "add_b"),
     ]  # fmt: skip
-    assert ck.MAX_DENSE_GROUPS < 13
     path = _model(tmp_path, nodes, inits, [1, 13, 15, 15], None)
+    g = compile_model(path, "cpu-int8", keep_float=()).graph
+    dws = [n for n in g.nodes if n.op == "qconv2d"]
+    assert len(dws) == 2 and all(ck.on_depthwise_kernel(n, g, dot) for n in dws for dot in DOTS)
     _check_single(path, (1, 13, 15, 15), rng, ["dw_a", "dw_b"])
 
 
