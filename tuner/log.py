@@ -17,13 +17,15 @@ measured here: :func:`closest_records` falls back to those.
 line cut short by a kill), that lack fields, have another format version or break the schema
 (field types; a valid measurement's costs finite and > 0), and, read for a task, records whose
 index is outside its space or whose config is not the one of their index: a bad record is never
-reported as best. ``TuningLog`` never appends to a file that is not a tuning log. ``apply_best(log, task)`` is the
+reported as best. A record of the task logged before its space gained knobs (the template's
+``knob_defaults``) is read as the point of today's space with those knobs at their defaults. ``TuningLog`` never appends to a file that is not a tuning log. ``apply_best(log, task)`` is the
 best valid config measured for ``task`` (same key and space signature; a config measured more
 than once counts with the median of its records).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -101,6 +103,25 @@ class Record:
 
     def matches(self, task: Task) -> bool:
         return self.task_key == task.key and self.space_sig == task.space.signature()
+
+    def upgraded(self, task: Task) -> Record | None:
+        """This record of ``task``'s workload, logged in an older space that lacked some of
+        its knobs (``Template.knob_defaults``: the missing ones take those values), as a record
+        of ``task``'s space; None if it is of another workload, or not such a record."""
+        if self.task_key != task.key or self.space_sig == task.space.signature():
+            return None
+        defaults = dict(task.template.knob_defaults)
+        names = {k.name for k in task.space.knobs}
+        missing = names - set(self.config)
+        if not defaults or not missing <= set(defaults) or not set(self.config) <= names:
+            return None
+        try:
+            config = task.space.config({**defaults, **self.config})
+        except ValueError:  # a value the knob no longer offers
+            return None
+        return dataclasses.replace(
+            self, space_sig=task.space.signature(), index=config.index, config=config.to_dict()
+        )
 
     def problem(self, task: Task) -> str | None:
         """Why this record (already known to match ``task``) cannot be trusted, or None: its
@@ -225,7 +246,9 @@ def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Reco
                 continue
             if task is None:
                 out.append(rec)
-            elif rec.matches(task):
+                continue
+            rec = rec.upgraded(task) or rec
+            if rec.matches(task):
                 why = rec.problem(task)
                 if why is None:
                     out.append(rec)

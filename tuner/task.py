@@ -14,7 +14,8 @@ bytes per MAC, ...; no lowering), so a cost model trained on some workloads tran
 others; an all-zero row for a point that does not fit. ``prior_fn(task, n) -> [Config]``: the
 backend's own ``n`` most promising points (for VTA: the candidates its measured default tries,
 then its analytic ranking), its analytic default first; ``pyvta tune`` measures them first
-(``--first``), so a run starts from what the compiler would pick untuned.
+(``--first``), so a run starts from what the compiler would pick untuned. ``knob_defaults``:
+the knobs a template's space gained later, with the value its older records mean.
 
 VTA templates plug in the same way: their ``instantiate_fn`` returns a schedule for the VTA
 backend and their measurer counts cycles (``cost_unit="cycles"``).
@@ -57,6 +58,9 @@ class Template:
     # (machine) -> how near a record's machine is to this one (higher: nearer)
     measured_on_fn: Callable[[], str] | None = None
     nearness_fn: Callable[[str], float] | None = None
+    # (knob, value) of knobs added to the space after records were logged: a record of the
+    # same task from a space without them means these values (``log.read_records``)
+    knob_defaults: tuple[tuple[str, object], ...] = ()
 
     def task(self, *args) -> Task:
         return Task(self, tuple(args), self.space_fn(*args))

@@ -7,8 +7,14 @@ default ``isa.HwConfig`` (the PYNQ-Z1 build). ``vta_layer_task(workload, epilogu
 of a network exactly as it runs there (padding, block, fused epilogue with its lowering choices;
 see ``tuner.network``); its arguments are the two dataclasses' fields. Knobs: ``tile_h``, ``tile_w`` (output pixels),
 ``tile_ci``, ``tile_co`` (16-channel blocks), ``vthreads`` and ``gemm_loops`` (which two
-dimensions the GEMM's hardware loops take). Points that do not fit the on-chip buffers are
-``InvalidConfig`` (recorded, never retried).
+dimensions the GEMM's hardware loops take), and the schedule's other choices
+(``config.schedule_space``): ``overlap`` (the epilogue beside the other threads' GEMMs or after
+them), ``tile_order`` and ``chunk_order`` (loop orders of the output tiles and of the reduction
+over input-channel chunks), ``uop_mode`` (micro-op kernels resident or loaded into a ring), with
+``vthreads`` up to 4; records logged before those knobs read as their defaults
+(``Template.knob_defaults``). Points that do not fit the on-chip buffers, and points whose
+knobs cannot change their program (``_same_program_as``), are ``InvalidConfig`` (recorded,
+never retried).
 The template has a ``lower_fn`` (the loop IR of its tensor-expression schedule), so the
 ``curve`` / ``loop`` IR features work on it, and a ``context_fn`` (``CONTEXT_NAMES``): workload-
 relative features from the fit check and the analytic estimate, without lowering, the same width
@@ -47,11 +53,11 @@ def _loops_key(loops) -> str:
 
 
 def _space(*args) -> ConfigSpace:
-    from pyvta.compiler.backend.vta.config import config_space
+    from pyvta.compiler.backend.vta.config import schedule_space
 
     wl, _ = _workload(*args)
     knobs = []
-    for name, values in config_space(wl).items():
+    for name, values in schedule_space(wl).items():
         if name == "gemm_loops":
             knobs.append(ChoiceKnob(name, [_loops_key(v) for v in values]))
         else:
@@ -71,7 +77,21 @@ def _instantiate(config, *args):
         check_fit(wl, ep, cfg, hw)
     except FitError as e:
         raise InvalidConfig(str(e)) from None
+    same = _same_program_as(wl, cfg)
+    if same is not None:
+        raise InvalidConfig(f"config {cfg.to_dict()} lowers as {same} does (a duplicate point)")
     return wl, ep, cfg, hw
+
+
+def _same_program_as(wl, c):
+    """For a point whose knobs cannot change its program (one thread: nothing for the epilogue
+    to overlap; one input-channel chunk: nothing to reorder), the knob that says so; else
+    None. Such duplicates are invalid points, so a search does not spend trials on them."""
+    if c.vthreads == 1 and not c.overlap:
+        return "overlap=True"
+    if c.chunk_order != "up" and wl.red_blocks == c.tile_ci:
+        return "chunk_order='up'"
+    return None
 
 
 def _lower(config, *args):
@@ -130,6 +150,13 @@ CONTEXT_NAMES = (
     "gemm_loops_ci_co",
     "gemm_loops_oh_co",
     "gemm_loops_ci_oh",
+    # the schedule's other choices (``config.schedule_space``), which the estimate ignores
+    "overlap",  # the epilogue beside the other threads' GEMMs (1) or after them (0)
+    "tile_order_sp",  # spatial tiles outer: inputs kept across channel tiles
+    "chunk_order_snake",  # the reduction alternating direction: a chunk kept between tiles
+    "uop_ring",  # micro-op kernels loaded at first use into a ring
+    "log2_co_tiles_per_thread",  # channel tiles a thread computes per spatial tile
+    "log2_sp_tiles",  # spatial tiles (inputs kept across the co tiles with "sp")
 )
 
 
@@ -168,6 +195,8 @@ def _context(config, *args) -> np.ndarray:
     c = conv_config(config)
     hw = HwConfig()
     out = np.zeros(len(CONTEXT_NAMES), np.float32)
+    if _same_program_as(wl, c) is not None:
+        return out
     try:
         est = estimate_parts(wl, ep, c, hw)
     except FitError:
@@ -211,6 +240,12 @@ def _context(config, *args) -> np.ndarray:
         est.dma_latency_cycles / (est.load_cycles + est.store_cycles),
         v,
         *(float(c.gemm_loops == loops) for loops in GEMM_LOOPS),
+        float(c.overlap),
+        float(c.tile_order == "sp"),
+        float(c.chunk_order == "snake"),
+        float(c.uop_mode == "ring"),
+        math.log2(max(1.0, wl.co_blocks / c.tile_co / v)),
+        math.log2(est.tiles * c.tile_co / wl.co_blocks),
     ]
     out[:] = vals
     return out
@@ -246,6 +281,13 @@ CONV2D = Template(
     lower_fn=_lower,
     context_fn=_context,
     prior_fn=ranked_vta_configs,
+    # the knobs added with ``config.schedule_space`` (records logged before them: defaults)
+    knob_defaults=(
+        ("overlap", True),
+        ("tile_order", "co"),
+        ("chunk_order", "up"),
+        ("uop_mode", "resident"),
+    ),
 )
 
 

@@ -29,6 +29,7 @@ from pyvta.compiler.backend.vta.config import (
     FitError,
     Geometry,
     check_fit,
+    chunk_index,
     first_chunk_parts,
     reserved_rows,
 )
@@ -116,7 +117,7 @@ def lower_conv2d(
     )
     emit = emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
-        em = emit(ctx, Emitter(hw))
+        em = emit(ctx, Emitter(hw, dynamic_uops=c.uop_mode == "ring"))
     except UopOverflowError:
         try:
             em = emit(ctx, Emitter(hw, dynamic_uops=True))
@@ -135,13 +136,13 @@ def _emit(x: Ctx, em: Emitter) -> Emitter:
     n_chunks = wl.red_blocks // c.tile_ci
     loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     load_constants(em, x)
-    for tiles in groups:
+    for n, tiles in enumerate(groups):
         group = list(enumerate(tiles))
         for v, tile in group:
             tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
-                chunk(em, x, x.lay.bases(v), tile, k, loaded)
+                chunk(em, x, x.lay.bases(v), tile, chunk_index(c, n, k, n_chunks), loaded)
         for v, tile in group:
             epilogue(em, x, v, tile)
     em.finish()

@@ -95,7 +95,10 @@ def conv2d_schedule(wl: ConvWorkload, c: ConvConfig, hw: HwConfig):
     y_o, y_i = st.split(y, c.tile_h)
     x_o, x_i = st.split(x, c.tile_w)
     v, co_oo = st.split(co_o, nparts=c.vthreads)
-    st.reorder(v, co_oo, y_o, x_o, co_i, y_i, x_i, n, o)
+    if c.tile_order == "sp":  # spatial tiles outer (``conv2d_tile.tile_groups``)
+        st.reorder(v, y_o, x_o, co_oo, co_i, y_i, x_i, n, o)
+    else:
+        st.reorder(v, co_oo, y_o, x_o, co_i, y_i, x_i, n, o)
     st.vthread(v)
     sa = sch[acc]
     sa.compute_at(st, x_o)
