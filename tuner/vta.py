@@ -251,6 +251,35 @@ def _context(config, *args) -> np.ndarray:
     return out
 
 
+def valid_point_count(task: Task) -> tuple[int, int]:
+    """``(valid points, those of them in the space before the schedule knobs)`` of a VTA
+    task's space (the second: ``config.config_space``, e.g. two thread counts, the schedule
+    knobs at their defaults): points that lower (the context features' fit check: buffers,
+    GEMM hazard, micro-op kernel) and are no duplicate (``_same_program_as``). The fit check
+    runs once per tiling (the schedule knobs at their defaults: they change no buffer, loop or
+    kernel size); about 3 ms a tiling."""
+    from pyvta.compiler.backend.vta.config import config_space
+
+    defaults = dict(task.template.knob_defaults)
+    wl, _ = _workload(*task.args)
+    before = {
+        k: [_loops_key(x) if k == "gemm_loops" else x for x in v]
+        for k, v in config_space(wl).items()
+    }
+    fits: dict[tuple, bool] = {}
+    total = at_defaults = 0
+    for i in range(len(task.space)):
+        point = dict(task.space.get(i))
+        tiling = {**point, **defaults}
+        key = tuple(sorted(tiling.items()))
+        if key not in fits:
+            fits[key] = bool(task.context(task.space.config(tiling)).any())
+        if fits[key] and _same_program_as(wl, conv_config(point)) is None:
+            total += 1
+            at_defaults += point == tiling and all(point[k] in v for k, v in before.items())
+    return total, at_defaults
+
+
 def ranked_vta_configs(task: Task, n: int):
     """The backend's ``n`` most promising configs, as points of the space: the candidates its
     measured default would try (``candidate_configs``: per thread count, the best analytic
