@@ -26,6 +26,7 @@ from pyvta.compiler.backend.vta.conv2d import DramMap, lower_conv2d
 from pyvta.compiler.backend.vta.reference import reference_conv
 from pyvta.driver import SimDevice
 from pyvta.isa import HwConfig, MemInsn, Module, encode_uops
+from pyvta.runtime import layout
 from pyvta.tuner.log import TuningLog, apply_best, make_record, read_records
 from pyvta.tuner.measure import MeasureResult
 from pyvta.tuner.task import InvalidConfig
@@ -42,7 +43,10 @@ LAYERS = [
         ConvWorkload(8, 8, 48, 64, 3, 3, 2, 1),
         Epilogue(bias=True, shift=7, lo=0, hi=127, residual=True, residual_shift=2),
     ),
+    # a grouped conv (4 groups of one channel block each: block-diagonal GEMMs)
+    (ConvWorkload(8, 8, 64, 64, 3, 3, 1, 1, groups=4), Epilogue.requant(shift=8, relu=True)),
 ]
+GROUPS = {3: 4}  # layer -> its conv's groups
 
 
 def _non_default_points(task, rng, n):
@@ -66,20 +70,25 @@ def _non_default_points(task, rng, n):
     return out
 
 
-def _run(wl, ep, c: ConvConfig, rng):
+def _run(wl, ep, c: ConvConfig, rng, groups: int = 1):
     x = rng.integers(-128, 128, (1, wl.in_channels, wl.height, wl.width), dtype=np.int8)
     w = rng.integers(
-        -128, 128, (wl.out_channels, wl.in_channels, wl.kernel_h, wl.kernel_w), dtype=np.int8
+        -128,
+        128,
+        (wl.out_channels, wl.in_channels // groups, wl.kernel_h, wl.kernel_w),
+        dtype=np.int8,
     )
     b = rng.integers(-20000, 20000, wl.out_channels).astype(np.int32)
     res = None
     if ep.residual:
         res = rng.integers(-128, 128, (1, wl.out_channels, wl.out_h, wl.out_w), dtype=np.int8)
-    op = VtaConv2d(wl, ep, pack_weights(w), pack_bias(b), SimDevice(dram_bytes=1 << 24), c)
+    packed = pack_weights(w) if groups == 1 else layout.pack_group_oihw(w, groups, wl.groups)
+    op = VtaConv2d(wl, ep, packed, pack_bias(b), SimDevice(dram_bytes=1 << 24), c)
     assert op.config == c
     run = op(pack_data(x), None if res is None else pack_data(res))
     got = unpack_data(run.output, wl.out_channels)
-    expected = reference_conv(x, w, b, ep, wl, res)
+    dense = w if groups == 1 else layout.dense_group_oihw(w, groups)
+    expected = reference_conv(x, dense, b, ep, wl, res)
     assert np.array_equal(got, expected), f"{wl} {c.to_dict()}: result differs"
 
 
@@ -109,7 +118,7 @@ def test_random_schedule_points_exact(layer):
     for point in points:
         c = conv_config(point)
         print(" ", c.to_dict())
-        _run(wl, ep, c, rng)
+        _run(wl, ep, c, rng, GROUPS.get(layer, 1))
         for k in NEW_KNOBS:
             seen[k].add(getattr(c, k))
     # both lowering paths of the layer (overlapped and v0.0.2) ran with the new orders
@@ -123,7 +132,7 @@ def test_random_schedule_points_exact(layer):
             c, tile_h=min(c.tile_h, wl.out_h) if wl.out_h % 4 == 0 else wl.out_h
         )
         c = dataclasses.replace(c, tile_w=c.tile_h)
-        _run(wl, ep, c, rng)
+        _run(wl, ep, c, rng, GROUPS.get(layer, 1))
         _races_and_order(wl, ep, c, hw)
 
 
