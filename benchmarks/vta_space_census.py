@@ -15,7 +15,7 @@ duplicate (``tuner.vta.valid_point_count``: the schedule knobs of ``config.sched
 included), and how many of those the space had before those knobs (two thread counts, the
 knobs at their defaults):
 
-    .venv/bin/python benchmarks/vta_space_census.py --count --layers C2-C12
+    .venv/bin/python benchmarks/vta_space_census.py --count --layers C2-C12 --extra
 
 The measurements go to ``--log`` (a tuning log; an interrupted census resumes from it) and
 ``benchmarks/tune_search.py --task vta --cache LOG`` then compares tuners on these exact costs.
@@ -64,16 +64,26 @@ def summarize(costs: dict[int, float]) -> dict:
     return row
 
 
-def count(names: list[str]) -> int:
-    """Print each layer's space size and valid points (``--count``)."""
-    from pyvta.tuner.vta import valid_point_count
+def count(names: list[str], extra: bool = False) -> int:
+    """Print each layer's space size and valid points (``--count``); ``extra``: also
+    ResNet-18's classifier (a 512 -> 1000 dense layer) and a grouped conv (MobileNet-style
+    depthwise 3x3 on 256 channels: one block group per channel block), both tasks of the same
+    template."""
+    from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+    from pyvta.tuner.vta import valid_point_count, vta_layer_task
+
+    tasks = {name: parse_workload(f"vta:{name}") for name in names}
+    if extra:
+        ep = Epilogue.requant(shift=8, relu=True)
+        tasks["FC"] = vta_layer_task(ConvWorkload.dense(512, 1000), Epilogue.requant(shift=8))
+        depthwise = ConvWorkload(14, 14, 256, 256, 3, 3, 1, 1, groups=16)
+        tasks["DW"] = vta_layer_task(depthwise, ep)
 
     print(
         "| layer | workload | points | valid | valid before the schedule knobs "
         "| valid / before |\n|---|---|---|---|---|---|"
     )
-    for name in names:
-        task = parse_workload(f"vta:{name}")
+    for name, task in tasks.items():
         t0 = time.perf_counter()
         valid, before = valid_point_count(task)
         wl, _ = task_layer(task)
@@ -93,13 +103,18 @@ def main(argv=None) -> int:
     p.add_argument(
         "--count", action="store_true", help="count each space's valid points, measure nothing"
     )
+    p.add_argument(
+        "--extra",
+        action="store_true",
+        help="with --count: also the classifier (dense 512 -> 1000) and a depthwise conv",
+    )
     a = p.parse_args(argv)
     try:
         names = layer_names(a.layers)
     except ValueError as e:
         raise SystemExit(f"error: {e}") from None
     if a.count:
-        return count(names)
+        return count(names, a.extra)
     Path(a.log).parent.mkdir(parents=True, exist_ok=True)
     inner = LocalMeasurer(
         VtaCycleBackend(),
