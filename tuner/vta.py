@@ -27,6 +27,8 @@ this writing (``ConvWorkload``, ``Epilogue``, ``ConvConfig``, ``check_fit``, ``c
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -177,18 +179,40 @@ def _gemm_hazard(c, dims: dict) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _tiling_estimate(wl, ep, c, hw):
+    from pyvta.compiler.backend.vta.config import FitError
+    from pyvta.compiler.backend.vta.default import estimate_parts
+
+    try:
+        return estimate_parts(wl, ep, c, hw)
+    except FitError:
+        return None
+
+
+def _estimate(wl, ep, c, hw):
+    """The analytic estimate's parts (``default.estimate_parts``) of ``c``, None if it does not
+    fit; it does not read the loop orders or the micro-op mode, so it is computed once per
+    tiling (and thread count, overlap) in this process: most of a context row's time (about
+    5 ms), which a search over a large space asks for again and again, seed after seed."""
+    from pyvta.compiler.backend.vta.config import CHUNK_ORDERS, TILE_ORDERS, UOP_MODES
+
+    tiling = dataclasses.replace(
+        c, tile_order=TILE_ORDERS[0], chunk_order=CHUNK_ORDERS[0], uop_mode=UOP_MODES[0]
+    )
+    return _tiling_estimate(wl, ep, tiling, hw)
+
+
 def _context(config, *args) -> np.ndarray:
     """``float32 [len(CONTEXT_NAMES)]``: workload-relative features of ``config`` (see
     ``CONTEXT_NAMES``), zeros for a point that does not lower (buffers, GEMM hazard, a micro-op
     kernel larger than the UOP buffer). About 0.1 ms; no lowering and no cycle model."""
     from pyvta.compiler.backend.vta.config import (
         GEMM_LOOPS,
-        FitError,
         gemm_dims,
         geometry,
         reserved_rows,
     )
-    from pyvta.compiler.backend.vta.default import estimate_parts
     from pyvta.isa import HwConfig
 
     wl, ep = _workload(*args)
@@ -197,9 +221,8 @@ def _context(config, *args) -> np.ndarray:
     out = np.zeros(len(CONTEXT_NAMES), np.float32)
     if _same_program_as(wl, c) is not None:
         return out
-    try:
-        est = estimate_parts(wl, ep, c, hw)
-    except FitError:
+    est = _estimate(wl, ep, c, hw)
+    if est is None:
         return out
     g = geometry(wl, ep, c)
     if _gemm_hazard(c, gemm_dims(wl, c, g)) or est.kernel_uops > hw.uop_depth:
