@@ -13,6 +13,10 @@ For each output tile (tile_co blocks x tile_h x tile_w pixels), assigned round-r
     STORE the int8 OUT rows.
 The threads' streams are interleaved chunk by chunk so one thread's loads overlap another's
 GEMMs; ``insert_dep_tokens`` then derives every dependency token from the accesses.
+The config's loop orders (``config.TILE_ORDERS``: channel or spatial tiles outer;
+``config.CHUNK_ORDERS``: the chunks upwards, or alternating direction) decide which loads a
+slot's contents make unnecessary, and ``uop_mode`` whether the micro-op kernels are loaded
+once at the start or into a ring at first use; their defaults are the program above.
 
 ``conv2d_tile`` holds the pieces both schedules emit (slots, a tile's start, its chunks, its
 epilogue); ``conv2d_overlap`` the schedule with the epilogue beside the GEMMs (the ISA's
