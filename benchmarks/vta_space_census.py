@@ -10,6 +10,13 @@ trials random search needs to hit one: the mean (N + 1) / (K + 1) and the median
 uniform sampling without replacement from N points of which K hit. A search method beats
 random by 3x at 95% only if its median trials are a third of random's median.
 
+``--count``: no measurement; per layer the points of the space, how many lower and are no
+duplicate (``tuner.vta.valid_point_count``: the schedule knobs of ``config.schedule_space``
+included), and how many of those the space had before those knobs (two thread counts, the
+knobs at their defaults):
+
+    .venv/bin/python benchmarks/vta_space_census.py --count --layers C2-C12 --extra
+
 The measurements go to ``--log`` (a tuning log; an interrupted census resumes from it) and
 ``benchmarks/tune_search.py --task vta --cache LOG`` then compares tuners on these exact costs.
 """
@@ -24,7 +31,7 @@ from pathlib import Path
 from pyvta.tuner.cli_support import layer_names, parse_workload
 from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer
 from pyvta.tuner.tuners import random_hit_trials
-from pyvta.tuner.vta import VtaCycleBackend
+from pyvta.tuner.vta import VtaCycleBackend, task_layer
 
 
 def census(task, meas: CachedMeasurer, chunk: int = 64, progress: bool = True) -> dict[int, float]:
@@ -57,12 +64,57 @@ def summarize(costs: dict[int, float]) -> dict:
     return row
 
 
+def count(names: list[str], extra: bool = False) -> int:
+    """Print each layer's space size and valid points (``--count``); ``extra``: also
+    ResNet-18's classifier (a 512 -> 1000 dense layer) and a grouped conv (MobileNet-style
+    depthwise 3x3 on 256 channels: one block group per channel block), both tasks of the same
+    template."""
+    from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
+    from pyvta.tuner.vta import valid_point_count, vta_layer_task
+
+    tasks = {name: parse_workload(f"vta:{name}") for name in names}
+    if extra:
+        ep = Epilogue.requant(shift=8, relu=True)
+        tasks["FC"] = vta_layer_task(ConvWorkload.dense(512, 1000), Epilogue.requant(shift=8))
+        depthwise = ConvWorkload(14, 14, 256, 256, 3, 3, 1, 1, groups=16)
+        tasks["DW"] = vta_layer_task(depthwise, ep)
+
+    print(
+        "| layer | workload | points | valid | valid before the schedule knobs "
+        "| valid / before |\n|---|---|---|---|---|---|"
+    )
+    for name, task in tasks.items():
+        t0 = time.perf_counter()
+        valid, before = valid_point_count(task)
+        wl, _ = task_layer(task)
+        print(
+            f"| {name} | {wl} | {len(task.space):,} | {valid:,} | {before:,} "
+            f"| {valid / before:.1f}x |  ({time.perf_counter() - t0:.0f} s)",
+            flush=True,
+        )
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layers", default="C5,C8,C11", help="e.g. C2-C12 or C5,C8")
     p.add_argument("--log", default="out/vta_census.jsonl", help="tuning log of measurements")
     p.add_argument("--workers", type=int, default=2, help="measurement processes")
+    p.add_argument(
+        "--count", action="store_true", help="count each space's valid points, measure nothing"
+    )
+    p.add_argument(
+        "--extra",
+        action="store_true",
+        help="with --count: also the classifier (dense 512 -> 1000) and a depthwise conv",
+    )
     a = p.parse_args(argv)
+    try:
+        names = layer_names(a.layers)
+    except ValueError as e:
+        raise SystemExit(f"error: {e}") from None
+    if a.count:
+        return count(names, a.extra)
     Path(a.log).parent.mkdir(parents=True, exist_ok=True)
     inner = LocalMeasurer(
         VtaCycleBackend(),
@@ -74,10 +126,6 @@ def main(argv=None) -> int:
     meas = CachedMeasurer(inner, a.log)
     rows = {}
     t0 = time.perf_counter()
-    try:
-        names = layer_names(a.layers)
-    except ValueError as e:
-        raise SystemExit(f"error: {e}") from None
     try:
         for name in names:
             rows[name] = summarize(census(parse_workload(f"vta:{name}"), meas))

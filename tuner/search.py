@@ -56,7 +56,11 @@ class SimulatedAnnealing:
         cur = np.asarray(score_fn(cur_idx), dtype=np.float64)
         top: dict[int, float] = {}
         self._merge(top, cur_idx, cur, exclude, n)
-        scale = float(np.std(cur)) or 1.0  # temperature in units of the scores' spread
+        # temperature in units of the scores' spread (of the points that may be picked: a
+        # score_fn may give -inf to points it rules out)
+        finite = cur[np.isfinite(cur)]
+        scale = float(np.std(finite)) if finite.size > 1 else 0.0
+        scale = scale or 1.0
         still = 0
         step = 0
         for step in range(1, self.n_steps + 1):
@@ -64,8 +68,11 @@ class SimulatedAnnealing:
             new = space.neighbours(pts, self.rng)
             new_idx = space.to_index(new)
             score = np.asarray(score_fn(new_idx), dtype=np.float64)
+            # from a ruled-out point (-inf) a chain moves freely (to another one too)
+            with np.errstate(invalid="ignore"):  # (-inf - -inf: replaced)
+                diff = np.where(np.isneginf(cur), np.inf, score - cur)
             with np.errstate(over="ignore"):
-                prob = np.exp(np.minimum(0.0, (score - cur) / (temp * scale + 1e-12)))
+                prob = np.exp(np.minimum(0.0, diff / (temp * scale + 1e-12)))
             accept = self.rng.random(prob.shape) < prob
             pts[accept] = new[accept]
             cur[accept] = score[accept]

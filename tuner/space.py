@@ -92,6 +92,11 @@ class Knob:
                 f"({len(self.values)} candidates, e.g. {self.values[:4]})"
             ) from None
 
+    def legacy(self) -> Knob:
+        """This knob as an older space of its template had it (``ChoiceKnob`` may have
+        gained values since); ``ConfigSpace.legacy`` builds an older space of these."""
+        return self
+
     def describe(self) -> dict:
         d = {"kind": self.kind, "name": self.name, "values": [_jsonable(v) for v in self.values]}
         if self.default is not None:
@@ -169,7 +174,9 @@ class ChoiceKnob(Knob):
 
     kind = "choice"
 
-    def __init__(self, name: str, values: Sequence, log_scale: bool = True, default=None):
+    def __init__(
+        self, name: str, values: Sequence, log_scale: bool = True, default=None, before=None
+    ):
         vals = list(values)
         self._numeric = all(isinstance(v, int | float) for v in vals)
         self._log = (
@@ -178,6 +185,20 @@ class ChoiceKnob(Knob):
             and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vals)
         )
         super().__init__(name, vals, default)
+        if before is not None and not set(map(self._key, before)) < set(self._pos):
+            raise ValueError(
+                f"knob {name!r}: the values it offered before {list(before)} must be some of"
+                f" its values {vals[:8]}"
+            )
+        self.before = None if before is None else list(before)
+        self._log_scale = log_scale
+
+    def legacy(self) -> Knob:
+        """This knob as it was before it gained values (``before``: the ones it offered
+        then), or itself; ``ConfigSpace.legacy`` builds an older space of these."""
+        if self.before is None:
+            return self
+        return ChoiceKnob(self.name, self.before, log_scale=self._log_scale)
 
     def _features(self, v) -> list[float]:
         if self._log:
@@ -303,18 +324,20 @@ class ConfigSpace:
         return self.get(int(self.to_index([ch])[0]))
 
     def legacy(self, names) -> ConfigSpace | None:
-        """The space of the knobs ``names`` only (in this space's order), if every other knob
-        has a default: the space a config of a template from before those knobs (a record
-        logged then) lies in, its points this space's with the defaults (``config``). None if
-        a knob outside ``names`` has no default, or ``names`` are all the knobs."""
+        """The space of the knobs ``names`` only (in this space's order), each with the values
+        it offered then (``Knob.legacy``), if every other knob has a default: the space a config
+        of a template from before those knobs or values (a record logged then) lies in, its
+        points this space's with the defaults (``config``). None if a knob outside ``names``
+        has no default, or the older space would be this one."""
         names = frozenset(names)
         if names not in self._legacy:
             rest = [k for k in self.knobs if k.name not in names]
-            fits = rest and all(k.default is not None for k in rest)
+            kept = [k for k in self.knobs if k.name in names]
+            older = [k.legacy() for k in kept]
+            changed = rest or any(o is not k for o, k in zip(older, kept, strict=True))
+            fits = changed and all(k.default is not None for k in rest)
             fits = fits and names <= {k.name for k in self.knobs}
-            self._legacy[names] = (
-                ConfigSpace([k for k in self.knobs if k.name in names]) if fits else None
-            )
+            self._legacy[names] = ConfigSpace(older) if fits else None
         return self._legacy[names]
 
     # ---- sampling and moves

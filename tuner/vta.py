@@ -7,8 +7,14 @@ default ``isa.HwConfig`` (the PYNQ-Z1 build). ``vta_layer_task(workload, epilogu
 of a network exactly as it runs there (padding, block, fused epilogue with its lowering choices;
 see ``tuner.network``); its arguments are the two dataclasses' fields. Knobs: ``tile_h``, ``tile_w`` (output pixels),
 ``tile_ci``, ``tile_co`` (16-channel blocks), ``vthreads`` and ``gemm_loops`` (which two
-dimensions the GEMM's hardware loops take). Points that do not fit the on-chip buffers are
-``InvalidConfig`` (recorded, never retried).
+dimensions the GEMM's hardware loops take), and the schedule's other choices
+(``config.schedule_space``): ``overlap`` (the epilogue beside the other threads' GEMMs or after
+them), ``tile_order`` and ``chunk_order`` (loop orders of the output tiles and of the reduction
+over input-channel chunks), ``uop_mode`` (micro-op kernels resident or loaded into a ring), with
+``vthreads`` up to 4; records logged before those knobs read as their defaults
+(``ChoiceKnob.default``, ``ConfigSpace.legacy``). Points that do not fit the on-chip buffers, and points whose
+knobs cannot change their program (``_same_program_as``), are ``InvalidConfig`` (recorded,
+never retried).
 The template has a ``lower_fn`` (the loop IR of its tensor-expression schedule), so the
 ``curve`` / ``loop`` IR features work on it, and a ``context_fn`` (``CONTEXT_NAMES``): workload-
 relative features from the fit check and the analytic estimate, without lowering, the same width
@@ -21,6 +27,8 @@ this writing (``ConvWorkload``, ``Epilogue``, ``ConvConfig``, ``check_fit``, ``c
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -47,13 +55,21 @@ def _loops_key(loops) -> str:
 
 
 def _space(*args) -> ConfigSpace:
-    from pyvta.compiler.backend.vta.config import config_space
+    """The schedule's choices (``config.schedule_space``). The knobs it gained after records
+    were logged default to their first value (what those records mean), and a knob that gained
+    values (``vthreads``) keeps the ones it offered before (``ConfigSpace.legacy``)."""
+    from pyvta.compiler.backend.vta.config import config_space, schedule_space
 
     wl, _ = _workload(*args)
+    before = config_space(wl)
     knobs = []
-    for name, values in config_space(wl).items():
+    for name, values in schedule_space(wl).items():
         if name == "gemm_loops":
-            knobs.append(ChoiceKnob(name, [_loops_key(v) for v in values]))
+            values = [_loops_key(v) for v in values]
+        if name not in before:
+            knobs.append(ChoiceKnob(name, list(values), default=values[0]))
+        elif name != "gemm_loops" and list(values) != list(before[name]):
+            knobs.append(ChoiceKnob(name, list(values), before=before[name]))
         else:
             knobs.append(ChoiceKnob(name, list(values)))
     return ConfigSpace(knobs)
@@ -71,7 +87,21 @@ def _instantiate(config, *args):
         check_fit(wl, ep, cfg, hw)
     except FitError as e:
         raise InvalidConfig(str(e)) from None
+    same = _same_program_as(wl, cfg)
+    if same is not None:
+        raise InvalidConfig(f"config {cfg.to_dict()} lowers as {same} does (a duplicate point)")
     return wl, ep, cfg, hw
+
+
+def _same_program_as(wl, c):
+    """For a point whose knobs cannot change its program (one thread: nothing for the epilogue
+    to overlap; one input-channel chunk: nothing to reorder), the knob that says so; else
+    None. Such duplicates are invalid points, so a search does not spend trials on them."""
+    if c.vthreads == 1 and not c.overlap:
+        return "overlap=True"
+    if c.chunk_order != "up" and wl.red_blocks == c.tile_ci:
+        return "chunk_order='up'"
+    return None
 
 
 def _lower(config, *args):
@@ -130,6 +160,13 @@ CONTEXT_NAMES = (
     "gemm_loops_ci_co",
     "gemm_loops_oh_co",
     "gemm_loops_ci_oh",
+    # the schedule's other choices (``config.schedule_space``), which the estimate ignores
+    "overlap",  # the epilogue beside the other threads' GEMMs (1) or after them (0)
+    "tile_order_sp",  # spatial tiles outer: inputs kept across channel tiles
+    "chunk_order_snake",  # the reduction alternating direction: a chunk kept between tiles
+    "uop_ring",  # micro-op kernels loaded at first use into a ring
+    "log2_co_tiles_per_thread",  # channel tiles a thread computes per spatial tile
+    "log2_sp_tiles",  # spatial tiles (inputs kept across the co tiles with "sp")
 )
 
 
@@ -150,27 +187,50 @@ def _gemm_hazard(c, dims: dict) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _tiling_estimate(wl, ep, c, hw):
+    from pyvta.compiler.backend.vta.config import FitError
+    from pyvta.compiler.backend.vta.default import estimate_parts
+
+    try:
+        return estimate_parts(wl, ep, c, hw)
+    except FitError:
+        return None
+
+
+def _estimate(wl, ep, c, hw):
+    """The analytic estimate's parts (``default.estimate_parts``) of ``c``, None if it does not
+    fit; it does not read the loop orders or the micro-op mode, so it is computed once per
+    tiling (and thread count, overlap) in this process: most of a context row's time (about
+    5 ms), which a search over a large space asks for again and again, seed after seed."""
+    from pyvta.compiler.backend.vta.config import CHUNK_ORDERS, TILE_ORDERS, UOP_MODES
+
+    tiling = dataclasses.replace(
+        c, tile_order=TILE_ORDERS[0], chunk_order=CHUNK_ORDERS[0], uop_mode=UOP_MODES[0]
+    )
+    return _tiling_estimate(wl, ep, tiling, hw)
+
+
 def _context(config, *args) -> np.ndarray:
     """``float32 [len(CONTEXT_NAMES)]``: workload-relative features of ``config`` (see
     ``CONTEXT_NAMES``), zeros for a point that does not lower (buffers, GEMM hazard, a micro-op
     kernel larger than the UOP buffer). About 0.1 ms; no lowering and no cycle model."""
     from pyvta.compiler.backend.vta.config import (
         GEMM_LOOPS,
-        FitError,
         gemm_dims,
         geometry,
         reserved_rows,
     )
-    from pyvta.compiler.backend.vta.default import estimate_parts
     from pyvta.isa import HwConfig
 
     wl, ep = _workload(*args)
     c = conv_config(config)
     hw = HwConfig()
     out = np.zeros(len(CONTEXT_NAMES), np.float32)
-    try:
-        est = estimate_parts(wl, ep, c, hw)
-    except FitError:
+    if _same_program_as(wl, c) is not None:
+        return out
+    est = _estimate(wl, ep, c, hw)
+    if est is None:
         return out
     g = geometry(wl, ep, c)
     if _gemm_hazard(c, gemm_dims(wl, c, g)) or est.kernel_uops > hw.uop_depth:
@@ -211,9 +271,44 @@ def _context(config, *args) -> np.ndarray:
         est.dma_latency_cycles / (est.load_cycles + est.store_cycles),
         v,
         *(float(c.gemm_loops == loops) for loops in GEMM_LOOPS),
+        float(c.overlap),
+        float(c.tile_order == "sp"),
+        float(c.chunk_order == "snake"),
+        float(c.uop_mode == "ring"),
+        math.log2(max(1.0, wl.co_blocks / c.tile_co / v)),
+        math.log2(est.tiles * c.tile_co / wl.co_blocks),
     ]
     out[:] = vals
     return out
+
+
+def valid_point_count(task: Task) -> tuple[int, int]:
+    """``(valid points, those of them in the space before the schedule knobs)`` of a VTA
+    task's space (the second: ``config.config_space``, e.g. two thread counts, the schedule
+    knobs at their defaults): points that lower (the context features' fit check: buffers,
+    GEMM hazard, micro-op kernel) and are no duplicate (``_same_program_as``). The fit check
+    runs once per tiling (the schedule knobs at their defaults: they change no buffer, loop or
+    kernel size); about 3 ms a tiling."""
+    from pyvta.compiler.backend.vta.config import config_space
+
+    defaults = {k.name: k.default for k in task.space.knobs if k.default is not None}
+    wl, _ = _workload(*task.args)
+    before = {
+        k: [_loops_key(x) if k == "gemm_loops" else x for x in v]
+        for k, v in config_space(wl).items()
+    }
+    fits: dict[tuple, bool] = {}
+    total = at_defaults = 0
+    for i in range(len(task.space)):
+        point = dict(task.space.get(i))
+        tiling = {**point, **defaults}
+        key = tuple(sorted(tiling.items()))
+        if key not in fits:
+            fits[key] = bool(task.context(task.space.config(tiling)).any())
+        if fits[key] and _same_program_as(wl, conv_config(point)) is None:
+            total += 1
+            at_defaults += point == tiling and all(point[k] in v for k, v in before.items())
+    return total, at_defaults
 
 
 def ranked_vta_configs(task: Task, n: int):

@@ -15,6 +15,22 @@ from pyvta.isa.layout import gemm_layout
 # (co, ci, kh, kw, oh, ow) are enumerated in the micro-op kernel.
 GEMM_LOOPS = (("ci", "co"), ("oh", "co"), ("ci", "oh"))
 
+# The schedule's loop orders and micro-op modes (``ConvConfig`` fields; the first of each is
+# the default, the program the template emitted before these knobs existed):
+# the output tiles' loop order: "co" channel tiles outer, spatial tiles inner (a thread's
+# weights kept across its spatial tiles); "sp" spatial tiles outer, channel tiles inner (a
+# thread's input kept across its channel tiles: its loads skipped, ``keeps_inputs``)
+TILE_ORDERS = ("co", "sp")
+# the reduction over input-channel chunks: "up" chunk 0 first in every tile; "snake" upwards
+# in even groups and downwards in odd ones (the last chunk's weights or input, still in the
+# slot, serve the next tile's first chunk)
+CHUNK_ORDERS = ("up", "snake")
+# the micro-op kernels: "resident" all loaded once at the start (on demand into a ring only
+# when they do not fit together); "ring" each loaded into a ring at its first use
+UOP_MODES = ("resident", "ring")
+# the thread counts the tuner's space offers (``check_fit`` allows 1..4)
+TUNED_VTHREADS = (1, 2, 4)
+
 
 class FitError(PyvtaError, ValueError):
     """A config whose tiles do not fit the on-chip buffers (says what it needs and has)."""
@@ -37,6 +53,9 @@ class ConvConfig:
     # the epilogue's clip to [lo, hi] as one ALU CLIP (``isa.opcodes.CLIP_DOC``, ``clip_ops``);
     # False clips with MAX lo, MIN hi as VTA v0.0.2 does
     clip: bool = True
+    tile_order: str = TILE_ORDERS[0]
+    chunk_order: str = CHUNK_ORDERS[0]
+    uop_mode: str = UOP_MODES[0]
 
     def v002(self) -> ConvConfig:
         """This config lowered with VTA v0.0.2's instructions only: no overlap bit, no CLIP."""
@@ -70,6 +89,20 @@ class Geometry:
     # input rows apart of two rows in the INP slot: a 1x1 kernel with a stride and no padding
     # reads every stride-th row only, so only those are loaded (in_h = tile_h)
     row_step: int = 1
+
+
+def keeps_inputs(c: ConvConfig) -> bool:
+    """Whether a thread's chunk skips its input loads when its INP slot already holds that
+    input (the loop orders that make this happen: ``TILE_ORDERS`` "sp", ``CHUNK_ORDERS``
+    "snake"; the default orders reload, as before these knobs)."""
+    return c.tile_order != TILE_ORDERS[0] or c.chunk_order != CHUNK_ORDERS[0]
+
+
+def chunk_index(c: ConvConfig, group: int, k: int, n_chunks: int) -> int:
+    """The input-channel chunk a tile of group ``group`` computes ``k``-th (``CHUNK_ORDERS``)."""
+    if c.chunk_order == "snake" and group % 2 == 1:
+        return n_chunks - 1 - k
+    return k
 
 
 def skips_rows(wl: ConvWorkload) -> bool:
@@ -233,6 +266,13 @@ def check_fit(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, hw: HwConfig) -> Ge
         problems.append(f"vthreads {c.vthreads} not in 1..4")
     if c.gemm_loops not in GEMM_LOOPS:
         problems.append(f"gemm_loops {c.gemm_loops} not one of {GEMM_LOOPS}")
+    for name, allowed in (
+        ("tile_order", TILE_ORDERS),
+        ("chunk_order", CHUNK_ORDERS),
+        ("uop_mode", UOP_MODES),
+    ):
+        if getattr(c, name) not in allowed:
+            problems.append(f"{name} {getattr(c, name)!r} not one of {allowed}")
     if problems:
         raise FitError(f"config {c.to_dict()} is invalid for {wl}: " + "; ".join(problems))
     g = geometry(wl, ep, c)
@@ -291,6 +331,20 @@ def config_space(wl: ConvWorkload) -> dict[str, list]:
         "tile_co": divisors(wl.group_co_blocks),
         "vthreads": [1, 2],
         "gemm_loops": list(GEMM_LOOPS),
+    }
+
+
+def schedule_space(wl: ConvWorkload) -> dict[str, list]:
+    """``config_space`` with the schedule's other choices (the tuner's space): up to four
+    threads, the epilogue beside the other threads' GEMMs or after them (``overlap``), the loop
+    orders and the micro-op mode. Each new knob's first value is its default: with them the
+    points of ``config_space`` lower to the same programs as before."""
+    return config_space(wl) | {
+        "vthreads": list(TUNED_VTHREADS),
+        "overlap": [True, False],
+        "tile_order": list(TILE_ORDERS),
+        "chunk_order": list(CHUNK_ORDERS),
+        "uop_mode": list(UOP_MODES),
     }
 
 

@@ -13,6 +13,10 @@ For each output tile (tile_co blocks x tile_h x tile_w pixels), assigned round-r
     STORE the int8 OUT rows.
 The threads' streams are interleaved chunk by chunk so one thread's loads overlap another's
 GEMMs; ``insert_dep_tokens`` then derives every dependency token from the accesses.
+The config's loop orders (``config.TILE_ORDERS``: channel or spatial tiles outer;
+``config.CHUNK_ORDERS``: the chunks upwards, or alternating direction) decide which loads a
+slot's contents make unnecessary, and ``uop_mode`` whether the micro-op kernels are loaded
+once at the start or into a ring at first use; their defaults are the program above.
 
 ``conv2d_tile`` holds the pieces both schedules emit (slots, a tile's start, its chunks, its
 epilogue); ``conv2d_overlap`` the schedule with the epilogue beside the GEMMs (the ISA's
@@ -29,6 +33,7 @@ from pyvta.compiler.backend.vta.config import (
     FitError,
     Geometry,
     check_fit,
+    chunk_index,
     first_chunk_parts,
     reserved_rows,
 )
@@ -116,7 +121,7 @@ def lower_conv2d(
     )
     emit = emit_overlapped if lay.overlapped else _emit
     try:  # all micro-op kernels resident at once; else loaded on demand into a ring
-        em = emit(ctx, Emitter(hw))
+        em = emit(ctx, Emitter(hw, dynamic_uops=c.uop_mode == "ring"))
     except UopOverflowError:
         try:
             em = emit(ctx, Emitter(hw, dynamic_uops=True))
@@ -135,13 +140,13 @@ def _emit(x: Ctx, em: Emitter) -> Emitter:
     n_chunks = wl.red_blocks // c.tile_ci
     loaded: dict = {}  # WGT slot row -> its (co, ci) tile; ("inp", INP slot row) -> its input
     load_constants(em, x)
-    for tiles in groups:
+    for n, tiles in enumerate(groups):
         group = list(enumerate(tiles))
         for v, tile in group:
             tile_start(em, x, v, tile)
         for k in range(n_chunks):
             for v, tile in group:
-                chunk(em, x, x.lay.bases(v), tile, k, loaded)
+                chunk(em, x, x.lay.bases(v), tile, chunk_index(c, n, k, n_chunks), loaded)
         for v, tile in group:
             epilogue(em, x, v, tile)
     em.finish()

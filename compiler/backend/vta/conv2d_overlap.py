@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from pyvta.compiler.backend.vta.config import chunk_index
 from pyvta.compiler.backend.vta.conv2d_tile import (
     Ctx,
     chunk,
@@ -103,7 +104,7 @@ def emit_overlapped(x: Ctx, em: Emitter) -> Emitter:
                 if lay.shared_inp:  # the chunk's turn picks the INP slot, for every thread
                     turn = (n * n_chunks + k) % c.vthreads
                     bases = (bases[0], turn * lay.inp_slot, bases[2])
-                chunk(em, x, bases, tile, k, loaded, parts)
+                chunk(em, x, bases, tile, chunk_index(c, n, k, n_chunks), loaded, parts)
                 if k == 0:
                     residual_rows(v, tile)
                 if k == n_chunks - 1:

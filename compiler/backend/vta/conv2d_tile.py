@@ -20,6 +20,7 @@ from pyvta.compiler.backend.vta.config import (
     bias_acc_rows,
     clip_ops,
     gemm_dims,
+    keeps_inputs,
     overlapped,
     reserved_rows,
     same_pixels,
@@ -239,12 +240,17 @@ def tile_groups(wl: ConvWorkload, c: ConvConfig) -> list[list[tuple[int, int, in
 
     When the output-channel tiles divide among the threads, each thread keeps its own channel
     tiles (its weights change only when its channel tile does, while the others compute);
-    otherwise the threads take consecutive spatial tiles of one channel tile.
+    otherwise the threads take consecutive spatial tiles of one channel tile. With
+    ``tile_order`` "sp" the spatial tiles are the outer loop: a group's threads take
+    consecutive channel tiles of one spatial tile (each thread's input stays for its next).
     """
     v = c.vthreads
     cos = list(range(0, wl.co_blocks, c.tile_co))
     rows = wl.batch * wl.out_h  # the images one under the other (``image_row``)
     sps = [(oh, ow) for oh in range(0, rows, c.tile_h) for ow in range(0, wl.out_w, c.tile_w)]
+    if c.tile_order == "sp":
+        tiles = [(co, oh, ow) for oh, ow in sps for co in cos]
+        return [tiles[i : i + v] for i in range(0, len(tiles), v)]
     if same_pixels(wl, c):
         return [
             [(cos[i + t], oh, ow) for t in range(v)]
@@ -280,7 +286,8 @@ def chunk(em: Emitter, x: Ctx, bases, tile, k: int, loaded: dict, parts: int = 1
     if ys <= 0 or xs <= 0:
         raise FitError(f"config {c.to_dict()}: a tile of {wl} lies entirely in the padding")
     inp_key = ("inp", oh0, ow0, wl.input_block(co0, ci0))
-    held = x.lay.shared_inp and loaded.get(("inp", inp0)) == inp_key
+    keep = x.lay.shared_inp or keeps_inputs(c)
+    held = keep and loaded.get(("inp", inp0)) == inp_key
     for ci in range(0 if held else c.tile_ci):
         plane = (n * wl.ci_blocks + wl.input_block(co0, ci0 + ci)) * wl.height * wl.width
         em.load(

@@ -95,7 +95,10 @@ def conv2d_schedule(wl: ConvWorkload, c: ConvConfig, hw: HwConfig):
     y_o, y_i = st.split(y, c.tile_h)
     x_o, x_i = st.split(x, c.tile_w)
     v, co_oo = st.split(co_o, nparts=c.vthreads)
-    st.reorder(v, co_oo, y_o, x_o, co_i, y_i, x_i, n, o)
+    if c.tile_order == "sp":  # spatial tiles outer (``conv2d_tile.tile_groups``)
+        st.reorder(v, y_o, x_o, co_oo, co_i, y_i, x_i, n, o)
+    else:
+        st.reorder(v, co_oo, y_o, x_o, co_i, y_i, x_i, n, o)
     st.vthread(v)
     sa = sch[acc]
     sa.compute_at(st, x_o)
@@ -121,12 +124,14 @@ def conv2d_schedule(wl: ConvWorkload, c: ConvConfig, hw: HwConfig):
 
 def config_from_steps(steps) -> ConvConfig:
     """The ConvConfig a conv2d schedule's recorded steps encode (the typed lowering contract)."""
-    splits, order = {}, None
+    splits, order, tiles = {}, None, None
     for s in steps:
         if s.kind == "split":
             splits[(s.stage, s.args["axis"])] = s.args
         if s.kind == "reorder" and s.stage == f"conv.{ACC_SCOPE}":
             order = s.args["axes"]
+        if s.kind == "reorder" and s.stage == "conv":
+            tiles = s.args["axes"]
     if order is None or "n.c" not in order:
         raise ValueError("steps are not a VTA conv2d schedule (no reorder around the intrinsic)")
     names = {"ci.inner": "ci", "kh": "kh", "kw": "kw", "co.c": "co", "y.c": "oh", "x.c": "ow"}
@@ -142,6 +147,11 @@ def config_from_steps(steps) -> ConvConfig:
         tile_co=splits[("conv", "co")]["factor"],
         vthreads=vthreads,
         gemm_loops=loops,
+        # the output tiles' order (``conv2d_schedule``); the schedule's other choices
+        # (chunk order, micro-op mode, overlap) are no loop steps: their defaults
+        tile_order="sp"
+        if tiles and tiles.index("y.outer") < tiles.index("co.outer.inner")
+        else "co",
     )
 
 

@@ -54,6 +54,24 @@ def test_sa_finds_optimum_faster_than_random(seed):
     assert not set(again) & exclude and len(again) == 8
 
 
+def test_sa_crosses_ruled_out_points(seed):
+    """A score of -inf rules a point out (``ModelTuner``'s skip_unfit: points that do not fit);
+    where most of a large space is ruled out, the chains still move through it and find the
+    optimum (with -inf in the first scores the temperature was NaN and no chain ever moved)."""
+    task = BOWL.task()
+    opt = int(task.space.to_index([TARGET])[0])
+
+    def score(idx):
+        s = bowl_score(task.space, idx)
+        ch = task.space.to_choices(idx)
+        return np.where((ch[:, 2] % 3 != 0) | (ch[:, 4] % 2 == 1), -np.inf, s)  # 5/6 out
+
+    sa = SimulatedAnnealing(n_chains=128, n_steps=500, early_stop=60, seed=seed)
+    top = sa.find_maximums(task, score, 8)
+    assert top[0] == opt, (top[:3], opt)
+    assert np.isfinite(score(np.array(top))).all()
+
+
 def test_small_spaces_are_scored_whole(seed):
     small = ConfigSpace([ChoiceKnob(f"k{j}", list(range(10)), log_scale=False) for j in range(3)])
     task = Template("synthetic.small", lambda: small, _bowl_inst, target="synthetic").task()

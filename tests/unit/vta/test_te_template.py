@@ -25,6 +25,8 @@ def test_schedule_records_the_config_and_replays(loops):
     c = ConvConfig(7, 7, 2, 2, 2, loops)
     sch, args = conv2d_schedule(wl, c, HW)
     assert config_from_steps(sch.steps) == c
+    sp = ConvConfig(7, 7, 2, 2, 2, loops, tile_order="sp")  # spatial tiles outer
+    assert config_from_steps(conv2d_schedule(wl, sp, HW)[0].steps) == sp
     again = replay([args[2]], sch.steps, intrinsics={"vta.gemm": gemm_intrin(HW)})
     assert str(compiler.lower(again, args)) == str(compiler.lower(sch, args))
 
