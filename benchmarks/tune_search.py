@@ -8,6 +8,8 @@ curves over several seeds, and trials needed to reach 95% of the best cost found
     .venv/bin/python benchmarks/tune_search.py --task vta --layer C7-C12 --trials 48 --batch 8 \
         --seeds 5 --build-timeout 4 --cache out/vta.jsonl --plot vta.png --grid-plot
     .venv/bin/python benchmarks/tune_search.py --task cpu --layer C12 --seeds 10 --cost-stat min
+        # the CPU network's direct NCHWc conv template (nchwc:C12), one thread timed by its
+        # CPU time (--timer thread, the default: steady on a shared machine)
 
 Each distinct config is measured once per benchmark run and the cost is shared by all tuners
 and seeds (same noise for everyone, fewer measurements); ``--cache LOG`` keeps them across runs.
@@ -20,48 +22,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer
+from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MinOfRepeats
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 from pyvta.tuner.tune import trials_to_reach, tune
 
 
-class MinOfRepeats:
-    """A ``CachedMeasurer`` seen through the fastest of each config's repeats instead of their
-    median: on a loaded machine contention only adds time (C12 on 2 cores at load 13: repeats
-    of one config from 2.3 to 72 ms, medians decided by luck), so the minimum is the steadier
-    estimate of the kernel's own time. The cache and its log keep every repeat."""
-
-    def __init__(self, cached: CachedMeasurer):
-        self.cached = cached
-
-    @staticmethod
-    def _min(r):
-        import dataclasses
-
-        return dataclasses.replace(r, costs=(min(r.costs),)) if r.ok else r
-
-    @property
-    def n_measured(self) -> int:
-        return self.cached.n_measured
-
-    def measure(self, task, configs, callback=None):
-        out = [self._min(r) for r in self.cached.measure(task, configs)]
-        if callback is not None:
-            for pos, r in enumerate(out):
-                callback(pos, r)
-        return out
-
-    def costs(self, task) -> dict[int, float]:
-        self.cached.costs(task)  # loads the log
-        return {i: self._min(r).cost for (k, i), r in self.cached.cache.items() if k == task.key}
-
-    def close(self) -> None:
-        self.cached.close()
+def _load() -> str:
+    """The machine's 1 / 5 / 15-minute load averages (it may be shared)."""
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
 
 def make_search(name: str, task, seed: int, batch: int):
@@ -88,7 +62,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     """Run every tuner for every seed on ``task`` through ``meas``; print the curves' summary
     and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
     with ``"random (exact)"`` when ``meas`` knows every point of the space."""
-    print(f"\ntask {task.key}: {task.space}")
+    print(f"\ntask {task.key}: {task.space}; load average {_load()}")
     print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}")
     curves: dict[str, list[list[float]]] = {}
     tuner_s: dict[str, float] = {}
@@ -125,7 +99,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     print(
         f"\nbest cost {'of the whole space' if exact else 'over all runs'}: {best:.6g} "
         f"{task.cost_unit}; distinct configs measured in this run: {meas.n_measured - n_before};"
-        f" wall {time.perf_counter() - t_all:.1f} s"
+        f" wall {time.perf_counter() - t_all:.1f} s; load average {_load()}"
     )
     checks = [c for c in (16, 32, 64, 128, 256, 512, 1024) if c <= trials]
     print("\nbest-so-far / best (mean over seeds) at trials " + ", ".join(map(str, checks)))
@@ -221,7 +195,13 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--task", choices=["synthetic", "gemm", "vta", "cpu"], default="synthetic")
+    p.add_argument(
+        "--task",
+        choices=["synthetic", "gemm", "vta", "cpu", "cpu-conv2d"],
+        default="synthetic",
+        help="cpu: the CPU network's direct NCHWc conv template on ResNet-18 layers (nchwc:C1..);"
+        " cpu-conv2d: the older NCHW conv2d template",
+    )
     p.add_argument(
         "--layer", default="C6", help="ResNet-18 layer(s) for --task vta: C6, C5,C8 or C2-C12"
     )
@@ -255,10 +235,32 @@ def main(argv=None) -> int:
     )
     p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
     p.add_argument(
+        "--timer",
+        choices=["thread", "wall"],
+        default="thread",
+        help="--task cpu: thread = one thread timed by its CPU time (steady on a shared,"
+        " loaded machine; tuner.cpu.CpuBackend), wall = all cores by the wall clock",
+    )
+    p.add_argument(
+        "--min-repeat-ms",
+        type=float,
+        default=5.0,
+        dest="min_repeat_ms",
+        help="--task cpu: a repeat calls the kernel until it lasts this long",
+    )
+    p.add_argument(
+        "--run-workers",
+        type=int,
+        default=1,
+        dest="run_workers",
+        help="--task cpu: configs timed at once (more than 1 only with --timer thread)",
+    )
+    p.add_argument(
         "--cost-stat",
         choices=["median", "min"],
-        default="median",
-        help="a config's cost from its repeats (min: steadier on a loaded machine)",
+        default=None,
+        help="a config's cost from its repeats (min: steadier on a loaded machine; the default"
+        " for --task cpu, median for the others)",
     )
     p.add_argument(
         "--grid-plot",
@@ -267,6 +269,10 @@ def main(argv=None) -> int:
     )
     a = p.parse_args(argv)
 
+    if a.run_workers > 1 and a.timer != "thread":
+        raise SystemExit("--run-workers > 1 needs --timer thread (wall times would share cores)")
+    if a.cost_stat is None:
+        a.cost_stat = "min" if a.task == "cpu" else "median"
     gemm = a.task == "gemm"
     shape = tuple(
         int(v) for v in (a.shape or ("512,512,512" if gemm else "256,256,256")).split(",")
@@ -288,14 +294,19 @@ def main(argv=None) -> int:
             build_timeout_s=a.build_timeout,
             run_timeout_s=120,
         )
-    elif a.task == "cpu":
+    elif a.task in ("cpu", "cpu-conv2d"):
         from pyvta.tuner.cli_support import layer_names, parse_workload
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info
         from pyvta.tuner.measure import LocalMeasurer
 
-        tasks = {name: parse_workload(name) for name in layer_names(a.layer)}
-        inner = LocalMeasurer(CpuBackend(min_repeat_ms=5.0), repeats=a.repeats)
-        print(f"host: {cpu_target_info()}; median of {a.repeats} repeats per config")
+        prefix = "nchwc:" if a.task == "cpu" else ""
+        tasks = {name: parse_workload(prefix + name) for name in layer_names(a.layer)}
+        backend = CpuBackend(min_repeat_ms=a.min_repeat_ms, timer=a.timer)
+        inner = LocalMeasurer(backend, repeats=a.repeats, n_run_workers=a.run_workers)
+        print(
+            f"host: {cpu_target_info()}; measured: {backend.describe()}, {a.repeats} repeats"
+            f" per config, cost = their {a.cost_stat}; {a.run_workers} run worker(s)"
+        )
     elif gemm:
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info, gemm_task
         from pyvta.tuner.measure import LocalMeasurer
