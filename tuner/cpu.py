@@ -9,6 +9,8 @@ Costs are seconds per call (median of ``repeats``).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import mmap
 import os
 import time
@@ -136,6 +138,27 @@ def _nchwc_workload(*args):
     return ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
 
 
+def resnet18_cpu_workloads(features: str | None = None) -> dict:
+    """ResNet-18's conv layers C1-C12 (``compiler.workloads.RESNET18_LAYERS``) as the CPU
+    network runs them, ``{name: ConvWorkload}``: channels in the blocks the layout plan gives
+    them at the feature level ``features`` (``alter_cpu_layout.channel_block``; the 3-channel
+    stem reads its channels as one block)."""
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import MIN_CHANNEL_BLOCK, channel_block
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload, host_lanes
+    from pyvta.compiler.workloads import RESNET18_LAYERS
+
+    lanes = host_lanes(features)
+    out = {}
+    for name, s in RESNET18_LAYERS.items():
+        c, o, k = s.in_channels, s.out_channels, s.kernel
+        ib = c if c < MIN_CHANNEL_BLOCK else channel_block(c, lanes)
+        pads, strides = (s.pad,) * 4, (s.stride,) * 2
+        out[name] = ConvWorkload(
+            c, s.height, s.width, o, (k, k), strides, pads, ib, channel_block(o, lanes)
+        )
+    return out
+
+
 def conv_tiles(out_width: int, out_block: int) -> list[tuple[int, int]]:
     """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host: the compiler's
     (``compiler.ops.cpu.nchwc.register_tiles``), so the default tile is one of them."""
@@ -145,12 +168,112 @@ def conv_tiles(out_width: int, out_block: int) -> list[tuple[int, int]]:
     return register_tiles(CpuTarget.host(), out_width, out_block)
 
 
+TILE_X = (1, 2, 3, 4, 6, 8)  # register tiles of a row per cache tile (1: no cache tile)
+PARALLEL_LOOPS = (1, 2, 3)  # outermost loops fused into the parallel one
+
+
+def _below(n: int) -> list[int]:
+    """1 (no split) and the divisors of ``n`` strictly between 1 and ``n``."""
+    return [1] + [d for d in divisors(n) if 1 < d < n]
+
+
 def _nchwc_space(*args) -> ConfigSpace:
+    """The direct template's knobs (``compiler.ops.cpu.nchwc.NchwcConvKnobs``): the register
+    tile, ``unroll_rx`` and ``flat`` (the space's first three knobs, as before the others came:
+    records logged then still read, ``ConfigSpace.legacy``), then the cache tiles (channel
+    blocks and rows: divisors; a row's register tiles: ``TILE_X``, the last cache tile maybe
+    shorter), the loop orders, the reduction's chunks (divisors of the input blocks) and
+    order, unrolling, the parallel loops and the padding's placement, each with the default
+    that builds the loops of before. Not every point is valid (``direct_valid_count``)."""
+    from pyvta.compiler.ops.cpu import nchwc
+
     wl = _nchwc_workload(*args)
+    oh, ow = wl.out_hw
+    c_blocks = wl.c // wl.ib
     return ConfigSpace(
-        [TileKnob("tile", ("ow_block", "oc_tile"), conv_tiles(wl.out_hw[1], wl.ob)),
-         BoolKnob("unroll_rx"), BoolKnob("flat")]
-    )  # fmt: skip
+        [
+            TileKnob("tile", ("ow_block", "oc_tile"), conv_tiles(ow, wl.ob)),
+            BoolKnob("unroll_rx"),
+            BoolKnob("flat"),
+            ChoiceKnob("tile_f", _below(wl.o // wl.ob), default=1),
+            ChoiceKnob("tile_y", _below(oh), default=1),
+            ChoiceKnob("tile_x", TILE_X, default=1),
+            ChoiceKnob("outer_order", nchwc.LOOP_ORDERS, default=nchwc.LOOP_AXES),
+            ChoiceKnob("inner_order", nchwc.LOOP_ORDERS, default=nchwc.LOOP_AXES),
+            ChoiceKnob("rco_block", [0] + _below(c_blocks)[1:], default=0),
+            ChoiceKnob("reduce_order", nchwc.REDUCE_ORDERS, default=nchwc.REDUCE_AXES),
+            BoolKnob("unroll_ry", default=False),
+            ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
+            ChoiceKnob("parallel_loops", PARALLEL_LOOPS, default=2),
+            ChoiceKnob("pad_at", nchwc.PAD_PLACES if any(wl.pads) else ["root"], default="root"),
+        ],
+        functools.partial(_direct_problem, args),
+    )
+
+
+def direct_knobs(config):
+    """The ``NchwcConvKnobs`` of a point (or a dict of one) of the direct template's space."""
+    from pyvta.compiler.ops.cpu.nchwc import NchwcConvKnobs
+
+    return NchwcConvKnobs(**schedule_of_template("direct", config)["knobs"])
+
+
+def _direct_problem(args: tuple, config) -> str | None:
+    """Why a point of the direct template's space for the workload ``args`` does not build
+    (``NchwcConvKnobs.size_problem`` and ``loop_problem``, without lowering), or None."""
+    wl = _nchwc_workload(*args)
+    k = direct_knobs(config)
+    why = k.size_problem(wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    return why or k.loop_problem(any(wl.pads))
+
+
+def direct_valid_count(task: Task) -> int:
+    """The valid points of a direct task's space (``space.problem`` None), counted
+    without visiting each: the register and cache tiles' sizes are enumerated, and per their
+    kind (flat or not, which cache tiles there are) the loop orders and parallel loops that
+    fit; the reduction's order with ``unroll_rx``, the padding placement and the remaining
+    knobs (any value fits) multiply. ``tests/unit/tuner/test_cpu_spaces.py`` checks it against
+    visiting every point of small spaces."""
+
+    sp, wl = task.space, _nchwc_workload(*task.args)
+    vals = {k.name: k.values for k in sp.knobs}
+    dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    padded = any(wl.pads)
+
+    base = {k.name: k.default for k in sp.knobs if k.default is not None}
+    base.update(tile=vals["tile"][0], unroll_rx=False, flat=False)
+
+    def knobs(**kw):
+        return direct_knobs({**base, **kw})
+
+    orders: dict = {}  # (flat, cache tiles there are) -> fitting (outer, inner, parallel)
+    total = 0
+    for tile, flat, tf, ty, tx in itertools.product(
+        vals["tile"], vals["flat"], vals["tile_f"], vals["tile_y"], vals["tile_x"]
+    ):
+        k = knobs(tile=tile, flat=flat, tile_f=tf, tile_y=ty, tile_x=tx)
+        if k.size_problem(*dims) is not None:
+            continue
+        kind = (flat, k.present_loops())
+        if kind not in orders:
+            orders[kind] = sum(
+                knobs(flat=flat, tile_f=tf, tile_y=ty, tile_x=tx, outer_order=a,
+                      inner_order=b, parallel_loops=p).loop_problem(padded) is None
+                for a, b, p in itertools.product(
+                    vals["outer_order"], vals["inner_order"], vals["parallel_loops"]
+                )
+            )  # fmt: skip
+        total += orders[kind]
+    reduce = sum(
+        knobs(unroll_rx=rx, reduce_order=r).loop_problem(padded) is None
+        for rx, r in itertools.product(vals["unroll_rx"], vals["reduce_order"])
+    )
+    pads = sum(knobs(pad_at=p).loop_problem(padded) is None for p in vals["pad_at"])
+    sizes = sum(
+        knobs(rco_block=r, unroll_rci=u).size_problem(*dims) is None
+        for r, u in itertools.product(vals["rco_block"], vals["unroll_rci"])
+    )
+    return total * reduce * pads * sizes * len(vals["unroll_ry"])
 
 
 def _graph_conv(wl, template: str, config):

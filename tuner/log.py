@@ -17,7 +17,8 @@ measured here: :func:`closest_records` falls back to those.
 line cut short by a kill), that lack fields, have another format version or break the schema
 (field types; a valid measurement's costs finite and > 0), and, read for a task, records whose
 index is outside its space or whose config is not the one of their index: a bad record is never
-reported as best. ``TuningLog`` never appends to a file that is not a tuning log. ``apply_best(log, task)`` is the
+reported as best. A record logged before its template gained knobs with defaults reads as the
+same point of today's space, those knobs at their defaults (``Record.upgraded``). ``TuningLog`` never appends to a file that is not a tuning log. ``apply_best(log, task)`` is the
 best valid config measured for ``task`` (same key and space signature; a config measured more
 than once counts with the median of its records).
 """
@@ -29,7 +30,7 @@ import math
 import os
 import statistics
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pyvta.isa.errors import PyvtaError
@@ -101,6 +102,23 @@ class Record:
 
     def matches(self, task: Task) -> bool:
         return self.task_key == task.key and self.space_sig == task.space.signature()
+
+    def upgraded(self, task: Task) -> Record | None:
+        """This record of ``task`` logged in an older space of its template, one without
+        knobs that have defaults (``ConfigSpace.legacy``): the same record in ``task``'s space,
+        its config with the defaults and its index there; None if it is not one (another
+        space, or its index does not name its config in the older space)."""
+        if self.task_key != task.key:
+            return None
+        old = task.space.legacy(self.config)
+        if old is None or old.signature() != self.space_sig or not 0 <= self.index < len(old):
+            return None
+        if _jsonable(self.config) != old.get(self.index).to_dict():
+            return None
+        cfg = task.space.config(self.config)
+        return replace(
+            self, space_sig=task.space.signature(), index=cfg.index, config=cfg.to_dict()
+        )
 
     def problem(self, task: Task) -> str | None:
         """Why this record (already known to match ``task``) cannot be trusted, or None: its
@@ -225,6 +243,8 @@ def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Reco
                 continue
             if task is None:
                 out.append(rec)
+            elif (up := rec.upgraded(task)) is not None:
+                out.append(up)
             elif rec.matches(task):
                 why = rec.problem(task)
                 if why is None:

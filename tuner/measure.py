@@ -64,6 +64,9 @@ class Backend:
 
 def _build_job(backend: Backend, task: Task, config: Config):
     t0 = time.perf_counter()
+    why = task.space.problem(config)  # refused before the backend builds anything
+    if why is not None:
+        return ("invalid", why, time.perf_counter() - t0)
     try:
         artifact = backend.build(task, config)
     except InvalidConfig as e:

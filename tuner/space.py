@@ -48,11 +48,13 @@ class Knob:
     """One tuning decision with a finite list of candidate ``values``.
 
     ``feature_table`` is a float array ``[len(values), feature_width]`` with a numeric
-    description of each value (used as "knob features" by the cost model)."""
+    description of each value (used as "knob features" by the cost model). ``default`` (one of
+    the values, or None): the value a config that does not name this knob has, e.g. a record
+    logged before the template had the knob (``ConfigSpace.config``, ``ConfigSpace.legacy``)."""
 
     kind = "knob"
 
-    def __init__(self, name: str, values: Sequence):
+    def __init__(self, name: str, values: Sequence, default=None):
         if not values:
             raise ValueError(f"knob {name!r} has no candidate values")
         self.name = name
@@ -60,6 +62,11 @@ class Knob:
         self._pos = {self._key(v): i for i, v in enumerate(self.values)}
         if len(self._pos) != len(self.values):
             raise ValueError(f"knob {name!r} has duplicate values: {self.values}")
+        if default is not None and self._key(default) not in self._pos:
+            raise ValueError(
+                f"knob {name!r}: default {default!r} is not one of its values {self.values[:8]}"
+            )
+        self.default = default
         self.feature_table = np.asarray([self._features(v) for v in self.values], dtype=np.float32)
 
     def __len__(self) -> int:
@@ -85,7 +92,10 @@ class Knob:
             ) from None
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "name": self.name, "values": [_jsonable(v) for v in self.values]}
+        d = {"kind": self.kind, "name": self.name, "values": [_jsonable(v) for v in self.values]}
+        if self.default is not None:
+            d["default"] = _jsonable(self.default)
+        return d
 
 
 class SplitKnob(Knob):
@@ -158,7 +168,7 @@ class ChoiceKnob(Knob):
 
     kind = "choice"
 
-    def __init__(self, name: str, values: Sequence, log_scale: bool = True):
+    def __init__(self, name: str, values: Sequence, log_scale: bool = True, default=None):
         vals = list(values)
         self._numeric = all(isinstance(v, int | float) for v in vals)
         self._log = (
@@ -166,7 +176,7 @@ class ChoiceKnob(Knob):
             and self._numeric
             and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in vals)
         )
-        super().__init__(name, vals)
+        super().__init__(name, vals, default)
 
     def _features(self, v) -> list[float]:
         if self._log:
@@ -181,8 +191,8 @@ class BoolKnob(ChoiceKnob):
 
     kind = "bool"
 
-    def __init__(self, name: str):
-        super().__init__(name, [False, True], log_scale=False)
+    def __init__(self, name: str, default: bool | None = None):
+        super().__init__(name, [False, True], log_scale=False, default=default)
 
 
 class Config(Mapping):
@@ -216,9 +226,12 @@ class Config(Mapping):
 
 
 class ConfigSpace:
-    """The product of ``knobs`` (ordered, names unique)."""
+    """The product of ``knobs`` (ordered, names unique). ``problem_fn(config) -> str | None``
+    (optional, a module-level function or a ``functools.partial`` of one, so the space pickles):
+    why a point cannot be built, found cheaply (no lowering), or None; measurers refuse such a
+    point as invalid before building it (``problem``)."""
 
-    def __init__(self, knobs: Sequence[Knob]):
+    def __init__(self, knobs: Sequence[Knob], problem_fn=None):
         names = [k.name for k in knobs]
         if len(set(names)) != len(names):
             raise ValueError(f"knob names must be unique, got {names}")
@@ -236,6 +249,12 @@ class ConfigSpace:
             self._feat_slices.append(slice(off, off + w))
             off += w
         self.knob_feature_width = off
+        self._legacy: dict = {}  # knob names -> their space (``legacy``)
+        self.problem_fn = problem_fn
+
+    def problem(self, config: Mapping) -> str | None:
+        """Why ``config`` cannot be built (``problem_fn``), or None (also without one)."""
+        return None if self.problem_fn is None else self.problem_fn(config)
 
     def __len__(self) -> int:
         return self.size
@@ -274,12 +293,28 @@ class ConfigSpace:
         return Config(index, {k.name: k.values[c] for k, c in zip(self.knobs, ch, strict=True)})
 
     def config(self, values: Mapping) -> Config:
-        """The config with knob ``values`` (a dict as from ``Config.to_dict``)."""
-        missing = [k.name for k in self.knobs if k.name not in values]
+        """The config with knob ``values`` (a dict as from ``Config.to_dict``); a knob it does
+        not name takes its ``default`` (a knob without one must be named)."""
+        missing = [k.name for k in self.knobs if k.name not in values and k.default is None]
         if missing:
             raise ValueError(f"config {dict(values)} lacks knobs {missing}")
-        ch = [k.encode(values[k.name]) for k in self.knobs]
+        ch = [k.encode(values.get(k.name, k.default)) for k in self.knobs]
         return self.get(int(self.to_index([ch])[0]))
+
+    def legacy(self, names) -> ConfigSpace | None:
+        """The space of the knobs ``names`` only (in this space's order), if every other knob
+        has a default: the space a config of a template from before those knobs (a record
+        logged then) lies in, its points this space's with the defaults (``config``). None if
+        a knob outside ``names`` has no default, or ``names`` are all the knobs."""
+        names = frozenset(names)
+        if names not in self._legacy:
+            rest = [k for k in self.knobs if k.name not in names]
+            fits = rest and all(k.default is not None for k in rest)
+            fits = fits and names <= {k.name for k in self.knobs}
+            self._legacy[names] = (
+                ConfigSpace([k for k in self.knobs if k.name in names]) if fits else None
+            )
+        return self._legacy[names]
 
     # ---- sampling and moves
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:

@@ -11,6 +11,7 @@ per output column (``ow_block`` columns unrolled), then the tile is transposed b
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -53,18 +54,25 @@ class Conv2dKnobs:
         return Conv2dKnobs(ic=lanes, oc=2 * lanes, ow_block=owb)
 
 
-def schedule_register_tile(conv, unroll_rx: bool, rows: bool = True) -> None:
+def schedule_register_tile(
+    conv,
+    unroll_rx: bool,
+    rows: bool = True,
+    reduce: Sequence[str] = ("rco", "ry", "rx"),
+    rci: Sequence[str] = ("rci",),
+) -> None:
     """The register tile's loops of a blocked conv stage (axes n, f, y, x, fi, or n, f, x, fi
-    without ``rows``: output positions flattened; reductions rco, ry, rx, rci): the output
-    columns ``x`` unrolled and the channel lanes ``fi`` vectorised innermost; with
-    ``unroll_rx`` the kernel-width loop inside ``rci`` and unrolled, so neighbouring columns
-    share their input loads."""
+    without ``rows``: output positions flattened): the reduction loops ``reduce`` (outermost
+    first: input channel blocks, kernel rows and columns, by name) then the input channel
+    loops ``rci``, then the output columns ``x`` unrolled and the channel lanes ``fi``
+    vectorised innermost; with ``unroll_rx`` the kernel-width loop inside ``rci`` and
+    unrolled, so neighbouring columns share their input loads."""
     outer = ("n", "f", "y") if rows else ("n", "f")
     if unroll_rx:
-        conv.reorder(*outer, "rco", "ry", "rci", "rx", "x", "fi")
+        conv.reorder(*outer, *(a for a in reduce if a != "rx"), *rci, "rx", "x", "fi")
         conv.unroll("rx")
     else:
-        conv.reorder(*outer, "rco", "ry", "rx", "rci", "x", "fi")
+        conv.reorder(*outer, *reduce, *rci, "x", "fi")
     conv.vectorize("fi")
     conv.unroll("x")
 

@@ -17,6 +17,7 @@ accumulation: ``clip(acc + bias[o] + residual)``. Kernels take ``(inputs..., out
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import asdict, dataclass
 
@@ -71,26 +72,156 @@ def register_tiles(target, out_width: int, out_block: int) -> list[tuple[int, in
     return [(d, t) for t in octs for d in range(1, out_width + 1) if d * max(1, t // lanes) <= room]
 
 
+# the cache-tile loops of the direct conv's output (f: output channel blocks, y: rows, x: a
+# row's register tiles), and the reduction's outer loops (c: input channel blocks of a chunk, y:
+# kernel rows, x: kernel columns): their orders are permutations of these letters
+LOOP_AXES = "fyx"
+REDUCE_AXES = "cyx"
+PAD_PLACES = ("root", "inline", "tile")  # the padding stage: whole tensor, in the reads, per tile
+
+
+def _permutations(letters: str) -> tuple[str, ...]:
+    return tuple("".join(p) for p in itertools.permutations(letters))
+
+
+LOOP_ORDERS = _permutations(LOOP_AXES)
+REDUCE_ORDERS = _permutations(REDUCE_AXES)
+
+
+def order_problem(knob: str, order: str, home: str, present: str) -> str | None:
+    """Why ``order`` (a permutation of ``home``) is not a canonical order of the loops
+    ``present``, or None. An absent loop keeps its ``home`` position, so each order of the
+    present loops is one value only (no two configs build the same loops)."""
+    if sorted(order) != sorted(home):
+        raise ValueError(f"{knob} {order!r} must be a permutation of {home!r}")
+    moved = [a for a in home if a not in present and order.index(a) != home.index(a)]
+    if moved:
+        return (
+            f"{knob} {order!r} moves the absent loop {moved[0]!r} (absent loops keep their"
+            f" place in {home!r})"
+        )
+    return None
+
+
 @dataclass(frozen=True)
 class NchwcConvKnobs:
-    """``ow_block`` unrolled output columns per register tile (at most the output width; when
-    it does not divide it, the row's last tile is narrower); ``oc_tile`` output channels per
-    register tile (a multiple of the vector lanes dividing the output block; 0: the whole
-    block), so a tile holds ``oc_tile / lanes * ow_block`` vector accumulators; ``unroll_rx``
-    kernel-width loop innermost and unrolled (neighbouring columns share loads, stride 1);
-    ``parallel`` tiles (output block x row) across threads; ``flat`` the output positions as
-    one axis, the tiles running on across rows (only the layer's last tile is cut short, not
-    each row's). The channel blocks are the layout's, not knobs: they are the blocks of the
-    tensors the conv reads and writes."""
+    """The direct NCHWc conv's schedule (defaults: the loops before the cache tiles were knobs).
+
+    Register tile: ``ow_block`` unrolled output columns per register tile (at most the output
+    width; when it does not divide it, the row's last tile is narrower); ``oc_tile`` output
+    channels per register tile (a multiple of the vector lanes dividing the output block; 0: the
+    whole block), so a tile holds ``oc_tile / lanes * ow_block`` vector accumulators; ``flat``
+    the output positions as one axis, the tiles running on across rows (only the layer's last
+    tile is cut short, not each row's).
+
+    Cache tiles around it (1: none): ``tile_f`` output channel blocks, ``tile_y`` output rows
+    (not ``flat``; a divisor of the rows), ``tile_x`` register tiles of a row (of the
+    positions, ``flat``) per cache tile; ``outer_order`` the order of the loops over cache tiles
+    and ``inner_order`` of those inside one (permutations of ``LOOP_AXES``; a loop that is not
+    there keeps its place: see :func:`order_problem`).
+
+    Reduction, all inside the register tile (the accumulators stay in registers):
+    ``rco_block`` input channel blocks per chunk (cache blocking of the reduction; 0: one chunk
+    of all, no split); ``reduce_order`` the order of (the chunk's channel blocks, kernel rows,
+    kernel columns) inside a chunk (a permutation of ``REDUCE_AXES``); ``unroll_rx`` the
+    kernel-width loop inside the channel loop and unrolled (neighbouring columns share loads,
+    stride 1); ``unroll_ry`` the kernel-height loop unrolled; ``unroll_rci`` the input channel
+    loop unrolled by this factor (a divisor of the input block; 1: not unrolled).
+
+    Threads: ``parallel`` the outermost ``parallel_loops`` loops of the output (after the
+    order) fused and run across threads. ``pad_at``: the padding stage over the whole tensor
+    (``root``), inlined into the conv's reads (``inline``), or computed per register tile and
+    reduction chunk (``tile``); one of ``PAD_PLACES``.
+
+    The channel blocks are the layout's, not knobs: they are the blocks of the tensors the
+    conv reads and writes."""
 
     ow_block: int = 4
     oc_tile: int = 0
     unroll_rx: bool = False
     parallel: bool = True
     flat: bool = False
+    tile_f: int = 1
+    tile_y: int = 1
+    tile_x: int = 1
+    outer_order: str = LOOP_AXES
+    inner_order: str = LOOP_AXES
+    rco_block: int = 0
+    reduce_order: str = REDUCE_AXES
+    unroll_ry: bool = False
+    unroll_rci: int = 1
+    parallel_loops: int = 2
+    pad_at: str = "root"
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def col_tiles(self, out_hw: tuple[int, int]) -> int:
+        """Register tiles of a row (of all positions when ``flat``), the last maybe narrower."""
+        cols = out_hw[0] * out_hw[1] if self.flat else out_hw[1]
+        return -(-cols // self.ow_block)
+
+    def present_loops(self) -> tuple[str, str]:
+        """The cache-tile loops there are: ``(outer, inner)`` as letters of ``LOOP_AXES``."""
+        outer = "fx" if self.flat else LOOP_AXES
+        tiles = {"f": self.tile_f, "y": self.tile_y, "x": self.tile_x}
+        return outer, "".join(a for a in LOOP_AXES if tiles[a] > 1)
+
+    def size_problem(
+        self, out_hw: tuple[int, int], out_blocks: int, in_blocks: int, ib: int, ob: int
+    ) -> str | None:
+        """Why the sizes do not fit a layer (output ``out_hw``, ``out_blocks`` / ``in_blocks``
+        channel blocks, blocks ``ib`` / ``ob``), or None."""
+        oh, ow = out_hw
+        cols = oh * ow if self.flat else ow
+        oct_ = self.oc_tile or ob
+        if not 0 < self.ow_block <= cols or oct_ < 1 or ob % oct_:
+            return (
+                f"ow_block {self.ow_block} must be in 1..{cols} (the output "
+                f"{'positions' if self.flat else 'width'}), oc_tile {oct_} divide the block {ob}"
+            )
+        if self.flat and self.tile_y != 1:
+            return f"tile_y {self.tile_y}: a flat conv has no rows (1)"
+        for name, t, n in (
+            ("tile_f", self.tile_f, out_blocks),
+            ("tile_y", self.tile_y, oh),
+            ("tile_x", self.tile_x, self.col_tiles(out_hw)),
+        ):
+            if t != 1 and not 1 < t < n:
+                return f"{name} {t} must be 1 (none) or in 2..{n - 1} (below the {n} there are)"
+        if self.tile_y > 1 and oh % self.tile_y:
+            return f"tile_y {self.tile_y} must divide the {oh} rows"
+        if self.rco_block != 0 and not (
+            0 < self.rco_block < in_blocks and in_blocks % self.rco_block == 0
+        ):
+            return (
+                f"rco_block {self.rco_block} must be 0 (one chunk) or a divisor of the"
+                f" {in_blocks} input blocks below it"
+            )
+        if self.unroll_rci < 1 or ib % self.unroll_rci:
+            return f"unroll_rci {self.unroll_rci} must divide the input block {ib}"
+        return None
+
+    def loop_problem(self, padded: bool) -> str | None:
+        """Why the loop orders, threads or padding placement do not fit (``padded``: the conv
+        has a padding stage), or None."""
+        outer, inner = self.present_loops()
+        why = order_problem("outer_order", self.outer_order, LOOP_AXES, outer)
+        why = why or order_problem("inner_order", self.inner_order, LOOP_AXES, inner)
+        red = REDUCE_AXES.replace("x", "") if self.unroll_rx else REDUCE_AXES
+        why = why or order_problem("reduce_order", self.reduce_order, REDUCE_AXES, red)
+        if why:
+            return why
+        if not 1 <= self.parallel_loops <= len(outer) + len(inner):
+            return (
+                f"parallel_loops {self.parallel_loops} must be in 1..{len(outer) + len(inner)}"
+                " (the cache-tile loops)"
+            )
+        if self.pad_at not in PAD_PLACES:
+            return f"pad_at {self.pad_at!r} (allowed: {', '.join(PAD_PLACES)})"
+        if self.pad_at != "root" and not padded:
+            return f"pad_at {self.pad_at!r}: the conv has no padding stage (root only)"
+        return None
 
     @staticmethod
     def for_target(target, out_width: int, out_block: int, out_height: int = 1) -> NchwcConvKnobs:
@@ -221,20 +352,17 @@ def conv2d_nchwc(
     dh, dw = dilations
     oh, ow = _conv_shape(h, w, kernel, strides, pads, dilations)
     owb, oct_ = knobs.ow_block, knobs.oc_tile or oc
-    if owb > ow or oc % oct_:
-        raise ValueError(
-            f"ow_block {owb} must be at most the output width {ow}, oc_tile {oct_} divide the"
-            f" block {oc}"
-        )
+    c_blocks = c // ic
+    span = groups.count(ic, oc, c_blocks, o // oc) if groups is not None else c_blocks
+    padded = nchw_input or any(pads)
+    why = knobs.size_problem((oh, ow), o // oc, span, ic, oc) or knobs.loop_problem(padded)
+    if why:
+        raise ValueError(why)
     # flat: the output positions as one axis (the same bytes as [1, O/oc, OH, OW, oc]), so
     # register tiles run on across rows and only the layer's last tile is narrower
     oshape = (1, o // oc, oh * ow, oc) if knobs.flat else (1, o // oc, oh, ow, oc)
-    if knobs.flat and owb > oh * ow:
-        raise ValueError(f"ow_block {owb} must be at most the {oh * ow} output positions")
     dshape = (1, c, h, w) if nchw_input else (1, c // ic, h, w, ic)
     data = placeholder(dshape, "float32", "data")
-    c_blocks = c // ic
-    span = groups.count(ic, oc, c_blocks, o // oc) if groups is not None else c_blocks
     wgt = placeholder((o // oc, span, kh, kw, ic, oc), "float32", "weight")
     bias = placeholder((o,), "float32", "bias")
     args = [data, wgt, bias]
@@ -275,21 +403,60 @@ def conv2d_nchwc(
         conv = compute(cshape, lambda n, f, y, x, fi: conv_fn(n, f, y, last(x), fi), "conv")
         out = compute(oshape, lambda n, f, y, x, fi: out_fn(n, f, y, x, fi), name="out")
     s = create_schedule(out)
+    _schedule_direct(s, conv, out, dp if dp is not data else None, knobs, oct_, ic)
+    return s, args + [out]
+
+
+def _schedule_direct(s, conv, out, dp, knobs: NchwcConvKnobs, oc_tile: int, ib: int) -> None:
+    """The direct conv's schedule of ``knobs`` (checked by the caller): register tiles of
+    ``out`` (``x`` split by ``ow_block``, ``fi`` by ``oc_tile``) inside the cache tiles, the
+    accumulators ``conv`` computed per register tile (``ib`` input channels per block), the
+    padding stage ``dp`` (None: none)."""
     s[conv].set_scope("local")
-    xo, xi = s[out].split("x", owb)
-    fo, fi = s[out].split("fi", oct_)
-    s[out].reorder(*(("n", "f") if knobs.flat else ("n", "f", "y")), xo, fo, xi, fi)
+    xo, xi = s[out].split("x", knobs.ow_block)
+    fo, fi = s[out].split("fi", oc_tile)
+    outer_names, _ = knobs.present_loops()
+    loops = {"f": "f", "y": "y", "x": xo}
+    outer, inner = {}, {}
+    for a, t in (("f", knobs.tile_f), ("y", knobs.tile_y), ("x", knobs.tile_x)):
+        if a in outer_names:
+            outer[a], inner[a] = s[out].split(loops[a], t) if t > 1 else (loops[a], None)
+    order = [outer[a] for a in knobs.outer_order if a in outer]
+    order += [inner[a] for a in knobs.inner_order if inner.get(a) is not None]
+    s[out].reorder("n", *order, fo, xi, fi)
     s[conv].compute_at(s[out], fo)
-    schedule_register_tile(s[conv], knobs.unroll_rx, rows=not knobs.flat)
+    reduce = {"c": "rco", "y": "ry", "x": "rx"}
+    chunks = []
+    if knobs.rco_block:
+        chunks = [s[conv].split("rco", knobs.rco_block)[0].name]
+        reduce["c"] = "rco.inner"
+    rci = ["rci"]
+    if 1 < knobs.unroll_rci < ib:
+        rci = [a.name for a in s[conv].split("rci", knobs.unroll_rci)]
+    schedule_register_tile(
+        s[conv], knobs.unroll_rx, rows=not knobs.flat,
+        reduce=chunks + [reduce[a] for a in knobs.reduce_order], rci=rci,
+    )  # fmt: skip
+    if knobs.unroll_ry:
+        s[conv].unroll("ry")
+    if knobs.unroll_rci > 1:
+        s[conv].unroll(rci[-1])
     s[out].unroll(xi)
     s[out].vectorize(fi)
-    if dp is not data:
-        s[dp].vectorize("ci")
+    if dp is not None:
+        if knobs.pad_at == "inline":
+            s[dp].compute_inline()
+        else:
+            s[dp].vectorize("ci")
+        if knobs.pad_at == "tile":
+            s[dp].compute_at(s[conv], (chunks + [reduce[a] for a in knobs.reduce_order])[0])
     if knobs.parallel:
-        s[out].parallel(s[out].fuse("f", xo) if knobs.flat else s[out].fuse("f", "y"))
-        if dp is not data:
+        fused = order[0]
+        for loop in order[1 : knobs.parallel_loops]:
+            fused = s[out].fuse(fused, loop)
+        s[out].parallel(fused)
+        if dp is not None and knobs.pad_at == "root":
             s[dp].parallel(s[dp].fuse("ch", "y"))
-    return s, args + [out]
 
 
 def _pool_schedule(red, out, parallel: bool):

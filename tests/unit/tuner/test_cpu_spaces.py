@@ -1,0 +1,209 @@
+"""The CPU conv templates' big tuning spaces: random points build correct kernels, the knobs'
+defaults build the loops of before (so untuned speed is unchanged), records logged in the older
+spaces still read, and the valid-point count agrees with visiting every point."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from pyvta import compiler
+from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, default_direct_knobs
+from pyvta.tuner import cpu
+from pyvta.tuner.log import TuningLog, apply_best, make_record, read_records
+from pyvta.tuner.measure import MeasureResult
+from pyvta.tuner.space import ChoiceKnob, ConfigSpace, TileKnob
+from pyvta.tuner.task import Task
+
+LEGACY_DIRECT_KNOBS = ("ow_block", "oc_tile", "unroll_rx", "parallel", "flat")
+
+# small layers of the shapes the network runs: 3x3 / 1x1 stride 1 and 2, the 3-channel stem
+DIRECT_LAYERS = [
+    ConvWorkload(32, 9, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16),
+    ConvWorkload(3, 15, 15, 32, (7, 7), (2, 2), (3, 3, 3, 3), 3, 16),
+    ConvWorkload(32, 8, 8, 32, (1, 1), (2, 2), (0, 0, 0, 0), 8, 16),
+]
+
+
+def _valid_points(task: Task, rng: np.random.Generator, n: int) -> list:
+    """``n`` distinct random points of ``task``'s space that its ``problem`` accepts."""
+    out: dict = {}
+    while len(out) < n:
+        cfg = task.space.get(int(task.space.sample(rng, 1)[0]))
+        if task.space.problem(cfg) is None:
+            out[cfg.index] = cfg
+    return list(out.values())
+
+
+def _check_points(task: Task, configs) -> None:
+    """Build each config, run it on seeded random inputs (the output first filled with NaN:
+    every element must be written) and compare with the template's float64 reference."""
+    rng = np.random.default_rng(0)
+    for cfg in configs:
+        sch, args = task.instantiate(cfg)
+        mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
+        arrays = [rng.standard_normal(a.shape).astype(np.float32) for a in args]
+        arrays[-1][...] = np.nan
+        mod(*arrays)
+        try:
+            cpu.check_output({}, task, arrays)
+        except Exception as e:
+            raise AssertionError(f"{task.key} {cfg.to_dict()}: {e}") from None
+
+
+@pytest.mark.parametrize("wl", DIRECT_LAYERS, ids=lambda wl: wl.key)
+def test_random_direct_configs_compute_the_conv(wl, seed):
+    rng = np.random.default_rng(seed)
+    task = cpu.nchwc_conv_tasks(wl)[0]
+    print(f"{task.key}: {task.space.size} points, seed {seed}")
+    _check_points(task, _valid_points(task, rng, 5))
+
+
+def test_the_direct_spaces_of_resnet18_hold_a_million_valid_points():
+    """Every ResNet-18 layer C1-C12, blocked as the network blocks it on this host."""
+    for name, wl in cpu.resnet18_cpu_workloads().items():
+        task = cpu.nchwc_conv_tasks(wl)[0]
+        valid = cpu.direct_valid_count(task)
+        print(f"{name}: {task.space.size} points, {valid} valid")
+        assert 10**6 <= valid < task.space.size, name
+
+
+def _old_schedule(wl: ConvWorkload, knobs: dict, residual: bool):
+    """``(sch, args)`` of ``wl``'s direct conv scheduled the way the template did before its
+    cache-tile knobs came (the same compute, the old primitives replayed on a fresh schedule)."""
+    from pyvta.compiler.ops.cpu.conv2d import schedule_register_tile
+
+    k = nchwc.NchwcConvKnobs(**knobs)
+    _, args = conv_schedule(wl, {"template": "direct", "knobs": knobs}, (0.0, 6.0), residual)
+    s = create_schedule(args[-1])
+    out, conv = s[args[-1]], s[s.tensor("conv")]
+    dp = s[s.tensor("data.pad")] if wl.nchw_input or any(wl.pads) else None
+    conv.set_scope("local")
+    xo, xi = out.split("x", k.ow_block)
+    fo, fi = out.split("fi", k.oc_tile or wl.ob)
+    out.reorder(*(("n", "f") if k.flat else ("n", "f", "y")), xo, fo, xi, fi)
+    conv.compute_at(out, fo)
+    schedule_register_tile(conv, k.unroll_rx, rows=not k.flat)
+    out.unroll(xi)
+    out.vectorize(fi)
+    if dp is not None:
+        dp.vectorize("ci")
+    if k.parallel:
+        out.parallel(out.fuse("f", xo) if k.flat else out.fuse("f", "y"))
+        if dp is not None:
+            dp.parallel(dp.fuse("ch", "y"))
+    return s, args
+
+
+@pytest.mark.parametrize("flat", [False, True])
+@pytest.mark.parametrize("unroll_rx", [False, True])
+def test_default_direct_knobs_build_the_loops_of_before(flat, unroll_rx):
+    """The untuned knobs (``NchwcConvKnobs.for_target``, new knobs at their defaults) and an
+    old-style knob dict lower to exactly the loop IR of the old schedule."""
+    layers = DIRECT_LAYERS + [
+        ConvWorkload(3, 20, 20, 16, (7, 7), (2, 2), (3, 3, 3, 3), 3, 16, nchw_input=True),
+        ConvWorkload(64, 7, 7, 64, (3, 3), (1, 1), (1, 1, 1, 1), 16, 16),
+    ]
+    for wl in layers:
+        full = default_direct_knobs(wl)
+        assert set(full) == set(nchwc.NchwcConvKnobs().to_dict())
+        full.update(flat=flat, unroll_rx=unroll_rx)
+        old = {k: full[k] for k in LEGACY_DIRECT_KNOBS}
+        for residual in (False, True):
+            want = str(compiler.lower(*_old_schedule(wl, old, residual)))
+            for knobs in (full, old):
+                sch = {"template": "direct", "knobs": knobs}
+                got = str(compiler.lower(*conv_schedule(wl, sch, (0.0, 6.0), residual)))
+                assert got == want, f"{wl.key} {knobs}"
+
+
+def _legacy_direct_space(task: Task) -> ConfigSpace:
+    """The direct template's space before the cache-tile knobs: its first three knobs."""
+    return ConfigSpace(task.space.knobs[:3])
+
+
+def test_an_old_direct_record_reads_with_the_new_knobs_at_their_defaults(tmp_path):
+    wl = DIRECT_LAYERS[0]
+    task = cpu.nchwc_conv_tasks(wl)[0]
+    old_space = _legacy_direct_space(task)
+    assert task.space.legacy(["tile", "unroll_rx", "flat"]).signature() == old_space.signature()
+    old_cfg = old_space.get(len(old_space) - 1)  # the widest tile, unroll_rx, flat
+    line = {
+        "v": 1, "task": task.key, "space": old_space.signature(), "index": old_cfg.index,
+        "config": old_cfg.to_dict(), "costs": [1e-3], "cost": 1e-3, "error": None, "msg": "",
+        "build_s": 0.1, "ts": 1.0, "unit": "s", "target": cpu.cpu_measured_on(),
+    }  # fmt: skip
+    log = tmp_path / "old.jsonl"
+    log.write_text(json.dumps(line) + "\n")
+    (rec,) = read_records(log, task)
+    assert rec.matches(task) and rec.problem(task) is None
+    defaults = {k.name: k.default for k in task.space.knobs[3:]}
+    assert rec.config == {**old_cfg.to_dict(), **defaults}
+    best = apply_best(log, task)
+    assert best.index == rec.index and best == task.space.config(old_cfg.to_dict())
+    # its schedule is the old one: the same loops as the old knob dict
+    sch = cpu.schedule_of(task, best)
+    old_knobs = cpu.schedule_of_template("direct", old_cfg)
+    lowered = [str(compiler.lower(*conv_schedule(wl, s))) for s in (sch, old_knobs)]
+    assert lowered[0] == lowered[1]
+    # a record of another space (another host's tiles) is not taken for this one
+    other = {**line, "space": "0" * 12}
+    log.write_text(json.dumps(other) + "\n")
+    assert read_records(log, task) == []
+    # and a new record appends beside the old one and reads back as itself
+    log.write_text(json.dumps(line) + "\n")
+    cfg = _valid_points(task, np.random.default_rng(1), 1)[0]
+    with TuningLog(log) as w:
+        w.append(make_record(task, cfg, MeasureResult(costs=(5e-4,))))
+    recs = read_records(log, task)
+    assert [r.index for r in recs] == [rec.index, cfg.index]
+    assert apply_best(log, task) == cfg
+
+
+def test_shipped_logs_read_in_the_new_spaces():
+    """The shipped CPU logs' records of this host's feature level read as points of today's
+    spaces (their old-space records upgraded), for the direct template."""
+    from pyvta.tuner.cpu_network import pretuned_cpu_log
+
+    here = cpu.cpu_measured_on().split()[1]
+    found = 0
+    for model in ("resnet18", "mobilenet"):
+        log = pretuned_cpu_log(f"{model}_224")
+        for line in read_records(log):
+            if not line.task_key.startswith("cpu.conv2d_nchwc") or line.target.split()[1] != here:
+                continue
+            args = json.loads(
+                line.task_key[line.task_key.index("[") : line.task_key.index("]") + 1]
+            )
+            task = cpu.CONV2D_NCHWC.task(*args)
+            recs = read_records(log, task)
+            assert recs and all(r.matches(task) for r in recs), line.task_key
+            found += 1
+    if not found:
+        pytest.skip(f"the shipped logs have no direct records measured at {here}")
+
+
+def test_direct_valid_count_agrees_with_visiting_every_point():
+    """``direct_valid_count`` on a space small enough to visit (a small layer, fewer values of
+    the knobs that do not interact with the others) equals counting ``problem`` None."""
+    wl = ConvWorkload(16, 4, 4, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16)
+    task = cpu.nchwc_conv_tasks(wl)[0]
+    keep = {"tile": 2, "tile_x": 3, "reduce_order": 3, "unroll_ry": 1, "unroll_rci": 1}
+    keep.update(pad_at=2, rco_block=2)
+    knobs = []
+    for k in task.space.knobs:
+        n = keep.get(k.name)
+        if n is not None and k.name == "tile":
+            k = TileKnob(k.name, k.parts, k.values[:n])
+        elif n is not None:
+            k = ChoiceKnob(k.name, k.values[:n], default=k.default)
+        knobs.append(k)
+    small = Task(task.template, task.args, ConfigSpace(knobs, task.space.problem_fn))
+    assert 10_000 < small.space.size < 100_000, small.space
+    visited = sum(small.space.problem(small.space.get(i)) is None for i in range(small.space.size))
+    assert 0 < visited < small.space.size
+    assert cpu.direct_valid_count(small) == visited
