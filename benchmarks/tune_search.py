@@ -65,6 +65,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     print(f"\ntask {task.key}: {task.space}; load average {_load()}")
     print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}")
     curves: dict[str, list[list[float]]] = {}
+    samples: dict[str, list[float]] = {}  # every cost each tuner measured, its seeds pooled
     tuner_s: dict[str, float] = {}
     t_all = time.perf_counter()
     n_before = meas.n_measured
@@ -84,6 +85,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
                 initial=initial,
             )
             curves[name].append(res.best_curve)
+            samples.setdefault(name, []).extend(c for _, _, c in res.history)
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
             print(
                 f"  {name:8s} seed {seed}: best {res.best_cost:.6g} {task.cost_unit} "
@@ -128,6 +130,8 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
             f"  random search, exact: {k} of {len(known)} points within 95%; "
             f"median {med} trials, mean {mean:.1f}"
         )
+    elif "random" in samples:
+        medians["random (sampled)"] = _sampled_random_trials(samples["random"], target)
     base_name = "random (exact)" if exact else "random"
     base = medians.get(base_name)
     if base is not None:
@@ -151,6 +155,27 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     medians["at"] = at
     medians["curves"] = curves
     return medians
+
+
+def _sampled_random_trials(costs, target: float) -> float:
+    """Random search's median trials to ``target``, estimated from its own measurements (all
+    seeds pooled: a uniform sample of the space, failed points included, as random search pays
+    for them too): with a share ``p`` of them at ``target`` or better, ``ln 0.5 / ln(1 - p)``
+    draws. None of ``n`` there: a lower bound, ``ln 2 x n`` (the median for ``p = 1 / n``),
+    returned negative so that the table marks it ``>``. Printed with its count."""
+    c = np.asarray(costs, dtype=np.float64)
+    n, k = c.size, int(np.sum(c <= target))
+    if k:
+        est = max(1.0, math.log(0.5) / math.log1p(-k / n)) if k < n else 1.0
+        shown = f"{est:.0f}"
+    else:
+        est = -math.log(2) * n
+        shown = f">{-est:.0f}"
+    print(
+        f"  random search, estimated from its {n} uniform samples: {k} within 95% of the best"
+        f" (share {k / n:.3%}): median about {shown} trials"
+    )
+    return est
 
 
 def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = None) -> str:
@@ -182,6 +207,28 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
     for n in names:
         geo += ["", f"{math.exp(sum(logs[n]) / len(logs[n])):.2f}x" if logs[n] else "-"]
     out.append("| " + " | ".join(geo) + " |")
+    sampled = {k: m for k, m in rows.items() if "random (sampled)" in m}
+    if sampled:  # random's median estimated from its uniform samples (no trials cap)
+        out += ["", "random's median trials to 95% estimated from its pooled samples:"]
+        out += ["| layer | random (est.) | " + " | ".join(f"est./{n}" for n in names) + " |"]
+        out.append("|" + "---|" * (2 + len(names)))
+        logs = {n: [] for n in names}
+        for layer, med in sampled.items():
+            est = med["random (sampled)"]
+            cells = [layer, f">{-est:.0f}" if est < 0 else f"{est:.0f}"]
+            for n in names:
+                m = med[n]
+                mark = ">=" if est < 0 else ""
+                mark = "<=" if m > trials else mark
+                r = abs(est) / m
+                cells.append(f"{mark}{r:.2f}x" if not (est < 0 and m > trials) else "n/a")
+                if not (est < 0 and m > trials):
+                    logs[n].append(math.log(r))
+            out.append("| " + " | ".join(cells) + " |")
+        geo = ["geomean", ""] + [
+            f"{math.exp(sum(v) / len(v)):.2f}x" if v else "-" for v in logs.values()
+        ]
+        out.append("| " + " | ".join(geo) + " |")
     # the AutoTVM paper's view: how good the best config is after the same number of trials
     checks = [c for c in (16, 32, 64) if c <= trials]
     every = list(tuner_names)
@@ -228,8 +275,9 @@ def main(argv=None) -> int:
         "--build-timeout",
         type=float,
         default=120.0,
-        help="seconds one VTA candidate's lowering may take; one that outlasts it is a failed"
-        " trial (kept as such in --cache). Lowering time grows with the instruction count, so"
+        help="seconds one VTA or CPU candidate's build may take; one that outlasts it is a failed"
+        " trial (kept as such in --cache). CPU: a few configs of the direct NCHWc space unroll"
+        " into minutes of lowering. VTA: lowering time grows with the instruction count, so"
         " only tiny-tile configs far from the optimum take long (C6: 10-30 s for 1-9 M cycles,"
         " the optimum 0.46 M cycles lowers in 0.1 s)",
     )
@@ -302,7 +350,12 @@ def main(argv=None) -> int:
         prefix = "nchwc:" if a.task == "cpu" else ""
         tasks = {name: parse_workload(prefix + name) for name in layer_names(a.layer)}
         backend = CpuBackend(min_repeat_ms=a.min_repeat_ms, timer=a.timer)
-        inner = LocalMeasurer(backend, repeats=a.repeats, n_run_workers=a.run_workers)
+        inner = LocalMeasurer(
+            backend,
+            repeats=a.repeats,
+            n_run_workers=a.run_workers,
+            build_timeout_s=a.build_timeout,
+        )
         print(
             f"host: {cpu_target_info()}; measured: {backend.describe()}, {a.repeats} repeats"
             f" per config, cost = their {a.cost_stat}; {a.run_workers} run worker(s)"
@@ -317,7 +370,7 @@ def main(argv=None) -> int:
     else:
         tasks = {"synthetic": tiled_gemm_task(*shape)}
         inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
-    meas = CachedMeasurer(inner, a.cache, keep_timeouts=a.task == "vta")
+    meas = CachedMeasurer(inner, a.cache, keep_timeouts=a.task in ("vta", "cpu"))
     if a.cost_stat == "min":
         meas = MinOfRepeats(meas)
     rows = {}

@@ -88,12 +88,17 @@ def _measurers(a) -> tuple[Measurer, Measurer]:
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info
 
         backend = CpuBackend(min_repeat_ms=a.min_repeat_ms, timer="thread")
-        raw = LocalMeasurer(backend, repeats=a.repeats, n_run_workers=a.run_workers)
+        raw = LocalMeasurer(
+            backend,
+            repeats=a.repeats,
+            n_run_workers=a.run_workers,
+            build_timeout_s=a.build_timeout,
+        )
         print(
             f"host: {cpu_target_info()}; measured: {backend.describe()}, {a.repeats} repeats"
             " per config, cost = their min"
         )
-        return raw, MinOfRepeats(CachedMeasurer(raw, a.cache))
+        return raw, MinOfRepeats(CachedMeasurer(raw, a.cache, keep_timeouts=True))
     from pyvta.tuner.vta import VtaCycleBackend
 
     raw = LocalMeasurer(

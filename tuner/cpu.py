@@ -582,18 +582,36 @@ class CpuBackend(Backend):
             )
         return f"{self.num_threads} threads, wall clock, repeats of >= {self.min_repeat_ms:g} ms"
 
-    def _module(self, task, config):
+    def _func_key(self, task, config) -> str:
+        from pyvta.compiler.backend.llvm.cache import func_key
+
+        return func_key(f"tune {task.key} {task.space.signature()} {config.index}")
+
+    def _module(self, task, config, key: str | None = None):
         from pyvta.compiler import build
 
         sch, args = task.instantiate(config)
-        return build(sch, args, cache_dir=self.cache_dir, num_threads=self.num_threads), args
+        mod = build(sch, args, cache_dir=self.cache_dir, num_threads=self.num_threads, func_key=key)
+        return mod, args
 
     def build(self, task, config):
-        self._module(task, config)
-        return None  # the optimised kernel is in the disk cache, keyed by its loop IR
+        key = self._func_key(task, config)
+        self._module(task, config, key)
+        # the optimised kernel is in the disk cache, keyed by its loop IR, and the lowered
+        # function under ``key``: the run loads both without lowering again
+        return key
 
     def run(self, task, config, artifact, repeats):
-        mod, args = self._module(task, config)
+        from pyvta.compiler.backend import get_backend
+
+        mod = None
+        if artifact is not None:
+            llvm = get_backend("llvm")
+            mod = llvm.cached(artifact, cache_dir=self.cache_dir, num_threads=self.num_threads)
+        if mod is None:
+            mod, args = self._module(task, config)
+        else:
+            args = task.instantiate(config)[1]
         clock = time.thread_time if self.timer == "thread" else time.perf_counter
         rng = np.random.default_rng(0)
         values = [rng.standard_normal(t.shape).astype(t.dtype) for t in args]
