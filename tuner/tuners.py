@@ -55,7 +55,7 @@ class Tuner:
         out: list[int] = []
         tried = self.visited | self.refused | set(extra_exclude)
         for _ in range(64):  # a space of mostly invalid points takes a few rounds of draws
-            draw = space.sample_unique(self.rng, 2 * (n - len(out)), tried)
+            draw = space.sample_unique(self.rng, n - len(out), tried)
             if not draw:
                 break
             tried.update(draw)
