@@ -64,14 +64,13 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     with ``"random (exact)"`` when ``meas`` knows every point of the space."""
     print(f"\ntask {task.key}: {task.space}; load average {_load()}")
     print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}")
-    curves: dict[str, list[list[float]]] = {}
     samples: dict[str, list[float]] = {}  # every cost each tuner measured, its seeds pooled
     tuner_s: dict[str, float] = {}
     t_all = time.perf_counter()
     n_before = meas.n_measured
-    for name in tuner_names:
-        curves[name] = []
-        for seed in range(seeds):
+    curves: dict[str, list[list[float]]] = {name: [] for name in tuner_names}
+    for seed in range(seeds):  # seeds outermost: a run stopped early has whole seeds
+        for name in tuner_names:
             t0 = time.perf_counter()
             tuner, initial = make_search(name, task, seed, batch)
             res = tune(
@@ -89,7 +88,8 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
             print(
                 f"  {name:8s} seed {seed}: best {res.best_cost:.6g} {task.cost_unit} "
-                f"({res.n_errors} errors)",
+                f"({res.n_errors} errors; {time.perf_counter() - t0:.0f} s,"
+                f" {meas.n_measured - n_before} distinct configs measured so far)",
                 flush=True,
             )
     best = min(min(c[-1] for c in runs) for runs in curves.values())
