@@ -56,7 +56,8 @@ class SimulatedAnnealing:
         cur = np.asarray(score_fn(cur_idx), dtype=np.float64)
         top: dict[int, float] = {}
         self._merge(top, cur_idx, cur, exclude, n)
-        scale = float(np.std(cur)) or 1.0  # temperature in units of the scores' spread
+        finite = cur[np.isfinite(cur)]  # -inf: a point the score function rules out
+        scale = (float(np.std(finite)) if finite.size > 1 else 0.0) or 1.0  # the scores' spread
         still = 0
         step = 0
         for step in range(1, self.n_steps + 1):
@@ -64,8 +65,10 @@ class SimulatedAnnealing:
             new = space.neighbours(pts, self.rng)
             new_idx = space.to_index(new)
             score = np.asarray(score_fn(new_idx), dtype=np.float64)
-            with np.errstate(over="ignore"):
+            with np.errstate(over="ignore", invalid="ignore"):
+                # from a ruled-out point (-inf) to any other: always; to a ruled-out one: never
                 prob = np.exp(np.minimum(0.0, (score - cur) / (temp * scale + 1e-12)))
+            prob = np.where(np.isneginf(cur) & np.isfinite(score), 1.0, np.nan_to_num(prob))
             accept = self.rng.random(prob.shape) < prob
             pts[accept] = new[accept]
             cur[accept] = score[accept]

@@ -192,6 +192,7 @@ class ModelTuner(Tuner):
         # as failed points; ``_seen_refused``: ``refused`` when last looked at
         self._model_refused: set[int] = set()
         self._seen_refused: set[int] = set()
+        self._accepted_memo: dict[int, bool] = {}  # index -> the space's cheap check passed
 
     def _after_update(self) -> None:
         import time
@@ -235,11 +236,25 @@ class ModelTuner(Tuner):
 
     def _score(self, idx) -> np.ndarray:
         score = np.asarray(self.model.predict(self.task, idx), dtype=np.float64)
+        if self.task.space.problem_fn is not None:  # the search stays on points that build
+            score = np.where(self._accepted(idx), score, -np.inf)
         if self.skip_unfit:
             from pyvta.tuner.features import fits
 
             score = np.where(fits(self.task, idx, self._context()), score, -np.inf)
         return score
+
+    def _accepted(self, idx) -> np.ndarray:
+        """``bool [n]``: which points the space's cheap check accepts (remembered per point:
+        the search scores the same points again and again)."""
+        space, known = self.task.space, self._accepted_memo
+        out = np.empty(len(idx), bool)
+        for j, i in enumerate(np.asarray(idx, dtype=np.int64).reshape(-1).tolist()):
+            ok = known.get(i)
+            if ok is None:
+                ok = known[i] = space.problem(space.get(i)) is None
+            out[j] = ok
+        return out
 
     def _context(self):
         """The ``ContextFeaturizer`` whose table tells which points fit."""
