@@ -51,20 +51,13 @@ def layer_names(text: str) -> list[str]:
 
 def resnet18_nchwc_workload(name: str):
     """ResNet-18 layer ``name`` (``C1``..``C12``) as the CPU network runs it, a
-    ``compiler.targets.cpu.kernels.ConvWorkload``: the layout plan's channel blocks
-    (``alter_cpu_layout.channel_block`` of the channels at the host's vector width; an input of
-    fewer than ``MIN_CHANNEL_BLOCK`` channels, C1's image, read as one block of them all)."""
-    from pyvta.compiler.targets.cpu.alter_cpu_layout import MIN_CHANNEL_BLOCK, channel_block
-    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
+    ``compiler.targets.cpu.kernels.ConvWorkload`` (``tuner.cpu.resnet18_cpu_workloads``: the
+    layout plan's channel blocks)."""
+    from pyvta.tuner.cpu import resnet18_cpu_workloads
 
     if name.upper() not in RESNET18:
         raise ValueError(f"unknown layer {name!r}; ResNet-18 has {', '.join(RESNET18)}")
-    hw, ic, oc, k, s = RESNET18[name.upper()]
-    nchw = ic < MIN_CHANNEL_BLOCK
-    ib, ob = ic if nchw else channel_block(ic), channel_block(oc)
-    c, o = -(-ic // ib) * ib, -(-oc // ob) * ob
-    p = k // 2
-    return ConvWorkload(c, hw, hw, o, (k, k), (s, s), (p, p, p, p), ib, ob, nchw_input=nchw)
+    return resnet18_cpu_workloads()[name.upper()]
 
 
 def _cpu_operators(backend: str):

@@ -84,12 +84,12 @@ def test_nchwc_layers_are_the_resnet18_network_convs(tmp_path):
     from pyvta.tuner.cpu_network import cpu_network_layers
 
     path = zoo.save_model("resnet18", str(tmp_path / "r18.onnx"))
-    net = {layer.workload for layer in cpu_network_layers(path)}
-    ours = {resnet18_nchwc_workload(n): n for n in RESNET18}
+    net = {layer.workload.key for layer in cpu_network_layers(path)}  # the tuning log's names
+    ours = {resnet18_nchwc_workload(n).key: n for n in RESNET18}
     assert net <= set(ours), net - set(ours)
-    assert {ours[wl] for wl in net} == set(RESNET18) - {"C3"}
+    assert {ours[k] for k in net} == set(RESNET18) - {"C3"}
     c1 = resnet18_nchwc_workload("C1")
-    assert (c1.c, c1.ib, c1.nchw_input) == (3, 3, True)  # the image, read as one block
+    assert (c1.c, c1.ib) == (3, 3)  # the image, read as one block
     task = parse_workload("nchwc:C7")
     assert task.template is CONV2D_NCHWC
     assert task.key == nchwc_conv_tasks(resnet18_nchwc_workload("C7"))[0].key
