@@ -8,6 +8,8 @@ curves over several seeds, and trials needed to reach 95% of the best cost found
     .venv/bin/python benchmarks/tune_search.py --task vta --layer C7-C12 --trials 48 --batch 8 \
         --seeds 5 --build-timeout 4 --cache out/vta.jsonl --plot vta.png --grid-plot
     .venv/bin/python benchmarks/tune_search.py --task cpu --layer C12 --seeds 10 --cost-stat min
+        # the CPU network's direct NCHWc conv template (nchwc:C12), one thread timed by its
+        # CPU time (--timer thread, the default: steady on a shared machine)
 
 Each distinct config is measured once per benchmark run and the cost is shared by all tuners
 and seeds (same noise for everyone, fewer measurements); ``--cache LOG`` keeps them across runs.
@@ -20,48 +22,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import time
 from pathlib import Path
 
 import numpy as np
 
-from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer
+from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MinOfRepeats
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 from pyvta.tuner.tune import trials_to_reach, tune
 
 
-class MinOfRepeats:
-    """A ``CachedMeasurer`` seen through the fastest of each config's repeats instead of their
-    median: on a loaded machine contention only adds time (C12 on 2 cores at load 13: repeats
-    of one config from 2.3 to 72 ms, medians decided by luck), so the minimum is the steadier
-    estimate of the kernel's own time. The cache and its log keep every repeat."""
-
-    def __init__(self, cached: CachedMeasurer):
-        self.cached = cached
-
-    @staticmethod
-    def _min(r):
-        import dataclasses
-
-        return dataclasses.replace(r, costs=(min(r.costs),)) if r.ok else r
-
-    @property
-    def n_measured(self) -> int:
-        return self.cached.n_measured
-
-    def measure(self, task, configs, callback=None):
-        out = [self._min(r) for r in self.cached.measure(task, configs)]
-        if callback is not None:
-            for pos, r in enumerate(out):
-                callback(pos, r)
-        return out
-
-    def costs(self, task) -> dict[int, float]:
-        self.cached.costs(task)  # loads the log
-        return {i: self._min(r).cost for (k, i), r in self.cached.cache.items() if k == task.key}
-
-    def close(self) -> None:
-        self.cached.close()
+def _load() -> str:
+    """The machine's 1 / 5 / 15-minute load averages (it may be shared)."""
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
 
 def make_search(name: str, task, seed: int, batch: int):
@@ -88,15 +62,15 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     """Run every tuner for every seed on ``task`` through ``meas``; print the curves' summary
     and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
     with ``"random (exact)"`` when ``meas`` knows every point of the space."""
-    print(f"\ntask {task.key}: {task.space}")
+    print(f"\ntask {task.key}: {task.space}; load average {_load()}")
     print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}")
-    curves: dict[str, list[list[float]]] = {}
+    samples: dict[str, list[float]] = {}  # every cost each tuner measured, its seeds pooled
     tuner_s: dict[str, float] = {}
     t_all = time.perf_counter()
     n_before = meas.n_measured
-    for name in tuner_names:
-        curves[name] = []
-        for seed in range(seeds):
+    curves: dict[str, list[list[float]]] = {name: [] for name in tuner_names}
+    for seed in range(seeds):  # seeds outermost: a run stopped early has whole seeds
+        for name in tuner_names:
             t0 = time.perf_counter()
             tuner, initial = make_search(name, task, seed, batch)
             res = tune(
@@ -110,10 +84,12 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
                 initial=initial,
             )
             curves[name].append(res.best_curve)
+            samples.setdefault(name, []).extend(c for _, _, c in res.history)
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
             print(
                 f"  {name:8s} seed {seed}: best {res.best_cost:.6g} {task.cost_unit} "
-                f"({res.n_errors} errors)",
+                f"({res.n_errors} errors; {time.perf_counter() - t0:.0f} s,"
+                f" {meas.n_measured - n_before} distinct configs measured so far)",
                 flush=True,
             )
     best = min(min(c[-1] for c in runs) for runs in curves.values())
@@ -125,7 +101,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     print(
         f"\nbest cost {'of the whole space' if exact else 'over all runs'}: {best:.6g} "
         f"{task.cost_unit}; distinct configs measured in this run: {meas.n_measured - n_before};"
-        f" wall {time.perf_counter() - t_all:.1f} s"
+        f" wall {time.perf_counter() - t_all:.1f} s; load average {_load()}"
     )
     checks = [c for c in (16, 32, 64, 128, 256, 512, 1024) if c <= trials]
     print("\nbest-so-far / best (mean over seeds) at trials " + ", ".join(map(str, checks)))
@@ -154,6 +130,8 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
             f"  random search, exact: {k} of {len(known)} points within 95%; "
             f"median {med} trials, mean {mean:.1f}"
         )
+    elif "random" in samples:
+        medians["random (sampled)"] = _sampled_random_trials(samples["random"], target)
     base_name = "random (exact)" if exact else "random"
     base = medians.get(base_name)
     if base is not None:
@@ -177,6 +155,27 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     medians["at"] = at
     medians["curves"] = curves
     return medians
+
+
+def _sampled_random_trials(costs, target: float) -> float:
+    """Random search's median trials to ``target``, estimated from its own measurements (all
+    seeds pooled: a uniform sample of the space, failed points included, as random search pays
+    for them too): with a share ``p`` of them at ``target`` or better, ``ln 0.5 / ln(1 - p)``
+    draws. None of ``n`` there: a lower bound, ``ln 2 x n`` (the median for ``p = 1 / n``),
+    returned negative so that the table marks it ``>``. Printed with its count."""
+    c = np.asarray(costs, dtype=np.float64)
+    n, k = c.size, int(np.sum(c <= target))
+    if k:
+        est = max(1.0, math.log(0.5) / math.log1p(-k / n)) if k < n else 1.0
+        shown = f"{est:.0f}"
+    else:
+        est = -math.log(2) * n
+        shown = f">{-est:.0f}"
+    print(
+        f"  random search, estimated from its {n} uniform samples: {k} within 95% of the best"
+        f" (share {k / n:.3%}): median about {shown} trials"
+    )
+    return est
 
 
 def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = None) -> str:
@@ -208,6 +207,28 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
     for n in names:
         geo += ["", f"{math.exp(sum(logs[n]) / len(logs[n])):.2f}x" if logs[n] else "-"]
     out.append("| " + " | ".join(geo) + " |")
+    sampled = {k: m for k, m in rows.items() if "random (sampled)" in m}
+    if sampled:  # random's median estimated from its uniform samples (no trials cap)
+        out += ["", "random's median trials to 95% estimated from its pooled samples:"]
+        out += ["| layer | random (est.) | " + " | ".join(f"est./{n}" for n in names) + " |"]
+        out.append("|" + "---|" * (2 + len(names)))
+        logs = {n: [] for n in names}
+        for layer, med in sampled.items():
+            est = med["random (sampled)"]
+            cells = [layer, f">{-est:.0f}" if est < 0 else f"{est:.0f}"]
+            for n in names:
+                m = med[n]
+                mark = ">=" if est < 0 else ""
+                mark = "<=" if m > trials else mark
+                r = abs(est) / m
+                cells.append(f"{mark}{r:.2f}x" if not (est < 0 and m > trials) else "n/a")
+                if not (est < 0 and m > trials):
+                    logs[n].append(math.log(r))
+            out.append("| " + " | ".join(cells) + " |")
+        geo = ["geomean", ""] + [
+            f"{math.exp(sum(v) / len(v)):.2f}x" if v else "-" for v in logs.values()
+        ]
+        out.append("| " + " | ".join(geo) + " |")
     # the AutoTVM paper's view: how good the best config is after the same number of trials
     checks = [c for c in (16, 32, 64) if c <= trials]
     every = list(tuner_names)
@@ -221,7 +242,13 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--task", choices=["synthetic", "gemm", "vta", "cpu"], default="synthetic")
+    p.add_argument(
+        "--task",
+        choices=["synthetic", "gemm", "vta", "cpu", "cpu-conv2d"],
+        default="synthetic",
+        help="cpu: the CPU network's direct NCHWc conv template on ResNet-18 layers (nchwc:C1..);"
+        " cpu-conv2d: the older NCHW conv2d template",
+    )
     p.add_argument(
         "--layer", default="C6", help="ResNet-18 layer(s) for --task vta: C6, C5,C8 or C2-C12"
     )
@@ -248,17 +275,40 @@ def main(argv=None) -> int:
         "--build-timeout",
         type=float,
         default=120.0,
-        help="seconds one VTA candidate's lowering may take; one that outlasts it is a failed"
-        " trial (kept as such in --cache). Lowering time grows with the instruction count, so"
+        help="seconds one VTA or CPU candidate's build may take; one that outlasts it is a failed"
+        " trial (kept as such in --cache). CPU: a few configs of the direct NCHWc space unroll"
+        " into minutes of lowering. VTA: lowering time grows with the instruction count, so"
         " only tiny-tile configs far from the optimum take long (C6: 10-30 s for 1-9 M cycles,"
         " the optimum 0.46 M cycles lowers in 0.1 s)",
     )
     p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
     p.add_argument(
+        "--timer",
+        choices=["thread", "wall"],
+        default="thread",
+        help="--task cpu: thread = one thread timed by its CPU time (steady on a shared,"
+        " loaded machine; tuner.cpu.CpuBackend), wall = all cores by the wall clock",
+    )
+    p.add_argument(
+        "--min-repeat-ms",
+        type=float,
+        default=5.0,
+        dest="min_repeat_ms",
+        help="--task cpu: a repeat calls the kernel until it lasts this long",
+    )
+    p.add_argument(
+        "--run-workers",
+        type=int,
+        default=1,
+        dest="run_workers",
+        help="--task cpu: configs timed at once (more than 1 only with --timer thread)",
+    )
+    p.add_argument(
         "--cost-stat",
         choices=["median", "min"],
-        default="median",
-        help="a config's cost from its repeats (min: steadier on a loaded machine)",
+        default=None,
+        help="a config's cost from its repeats (min: steadier on a loaded machine; the default"
+        " for --task cpu, median for the others)",
     )
     p.add_argument(
         "--grid-plot",
@@ -267,6 +317,10 @@ def main(argv=None) -> int:
     )
     a = p.parse_args(argv)
 
+    if a.run_workers > 1 and a.timer != "thread":
+        raise SystemExit("--run-workers > 1 needs --timer thread (wall times would share cores)")
+    if a.cost_stat is None:
+        a.cost_stat = "min" if a.task == "cpu" else "median"
     gemm = a.task == "gemm"
     shape = tuple(
         int(v) for v in (a.shape or ("512,512,512" if gemm else "256,256,256")).split(",")
@@ -288,14 +342,24 @@ def main(argv=None) -> int:
             build_timeout_s=a.build_timeout,
             run_timeout_s=120,
         )
-    elif a.task == "cpu":
+    elif a.task in ("cpu", "cpu-conv2d"):
         from pyvta.tuner.cli_support import layer_names, parse_workload
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info
         from pyvta.tuner.measure import LocalMeasurer
 
-        tasks = {name: parse_workload(name) for name in layer_names(a.layer)}
-        inner = LocalMeasurer(CpuBackend(min_repeat_ms=5.0), repeats=a.repeats)
-        print(f"host: {cpu_target_info()}; median of {a.repeats} repeats per config")
+        prefix = "nchwc:" if a.task == "cpu" else ""
+        tasks = {name: parse_workload(prefix + name) for name in layer_names(a.layer)}
+        backend = CpuBackend(min_repeat_ms=a.min_repeat_ms, timer=a.timer)
+        inner = LocalMeasurer(
+            backend,
+            repeats=a.repeats,
+            n_run_workers=a.run_workers,
+            build_timeout_s=a.build_timeout,
+        )
+        print(
+            f"host: {cpu_target_info()}; measured: {backend.describe()}, {a.repeats} repeats"
+            f" per config, cost = their {a.cost_stat}; {a.run_workers} run worker(s)"
+        )
     elif gemm:
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info, gemm_task
         from pyvta.tuner.measure import LocalMeasurer
@@ -306,7 +370,7 @@ def main(argv=None) -> int:
     else:
         tasks = {"synthetic": tiled_gemm_task(*shape)}
         inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
-    meas = CachedMeasurer(inner, a.cache, keep_timeouts=a.task == "vta")
+    meas = CachedMeasurer(inner, a.cache, keep_timeouts=a.task in ("vta", "cpu"))
     if a.cost_stat == "min":
         meas = MinOfRepeats(meas)
     rows = {}

@@ -1,10 +1,21 @@
-"""Transfer learning on the VTA conv2d template (cycle model): a global cost model trained on
-the tuning logs of ResNet-18 layers C2-C6 guides tuning of C7-C9, compared with XGB from scratch
-and random search (AutoTVM paper, Fig. 10: 2x-10x fewer trials to a given speed).
+"""Transfer learning: a global cost model trained on the tuning logs of ResNet-18 layers
+C2-C6 (``--task vta``: the VTA conv2d template on the cycle model) or C1-C6 (``--task cpu``: the
+CPU network's direct NCHWc conv template, ``nchwc:C1``.., measured) guides tuning of C7-C9,
+compared with XGB from scratch and random search (AutoTVM paper, Fig. 10: 2x-10x fewer trials
+to a given speed).
 
     .venv/bin/python benchmarks/tune_transfer.py                         # 3 seeds, 200 trials
     .venv/bin/python benchmarks/tune_transfer.py --source-log out/src.jsonl --cache out/tgt.jsonl
     .venv/bin/python benchmarks/tune_transfer.py --features knob,curve --seeds 5
+    .venv/bin/python benchmarks/tune_transfer.py --task cpu --source-log out/cpu.jsonl \
+        --cache out/cpu.jsonl --extra-logs tuner/pretuned/resnet18_224_cpu.jsonl
+
+On the CPU a config's cost is the min of ``--repeats`` one-threaded runs timed by the thread's
+CPU time (``tuner.cpu.CpuBackend(timer="thread")``: steady on a shared machine), as
+``benchmarks/tune_search.py --task cpu`` measures, so the two can share one ``--cache`` (its
+C1-C6 records are then the source, its C7-C9 ones are reused: the scratch and random runs of
+the same seeds, trials and batch measure the same configs). ``--extra-logs``: more logs
+(other networks') whose records of the same template join the source data.
 
 1. Source: C2-C6 are tuned with XGB (``--source-trials`` each, ``--source-seed``) into
    ``--source-log``; a log that already holds them is reused (an unfinished one is resumed).
@@ -30,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import time
 import warnings
 from pathlib import Path
@@ -38,11 +50,15 @@ import numpy as np
 
 from pyvta.tuner.cli_support import layer_names, parse_workload
 from pyvta.tuner.log import read_records, training_data
-from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer, Measurer
+from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer, Measurer, MinOfRepeats
 from pyvta.tuner.tune import trials_to_reach, tune
-from pyvta.tuner.vta import VtaCycleBackend
 
 FRACS = (0.95, 0.99, 1.0)
+
+
+def _load() -> str:
+    """The machine's 1 / 5 / 15-minute load averages (it may be shared)."""
+    return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
 
 def _median_hits(hits: list[int | None], n_trials: int) -> tuple[float, bool]:
@@ -59,9 +75,60 @@ def _fmt_med(med: float, censored: bool) -> str:
     return f"{med:.0f}" if med == int(med) else f"{med:.1f}"
 
 
+PREFIX = {"vta": "vta:", "cpu": "nchwc:"}  # --task -> parse_workload's prefix of a layer
+
+
+def _task(a, name: str):
+    return parse_workload(PREFIX[a.task] + name)
+
+
+def _measurers(a) -> tuple[Measurer, Measurer]:
+    """``(raw, cached)``: the task's measurer, and the one shared by every target run."""
+    if a.task == "cpu":
+        from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+
+        backend = CpuBackend(min_repeat_ms=a.min_repeat_ms, timer="thread")
+        raw = LocalMeasurer(
+            backend,
+            repeats=a.repeats,
+            n_run_workers=a.run_workers,
+            build_timeout_s=a.build_timeout,
+        )
+        print(
+            f"host: {cpu_target_info()}; measured: {backend.describe()}, {a.repeats} repeats"
+            " per config, cost = their min"
+        )
+        return raw, MinOfRepeats(CachedMeasurer(raw, a.cache, keep_timeouts=True))
+    from pyvta.tuner.vta import VtaCycleBackend
+
+    raw = LocalMeasurer(
+        VtaCycleBackend(),
+        repeats=1,
+        n_run_workers=2,
+        build_timeout_s=a.build_timeout,
+        run_timeout_s=300,
+    )
+    return raw, CachedMeasurer(raw, a.cache, keep_timeouts=True)
+
+
+def _extra_data(logs: list[str], template, exclude: set) -> list:
+    """Training data from other logs (other networks'): their tasks of ``template`` not in
+    ``exclude`` (task keys)."""
+    from pyvta.tuner.log import tasks_in_log
+
+    out = []
+    for log in logs:
+        tasks = tasks_in_log(log, {template.name: template})
+        data = [d for d in training_data(log, tasks) if d[0].key not in exclude]
+        n = sum(len(d[1]) for d in data)
+        print(f"  extra source {log}: {n} records of {len(data)} tasks of {template.name}")
+        out += data
+    return out
+
+
 def _source(a, raw: Measurer) -> list:
     """Tune (or reuse) the source layers into ``a.source_log``; the training data."""
-    tasks = [parse_workload(f"vta:{n}") for n in layer_names(a.sources)]
+    tasks = [_task(a, n) for n in layer_names(a.sources)]
     for n, t in zip(layer_names(a.sources), tasks, strict=True):
         have = len({r.index for r in read_records(a.source_log, t)})
         if have >= a.source_trials:
@@ -81,14 +148,18 @@ def _source(a, raw: Measurer) -> list:
         )
         print(
             f"  source {n}: tuned xgb seed {a.source_seed}, {len(res.history)} trials "
-            f"({res.n_resumed} resumed), best {res.best_cost:.0f} cycles, "
+            f"({res.n_resumed} resumed), best {res.best_cost:.4g} {t.cost_unit}, "
             f"{time.perf_counter() - t0:.0f} s",
             flush=True,
         )
-    return training_data(a.source_log, tasks)
+    data = training_data(a.source_log, tasks)
+    if a.extra_logs:
+        own = {t.key for t in tasks}
+        data += _extra_data(a.extra_logs.split(","), tasks[0].template, own)
+    return data
 
 
-def _plot(path: str, layers: dict, n_trials: int) -> None:
+def _plot(path: str, layers: dict, n_trials: int, unit: str = "cycles") -> None:
     from matplotlib.figure import Figure  # Agg canvas; no pyplot global state
 
     names = list(layers)
@@ -109,8 +180,8 @@ def _plot(path: str, layers: dict, n_trials: int) -> None:
         ax.set_yscale("log")
         ax.set_xscale("log")
         ax.set_xlabel("trials")
-        ax.set_ylabel("best-so-far cycles / best")
-        ax.set_title(f"{name}: best {best:.0f} cycles")
+        ax.set_ylabel(f"best-so-far {unit} / best")
+        ax.set_title(f"{name}: best {best:.4g} {unit}")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     fig.tight_layout()
@@ -119,7 +190,12 @@ def _plot(path: str, layers: dict, n_trials: int) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--sources", default="C2-C6", help="layers whose logs train the global model")
+    p.add_argument("--task", choices=sorted(PREFIX), default="vta")
+    p.add_argument(
+        "--sources",
+        default=None,
+        help="layers whose logs train the global model (default C2-C6 vta, C1-C6 cpu)",
+    )
     p.add_argument("--targets", default="C7,C8,C9")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per target and method")
     p.add_argument("--trials", type=int, default=200, help="trials per target run")
@@ -141,9 +217,31 @@ def main(argv=None) -> int:
         " such in --cache): tiny-tile configs far from the optimum lower for 10-30 s",
     )
     p.add_argument("--cache", default=None, help="JSON-lines log of target measurements to reuse")
+    p.add_argument(
+        "--extra-logs",
+        default=None,
+        dest="extra_logs",
+        help="comma list of more tuning logs (other networks') for the global model",
+    )
+    p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
+    p.add_argument(
+        "--min-repeat-ms",
+        type=float,
+        default=5.0,
+        dest="min_repeat_ms",
+        help="--task cpu: a repeat calls the kernel until it lasts this long",
+    )
+    p.add_argument(
+        "--run-workers",
+        type=int,
+        default=1,
+        dest="run_workers",
+        help="--task cpu: configs timed at once (each on one thread, timed by its CPU time)",
+    )
     p.add_argument("--plot", default="out/tune_transfer.png", help="PNG of median curves")
     p.add_argument("--json", default=None, help="write curves and the table here")
     a = p.parse_args(argv)
+    a.sources = a.sources or ("C1-C6" if a.task == "cpu" else "C2-C6")
 
     from pyvta.tuner.features import make_featurizer
     from pyvta.tuner.model import global_model
@@ -152,23 +250,18 @@ def main(argv=None) -> int:
     feats = [f.strip() for f in a.features.split(",") if f.strip()]
     seeds = list(range(a.seeds))
     targets = layer_names(a.targets)
+    what = "VTA conv2d on the cycle model" if a.task == "vta" else "CPU direct NCHWc conv"
     print(
-        f"VTA conv2d on the cycle model; sources {a.sources} -> targets {','.join(targets)}; "
-        f"{a.trials} trials, batch {a.batch}, seeds {seeds}, features {feats}"
+        f"{what}; sources {a.sources} -> targets {','.join(targets)}; "
+        f"{a.trials} trials, batch {a.batch}, seeds {seeds}, features {feats}; "
+        f"load average {_load()}"
     )
-    raw = LocalMeasurer(
-        VtaCycleBackend(),
-        repeats=1,
-        n_run_workers=2,
-        build_timeout_s=a.build_timeout,
-        run_timeout_s=300,
-    )
-    meas = CachedMeasurer(raw, a.cache, keep_timeouts=True)
+    raw, meas = _measurers(a)
     layers: dict = {}
     try:
         t0 = time.perf_counter()
         data = _source(a, raw)
-        target_keys = {parse_workload(f"vta:{n}").key for n in targets}
+        target_keys = {_task(a, n).key for n in targets}
         data = [d for d in data if d[0].key not in target_keys]  # never train on a target
         n_rec = sum(len(d[1]) for d in data)
         src_s = time.perf_counter() - t0
@@ -188,8 +281,8 @@ def main(argv=None) -> int:
         if not a.no_random:
             methods.append(("random", None, False))
         for name in targets:
-            task = parse_workload(f"vta:{name}")
-            print(f"\n{name} {task.key}: {task.space}", flush=True)
+            task = _task(a, name)
+            print(f"\n{name} {task.key}: {task.space}; load average {_load()}", flush=True)
             curves: dict[str, list] = {m: [] for m, _, _ in methods}
             random_pts: list[int] = []
             for seed in seeds:
@@ -214,7 +307,7 @@ def main(argv=None) -> int:
                     if f is None:
                         random_pts += [i for _, i, _ in res.history]
                     print(
-                        f"  seed {seed} {m:18s} best {res.best_cost:10.0f} "
+                        f"  seed {seed} {m:18s} best {res.best_cost:10.4g} "
                         f"({res.n_errors} invalid, {time.perf_counter() - t0:5.0f} s; "
                         f"measured so far {meas.n_measured})",
                         flush=True,
@@ -225,6 +318,7 @@ def main(argv=None) -> int:
                 "best": best,
                 "curves": curves,
                 "space": task.space.size,
+                "unit": task.cost_unit,
                 "measured": costs,
                 "random_pts": random_pts,
             }
@@ -296,18 +390,18 @@ def main(argv=None) -> int:
         valid = int(np.sum(np.isfinite(allc)))
         inv = f"{1 / r95:.0f}" if r95 > 0 else "inf"
         print(
-            f"{name:5s} {info['space']:6d} {best:9.0f}  "
+            f"{name:5s} {info['space']:6d} {best:9.4g}  "
             f"{f'{rc.size}, {r95:.2%}, {r99:.2%}':>32s}  "
             f"{f'{allc.size}, {valid}, {a95} ({a95 / allc.size:.1%}), {a99}':>38s}  {inv}"
         )
     wall = time.perf_counter() - t_all
     print(
         f"\ndistinct target configs: {len(meas.cache)} ({meas.n_measured} measured in this run, "
-        f"the rest from --cache); wall {wall:.0f} s ({wall / 60:.1f} min)"
+        f"the rest from --cache); wall {wall:.0f} s ({wall / 60:.1f} min); load average {_load()}"
     )
     if a.plot:
         Path(a.plot).parent.mkdir(parents=True, exist_ok=True)
-        _plot(a.plot, layers, n)
+        _plot(a.plot, layers, n, next(iter(layers.values()))["unit"] if layers else "cycles")
         print(f"curves: {a.plot}")
     if a.json:
         out = {

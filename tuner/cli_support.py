@@ -49,6 +49,17 @@ def layer_names(text: str) -> list[str]:
     return names
 
 
+def resnet18_nchwc_workload(name: str):
+    """ResNet-18 layer ``name`` (``C1``..``C12``) as the CPU network runs it, a
+    ``compiler.targets.cpu.kernels.ConvWorkload`` (``tuner.cpu.resnet18_cpu_workloads``: the
+    layout plan's channel blocks)."""
+    from pyvta.tuner.cpu import resnet18_cpu_workloads
+
+    if name.upper() not in RESNET18:
+        raise ValueError(f"unknown layer {name!r}; ResNet-18 has {', '.join(RESNET18)}")
+    return resnet18_cpu_workloads()[name.upper()]
+
+
 def _cpu_operators(backend: str):
     from pyvta.tuner.cpu import conv2d_task, gemm_task
 
@@ -89,6 +100,12 @@ def parse_workload(text: str, target: str = "llvm"):
         raise ValueError(f"tuner backend {target!r} (allowed: {', '.join(OPERATOR_TEMPLATES)})")
     gemm_task, conv2d_task = OPERATOR_TEMPLATES[target](target)
 
+    if text.startswith("nchwc:"):
+        from pyvta.tuner.cpu import CONV2D_NCHWC
+
+        wl = resnet18_nchwc_workload(text[6:])
+        args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
+        return CONV2D_NCHWC.task(*args)
     if text.startswith("vta:"):
         from pyvta.tuner.vta import vta_conv2d_task
 
@@ -116,7 +133,7 @@ def parse_workload(text: str, target: str = "llvm"):
         return conv2d_task(*nums)
     raise ValueError(
         f"workload {text!r} not understood (allowed: gemm:M,N,K | conv2d:C,H,W,O,K,STRIDE,PAD"
-        f" | {', '.join(RESNET18)} | vta:C2..C12)"
+        f" | {', '.join(RESNET18)} | vta:C2..C12 | nchwc:C1..C12)"
     )
 
 

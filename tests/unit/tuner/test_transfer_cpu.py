@@ -1,0 +1,73 @@
+"""``benchmarks/tune_transfer.py --task cpu``: the CPU path of the transfer experiment (source
+layers of the direct NCHWc template tuned into a log, other logs joined, a global model, the
+target tuned from scratch, with the model and at random) end to end, on a cost that is the
+same function of the knobs for every layer (so what the global model learns on the sources
+holds on the target) instead of measured kernels (``benchmarks/tune_transfer.py`` measures)."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+from pyvta.tuner.measure import Backend, CachedMeasurer, InProcessMeasurer, MinOfRepeats
+from pyvta.tuner.tune import tune
+
+BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "tune_transfer.py"
+
+
+class KnobCost(Backend):
+    """Seconds from a config's knob features alone (a bowl around a fixed point: every layer
+    has the same best knobs); two repeats, the second slower (``MinOfRepeats`` takes the first)."""
+
+    def build(self, task, config):
+        return None
+
+    def run(self, task, config, artifact, repeats):
+        f = task.space.knob_features(task.space.to_choices([config.index]))[0].astype(float)
+        centre = np.linspace(0.5, 2.5, f.size)
+        c = 1e-3 * (1.0 + 0.2 * float(np.sum((f - centre) ** 2)))
+        return [c, 1.3 * c][:repeats]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("tune_transfer", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cpu_transfer_end_to_end(tmp_path, monkeypatch, capsys, seed):
+    from pyvta.tuner.cli_support import parse_workload
+
+    bench = _bench()
+    raw = InProcessMeasurer(KnobCost(), repeats=2)
+
+    def measurers(a):
+        assert a.task == "cpu"
+        return raw, MinOfRepeats(CachedMeasurer(raw, a.cache))
+
+    monkeypatch.setattr(bench, "_measurers", measurers)
+    other = tmp_path / "other_net.jsonl"  # another network's log: C10 stands in for it
+    tune(parse_workload("nchwc:C10"), 10, raw, "random", 5, log=str(other), seed=seed,
+         progress=False)  # fmt: skip
+    out_json = tmp_path / "t.json"
+    argv = ["--task", "cpu", "--sources", "C11,C12", "--targets", "C9", "--trials", "16",
+            "--batch", "8", "--seeds", "3", "--source-trials", "48",
+            "--source-log", str(tmp_path / "src.jsonl"), "--cache", str(tmp_path / "tgt.jsonl"),
+            "--extra-logs", str(other), "--plot", str(tmp_path / "t.png"),
+            "--json", str(out_json)]  # fmt: skip
+    assert bench.main(argv) == 0
+    text = capsys.readouterr().out
+    print(text)
+    assert "CPU direct NCHWc conv; sources C11,C12 -> targets C9" in text
+    assert "10 records of 1 tasks of cpu.conv2d_nchwc" in text  # the other log joined
+    assert "source: 106 records of 3 layers" in text  # 48 + 48 tuned, 10 from the other log
+    for method in ("scratch[knob]", "transfer[knob]", "random"):
+        assert f"C9    {method}" in text
+    assert (tmp_path / "t.png").stat().st_size > 0
+    curves = json.loads(out_json.read_text())["C9"]["curves"]
+    first = {m: [c[7] for c in runs] for m, runs in curves.items()}  # best of the first batch
+    print(first)
+    # the global model's first batches (nothing of C9 measured yet) beat random first batches
+    assert np.mean(first["transfer[knob]"]) < 0.9 * np.mean(first["random"])
