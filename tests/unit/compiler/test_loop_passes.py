@@ -157,20 +157,28 @@ def test_lift_workspace_turns_root_allocations_into_reused_scratch(build, rng):
 
 @pytest.mark.parametrize(
     "template, parallel_images",
-    [("direct", False), ("winograd", False), ("pointwise", True), ("pointwise", False)],
+    [
+        ("direct", False),
+        ("winograd", False),
+        ("winograd-whole", False),
+        ("pointwise", True),
+        ("pointwise", False),
+    ],
 )
 def test_batch_images_runs_a_one_image_kernel_on_a_batch_in_one_call(
-    build, rng, template, parallel_images
+    build, rng, monkeypatch, template, parallel_images
 ):
     """A conv lowered for one image, batched over 3 (``batch_images``): its output is the
     one-image kernel's on each image, bit for bit; the top-level parallel loops run the batch's
     iterations in one loop (3 x as many), per-image buffers get the batch as their first axis,
     shared ones (weights, bias) keep their shape; the winograd template's scratch buffers hold
-    3 images."""
+    3 images, or with more scratch than ``FUSED_SCRATCH_MAX_BYTES`` (here: any), the images
+    run one after another through the whole function in one serial loop."""
     import numpy as np
 
     from pyvta import compiler
     from pyvta.compiler.ir.stmt import Allocate
+    from pyvta.compiler.passes import batch_images as batching
     from pyvta.compiler.passes.batch_images import batch_images
     from pyvta.compiler.targets.cpu.kernels import (
         ConvWorkload,
@@ -181,8 +189,10 @@ def test_batch_images_runs_a_one_image_kernel_on_a_batch_in_one_call(
     kernel, pads = ((1, 1), (0,) * 4) if template == "pointwise" else ((3, 3), (1,) * 4)
     wl = ConvWorkload(32, 10, 10, 32, kernel, (1, 1), pads, 16, 16)
     schedule = default_conv_schedule(wl)
-    if template == "winograd":
+    if template.startswith("winograd"):
         schedule = {"template": "winograd", "knobs": {"p_block": 5, "k_block": 16}}
+    if template == "winograd-whole":
+        monkeypatch.setattr(batching, "FUSED_SCRATCH_MAX_BYTES", 0)
     schedule["knobs"]["parallel"] = template != "pointwise"
     sch, args = conv_schedule(wl, schedule, clip=(0.0, 6.0))
     one = compiler.lower(sch, args)
@@ -201,7 +211,9 @@ def test_batch_images_runs_a_one_image_kernel_on_a_batch_in_one_call(
             todo[:0] = s.stmts
         else:
             loops.append(s)
-    if template == "pointwise":
+    if template == "winograd-whole":
+        assert [(lp.kind, lp.extent.value) for lp in loops] == [("serial", n)]
+    elif template == "pointwise":
         assert [(lp.kind, lp.extent.value) for lp in loops] == [
             ("parallel" if parallel_images else "serial", n)
         ]
