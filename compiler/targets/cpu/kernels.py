@@ -141,9 +141,13 @@ def host_lanes(features: str | None = None) -> int:
 # with at least this many input channels (the transforms cost per tile, the saved
 # multiplications grow with C x K). In ResNet-18 on AVX2 (one thread, the layer alone, input
 # transform on channel vectors, U blocked by k_block, 6 x 16 register tiles) the 56-, 28-,
-# 14- and 7-wide layers ran 0.66, 0.62, 0.56 and 0.78x the time of direct.
+# 14- and 7-wide layers ran 0.66, 0.62, 0.56 and 0.78x the time of direct. Below 64 channels
+# (Zen 4, one thread, C -> C at W x W, minimum of 25 interleaved runs; AVX-512 / AVX2 time of
+# Winograd over direct): 32 at 32 (blocks of 16) 0.73 / 0.75, 32 at 16 0.78 / 0.98, 40 at 34
+# (blocks of 8) 0.80 / 0.62, 40 at 17 0.86 / 0.88, 48 at 24 0.67 / 0.80, 48 at 12 0.72 / 0.82,
+# 56 at 28 0.73 / 0.66, 56 at 14 0.83 / 0.77; 24 channels at 28 1.00 / 1.03, at 56 0.98 / 0.60.
 WINOGRAD_MIN_WIDTH = 7
-WINOGRAD_MIN_CHANNELS = 64
+WINOGRAD_MIN_CHANNELS = 32
 # tiles per register tile (x two vectors of channels: 12 accumulators on AVX2), the first
 # whose rounding up of the layer's tiles wastes at most WINOGRAD_MAX_WASTE of them
 WINOGRAD_P_BLOCKS = (6, 5, 4)
