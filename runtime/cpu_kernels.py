@@ -30,8 +30,9 @@ COMPILED_OPS = (
     "cpu_softmax",
     "layout_transform",
 )
-# ops whose kernels are built for one image: a batch of N runs the kernel on each image in turn
-# (every input that is not a constant, and the output, have the batch as their first axis)
+# ops whose kernels are built for one image (every input that is not a constant, and the output,
+# have the batch as their first axis): a batch of N runs one kernel built for the batch
+# (``compiler.passes.batch_images``), or the one-image kernel on each image in turn
 PER_IMAGE_OPS = (
     "cpu_conv2d",
     "cpu_max_pool",
@@ -136,6 +137,9 @@ class CpuKernels:
             arrays = zip(args + [out], params, strict=True)  # elementwise: flat arrays
             return mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
         batch, sliced = per_image
+        if params[-1].shape[0] == batch:  # a kernel built for the batch (``batch_images``)
+            arrays = zip(args + [out], params, strict=True)
+            return mod.bind(*[np.ascontiguousarray(a).reshape(p.shape) for a, p in arrays])
         calls = []
         for b in range(batch):
             arrays = [a[b : b + 1] if cut else a for a, cut in zip(args, sliced, strict=True)]

@@ -7,8 +7,10 @@ from an atomic counter in ``arg`` until none are left, so any number of particip
 A worker joins a launch only while it is open: when the caller's own ``fn(arg)`` returns (no
 chunk left) it closes the launch and waits only for the workers that joined, so a worker the
 OS has not scheduled (a busy, shared machine) never delays a launch.
-Workers spin briefly after a task (a following launch then starts at once) and then sleep on a
-condition variable; the launcher likewise spins for the workers to finish before it sleeps.
+Workers spin briefly after a task (a following launch then starts at once), yielding the core
+now and then (``SPIN_YIELD_MASK``), and then sleep on a condition variable; the launcher likewise
+spins for the workers to finish before it sleeps. ``set_spin_iters`` / ``set_spin_yield`` change
+the two for the process (to compare them in one run).
 Launches are serialised by a lock, so kernels may be called from several
 Python threads; a process forked after the pool started gets a fresh pool on its first launch.
 """
@@ -21,6 +23,8 @@ import llvmlite.binding as llvm
 from llvmlite import ir
 
 LAUNCH_SYMBOL = "pyvta_parallel_launch"
+SPIN_SYMBOL = "pyvta_spin_iters"  # the runtime's spin count (i32), SPIN_ITERS at start
+YIELD_SYMBOL = "pyvta_spin_yield"  # its yield mask (i32), SPIN_YIELD_MASK at start
 # Spin iterations before a thread sleeps on a condition variable (a load and a compare each;
 # 1,000,000 is about 1 ms on the development host). Long enough to bridge the gaps between
 # launches (the caller's Python, serial packing loops, the graph executor's per-node work of
@@ -31,6 +35,15 @@ LAUNCH_SYMBOL = "pyvta_parallel_launch"
 # (benchmarks/cpu_network.py, 5-6 runs each, interleaved): 1,000,000 -> 0.58-0.73x
 # onnxruntime, 100,000 -> 0.86-0.93x, 20,000 -> 0.77-1.16x.
 SPIN_ITERS = 100_000
+# A spinning thread calls sched_yield() every SPIN_YIELD_MASK + 1 iterations (0: never): on an
+# idle core it returns at once (a launch still starts within about a microsecond); on a shared
+# machine the other runnable threads get the core and the spinner does not use up its share
+# of it, so the scheduler does not preempt it later mid-chunk, when the launch waits for it.
+# 13 generated nets on 2 threads at load average 14 (Zen 4, kernel 6.18, one process, 21
+# interleaved runs, median; ratio onnxruntime / pyvta): no yield geomean 1.04, worst 0.36
+# (medians of 2.7-10 ms for 0.5-1.5 ms nets); every 256: 1.34 / 0.90; every 4096: 1.53 / 0.72;
+# no spinning at all: 1.56 / 0.88.
+SPIN_YIELD_MASK = 1023
 _SYNC_BYTES = 64  # >= sizeof(pthread_mutex_t) and sizeof(pthread_cond_t) on glibc
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -59,6 +72,8 @@ def _runtime_module() -> ir.Module:
     closed = _global(mod, "closed", I32, ir.Constant(I32, 0))
     nworkers = _global(mod, "nworkers", I32, ir.Constant(I32, 0))
     owner = _global(mod, "owner_pid", I32, ir.Constant(I32, 0))
+    spin_iters = _global(mod, SPIN_SYMBOL, I32, ir.Constant(I32, SPIN_ITERS))
+    spin_yield = _global(mod, YIELD_SYMBOL, I32, ir.Constant(I32, SPIN_YIELD_MASK))
 
     def decl(name, ret, args):
         return ir.Function(mod, ir.FunctionType(ret, args), name=name)
@@ -72,6 +87,17 @@ def _runtime_module() -> ir.Module:
     create = decl("pthread_create", I32, [I8P, I8P, worker_ty.as_pointer(), I8P])
     detach = decl("pthread_detach", I32, [I64])
     getpid = decl("getpid", I32, [])
+    sched_yield = decl("sched_yield", I32, [])
+
+    def maybe_yield(b, n):
+        """sched_yield() on the spin iterations whose count has every bit of the mask set."""
+        mask = b.load(spin_yield)
+        hit = b.and_(
+            b.icmp_unsigned("!=", mask, ir.Constant(I32, 0)),
+            b.icmp_unsigned("==", b.and_(n, mask), mask),
+        )
+        with b.if_then(hit):
+            b.call(sched_yield, [])
 
     def p(g):
         return g.bitcast(I8P)
@@ -91,12 +117,11 @@ def _runtime_module() -> ir.Module:
     b.branch(spin)
     # spin a while on the generation counter before sleeping
     b.position_at_end(spin)
-    g = b.load_atomic(gen, "acquire", 8)
     n = b.load(spin_ctr)
     b.store(b.add(n, ir.Constant(I32, 1)), spin_ctr)
-    keep = b.and_(
-        b.icmp_unsigned("==", g, b.load(my)), b.icmp_signed("<", n, ir.Constant(I32, SPIN_ITERS))
-    )
+    maybe_yield(b, n)
+    g = b.load_atomic(gen, "acquire", 8)
+    keep = b.and_(b.icmp_unsigned("==", g, b.load(my)), b.icmp_signed("<", n, b.load(spin_iters)))
     b.cbranch(keep, spin, locked)
     b.position_at_end(locked)
     b.call(lock, [p(mu)])
@@ -182,8 +207,9 @@ def _runtime_module() -> ir.Module:
     b.position_at_end(spin_done)
     n = b.load(ctr)
     b.store(b.add(n, ir.Constant(I32, 1)), ctr)
+    maybe_yield(b, n)
     busy = b.icmp_signed(">", b.load_atomic(pending, "acquire", 4), ir.Constant(I32, 0))
-    b.cbranch(b.and_(busy, b.icmp_signed("<", n, ir.Constant(I32, SPIN_ITERS))), spin_done, spun)
+    b.cbranch(b.and_(busy, b.icmp_signed("<", n, b.load(spin_iters))), spin_done, spun)
     b.position_at_end(spun)
     b.call(lock, [p(mu)])
     waitd, fin = launch.append_basic_block("wait_done"), launch.append_basic_block("fin")
@@ -209,8 +235,33 @@ def ensure_runtime() -> int:
     text = optimize(str(_runtime_module()), target)
     jit = JitFunction(text, LAUNCH_SYMBOL, target)
     _KEEP.append(jit)
+    _SPIN.append(jit.engine.get_global_value_address(SPIN_SYMBOL))
+    _SPIN.append(jit.engine.get_global_value_address(YIELD_SYMBOL))
     llvm.add_symbol(LAUNCH_SYMBOL, jit.address)
     return jit.address
 
 
 _KEEP: list = []
+_SPIN: list[int] = []
+
+
+def set_spin_iters(n: int) -> int:
+    """Set the pool's spin count (iterations before a thread sleeps) for this process; returns
+    the previous one."""
+    import ctypes
+
+    ensure_runtime()
+    cell = ctypes.c_int32.from_address(_SPIN[0])
+    prev, cell.value = cell.value, n
+    return prev
+
+
+def set_spin_yield(mask: int) -> int:
+    """Set the pool's yield mask for this process (0: spinning threads never yield); returns
+    the previous one."""
+    import ctypes
+
+    ensure_runtime()
+    cell = ctypes.c_int32.from_address(_SPIN[1])
+    prev, cell.value = cell.value, mask
+    return prev

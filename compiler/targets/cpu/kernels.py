@@ -22,6 +22,7 @@ from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pa
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
+from pyvta.compiler.passes.batch_images import batch_images
 from pyvta.runtime import cpu_kernels, cpu_llvm
 from pyvta.runtime.cpu_kernels import COMPILED_OPS, VIEW_OPS
 from pyvta.runtime.ir import HOST, Graph, Node
@@ -140,9 +141,13 @@ def host_lanes(features: str | None = None) -> int:
 # with at least this many input channels (the transforms cost per tile, the saved
 # multiplications grow with C x K). In ResNet-18 on AVX2 (one thread, the layer alone, input
 # transform on channel vectors, U blocked by k_block, 6 x 16 register tiles) the 56-, 28-,
-# 14- and 7-wide layers ran 0.66, 0.62, 0.56 and 0.78x the time of direct.
+# 14- and 7-wide layers ran 0.66, 0.62, 0.56 and 0.78x the time of direct. Below 64 channels
+# (Zen 4, one thread, C -> C at W x W, minimum of 25 interleaved runs; AVX-512 / AVX2 time of
+# Winograd over direct): 32 at 32 (blocks of 16) 0.73 / 0.75, 32 at 16 0.78 / 0.98, 40 at 34
+# (blocks of 8) 0.80 / 0.62, 40 at 17 0.86 / 0.88, 48 at 24 0.67 / 0.80, 48 at 12 0.72 / 0.82,
+# 56 at 28 0.73 / 0.66, 56 at 14 0.83 / 0.77; 24 channels at 28 1.00 / 1.03, at 56 0.98 / 0.60.
 WINOGRAD_MIN_WIDTH = 7
-WINOGRAD_MIN_CHANNELS = 64
+WINOGRAD_MIN_CHANNELS = 32
 # tiles per register tile (x two vectors of channels: 12 accumulators on AVX2), the first
 # whose rounding up of the layer's tiles wastes at most WINOGRAD_MAX_WASTE of them
 WINOGRAD_P_BLOCKS = (6, 5, 4)
@@ -352,11 +357,19 @@ def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
 _MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, per process
 
 
-def node_module(node: Node, in_shapes, num_threads: int, features: str | None = None):
+def node_module(
+    node: Node,
+    in_shapes,
+    num_threads: int,
+    features: str | None = None,
+    images: tuple[int, list[bool]] | None = None,
+):
     """The built kernel of a compiled node for the host limited to ``features`` (``_host``),
     once per process. On disk, the kernel cache keeps the node's lowered function (keyed by the
     node, its shapes, the CPU and the compiler's sources) and its code, so after
-    ``compile_model`` a fresh process neither lowers nor generates code."""
+    ``compile_model`` a fresh process neither lowers nor generates code. ``images``: ``(N,
+    which inputs are per image)`` of a node run on a batch (``cpu_kernels.kernel_shapes``;
+    ``in_shapes`` are one image's): one kernel for the batch (``batch_images``)."""
     from pyvta import compiler
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.backend.llvm.cache import func_key
@@ -364,7 +377,9 @@ def node_module(node: Node, in_shapes, num_threads: int, features: str | None = 
 
     target = CpuTarget.host(num_threads, features)  # schedules and code follow its features
     key = json.dumps(
-        [node.op, node.attrs, in_shapes, num_threads, target.key], sort_keys=True, default=str
+        [node.op, node.attrs, in_shapes, num_threads, target.key, images],
+        sort_keys=True,
+        default=str,
     )
     mod = _MODULES.get(key)
     if mod is None:
@@ -372,11 +387,25 @@ def node_module(node: Node, in_shapes, num_threads: int, features: str | None = 
         mod = BACKEND.cached(fkey, num_threads=num_threads, cpu_features=features)
         if mod is None:
             sch, args = node_schedule(node, in_shapes, features)
+            func = compiler.lower(sch, args)
+            if images is not None:
+                batch, per_image = images
+                parallel = _images_in_parallel(node, in_shapes, batch)
+                func = batch_images(func, batch, [*per_image, True], parallel)
             mod = compiler.build(
-                sch, args, num_threads=num_threads, func_key=fkey, cpu_features=features
+                func, num_threads=num_threads, func_key=fkey, cpu_features=features
             )
         _MODULES[key] = mod
     return mod
+
+
+def _images_in_parallel(node: Node, in_shapes, batch: int) -> bool:
+    """Whether a batch's images run across threads where the one-image kernel has no parallel
+    loop: a conv the untuned choice keeps on one thread (``PARALLEL_MIN_FLOPS`` per image) whose
+    batch is above that threshold."""
+    if node.op != "cpu_conv2d" or node.attrs["schedule"]["knobs"].get("parallel", True):
+        return False
+    return node_workload(node, in_shapes[0]).flops * batch >= PARALLEL_MIN_FLOPS
 
 
 class CpuKernels(cpu_kernels.CpuKernels):
@@ -397,8 +426,8 @@ class CpuKernels(cpu_kernels.CpuKernels):
         if cpu_llvm.have_llvmlite():
             for n in cpu_kernels.compiled_nodes(graph):
                 if n.name not in modules:
-                    shapes = cpu_kernels.kernel_shapes(graph, n)[0]
-                    modules[n.name] = node_module(n, shapes, threads, features)
+                    shapes, images = cpu_kernels.kernel_shapes(graph, n)
+                    modules[n.name] = node_module(n, shapes, threads, features, images)
         super().__init__(graph, modules)
 
 

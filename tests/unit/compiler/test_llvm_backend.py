@@ -179,6 +179,35 @@ def test_thread_pool_is_reused_and_safe_from_python_threads(build, rng):
             np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
 
 
+@pytest.mark.parametrize("spin_iters, yield_mask", [(0, 0), (5000, 1), (100_000, 0)])
+def test_thread_pool_spins_and_yields_as_set(build, rng, spin_iters, yield_mask):
+    """The pool's spin count and yield mask (``set_spin_iters`` / ``set_spin_yield``: no
+    spinning, yielding every other spin, spinning without yielding) change only how threads
+    wait: launches give correct results with each, and the setters return the previous value
+    (the defaults first)."""
+    from pyvta.compiler.backend.llvm import runtime
+
+    x, y, z = _axpy(1000)
+    s = compiler.create_schedule(z)
+    s[z].parallel("i")
+    mod = build(s, [x, y, z], num_threads=2)
+    a, b = (
+        rng.standard_normal(1000).astype(np.float32),
+        rng.standard_normal(1000).astype(np.float32),
+    )
+    iters0 = runtime.set_spin_iters(spin_iters)
+    mask0 = runtime.set_spin_yield(yield_mask)
+    try:
+        assert (iters0, mask0) == (runtime.SPIN_ITERS, runtime.SPIN_YIELD_MASK)
+        for k in range(30):
+            out = np.zeros(1000, np.float32)
+            mod(a * k, b, out)
+            np.testing.assert_allclose(out, a * k * 2 + b, rtol=1e-6)
+    finally:
+        assert runtime.set_spin_iters(iters0) == spin_iters
+        assert runtime.set_spin_yield(mask0) == yield_mask
+
+
 def test_hand_written_loop_ir_with_let_if_else_and_vthread(build):
     """Loop IR built directly (no schedule) compiles: Let, IfThenElse with else, vthread loops,
     int8 arithmetic with explicit casts, min/max."""

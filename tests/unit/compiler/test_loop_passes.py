@@ -153,3 +153,84 @@ def test_lift_workspace_turns_root_allocations_into_reused_scratch(build, rng):
     with ThreadPoolExecutor(3) as pool:
         for k, out in pool.map(job, range(1, 7)):
             np.testing.assert_allclose(out, (x * k)[::-1] * 2 + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "template, parallel_images",
+    [
+        ("direct", False),
+        ("winograd", False),
+        ("winograd-whole", False),
+        ("pointwise", True),
+        ("pointwise", False),
+    ],
+)
+def test_batch_images_runs_a_one_image_kernel_on_a_batch_in_one_call(
+    build, rng, monkeypatch, template, parallel_images
+):
+    """A conv lowered for one image, batched over 3 (``batch_images``): its output is the
+    one-image kernel's on each image, bit for bit; the top-level parallel loops run the batch's
+    iterations in one loop (3 x as many), per-image buffers get the batch as their first axis,
+    shared ones (weights, bias) keep their shape; the winograd template's scratch buffers hold
+    3 images, or with more scratch than ``FUSED_SCRATCH_MAX_BYTES`` (here: any), the images
+    run one after another through the whole function in one serial loop."""
+    import numpy as np
+
+    from pyvta import compiler
+    from pyvta.compiler.ir.stmt import Allocate
+    from pyvta.compiler.passes import batch_images as batching
+    from pyvta.compiler.passes.batch_images import batch_images
+    from pyvta.compiler.targets.cpu.kernels import (
+        ConvWorkload,
+        conv_schedule,
+        default_conv_schedule,
+    )
+
+    kernel, pads = ((1, 1), (0,) * 4) if template == "pointwise" else ((3, 3), (1,) * 4)
+    wl = ConvWorkload(32, 10, 10, 32, kernel, (1, 1), pads, 16, 16)
+    schedule = default_conv_schedule(wl)
+    if template.startswith("winograd"):
+        schedule = {"template": "winograd", "knobs": {"p_block": 5, "k_block": 16}}
+    if template == "winograd-whole":
+        monkeypatch.setattr(batching, "FUSED_SCRATCH_MAX_BYTES", 0)
+    schedule["knobs"]["parallel"] = template != "pointwise"
+    sch, args = conv_schedule(wl, schedule, clip=(0.0, 6.0))
+    one = compiler.lower(sch, args)
+    n = 3
+    func = batch_images(one, n, [True, False, False, True], parallel_images)
+    assert [p.shape for p in func.params] == [
+        (n, *p.shape[1:]) if i in (0, 3) else p.shape for i, p in enumerate(one.params)
+    ]
+    loops, todo = [], [func.body]
+    while todo:  # the top level: through sequences and scratch allocations
+        s = todo.pop(0)
+        if isinstance(s, Allocate):
+            assert s.buffer.shape[0] == n  # scratch of every image
+            todo.insert(0, s.body)
+        elif isinstance(s, Seq):
+            todo[:0] = s.stmts
+        else:
+            loops.append(s)
+    if template == "winograd-whole":
+        assert [(lp.kind, lp.extent.value) for lp in loops] == [("serial", n)]
+    elif template == "pointwise":
+        assert [(lp.kind, lp.extent.value) for lp in loops] == [
+            ("parallel" if parallel_images else "serial", n)
+        ]
+    else:
+        assert all(lp.kind == "parallel" for lp in loops) and len(loops) >= 2
+    m1 = build(one, None)
+    mb = build(func, None)
+    shapes = [p.shape for p in func.params]
+    x = rng.standard_normal(shapes[0]).astype(np.float32)
+    w = rng.standard_normal(shapes[1]).astype(np.float32)
+    b = rng.standard_normal(shapes[2]).astype(np.float32)
+    want = np.zeros(shapes[3], np.float32)
+    for i in range(n):
+        m1(x[i : i + 1].copy(), w, b, want[i : i + 1])
+    got = np.full(shapes[3], np.nan, np.float32)
+    mb(x, w, b, got)
+    np.testing.assert_array_equal(got, want)
+    assert np.abs(want).max() > 0
+    with pytest.raises(ValueError, match="per_image has 3 flags for 4 params"):
+        batch_images(one, n, [True, False, False])
