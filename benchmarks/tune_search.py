@@ -241,6 +241,8 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
 
 
 def main(argv=None) -> int:
+    from pyvta.tuner.cli_support import add_cpu_comparison_arguments
+
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--task",
@@ -281,28 +283,7 @@ def main(argv=None) -> int:
         " only tiny-tile configs far from the optimum take long (C6: 10-30 s for 1-9 M cycles,"
         " the optimum 0.46 M cycles lowers in 0.1 s)",
     )
-    p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
-    p.add_argument(
-        "--timer",
-        choices=["thread", "wall"],
-        default="thread",
-        help="--task cpu: thread = one thread timed by its CPU time (steady on a shared,"
-        " loaded machine; tuner.cpu.CpuBackend), wall = all cores by the wall clock",
-    )
-    p.add_argument(
-        "--min-repeat-ms",
-        type=float,
-        default=5.0,
-        dest="min_repeat_ms",
-        help="--task cpu: a repeat calls the kernel until it lasts this long",
-    )
-    p.add_argument(
-        "--run-workers",
-        type=int,
-        default=1,
-        dest="run_workers",
-        help="--task cpu: configs timed at once (more than 1 only with --timer thread)",
-    )
+    add_cpu_comparison_arguments(p)  # --repeats, --timer, --min-repeat-ms, --run-workers
     p.add_argument(
         "--cost-stat",
         choices=["median", "min"],
@@ -317,8 +298,6 @@ def main(argv=None) -> int:
     )
     a = p.parse_args(argv)
 
-    if a.run_workers > 1 and a.timer != "thread":
-        raise SystemExit("--run-workers > 1 needs --timer thread (wall times would share cores)")
     if a.cost_stat is None:
         a.cost_stat = "min" if a.task == "cpu" else "median"
     gemm = a.task == "gemm"
@@ -343,23 +322,11 @@ def main(argv=None) -> int:
             run_timeout_s=120,
         )
     elif a.task in ("cpu", "cpu-conv2d"):
-        from pyvta.tuner.cli_support import layer_names, parse_workload
-        from pyvta.tuner.cpu import CpuBackend, cpu_target_info
-        from pyvta.tuner.measure import LocalMeasurer
+        from pyvta.tuner.cli_support import cpu_comparison_measurer, layer_names, parse_workload
 
         prefix = "nchwc:" if a.task == "cpu" else ""
         tasks = {name: parse_workload(prefix + name) for name in layer_names(a.layer)}
-        backend = CpuBackend(min_repeat_ms=a.min_repeat_ms, timer=a.timer)
-        inner = LocalMeasurer(
-            backend,
-            repeats=a.repeats,
-            n_run_workers=a.run_workers,
-            build_timeout_s=a.build_timeout,
-        )
-        print(
-            f"host: {cpu_target_info()}; measured: {backend.describe()}, {a.repeats} repeats"
-            f" per config, cost = their {a.cost_stat}; {a.run_workers} run worker(s)"
-        )
+        inner = cpu_comparison_measurer(a, a.cost_stat)
     elif gemm:
         from pyvta.tuner.cpu import CpuBackend, cpu_target_info, gemm_task
         from pyvta.tuner.measure import LocalMeasurer

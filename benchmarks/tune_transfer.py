@@ -48,7 +48,12 @@ from pathlib import Path
 
 import numpy as np
 
-from pyvta.tuner.cli_support import layer_names, parse_workload
+from pyvta.tuner.cli_support import (
+    add_cpu_comparison_arguments,
+    cpu_comparison_measurer,
+    layer_names,
+    parse_workload,
+)
 from pyvta.tuner.log import read_records, training_data
 from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer, Measurer, MinOfRepeats
 from pyvta.tuner.tune import trials_to_reach, tune
@@ -85,19 +90,7 @@ def _task(a, name: str):
 def _measurers(a) -> tuple[Measurer, Measurer]:
     """``(raw, cached)``: the task's measurer, and the one shared by every target run."""
     if a.task == "cpu":
-        from pyvta.tuner.cpu import CpuBackend, cpu_target_info
-
-        backend = CpuBackend(min_repeat_ms=a.min_repeat_ms, timer="thread")
-        raw = LocalMeasurer(
-            backend,
-            repeats=a.repeats,
-            n_run_workers=a.run_workers,
-            build_timeout_s=a.build_timeout,
-        )
-        print(
-            f"host: {cpu_target_info()}; measured: {backend.describe()}, {a.repeats} repeats"
-            " per config, cost = their min"
-        )
+        raw = cpu_comparison_measurer(a)
         return raw, MinOfRepeats(CachedMeasurer(raw, a.cache, keep_timeouts=True))
     from pyvta.tuner.vta import VtaCycleBackend
 
@@ -223,21 +216,7 @@ def main(argv=None) -> int:
         dest="extra_logs",
         help="comma list of more tuning logs (other networks') for the global model",
     )
-    p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
-    p.add_argument(
-        "--min-repeat-ms",
-        type=float,
-        default=5.0,
-        dest="min_repeat_ms",
-        help="--task cpu: a repeat calls the kernel until it lasts this long",
-    )
-    p.add_argument(
-        "--run-workers",
-        type=int,
-        default=1,
-        dest="run_workers",
-        help="--task cpu: configs timed at once (each on one thread, timed by its CPU time)",
-    )
+    add_cpu_comparison_arguments(p)  # --repeats, --timer, --min-repeat-ms, --run-workers
     p.add_argument("--plot", default="out/tune_transfer.png", help="PNG of median curves")
     p.add_argument("--json", default=None, help="write curves and the table here")
     a = p.parse_args(argv)

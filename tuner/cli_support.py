@@ -239,6 +239,56 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
+    """The CPU measurement options of the search and transfer benchmarks (``--task cpu``):
+    ``--repeats``, ``--timer``, ``--min-repeat-ms``, ``--run-workers`` (see
+    :func:`cpu_comparison_measurer`)."""
+    p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
+    p.add_argument(
+        "--timer",
+        choices=["thread", "wall"],
+        default="thread",
+        help="--task cpu: thread = one thread timed by its CPU time (steady on a shared,"
+        " loaded machine; tuner.cpu.CpuBackend), wall = all cores by the wall clock",
+    )
+    p.add_argument(
+        "--min-repeat-ms",
+        type=float,
+        default=5.0,
+        dest="min_repeat_ms",
+        help="--task cpu: a repeat calls the kernel until it lasts this long",
+    )
+    p.add_argument(
+        "--run-workers",
+        type=int,
+        default=1,
+        dest="run_workers",
+        help="--task cpu: configs timed at once (more than 1 only with --timer thread)",
+    )
+
+
+def cpu_comparison_measurer(args, cost: str = "min"):
+    """The ``LocalMeasurer`` of :func:`add_cpu_comparison_arguments`' options (and
+    ``args.build_timeout``), after printing what it measures and how; ``SystemExit`` for
+    ``--run-workers`` above 1 on the wall clock (its timings would share the cores)."""
+    from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+    from pyvta.tuner.measure import LocalMeasurer
+
+    if args.run_workers > 1 and args.timer != "thread":
+        raise SystemExit("--run-workers > 1 needs --timer thread (wall times would share cores)")
+    backend = CpuBackend(min_repeat_ms=args.min_repeat_ms, timer=args.timer)
+    print(
+        f"host: {cpu_target_info()}; measured: {backend.describe()}, {args.repeats} repeats"
+        f" per config, cost = their {cost}; {args.run_workers} run worker(s)"
+    )
+    return LocalMeasurer(
+        backend,
+        repeats=args.repeats,
+        n_run_workers=args.run_workers,
+        build_timeout_s=args.build_timeout,
+    )
+
+
 def device_measurer(name: str, **device_kwargs):
     """A measurer that runs VTA candidates on the device ``name`` (one run worker owns it);
     ``device_kwargs`` go to ``driver.open`` (``key_file=`` for a tcp:// device)."""
