@@ -191,7 +191,7 @@ def summary(kind: str, results: list[dict], mine: str, theirs: str) -> None:
 
 
 def main() -> None:
-    from pyvta.tuner.cpu import cpu_target_info
+    from pyvta.tuner.cpu_measure import cpu_target_info
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=30)

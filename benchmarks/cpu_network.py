@@ -183,7 +183,7 @@ def bench_model(
 
 
 def main() -> None:
-    from pyvta.tuner.cpu import cpu_target_info
+    from pyvta.tuner.cpu_measure import cpu_target_info
     from pyvta.tuner.cpu_network import pretuned_cpu_log
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

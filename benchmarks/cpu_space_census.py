@@ -78,7 +78,7 @@ def _default_point(wl, task):
 
 def _measure(task, configs, rounds: int, threads: int) -> list[float]:
     """Median seconds of each config over ``rounds`` interleaved rounds (inf: it failed)."""
-    from pyvta.tuner.cpu import CpuBackend
+    from pyvta.tuner.cpu_measure import CpuBackend
     from pyvta.tuner.measure import InProcessMeasurer
 
     meas = InProcessMeasurer(CpuBackend(num_threads=threads, min_repeat_ms=5.0), repeats=1)
@@ -93,7 +93,8 @@ def _measure(task, configs, rounds: int, threads: int) -> list[float]:
 
 def main(argv=None) -> int:
     from pyvta.tuner.cli_support import layer_names
-    from pyvta.tuner.cpu import cpu_target_info, schedule_of, valid_count
+    from pyvta.tuner.cpu import schedule_of, valid_count
+    from pyvta.tuner.cpu_measure import cpu_target_info
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", default="C1-C12", help="ResNet-18 layers, e.g. C1-C12 or C2,C9")

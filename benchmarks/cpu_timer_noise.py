@@ -1,5 +1,5 @@
 """How steady are CPU measurements on a shared machine: the wall clock (all cores) against one
-thread timed by its CPU time (``tuner.cpu.CpuBackend(timer="thread")``), side by side.
+thread timed by its CPU time (``tuner.cpu_measure.CpuBackend(timer="thread")``), side by side.
 
     .venv/bin/python benchmarks/cpu_timer_noise.py                  # nchwc:C6, 12 configs
     .venv/bin/python benchmarks/cpu_timer_noise.py --layer C12 --configs 16 --passes 3
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
 
     from pyvta.tuner.cli_support import parse_workload
-    from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+    from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
     from pyvta.tuner.task import InvalidConfig
 
     task = parse_workload(f"nchwc:{a.layer}")

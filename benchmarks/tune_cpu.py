@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from pyvta.tuner.cli_support import parse_workload
-from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
 from pyvta.tuner.log import apply_best
 from pyvta.tuner.measure import LocalMeasurer, MeasureResult
 from pyvta.tuner.tune import tune

@@ -154,7 +154,7 @@ def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    from pyvta.tuner.cpu import cpu_target_info
+    from pyvta.tuner.cpu_measure import cpu_target_info
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="resnet18,mobilenet")

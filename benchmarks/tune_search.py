@@ -328,7 +328,8 @@ def main(argv=None) -> int:
         tasks = {name: parse_workload(prefix + name) for name in layer_names(a.layer)}
         inner = cpu_comparison_measurer(a, a.cost_stat)
     elif gemm:
-        from pyvta.tuner.cpu import CpuBackend, cpu_target_info, gemm_task
+        from pyvta.tuner.cpu import gemm_task
+        from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
         from pyvta.tuner.measure import LocalMeasurer
 
         tasks = {"gemm": gemm_task(*shape)}

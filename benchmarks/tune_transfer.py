@@ -11,7 +11,7 @@ to a given speed).
         --cache out/cpu.jsonl --extra-logs tuner/pretuned/resnet18_224_cpu.jsonl
 
 On the CPU a config's cost is the min of ``--repeats`` one-threaded runs timed by the thread's
-CPU time (``tuner.cpu.CpuBackend(timer="thread")``: steady on a shared machine), as
+CPU time (``tuner.cpu_measure.CpuBackend(timer="thread")``: steady on a shared machine), as
 ``benchmarks/tune_search.py --task cpu`` measures, so the two can share one ``--cache`` (its
 C1-C6 records are then the source, its C7-C9 ones are reused: the scratch and random runs of
 the same seeds, trials and batch measure the same configs). ``--extra-logs``: more logs

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.tuner.cli_support import parse_workload
-from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
 from pyvta.tuner.measure import LocalMeasurer
 from pyvta.tuner.tune import tune
 from pyvta.tuner.tuners import make_tuner

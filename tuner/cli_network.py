@@ -14,7 +14,7 @@ from pyvta.tuner.cli_support import measurer_for, print_summary
 
 
 def _tune_cpu_network(args: argparse.Namespace) -> int:
-    from pyvta.tuner.cpu import cpu_target_info
+    from pyvta.tuner.cpu_measure import cpu_target_info
     from pyvta.tuner.cpu_network import cpu_network_layers, tune_cpu_network
 
     layers = cpu_network_layers(args.workload)

@@ -249,7 +249,7 @@ def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
         choices=["thread", "wall"],
         default="thread",
         help="--task cpu: thread = one thread timed by its CPU time (steady on a shared,"
-        " loaded machine; tuner.cpu.CpuBackend), wall = all cores by the wall clock",
+        " loaded machine; tuner.cpu_measure.CpuBackend), wall = all cores by the wall clock",
     )
     p.add_argument(
         "--min-repeat-ms",
@@ -271,7 +271,7 @@ def cpu_comparison_measurer(args, cost: str = "min"):
     """The ``LocalMeasurer`` of :func:`add_cpu_comparison_arguments`' options (and
     ``args.build_timeout``), after printing what it measures and how; ``SystemExit`` for
     ``--run-workers`` above 1 on the wall clock (its timings would share the cores)."""
-    from pyvta.tuner.cpu import CpuBackend, cpu_target_info
+    from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
     from pyvta.tuner.measure import LocalMeasurer
 
     if args.run_workers > 1 and args.timer != "thread":

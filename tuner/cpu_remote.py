@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.tuner.cpu import check_output
+from pyvta.tuner.cpu_measure import check_output
 from pyvta.tuner.measure import Backend, LocalMeasurer
 from pyvta.tuner.task import Task
 

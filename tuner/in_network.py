@@ -4,7 +4,7 @@
     rerank.chosen                 # {workload key: schedule}, also in LOG.network.json
     compile_model("resnet18.onnx", "cpu", cpu_schedules=tuned_schedules(model, log))
 
-A tuning log's per-layer bests are measured alone (``tuner.cpu.CpuBackend``: one kernel called
+A tuning log's per-layer bests are measured alone (``tuner.cpu_measure.CpuBackend``: one kernel called
 back to back on the same arrays, its weights and input warm in the caches). Inside the network
 a layer reads what the previous one just wrote, its weights come cold from memory, and
 (ResNet-18 224, AVX2) the isolated bests ran 1-8% slower there than the compiler's defaults.

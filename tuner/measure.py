@@ -13,7 +13,7 @@ Measurers drive a backend:
   exception or a timeout in either stage becomes a ``MeasureResult`` with ``error`` set.
 - ``InProcessMeasurer``: builds and runs in this process (cheap synthetic or simulated costs).
 
-The CPU backend is ``tuner.cpu.CpuBackend``; a VTA backend returning cycle counts from the
+The CPU backend is ``tuner.cpu_measure.CpuBackend``; a VTA backend returning cycle counts from the
 simulator plugs in behind the same two functions.
 """
 

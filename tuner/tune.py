@@ -59,7 +59,7 @@ def trials_to_reach(curve, target: float) -> int | None:
 
 
 def _cpu_measurer() -> Measurer:
-    from pyvta.tuner.cpu import CpuBackend
+    from pyvta.tuner.cpu_measure import CpuBackend
     from pyvta.tuner.measure import LocalMeasurer
 
     return LocalMeasurer(CpuBackend())

@@ -34,7 +34,7 @@ def test_every_writer_keeps_its_cache_under_the_root(no_cache_env, monkeypatch):
     from pyvta.hw.runner import default_cache_dir as hw_root
     from pyvta.isa import DEFAULT_CONFIG
     from pyvta.sim import native
-    from pyvta.tuner.cpu import CpuBackend
+    from pyvta.tuner.cpu_measure import CpuBackend
 
     root = no_cache_env / "one"
     monkeypatch.setenv("PYVTA_CACHE_DIR", str(root))

@@ -253,7 +253,7 @@ def test_direct_and_pointwise_configs_pass_the_reference_check(flat):
     pointwise config measure against the float64 reference (no ``run`` error, no wrong
     answer)."""
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload
-    from pyvta.tuner.cpu import CpuBackend
+    from pyvta.tuner.cpu_measure import CpuBackend
 
     wl = ConvWorkload(32, 5, 5, 16, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)
     direct, pointwise = nchwc_conv_tasks(wl)[0], nchwc_conv_tasks(wl)[-1]

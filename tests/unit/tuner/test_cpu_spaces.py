@@ -14,7 +14,7 @@ from pyvta.compiler.ops.cpu import nchwc
 from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, default_direct_knobs
-from pyvta.tuner import cpu
+from pyvta.tuner import cpu, cpu_measure
 from pyvta.tuner.log import TuningLog, apply_best, make_record, read_records
 from pyvta.tuner.measure import MeasureResult
 from pyvta.tuner.space import ChoiceKnob, ConfigSpace, TileKnob
@@ -51,7 +51,7 @@ def _check_points(task: Task, configs) -> None:
         arrays[-1][...] = np.nan
         mod(*arrays)
         try:
-            cpu.check_output({}, task, arrays)
+            cpu_measure.check_output({}, task, arrays)
         except Exception as e:
             raise AssertionError(f"{task.key} {cfg.to_dict()}: {e}") from None
 

@@ -17,7 +17,8 @@ def _gemm_config(task, parallel: bool):
 
 
 def test_thread_timer_builds_one_thread_and_measures_right_answers(tmp_path):
-    from pyvta.tuner.cpu import CpuBackend, gemm_task
+    from pyvta.tuner.cpu import gemm_task
+    from pyvta.tuner.cpu_measure import CpuBackend
 
     task = gemm_task(64, 64, 64)
     backend = CpuBackend(str(tmp_path), min_repeat_ms=2.0, timer="thread")
@@ -35,7 +36,8 @@ def test_thread_timer_builds_one_thread_and_measures_right_answers(tmp_path):
 def test_thread_timer_reads_the_thread_clock(tmp_path, monkeypatch):
     """The kernel's time comes from ``time.thread_time`` (a fake one here that advances 1 ms a
     read): 1 ms for the first call sets 4 calls a repeat of 4 ms, so each repeat is 1 / 4 ms."""
-    from pyvta.tuner.cpu import CpuBackend, gemm_task
+    from pyvta.tuner.cpu import gemm_task
+    from pyvta.tuner.cpu_measure import CpuBackend
 
     task = gemm_task(64, 64, 64)
     cfg = _gemm_config(task, parallel=False)
@@ -48,7 +50,7 @@ def test_thread_timer_reads_the_thread_clock(tmp_path, monkeypatch):
 
 
 def test_thread_timer_refuses_more_threads_and_unknown_timers():
-    from pyvta.tuner.cpu import CpuBackend
+    from pyvta.tuner.cpu_measure import CpuBackend
 
     with pytest.raises(ValueError, match="num_threads must be 1"):
         CpuBackend("/tmp/unused", num_threads=2, timer="thread")

@@ -64,7 +64,8 @@ def test_crash_and_hang_in_build_are_survived_while_tuning(tmp_path, seed):
 
 @pytest.mark.parametrize("n", [64])
 def test_cpu_backend_measures_gemm(n):
-    from pyvta.tuner.cpu import CpuBackend, gemm_task
+    from pyvta.tuner.cpu import gemm_task
+    from pyvta.tuner.cpu_measure import CpuBackend
 
     task = gemm_task(n, n, n)
     cfgs = [
@@ -83,7 +84,7 @@ def test_cpu_backend_measures_gemm(n):
 
 
 def test_wrong_answer_is_recorded():
-    from pyvta.tuner import cpu
+    from pyvta.tuner import cpu, cpu_measure
     from pyvta.tuner.measure import InProcessMeasurer
     from pyvta.tuner.task import Template
 
@@ -97,7 +98,9 @@ def test_wrong_answer_is_recorded():
     cfg = task.space.config(
         {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
     )
-    res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(task, [cfg])
+    res = InProcessMeasurer(cpu_measure.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(
+        task, [cfg]
+    )
     assert res[0].error == "wrong_answer" and "relative error" in res[0].msg
 
 
@@ -143,7 +146,7 @@ def test_conv2d_reference_matches_a_naive_convolution():
 
 
 def test_cpu_backend_times_on_64_byte_aligned_arrays():
-    from pyvta.tuner import cpu
+    from pyvta.tuner import cpu, cpu_measure
     from pyvta.tuner.measure import InProcessMeasurer
     from pyvta.tuner.task import Template
 
@@ -160,17 +163,19 @@ def test_cpu_backend_times_on_64_byte_aligned_arrays():
     cfg = task.space.config(
         {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
     )
-    res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(task, [cfg])
+    res = InProcessMeasurer(cpu_measure.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(
+        task, [cfg]
+    )
     print("address % 64 of A, B, C:", seen)
     assert res[0].ok and seen == [0, 0, 0]
 
 
 def test_cpu_backend_times_each_repeat_on_fresh_memory(monkeypatch):
-    from pyvta.tuner import cpu
+    from pyvta.tuner import cpu, cpu_measure
     from pyvta.tuner.measure import InProcessMeasurer
 
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
-    (b,) = cpu.fresh_copies([a])
+    (b,) = cpu_measure.fresh_copies([a])
     assert np.array_equal(a, b) and not np.shares_memory(a, b) and b.ctypes.data % 4096 == 0
     placements = []
 
@@ -179,13 +184,15 @@ def test_cpu_backend_times_each_repeat_on_fresh_memory(monkeypatch):
         placements.append(tuple(x.ctypes.data for x in out))
         return out
 
-    real = cpu.fresh_copies
-    monkeypatch.setattr(cpu, "fresh_copies", spy)
+    real = cpu_measure.fresh_copies
+    monkeypatch.setattr(cpu_measure, "fresh_copies", spy)
     task = cpu.gemm_task(48, 32, 40)
     cfg = task.space.config(
         {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
     )
-    res = InProcessMeasurer(cpu.CpuBackend(min_repeat_ms=1.0), repeats=3).measure(task, [cfg])
+    res = InProcessMeasurer(cpu_measure.CpuBackend(min_repeat_ms=1.0), repeats=3).measure(
+        task, [cfg]
+    )
     print("placements of A, B, C per repeat:", placements)
     assert res[0].ok and len(res[0].costs) == 3  # the output of the last one was checked
     assert len(placements) == 3

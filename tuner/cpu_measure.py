@@ -1,0 +1,167 @@
+"""The CPU's measurement ``Backend``: a template's kernel built with the compiler's llvmlite
+backend, run on seeded inputs in fresh memory, timed (``CpuBackend``) and checked against the
+template's reference (``check_output``). The templates themselves are ``tuner.cpu``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+
+import numpy as np
+
+from pyvta.tuner.measure import Backend
+from pyvta.tuner.task import Task, WrongAnswer
+
+TIMERS = ("wall", "thread")  # CpuBackend's clocks
+
+
+class CpuBackend(Backend):
+    """Build with ``compiler.build`` (target ``llvm``) into a kernel cache in ``cache_dir``
+    (by default the cache root's ``tune`` folder, ``pyvta.cache``: kept apart from the ``llvm``
+    folder's compiled models, shared by tuning sessions, keyed by loop IR like it), run on random inputs and time it.
+
+    With ``check`` the output is compared with the template's ``reference_fn`` (if any); a
+    mismatch is recorded as ``wrong_answer``. One repeat calls the kernel ``number`` times, with
+    ``number`` chosen so that a repeat lasts about ``min_repeat_ms``; its cost is the mean
+    seconds per call.
+
+    ``timer``: ``"wall"`` (default) times the kernel as it runs, on ``num_threads`` threads, by
+    the wall clock. ``"thread"`` builds it for one thread (its ``parallel`` loops run serially
+    in the calling thread) and times it by the calling thread's CPU time
+    (``time.thread_time``): on a machine shared with other work the wall clock also counts the
+    time the thread waits for a core (C12 on 2 cores at load 13: repeats of one config from 2.3
+    to 72 ms), the thread's CPU time does not, so the ranking of configs survives the load.
+    Contention the clock still sees (caches and memory bandwidth shared with the other work, a
+    busy SMT sibling) only adds time: take the min of the repeats (``MinOfRepeats``). It ranks
+    the one-threaded kernel: what a config does to the split of ``parallel`` loops over threads
+    is not measured."""
+
+    def __init__(
+        self,
+        cache_dir: str | None = None,
+        num_threads: int | None = None,
+        min_repeat_ms: float = 20.0,
+        check: bool = True,
+        timer: str = "wall",
+    ):
+        if timer not in TIMERS:
+            raise ValueError(f"timer {timer!r} is not one of {TIMERS}")
+        if timer == "thread" and num_threads not in (None, 1):
+            raise ValueError(
+                f"timer 'thread' times one thread; num_threads must be 1 (or None), got"
+                f" {num_threads}"
+            )
+        self.check, self.timer = check, timer
+        if cache_dir is None:
+            from pyvta import cache
+
+            cache_dir = str(cache.folder("tune"))
+        self.cache_dir = cache_dir
+        self.num_threads = 1 if timer == "thread" else num_threads or os.cpu_count() or 1
+        self.min_repeat_ms = min_repeat_ms
+        self._refs: dict = {}  # (task, input shapes) -> reference output (inputs are seeded)
+
+    def describe(self) -> str:
+        """How a cost is measured (for benchmark output)."""
+        if self.timer == "thread":
+            return (
+                "one thread, timed by its CPU time (time.thread_time), repeats of"
+                f" >= {self.min_repeat_ms:g} ms"
+            )
+        return f"{self.num_threads} threads, wall clock, repeats of >= {self.min_repeat_ms:g} ms"
+
+    def _func_key(self, task, config) -> str:
+        from pyvta.compiler.backend.llvm.cache import func_key
+
+        return func_key(f"tune {task.key} {task.space.signature()} {config.index}")
+
+    def _module(self, task, config, key: str | None = None):
+        from pyvta.compiler import build
+
+        sch, args = task.instantiate(config)
+        mod = build(sch, args, cache_dir=self.cache_dir, num_threads=self.num_threads, func_key=key)
+        return mod, args
+
+    def build(self, task, config):
+        key = self._func_key(task, config)
+        self._module(task, config, key)
+        # the optimised kernel is in the disk cache, keyed by its loop IR, and the lowered
+        # function under ``key``: the run loads both without lowering again
+        return key
+
+    def run(self, task, config, artifact, repeats):
+        from pyvta.compiler.backend import get_backend
+
+        mod = None
+        if artifact is not None:
+            llvm = get_backend("llvm")
+            mod = llvm.cached(artifact, cache_dir=self.cache_dir, num_threads=self.num_threads)
+        if mod is None:
+            mod, args = self._module(task, config)
+        else:
+            args = task.instantiate(config)[1]
+        clock = time.thread_time if self.timer == "thread" else time.perf_counter
+        rng = np.random.default_rng(0)
+        values = [rng.standard_normal(t.shape).astype(t.dtype) for t in args]
+        arrays = fresh_copies(values)
+        est_ms = mod.time_ms(*arrays, number=1, repeat=1, clock=clock)
+        number = max(1, min(10_000, int(self.min_repeat_ms / max(est_ms, 1e-4))))
+        out = []
+        for i in range(repeats):
+            if i:  # each repeat on memory of its own: the median is over placements too
+                arrays = fresh_copies(values)
+            out.append(mod.time_ms(*arrays, number=number, repeat=1, clock=clock) * 1e-3)
+        if self.check:  # after the timing: the reference uses the BLAS
+            check_output(self._refs, task, arrays)
+        return out
+
+
+# a measured kernel's output may be this far (relative to the reference's largest magnitude)
+# from the template's reference before it is a wrong answer
+MAX_RELATIVE_ERROR = 1e-4
+
+
+def check_output(refs: dict, task: Task, arrays: list[np.ndarray]) -> None:
+    """Raise ``WrongAnswer`` when ``arrays``' last (a kernel's output, after it ran on the
+    others) is further than ``MAX_RELATIVE_ERROR`` from ``task``'s template's reference (none:
+    nothing to check). ``refs`` caches the reference per (task, input shapes): inputs are seeded."""
+    ref_fn = task.template.reference_fn
+    if ref_fn is None:
+        return
+    key = (task.key, tuple(a.shape for a in arrays))
+    want = refs.get(key)
+    if want is None:
+        want = refs[key] = ref_fn(arrays, *task.args)
+    err = float(np.max(np.abs(arrays[-1] - want)) / (np.max(np.abs(want)) + 1e-30))
+    if not err < MAX_RELATIVE_ERROR:
+        raise WrongAnswer(
+            f"relative error {err:.3g} against the reference (max {MAX_RELATIVE_ERROR:g})"
+        )
+
+
+def fresh_copies(arrays) -> list[np.ndarray]:
+    """Copies of ``arrays`` in freshly mapped memory (page-aligned, so 64-byte aligned as TVM's
+    NDArrays are). A kernel's speed depends on where its arrays lie: one tuned GEMM 512^3 ran
+    at 484-523 GFLOP/s over 12 placements of the same data (another at 508-519), and a
+    measurement on one placement kept for a whole run rewarded configs that were lucky in it.
+    ``CpuBackend`` gives each repeat a new placement."""
+    out = []
+    for a in arrays:
+        buf = mmap.mmap(-1, max(a.nbytes, 1))
+        b = np.frombuffer(buf, np.uint8, a.nbytes).view(a.dtype).reshape(a.shape)
+        b[...] = a
+        out.append(b)
+    return out
+
+
+def cpu_target_info() -> str:
+    """One line naming the host CPU target (for benchmark output)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    t = CpuTarget.host()
+    return (
+        f"{t.description} vector_bits={t.vector_bits} threads={t.num_threads}"
+        f" ({time.strftime('%F')})"
+    )
