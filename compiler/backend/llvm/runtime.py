@@ -235,33 +235,33 @@ def ensure_runtime() -> int:
     text = optimize(str(_runtime_module()), target)
     jit = JitFunction(text, LAUNCH_SYMBOL, target)
     _KEEP.append(jit)
-    _SPIN.append(jit.engine.get_global_value_address(SPIN_SYMBOL))
-    _SPIN.append(jit.engine.get_global_value_address(YIELD_SYMBOL))
+    for symbol in (SPIN_SYMBOL, YIELD_SYMBOL):
+        _CELLS[symbol] = jit.engine.get_global_value_address(symbol)
     llvm.add_symbol(LAUNCH_SYMBOL, jit.address)
     return jit.address
 
 
 _KEEP: list = []
-_SPIN: list[int] = []
+_CELLS: dict[str, int] = {}  # the runtime's i32 settings (SPIN_SYMBOL, YIELD_SYMBOL) -> address
+
+
+def _set_cell(symbol: str, value: int) -> int:
+    """Write one of the runtime's i32 settings for this process; returns the previous value."""
+    import ctypes
+
+    ensure_runtime()
+    cell = ctypes.c_int32.from_address(_CELLS[symbol])
+    prev, cell.value = cell.value, value
+    return prev
 
 
 def set_spin_iters(n: int) -> int:
     """Set the pool's spin count (iterations before a thread sleeps) for this process; returns
     the previous one."""
-    import ctypes
-
-    ensure_runtime()
-    cell = ctypes.c_int32.from_address(_SPIN[0])
-    prev, cell.value = cell.value, n
-    return prev
+    return _set_cell(SPIN_SYMBOL, n)
 
 
 def set_spin_yield(mask: int) -> int:
     """Set the pool's yield mask for this process (0: spinning threads never yield); returns
     the previous one."""
-    import ctypes
-
-    ensure_runtime()
-    cell = ctypes.c_int32.from_address(_SPIN[1])
-    prev, cell.value = cell.value, mask
-    return prev
+    return _set_cell(YIELD_SYMBOL, mask)
