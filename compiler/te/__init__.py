@@ -4,6 +4,7 @@ from pyvta.compiler.ir.expr import const
 from pyvta.compiler.te.expr_ops import (
     cast,
     dot_i16x2,
+    dot_u7s8x4,
     dot_u8s8x4,
     equal,
     exp,
@@ -39,6 +40,7 @@ __all__ = [
     "compute",
     "const",
     "dot_i16x2",
+    "dot_u7s8x4",
     "dot_u8s8x4",
     "equal",
     "exp",

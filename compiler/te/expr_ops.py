@@ -86,3 +86,15 @@ def dot_u8s8x4(p, q) -> Expr:
     if p.dtype != "int32" or q.dtype != "int32":
         raise TypeError(f"dot_u8s8x4 needs int32 operands, got {p.dtype}, {q.dtype}")
     return Call("dot_u8s8x4", [p, q], "int32")
+
+
+def dot_u7s8x4(p, q) -> Expr:
+    """:func:`dot_u8s8x4` of a ``p`` whose bytes are all 0..127 (the caller's guarantee): then
+    no pair of products leaves int16, so without VNNI an x86 vector of 4, 8 or 16 lanes computes
+    it as one ``pmaddubsw`` (u8 x s8 byte pairs summed to int16, saturating: a byte of ``p``
+    over 127 may saturate) and one ``pmaddwd`` by ones (SSSE3 / AVX2 / AVX-512BW): 32 products
+    per two multiplies on AVX2, where ``dot_i16x2`` gives 16; with VNNI one ``vpdpbusd``."""
+    p, q = const(p), const(q)
+    if p.dtype != "int32" or q.dtype != "int32":
+        raise TypeError(f"dot_u7s8x4 needs int32 operands, got {p.dtype}, {q.dtype}")
+    return Call("dot_u7s8x4", [p, q], "int32")

@@ -501,6 +501,8 @@ class CodeGen:
             return self._dot_i16x2(e)
         if e.name == "dot_u8s8x4":
             return self._dot_u8s8x4(e)
+        if e.name == "dot_u7s8x4":
+            return self._dot_u7s8x4(e)
         if e.name in ("exp", "sqrt", "fabs"):
             args = [self.expr(a) for a in e.args]
             fn = self._intrinsic(f"llvm.{e.name}", args[0].type, 1)
@@ -556,6 +558,29 @@ class CodeGen:
             return self.b.call(fn, [ir.Constant(p.type, None) if acc is None else acc, p, q])
         total = self._dot_parts(p, q, 8, signed_p=False)
         return total if acc is None else self.b.add(acc, total)
+
+    # pmaddubsw by int32 lanes: (intrinsic, the target feature it needs)
+    _PMADDUBSW = {4: ("llvm.x86.ssse3.pmadd.ub.sw.128", "ssse3"),
+                  8: ("llvm.x86.avx2.pmadd.ub.sw", "avx2"),
+                  16: ("llvm.x86.avx512.pmaddubs.w.512", "avx512bw")}  # fmt: skip
+
+    def _dot_u7s8x4(self, e: Call):
+        """te ``dot_u7s8x4(p, q)`` (``p``'s bytes 0..127): ``vpdpbusd`` where the target has
+        it, else on a vector with a ``pmaddubsw`` that (byte pairs to int16, exact for such
+        ``p``) and a ``pmaddwd`` by ones (int16 pairs to int32), else as ``dot_u8s8x4``."""
+        p, q = self._pair(self.expr(e.args[0]), self.expr(e.args[1]))
+        n = p.type.count if self._is_vec(p) else None
+        name, feature = self._PMADDUBSW.get(n, (None, None))
+        if self._has_vpdpbusd(n) or name is None or not self._has(feature):
+            return self._dot_u8s8x4(e)
+        wd, _ = self._PMADDWD[n]
+        quads, halves = ir.VectorType(ir.IntType(8), 4 * n), ir.VectorType(ir.IntType(16), 2 * n)
+        pairs = self.b.call(
+            self._decl(name, halves, [quads, quads]),
+            [self.b.bitcast(p, quads), self.b.bitcast(q, quads)],
+        )
+        ones = ir.Constant(halves, [1] * (2 * n))
+        return self.b.call(self._decl(wd, p.type, [halves, halves]), [pairs, ones])
 
     def _dot_parts(self, p, q, part_bits: int, signed_p: bool):
         """Each int32 lane of ``p`` and ``q`` (scalars or vectors of ``n`` lanes) as ``32 /

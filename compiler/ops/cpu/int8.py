@@ -20,7 +20,11 @@ CPU's features give and :func:`assembly_for` compiles a kernel for a CPU we do n
 check that. With VNNI the ``vpdpbusd`` form (``Int8ConvKnobs.dot``) packs four channels per
 lane as bytes instead and ``te.dot_u8s8x4`` multiplies-accumulates them in one instruction,
 u8 (the same offset input) x s8; on a CPU without VNNI that form computes with shifts and
-multiplies (so its arithmetic is tested anywhere).
+multiplies (so its arithmetic is tested anywhere). Without VNNI, an input known to be
+non-negative (0..127: the producer's clip, a ReLU) takes the ``pmaddubsw`` form: the same four
+channels per lane as bytes, not offset (pad cells 0), ``te.dot_u7s8x4`` multiplying them with
+``vpmaddubsw`` (the byte pairs' int16 sums are exact for such inputs) and ``vpmaddwd`` by ones:
+32 products per two multiplies where ``vpmaddwd`` alone gives 16.
 
 Register tile: ``oc_block`` output channels (one or two vectors) x ``ow_block`` output
 columns; the input lane is broadcast once per column for all the tile's channel vectors, each
@@ -35,7 +39,15 @@ import numpy as np
 
 from pyvta.compiler.ir.expr import all_, const
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.expr_ops import cast, dot_i16x2, dot_u8s8x4, maximum, minimum, select
+from pyvta.compiler.te.expr_ops import (
+    cast,
+    dot_i16x2,
+    dot_u7s8x4,
+    dot_u8s8x4,
+    maximum,
+    minimum,
+    select,
+)
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 from pyvta.isa.errors import PyvtaError
@@ -47,17 +59,26 @@ U8_OFFSET = 128  # u = x + 128 maps int8 onto 0..255
 # threads, the layer alone)
 MAX_ACCUMULATORS = 16
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
-# dot form -> (input channels per int32 lane, the te op multiplying such lanes)
-DOTS = {"pmaddwd": (2, dot_i16x2), "vpdpbusd": (4, dot_u8s8x4)}
+# dot form -> (input channels per int32 lane, the te op multiplying such lanes, the offset
+# added to the int8 input to make its lanes unsigned: 0 for pmaddubsw, exact only on inputs
+# 0..127, which the caller guarantees)
+DOTS = {
+    "pmaddwd": (2, dot_i16x2, U8_OFFSET),
+    "vpdpbusd": (4, dot_u8s8x4, U8_OFFSET),
+    "pmaddubsw": (4, dot_u7s8x4, 0),
+}
 
 
 class Int8TemplateError(PyvtaError, ValueError):
     """A layer or tile the int8 template cannot build."""
 
 
-def dot_form(isa: str) -> str:
-    """The ``DOTS`` form for a ``dot_isa``: ``vpdpbusd`` with VNNI, else ``pmaddwd``."""
-    return "vpdpbusd" if isa in ("avx512vnni", "avxvnni") else "pmaddwd"
+def dot_form(isa: str, nonnegative: bool = False) -> str:
+    """The ``DOTS`` form for a ``dot_isa``: ``vpdpbusd`` with VNNI, else ``pmaddubsw`` on AVX2
+    for an input known to be ``nonnegative`` (0..127), else ``pmaddwd``."""
+    if isa in ("avx512vnni", "avxvnni"):
+        return "vpdpbusd"
+    return "pmaddubsw" if nonnegative and isa == "avx2" else "pmaddwd"
 
 
 def host_dot_form(features: str | None = None) -> str:
@@ -99,7 +120,8 @@ class Int8ConvKnobs:
     ``ow_block * oc_block / vector_lanes`` vector accumulators and each broadcast input lane
     feeds ``oc_block / vector_lanes`` multiplies; ``parallel``: output channel blocks x rows
     across threads; ``dot``: a ``DOTS`` form, ``pmaddwd`` (channel pairs, AVX2) or
-    ``vpdpbusd`` (channel quads, VNNI; elsewhere computed with shifts and multiplies)."""
+    ``vpdpbusd`` (channel quads, VNNI; elsewhere computed with shifts and multiplies) or
+    ``pmaddubsw`` (channel quads; the input must be 0..127)."""
 
     oc_block: int = 8
     ow_block: int = 4
@@ -130,7 +152,7 @@ class Int8ConvKnobs:
         ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
         5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. At most
         ``MAX_ACCUMULATORS``. Ties: more channels per broadcast."""
-        per_acc = 2 if dot == "pmaddwd" else 1
+        per_acc = 1 if dot == "vpdpbusd" else 2
 
         def widest(vectors: int) -> int:
             # the fewest tiles per row, then the narrowest such tile (27 as 4 x 7, not 4 x 8)
@@ -174,24 +196,25 @@ def pack_qconv(
     """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/g), KH, KW, ob] int32, [O]
     int32)`` for ``dot``'s ``g`` channels per lane: lane ``k`` holds input channels ``g*k + j``
     in bits ``32/g * j`` up (an incomplete last group padded with zero weights); the bias
-    carries the unsigned-input correction ``-128 * sum w[o]`` (wrapped to int32)."""
+    carries the unsigned-input correction ``-offset * sum w[o]`` (``dot``'s input offset, 128
+    or 0; wrapped to int32)."""
     o, c, kh, kw = w.shape
     if o % oc_block:
         raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
-    group = DOTS[dot][0]
+    group, _, offset = DOTS[dot]
     bits, cg = 32 // group, -(-c // group)
     wpad = np.zeros((o, cg * group, kh, kw), np.int64)
     wpad[:, :c] = w
     lanes = sum((wpad[:, j::group] & ((1 << bits) - 1)) << (bits * j) for j in range(group))
     wp = _wrap32(lanes).reshape(o // oc_block, oc_block, cg, kh, kw).transpose(0, 2, 3, 4, 1)
-    corr = bias.astype(np.int64) - U8_OFFSET * w.reshape(o, -1).astype(np.int64).sum(axis=1)
+    corr = bias.astype(np.int64) - offset * w.reshape(o, -1).astype(np.int64).sum(axis=1)
     return np.ascontiguousarray(wp), _wrap32(corr)
 
 
-def _offset_lanes(data, pads, group: int, groups: int = 1):
-    """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + 128`` of channels
-    ``group*k + j``: int32 ``[N, ceil(C/group), H + t + b, W + l + r]`` (wrapping), pad cells (and
-    channels past the input's) ``u = 128`` (x = 0). With ``groups`` conv groups each group's
+def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFSET):
+    """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + offset`` (128, or 0 for an
+    input known non-negative) of channels ``group*k + j``: int32 ``[N, ceil(C/group), H + t + b,
+    W + l + r]`` (wrapping), pad cells (and channels past the input's) ``u = offset`` (x = 0). With ``groups`` conv groups each group's
     ``C/groups`` channels start a lane of their own: ``[N, groups * ceil(C/groups/group), ...]``,
     lane ``k`` of group ``k // ceil(C/groups/group)``."""
     n, c, h, w = data.shape
@@ -210,8 +233,9 @@ def _offset_lanes(data, pads, group: int, groups: int = 1):
             ok = inside if cg % group == 0 or j == 0 else all_(inside, group * kk + j < cg)
             if cg % group and j and groups > 1:  # past the group's channels: read in bounds
                 ch = minimum(ch, const(c - 1))
-            v = cast("int32", data[i, ch, y - t, x - lft]) + U8_OFFSET
-            part = select(ok, v, const(U8_OFFSET))
+            v = cast("int32", data[i, ch, y - t, x - lft])
+            v = v + offset if offset else v
+            part = select(ok, v, const(offset))
             lane = part if j == 0 else lane + part * (1 << (bits * j))
         return lane
 
@@ -246,7 +270,8 @@ def qconv2d_nchw(
     weight and bias from :func:`pack_qconv`, out int8 ``[N, O, OH, OW]``
     (``params``: shift, clip, residual shift, strides, pads; with per-channel shifts,
     ``params.per_channel``, they are int32 ``[O]`` inputs: ``params.channel_shifts``); ``knobs``
-    default: :meth:`Int8ConvKnobs.for_layer`; ``dilations`` (rows, columns) between kernel taps.
+    default: :meth:`Int8ConvKnobs.for_layer` (its ``pmaddubsw`` form needs data 0..127: the
+    caller's guarantee); ``dilations`` (rows, columns) between kernel taps.
     The residual is ``[N, res_channels, OH, OW]`` (default O): a layer whose O is padded up to
     the channel tile reads the layer's own channels (the padded outputs read the last one; they
     are not used). A grouped conv (``groups``): output channel ``o`` of group
@@ -268,7 +293,7 @@ def qconv2d_nchw(
             f" ow_block {owb} be in 1..{ow} (the output width)"
         )
     data = placeholder((batch, c, h, w), "int8", "data")
-    group, dot = DOTS[knobs.dot]  # input channels per int32 lane, the op multiplying them
+    group, dot, offset = DOTS[knobs.dot]  # input channels per lane, their product, x's offset
     cg = -(-(c // groups) // group)  # lanes per conv group
     blocks_per_group = o // groups // ob
     wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
@@ -282,7 +307,7 @@ def qconv2d_nchw(
     res = placeholder((batch, o_res, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
-    u = _offset_lanes(data, params.pads, group, groups)
+    u = _offset_lanes(data, params.pads, group, groups, offset)
     rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     # the accumulators cover whole column tiles: columns past the row's last are computed as
     # a copy of it (clamped index) and not stored, so the reduction has no bounds checks

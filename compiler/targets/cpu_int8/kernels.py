@@ -2,8 +2,9 @@
 on :mod:`compiler.ops.cpu.int8`, bit-exact with the numpy reference
 :func:`runtime.cpu_ops.run_cpu_op` and the accelerator's contract. The dot-product form
 follows the compiler's CPU target (``CpuTarget.host``, which ``PYVTA_CPU_FEATURES`` may limit):
-``vpdpbusd`` where it has AVX-512 VNNI or AVX-VNNI, else ``vpmaddwd``; the vector width follows
-its registers.
+``vpdpbusd`` where it has AVX-512 VNNI or AVX-VNNI, else ``vpmaddubsw`` for a conv whose input
+the graph proves non-negative (:func:`nonnegative`: a ReLU or clip upstream), else ``vpmaddwd``;
+the vector width follows its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is
 constructed (the backend that runs them is the runtime's, ``runtime.int8_kernels``; the
@@ -61,6 +62,54 @@ def on_depthwise_kernel(node: Node, graph: Graph, dot: str) -> bool:
     return computed > MAX_TEMPLATE_WASTE * o * (c // groups)
 
 
+# ops whose output is >= 0 wherever all their activation inputs are: layout changes, pools
+# (max, or averages of zero-padded windows), concat, (de)quantize (monotone, 0 -> 0), sums
+_SIGN_KEEPING_OPS = frozenset(
+    {
+        "identity", "flatten", "reshape", "packed_flatten", "layout_transform", "pack_nchw",
+        "unpack_nchw", "pack_nc", "unpack_nc", "concat", "cpu_concat", "quantize",
+        "dequantize", "max_pool", "cpu_max_pool", "avg_pool", "cpu_avg_pool",
+        "global_avg_pool", "cpu_global_avg_pool", "qglobal_avg_pool", "add",
+    }
+)  # fmt: skip
+
+
+def nonnegative(value: str, graph: Graph) -> bool:
+    """Whether every element of ``value`` is >= 0 whatever the graph's input: made by a node
+    whose clip's lower bound is >= 0 (``clip_lo`` of the int8 ops, ``clip`` of the fused float
+    ones, ``relu``, a ``clip`` op), or by one of ``_SIGN_KEEPING_OPS`` whose activation inputs
+    all are; a graph input or constant is not."""
+    producers = graph.producers()
+
+    def check(name: str) -> bool:
+        node = producers.get(name)
+        if node is None:
+            return False
+        a = node.attrs
+        if "clip_lo" in a:
+            return a["clip_lo"] >= 0
+        if node.op == "relu":
+            return True
+        if node.op == "clip":
+            return a.get("min") is not None and a["min"] >= 0
+        if a.get("clip") is not None:
+            return a["clip"][0] >= 0
+        if node.op not in _SIGN_KEEPING_OPS:
+            return False
+        ins = [i for i in node.inputs if i not in graph.constants]
+        return bool(ins) and all(check(i) for i in ins)
+
+    return check(value)
+
+
+def node_dot_form(node: Node, graph: Graph, features: dict[str, bool]) -> str:
+    """The ``compiler.ops.cpu.int8.DOTS`` form of a compiled node on a CPU with ``features``
+    (``pmaddubsw`` only for an input :func:`nonnegative` proves 0..127)."""
+    from pyvta.compiler.ops.cpu.int8 import dot_form, dot_isa
+
+    return dot_form(dot_isa(features), nonnegative(node.inputs[0], graph))
+
+
 _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
 
 
@@ -71,19 +120,13 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     and its weight and bias packed for that tile.
     Channels no vector divides (74) are padded with zero weights, each group's
     (``padded_channels``): the kernel computes them and the caller keeps the layer's own."""
-    from pyvta.compiler.ops.cpu.int8 import (
-        Int8ConvKnobs,
-        conv_out_hw,
-        dot_form,
-        dot_isa,
-        pack_qconv,
-    )
+    from pyvta.compiler.ops.cpu.int8 import Int8ConvKnobs, conv_out_hw, pack_qconv
 
     (c, h, w, o, kernel), params = conv_view(node, graph)
     dil = tuple(node.attrs.get("dilations", (1, 1))) if node.op == "qconv2d" else (1, 1)
     _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dil)
     lanes, regs = target.vector_lanes("int32"), target.vector_registers
-    dot = dot_form(dot_isa(target.feature_dict))
+    dot = node_dot_form(node, graph, target.feature_dict)
     groups = conv_groups(node)
     o_pad, positions = padded_channels(o, groups)
     knobs = Int8ConvKnobs.for_layer(o_pad // groups, ow, lanes, regs, dot)
@@ -201,12 +244,12 @@ class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
                     scales[n.name] = build_scale_kernel(n, graph, threads, features)
         if kernels is None and cpu_llvm.have_llvmlite():
             from pyvta.compiler.backend.llvm import CpuTarget
-            from pyvta.compiler.ops.cpu.int8 import dot_form, dot_isa
 
             threads = num_threads or os.cpu_count() or 1
-            dot = dot_form(dot_isa(CpuTarget.host(threads, features).feature_dict))
+            host = CpuTarget.host(threads, features).feature_dict
             for n in graph.nodes:
                 if compiled_int8(n, graph):
+                    dot = node_dot_form(n, graph, host)
                     depthwise = on_depthwise_kernel(n, graph, dot)
                     build = build_grouped_int8_kernel if depthwise else build_int8_kernel
                     built[n.name] = build(n, graph, threads, features)

@@ -99,7 +99,7 @@ def _knob_choices(o: int, ow: int, target: CpuTarget, dot: str) -> list[Int8Conv
     return list(dict.fromkeys([default, Int8ConvKnobs(1, cols, dot=dot)]))
 
 
-def _check_int8(layer, knobs, level: str, rng) -> None:
+def _check_int8(layer, knobs, level: str, rng, x_lo: int = -128) -> None:
     """One layer at ``level`` against ``run_cpu_op``, bit for bit. The shift puts a typical
     accumulator near +-48 and the clip leaves most of int8 open, so the outputs carry the
     convolution (a shift or clip that saturates every output would hide a wrong sum)."""
@@ -110,7 +110,7 @@ def _check_int8(layer, knobs, level: str, rng) -> None:
         clip_lo=int(rng.integers(-128, -63)), clip_hi=int(rng.integers(64, 128)),
         shift=max(0, int(np.log2(typical / 48))), res_shift=int(rng.integers(0, 3)),
     )  # fmt: skip
-    x = rng.integers(-128, 128, (1, c, h, w)).astype(np.int8)
+    x = rng.integers(x_lo, 128, (1, c, h, w)).astype(np.int8)
     wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
     bias = rng.integers(-int(typical), int(typical) + 1, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
@@ -162,6 +162,23 @@ def test_emulated_vnni_form_is_exact(level, cpu_levels):
         ow = conv_out_hw(h, w, kernel, strides, pads)[1]
         for kn in _knob_choices(o, ow, target, "vpdpbusd"):
             _check_int8(layer, kn, level, rng)
+
+
+@pytest.mark.parametrize("level", [lv for lv in LEVELS if "vnni" not in lv])
+def test_unsigned_form_is_exact(level, cpu_levels):
+    """The ``pmaddubsw`` form (inputs 0..127, what ``cpu-int8`` picks without VNNI after a
+    ReLU) compiled for a level without VNNI: vpmaddubsw and vpmaddwd by ones (AVX2, AVX-512BW,
+    SSSE3), bit-exact on the odd layers and a random sweep."""
+    if _runnable(level) is None:
+        pytest.skip(f"needs a CPU that runs the {level} feature level")
+    rng = np.random.default_rng(SEED + 2)
+    print(f"seed {SEED + 2}")
+    target = CpuTarget.host(2, level)
+    for layer in ODD_LAYERS + _sweep(6, SEED + 2):
+        _, h, w, o, kernel, strides, pads, _ = layer
+        ow = conv_out_hw(h, w, kernel, strides, pads)[1]
+        for kn in _knob_choices(o, ow, target, "pmaddubsw"):
+            _check_int8(layer, kn, level, rng, x_lo=0)
 
 
 @pytest.mark.parametrize("level", list(LEVELS))

@@ -40,6 +40,12 @@ LAYERS = [
 ]
 
 
+def _data(rng, dot: str, shape) -> np.ndarray:
+    """int8 input for ``dot``: its whole range, or 0..127 for the ``pmaddubsw`` form (no input
+    offset: such inputs are its precondition)."""
+    return rng.integers(-DOTS[dot][2], 128, shape).astype(np.int8)
+
+
 def _attrs(strides, pads, rng) -> dict:
     lo = int(rng.integers(-128, 1))
     return dict(
@@ -52,10 +58,11 @@ def _attrs(strides, pads, rng) -> dict:
 @pytest.mark.parametrize("dot", list(DOTS))
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda la: "c{}h{}w{}o{}k{}s{}p{}r{}".format(*la))
 def test_qconv_equals_the_contract(layer, dot, build, rng):
-    """Both dot forms (vpdpbusd runs as shifts and multiplies on a host without VNNI)."""
+    """Every dot form (vpdpbusd runs as shifts and multiplies on a host without VNNI,
+    pmaddubsw as vpdpbusd on a host with it)."""
     c, h, w, o, kernel, strides, pads, residual = layer
     attrs = _attrs(strides, pads, rng)
-    x = rng.integers(-128, 128, (1, c, h, w)).astype(np.int8)
+    x = _data(rng, dot, (1, c, h, w))
     wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)  # wraps the accumulator
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
@@ -79,7 +86,7 @@ def test_qconv_per_channel_shifts_equal_the_contract(layer, dot, build, rng):
     attrs["shift"] = rng.integers(0, 20, o).tolist()
     attrs["res_shift"] = rng.integers(0, 12, o).tolist()
     p = FusedParams.from_attrs(attrs)
-    x = rng.integers(-128, 128, (1, c, h, w)).astype(np.int8)
+    x = _data(rng, dot, (1, c, h, w))
     wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
@@ -100,7 +107,7 @@ def test_batched_qconv_is_each_image_s_contract(dot, build, rng):
     a residual: each image equals the contract's."""
     c, h, w, o, kernel, strides, pads, _ = LAYERS[0]
     attrs = _attrs(strides, pads, rng)
-    x = rng.integers(-128, 128, (3, c, h, w)).astype(np.int8)
+    x = _data(rng, dot, (3, c, h, w))
     wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
@@ -130,7 +137,7 @@ def test_grouped_qconv_is_the_contract(dot, per_channel, build, rng):
         attrs["shift"] = rng.integers(0, 20, o).tolist()
         attrs["res_shift"] = rng.integers(0, 12, o).tolist()
     p = FusedParams.from_attrs(attrs)
-    x = rng.integers(-128, 128, (2, c, h, w)).astype(np.int8)
+    x = _data(rng, dot, (2, c, h, w))
     wt = rng.integers(-128, 128, (o, c // groups, 3, 3)).astype(np.int8)
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
@@ -261,11 +268,49 @@ def _layer():
     return qconv2d_nchw(64, 14, 14, 64, (3, 3), FusedParams(9, 0, 127, pads=(1, 1, 1, 1)))
 
 
+def test_pmaddubsw_is_exact_at_its_bound(build, rng):
+    """The unsigned form on inputs at its bound: x = 127 against weights -128 and 127 makes
+    every byte pair of ``pmaddubsw`` sum to -32512 or 32258, the int16 extremes it meets
+    (exact: no saturation), here and under ``PYVTA_CPU_FEATURES=avx2`` (where it runs as
+    vpmaddubsw); with a residual, stride 2 and 13 channels (a half-empty last quad)."""
+    c, h, w, o = 13, 9, 10, 16
+    attrs = {**_attrs((2, 2), (1, 1, 1, 1), rng), "clip_lo": -128, "clip_hi": 127, "shift": 14}
+    x = np.full((1, c, h, w), 127, np.int8)
+    x[0, :, ::3] = rng.integers(0, 128, (c, 3, w))
+    wt = np.where(rng.integers(0, 2, (o, c, 3, 3)) == 1, 127, -128).astype(np.int8)
+    wt[: o // 2] = -128  # these channels' every pair: 2 * 127 * -128
+    bias = rng.integers(-(2**20), 2**20, o).astype(np.int32)
+    p = FusedParams.from_attrs(attrs)
+    oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
+    res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot="pmaddubsw")
+    mod = build(*qconv2d_nchw(c, h, w, o, (3, 3), p, True, knobs), num_threads=2)
+    out = np.zeros((1, o, oh, ow), np.int8)
+    mod(x, *pack_qconv(wt, bias, knobs.oc_block, "pmaddubsw"), res, out)
+    ref = run_cpu_op("qconv2d", [x, wt, bias, res], attrs)
+    assert len(np.unique(ref)) > 8  # the shift leaves the sums visible
+    np.testing.assert_array_equal(out, ref)
+
+
 def test_avx2_lowering_uses_vpmaddwd():
     """The u8 x s8 products are vpmaddwd, not the int32 multiply vpmulld."""
     asm = assembly_for(*_layer(), "haswell", "+avx2,+fma,+sse2", 256)
     assert _count(asm, "vpmaddwd") >= 7  # one per column of the 7-wide tile, at least
     assert _count(asm, "vpmulld") == 0
+
+
+def test_avx2_unsigned_form_uses_vpmaddubsw():
+    """The unsigned form without VNNI: a vpmaddubsw (byte pairs) and a vpmaddwd by ones per
+    column and step, four channels per broadcast lane; with VNNI one vpdpbusd."""
+    params = FusedParams(9, 0, 127, pads=(1, 1, 1, 1))
+    sch, args = qconv2d_nchw(
+        64, 14, 14, 64, (3, 3), params, knobs=Int8ConvKnobs(8, 7, dot="pmaddubsw")
+    )
+    asm = assembly_for(sch, args, "haswell", "+avx2,+fma,+sse2", 256)
+    assert _count(asm, "vpmaddubsw") >= 7 and _count(asm, "vpmaddwd") >= 7
+    assert _count(asm, "vpmulld") == 0
+    asm = assembly_for(*_vnni_layer(16, "pmaddubsw"), *AVX512_VNNI)
+    assert _count(asm, "vpdpbusd") >= 7 and _count(asm, "vpmaddubsw") == 0
 
 
 def _vnni_layer(oc_block: int, dot: str):
@@ -302,5 +347,9 @@ def test_dot_isa_from_features():
     assert [dot_form(i) for i in ("avx512vnni", "avxvnni", "avx2")] == ["vpdpbusd"] * 2 + [
         "pmaddwd"
     ]
+    # an input known 0..127: pmaddubsw on AVX2 (AVX-512 without VNNI too), VNNI keeps vpdpbusd
+    assert [dot_form(i, nonnegative=True) for i in ("avx512vnni", "avx2", "scalar")] == [
+        "vpdpbusd", "pmaddubsw", "pmaddwd"
+    ]  # fmt: skip
     host = dot_isa(CpuTarget.host(1).feature_dict)
     print(f"host int8 dot products: {host}")

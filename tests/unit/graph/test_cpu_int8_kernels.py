@@ -210,3 +210,46 @@ def test_dense_with_residual(tmp_path, rng):
     dense = [n for n in cm.graph.nodes if n.op == "qdense"]
     assert dense and all(compiled_int8(n, cm.graph) for n in dense)
     _check_single(path, (1, 37), rng, [n.name for n in dense])
+
+
+def test_unsigned_form_after_a_relu(tmp_path, rng):
+    """Without VNNI (``PYVTA_CPU_FEATURES=avx2``) a conv whose input the graph proves
+    non-negative (a ReLU, a max pool of one) takes the ``pmaddubsw`` form, the others
+    ``pmaddwd``; every one bit-exact."""
+    from onnx import helper, numpy_helper
+
+    from pyvta.compiler.backend.llvm.target import CpuFeatureError, CpuTarget
+
+    try:
+        CpuTarget.host(2, "avx2")
+    except CpuFeatureError:
+        pytest.skip("needs a CPU that runs the avx2 feature level")
+
+    def arr(shape, name):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype("float32") * 0.3, name)
+
+    inits = [arr((16, 8, 3, 3), "w1"), arr((24, 16, 3, 3), "w2"), arr((16, 24, 1, 1), "w3"),
+             arr((16, 16, 3, 3), "w4")]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["input", "w1"], ["c1"], "conv_a", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], "relu_a"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], "pool_a", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], "conv_b", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c2", "w3"], ["c3"], "conv_c"),
+        helper.make_node("Relu", ["c3"], ["r3"], "relu_c"),
+        helper.make_node("Conv", ["r3", "w4"], ["out"], "conv_d", dilations=[2, 2],
+                         pads=[2, 2, 2, 2]),
+    ]  # fmt: skip
+    path = _model(tmp_path, nodes, inits, [2, 8, 14, 14], None)
+    g = compile_model(path, "cpu-int8", keep_float=()).graph
+    backend = CpuInt8Kernels(g, num_threads=2, features="avx2")
+    dots = {name: k.knobs.dot for name, k in backend.kernels.items()}
+    assert dots == {
+        "conv_a": "pmaddwd", "conv_b": "pmaddubsw", "conv_c": "pmaddwd", "conv_d": "pmaddubsw"
+    }  # fmt: skip
+    checked = CheckedNodes(backend)
+    for _ in range(3):
+        x = rng.standard_normal((2, 8, 14, 14)).astype("float32")
+        Executor(g, backends={"cpu": checked}).run({"input": x})
+    assert {"conv_a", "conv_b", "conv_c", "conv_d"} <= set(checked.checked)
