@@ -133,15 +133,19 @@ def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
         zoo.save_model(model, str(onnx), size=args.size, seed=0)
     log = folder / f"{model}_{args.size}_cpu.jsonl"
     tune_log(model, onnx, log, args)
-    if not args.no_rerank:
+    chosen = None
+    for sweep_pass in range(0 if args.no_rerank else args.sweep_passes):
         t0 = time.perf_counter()
         rr = rerank_in_network(
             onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
             clock=clock, explore=args.explore, screen_rounds=args.screen_rounds,
+            sweep=args.sweep, sweep_from=chosen,
         )  # fmt: skip
+        chosen = rr.chosen
         print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
-              f" (top {args.top_k} + {args.explore} from the spaces, {args.rerank_rounds} final"
-              f" rounds; * = chosen; ms per inference, all launches):")  # fmt: skip
+              f" (pass {sweep_pass + 1}: top {args.top_k} + {args.sweep} one-knob moves"
+              f" + {args.explore} from the spaces, {args.rerank_rounds} final rounds;"
+              f" * = chosen; ms per inference, all launches):")  # fmt: skip
         print(rr.summary())
         print(f"{model}: per layer, the default and the chosen schedule in the network:")
         print(rr.table())
@@ -167,6 +171,10 @@ def main() -> None:
     ap.add_argument("--top-k", dest="top_k", type=int, default=3)
     ap.add_argument("--explore", type=int, default=0,
                     help="per layer, schedules drawn from its spaces, tried in the network too")  # fmt: skip
+    ap.add_argument("--sweep", type=int, default=0,
+                    help="per layer, one-knob moves from the default, tried in the network")  # fmt: skip
+    ap.add_argument("--sweep-passes", dest="sweep_passes", type=int, default=1,
+                    help="re-rankings, each sweeping from the last one's choices")  # fmt: skip
     ap.add_argument("--screen-rounds", dest="screen_rounds", type=int, default=4)
     ap.add_argument("--rerank-rounds", dest="rerank_rounds", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=30)
