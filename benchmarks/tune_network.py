@@ -4,7 +4,7 @@ against the compiler's default schedules and onnxruntime, side by side in one ru
 Run: .venv/bin/python benchmarks/tune_network.py [--models resnet18,mobilenet] [--size 224]
      [--logs out/net] [--trials 16 | --budget 10m] [--top-k 3] [--explore 0]
      [--screen-rounds 4] [--rerank-rounds 15] [--rounds 30] [--threads 2] [--no-rerank]
-     [--cpu-time] [--wall-threads 2]
+     [--cpu-time] [--wall-threads 2] [--sweep 12 --sweep-passes 2] [--no-alone]
 
 Per model (the zoo's, ``pyvta.compiler.graph.zoo``, seed 0): its tuning log
 ``LOGS/MODEL_cpu.jsonl`` (tuned first with ``pyvta tune MODEL.onnx --target cpu --trials N``
@@ -19,6 +19,12 @@ Each reports its median over ``--rounds``; ratios: default / tuned (> 1: tuning 
 onnxruntime / pyvta, and the median of the per-round ratio default / in network (both timed
 in the same round: steadier on a loaded machine). All outputs must agree with onnxruntime
 within 1e-4. The load average is printed before and after: the machine may be shared.
+
+``--sweep N`` adds per layer up to N schedules one knob away from its default (every knob
+moved once before any twice), ``--sweep-passes 2`` re-ranks again with N moves from the first
+pass's choices (a coordinate descent in the network). ``--no-rerank`` re-measures from the
+log and its LOG.network.json alone (the lead's rerun on a quiet machine); ``--no-alone`` leaves
+the isolated bests out (a third fewer kernels to build on a cold kernel cache).
 
 ``--cpu-time`` (one thread): the re-ranking and the runs are timed by the CPU time of the
 calling thread (``time.thread_time``), which leaves out the time it waited for a core: on a
@@ -81,6 +87,8 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
         "alone": tuned_schedules(str(onnx), str(log), in_network=False),
         "in network": tuned_schedules(str(onnx), str(log)),
     }
+    if args.no_alone:  # a third fewer kernels to build
+        del schedules["alone"]
     for key, sched in schedules.items():
         cm = compile_model(str(onnx), "cpu", cpu_schedules=sched)
         kernels = {"cpu": CpuKernels(cm.graph, threads)}
@@ -107,12 +115,13 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
     for k in names:
         print(f"  {k:<12} median {med[k]:8.2f} ms  (quartiles {quart[k][0]:.2f}-{quart[k][1]:.2f})")
     out = {
-        "alone / default": med["default"] / med["alone"],
         "in network / default": med["default"] / med["in network"],
-        "in network / alone": med["alone"] / med["in network"],
         "in network / onnxruntime": med["onnxruntime"] / med["in network"],
         "default / onnxruntime": med["onnxruntime"] / med["default"],
     }
+    if "alone" in med:
+        out["alone / default"] = med["default"] / med["alone"]
+        out["in network / alone"] = med["alone"] / med["in network"]
     # per round, the paired ratio (same moment, same load): its median is steadier
     paired = np.array(times["default"]) / np.array(times["in network"])
     out["in network / default, paired"] = float(np.median(paired))
@@ -133,15 +142,19 @@ def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
         zoo.save_model(model, str(onnx), size=args.size, seed=0)
     log = folder / f"{model}_{args.size}_cpu.jsonl"
     tune_log(model, onnx, log, args)
-    if not args.no_rerank:
+    chosen = None
+    for sweep_pass in range(0 if args.no_rerank else args.sweep_passes):
         t0 = time.perf_counter()
         rr = rerank_in_network(
             onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
             clock=clock, explore=args.explore, screen_rounds=args.screen_rounds,
+            sweep=args.sweep, sweep_from=chosen,
         )  # fmt: skip
+        chosen = rr.chosen
         print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
-              f" (top {args.top_k} + {args.explore} from the spaces, {args.rerank_rounds} final"
-              f" rounds; * = chosen; ms per inference, all launches):")  # fmt: skip
+              f" (pass {sweep_pass + 1}: top {args.top_k} + {args.sweep} one-knob moves"
+              f" + {args.explore} from the spaces, {args.rerank_rounds} final rounds;"
+              f" * = chosen; ms per inference, all launches):")  # fmt: skip
         print(rr.summary())
         print(f"{model}: per layer, the default and the chosen schedule in the network:")
         print(rr.table())
@@ -167,6 +180,10 @@ def main() -> None:
     ap.add_argument("--top-k", dest="top_k", type=int, default=3)
     ap.add_argument("--explore", type=int, default=0,
                     help="per layer, schedules drawn from its spaces, tried in the network too")  # fmt: skip
+    ap.add_argument("--sweep", type=int, default=0,
+                    help="per layer, one-knob moves from the default, tried in the network")  # fmt: skip
+    ap.add_argument("--sweep-passes", dest="sweep_passes", type=int, default=1,
+                    help="re-rankings, each sweeping from the last one's choices")  # fmt: skip
     ap.add_argument("--screen-rounds", dest="screen_rounds", type=int, default=4)
     ap.add_argument("--rerank-rounds", dest="rerank_rounds", type=int, default=15)
     ap.add_argument("--rounds", type=int, default=30)
@@ -174,6 +191,8 @@ def main() -> None:
     ap.add_argument("--wall-threads", dest="wall_threads", type=int, default=0,
                     help="also compare on this many threads by the wall clock")  # fmt: skip
     ap.add_argument("--no-rerank", dest="no_rerank", action="store_true")
+    ap.add_argument("--no-alone", dest="no_alone", action="store_true",
+                    help="compare without the log's isolated bests (fewer kernels to build)")  # fmt: skip
     ap.add_argument("--cpu-time", dest="cpu_time", action="store_true",
                     help="time by the calling thread's CPU time (needs --threads 1)")  # fmt: skip
     args = ap.parse_args()
@@ -188,10 +207,11 @@ def main() -> None:
     print("summary (default / tuned in network; goal >= 1.1x):")
     for m, per in summary.items():
         for how, r in per.items():
+            alone = r.get("alone / default")
             print(f"  {m}, {how}: {r['in network / default']:.3f}x"
                   f" (paired {r['in network / default, paired']:.3f}x),"
-                  f" isolated bests {r['alone / default']:.3f}x,"
-                  f" vs onnxruntime {r['in network / onnxruntime']:.3f}x")  # fmt: skip
+                  + ("" if alone is None else f" isolated bests {alone:.3f}x,")
+                  + f" vs onnxruntime {r['in network / onnxruntime']:.3f}x")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -325,29 +325,36 @@ def _nchwc_reference(arrays, *args):
 def _winograd_space(*args) -> ConfigSpace:
     """The Winograd template's register tiles (``p_block`` tiles x ``k_block`` channels; the
     space's first knob, as before the others came), then its batched GEMM's loop order, cache
-    blocks, reduction unrolling and parallel loops (``WinogradKnobs``), each with the default
-    that builds the loops of before."""
+    blocks, reduction unrolling, parallel loops and output tile (``WinogradKnobs``), each with
+    the default that builds the loops of before."""
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
+    from pyvta.compiler.ops.cpu.winograd import OUT_TILES, WinogradKnobs
 
     wl = _nchwc_workload(*args)
     target = CpuTarget.host()
     lanes, regs = target.vector_lanes("float32"), target.vector_registers
-    tiles = (-(-wl.h // 2)) * (-(-wl.w // 2))
     kbs = [k for k in range(lanes, 65, lanes) if wl.o % k == 0]
-    # any p_block (the template rounds the tiles up to whole register tiles) wasting at most
-    # an eighth of them
-    ps = [p for p in range(1, 17) if -tiles % p <= tiles // 8]
-    pairs = [(p, k) for k in kbs for p in ps if p * k // lanes <= regs - 2]
+
+    def pairs_for(out_tile: int) -> list:
+        # any p_block (the template rounds the tiles up to whole register tiles) wasting at
+        # most an eighth of the tiles of ``out_tile``
+        tiles = (-(-wl.h // out_tile)) * (-(-wl.w // out_tile))
+        ps = [p for p in range(1, 17) if -tiles % p <= tiles // 8]
+        return [(p, k) for k in kbs for p in ps if p * k // lanes <= regs - 2]
+
+    before = pairs_for(2)  # the tiles before the output tile was a knob, in their order
+    pairs = before + [t for m in sorted(OUT_TILES) for t in pairs_for(m) if t not in before]
     auto = WinogradKnobs().columns_outer(wl.c, wl.o)
     return ConfigSpace(
         [
-            TileKnob("tile", ("p_block", "k_block"), pairs),  # the space's knob before the others
+            # the space's knob before the others
+            TileKnob("tile", ("p_block", "k_block"), list(dict.fromkeys(pairs)), before=before),
             ChoiceKnob("gemm_order", ["auto", "tiles" if auto else "columns"], default="auto"),
             ChoiceKnob("tile_p", TILE_X, default=1),
             ChoiceKnob("tile_k", TILE_X, default=1),
             ChoiceKnob("unroll_rc", [u for u in divisors(wl.c) if u <= 8], default=1),
             ChoiceKnob("parallel_loops", (0,) + PARALLEL_LOOPS, default=1),
+            ChoiceKnob("out_tile", sorted(OUT_TILES), default=2),
         ],
         functools.partial(_winograd_problem, args),
     )
@@ -360,7 +367,7 @@ def _winograd_problem(args: tuple, config) -> str | None:
 
     wl = _nchwc_workload(*args)
     k = WinogradKnobs(**schedule_of_template("winograd", config)["knobs"])
-    tiles = (-(-wl.h // 2)) * (-(-wl.w // 2))
+    tiles = (-(-wl.h // k.out_tile)) * (-(-wl.w // k.out_tile))
     if wl.o % k.k_block:
         return f"k_block {k.k_block} must divide the {wl.o} channels"
     return k.gemm_problem(wl.c, wl.o, -(-tiles // k.p_block) * k.p_block)
@@ -383,19 +390,21 @@ def _pointwise_space(*args) -> ConfigSpace:
     FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2)."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
-    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS
+    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS, PointwiseKnobs
 
     wl = _nchwc_workload(*args)
     t = CpuTarget.host()
     lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
     tiles = conv_tiles(wl.h * wl.w, wl.ob)
-    big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room]
+    big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room] or tiles
+    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob)
     c_blocks = wl.c // wl.ib
     passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass
     passes += [d for d in divisors(c_blocks) if d < c_blocks and d != K_BLOCKS]
     return ConfigSpace(
         [
-            TileKnob("tile", ("p_block", "oc_tile"), big or tiles),  # the knob before the others
+            # the knob before the others; the compiler's untuned tile last, if not there
+            _with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob)),
             ChoiceKnob("k_blocks", passes, default=K_BLOCKS),
             ChoiceKnob("tile_order", TILE_ORDERS, default=TILE_ORDERS[0]),
             ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
@@ -403,6 +412,15 @@ def _pointwise_space(*args) -> ConfigSpace:
         ],
         functools.partial(_pointwise_problem, args),
     )
+
+
+def _with_tile(knob: TileKnob, tile: tuple) -> TileKnob:
+    """``knob`` with ``tile`` (the compiler's untuned choice) added last if it lacks it, its
+    tiles of before kept as ``before``: a search can start from the untuned schedule, and
+    records logged before read as the same points (``ConfigSpace.legacy``)."""
+    if tuple(tile) in knob.values:
+        return knob
+    return TileKnob(knob.name, knob.parts, [*knob.values, tuple(tile)], before=knob.values)
 
 
 def _pointwise_problem(args: tuple, config) -> str | None:
@@ -450,9 +468,10 @@ def _depthwise_workload(*args):
 def _depthwise_space(*args) -> ConfigSpace:
     """``(ow_block, y_block)``: column tiles whose accumulators fit the vector registers (less
     the depthwise template's spare ones) and fill at least ``MIN_TILE_SHARE`` of them (or the
-    whole row) x rows per task (1, 2, 4, 7, 8, 14, up to the height)."""
+    whole row) x rows per task (1, 2, 4, 7, 8, 14, up to the height); the compiler's untuned
+    tile last if not among them."""
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.depthwise import SPARE_REGISTERS
+    from pyvta.compiler.ops.cpu.depthwise import SPARE_REGISTERS, DepthwiseKnobs
 
     wl = _depthwise_workload(*args)
     t = CpuTarget.host()
@@ -462,7 +481,9 @@ def _depthwise_space(*args) -> ConfigSpace:
     lo = min(ow, max(1, int(MIN_TILE_SHARE * room)))
     cols = range(lo, min(room, ow) + 1)
     tiles = [(d, y) for d in cols for y in (1, 2, 4, 7, 8, 14) if y <= oh]
-    return ConfigSpace([TileKnob("tile", ("ow_block", "y_block"), tiles)])
+    untuned = DepthwiseKnobs.for_target(t, (oh, ow), wl.ob)
+    knob = TileKnob("tile", ("ow_block", "y_block"), tiles)
+    return ConfigSpace([_with_tile(knob, (untuned.ow_block, untuned.y_block))])
 
 
 def _depthwise_instantiate(config, *args):

@@ -82,8 +82,11 @@ def _default_knobs(task, layer: CpuLayer) -> dict | None:
         k = default_winograd_knobs(wl)
         k = None if k is None else {"tile": (k["p_block"], k["k_block"])}
     elif task.name == "cpu.pointwise_nchwc":
-        k = default_conv_schedule(wl)["knobs"]
-        k = {"tile": (k["p_block"], k["oc_tile"] or wl.ob)}
+        d = default_conv_schedule(wl)["knobs"]
+        k = {"tile": (d["p_block"], d["oc_tile"] or wl.ob)}
+        passes = next(knob for knob in task.space.knobs if knob.name == "k_blocks")
+        if d["k_blocks"] in passes.values:  # else one pass as the space's default runs it
+            k["k_blocks"] = d["k_blocks"]
     else:  # depthwise
         k = default_conv_schedule(wl)["knobs"]
         k = {"tile": (k["ow_block"], k["y_block"])}

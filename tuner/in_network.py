@@ -86,7 +86,7 @@ class Rerank:
                 mark = "*" if c.schedule == self.chosen[key] else " "
                 alone = "-" if c.alone_ms is None else f"{c.alone_ms:.3f}"
                 src = c.source.split("[")[0] + "#" + c.source.rpartition("#")[2]
-                src = c.source if c.source == "default" else src
+                src = c.source if c.source.startswith(("default", "sweep", "start")) else src
                 lines.append(f"{key[:62]:<62} {mark}{src[:43]:<43} {alone:>8} {c.median_ms:9.3f}")
         return "\n".join(lines)
 
@@ -199,6 +199,58 @@ def space_candidates(
     return out
 
 
+def sweep_candidates(
+    layer, n: int, taken: list[Candidate], start: dict | None = None, fixed=()
+) -> list[Candidate]:
+    """Up to ``n`` schedules that differ from ``start`` (a schedule of ``layer``; default:
+    the compiler's untuned one) in one knob of its template's space, valid
+    (``ConfigSpace.problem``), not among ``taken``: each knob's values nearest the start's
+    first, taken in turn over the knobs (so every knob moves before any moves twice), the
+    knobs named in ``fixed`` left as they are. Tried
+    in the network, they show which knobs move the layer's time there; a second sweep from
+    the first one's choice (``rerank_in_network(sweep_from=...)``) makes a coordinate
+    descent."""
+    from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
+    from pyvta.tuner.cpu import nchwc_conv_tasks, point_of_schedule, schedule_of
+    from pyvta.tuner.cpu_network import _default_point, layer_schedule
+
+    template = (start or default_conv_schedule(layer.workload))["template"]
+    seen = {json.dumps(c.schedule, sort_keys=True) for c in taken}
+    moves: list[list[Candidate]] = []  # per knob, nearest values first
+    for task in nchwc_conv_tasks(layer.workload):
+        if schedule_of(task, task.space.get(0))["template"] != template:
+            continue
+        if start is None:
+            point = _default_point(task, layer)
+        else:
+            try:
+                point = point_of_schedule(task, start["knobs"])
+            except ValueError:
+                continue
+        base = task.space.to_choices([point.index])[0]
+        for j, knob in enumerate(task.space.knobs):
+            if knob.name in fixed:
+                continue
+            mine = []
+            for v in sorted(range(len(knob.values)), key=lambda v, b=base[j]: (abs(v - b), v)):
+                ch = base.copy()
+                ch[j] = v
+                cfg = task.space.get(int(task.space.to_index(ch[None, :])[0]))
+                sched = layer_schedule(task, cfg, layer)
+                key = json.dumps(sched, sort_keys=True)
+                if v == base[j] or key in seen or task.space.problem(cfg) is not None:
+                    continue
+                seen.add(key)
+                val = knob.values[v]
+                val = "x".join(map(str, val)) if isinstance(val, tuple) else val
+                mine.append(Candidate(f"sweep {knob.name}={val} #{cfg.index}", sched))
+            moves.append(mine)
+    out = []
+    for i in range(max(map(len, moves), default=0)):
+        out += [m[i] for m in moves if i < len(m)]
+    return out[:n]
+
+
 class _Variants:
     """The network built with one candidate per layer (``pick``: {workload key: candidate
     index}), each build kept while its picks may run again."""
@@ -245,12 +297,16 @@ def rerank_in_network(
     explore: int = 0,
     screen_rounds: int = 4,
     keep: int = 2,
+    sweep: int = 0,
+    sweep_from: dict | None = None,
 ) -> Rerank:
     """Time each conv layer's default, ``top_k`` best logged schedules and ``explore``
     steps from them in its spaces (:func:`space_candidates`) inside ``model`` (an ONNX
     path) on ``threads`` threads (default: all cores), and choose per layer the fastest there
     (see the module docstring); with ``write`` the choices go to :func:`in_network_path` of
-    ``log``. While a layer has more than ``keep`` candidates, a screening stage of
+    ``log``; ``sweep`` more per layer change one knob of the default, or of
+    ``sweep_from``'s schedule for the layer ({workload key: schedule}, itself a candidate;
+    :func:`sweep_candidates`). While a layer has more than ``keep`` candidates, a screening stage of
     ``screen_rounds`` rounds keeps the faster half (at least ``keep``) of each layer's (by
     median, every stage's times counted); the last stage runs ``rounds`` rounds. Every
     variant's output must match the default's (else ``InNetworkError``). ``clock`` times each
@@ -260,19 +316,27 @@ def rerank_in_network(
     from pyvta.tuner.cpu import cpu_measured_on
     from pyvta.tuner.cpu_network import cpu_network_layers
 
-    if top_k < 0 or rounds < 1 or screen_rounds < 1 or keep < 1 or explore < 0:
+    if top_k < 0 or rounds < 1 or screen_rounds < 1 or keep < 1 or min(explore, sweep) < 0:
         raise InNetworkError(
-            f"top_k and explore must be >= 0, rounds, screen_rounds and keep >= 1; got"
-            f" {top_k}, {explore}, {rounds}, {screen_rounds}, {keep}"
+            f"top_k, explore and sweep must be >= 0, rounds, screen_rounds and keep >= 1;"
+            f" got {top_k}, {explore}, {sweep}, {rounds}, {screen_rounds}, {keep}"
         )
-    if top_k + explore < 1:
-        raise InNetworkError("top_k and explore must be >= 1 together (the default's rivals)")
+    if top_k + explore + sweep < 1:
+        raise InNetworkError(
+            "top_k, explore and sweep must be >= 1 together (the default's rivals)"
+        )
     if clock is time.thread_time and threads != 1:
         raise InNetworkError("clock time.thread_time times the calling thread: needs threads=1")
     threads = threads or os.cpu_count() or 1
     cands = {}
     for k, layer in enumerate(cpu_network_layers(str(model))):
         c = top_candidates(log, layer, top_k)
+        start = (sweep_from or {}).get(layer.workload.key)
+        if start is not None and all(x.schedule != start for x in c):
+            c.append(Candidate("start", start))
+        # one thread runs a parallel loop as any other: no move of the threads' split
+        fixed = ("parallel_loops",) if threads == 1 else ()
+        c += sweep_candidates(layer, sweep, c, start, fixed)
         cands[layer.workload.key] = c + space_candidates(layer, explore, seed + k, c, log)
     variants = _Variants(model, cands, threads, clock, progress)
     alive = {key: list(range(len(c))) for key, c in cands.items()}

@@ -152,7 +152,13 @@ class TileKnob(Knob):
 
     kind = "tile"
 
-    def __init__(self, name: str, parts: Sequence[str], values: Sequence[Sequence[int]]):
+    def __init__(
+        self,
+        name: str,
+        parts: Sequence[str],
+        values: Sequence[Sequence[int]],
+        before: Sequence[Sequence[int]] | None = None,
+    ):
         self.parts = tuple(parts)
         vals = [tuple(int(x) for x in v) for v in values]
         bad = [v for v in vals if len(v) != len(self.parts) or min(v) < 1]
@@ -162,6 +168,20 @@ class TileKnob(Knob):
                 f" ({', '.join(self.parts)})"
             )
         super().__init__(name, vals)
+        old = None if before is None else [tuple(int(x) for x in v) for v in before]
+        if old is not None and not set(old) <= set(vals):
+            raise ValueError(
+                f"tile knob {name!r}: the tiles it offered before {old[:4]} must be some of"
+                f" its tiles {vals[:4]}"
+            )
+        self.before = None if old == vals else old
+
+    def legacy(self) -> Knob:
+        """This knob as it was before it gained tiles (``before``: the ones it offered then,
+        in their order), or itself (see ``ChoiceKnob.legacy``)."""
+        if self.before is None:
+            return self
+        return TileKnob(self.name, self.parts, self.before)
 
     def _features(self, v) -> list[float]:
         return [math.log2(f) for f in v]

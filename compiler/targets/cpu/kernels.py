@@ -231,7 +231,9 @@ def conv_weights(
     if t in ("direct", "pointwise"):
         return nchwc.pack_conv_weights(w, ib, ob)
     if t == "winograd":
-        return transform_weights(w, schedule["knobs"]["k_block"])
+        return transform_weights(
+            w, schedule["knobs"]["k_block"], schedule["knobs"].get("out_tile", 2)
+        )
     if t == "depthwise":
         return pack_depthwise_weights(w, ob)
     raise ValueError(

@@ -250,11 +250,75 @@ def test_random_winograd_configs_compute_the_conv(wl, seed):
         data = rng.standard_normal(args[0].shape).astype(np.float32)
         bias = rng.standard_normal(args[2].shape).astype(np.float32)
         out = np.full(args[-1].shape, np.nan, np.float32)
-        mod(data, transform_weights(w, cfg["tile"][1]), bias, out)
+        mod(data, transform_weights(w, cfg["tile"][1], cfg["out_tile"]), bias, out)
         packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
         want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
         err = np.abs(out - want).max() / np.abs(want).max()
         assert err < 1e-4, (cfg.to_dict(), err)
+
+
+@pytest.mark.parametrize("wl", WINOGRAD_LAYERS, ids=lambda wl: wl.key)
+def test_winograd_with_4x4_output_tiles_computes_the_conv(wl, seed):
+    """``out_tile`` 4 (F(4x4, 3x3), 6x6 input tiles) on heights and widths that 4 does not
+    divide: every output written, within float32 rounding of the direct reference."""
+    from pyvta.compiler.ops.cpu.winograd import transform_weights
+
+    rng = np.random.default_rng(seed)
+    task, direct = cpu.nchwc_conv_tasks(wl)[1], cpu.nchwc_conv_tasks(wl)[0]
+    tiles = [t for t in task.space.knobs[0].values if t[1] == wl.ob][:1]
+    w = rng.standard_normal((wl.o, wl.c, 3, 3)).astype(np.float32)
+    for tile in tiles:
+        cfg = task.space.config({"tile": tile, "out_tile": 4})
+        assert task.space.problem(cfg) is None, cfg.to_dict()
+        sch, args = task.instantiate(cfg)
+        mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
+        data = rng.standard_normal(args[0].shape).astype(np.float32)
+        bias = rng.standard_normal(args[2].shape).astype(np.float32)
+        out = np.full(args[-1].shape, np.nan, np.float32)
+        assert args[1].shape[:2] == (6, 6)
+        mod(data, transform_weights(w, tile[1], 4), bias, out)
+        packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
+        want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
+        err = np.abs(out - want).max() / np.abs(want).max()
+        print(f"{task.key} tile {tile} out_tile 4: relative error {err:.2e}")
+        assert err < 1e-4, (cfg.to_dict(), err)
+
+
+def test_untuned_tiles_are_points_of_the_pointwise_and_depthwise_spaces(tmp_path):
+    """The compiler's untuned pointwise and depthwise tiles are points of their spaces (a
+    search can start from them), the tiles the spaces had before still the first ones, so a
+    record logged in the older space reads as the same point (``TileKnob.before``)."""
+    import onnx
+
+    from pyvta.compiler.graph import zoo
+    from pyvta.tuner.cpu_network import _default_point, cpu_network_layers, default_in_space
+
+    path = tmp_path / "mobilenet_32.onnx"
+    onnx.save(zoo.mobilenet(size=32, width=8, classes=10, seed=3), path)
+    checked = 0
+    for layer in cpu_network_layers(path):
+        for task in cpu.nchwc_conv_tasks(layer.workload):
+            if task.name not in (cpu.POINTWISE_NCHWC.name, cpu.DEPTHWISE_NCHWC.name):
+                continue
+            assert default_in_space(task, layer), task.key
+            knob = task.space.knobs[0]
+            old = knob.legacy()
+            assert old.values == knob.values[: len(old.values)]
+            point = _default_point(task, layer)
+            if tuple(point["tile"]) in old.values:
+                continue
+            checked += 1  # the untuned tile was added: a record of the old space still reads
+            old_space = ConfigSpace([old, *task.space.knobs[1:]])
+            old_cfg = old_space.config({**point.to_dict(), "tile": old.values[-1]})
+            rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
+            line = json.loads(rec.to_json())
+            line.update(space=old_space.signature(), index=old_cfg.index)
+            log = tmp_path / f"old{checked}.jsonl"
+            log.write_text(json.dumps(line) + "\n")
+            (got,) = read_records(log, task)
+            assert got.config == old_cfg.to_dict()
+            assert got.index == task.space.config(old_cfg.to_dict()).index
+    assert checked, "no layer's untuned tile was outside the older spaces"
 
 
 @pytest.mark.parametrize("wl", POINTWISE_LAYERS, ids=lambda wl: wl.key)
@@ -272,7 +336,7 @@ def test_old_winograd_and_pointwise_records_read_and_build_the_old_loops(templat
     their defaults, and its schedule lowers to the loops of the old knob dict."""
     wl = (WINOGRAD_LAYERS if template == "winograd" else POINTWISE_LAYERS)[0]
     task = next(t for t in cpu.nchwc_conv_tasks(wl) if template in t.name)
-    old_space = ConfigSpace(task.space.knobs[:1])
+    old_space = ConfigSpace([task.space.knobs[0].legacy()])
     old_cfg = old_space.get(len(old_space) // 2)
     rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult(costs=(1e-3,)))
     line = json.loads(rec.to_json())

@@ -142,3 +142,75 @@ def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net
                 statistics.median(c.ms) for c in first
             )
     assert sum(len(c) == 5 for c in rr.candidates.values()) >= len(layers) - 1
+
+
+def _task_of(layer, schedule):
+    """The layer's task of ``schedule``'s template."""
+    from pyvta.tuner.cpu import nchwc_conv_tasks, schedule_of
+
+    (task,) = [
+        t
+        for t in nchwc_conv_tasks(layer.workload)
+        if schedule_of(t, t.space.get(0))["template"] == schedule["template"]
+    ]
+    return task
+
+
+def _moved(task, start: dict, schedule: dict) -> list[str]:
+    """The knobs of ``task``'s space in which ``schedule`` differs from ``start``."""
+    from pyvta.tuner.cpu import point_of_schedule
+
+    base = point_of_schedule(task, start["knobs"]).to_dict()
+    got = point_of_schedule(task, schedule["knobs"]).to_dict()
+    return [k for k in base if got[k] != base[k]]
+
+
+def test_a_sweep_moves_one_knob_of_its_start_every_knob_before_any_twice(small_net):
+    """``sweep_candidates``: schedules of the layer's untuned template, each one valid point
+    of its space away from the start (the default, then one of those moves), no duplicates,
+    the ``fixed`` knobs never moved, every knob moved once before any moves twice."""
+    from pyvta.tuner.cpu import point_of_schedule
+    from pyvta.tuner.in_network import Candidate, sweep_candidates
+
+    _, layers, _ = small_net
+    for layer in layers:
+        default = default_conv_schedule(layer.workload)
+        task = _task_of(layer, default)
+        taken = [Candidate("default", default)]
+        start = None
+        for _ in range(2):
+            begin = start or default
+            cands = sweep_candidates(layer, 10**6, taken, start, ("parallel_loops",))
+            assert cands, layer.workload.key
+            moved = []
+            for c in cands:
+                assert c.schedule["template"] == default["template"]
+                assert task.space.problem(point_of_schedule(task, c.schedule["knobs"])) is None
+                diff = _moved(task, begin, c.schedule)
+                assert len(diff) == 1 and diff != ["parallel_loops"], (begin, c.schedule)
+                moved.append(diff[0])
+            knobs = set(moved)
+            assert len(set(moved[: len(knobs)])) == len(knobs)
+            scheds = [json.dumps(c.schedule, sort_keys=True) for c in cands + taken]
+            assert len(set(scheds)) == len(scheds)
+            assert len(sweep_candidates(layer, 3, taken, start)) == min(3, len(cands))
+            start = cands[-1].schedule
+
+
+def test_a_second_sweep_starts_from_the_first_ones_choices(small_net, seed):
+    """``rerank_in_network(sweep=..., sweep_from=chosen)``: each layer's candidates are its
+    default, the earlier choice (if not the default) and one-knob moves from that choice;
+    the new choice is one of them."""
+    path, layers, log = small_net
+    kw = dict(top_k=0, rounds=1, screen_rounds=1, threads=1, seed=seed, progress=None)
+    first = rerank_in_network(path, log, sweep=1, write=False, **kw)
+    second = rerank_in_network(path, log, sweep=1, sweep_from=first.chosen, write=False, **kw)
+    for layer in layers:
+        key = layer.workload.key
+        cands, start = second.candidates[key], first.chosen[key]
+        assert cands[0].source == "default"
+        assert start in [c.schedule for c in cands]
+        sweeps = [c for c in cands if c.source.startswith("sweep")]
+        assert sweeps and all(len(_moved(_task_of(layer, start), start, c.schedule)) == 1
+                              for c in sweeps)  # fmt: skip
+        assert second.chosen[key] in [c.schedule for c in cands]
