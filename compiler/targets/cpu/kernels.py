@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.ops.cpu import nchwc, nchwc_direct
 from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pack_depthwise_weights
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
@@ -55,7 +55,7 @@ class ConvWorkload:
     depthwise: bool = False
     nchw_input: bool = False
     dilations: tuple[int, int] = (1, 1)
-    groups: nchwc.GroupSpan | None = None
+    groups: nchwc_direct.GroupSpan | None = None
 
     @property
     def key(self) -> str:
@@ -165,7 +165,7 @@ WINOGRAD_MIN_K_BLOCK = 8  # output channels per register tile, at least (the sma
 def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
     oh, ow = wl.out_hw
-    return nchwc.NchwcConvKnobs.for_target(_host(features), ow, wl.ob, oh).to_dict()
+    return nchwc_direct.NchwcConvKnobs.for_target(_host(features), ow, wl.ob, oh).to_dict()
 
 
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
@@ -221,7 +221,7 @@ def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
 
 
 def conv_weights(
-    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: nchwc.GroupSpan | None = None
+    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: nchwc_direct.GroupSpan | None = None
 ) -> np.ndarray:
     """OIHW weights in the form ``schedule``'s template reads (a grouped conv's: the
     block-diagonal ``[O, C, KH, KW]``, packed to the input blocks each output block reads)."""
@@ -248,8 +248,8 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
     if wl.nchw_input and t != "direct":
         raise ValueError(f"only the direct template reads an NCHW input, not {t!r} ({wl.key})")
     if t == "direct":
-        k = nchwc.NchwcConvKnobs(**knobs)
-        return nchwc.conv2d_nchwc(
+        k = nchwc_direct.NchwcConvKnobs(**knobs)
+        return nchwc_direct.conv2d_nchwc(
             wl.c, wl.h, wl.w, wl.o, wl.kernel, wl.strides, wl.pads, wl.ib, wl.ob, k, ep,
             nchw_input=wl.nchw_input, dilations=wl.dilations, groups=wl.groups,
         )  # fmt: skip
@@ -285,7 +285,7 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
         c = cb * ib
     ob = a["out_block"]
     depthwise = a["schedule"]["template"] == "depthwise"
-    groups = nchwc.GroupSpan(*a["groups"]) if a.get("groups") else None
+    groups = nchwc_direct.GroupSpan(*a["groups"]) if a.get("groups") else None
     return ConvWorkload(
         c, h, w, -(-a["channels"] // ob) * ob, tuple(a["kernel"]), tuple(a["strides"]),
         tuple(a["pads"]), ib, ob, depthwise, nchw, tuple(a.get("dilations", (1, 1))), groups,

@@ -346,7 +346,7 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     """A grouped conv on the direct template: block-diagonal weights packed to the input
     blocks each output block reads (fewer than all where the groups allow), against numpy."""
     from pyvta import compiler
-    from pyvta.compiler.ops.cpu.nchwc import GroupSpan
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
     from pyvta.runtime.cpu_ops import conv2d
     from pyvta.runtime.layout import dense_group_oihw
