@@ -27,16 +27,39 @@ FLAT_BELOW_WIDTH = 8  # untuned convs with narrower output rows tile flattened p
 MIN_FLAT_TILE = 4  # columns of a flat tile (x two vectors: 8 accumulators, the FMA latency)
 
 
-def register_tiles(target, out_width: int, out_block: int) -> list[tuple[int, int]]:
+def register_tiles(
+    target, out_width: int, out_block: int, oc_blocks: int = 1
+) -> list[tuple[int, int]]:
     """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on ``target``: ``oc_tile`` whole
     vectors dividing ``out_block`` (the block itself when it is less than one vector),
     ``ow_block`` up to ``out_width`` (a tile need not divide it: the last tile of a row takes
-    the rest), ``ow_block x oc_tile / lanes`` accumulators within the vector registers less
-    ``SPARE_REGISTERS`` (more spill: 7 x 16 channels ran 1.7x slower than 7 x 8 on AVX2)."""
+    the rest), ``ow_block x oc_tile / lanes`` accumulators (times ``oc_blocks``, the output
+    blocks a tile spans) within the vector registers less ``SPARE_REGISTERS`` (more spill:
+    7 x 16 channels ran 1.7x slower than 7 x 8 on AVX2)."""
     lanes = target.vector_lanes("float32")
     room = target.vector_registers - SPARE_REGISTERS
     octs = [t for t in range(lanes, out_block + 1, lanes) if out_block % t == 0] or [out_block]
-    return [(d, t) for t in octs for d in range(1, out_width + 1) if d * max(1, t // lanes) <= room]
+    if oc_blocks > 1:
+        octs = [out_block]  # a tile of several blocks takes each whole
+    return [
+        (d, t)
+        for t in octs
+        for d in range(1, out_width + 1)
+        if d * oc_blocks * max(1, t // lanes) <= room
+    ]
+
+
+# On a target of fewer vector registers than this (AVX2's 16), an output block of one vector
+# or less feeds one FMA per broadcast input value and its tile of at most 12 columns cannot
+# hide the loads; the untuned tile then spans several output blocks (of OC_BLOCK_CHOICES, the
+# fewest blocks computed past the layer's, then the first), one broadcast feeding each. Zen 4,
+# AVX2, one thread, thread time, min of 7 interleaved runs (load 7): net3's 3x3 dilation-3 conv
+# 192 -> 56 at 12 x 12 (7 blocks of 8) 0.468 -> 0.309 ms (2 blocks x 6 columns), 16 -> 24 5x5
+# stride 2 at 52 x 52 (3 blocks) 0.284 -> 0.156 ms (3 x 4; 2 x 6: 0.192), 64 -> 64 3x3 at 28 x
+# 28 in blocks of 8 0.893 -> 0.558 ms. On AVX-512 (32 registers) the same layers gained nothing
+# (blocks of 8: 0.313 -> 0.326-0.362 ms, 0.146 -> 0.147-0.195; 0.626 -> 0.530): left as it was.
+BLOCK_TILES_BELOW_REGISTERS = 32
+OC_BLOCK_CHOICES = (2, 3)
 
 
 # the cache-tile loops of the direct conv's output (f: output channel blocks, y: rows, x: a
@@ -100,6 +123,10 @@ class NchwcConvKnobs:
     (``root``), inlined into the conv's reads (``inline``), or computed per register tile and
     reduction chunk (``tile``); one of ``PAD_PLACES``.
 
+    ``oc_blocks``: output channel blocks one register tile spans (whole blocks, ``oc_tile`` 0),
+    the input value broadcast once per column for all of them; the blocks' loop (``f``) then
+    runs over tiles of them, the last maybe short (computed as a copy of the last block).
+
     The channel blocks are the layout's, not knobs: they are the blocks of the tensors the
     conv reads and writes."""
 
@@ -119,6 +146,7 @@ class NchwcConvKnobs:
     unroll_rci: int = 1
     parallel_loops: int = 2
     pad_at: str = "root"
+    oc_blocks: int = 1
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -149,8 +177,15 @@ class NchwcConvKnobs:
             )
         if self.flat and self.tile_y != 1:
             return f"tile_y {self.tile_y}: a flat conv has no rows (1)"
+        if self.oc_blocks < 1 or (self.oc_blocks > 1 and oct_ != ob):
+            return (
+                f"oc_blocks {self.oc_blocks} must be 1, or above with oc_tile the whole block"
+                f" ({ob}, not {oct_})"
+            )
+        if self.oc_blocks > out_blocks:
+            return f"oc_blocks {self.oc_blocks} must be at most the {out_blocks} output blocks"
         for name, t, n in (
-            ("tile_f", self.tile_f, out_blocks),
+            ("tile_f", self.tile_f, -(-out_blocks // self.oc_blocks)),
             ("tile_y", self.tile_y, oh),
             ("tile_x", self.tile_x, self.col_tiles(out_hw)),
         ):
@@ -191,7 +226,9 @@ class NchwcConvKnobs:
         return None
 
     @staticmethod
-    def for_target(target, out_width: int, out_block: int, out_height: int = 1) -> NchwcConvKnobs:
+    def for_target(
+        target, out_width: int, out_block: int, out_height: int = 1, out_blocks: int = 1
+    ) -> NchwcConvKnobs:
         """Of :func:`register_tiles`: the widest channel tile (one broadcast of an input value
         feeds the most FMAs; whole cache lines of weights), then the fewest tiles per output
         row, then the most even ones (7 columns as 4 + 3, not 6 + 1: a one-column tile cannot
@@ -199,8 +236,15 @@ class NchwcConvKnobs:
         layers from 7 x 8 to 5 x 16 and 4 x 16 tiles, about 15-25% faster. Rows narrower than
         ``FLAT_BELOW_WIDTH`` run ``flat``: the widest channel tile, then of at least
         ``MIN_FLAT_TILE`` columns the fewest positions computed (layer 4's 7 x 7 as 10 tiles
-        of 5, not 14 of 4: about 5% faster)."""
-        tiles = register_tiles(target, out_width, out_block)
+        of 5, not 14 of 4: about 5% faster). Below ``BLOCK_TILES_BELOW_REGISTERS`` vector
+        registers, blocks of at most one vector run several (of ``out_blocks``) per tile."""
+        oc_blocks = 1
+        lanes = target.vector_lanes("float32")
+        if target.vector_registers < BLOCK_TILES_BELOW_REGISTERS and out_block <= lanes:
+            fits = [b for b in OC_BLOCK_CHOICES if b <= out_blocks]
+            if fits:
+                oc_blocks = min(fits, key=lambda b: -out_blocks % b)
+        tiles = register_tiles(target, out_width, out_block, oc_blocks)
         flat = out_width < FLAT_BELOW_WIDTH
         if flat:
             pos = out_width * out_height
@@ -208,7 +252,8 @@ class NchwcConvKnobs:
             ow_block, oc_tile = min(wide, key=lambda dt: (-dt[1], -pos % dt[0], -dt[0]))
         else:
             ow_block, oc_tile = min(tiles, key=lambda dt: (-dt[1], -(-out_width // dt[0]), dt[0]))
-        return NchwcConvKnobs(ow_block, oc_tile if oc_tile != out_block else 0, flat=flat)
+        oc_tile = oc_tile if oc_tile != out_block else 0
+        return NchwcConvKnobs(ow_block, oc_tile, flat=flat, oc_blocks=oc_blocks)
 
 
 @dataclass(frozen=True)
@@ -299,7 +344,13 @@ def conv2d_nchwc(
     rco, ry, rx = reduce_axis(span, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     rci = reduce_axis(ic, "rci")
 
+    # tiles of oc_blocks blocks: blocks past the last are computed as a copy of it (clamped)
+    f_blocks = o // oc
+    f_pad = -(-f_blocks // knobs.oc_blocks) * knobs.oc_blocks
+
     def conv_fn(n, f, y, x, fi):
+        if f_pad > f_blocks:
+            f = minimum(f, const(f_blocks - 1))
         cb = rco if groups is None else groups.start(f, ic, oc, c_blocks, span) + rco
         return te_sum(
             dp[n, cb, y * sh + ry * dh, x * sw + rx * dw, rci] * wgt[f, rco, ry, rx, rci, fi],
@@ -314,7 +365,7 @@ def conv2d_nchwc(
     # copy of it (clamped index) and not stored, so the reduction has no bounds checks
     cols = oshape[-2]
     cols_pad = -(-cols // owb) * owb
-    cshape = oshape[:-2] + (cols_pad, oc)
+    cshape = (1, f_pad) + oshape[2:-2] + (cols_pad, oc)
 
     def last(x):
         return minimum(x, const(cols - 1)) if cols_pad > cols else x
@@ -341,14 +392,18 @@ def _schedule_direct(s, conv, out, dp, knobs: NchwcConvKnobs, oc_tile: int, ib: 
     xo, xi = s[out].split("x", knobs.ow_block)
     fo, fi = s[out].split("fi", oc_tile)
     outer_names, _ = knobs.present_loops()
-    loops = {"f": "f", "y": "y", "x": xo}
+    f_loop, tile = "f", []
+    if knobs.oc_blocks > 1:
+        f_loop, f_in = s[out].split("f", knobs.oc_blocks)
+        tile = [f_in]
+    loops = {"f": f_loop, "y": "y", "x": xo}
     outer, inner = {}, {}
     for a, t in (("f", knobs.tile_f), ("y", knobs.tile_y), ("x", knobs.tile_x)):
         if a in outer_names:
             outer[a], inner[a] = s[out].split(loops[a], t) if t > 1 else (loops[a], None)
     order = [outer[a] for a in knobs.outer_order if a in outer]
     order += [inner[a] for a in knobs.inner_order if inner.get(a) is not None]
-    s[out].reorder("n", *order, fo, xi, fi)
+    s[out].reorder("n", *order, fo, *tile, xi, fi)
     s[conv].compute_at(s[out], fo)
     reduce = {"c": "rco", "y": "ry", "x": "rx"}
     chunks = []
@@ -361,12 +416,15 @@ def _schedule_direct(s, conv, out, dp, knobs: NchwcConvKnobs, oc_tile: int, ib: 
     schedule_register_tile(
         s[conv], knobs.unroll_rx, rows=not knobs.flat,
         reduce=chunks + [reduce[a] for a in knobs.reduce_order], rci=rci,
+        blocks=knobs.oc_blocks > 1,
     )  # fmt: skip
     if knobs.unroll_ry:
         s[conv].unroll("ry")
     if knobs.unroll_rci > 1:
         s[conv].unroll(rci[-1])
     s[out].unroll(xi)
+    for f_in in tile:
+        s[out].unroll(f_in)
     s[out].vectorize(fi)
     if dp is not None:
         if knobs.pad_at == "inline":

@@ -165,7 +165,9 @@ WINOGRAD_MIN_K_BLOCK = 8  # output channels per register tile, at least (the sma
 def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
     oh, ow = wl.out_hw
-    return nchwc_direct.NchwcConvKnobs.for_target(_host(features), ow, wl.ob, oh).to_dict()
+    target = _host(features)
+    k = nchwc_direct.NchwcConvKnobs.for_target(target, ow, wl.ob, oh, wl.o // wl.ob)
+    return k.to_dict()
 
 
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
