@@ -191,11 +191,11 @@ def global_avg_pool_nchwc(c, h, w, block):
 
 
 def pack_dense_weights(weight: np.ndarray, block: int) -> np.ndarray:
-    """``[N, K]`` -> ``[N/b, K, b]`` column panels (float32, contiguous)."""
+    """``[N, K]`` -> ``[ceil(N/b), K, b]`` column panels (float32, contiguous; the last panel's
+    columns past N are zeros)."""
     n, k = weight.shape
-    return np.ascontiguousarray(
-        weight.astype(np.float32).reshape(n // block, block, k).transpose(0, 2, 1)
-    )
+    w = np.pad(weight.astype(np.float32), ((0, -n % block), (0, 0)))
+    return np.ascontiguousarray(w.reshape(-(-n // block), block, k).transpose(0, 2, 1))
 
 
 def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True, vector_lanes: int = 8):
@@ -204,11 +204,12 @@ def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True, vector_lanes: i
     vectors of ``vector_lanes`` is computed as that many vectors side by side (one broadcast of
     ``x`` feeds independent FMA chains: 1000 outputs as panels of 5 x 8 ran the classifier of
     the zoo's models ~1.4x faster than panels of one vector on AVX2, one thread); LLVM is not
-    given the panel as one vector (a 40-wide vector came out as shuffles and spills)."""
-    if n % block:
-        raise ValueError(f"dense: {n} outputs must be a multiple of the panel block {block}")
+    given the panel as one vector (a 40-wide vector came out as shuffles and spills). When
+    ``block`` does not divide ``n`` the last panel is computed whole (its weights past ``n``
+    zero) and stored up to ``n``."""
+    panels = -(-n // block)
     x = placeholder((m, k), "float32", "x")
-    wgt = placeholder((n // block, k, block), "float32", "weight")
+    wgt = placeholder((panels, k, block), "float32", "weight")
     bias = placeholder((n,), "float32", "bias")
     args = [x, wgt, bias]
     res = placeholder((m, n), "float32", "residual") if epilogue.residual else None
@@ -216,7 +217,7 @@ def dense_nc(m, k, n, block, epilogue=Epilogue(), parallel=True, vector_lanes: i
         args.append(res)
     r = reduce_axis(k, "k")
     acc = compute(
-        (m, n // block, block),
+        (m, panels, block),
         lambda i, jo, ji: te_sum(x[i, r] * wgt[jo, r, ji], r),
         name="acc",
     )

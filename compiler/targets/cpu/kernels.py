@@ -30,7 +30,7 @@ from pyvta.runtime.ir import HOST, Graph, Node
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
 
 DENSE_PANEL_VECTORS = 5  # at most this many SIMD vectors of outputs per dense weight panel
-DENSE_SMALL_BLOCKS = (4, 2, 1)  # panels of outputs that no whole vector divides
+DENSE_SMALL_BLOCKS = (4, 2)  # panels of outputs that no whole vector divides
 
 
 @dataclass(frozen=True)
@@ -114,12 +114,13 @@ def dense_block(out_features: int, features: str | None = None) -> int:
     """Columns per weight panel of a dense layer on the host (limited to the feature level
     ``features``): the most whole vectors, up to ``DENSE_PANEL_VECTORS``, dividing
     ``out_features`` (a batch-1 dense is a chain of FMAs per vector: more vectors per panel,
-    more chains in flight; 1000 -> 40 on AVX2), else the widest of ``DENSE_SMALL_BLOCKS``."""
+    more chains in flight; 1000 -> 40 on AVX2), else the widest of ``DENSE_SMALL_BLOCKS``
+    dividing it, else (an odd count) one vector, the last panel padded with zero weights."""
     lanes = _host(features).vector_lanes("float32")
     for vecs in range(DENSE_PANEL_VECTORS, 0, -1):
         if out_features % (vecs * lanes) == 0:
             return vecs * lanes
-    return next(b for b in DENSE_SMALL_BLOCKS if out_features % b == 0)
+    return next((b for b in DENSE_SMALL_BLOCKS if out_features % b == 0), lanes)
 
 
 def _host(features: str | None = None):
@@ -318,10 +319,10 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]], features: str | 
         _, cb, h, w, blk = in_shapes[0]
         return nchwc.global_avg_pool_nchwc(cb * blk, h, w, blk)
     if op == "cpu_dense":
-        (m, k), (nb, _, blk) = in_shapes[0], in_shapes[1]
+        (m, k), (_, _, blk), (n,) = in_shapes[0], in_shapes[1], in_shapes[2]
         ep = nchwc.Epilogue(len(in_shapes) == 4, tuple(a["clip"]) if a.get("clip") else None)
         return nchwc.dense_nc(
-            m, k, nb * blk, blk, ep, vector_lanes=_host(features).vector_lanes("float32")
+            m, k, n, blk, ep, vector_lanes=_host(features).vector_lanes("float32")
         )
     if op == "cpu_elementwise":
         return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)

@@ -198,12 +198,14 @@ def test_elementwise_ops_and_max_pool_on_nchw_inputs_are_compiled():
     np.testing.assert_allclose(run_model(cm, {"a": a, "b": b})[0][0], ref, rtol=1e-6)
 
 
-def test_dense_and_softmax_are_compiled():
+@pytest.mark.parametrize("n", [12, 67])
+def test_dense_and_softmax_are_compiled(n):
+    """(67 outputs: panels of one vector, the last padded with zero weights.)"""
     rng = np.random.default_rng(5)
     print("seed", 5)
     inits = {
-        "w": rng.standard_normal((12, 20)).astype(np.float32),
-        "b": rng.standard_normal(12).astype(np.float32),
+        "w": rng.standard_normal((n, 20)).astype(np.float32),
+        "b": rng.standard_normal(n).astype(np.float32),
     }
     nodes = [
         helper.make_node("Gemm", ["x", "w", "b"], ["z"], transB=1),
