@@ -58,8 +58,12 @@ def register_tiles(
 # stride 2 at 52 x 52 (3 blocks) 0.284 -> 0.156 ms (3 x 4; 2 x 6: 0.192), 64 -> 64 3x3 at 28 x
 # 28 in blocks of 8 0.893 -> 0.558 ms. On AVX-512 (32 registers) the same layers gained nothing
 # (blocks of 8: 0.313 -> 0.326-0.362 ms, 0.146 -> 0.147-0.195; 0.626 -> 0.530): left as it was.
+# On two threads the narrower tiles read the weights more often per column: 24 -> 24 7x7 at
+# 49 x 49 (113 KiB of weights for 3 blocks) ran 1.4 -> 2.7 ms, while 16 -> 24 5x5 s2 (38 KiB)
+# ran 0.251 -> 0.135 ms (AVX2, in the network, load 7-9): a tile's weights stay under this.
 BLOCK_TILES_BELOW_REGISTERS = 32
 OC_BLOCK_CHOICES = (2, 3)
+TILE_WEIGHT_MAX_BYTES = 64 * 1024
 
 
 # the cache-tile loops of the direct conv's output (f: output channel blocks, y: rows, x: a
@@ -227,7 +231,12 @@ class NchwcConvKnobs:
 
     @staticmethod
     def for_target(
-        target, out_width: int, out_block: int, out_height: int = 1, out_blocks: int = 1
+        target,
+        out_width: int,
+        out_block: int,
+        out_height: int = 1,
+        out_blocks: int = 1,
+        block_weight_bytes: int = 0,
     ) -> NchwcConvKnobs:
         """Of :func:`register_tiles`: the widest channel tile (one broadcast of an input value
         feeds the most FMAs; whole cache lines of weights), then the fewest tiles per output
@@ -237,11 +246,16 @@ class NchwcConvKnobs:
         ``FLAT_BELOW_WIDTH`` run ``flat``: the widest channel tile, then of at least
         ``MIN_FLAT_TILE`` columns the fewest positions computed (layer 4's 7 x 7 as 10 tiles
         of 5, not 14 of 4: about 5% faster). Below ``BLOCK_TILES_BELOW_REGISTERS`` vector
-        registers, blocks of at most one vector run several (of ``out_blocks``) per tile."""
+        registers, blocks of at most one vector run several (of ``out_blocks``) per tile, when
+        their weights (``block_weight_bytes`` each) fit ``TILE_WEIGHT_MAX_BYTES``."""
         oc_blocks = 1
         lanes = target.vector_lanes("float32")
         if target.vector_registers < BLOCK_TILES_BELOW_REGISTERS and out_block <= lanes:
-            fits = [b for b in OC_BLOCK_CHOICES if b <= out_blocks]
+            fits = [
+                b
+                for b in OC_BLOCK_CHOICES
+                if b <= out_blocks and b * block_weight_bytes <= TILE_WEIGHT_MAX_BYTES
+            ]
             if fits:
                 oc_blocks = min(fits, key=lambda b: -out_blocks % b)
         tiles = register_tiles(target, out_width, out_block, oc_blocks)

@@ -167,7 +167,8 @@ def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
     oh, ow = wl.out_hw
     target = _host(features)
-    k = nchwc_direct.NchwcConvKnobs.for_target(target, ow, wl.ob, oh, wl.o // wl.ob)
+    block_bytes = wl.c * wl.kernel[0] * wl.kernel[1] * wl.ob * 4  # one output block's weights
+    k = nchwc_direct.NchwcConvKnobs.for_target(target, ow, wl.ob, oh, wl.o // wl.ob, block_bytes)
     return k.to_dict()
 
 

@@ -467,9 +467,14 @@ def test_direct_conv_tiles_span_several_output_blocks(
 
 def test_untuned_direct_tiles_span_blocks_of_one_vector_on_avx2_only():
     """On a 16-register target (AVX2) a block of one vector (8) gets tiles of 2 or 3 blocks
-    (the fewest computed past the layer's); blocks of two vectors, and 32 registers, keep 1."""
+    (the fewest computed past the layer's) whose weights fit TILE_WEIGHT_MAX_BYTES; blocks of
+    two vectors, and 32 registers, keep 1."""
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.nchwc_direct import NchwcConvKnobs, register_tiles
+    from pyvta.compiler.ops.cpu.nchwc_direct import (
+        TILE_WEIGHT_MAX_BYTES,
+        NchwcConvKnobs,
+        register_tiles,
+    )
 
     avx2 = CpuTarget.host(None, "avx2")
     for blocks, want in ((7, 2), (3, 3), (2, 2), (5, 2), (1, 1)):
@@ -478,6 +483,9 @@ def test_untuned_direct_tiles_span_blocks_of_one_vector_on_avx2_only():
         assert k.ow_block * want <= avx2.vector_registers - 4
         assert (k.ow_block, 8) in register_tiles(avx2, 12, 8, want)
     assert NchwcConvKnobs.for_target(avx2, 12, 16, 12, 4).oc_blocks == 1
+    big = TILE_WEIGHT_MAX_BYTES // 3 + 1  # 3 blocks' weights too big, 2 fit
+    assert NchwcConvKnobs.for_target(avx2, 12, 8, 12, 3, big).oc_blocks == 2
+    assert NchwcConvKnobs.for_target(avx2, 12, 8, 12, 3, TILE_WEIGHT_MAX_BYTES).oc_blocks == 1
     host = CpuTarget.host()
     if host.vector_registers >= 32:
         assert NchwcConvKnobs.for_target(host, 12, 8, 12, 7).oc_blocks == 1
