@@ -266,8 +266,9 @@ def _cpu_dense(node, ins):
     x, w, b = ins[:3]
     if len(x.shape) != 2 or len(w.shape) != 3 or w.shape[1] != x.shape[1]:
         raise GraphError(f"node {node.name!r}: cpu_dense shapes x{x.shape} w{w.shape}")
-    out = (x.shape[0], w.shape[0] * w.shape[2])
-    if b.shape != (out[1],) or (len(ins) == 4 and ins[3].shape != out):
+    out = (x.shape[0], b.shape[0] if len(b.shape) == 1 else -1)
+    panels = -(-out[1] // w.shape[2]) if out[1] > 0 else -1
+    if panels != w.shape[0] or (len(ins) == 4 and ins[3].shape != out):
         raise GraphError(f"node {node.name!r}: bias {b.shape} / residual for output {out}")
     return [(out, "float32")]
 

@@ -156,9 +156,9 @@ def resnet18_cpu_workloads(features: str | None = None) -> dict:
 
 def conv_tiles(out_width: int, out_block: int) -> list[tuple[int, int]]:
     """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host: the compiler's
-    (``compiler.ops.cpu.nchwc.register_tiles``), so the default tile is one of them."""
+    (``compiler.ops.cpu.nchwc_direct.register_tiles``), so the default tile is one of them."""
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.nchwc import register_tiles
+    from pyvta.compiler.ops.cpu.nchwc_direct import register_tiles
 
     return register_tiles(CpuTarget.host(), out_width, out_block)
 
@@ -173,14 +173,14 @@ def _below(n: int) -> list[int]:
 
 
 def _nchwc_space(*args) -> ConfigSpace:
-    """The direct template's knobs (``compiler.ops.cpu.nchwc.NchwcConvKnobs``): the register
+    """The direct template's knobs (``compiler.ops.cpu.nchwc_direct.NchwcConvKnobs``): the register
     tile, ``unroll_rx`` and ``flat`` (the space's first three knobs, as before the others came:
     records logged then still read, ``ConfigSpace.legacy``), then the cache tiles (channel
     blocks and rows: divisors; a row's register tiles: ``TILE_X``, the last cache tile maybe
     shorter), the loop orders, the reduction's chunks (divisors of the input blocks) and
     order, unrolling, the parallel loops and the padding's placement, each with the default
     that builds the loops of before. Not every point is valid (``direct_valid_count``)."""
-    from pyvta.compiler.ops.cpu import nchwc
+    from pyvta.compiler.ops.cpu import nchwc_direct as nchwc
 
     wl = _nchwc_workload(*args)
     oh, ow = wl.out_hw
@@ -208,7 +208,7 @@ def _nchwc_space(*args) -> ConfigSpace:
 
 def direct_knobs(config):
     """The ``NchwcConvKnobs`` of a point (or a dict of one) of the direct template's space."""
-    from pyvta.compiler.ops.cpu.nchwc import NchwcConvKnobs
+    from pyvta.compiler.ops.cpu.nchwc_direct import NchwcConvKnobs
 
     return NchwcConvKnobs(**schedule_of_template("direct", config)["knobs"])
 
@@ -385,7 +385,7 @@ MIN_TILE_SHARE = 0.6  # of the accumulator registers a pointwise / depthwise til
 
 def _pointwise_space(*args) -> ConfigSpace:
     """``(p_block, oc_tile)`` tiles: the NCHWc conv's register tiles over the flattened pixels
-    (``compiler.ops.cpu.nchwc.register_tiles`` of a row ``H x W`` long) that hold at least
+    (``compiler.ops.cpu.nchwc_direct.register_tiles`` of a row ``H x W`` long) that hold at least
     ``MIN_TILE_SHARE`` of the registers a tile may use as accumulators (fewer cannot hide the
     FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2)."""
     from pyvta.compiler.backend.llvm import CpuTarget

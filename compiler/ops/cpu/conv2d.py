@@ -60,21 +60,29 @@ def schedule_register_tile(
     rows: bool = True,
     reduce: Sequence[str] = ("rco", "ry", "rx"),
     rci: Sequence[str] = ("rci",),
+    blocks: bool = False,
 ) -> None:
     """The register tile's loops of a blocked conv stage (axes n, f, y, x, fi, or n, f, x, fi
     without ``rows``: output positions flattened): the reduction loops ``reduce`` (outermost
     first: input channel blocks, kernel rows and columns, by name) then the input channel
     loops ``rci``, then the output columns ``x`` unrolled and the channel lanes ``fi``
     vectorised innermost; with ``unroll_rx`` the kernel-width loop inside ``rci`` and
-    unrolled, so neighbouring columns share their input loads."""
+    unrolled, so neighbouring columns share their input loads. With ``blocks`` the tile spans
+    several output channel blocks: ``f`` between ``x`` and ``fi``, unrolled (one input value
+    broadcast feeds each block's FMA)."""
     outer = ("n", "f", "y") if rows else ("n", "f")
+    tile = ("x", "fi")
+    if blocks:
+        outer, tile = tuple(a for a in outer if a != "f"), ("x", "f", "fi")
     if unroll_rx:
-        conv.reorder(*outer, *(a for a in reduce if a != "rx"), *rci, "rx", "x", "fi")
+        conv.reorder(*outer, *(a for a in reduce if a != "rx"), *rci, "rx", *tile)
         conv.unroll("rx")
     else:
-        conv.reorder(*outer, *reduce, *rci, "x", "fi")
+        conv.reorder(*outer, *reduce, *rci, *tile)
     conv.vectorize("fi")
     conv.unroll("x")
+    if blocks:
+        conv.unroll("f")
 
 
 def pack_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:

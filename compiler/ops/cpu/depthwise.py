@@ -73,7 +73,7 @@ def depthwise_nchwc(
 ):
     """``(sch, [data, weight, bias, (residual,) out])`` (see the module docstring);
     ``dilations`` (rows, columns) space the kernel's taps."""
-    from pyvta.compiler.ops.cpu.nchwc import Epilogue, _conv_shape
+    from pyvta.compiler.ops.cpu.nchwc import Epilogue, conv_output_hw
 
     knobs = knobs or DepthwiseKnobs()
     epilogue = epilogue or Epilogue()
@@ -83,7 +83,7 @@ def depthwise_nchwc(
     sh, sw = strides
     dh, dw = dilations
     t, lft, b, r = pads
-    oh, ow = _conv_shape(h, w, kernel, strides, pads, dilations)
+    oh, ow = conv_output_hw(h, w, kernel, strides, pads, dilations)
     owb, yb = knobs.ow_block, knobs.y_block
     if not (0 < owb <= ow and 0 < yb <= oh):
         raise ValueError(

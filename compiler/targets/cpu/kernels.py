@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.ops.cpu import nchwc, nchwc_direct
 from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pack_depthwise_weights
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
@@ -30,7 +30,7 @@ from pyvta.runtime.ir import HOST, Graph, Node
 __all__ = ["CpuKernels", "ConvWorkload", "pack_dense_weights"]
 
 DENSE_PANEL_VECTORS = 5  # at most this many SIMD vectors of outputs per dense weight panel
-DENSE_SMALL_BLOCKS = (4, 2, 1)  # panels of outputs that no whole vector divides
+DENSE_SMALL_BLOCKS = (4, 2)  # panels of outputs that no whole vector divides
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class ConvWorkload:
     depthwise: bool = False
     nchw_input: bool = False
     dilations: tuple[int, int] = (1, 1)
-    groups: nchwc.GroupSpan | None = None
+    groups: nchwc_direct.GroupSpan | None = None
 
     @property
     def key(self) -> str:
@@ -114,12 +114,13 @@ def dense_block(out_features: int, features: str | None = None) -> int:
     """Columns per weight panel of a dense layer on the host (limited to the feature level
     ``features``): the most whole vectors, up to ``DENSE_PANEL_VECTORS``, dividing
     ``out_features`` (a batch-1 dense is a chain of FMAs per vector: more vectors per panel,
-    more chains in flight; 1000 -> 40 on AVX2), else the widest of ``DENSE_SMALL_BLOCKS``."""
+    more chains in flight; 1000 -> 40 on AVX2), else the widest of ``DENSE_SMALL_BLOCKS``
+    dividing it, else (an odd count) one vector, the last panel padded with zero weights."""
     lanes = _host(features).vector_lanes("float32")
     for vecs in range(DENSE_PANEL_VECTORS, 0, -1):
         if out_features % (vecs * lanes) == 0:
             return vecs * lanes
-    return next(b for b in DENSE_SMALL_BLOCKS if out_features % b == 0)
+    return next((b for b in DENSE_SMALL_BLOCKS if out_features % b == 0), lanes)
 
 
 def _host(features: str | None = None):
@@ -165,7 +166,10 @@ WINOGRAD_MIN_K_BLOCK = 8  # output channels per register tile, at least (the sma
 def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
     oh, ow = wl.out_hw
-    return nchwc.NchwcConvKnobs.for_target(_host(features), ow, wl.ob, oh).to_dict()
+    target = _host(features)
+    block_bytes = wl.c * wl.kernel[0] * wl.kernel[1] * wl.ob * 4  # one output block's weights
+    k = nchwc_direct.NchwcConvKnobs.for_target(target, ow, wl.ob, oh, wl.o // wl.ob, block_bytes)
+    return k.to_dict()
 
 
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
@@ -221,7 +225,7 @@ def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
 
 
 def conv_weights(
-    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: nchwc.GroupSpan | None = None
+    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: nchwc_direct.GroupSpan | None = None
 ) -> np.ndarray:
     """OIHW weights in the form ``schedule``'s template reads (a grouped conv's: the
     block-diagonal ``[O, C, KH, KW]``, packed to the input blocks each output block reads)."""
@@ -250,8 +254,8 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
     if wl.nchw_input and t != "direct":
         raise ValueError(f"only the direct template reads an NCHW input, not {t!r} ({wl.key})")
     if t == "direct":
-        k = nchwc.NchwcConvKnobs(**knobs)
-        return nchwc.conv2d_nchwc(
+        k = nchwc_direct.NchwcConvKnobs(**knobs)
+        return nchwc_direct.conv2d_nchwc(
             wl.c, wl.h, wl.w, wl.o, wl.kernel, wl.strides, wl.pads, wl.ib, wl.ob, k, ep,
             nchw_input=wl.nchw_input, dilations=wl.dilations, groups=wl.groups,
         )  # fmt: skip
@@ -287,7 +291,7 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
         c = cb * ib
     ob = a["out_block"]
     depthwise = a["schedule"]["template"] == "depthwise"
-    groups = nchwc.GroupSpan(*a["groups"]) if a.get("groups") else None
+    groups = nchwc_direct.GroupSpan(*a["groups"]) if a.get("groups") else None
     return ConvWorkload(
         c, h, w, -(-a["channels"] // ob) * ob, tuple(a["kernel"]), tuple(a["strides"]),
         tuple(a["pads"]), ib, ob, depthwise, nchw, tuple(a.get("dilations", (1, 1))), groups,
@@ -318,10 +322,10 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]], features: str | 
         _, cb, h, w, blk = in_shapes[0]
         return nchwc.global_avg_pool_nchwc(cb * blk, h, w, blk)
     if op == "cpu_dense":
-        (m, k), (nb, _, blk) = in_shapes[0], in_shapes[1]
+        (m, k), (_, _, blk), (n,) = in_shapes[0], in_shapes[1], in_shapes[2]
         ep = nchwc.Epilogue(len(in_shapes) == 4, tuple(a["clip"]) if a.get("clip") else None)
         return nchwc.dense_nc(
-            m, k, nb * blk, blk, ep, vector_lanes=_host(features).vector_lanes("float32")
+            m, k, n, blk, ep, vector_lanes=_host(features).vector_lanes("float32")
         )
     if op == "cpu_elementwise":
         return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)

@@ -97,6 +97,8 @@ def test_bad_knobs_say_what_is_allowed():
         (1, 37, 80, 40, 8),  # panels of 5 vectors side by side
         (2, 16, 48, 24, 8),  # 3 vectors, two rows
         (1, 9, 12, 4, 8),  # a panel narrower than one vector
+        (4, 88, 67, 8, 8),  # 67 (prime) as 9 panels of one vector, the last 3 columns
+        (3, 20, 5, 16, 16),  # fewer outputs than one panel
     ],
 )
 def test_dense_panels_of_several_vectors(build, rng, m, k, n, block, lanes):
@@ -121,7 +123,9 @@ def test_dense_panels_take_whole_vectors_of_the_host():
     lanes = CpuTarget.host().vector_lanes("float32")
     assert dense_block(DENSE_PANEL_VECTORS * lanes * 7) == DENSE_PANEL_VECTORS * lanes
     assert dense_block(lanes * 2) == lanes * 2
-    assert dense_block(lanes + 2) in (4, 2, 1) and (lanes + 2) % dense_block(lanes + 2) == 0
+    assert dense_block(lanes + 2) in (4, 2) and (lanes + 2) % dense_block(lanes + 2) == 0
+    # an odd count: one vector, the last panel padded (not panels of one column)
+    assert dense_block(67) == lanes and dense_block(5) == lanes
 
 
 def test_default_pointwise_tile_leaves_no_one_pixel_tail():

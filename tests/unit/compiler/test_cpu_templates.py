@@ -130,12 +130,8 @@ def _nchwc_conv_reference(x, w, bias, strides, pads, ob, res=None, clip=None):
 def test_nchwc_conv_with_tiles_that_do_not_divide_the_row(
     build, rng, c, h, o, k, stride, pad, ow_block, oc_tile, flat
 ):
-    from pyvta.compiler.ops.cpu.nchwc import (
-        Epilogue,
-        NchwcConvKnobs,
-        conv2d_nchwc,
-        pack_conv_weights,
-    )
+    from pyvta.compiler.ops.cpu.nchwc import Epilogue, pack_conv_weights
+    from pyvta.compiler.ops.cpu.nchwc_direct import NchwcConvKnobs, conv2d_nchwc
 
     ib, ob = (16 if c % 16 == 0 else c), 16
     knobs = NchwcConvKnobs(ow_block=ow_block, oc_tile=oc_tile, flat=flat)
@@ -159,7 +155,8 @@ def test_nchwc_conv_with_tiles_that_do_not_divide_the_row(
 
 def test_default_nchwc_tiles_take_whole_blocks_and_even_columns():
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS, NchwcConvKnobs, register_tiles
+    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+    from pyvta.compiler.ops.cpu.nchwc_direct import NchwcConvKnobs, register_tiles
 
     t = CpuTarget.host()
     lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
@@ -181,12 +178,8 @@ def test_default_nchwc_tiles_take_whole_blocks_and_even_columns():
 def test_nchwc_conv_blocks_an_nchw_input_in_its_padding_copy(build, rng, pad):
     """The stem's form: NCHW data of one channel block, blocked by the kernel's own padding
     stage (also without padding), equal to the conv of the blocked input."""
-    from pyvta.compiler.ops.cpu.nchwc import (
-        Epilogue,
-        NchwcConvKnobs,
-        conv2d_nchwc,
-        pack_conv_weights,
-    )
+    from pyvta.compiler.ops.cpu.nchwc import Epilogue, pack_conv_weights
+    from pyvta.compiler.ops.cpu.nchwc_direct import NchwcConvKnobs, conv2d_nchwc
 
     c, h, o, k, stride = 3, 11, 16, 3, 2
     pads = (pad,) * 4

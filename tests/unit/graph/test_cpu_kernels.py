@@ -198,12 +198,14 @@ def test_elementwise_ops_and_max_pool_on_nchw_inputs_are_compiled():
     np.testing.assert_allclose(run_model(cm, {"a": a, "b": b})[0][0], ref, rtol=1e-6)
 
 
-def test_dense_and_softmax_are_compiled():
+@pytest.mark.parametrize("n", [12, 67])
+def test_dense_and_softmax_are_compiled(n):
+    """(67 outputs: panels of one vector, the last padded with zero weights.)"""
     rng = np.random.default_rng(5)
     print("seed", 5)
     inits = {
-        "w": rng.standard_normal((12, 20)).astype(np.float32),
-        "b": rng.standard_normal(12).astype(np.float32),
+        "w": rng.standard_normal((n, 20)).astype(np.float32),
+        "b": rng.standard_normal(n).astype(np.float32),
     }
     nodes = [
         helper.make_node("Gemm", ["x", "w", "b"], ["z"], transB=1),
@@ -346,7 +348,7 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     """A grouped conv on the direct template: block-diagonal weights packed to the input
     blocks each output block reads (fewer than all where the groups allow), against numpy."""
     from pyvta import compiler
-    from pyvta.compiler.ops.cpu.nchwc import GroupSpan
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
     from pyvta.runtime.cpu_ops import conv2d
     from pyvta.runtime.layout import dense_group_oihw
@@ -416,3 +418,74 @@ def test_winograd_takes_odd_output_channels_in_tiles_that_divide_them(o):
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
     (ref,) = run_onnxruntime(model, {"x": x})
     assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
+
+
+@pytest.mark.parametrize(
+    "c,o,k,stride,pad,dil,group,h,oc_blocks,ow_block,flat",
+    [
+        (32, 56, 3, 1, 3, 3, 1, 12, 2, 6, False),  # 7 blocks of 8 in tiles of 2: the last short
+        (16, 24, 5, 2, 2, 1, 1, 13, 3, 4, False),  # 3 blocks in one tile, stride 2, 7 = 4 + 3
+        (48, 40, 3, 1, 2, 2, 2, 7, 2, 5, True),  # grouped, dilated, flat: 49 = 9 x 5 + 4
+        (24, 40, 3, 1, 1, 1, 1, 9, 3, 9, False),  # 5 blocks as 3 + 2 (one computed twice)
+    ],
+)
+def test_direct_conv_tiles_span_several_output_blocks(
+    c, o, k, stride, pad, dil, group, h, oc_blocks, ow_block, flat
+):
+    """``oc_blocks`` output blocks per register tile (whole blocks, the last tile of the
+    blocks maybe short), dilated and grouped too, against numpy; the output starts as NaN."""
+    from pyvta import compiler
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
+    from pyvta.runtime.cpu_ops import conv2d
+    from pyvta.runtime.layout import dense_group_oihw
+
+    seed = 60 + c + o
+    rng = np.random.default_rng(seed)
+    print("seed", seed)
+    blk = 8
+    w = rng.standard_normal((o, c // group, k, k)).astype(np.float32)
+    full = dense_group_oihw(w, group) if group > 1 else w
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    xb = np.ascontiguousarray(x.reshape(1, c // blk, blk, h, h).transpose(0, 1, 3, 4, 2))
+    attrs = {"group": group, "strides": [stride] * 2, "pads": [pad] * 4, "dilations": [dil] * 2}
+    ref = conv2d([x, w, bias], attrs)
+    span = GroupSpan(group, c // group, o // group) if group > 1 else None
+    wl = ConvWorkload(
+        c, h, h, o, (k, k), (stride,) * 2, (pad,) * 4, blk, blk, dilations=(dil, dil), groups=span
+    )
+    knobs = {"ow_block": ow_block, "flat": flat, "oc_blocks": oc_blocks}
+    schedule = {"template": "direct", "knobs": knobs}
+    s, args = conv_schedule(wl, schedule)
+    out = np.full(args[-1].shape, np.nan, np.float32)
+    compiler.build(s, args)(xb, conv_weights(schedule, full, blk, blk, span), bias, out)
+    oh, ow = wl.out_hw
+    got = out.reshape(1, o // blk, oh, ow, blk).transpose(0, 1, 4, 2, 3).reshape(1, o, oh, ow)
+    assert _rel_err(got, ref) < MAX_REL_ERR
+
+
+def test_untuned_direct_tiles_span_blocks_of_one_vector_on_avx2_only():
+    """On a 16-register target (AVX2) a block of one vector (8) gets tiles of 2 or 3 blocks
+    (the fewest computed past the layer's) whose weights fit TILE_WEIGHT_MAX_BYTES; blocks of
+    two vectors, and 32 registers, keep 1."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc_direct import (
+        TILE_WEIGHT_MAX_BYTES,
+        NchwcConvKnobs,
+        register_tiles,
+    )
+
+    avx2 = CpuTarget.host(None, "avx2")
+    for blocks, want in ((7, 2), (3, 3), (2, 2), (5, 2), (1, 1)):
+        k = NchwcConvKnobs.for_target(avx2, 12, 8, 12, blocks)
+        assert k.oc_blocks == want, blocks
+        assert k.ow_block * want <= avx2.vector_registers - 4
+        assert (k.ow_block, 8) in register_tiles(avx2, 12, 8, want)
+    assert NchwcConvKnobs.for_target(avx2, 12, 16, 12, 4).oc_blocks == 1
+    big = TILE_WEIGHT_MAX_BYTES // 3 + 1  # 3 blocks' weights too big, 2 fit
+    assert NchwcConvKnobs.for_target(avx2, 12, 8, 12, 3, big).oc_blocks == 2
+    assert NchwcConvKnobs.for_target(avx2, 12, 8, 12, 3, TILE_WEIGHT_MAX_BYTES).oc_blocks == 1
+    host = CpuTarget.host()
+    if host.vector_registers >= 32:
+        assert NchwcConvKnobs.for_target(host, 12, 8, 12, 7).oc_blocks == 1

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pyvta import compiler
-from pyvta.compiler.ops.cpu import nchwc
+from pyvta.compiler.ops.cpu import nchwc, nchwc_direct
 from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, default_direct_knobs
@@ -78,7 +78,7 @@ def _old_schedule(wl: ConvWorkload, knobs: dict, residual: bool):
     cache-tile knobs came (the same compute, the old primitives replayed on a fresh schedule)."""
     from pyvta.compiler.ops.cpu.conv2d import schedule_register_tile
 
-    k = nchwc.NchwcConvKnobs(**knobs)
+    k = nchwc_direct.NchwcConvKnobs(**knobs)
     _, args = conv_schedule(wl, {"template": "direct", "knobs": knobs}, (0.0, 6.0), residual)
     s = create_schedule(args[-1])
     out, conv = s[args[-1]], s[s.tensor("conv")]
@@ -111,7 +111,7 @@ def test_default_direct_knobs_build_the_loops_of_before(flat, unroll_rx):
     ]
     for wl in layers:
         full = default_direct_knobs(wl)
-        assert set(full) == set(nchwc.NchwcConvKnobs().to_dict())
+        assert set(full) == set(nchwc_direct.NchwcConvKnobs().to_dict())
         full.update(flat=flat, unroll_rx=unroll_rx)
         old = {k: full[k] for k in LEGACY_DIRECT_KNOBS}
         for residual in (False, True):
@@ -375,7 +375,9 @@ def test_an_old_in_network_choices_file_builds_its_schedules(tmp_path):
     assert chosen == old
     for wl in (direct, wino):
         sch = chosen[wl.key]
-        knobs_type = {"direct": nchwc.NchwcConvKnobs, "winograd": WinogradKnobs}[sch["template"]]
+        knobs_type = {"direct": nchwc_direct.NchwcConvKnobs, "winograd": WinogradKnobs}[
+            sch["template"]
+        ]
         full = {"template": sch["template"], "knobs": knobs_type(**sch["knobs"]).to_dict()}
         assert set(full["knobs"]) > set(sch["knobs"])
         lowered = [str(compiler.lower(*conv_schedule(wl, s))) for s in (sch, full)]
