@@ -309,18 +309,10 @@ def main(argv=None) -> int:
     seeds = a.seeds or (5 if a.task == "synthetic" else 3)
     names = a.tuners.split(",")
     if a.task == "vta":
-        from pyvta.tuner.cli_support import layer_names, parse_workload
-        from pyvta.tuner.measure import LocalMeasurer
-        from pyvta.tuner.vta import VtaCycleBackend
+        from pyvta.tuner.cli_support import layer_names, parse_workload, vta_comparison_measurer
 
         tasks = {name: parse_workload(f"vta:{name}") for name in layer_names(a.layer)}
-        inner = LocalMeasurer(
-            VtaCycleBackend(),
-            repeats=1,
-            n_run_workers=2,
-            build_timeout_s=a.build_timeout,
-            run_timeout_s=120,
-        )
+        inner = vta_comparison_measurer(a)
     elif a.task in ("cpu", "cpu-conv2d"):
         from pyvta.tuner.cli_support import cpu_comparison_measurer, layer_names, parse_workload
 
