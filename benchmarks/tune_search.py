@@ -132,6 +132,10 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
         )
     elif "random" in samples:
         medians["random (sampled)"] = _sampled_random_trials(samples["random"], target)
+        if not all(np.isfinite(samples["random"])):  # it paid for points that do not lower
+            medians["random (valid)"] = _sampled_random_trials(
+                [c for c in samples["random"] if math.isfinite(c)], target, "valid"
+            )
     base_name = "random (exact)" if exact else "random"
     base = medians.get(base_name)
     if base is not None:
@@ -157,12 +161,14 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     return medians
 
 
-def _sampled_random_trials(costs, target: float) -> float:
+def _sampled_random_trials(costs, target: float, kind: str = "uniform") -> float:
     """Random search's median trials to ``target``, estimated from its own measurements (all
     seeds pooled: a uniform sample of the space, failed points included, as random search pays
-    for them too): with a share ``p`` of them at ``target`` or better, ``ln 0.5 / ln(1 - p)``
-    draws. None of ``n`` there: a lower bound, ``ln 2 x n`` (the median for ``p = 1 / n``),
-    returned negative so that the table marks it ``>``. Printed with its count."""
+    for them too; ``kind="valid"``: only its points that lowered, a uniform sample of those,
+    i.e. random search that skips points known not to fit, as the model's search does): with a
+    share ``p`` of them at ``target`` or better, ``ln 0.5 / ln(1 - p)`` draws. None of ``n``
+    there: a lower bound, ``ln 2 x n`` (the median for ``p = 1 / n``), returned negative so
+    that the table marks it ``>``. Printed with its count."""
     c = np.asarray(costs, dtype=np.float64)
     n, k = c.size, int(np.sum(c <= target))
     if k:
@@ -172,10 +178,40 @@ def _sampled_random_trials(costs, target: float) -> float:
         est = -math.log(2) * n
         shown = f">{-est:.0f}"
     print(
-        f"  random search, estimated from its {n} uniform samples: {k} within 95% of the best"
+        f"  random search, estimated from its {n} {kind} samples: {k} within 95% of the best"
         f" (share {k / n:.3%}): median about {shown} trials"
     )
     return est
+
+
+def _estimate_table(rows: dict, names, trials: int, key: str, what: str) -> list[str]:
+    """Lines of a table: per layer random's median trials to 95% estimated (``key`` of the
+    rows: ``_sampled_random_trials``; no trials cap) and est. / each tuner's median; a geomean."""
+    sampled = {k: m for k, m in rows.items() if key in m}
+    if not sampled:
+        return []
+    out = ["", f"random's median trials to 95% estimated from {what}:"]
+    out += ["| layer | random (est.) | " + " | ".join(f"est./{n}" for n in names) + " |"]
+    out.append("|" + "---|" * (2 + len(names)))
+    logs = {n: [] for n in names}
+    for layer, med in sampled.items():
+        est = med[key]
+
+        cells = [layer, f">{-est:.0f}" if est < 0 else f"{est:.0f}"]
+        for n in names:
+            m = med[n]
+            mark = ">=" if est < 0 else ""
+            mark = "<=" if m > trials else mark
+            r = abs(est) / m
+            cells.append(f"{mark}{r:.2f}x" if not (est < 0 and m > trials) else "n/a")
+            if not (est < 0 and m > trials):
+                logs[n].append(math.log(r))
+        out.append("| " + " | ".join(cells) + " |")
+    geo = ["geomean", ""] + [
+        f"{math.exp(sum(v) / len(v)):.2f}x" if v else "-" for v in logs.values()
+    ]
+    out.append("| " + " | ".join(geo) + " |")
+    return out
 
 
 def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = None) -> str:
@@ -207,28 +243,11 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
     for n in names:
         geo += ["", f"{math.exp(sum(logs[n]) / len(logs[n])):.2f}x" if logs[n] else "-"]
     out.append("| " + " | ".join(geo) + " |")
-    sampled = {k: m for k, m in rows.items() if "random (sampled)" in m}
-    if sampled:  # random's median estimated from its uniform samples (no trials cap)
-        out += ["", "random's median trials to 95% estimated from its pooled samples:"]
-        out += ["| layer | random (est.) | " + " | ".join(f"est./{n}" for n in names) + " |"]
-        out.append("|" + "---|" * (2 + len(names)))
-        logs = {n: [] for n in names}
-        for layer, med in sampled.items():
-            est = med["random (sampled)"]
-            cells = [layer, f">{-est:.0f}" if est < 0 else f"{est:.0f}"]
-            for n in names:
-                m = med[n]
-                mark = ">=" if est < 0 else ""
-                mark = "<=" if m > trials else mark
-                r = abs(est) / m
-                cells.append(f"{mark}{r:.2f}x" if not (est < 0 and m > trials) else "n/a")
-                if not (est < 0 and m > trials):
-                    logs[n].append(math.log(r))
-            out.append("| " + " | ".join(cells) + " |")
-        geo = ["geomean", ""] + [
-            f"{math.exp(sum(v) / len(v)):.2f}x" if v else "-" for v in logs.values()
-        ]
-        out.append("| " + " | ".join(geo) + " |")
+    for key, what in (
+        ("random (sampled)", "its pooled samples"),
+        ("random (valid)", "its pooled samples that lowered (random search over valid points)"),
+    ):
+        out += _estimate_table(rows, names, trials, key, what)
     # the AutoTVM paper's view: how good the best config is after the same number of trials
     checks = [c for c in (16, 32, 64) if c <= trials]
     every = list(tuner_names)
@@ -309,18 +328,10 @@ def main(argv=None) -> int:
     seeds = a.seeds or (5 if a.task == "synthetic" else 3)
     names = a.tuners.split(",")
     if a.task == "vta":
-        from pyvta.tuner.cli_support import layer_names, parse_workload
-        from pyvta.tuner.measure import LocalMeasurer
-        from pyvta.tuner.vta import VtaCycleBackend
+        from pyvta.tuner.cli_support import layer_names, parse_workload, vta_comparison_measurer
 
         tasks = {name: parse_workload(f"vta:{name}") for name in layer_names(a.layer)}
-        inner = LocalMeasurer(
-            VtaCycleBackend(),
-            repeats=1,
-            n_run_workers=2,
-            build_timeout_s=a.build_timeout,
-            run_timeout_s=120,
-        )
+        inner = vta_comparison_measurer(a)
     elif a.task in ("cpu", "cpu-conv2d"):
         from pyvta.tuner.cli_support import cpu_comparison_measurer, layer_names, parse_workload
 

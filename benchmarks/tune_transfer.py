@@ -53,9 +53,10 @@ from pyvta.tuner.cli_support import (
     cpu_comparison_measurer,
     layer_names,
     parse_workload,
+    vta_comparison_measurer,
 )
 from pyvta.tuner.log import read_records, training_data
-from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer, Measurer, MinOfRepeats
+from pyvta.tuner.measure import CachedMeasurer, Measurer, MinOfRepeats
 from pyvta.tuner.tune import trials_to_reach, tune
 
 FRACS = (0.95, 0.99, 1.0)
@@ -92,15 +93,7 @@ def _measurers(a) -> tuple[Measurer, Measurer]:
     if a.task == "cpu":
         raw = cpu_comparison_measurer(a)
         return raw, MinOfRepeats(CachedMeasurer(raw, a.cache, keep_timeouts=True))
-    from pyvta.tuner.vta import VtaCycleBackend
-
-    raw = LocalMeasurer(
-        VtaCycleBackend(),
-        repeats=1,
-        n_run_workers=2,
-        build_timeout_s=a.build_timeout,
-        run_timeout_s=300,
-    )
+    raw = vta_comparison_measurer(a)
     return raw, CachedMeasurer(raw, a.cache, keep_timeouts=True)
 
 

@@ -289,6 +289,19 @@ def cpu_comparison_measurer(args, cost: str = "min"):
     )
 
 
+def vta_comparison_measurer(args):
+    """The VTA cycle model's measurer of the search and transfer benchmarks (``--task vta``):
+    ``tune.vta_cycle_measurer`` with ``args.build_timeout`` (a lowering that outlasts it is a
+    failed trial) and a 300 s bound on one cycle count, after printing what it measures."""
+    from pyvta.tuner.tune import vta_cycle_measurer
+
+    print(
+        "measured: the VTA cycle model (sim.cycles_of of the lowered stream; deterministic),"
+        f" builds bounded at {args.build_timeout:g} s"
+    )
+    return vta_cycle_measurer(build_timeout_s=args.build_timeout, run_timeout_s=300.0)
+
+
 def device_measurer(name: str, **device_kwargs):
     """A measurer that runs VTA candidates on the device ``name`` (one run worker owns it);
     ``device_kwargs`` go to ``driver.open`` (``key_file=`` for a tcp:// device)."""

@@ -65,11 +65,21 @@ def _cpu_measurer() -> Measurer:
     return LocalMeasurer(CpuBackend())
 
 
-def _vta_cycle_measurer() -> Measurer:
+def vta_cycle_measurer(build_timeout_s: float = 30.0, run_timeout_s: float = 120.0) -> Measurer:
+    """The VTA cycle model's ``LocalMeasurer``: one repeat (the cost is deterministic), two run
+    workers (load does not change cycles); ``build_timeout_s`` bounds one candidate's lowering
+    (its time grows with the instruction count: tiny-tile configs far from the optimum take
+    10-30 s), ``run_timeout_s`` its cycle count."""
     from pyvta.tuner.measure import LocalMeasurer
     from pyvta.tuner.vta import VtaCycleBackend
 
-    return LocalMeasurer(VtaCycleBackend(), repeats=1, n_run_workers=2, run_timeout_s=120)
+    return LocalMeasurer(
+        VtaCycleBackend(),
+        repeats=1,
+        n_run_workers=2,
+        build_timeout_s=build_timeout_s,
+        run_timeout_s=run_timeout_s,
+    )
 
 
 def _gpu_measurer() -> Measurer:
@@ -93,7 +103,7 @@ class TaskBackend:
 
 TASK_BACKENDS: dict[str, TaskBackend] = {
     "llvm": TaskBackend(_cpu_measurer, timed=True),
-    "vta-sim": TaskBackend(_vta_cycle_measurer, on_devices=True),
+    "vta-sim": TaskBackend(vta_cycle_measurer, on_devices=True),
     "cuda": TaskBackend(_gpu_measurer),
     "cuda-emulated": TaskBackend(_gpu_measurer),
 }
