@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 
-from pyvta.tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, TileKnob, divisors
+from pyvta.tuner.space import BoolKnob, ChoiceKnob, Config, ConfigSpace, TileKnob, divisors
 from pyvta.tuner.task import InvalidConfig, Task, Template
 
 
@@ -126,6 +126,7 @@ def _conv2d_reference(arrays, c, h, w, o, kernel, stride, padding):
     return np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4]))[None]
 
 
+@functools.cache  # pure, and a model's search checks points of one workload by the thousand
 def _nchwc_workload(*args):
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload
 
@@ -599,7 +600,7 @@ def schedule_of_template(template: str, config) -> dict:
     """The ``attrs["schedule"]`` record of a point of a tile-knob space of ``template``
     (the compiler's name: direct, winograd, pointwise, depthwise)."""
     parts = next(p for t, p in _TILE_PARTS.values() if t == template)
-    d = dict(config)
+    d = config.as_dict() if isinstance(config, Config) else dict(config)
     d.update(zip(parts, d.pop("tile"), strict=True))
     return {"template": template, "knobs": d}
 

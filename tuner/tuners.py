@@ -248,13 +248,11 @@ class ModelTuner(Tuner):
         """``bool [n]``: which points the space's cheap check accepts (remembered per point:
         the search scores the same points again and again)."""
         space, known = self.task.space, self._accepted_memo
-        out = np.empty(len(idx), bool)
-        for j, i in enumerate(np.asarray(idx, dtype=np.int64).reshape(-1).tolist()):
-            ok = known.get(i)
-            if ok is None:
-                ok = known[i] = space.problem(space.get(i)) is None
-            out[j] = ok
-        return out
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1).tolist()
+        new = list({i: None for i in idx if i not in known})
+        for c in space.configs(new):  # the new points' configs in one go
+            known[c.index] = space.problem(c) is None
+        return np.fromiter((known[i] for i in idx), bool, len(idx))
 
     def _context(self):
         """The ``ContextFeaturizer`` whose table tells which points fit."""

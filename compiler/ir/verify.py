@@ -33,16 +33,28 @@ class IRError(PyvtaError, ValueError):
     pass
 
 
-def _check_expr(e, vars_in_scope: set, bufs: set, where: str, ranges: dict | None) -> None:
+def _where(s: Stmt, first_line: bool) -> str:
+    """The statement an error is in, printed (its first line: an expression's statement)."""
+    from pyvta.compiler.ir.printer import stmt_str
+
+    text = stmt_str(s)
+    return text.split("\n")[0] if first_line else text
+
+
+def _check_expr(e, vars_in_scope: set, bufs: set, where: Stmt, ranges: dict | None) -> None:
+    """``where``: the statement ``e`` is in (printed only for an error: printing every
+    statement's subtree made ``verify`` quadratic in the loop nest's depth)."""
     stack = [(e, ranges)]
     while stack:
         n, rng = stack.pop()
         if isinstance(n, Var) and n not in vars_in_scope:
-            raise IRError(f"variable {n.name} used outside its binding in: {where}")
+            raise IRError(f"variable {n.name} used outside its binding in: {_where(where, True)}")
         if isinstance(n, TensorRead | Reduce):
-            raise IRError(f"tensor-expression node {expr_str(n)} left in loop IR: {where}")
+            raise IRError(
+                f"tensor-expression node {expr_str(n)} left in loop IR: {_where(where, True)}"
+            )
         if isinstance(n, Load):
-            _check_access(n.buffer, n.index, bufs, where, rng)
+            _check_access(n.buffer, n.index, bufs, where, rng, True)
         if isinstance(n, Select):  # a branch may be a guarded (padding) read: not range-checked
             stack.extend([(n.cond, rng), (n.t, None), (n.f, None)])
         else:
@@ -61,33 +73,37 @@ def _index_range(index, ranges: dict) -> tuple[int, int] | None:
     return lo, hi
 
 
-def _check_access(buf, index, bufs: set, where: str, ranges: dict | None) -> None:
-    """``ranges``: loop variable -> [lo, hi] outside any guard (None inside one)."""
+def _check_access(
+    buf, index, bufs: set, where: Stmt, ranges: dict | None, first_line: bool
+) -> None:
+    """``ranges``: loop variable -> [lo, hi] outside any guard (None inside one); ``where``:
+    the statement of the access (printed for an error, its first line with ``first_line``)."""
     if buf not in bufs:
-        raise IRError(f"buffer {buf.name} is neither a parameter nor allocated here: {where}")
+        raise IRError(
+            f"buffer {buf.name} is neither a parameter nor allocated here:"
+            f" {_where(where, first_line)}"
+        )
     guarded = ranges is None  # below an ``if`` (an unrolled tail's dead copy): not checked
     if isinstance(index, IntImm) and not guarded and not 0 <= index.value < buf.size_elems:
         raise IRError(
             f"constant index {index.value} out of bounds for {buf.name} "
-            f"({buf.size_elems} elems): {where}"
+            f"({buf.size_elems} elems): {_where(where, first_line)}"
         )
     span = _index_range(index, ranges) if ranges is not None else None
     if span is not None and (span[0] < 0 or span[1] >= buf.size_elems):
         raise IRError(
             f"index {expr_str(index)} of {buf.name} ranges over [{span[0]}, {span[1]}], outside"
-            f" its {buf.size_elems} elems [0, {buf.size_elems}): {where}"
+            f" its {buf.size_elems} elems [0, {buf.size_elems}): {_where(where, first_line)}"
         )
 
 
 def _walk(s: Stmt, vars_in_scope: set, bufs: set, ranges: dict | None) -> None:
     """``ranges``: the [lo, hi] of each enclosing loop variable with constant bounds, None
     below an ``if`` (whose condition may guard the accesses)."""
-    from pyvta.compiler.ir.printer import stmt_str
-
     for e in stmt_exprs(s):
-        _check_expr(e, vars_in_scope, bufs, stmt_str(s).split("\n")[0], ranges)
+        _check_expr(e, vars_in_scope, bufs, s, ranges)
     if isinstance(s, Store):
-        _check_access(s.buffer, s.index, bufs, stmt_str(s), ranges)
+        _check_access(s.buffer, s.index, bufs, s, ranges, False)
     if isinstance(s, For):
         if s.kind in CONSTANT_EXTENT_KINDS and not isinstance(s.extent, IntImm):
             raise IRError(f"{s.kind} loop {s.var.name} needs a constant extent")

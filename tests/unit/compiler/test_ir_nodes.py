@@ -76,6 +76,12 @@ def test_verify_catches_unbound_var_and_unallocated_buffer():
     verify(ok)
     with pytest.raises(IRError, match="variable i"):
         verify(PrimFunc("f", [a], Store(a, i, Load(a, IntImm(0)))))
+    # the message prints the statement the problem is in (only when there is one)
+    j = Var("j")
+    nest = For(j, 0, 2, "serial", Store(a, IntImm(0), Load(a, i)))
+    with pytest.raises(IRError) as err:
+        verify(PrimFunc("f", [a], nest))
+    assert str(err.value) == "variable i used outside its binding in: A[0] = A[i]"
     t = Buffer("T", "float32", (4,), "local")
     with pytest.raises(IRError, match="T is neither"):
         verify(PrimFunc("f", [a], Store(t, IntImm(0), Load(a, IntImm(0)))))
