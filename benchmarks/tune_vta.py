@@ -17,9 +17,8 @@ import argparse
 import time
 
 from pyvta.tuner.cli_support import layer_names, parse_workload
-from pyvta.tuner.measure import LocalMeasurer
-from pyvta.tuner.tune import tune
-from pyvta.tuner.vta import VtaCycleBackend, default_vta_config
+from pyvta.tuner.tune import tune, vta_cycle_measurer
+from pyvta.tuner.vta import default_vta_config
 
 
 def main(argv=None) -> int:
@@ -46,9 +45,7 @@ def main(argv=None) -> int:
         f"batch {a.batch}, seed {a.seed}"
     )
     rows = []
-    with LocalMeasurer(
-        VtaCycleBackend(), repeats=1, n_run_workers=2, build_timeout_s=120, run_timeout_s=120
-    ) as meas:
+    with vta_cycle_measurer(build_timeout_s=120, run_timeout_s=120) as meas:
         for name in layer_names(a.layers):
             task = parse_workload(f"vta:{name}")
             default = default_vta_config(task)

@@ -29,9 +29,10 @@ import time
 from pathlib import Path
 
 from pyvta.tuner.cli_support import layer_names, parse_workload
-from pyvta.tuner.measure import CachedMeasurer, LocalMeasurer
+from pyvta.tuner.measure import CachedMeasurer
+from pyvta.tuner.tune import vta_cycle_measurer
 from pyvta.tuner.tuners import random_hit_trials
-from pyvta.tuner.vta import VtaCycleBackend, task_layer
+from pyvta.tuner.vta import task_layer
 
 
 def census(task, meas: CachedMeasurer, chunk: int = 64, progress: bool = True) -> dict[int, float]:
@@ -116,13 +117,7 @@ def main(argv=None) -> int:
     if a.count:
         return count(names, a.extra)
     Path(a.log).parent.mkdir(parents=True, exist_ok=True)
-    inner = LocalMeasurer(
-        VtaCycleBackend(),
-        repeats=1,
-        n_run_workers=a.workers,
-        build_timeout_s=300,
-        run_timeout_s=300,
-    )
+    inner = vta_cycle_measurer(build_timeout_s=300, run_timeout_s=300, run_workers=a.workers)
     meas = CachedMeasurer(inner, a.log)
     rows = {}
     t0 = time.perf_counter()

@@ -65,9 +65,11 @@ def _cpu_measurer() -> Measurer:
     return LocalMeasurer(CpuBackend())
 
 
-def vta_cycle_measurer(build_timeout_s: float = 30.0, run_timeout_s: float = 120.0) -> Measurer:
+def vta_cycle_measurer(
+    build_timeout_s: float = 30.0, run_timeout_s: float = 120.0, run_workers: int = 2
+) -> Measurer:
     """The VTA cycle model's ``LocalMeasurer``: one repeat (the cost is deterministic), two run
-    workers (load does not change cycles); ``build_timeout_s`` bounds one candidate's lowering
+    workers by default (load does not change cycles); ``build_timeout_s`` bounds one candidate's lowering
     (its time grows with the instruction count: tiny-tile configs far from the optimum take
     10-30 s), ``run_timeout_s`` its cycle count."""
     from pyvta.tuner.measure import LocalMeasurer
@@ -76,7 +78,7 @@ def vta_cycle_measurer(build_timeout_s: float = 30.0, run_timeout_s: float = 120
     return LocalMeasurer(
         VtaCycleBackend(),
         repeats=1,
-        n_run_workers=2,
+        n_run_workers=run_workers,
         build_timeout_s=build_timeout_s,
         run_timeout_s=run_timeout_s,
     )
