@@ -155,10 +155,8 @@ def test_cache_dir_from_environment_at_top_level(monkeypatch, tmp_path):
     assert default_cache_dir().endswith("pyvta/llvm")
 
 
-def test_thread_pool_is_reused_and_safe_from_python_threads(build, rng):
-    """Many launches from several Python threads at once give correct results."""
-    from concurrent.futures import ThreadPoolExecutor
-
+def _parallel_axpy(build, rng):
+    """``z = 2x + y`` over 1000 floats on two threads, and random ``x``, ``y``."""
     x, y, z = _axpy(1000)
     s = compiler.create_schedule(z)
     s[z].parallel("i")
@@ -167,6 +165,14 @@ def test_thread_pool_is_reused_and_safe_from_python_threads(build, rng):
         rng.standard_normal(1000).astype(np.float32),
         rng.standard_normal(1000).astype(np.float32),
     )
+    return mod, a, b
+
+
+def test_thread_pool_is_reused_and_safe_from_python_threads(build, rng):
+    """Many launches from several Python threads at once give correct results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    mod, a, b = _parallel_axpy(build, rng)
 
     def job(_):
         out = np.zeros(1000, np.float32)
@@ -187,14 +193,7 @@ def test_thread_pool_spins_and_yields_as_set(build, rng, spin_iters, yield_mask)
     (the defaults first)."""
     from pyvta.compiler.backend.llvm import runtime
 
-    x, y, z = _axpy(1000)
-    s = compiler.create_schedule(z)
-    s[z].parallel("i")
-    mod = build(s, [x, y, z], num_threads=2)
-    a, b = (
-        rng.standard_normal(1000).astype(np.float32),
-        rng.standard_normal(1000).astype(np.float32),
-    )
+    mod, a, b = _parallel_axpy(build, rng)
     iters0 = runtime.set_spin_iters(spin_iters)
     mask0 = runtime.set_spin_yield(yield_mask)
     try:
