@@ -21,7 +21,12 @@ seeded input each.
   stayed on the CPU (float first conv, group, dilation, as ``partition_targets`` decides).
 
 Runs are interleaved one inference at a time per round (after one warm-up each); each reports
-its median over the rounds (wall clock). Ratio = onnxruntime / pyvta (above 1: pyvta is faster).
+its median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more
+(up to 200) until its slowest run has had ``--min-ms`` of timed work: a sub-millisecond network
+gets enough samples for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta
+is faster). The worst three networks of each kind get a per-layer table: pyvta's per-node times
+beside onnxruntime's own (its profiler), by ONNX node, an activation counted with the conv it
+follows (both fuse it).
 A network that fails to compile or run on a target is counted and listed with its error; the
 run goes on.
 """
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import tempfile
 import time
@@ -44,9 +50,11 @@ from pyvta.compiler.targets.vta.partition_targets import CONV_OPS, conv_placemen
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.ir import HOST
 from pyvta.testing import netgen
-from pyvta.testing.side_by_side import qdq_model, rel_err, timed_ms
+from pyvta.testing.side_by_side import onnxruntime_node_ms, qdq_model, rel_err, timed_ms
 
 MAX_REL_ERR = 1e-4
+MAX_ROUNDS = 200
+TABLE_RUNS = 20  # runs behind each per-layer table's medians
 
 
 def _error(e: BaseException) -> str:
@@ -58,8 +66,12 @@ def vta_coverage(path: str) -> tuple[int, int, dict[str, int]]:
     return conv_placement(compile_model(path, "vta", lower=False).graph)
 
 
-def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: dict) -> dict:
-    """Times (median ms) by run name, the int8 cosines and the vta coverage of one network."""
+def bench_network(
+    seed: int, folder: Path, rounds: int, min_ms: float, threads: int, failures: dict
+) -> dict:
+    """Times (median ms) by run name, the int8 cosines and the vta coverage of one network, and
+    what its per-layer tables need (``info["layers"]``: by run name, the pyvta run, its graph and
+    the ONNX file onnxruntime ran)."""
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
@@ -71,7 +83,7 @@ def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: 
     ort_f = onnxruntime_session(path, threads=threads, spin=False)
     ref = ort_f.run(None, feeds)[0]
     runs = {"ort fp32": lambda: ort_f.run(None, feeds)}
-    info: dict = {"name": name, "describe": netgen.describe(model), "slowest": {}}
+    info: dict = {"name": name, "describe": netgen.describe(model), "slowest": {}, "layers": {}}
     graphs = {}
 
     def attempt(target: str, fn) -> None:
@@ -110,6 +122,7 @@ def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: 
         ort_q = onnxruntime_session(qdq, threads=threads, spin=False)
         info["cos ort"] = cosine(ort_q.run(None, feeds)[0], ref)
         runs["ort int8"] = lambda: ort_q.run(None, feeds)
+        info["qdq"] = qdq
 
     def vta() -> None:
         info["vta"] = vta_coverage(path)
@@ -119,15 +132,82 @@ def bench_network(seed: int, folder: Path, rounds: int, threads: int, failures: 
     attempt("onnxruntime int8 QDQ", ort_int8)
     attempt("vta", vta)
     times: dict[str, list[float]] = {k: [] for k in runs}
-    for fn in runs.values():
-        fn()  # warm-up
-    for _ in range(rounds):
+    warm_ms = max(timed_ms(fn) for fn in runs.values())  # each run's warm-up
+    info["rounds"] = max(rounds, min(MAX_ROUNDS, math.ceil(min_ms / max(warm_ms, 1e-3))))
+    for _ in range(info["rounds"]):
         for key, fn in runs.items():
             times[key].append(timed_ms(fn))
     info["ms"] = {k: float(np.median(v)) for k, v in times.items()}
     for key, graph in graphs.items():  # where pyvta's time goes: one more run's table
         info["slowest"][key] = slowest_nodes(graph, runs[key]()[1])
+        onnx_file = info.get("qdq") if key == "pyvta int8" else path
+        info["layers"][key] = (runs[key], graph, onnx_file, feeds, threads)
     return info
+
+
+def owners(model: onnx.ModelProto) -> dict[str, str]:
+    """Each ONNX node's row in a per-layer table: itself, or for an activation right after a conv
+    or Gemm, that node (pyvta and onnxruntime both fuse it there)."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    own: dict[str, str] = {}
+    for n in model.graph.node:
+        src = producer.get(n.input[0]) if n.input else None
+        fused = (
+            n.op_type in ("Relu", "Clip") and src is not None and src.op_type in ("Conv", "Gemm")
+        )
+        own[n.name] = own[src.name] if fused else n.name
+    return own
+
+
+def row_of(name: str, own: dict[str, str]) -> str:
+    """The table row of a pyvta or onnxruntime node name: its ONNX node's owner, also for names
+    made from an ONNX node's (``relu2_quantize``, ``conv1.weight``), else ``(other)``."""
+    for cand in (name, name.split(".")[0], name.rsplit("_", 1)[0]):
+        if cand in own:
+            return own[cand]
+    return "(other)"
+
+
+def layer_table(info: dict, key: str, onnx_model: onnx.ModelProto) -> list[str]:
+    """Lines of a per-layer table of one run of a network: by ONNX node (in graph order), pyvta's
+    median ms over ``TABLE_RUNS`` runs beside onnxruntime's own profiled median, and the ratio."""
+    run, graph, onnx_file, feeds, threads = info["layers"][key]
+    own = owners(onnx_model)
+    ours: dict[str, list[float]] = {}
+    for _ in range(TABLE_RUNS):
+        per: dict[str, float] = {}
+        for r in run()[1].rows:
+            per[row_of(r.node, own)] = per.get(row_of(r.node, own), 0.0) + r.ms
+        for k, v in per.items():
+            ours.setdefault(k, []).append(v)
+    theirs: dict[str, float] = {}
+    for name, ms in onnxruntime_node_ms(onnx_file, feeds, threads, TABLE_RUNS).items():
+        theirs[row_of(name, own)] = theirs.get(row_of(name, own), 0.0) + ms
+    nodes = {n.name: n for n in onnx_model.graph.node}
+    order = [n.name for n in onnx_model.graph.node if own[n.name] == n.name] + ["(other)"]
+    lines = [f"    {'node':<22} {'op':<18} {'pyvta ms':>9} {'ort ms':>8} {'ratio':>6}"]
+    for row in order:
+        if row not in ours and row not in theirs:
+            continue
+        mine, other = float(np.median(ours.get(row, [0.0]))), theirs.get(row, 0.0)
+        ratio = f"{other / mine:6.2f}" if mine > 0 and other > 0 else f"{'-':>6}"
+        op = describe_node(nodes[row], onnx_model) if row in nodes else "layout, (de)quantize"
+        lines.append(f"    {row:<22} {op:<18} {mine:9.3f} {other:8.3f} {ratio}")
+    return lines
+
+
+def describe_node(node, model: onnx.ModelProto) -> str:
+    """A node's op, and for a conv its kernel, stride, group and dilation when not 1."""
+    if node.op_type != "Conv":
+        return node.op_type
+    a = {x.name: onnx.helper.get_attribute_value(x) for x in node.attribute}
+    text = f"Conv k{a.get('kernel_shape', ['?'])[0]}"
+    for key, label in (("strides", "s"), ("dilations", "d")):
+        if any(v != 1 for v in a.get(key, [1])):
+            text += f" {label}{a[key][0]}"
+    if a.get("group", 1) > 1:
+        text += f" g{a['group']}"
+    return text
 
 
 def compiled_convs(graph, compiled) -> tuple[int, int]:
@@ -161,7 +241,7 @@ def geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
 
 
-def summary(kind: str, results: list[dict], mine: str, theirs: str) -> None:
+def summary(kind: str, results: list[dict], mine: str, theirs: str, models: dict) -> None:
     rows = [(r, r["ms"][theirs] / r["ms"][mine]) for r in results if mine in r["ms"]]
     rows = [(r, q) for r, q in rows if theirs in r["ms"]]
     print(f"\n{kind}: {len(rows)} networks; ratio = {theirs} / {mine} (above 1: pyvta faster)")
@@ -188,6 +268,10 @@ def summary(kind: str, results: list[dict], mine: str, theirs: str) -> None:
         )
         for r, _ in worst:
             print(f"  {r['name']} slowest pyvta nodes: {r['slowest'].get(mine, '-')}")
+        for r, q in worst:
+            print(f"  {r['name']} per layer ({kind}, {q:.2f}x; medians of {TABLE_RUNS} runs each,"
+                  " onnxruntime's from its profiler):")  # fmt: skip
+            print("\n".join(layer_table(r, mine, models[r["name"]])))
 
 
 def main() -> None:
@@ -197,6 +281,13 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=30)
     ap.add_argument("--first-seed", dest="first_seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument(
+        "--min-ms",
+        dest="min_ms",
+        type=float,
+        default=300.0,
+        help="more rounds (up to 200) until each network's slowest run has this much timed work",
+    )
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
@@ -206,12 +297,21 @@ def main() -> None:
     results = []
     t0 = time.perf_counter()
     for seed in range(args.first_seed, args.first_seed + args.count):
-        r = bench_network(seed, folder, args.rounds, args.threads, failures)
-        print(f"{r['describe']}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in r["ms"].items()))
+        r = bench_network(seed, folder, args.rounds, args.min_ms, args.threads, failures)
+        times = ", ".join(f"{k} {v:.2f} ms" for k, v in r["ms"].items())
+        print(f"{r['describe']}: {times} ({r['rounds']} rounds)")
         results.append(r)
-    print(f"\n{len(results)} networks in {time.perf_counter() - t0:.0f} s, median of {args.rounds}")
-    summary("fp32", results, "pyvta fp32", "ort fp32")
-    summary("int8", results, "pyvta int8", "ort int8")
+    print(
+        f"\n{len(results)} networks in {time.perf_counter() - t0:.0f} s, medians of"
+        f" {args.rounds}-{max((r['rounds'] for r in results), default=0)} rounds"
+        f" (at least {args.min_ms:.0f} ms of each network's slowest run)"
+    )
+    models = {
+        f"net{s}": netgen.random_network(s)
+        for s in range(args.first_seed, args.first_seed + args.count)
+    }
+    summary("fp32", results, "pyvta fp32", "ort fp32", models)
+    summary("int8", results, "pyvta int8", "ort int8", models)
     covered = [r for r in results if "vta" in r]
     on, total = sum(r["vta"][0] for r in covered), sum(r["vta"][1] for r in covered)
     reasons: dict[str, int] = {}
