@@ -179,7 +179,9 @@ def _nchwc_space(*args) -> ConfigSpace:
     blocks and rows: divisors; a row's register tiles: ``TILE_X``, the last cache tile maybe
     shorter), the loop orders, the reduction's chunks (divisors of the input blocks) and
     order, unrolling, the parallel loops and the padding's placement, each with the default
-    that builds the loops of before. Not every point is valid (``direct_valid_count``)."""
+    that builds the loops of before; last the output blocks a register tile spans
+    (``oc_blocks``: :func:`oc_block_counts`; default 1, what a record logged before the knob
+    built and measured). Not every point is valid (``direct_valid_count``)."""
     from pyvta.compiler.ops.cpu import nchwc_direct as nchwc
 
     wl = nchwc_workload(*args)
@@ -201,9 +203,26 @@ def _nchwc_space(*args) -> ConfigSpace:
             ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
             ChoiceKnob("parallel_loops", PARALLEL_LOOPS, default=2),
             ChoiceKnob("pad_at", nchwc.PAD_PLACES if any(wl.pads) else ["root"], default="root"),
+            ChoiceKnob("oc_blocks", oc_block_counts(wl), default=1),
         ],
         functools.partial(_direct_problem, args),
     )
+
+
+def oc_block_counts(wl) -> list[int]:
+    """The ``oc_blocks`` values of the direct template's space for ``wl``: 1, and of the counts
+    the compiler's untuned choice picks among (``nchwc_direct.OC_BLOCK_CHOICES``) those the
+    knobs accept for the layer (``NchwcConvKnobs.size_problem``: at most its output blocks) with
+    a register tile that fits (``conv_tiles`` of that many blocks)."""
+    from pyvta.compiler.ops.cpu.nchwc_direct import OC_BLOCK_CHOICES, NchwcConvKnobs
+
+    dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    return [1] + [
+        b
+        for b in OC_BLOCK_CHOICES
+        if NchwcConvKnobs(ow_block=1, oc_blocks=b).size_problem(*dims) is None
+        and conv_tiles(wl.out_hw[1], wl.ob, b)
+    ]
 
 
 def direct_knobs(config):
@@ -219,15 +238,32 @@ def _direct_problem(args: tuple, config) -> str | None:
     wl = nchwc_workload(*args)
     k = direct_knobs(config)
     why = k.size_problem(wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
-    return why or k.loop_problem(any(wl.pads))
+    return why or _spill_problem(wl, k) or k.loop_problem(any(wl.pads))
+
+
+def _spill_problem(wl, k) -> str | None:
+    """Why the register tile of the direct knobs ``k`` does not fit the registers across its
+    ``oc_blocks`` output blocks (it is not one of ``conv_tiles`` of that many blocks), or None
+    (the tile knob's tiles are one block's: they fit)."""
+    if k.oc_blocks == 1:
+        return None
+    tiles = conv_tiles(wl.out_hw[1], wl.ob, k.oc_blocks)
+    if (k.ow_block, k.oc_tile or wl.ob) in tiles:
+        return None
+    most = max((d for d, _ in tiles), default=0)
+    return (
+        f"ow_block {k.ow_block} x oc_blocks {k.oc_blocks}: more accumulators than the registers"
+        f" hold (at most {most} columns of {k.oc_blocks} blocks of {wl.ob})"
+    )
 
 
 def direct_valid_count(task: Task) -> int:
     """The valid points of a direct task's space (``space.problem`` None), counted
     without visiting each: the register and cache tiles' sizes are enumerated, and per their
     kind (flat or not, which cache tiles there are) the loop orders and parallel loops that
-    fit; the reduction's order with ``unroll_rx``, the padding placement and the remaining
-    knobs (any value fits) multiply. ``tests/unit/tuner/test_cpu_spaces.py`` checks it against
+    fit (a register tile of ``oc_blocks`` blocks only where it fits the registers); the
+    reduction's order with ``unroll_rx``, the padding placement and the remaining knobs (any
+    value fits) multiply. ``tests/unit/tuner/test_cpu_spaces.py`` checks it against
     visiting every point of small spaces."""
     sp, wl = task.space, nchwc_workload(*task.args)
     vals = {k.name: k.values for k in sp.knobs}
@@ -242,10 +278,15 @@ def direct_valid_count(task: Task) -> int:
 
     orders: dict = {}  # (flat, cache tiles there are) -> fitting (outer, inner, parallel)
     total = 0
-    for tile, flat, tf, ty, tx in itertools.product(
-        vals["tile"], vals["flat"], vals["tile_f"], vals["tile_y"], vals["tile_x"]
+    fitting = [
+        (tile, b)
+        for tile, b in itertools.product(vals["tile"], vals["oc_blocks"])
+        if _spill_problem(wl, knobs(tile=tile, oc_blocks=b)) is None
+    ]
+    for (tile, b), flat, tf, ty, tx in itertools.product(
+        fitting, vals["flat"], vals["tile_f"], vals["tile_y"], vals["tile_x"]
     ):
-        k = knobs(tile=tile, flat=flat, tile_f=tf, tile_y=ty, tile_x=tx)
+        k = knobs(tile=tile, flat=flat, tile_f=tf, tile_y=ty, tile_x=tx, oc_blocks=b)
         if k.size_problem(*dims) is not None:
             continue
         kind = (flat, k.present_loops())
@@ -302,7 +343,7 @@ def _winograd_space(*args) -> ConfigSpace:
     wl = nchwc_workload(*args)
     target = CpuTarget.host()
     lanes, regs = target.vector_lanes("float32"), target.vector_registers
-    kbs = [k for k in range(lanes, 65, lanes) if wl.o % k == 0]
+    kbs = winograd_k_blocks(wl)
 
     def pairs_for(out_tile: int) -> list:
         # any p_block (the template rounds the tiles up to whole register tiles) wasting at
@@ -327,6 +368,19 @@ def _winograd_space(*args) -> ConfigSpace:
         ],
         functools.partial(_winograd_problem, args),
     )
+
+
+def winograd_k_blocks(wl) -> list[int]:
+    """Output channels per Winograd register tile of the space for ``wl``: whole vectors up to
+    64 that divide the output channels, else the compiler's untuned choice
+    (``kernels.winograd_k_block``: half a vector, 24 or 56 channels on AVX-512), else none (no
+    Winograd task: ``nchwc_conv_tasks``)."""
+    from pyvta.compiler.targets.cpu.kernels import host_lanes, winograd_k_block
+
+    lanes = host_lanes()
+    kbs = [k for k in range(lanes, 65, lanes) if wl.o % k == 0]
+    fallback = winograd_k_block(wl.o, lanes)
+    return kbs or ([] if fallback is None else [fallback])
 
 
 def _winograd_problem(args: tuple, config) -> str | None:
@@ -389,12 +443,13 @@ _SCHEDULE_TEMPLATES = {
 def nchwc_conv_tasks(wl) -> list[Task]:
     """The tasks of a network's conv layer (``compiler.targets.cpu.kernels.ConvWorkload``,
     bias only): the depthwise template for a depthwise layer; else direct NCHWc, Winograd
-    where it applies (3x3 stride 1) and pointwise where it does (1x1 stride 1, no padding)."""
+    where it applies (3x3 stride 1, a channel tile: ``winograd_k_blocks``) and pointwise where it
+    does (1x1 stride 1, no padding)."""
     if wl.depthwise:
         return [DEPTHWISE_NCHWC.task(wl.c, wl.h, wl.w, *wl.kernel, *wl.strides, *wl.pads, wl.ob)]
     args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
     tasks = [CONV2D_NCHWC.task(*args)]
-    if wl.winograd_ok:
+    if wl.winograd_ok and winograd_k_blocks(wl):
         tasks.append(WINOGRAD_NCHWC.task(*args))
     if wl.pointwise_ok:
         tasks.append(POINTWISE_NCHWC.task(*args))

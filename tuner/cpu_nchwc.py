@@ -34,13 +34,14 @@ def nchwc_workload(*args):
     return ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
 
 
-def conv_tiles(out_width: int, out_block: int) -> list[tuple[int, int]]:
-    """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host: the compiler's
-    (``compiler.ops.cpu.nchwc_direct.register_tiles``), so the default tile is one of them."""
+def conv_tiles(out_width: int, out_block: int, oc_blocks: int = 1) -> list[tuple[int, int]]:
+    """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host, each spanning
+    ``oc_blocks`` output blocks: the compiler's (``compiler.ops.cpu.nchwc_direct.register_tiles``),
+    so the default tile is one of them."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc_direct import register_tiles
 
-    return register_tiles(CpuTarget.host(), out_width, out_block)
+    return register_tiles(CpuTarget.host(), out_width, out_block, oc_blocks)
 
 
 def with_tile(knob: TileKnob, tile: tuple) -> TileKnob:
