@@ -225,8 +225,6 @@ def test_random_points_are_drawn_among_valid_ones(seed):
 WINOGRAD_LAYERS = [
     ConvWorkload(32, 9, 9, 32, (3, 3), (1, 1), (1, 1, 1, 1), 16, 16),
     ConvWorkload(16, 6, 7, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16),
-    # 24 channels: no whole AVX-512 vector divides them (the compiler's half-vector k_block)
-    ConvWorkload(16, 6, 7, 24, (3, 3), (1, 1), (1, 1, 1, 1), 8, 8),
 ]
 POINTWISE_LAYERS = [
     ConvWorkload(256, 4, 4, 32, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16),  # passes of 8 blocks
@@ -476,6 +474,33 @@ def test_the_untuned_direct_schedule_is_the_default_point_of_its_space(features)
     assert lowered[0] == lowered[1]
     if features == "avx2":
         assert want["knobs"]["oc_blocks"] > 1  # the layer this test is about
+
+
+def test_winograd_tiles_of_channels_no_whole_vector_divides(features, seed):
+    """24 output channels (no whole AVX-512 vector divides them): the Winograd space takes the
+    compiler's channel tile (``kernels.winograd_k_block``), and its point computes the conv."""
+    from pyvta.compiler.ops.cpu.winograd import transform_weights
+    from pyvta.compiler.targets.cpu.kernels import host_lanes, winograd_k_block
+
+    rng = np.random.default_rng(seed)
+    wl = ConvWorkload(16, 6, 7, 24, (3, 3), (1, 1), (1, 1, 1, 1), 8, 8)
+    direct, task = cpu.nchwc_conv_tasks(wl)[:2]
+    assert task.name == cpu.WINOGRAD_NCHWC.name
+    k_blocks = {t[1] for t in task.space.knobs[0].values}
+    lanes = host_lanes()
+    print(f"{features}: seed {seed}, k_blocks {sorted(k_blocks)}, lanes {lanes}")
+    assert lanes in k_blocks if 24 % lanes == 0 else k_blocks == {winograd_k_block(24, lanes)}
+    (cfg,) = _valid_points(task, rng, 1)
+    sch, args = task.instantiate(cfg)
+    mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
+    w = rng.standard_normal((wl.o, wl.c, 3, 3)).astype(np.float32)
+    data = rng.standard_normal(args[0].shape).astype(np.float32)
+    bias = rng.standard_normal(args[2].shape).astype(np.float32)
+    out = np.full(args[-1].shape, np.nan, np.float32)
+    mod(data, transform_weights(w, cfg["tile"][1], cfg["out_tile"]), bias, out)
+    packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
+    want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
+    assert np.abs(out - want).max() / np.abs(want).max() < 1e-4, cfg.to_dict()
 
 
 def test_a_record_from_before_oc_blocks_reads_as_one_block(features, tmp_path):
