@@ -232,12 +232,27 @@ POINTWISE_LAYERS = [
 ]
 
 
+def _winograd_error(task: Task, direct: Task, cfg, w: np.ndarray, rng) -> tuple[float, list]:
+    """The relative error of ``cfg``'s Winograd kernel (on the OIHW weights ``w`` transformed
+    for its tiles; seeded random data and bias, the output first NaN) against the direct
+    template's float64 reference of the untransformed weights, and the kernel's arguments."""
+    from pyvta.compiler.ops.cpu.winograd import transform_weights
+
+    sch, args = task.instantiate(cfg)
+    mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
+    data = rng.standard_normal(args[0].shape).astype(np.float32)
+    bias = rng.standard_normal(args[2].shape).astype(np.float32)
+    out = np.full(args[-1].shape, np.nan, np.float32)
+    mod(data, transform_weights(w, cfg["tile"][1], cfg["out_tile"]), bias, out)
+    packed = nchwc.pack_conv_weights(w, *direct.args[-2:])
+    want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
+    return float(np.abs(out - want).max() / np.abs(want).max()), args
+
+
 @pytest.mark.parametrize("wl", WINOGRAD_LAYERS, ids=lambda wl: wl.key)
 def test_random_winograd_configs_compute_the_conv(wl, seed):
     """The kernel of each random point, on weights transformed for its ``k_block``, equals
     the direct reference of the untransformed weights."""
-    from pyvta.compiler.ops.cpu.winograd import transform_weights
-
     rng = np.random.default_rng(seed)
     task = cpu.nchwc_conv_tasks(wl)[1]
     assert task.name == cpu.WINOGRAD_NCHWC.name
@@ -245,15 +260,7 @@ def test_random_winograd_configs_compute_the_conv(wl, seed):
     print(f"{task.key}: {task.space.size} points, seed {seed}")
     w = rng.standard_normal((wl.o, wl.c, 3, 3)).astype(np.float32)
     for cfg in _valid_points(task, rng, 3):
-        sch, args = task.instantiate(cfg)
-        mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
-        data = rng.standard_normal(args[0].shape).astype(np.float32)
-        bias = rng.standard_normal(args[2].shape).astype(np.float32)
-        out = np.full(args[-1].shape, np.nan, np.float32)
-        mod(data, transform_weights(w, cfg["tile"][1], cfg["out_tile"]), bias, out)
-        packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
-        want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
-        err = np.abs(out - want).max() / np.abs(want).max()
+        err, _ = _winograd_error(task, direct, cfg, w, rng)
         assert err < 1e-4, (cfg.to_dict(), err)
 
 
@@ -261,8 +268,6 @@ def test_random_winograd_configs_compute_the_conv(wl, seed):
 def test_winograd_with_4x4_output_tiles_computes_the_conv(wl, seed):
     """``out_tile`` 4 (F(4x4, 3x3), 6x6 input tiles) on heights and widths that 4 does not
     divide: every output written, within float32 rounding of the direct reference."""
-    from pyvta.compiler.ops.cpu.winograd import transform_weights
-
     rng = np.random.default_rng(seed)
     task, direct = cpu.nchwc_conv_tasks(wl)[1], cpu.nchwc_conv_tasks(wl)[0]
     tiles = [t for t in task.space.knobs[0].values if t[1] == wl.ob][:1]
@@ -270,16 +275,8 @@ def test_winograd_with_4x4_output_tiles_computes_the_conv(wl, seed):
     for tile in tiles:
         cfg = task.space.config({"tile": tile, "out_tile": 4})
         assert task.space.problem(cfg) is None, cfg.to_dict()
-        sch, args = task.instantiate(cfg)
-        mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
-        data = rng.standard_normal(args[0].shape).astype(np.float32)
-        bias = rng.standard_normal(args[2].shape).astype(np.float32)
-        out = np.full(args[-1].shape, np.nan, np.float32)
+        err, args = _winograd_error(task, direct, cfg, w, rng)
         assert args[1].shape[:2] == (6, 6)
-        mod(data, transform_weights(w, tile[1], 4), bias, out)
-        packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
-        want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
-        err = np.abs(out - want).max() / np.abs(want).max()
         print(f"{task.key} tile {tile} out_tile 4: relative error {err:.2e}")
         assert err < 1e-4, (cfg.to_dict(), err)
 
@@ -479,7 +476,6 @@ def test_the_untuned_direct_schedule_is_the_default_point_of_its_space(features)
 def test_winograd_tiles_of_channels_no_whole_vector_divides(features, seed):
     """24 output channels (no whole AVX-512 vector divides them): the Winograd space takes the
     compiler's channel tile (``kernels.winograd_k_block``), and its point computes the conv."""
-    from pyvta.compiler.ops.cpu.winograd import transform_weights
     from pyvta.compiler.targets.cpu.kernels import host_lanes, winograd_k_block
 
     rng = np.random.default_rng(seed)
@@ -491,16 +487,9 @@ def test_winograd_tiles_of_channels_no_whole_vector_divides(features, seed):
     print(f"{features}: seed {seed}, k_blocks {sorted(k_blocks)}, lanes {lanes}")
     assert lanes in k_blocks if 24 % lanes == 0 else k_blocks == {winograd_k_block(24, lanes)}
     (cfg,) = _valid_points(task, rng, 1)
-    sch, args = task.instantiate(cfg)
-    mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
     w = rng.standard_normal((wl.o, wl.c, 3, 3)).astype(np.float32)
-    data = rng.standard_normal(args[0].shape).astype(np.float32)
-    bias = rng.standard_normal(args[2].shape).astype(np.float32)
-    out = np.full(args[-1].shape, np.nan, np.float32)
-    mod(data, transform_weights(w, cfg["tile"][1], cfg["out_tile"]), bias, out)
-    packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
-    want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
-    assert np.abs(out - want).max() / np.abs(want).max() < 1e-4, cfg.to_dict()
+    err, _ = _winograd_error(task, direct, cfg, w, rng)
+    assert err < 1e-4, (cfg.to_dict(), err)
 
 
 def test_a_record_from_before_oc_blocks_reads_as_one_block(features, tmp_path):
