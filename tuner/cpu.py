@@ -1,5 +1,8 @@
 """CPU adapter: the compiler's CPU schedule templates as tuning tasks (their measurement
-``Backend`` is ``tuner.cpu_measure.CpuBackend``).
+``Backend`` is ``tuner.cpu_measure.CpuBackend``): GEMM, NCHW conv2d, and a network's NCHWc conv
+layers (``nchwc_conv_tasks``): the direct and Winograd templates here, the pointwise and
+depthwise ones in ``tuner.cpu_pointwise`` and ``tuner.cpu_depthwise`` (what they share:
+``tuner.cpu_nchwc``); ``TEMPLATES`` names them all.
 
 Tasks: ``gemm_task(m, n, k)`` (``C[m, n] = A[m, k] @ B[k, n]``, float32) and
 ``conv2d_task(c, h, w, o, kernel, stride, padding)`` (NCHW, batch 1, float32).
@@ -13,8 +16,21 @@ import itertools
 
 import numpy as np
 
-from pyvta.tuner.space import BoolKnob, ChoiceKnob, Config, ConfigSpace, TileKnob, divisors
+from pyvta.tuner.cpu_depthwise import DEPTHWISE_NCHWC
+from pyvta.tuner.cpu_measure import ON_CPU, cpu_measured_on, cpu_nearness  # noqa: F401 (theirs)
+from pyvta.tuner.cpu_nchwc import (
+    TILE_PARTS,
+    conv_tiles,
+    graph_conv,
+    nchwc_reference,
+    nchwc_workload,
+    schedule_of_template,
+)
+from pyvta.tuner.cpu_pointwise import POINTWISE_NCHWC
+from pyvta.tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, TileKnob, divisors
 from pyvta.tuner.task import InvalidConfig, Task, Template
+
+_nchwc_reference = nchwc_reference  # the direct template's reference, by its name of before
 
 
 def register_tiles(m: int, n: int) -> list[tuple[int, int]]:
@@ -126,14 +142,6 @@ def _conv2d_reference(arrays, c, h, w, o, kernel, stride, padding):
     return np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4]))[None]
 
 
-@functools.cache  # pure, and a model's search checks points of one workload by the thousand
-def _nchwc_workload(*args):
-    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
-
-    c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = args
-    return ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
-
-
 def resnet18_cpu_workloads(features: str | None = None) -> dict:
     """ResNet-18's conv layers C1-C12 (``compiler.workloads.RESNET18_LAYERS``) as the CPU
     network runs them, ``{name: ConvWorkload}``: channels in the blocks the layout plan gives
@@ -155,15 +163,6 @@ def resnet18_cpu_workloads(features: str | None = None) -> dict:
     return out
 
 
-def conv_tiles(out_width: int, out_block: int) -> list[tuple[int, int]]:
-    """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host: the compiler's
-    (``compiler.ops.cpu.nchwc_direct.register_tiles``), so the default tile is one of them."""
-    from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.nchwc_direct import register_tiles
-
-    return register_tiles(CpuTarget.host(), out_width, out_block)
-
-
 TILE_X = (1, 2, 3, 4, 6, 8)  # register tiles of a row per cache tile (1: no cache tile)
 PARALLEL_LOOPS = (1, 2, 3)  # outermost loops fused into the parallel one
 
@@ -180,10 +179,12 @@ def _nchwc_space(*args) -> ConfigSpace:
     blocks and rows: divisors; a row's register tiles: ``TILE_X``, the last cache tile maybe
     shorter), the loop orders, the reduction's chunks (divisors of the input blocks) and
     order, unrolling, the parallel loops and the padding's placement, each with the default
-    that builds the loops of before. Not every point is valid (``direct_valid_count``)."""
+    that builds the loops of before; last the output blocks a register tile spans
+    (``oc_blocks``: :func:`oc_block_counts`; default 1, what a record logged before the knob
+    built and measured). Not every point is valid (``direct_valid_count``)."""
     from pyvta.compiler.ops.cpu import nchwc_direct as nchwc
 
-    wl = _nchwc_workload(*args)
+    wl = nchwc_workload(*args)
     oh, ow = wl.out_hw
     c_blocks = wl.c // wl.ib
     return ConfigSpace(
@@ -202,9 +203,26 @@ def _nchwc_space(*args) -> ConfigSpace:
             ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
             ChoiceKnob("parallel_loops", PARALLEL_LOOPS, default=2),
             ChoiceKnob("pad_at", nchwc.PAD_PLACES if any(wl.pads) else ["root"], default="root"),
+            ChoiceKnob("oc_blocks", oc_block_counts(wl), default=1),
         ],
         functools.partial(_direct_problem, args),
     )
+
+
+def oc_block_counts(wl) -> list[int]:
+    """The ``oc_blocks`` values of the direct template's space for ``wl``: 1, and of the counts
+    the compiler's untuned choice picks among (``nchwc_direct.OC_BLOCK_CHOICES``) those the
+    knobs accept for the layer (``NchwcConvKnobs.size_problem``: at most its output blocks) with
+    a register tile that fits (``conv_tiles`` of that many blocks)."""
+    from pyvta.compiler.ops.cpu.nchwc_direct import OC_BLOCK_CHOICES, NchwcConvKnobs
+
+    dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    return [1] + [
+        b
+        for b in OC_BLOCK_CHOICES
+        if NchwcConvKnobs(ow_block=1, oc_blocks=b).size_problem(*dims) is None
+        and conv_tiles(wl.out_hw[1], wl.ob, b)
+    ]
 
 
 def direct_knobs(config):
@@ -217,20 +235,37 @@ def direct_knobs(config):
 def _direct_problem(args: tuple, config) -> str | None:
     """Why a point of the direct template's space for the workload ``args`` does not build
     (``NchwcConvKnobs.size_problem`` and ``loop_problem``, without lowering), or None."""
-    wl = _nchwc_workload(*args)
+    wl = nchwc_workload(*args)
     k = direct_knobs(config)
     why = k.size_problem(wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
-    return why or k.loop_problem(any(wl.pads))
+    return why or _spill_problem(wl, k) or k.loop_problem(any(wl.pads))
+
+
+def _spill_problem(wl, k) -> str | None:
+    """Why the register tile of the direct knobs ``k`` does not fit the registers across its
+    ``oc_blocks`` output blocks (it is not one of ``conv_tiles`` of that many blocks), or None
+    (the tile knob's tiles are one block's: they fit)."""
+    if k.oc_blocks == 1:
+        return None
+    tiles = conv_tiles(wl.out_hw[1], wl.ob, k.oc_blocks)
+    if (k.ow_block, k.oc_tile or wl.ob) in tiles:
+        return None
+    most = max((d for d, _ in tiles), default=0)
+    return (
+        f"ow_block {k.ow_block} x oc_blocks {k.oc_blocks}: more accumulators than the registers"
+        f" hold (at most {most} columns of {k.oc_blocks} blocks of {wl.ob})"
+    )
 
 
 def direct_valid_count(task: Task) -> int:
     """The valid points of a direct task's space (``space.problem`` None), counted
     without visiting each: the register and cache tiles' sizes are enumerated, and per their
     kind (flat or not, which cache tiles there are) the loop orders and parallel loops that
-    fit; the reduction's order with ``unroll_rx``, the padding placement and the remaining
-    knobs (any value fits) multiply. ``tests/unit/tuner/test_cpu_spaces.py`` checks it against
+    fit (a register tile of ``oc_blocks`` blocks only where it fits the registers); the
+    reduction's order with ``unroll_rx``, the padding placement and the remaining knobs (any
+    value fits) multiply. ``tests/unit/tuner/test_cpu_spaces.py`` checks it against
     visiting every point of small spaces."""
-    sp, wl = task.space, _nchwc_workload(*task.args)
+    sp, wl = task.space, nchwc_workload(*task.args)
     vals = {k.name: k.values for k in sp.knobs}
     dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
     padded = any(wl.pads)
@@ -243,10 +278,15 @@ def direct_valid_count(task: Task) -> int:
 
     orders: dict = {}  # (flat, cache tiles there are) -> fitting (outer, inner, parallel)
     total = 0
-    for tile, flat, tf, ty, tx in itertools.product(
-        vals["tile"], vals["flat"], vals["tile_f"], vals["tile_y"], vals["tile_x"]
+    fitting = [
+        (tile, b)
+        for tile, b in itertools.product(vals["tile"], vals["oc_blocks"])
+        if _spill_problem(wl, knobs(tile=tile, oc_blocks=b)) is None
+    ]
+    for (tile, b), flat, tf, ty, tx in itertools.product(
+        fitting, vals["flat"], vals["tile_f"], vals["tile_y"], vals["tile_x"]
     ):
-        k = knobs(tile=tile, flat=flat, tile_f=tf, tile_y=ty, tile_x=tx)
+        k = knobs(tile=tile, flat=flat, tile_f=tf, tile_y=ty, tile_x=tx, oc_blocks=b)
         if k.size_problem(*dims) is not None:
             continue
         kind = (flat, k.present_loops())
@@ -288,39 +328,8 @@ def valid_count(task: Task) -> int:
     return sum(sp.problem(sp.get(i)) is None for i in range(sp.size))
 
 
-def _graph_conv(wl, template: str, config):
-    """The graph compiler's conv schedule of ``template`` for ``wl`` with ``config``; a config
-    the template refuses is an ``InvalidConfig``."""
-    from pyvta.compiler.targets.cpu.kernels import conv_schedule
-
-    try:
-        return conv_schedule(wl, schedule_of_template(template, config))
-    except ValueError as e:
-        raise InvalidConfig(str(e)) from None
-
-
 def _nchwc_instantiate(config, *args):
-    return _graph_conv(_nchwc_workload(*args), "direct", config)
-
-
-def _nchwc_reference(arrays, *args):
-    """float64 conv of NCHW{ib}c data with OIHW{ib}i{ob}o weights plus bias, NCHW{ob}c out
-    in the shape of ``arrays[-1]`` (a flat config's ``[1, O/ob, OH * OW, ob]``)."""
-    from numpy.lib.stride_tricks import sliding_window_view
-
-    wl = _nchwc_workload(*args)
-    data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
-    x = data[0].transpose(0, 3, 1, 2).reshape(wl.c, wl.h, wl.w)
-    ob_, cb, kh, kw, ib, ob = wgt.shape
-    oihw = wgt.transpose(0, 5, 1, 4, 2, 3).reshape(wl.o, wl.c, kh, kw)
-    t, lft, b, r = wl.pads
-    x = np.pad(x, ((0, 0), (t, b), (lft, r)))
-    sh, sw = wl.strides
-    win = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
-    y = np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4])) + bias[:, None, None]
-    oh, ow = wl.out_hw
-    want = y[:, :oh, :ow].reshape(wl.o // ob, ob, oh, ow).transpose(0, 2, 3, 1)[None]
-    return want.reshape(arrays[-1].shape)  # a flat config's out: [1, O/ob, OH * OW, ob]
+    return graph_conv(nchwc_workload(*args), "direct", config)
 
 
 def _winograd_space(*args) -> ConfigSpace:
@@ -331,10 +340,10 @@ def _winograd_space(*args) -> ConfigSpace:
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.winograd import OUT_TILES, WinogradKnobs
 
-    wl = _nchwc_workload(*args)
+    wl = nchwc_workload(*args)
     target = CpuTarget.host()
     lanes, regs = target.vector_lanes("float32"), target.vector_registers
-    kbs = [k for k in range(lanes, 65, lanes) if wl.o % k == 0]
+    kbs = winograd_k_blocks(wl)
 
     def pairs_for(out_tile: int) -> list:
         # any p_block (the template rounds the tiles up to whole register tiles) wasting at
@@ -361,12 +370,25 @@ def _winograd_space(*args) -> ConfigSpace:
     )
 
 
+def winograd_k_blocks(wl) -> list[int]:
+    """Output channels per Winograd register tile of the space for ``wl``: whole vectors up to
+    64 that divide the output channels, else the compiler's untuned choice
+    (``kernels.winograd_k_block``: half a vector, 24 or 56 channels on AVX-512), else none (no
+    Winograd task: ``nchwc_conv_tasks``)."""
+    from pyvta.compiler.targets.cpu.kernels import host_lanes, winograd_k_block
+
+    lanes = host_lanes()
+    kbs = [k for k in range(lanes, 65, lanes) if wl.o % k == 0]
+    fallback = winograd_k_block(wl.o, lanes)
+    return kbs or ([] if fallback is None else [fallback])
+
+
 def _winograd_problem(args: tuple, config) -> str | None:
     """Why a point of the Winograd template's space for ``args`` does not build
     (``WinogradKnobs.gemm_problem``, without lowering), or None."""
     from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 
-    wl = _nchwc_workload(*args)
+    wl = nchwc_workload(*args)
     k = WinogradKnobs(**schedule_of_template("winograd", config)["knobs"])
     tiles = (-(-wl.h // k.out_tile)) * (-(-wl.w // k.out_tile))
     if wl.o % k.k_block:
@@ -375,159 +397,10 @@ def _winograd_problem(args: tuple, config) -> str | None:
 
 
 def _winograd_instantiate(config, *args):
-    wl = _nchwc_workload(*args)
+    wl = nchwc_workload(*args)
     if not wl.winograd_ok:
         raise InvalidConfig(f"winograd does not apply to {wl.key}")
-    return _graph_conv(wl, "winograd", config)
-
-
-MIN_TILE_SHARE = 0.6  # of the accumulator registers a pointwise / depthwise tile fills, at least
-
-
-def _pointwise_space(*args) -> ConfigSpace:
-    """``(p_block, oc_tile)`` tiles: the NCHWc conv's register tiles over the flattened pixels
-    (``compiler.ops.cpu.nchwc_direct.register_tiles`` of a row ``H x W`` long) that hold at least
-    ``MIN_TILE_SHARE`` of the registers a tile may use as accumulators (fewer cannot hide the
-    FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2)."""
-    from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
-    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS, PointwiseKnobs
-
-    wl = _nchwc_workload(*args)
-    t = CpuTarget.host()
-    lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
-    tiles = conv_tiles(wl.h * wl.w, wl.ob)
-    big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room] or tiles
-    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob)
-    c_blocks = wl.c // wl.ib
-    passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass
-    passes += [d for d in divisors(c_blocks) if d < c_blocks and d != K_BLOCKS]
-    return ConfigSpace(
-        [
-            # the knob before the others; the compiler's untuned tile last, if not there
-            _with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob)),
-            ChoiceKnob("k_blocks", passes, default=K_BLOCKS),
-            ChoiceKnob("tile_order", TILE_ORDERS, default=TILE_ORDERS[0]),
-            ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
-            ChoiceKnob("parallel_loops", (1, 2), default=1),
-        ],
-        functools.partial(_pointwise_problem, args),
-    )
-
-
-def _with_tile(knob: TileKnob, tile: tuple) -> TileKnob:
-    """``knob`` with ``tile`` (the compiler's untuned choice) added last if it lacks it, its
-    tiles of before kept as ``before``: a search can start from the untuned schedule, and
-    records logged before read as the same points (``ConfigSpace.legacy``)."""
-    if tuple(tile) in knob.values:
-        return knob
-    return TileKnob(knob.name, knob.parts, [*knob.values, tuple(tile)], before=knob.values)
-
-
-def _pointwise_problem(args: tuple, config) -> str | None:
-    """Why a point of the pointwise template's space for ``args`` does not build, or builds
-    the loops of another point (a ``k_blocks`` that runs one pass where ``K_BLOCKS``, the
-    default, does too), or None."""
-    from dataclasses import replace
-
-    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes, loop_problem
-
-    wl = _nchwc_workload(*args)
-    k = PointwiseKnobs(**schedule_of_template("pointwise", config)["knobs"])
-    if (
-        k.k_blocks != K_BLOCKS
-        and not in_passes(k, wl)
-        and not in_passes(replace(k, k_blocks=K_BLOCKS), wl)
-    ):
-        return f"k_blocks {k.k_blocks} runs one pass, as the default {K_BLOCKS} does here"
-    return loop_problem(k, wl)
-
-
-def _pointwise_instantiate(config, *args):
-    return _graph_conv(_nchwc_workload(*args), "pointwise", config)
-
-
-def _pointwise_reference(arrays, *args):
-    """:func:`_nchwc_reference` of the pixel-flattened arrays (its result in ``out``'s shape)."""
-    wl = _nchwc_workload(*args)
-    data, wgt, bias = arrays[:3]
-    ob = wgt.shape[-1]
-    return _nchwc_reference(
-        [data.reshape(1, wl.c // wl.ib, wl.h, wl.w, wl.ib),
-         wgt.reshape(wl.o // ob, wl.c // wl.ib, 1, 1, wl.ib, ob), bias, arrays[-1]],
-        *args,
-    )  # fmt: skip
-
-
-def _depthwise_workload(*args):
-    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
-
-    c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, block = args
-    return ConvWorkload(c, h, w, c, (kh, kw), (sh, sw), (pt, pl, pb, pr), block, block, True)
-
-
-def _depthwise_space(*args) -> ConfigSpace:
-    """``(ow_block, y_block)``: column tiles whose accumulators fit the vector registers (less
-    the depthwise template's spare ones) and fill at least ``MIN_TILE_SHARE`` of them (or the
-    whole row) x rows per task (1, 2, 4, 7, 8, 14, up to the height); the compiler's untuned
-    tile last if not among them."""
-    from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.depthwise import SPARE_REGISTERS, DepthwiseKnobs
-
-    wl = _depthwise_workload(*args)
-    t = CpuTarget.host()
-    vecs = max(1, wl.ob // t.vector_lanes("float32"))
-    room = max(1, (t.vector_registers - SPARE_REGISTERS) // vecs)
-    oh, ow = wl.out_hw
-    lo = min(ow, max(1, int(MIN_TILE_SHARE * room)))
-    cols = range(lo, min(room, ow) + 1)
-    tiles = [(d, y) for d in cols for y in (1, 2, 4, 7, 8, 14) if y <= oh]
-    untuned = DepthwiseKnobs.for_target(t, (oh, ow), wl.ob)
-    knob = TileKnob("tile", ("ow_block", "y_block"), tiles)
-    return ConfigSpace([_with_tile(knob, (untuned.ow_block, untuned.y_block))])
-
-
-def _depthwise_instantiate(config, *args):
-    return _graph_conv(_depthwise_workload(*args), "depthwise", config)
-
-
-def _depthwise_reference(arrays, *args):
-    """float64 depthwise conv of NCHW{c}c data with ``[C/c, KH, KW, c]`` weights plus bias."""
-    from numpy.lib.stride_tricks import sliding_window_view
-
-    wl = _depthwise_workload(*args)
-    data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
-    t, lft, b, r = wl.pads
-    x = np.pad(data[0], ((0, 0), (t, b), (lft, r), (0, 0)))
-    win = sliding_window_view(x, wl.kernel, axis=(1, 2))[:, :: wl.strides[0], :: wl.strides[1]]
-    oh, ow = wl.out_hw
-    y = np.einsum("fyxcij,fijc->fyxc", win[:, :oh, :ow], wgt)
-    return (y + bias.reshape(y.shape[0], 1, 1, -1))[None]
-
-
-def cpu_measured_on() -> str:
-    """The CPU a measurement runs on, as a tuning record names it (``CpuTarget.description``:
-    ``ARCH LEVEL CPU``, the feature level as ``PYVTA_CPU_FEATURES`` leaves it)."""
-    from pyvta.compiler.backend.llvm import CpuTarget
-
-    return CpuTarget.host().description
-
-
-def cpu_nearness(machine: str) -> float:
-    """How near a record's CPU (``cpu_measured_on`` of its host) is to this one: the same
-    feature level and CPU 4, the same level 3, the same vector width 2, the same arch 1."""
-    from pyvta.compiler.backend.llvm.target import X86_LEVELS
-
-    here, there = cpu_measured_on().split(), machine.split()
-    if len(there) < 2 or there[0] != here[0]:
-        return 0.0
-    if there[1] == here[1]:
-        return 4.0 if there[2:] == here[2:] else 3.0
-    bits = [X86_LEVELS[lv].vector_bits if lv in X86_LEVELS else 0 for lv in (here[1], there[1])]
-    return 2.0 if bits[0] == bits[1] else 1.0
-
-
-_ON_CPU = {"measured_on_fn": cpu_measured_on, "nearness_fn": cpu_nearness}
+    return graph_conv(wl, "winograd", config)
 
 
 GEMM = Template(
@@ -536,7 +409,7 @@ GEMM = Template(
     _gemm_instantiate,
     lower_fn=_gemm_lower,
     reference_fn=_gemm_reference,
-    **_ON_CPU,
+    **ON_CPU,
 )
 CONV2D = Template(
     "cpu.conv2d",
@@ -544,65 +417,43 @@ CONV2D = Template(
     _conv2d_instantiate,
     lower_fn=_conv2d_lower,
     reference_fn=_conv2d_reference,
-    **_ON_CPU,
+    **ON_CPU,
 )
 CONV2D_NCHWC = Template(
     "cpu.conv2d_nchwc",
     _nchwc_space,
     _nchwc_instantiate,
-    reference_fn=_nchwc_reference,
-    **_ON_CPU,
+    reference_fn=nchwc_reference,
+    **ON_CPU,
 )
-WINOGRAD_NCHWC = Template("cpu.winograd_nchwc", _winograd_space, _winograd_instantiate, **_ON_CPU)
-POINTWISE_NCHWC = Template(
-    "cpu.pointwise_nchwc",
-    _pointwise_space,
-    _pointwise_instantiate,
-    reference_fn=_pointwise_reference,
-    **_ON_CPU,
-)
-DEPTHWISE_NCHWC = Template(
-    "cpu.depthwise_nchwc",
-    _depthwise_space,
-    _depthwise_instantiate,
-    reference_fn=_depthwise_reference,
-    **_ON_CPU,
-)
+WINOGRAD_NCHWC = Template("cpu.winograd_nchwc", _winograd_space, _winograd_instantiate, **ON_CPU)
 TEMPLATES = {
     t.name: t
     for t in (GEMM, CONV2D, CONV2D_NCHWC, WINOGRAD_NCHWC, POINTWISE_NCHWC, DEPTHWISE_NCHWC)
 }
-# template name -> the compiler's schedule template and the knobs its tile knob stands for
-_TILE_PARTS = {
-    CONV2D_NCHWC.name: ("direct", ("ow_block", "oc_tile")),
-    WINOGRAD_NCHWC.name: ("winograd", ("p_block", "k_block")),
-    POINTWISE_NCHWC.name: ("pointwise", ("p_block", "oc_tile")),
-    DEPTHWISE_NCHWC.name: ("depthwise", ("ow_block", "y_block")),
+# template name -> the compiler's schedule template (its tile knob's parts: ``TILE_PARTS``)
+_SCHEDULE_TEMPLATES = {
+    CONV2D_NCHWC.name: "direct",
+    WINOGRAD_NCHWC.name: "winograd",
+    POINTWISE_NCHWC.name: "pointwise",
+    DEPTHWISE_NCHWC.name: "depthwise",
 }
 
 
 def nchwc_conv_tasks(wl) -> list[Task]:
     """The tasks of a network's conv layer (``compiler.targets.cpu.kernels.ConvWorkload``,
     bias only): the depthwise template for a depthwise layer; else direct NCHWc, Winograd
-    where it applies (3x3 stride 1) and pointwise where it does (1x1 stride 1, no padding)."""
+    where it applies (3x3 stride 1, a channel tile: ``winograd_k_blocks``) and pointwise where it
+    does (1x1 stride 1, no padding)."""
     if wl.depthwise:
         return [DEPTHWISE_NCHWC.task(wl.c, wl.h, wl.w, *wl.kernel, *wl.strides, *wl.pads, wl.ob)]
     args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
     tasks = [CONV2D_NCHWC.task(*args)]
-    if wl.winograd_ok:
+    if wl.winograd_ok and winograd_k_blocks(wl):
         tasks.append(WINOGRAD_NCHWC.task(*args))
     if wl.pointwise_ok:
         tasks.append(POINTWISE_NCHWC.task(*args))
     return tasks
-
-
-def schedule_of_template(template: str, config) -> dict:
-    """The ``attrs["schedule"]`` record of a point of a tile-knob space of ``template``
-    (the compiler's name: direct, winograd, pointwise, depthwise)."""
-    parts = next(p for t, p in _TILE_PARTS.values() if t == template)
-    d = config.as_dict() if isinstance(config, Config) else dict(config)
-    d.update(zip(parts, d.pop("tile"), strict=True))
-    return {"template": template, "knobs": d}
 
 
 def point_of_schedule(task: Task, knobs: dict):
@@ -610,10 +461,10 @@ def point_of_schedule(task: Task, knobs: dict):
     ``knobs`` (a compiler knob dict, e.g. ``kernels.default_conv_schedule``'s; ``oc_tile`` 0:
     the whole output block), knobs outside the space aside (``parallel``); ``ValueError`` if
     the space has no such point."""
-    template, parts = _TILE_PARTS[task.name]
+    parts = TILE_PARTS[_SCHEDULE_TEMPLATES[task.name]]
     d = dict(knobs)
     if "oc_tile" in parts and not d.get("oc_tile"):
-        d["oc_tile"] = _nchwc_workload(*task.args).ob
+        d["oc_tile"] = nchwc_workload(*task.args).ob
     names = {k.name for k in task.space.knobs}
     point = {k: v for k, v in d.items() if k in names}
     point["tile"] = tuple(d[p] for p in parts)
@@ -622,7 +473,7 @@ def point_of_schedule(task: Task, knobs: dict):
 
 def schedule_of(task: Task, config) -> dict:
     """The ``attrs["schedule"]`` record of ``config`` of a network conv layer's task."""
-    return schedule_of_template(_TILE_PARTS[task.name][0], config)
+    return schedule_of_template(_SCHEDULE_TEMPLATES[task.name], config)
 
 
 def gemm_task(m: int, n: int, k: int) -> Task:

@@ -1,6 +1,7 @@
 """The CPU's measurement ``Backend``: a template's kernel built with the compiler's llvmlite
 backend, run on seeded inputs in fresh memory, timed (``CpuBackend``) and checked against the
-template's reference (``check_output``). The templates themselves are ``tuner.cpu``.
+template's reference (``check_output``); the CPU a record names as measured on, and how near
+another is (``ON_CPU``: every CPU template's). The templates themselves are ``tuner.cpu``.
 """
 
 from __future__ import annotations
@@ -165,3 +166,30 @@ def cpu_target_info() -> str:
         f"{t.description} vector_bits={t.vector_bits} threads={t.num_threads}"
         f" ({time.strftime('%F')})"
     )
+
+
+def cpu_measured_on() -> str:
+    """The CPU a measurement runs on, as a tuning record names it (``CpuTarget.description``:
+    ``ARCH LEVEL CPU``, the feature level as ``PYVTA_CPU_FEATURES`` leaves it)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    return CpuTarget.host().description
+
+
+def cpu_nearness(machine: str) -> float:
+    """How near a record's CPU (``cpu_measured_on`` of its host) is to this one: the same
+    feature level and CPU 4, the same level 3, the same vector width 2, the same arch 1."""
+    from pyvta.compiler.backend.llvm.target import X86_LEVELS
+
+    here, there = cpu_measured_on().split(), machine.split()
+    if len(there) < 2 or there[0] != here[0]:
+        return 0.0
+    if there[1] == here[1]:
+        return 4.0 if there[2:] == here[2:] else 3.0
+    bits = [X86_LEVELS[lv].vector_bits if lv in X86_LEVELS else 0 for lv in (here[1], there[1])]
+    return 2.0 if bits[0] == bits[1] else 1.0
+
+
+# the keyword arguments of every CPU template's ``Template``: its records name the CPU they were
+# measured on, and read by how near that CPU is to this one (``tuner.log.closest_records``)
+ON_CPU = {"measured_on_fn": cpu_measured_on, "nearness_fn": cpu_nearness}

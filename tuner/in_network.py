@@ -313,7 +313,7 @@ def rerank_in_network(
     node (``time.thread_time`` with ``threads=1``: the CPU time of the calling thread, which
     leaves out the time it waited for a core on a shared machine; the kernels then run on the
     calling thread only)."""
-    from pyvta.tuner.cpu import cpu_measured_on
+    from pyvta.tuner.cpu_measure import cpu_measured_on
     from pyvta.tuner.cpu_network import cpu_network_layers
 
     if top_k < 0 or rounds < 1 or screen_rounds < 1 or keep < 1 or min(explore, sweep) < 0:
@@ -417,7 +417,7 @@ def _write(path: Path, rerank: Rerank, machine: str) -> None:
 def in_network_choices(log: str | os.PathLike) -> dict[str, dict]:
     """``{workload key: schedule}`` chosen in the network for ``log`` (:func:`in_network_path`),
     if the choices were made on this kind of host; else ``{}``."""
-    from pyvta.tuner.cpu import cpu_measured_on
+    from pyvta.tuner.cpu_measure import cpu_measured_on
 
     path = in_network_path(log)
     if not path.exists():

@@ -232,12 +232,27 @@ POINTWISE_LAYERS = [
 ]
 
 
+def _winograd_error(task: Task, direct: Task, cfg, w: np.ndarray, rng) -> tuple[float, list]:
+    """The relative error of ``cfg``'s Winograd kernel (on the OIHW weights ``w`` transformed
+    for its tiles; seeded random data and bias, the output first NaN) against the direct
+    template's float64 reference of the untransformed weights, and the kernel's arguments."""
+    from pyvta.compiler.ops.cpu.winograd import transform_weights
+
+    sch, args = task.instantiate(cfg)
+    mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
+    data = rng.standard_normal(args[0].shape).astype(np.float32)
+    bias = rng.standard_normal(args[2].shape).astype(np.float32)
+    out = np.full(args[-1].shape, np.nan, np.float32)
+    mod(data, transform_weights(w, cfg["tile"][1], cfg["out_tile"]), bias, out)
+    packed = nchwc.pack_conv_weights(w, *direct.args[-2:])
+    want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
+    return float(np.abs(out - want).max() / np.abs(want).max()), args
+
+
 @pytest.mark.parametrize("wl", WINOGRAD_LAYERS, ids=lambda wl: wl.key)
 def test_random_winograd_configs_compute_the_conv(wl, seed):
     """The kernel of each random point, on weights transformed for its ``k_block``, equals
     the direct reference of the untransformed weights."""
-    from pyvta.compiler.ops.cpu.winograd import transform_weights
-
     rng = np.random.default_rng(seed)
     task = cpu.nchwc_conv_tasks(wl)[1]
     assert task.name == cpu.WINOGRAD_NCHWC.name
@@ -245,15 +260,7 @@ def test_random_winograd_configs_compute_the_conv(wl, seed):
     print(f"{task.key}: {task.space.size} points, seed {seed}")
     w = rng.standard_normal((wl.o, wl.c, 3, 3)).astype(np.float32)
     for cfg in _valid_points(task, rng, 3):
-        sch, args = task.instantiate(cfg)
-        mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
-        data = rng.standard_normal(args[0].shape).astype(np.float32)
-        bias = rng.standard_normal(args[2].shape).astype(np.float32)
-        out = np.full(args[-1].shape, np.nan, np.float32)
-        mod(data, transform_weights(w, cfg["tile"][1], cfg["out_tile"]), bias, out)
-        packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
-        want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
-        err = np.abs(out - want).max() / np.abs(want).max()
+        err, _ = _winograd_error(task, direct, cfg, w, rng)
         assert err < 1e-4, (cfg.to_dict(), err)
 
 
@@ -261,8 +268,6 @@ def test_random_winograd_configs_compute_the_conv(wl, seed):
 def test_winograd_with_4x4_output_tiles_computes_the_conv(wl, seed):
     """``out_tile`` 4 (F(4x4, 3x3), 6x6 input tiles) on heights and widths that 4 does not
     divide: every output written, within float32 rounding of the direct reference."""
-    from pyvta.compiler.ops.cpu.winograd import transform_weights
-
     rng = np.random.default_rng(seed)
     task, direct = cpu.nchwc_conv_tasks(wl)[1], cpu.nchwc_conv_tasks(wl)[0]
     tiles = [t for t in task.space.knobs[0].values if t[1] == wl.ob][:1]
@@ -270,16 +275,8 @@ def test_winograd_with_4x4_output_tiles_computes_the_conv(wl, seed):
     for tile in tiles:
         cfg = task.space.config({"tile": tile, "out_tile": 4})
         assert task.space.problem(cfg) is None, cfg.to_dict()
-        sch, args = task.instantiate(cfg)
-        mod = compiler.build(sch, args, cache_dir=None, num_threads=2)
-        data = rng.standard_normal(args[0].shape).astype(np.float32)
-        bias = rng.standard_normal(args[2].shape).astype(np.float32)
-        out = np.full(args[-1].shape, np.nan, np.float32)
+        err, args = _winograd_error(task, direct, cfg, w, rng)
         assert args[1].shape[:2] == (6, 6)
-        mod(data, transform_weights(w, tile[1], 4), bias, out)
-        packed = nchwc.pack_conv_weights(w, wl.ib, wl.ob)
-        want = cpu._nchwc_reference([data, packed, bias, out], *direct.args)
-        err = np.abs(out - want).max() / np.abs(want).max()
         print(f"{task.key} tile {tile} out_tile 4: relative error {err:.2e}")
         assert err < 1e-4, (cfg.to_dict(), err)
 
@@ -395,3 +392,126 @@ def test_many_random_direct_and_pointwise_configs_compute_the_conv(wl, seed):
             continue
         print(f"{task.key}: seed {seed + 1}")
         _check_points(task, _valid_points(task, rng, 20))
+
+
+# Output blocks of 8 channels (one AVX2 vector), three of them: on AVX2 the compiler's untuned
+# register tile spans several (``NchwcConvKnobs.for_target``), on AVX-512 one.
+BLOCK_LAYER = ConvWorkload(16, 10, 10, 24, (3, 3), (1, 1), (1, 1, 1, 1), 8, 8)
+
+
+@pytest.fixture(params=["host", "avx2"], ids=["host", "PYVTA_CPU_FEATURES=avx2"])
+def features(request, monkeypatch):
+    from pyvta import host_cpu
+
+    if request.param == "avx2" and "avx2" not in host_cpu.levels_met(host_cpu.host("host")[2]):
+        pytest.skip("needs an x86 host that runs AVX2")
+    monkeypatch.setenv(host_cpu.FEATURES_ENV, request.param)
+    return request.param
+
+
+def test_a_tuned_config_of_two_output_blocks_builds_runs_and_reaches_the_network(
+    features, tmp_path
+):
+    """A point with ``oc_blocks`` 2 (three blocks: the last tile short) is valid, builds other
+    loops than its one-block twin, computes the conv (flat and not), and a log's record of it
+    gives the network that schedule (not the compiler's untuned block count)."""
+    from pyvta.tuner.cpu_network import CpuLayer, cpu_schedules
+
+    wl, layer = BLOCK_LAYER, CpuLayer(BLOCK_LAYER, 1)
+    task = cpu.nchwc_conv_tasks(wl)[0]
+    assert task.space.knob("oc_blocks").values[:2] == [1, 2], task.space
+    tile = max(cpu.conv_tiles(wl.out_hw[1], wl.ob, 2))  # the widest tile of two blocks
+    cfgs = [
+        task.space.config({"tile": tile, "unroll_rx": rx, "flat": flat, "oc_blocks": 2})
+        for rx, flat in ((False, False), (True, True))
+    ]
+    one = task.space.config({**cfgs[0].to_dict(), "oc_blocks": 1})
+    print(f"{features}: {task.key} tile {tile}, {task.space.size} points")
+    for cfg in cfgs:
+        assert task.space.problem(cfg) is None, cfg.to_dict()
+        assert cpu.direct_knobs(cfg).oc_blocks == 2
+    lowered = [str(compiler.lower(*task.instantiate(c))) for c in (cfgs[0], one)]
+    assert lowered[0] != lowered[1]
+    _check_points(task, cfgs)
+    # a register tile too wide for two blocks' accumulators is refused before building
+    wide = max(cpu.conv_tiles(wl.out_hw[1], wl.ob))
+    if wide not in cpu.conv_tiles(wl.out_hw[1], wl.ob, 2):
+        spill = task.space.config({**cfgs[0].to_dict(), "tile": wide})
+        assert "accumulators" in task.space.problem(spill)
+    # the network runs what was measured
+    log = tmp_path / "tuned.jsonl"
+    with TuningLog(log) as w:
+        w.append(make_record(task, cfgs[0], MeasureResult(costs=(1e-4,))))
+    sched = cpu_schedules(str(log), [layer], in_network=False)[wl.key]
+    assert sched["template"] == "direct"
+    got = nchwc_direct.NchwcConvKnobs(**sched["knobs"])
+    assert got.oc_blocks == 2
+    assert got.to_dict() == {**cpu.direct_knobs(cfgs[0]).to_dict(), "parallel": got.parallel}
+
+
+def test_the_untuned_direct_schedule_is_the_default_point_of_its_space(features):
+    """The point a network's tuning starts from (``cpu_network._default_point``) is the
+    compiler's untuned direct schedule, its output blocks per tile included: it lowers to
+    the same loops."""
+    from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
+    from pyvta.tuner.cpu_network import CpuLayer, _default_point, default_in_space, layer_schedule
+
+    wl, layer = BLOCK_LAYER, CpuLayer(BLOCK_LAYER, 1)
+    task = cpu.nchwc_conv_tasks(wl)[0]
+    want = default_conv_schedule(wl)
+    assert want["template"] == "direct"
+    point = _default_point(task, layer)
+    print(f"{features}: untuned {want['knobs']}, default point {point.to_dict()}")
+    assert point["oc_blocks"] == want["knobs"]["oc_blocks"]
+    assert default_in_space(task, layer)
+    assert cpu.point_of_schedule(task, want["knobs"]) == point
+    assert task.space.problem(point) is None
+    got = layer_schedule(task, point, layer)
+    lowered = [str(compiler.lower(*conv_schedule(wl, s))) for s in (got, want)]
+    assert lowered[0] == lowered[1]
+    if features == "avx2":
+        assert want["knobs"]["oc_blocks"] > 1  # the layer this test is about
+
+
+def test_winograd_tiles_of_channels_no_whole_vector_divides(features, seed):
+    """24 output channels (no whole AVX-512 vector divides them): the Winograd space takes the
+    compiler's channel tile (``kernels.winograd_k_block``), and its point computes the conv."""
+    from pyvta.compiler.targets.cpu.kernels import host_lanes, winograd_k_block
+
+    rng = np.random.default_rng(seed)
+    wl = ConvWorkload(16, 6, 7, 24, (3, 3), (1, 1), (1, 1, 1, 1), 8, 8)
+    direct, task = cpu.nchwc_conv_tasks(wl)[:2]
+    assert task.name == cpu.WINOGRAD_NCHWC.name
+    k_blocks = {t[1] for t in task.space.knobs[0].values}
+    lanes = host_lanes()
+    print(f"{features}: seed {seed}, k_blocks {sorted(k_blocks)}, lanes {lanes}")
+    assert lanes in k_blocks if 24 % lanes == 0 else k_blocks == {winograd_k_block(24, lanes)}
+    (cfg,) = _valid_points(task, rng, 1)
+    w = rng.standard_normal((wl.o, wl.c, 3, 3)).astype(np.float32)
+    err, _ = _winograd_error(task, direct, cfg, w, rng)
+    assert err < 1e-4, (cfg.to_dict(), err)
+
+
+def test_a_record_from_before_oc_blocks_reads_as_one_block(features, tmp_path):
+    """A record of the direct space before the ``oc_blocks`` knob (measured with one block per
+    tile, the template's only kind then) reads as the point with ``oc_blocks`` 1 at the same
+    index, and the network runs it so, whatever the untuned choice spans."""
+    from pyvta.tuner.cpu_network import CpuLayer, layer_schedule
+
+    wl, layer = BLOCK_LAYER, CpuLayer(BLOCK_LAYER, 1)
+    task = cpu.nchwc_conv_tasks(wl)[0]
+    assert task.space.knobs[-1].name == "oc_blocks"
+    old_space = ConfigSpace(task.space.knobs[:-1])
+    old_cfg = old_space.config({"tile": max(cpu.conv_tiles(wl.out_hw[1], wl.ob)),
+                                "unroll_rx": True, "flat": False, "tile_y": 2})  # fmt: skip
+    rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
+    line = json.loads(rec.to_json())
+    line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
+    log = tmp_path / "old.jsonl"
+    log.write_text(json.dumps(line) + "\n")
+    (got,) = read_records(log, task)
+    assert got.config == {**old_cfg.to_dict(), "oc_blocks": 1}
+    assert got.index == old_cfg.index
+    sched = layer_schedule(task, got.config, layer)
+    assert sched["knobs"]["oc_blocks"] == 1
+    print(f"{features}: untuned oc_blocks {default_direct_knobs(wl)['oc_blocks']}")

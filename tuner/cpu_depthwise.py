@@ -1,0 +1,67 @@
+"""The depthwise NCHWc conv template (group = channels, ``compiler.ops.cpu.depthwise``) as a
+tuning task: its space, build and reference. Arguments: ``(c, h, w, kh, kw, sh, sw, pt, pl, pb,
+pr, block)``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyvta.tuner.cpu_measure import ON_CPU
+from pyvta.tuner.cpu_nchwc import MIN_TILE_SHARE, graph_conv, with_tile
+from pyvta.tuner.space import ConfigSpace, TileKnob
+from pyvta.tuner.task import Template
+
+
+def _depthwise_workload(*args):
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
+
+    c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, block = args
+    return ConvWorkload(c, h, w, c, (kh, kw), (sh, sw), (pt, pl, pb, pr), block, block, True)
+
+
+def _depthwise_space(*args) -> ConfigSpace:
+    """``(ow_block, y_block)``: column tiles whose accumulators fit the vector registers (less
+    the depthwise template's spare ones) and fill at least ``MIN_TILE_SHARE`` of them (or the
+    whole row) x rows per task (1, 2, 4, 7, 8, 14, up to the height); the compiler's untuned
+    tile last if not among them."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.depthwise import SPARE_REGISTERS, DepthwiseKnobs
+
+    wl = _depthwise_workload(*args)
+    t = CpuTarget.host()
+    vecs = max(1, wl.ob // t.vector_lanes("float32"))
+    room = max(1, (t.vector_registers - SPARE_REGISTERS) // vecs)
+    oh, ow = wl.out_hw
+    lo = min(ow, max(1, int(MIN_TILE_SHARE * room)))
+    cols = range(lo, min(room, ow) + 1)
+    tiles = [(d, y) for d in cols for y in (1, 2, 4, 7, 8, 14) if y <= oh]
+    untuned = DepthwiseKnobs.for_target(t, (oh, ow), wl.ob)
+    knob = TileKnob("tile", ("ow_block", "y_block"), tiles)
+    return ConfigSpace([with_tile(knob, (untuned.ow_block, untuned.y_block))])
+
+
+def _depthwise_instantiate(config, *args):
+    return graph_conv(_depthwise_workload(*args), "depthwise", config)
+
+
+def _depthwise_reference(arrays, *args):
+    """float64 depthwise conv of NCHW{c}c data with ``[C/c, KH, KW, c]`` weights plus bias."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    wl = _depthwise_workload(*args)
+    data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
+    t, lft, b, r = wl.pads
+    x = np.pad(data[0], ((0, 0), (t, b), (lft, r), (0, 0)))
+    win = sliding_window_view(x, wl.kernel, axis=(1, 2))[:, :: wl.strides[0], :: wl.strides[1]]
+    oh, ow = wl.out_hw
+    y = np.einsum("fyxcij,fijc->fyxc", win[:, :oh, :ow], wgt)
+    return (y + bias.reshape(y.shape[0], 1, 1, -1))[None]
+
+
+DEPTHWISE_NCHWC = Template(
+    "cpu.depthwise_nchwc",
+    _depthwise_space,
+    _depthwise_instantiate,
+    reference_fn=_depthwise_reference,
+    **ON_CPU,
+)

@@ -1,0 +1,93 @@
+"""What the CPU's NCHWc conv templates share (``tuner.cpu``'s direct and Winograd ones,
+``tuner.cpu_pointwise``, ``tuner.cpu_depthwise``): the workload a task's arguments stand for,
+the compiler's register tiles, the ``attrs["schedule"]`` record of a point of a tile-knob space
+and its build through the graph compiler, and the float64 reference of an NCHWc conv.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from pyvta.tuner.space import Config, TileKnob
+from pyvta.tuner.task import InvalidConfig
+
+MIN_TILE_SHARE = 0.6  # of the accumulator registers a pointwise / depthwise tile fills, at least
+
+# the compiler's schedule template -> the knobs the tile knob of its space stands for
+TILE_PARTS = {
+    "direct": ("ow_block", "oc_tile"),
+    "winograd": ("p_block", "k_block"),
+    "pointwise": ("p_block", "oc_tile"),
+    "depthwise": ("ow_block", "y_block"),
+}
+
+
+@functools.cache  # pure, and a model's search checks points of one workload by the thousand
+def nchwc_workload(*args):
+    """The ``compiler.targets.cpu.kernels.ConvWorkload`` of an NCHWc conv task's arguments
+    ``(c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob)``."""
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
+
+    c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = args
+    return ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
+
+
+def conv_tiles(out_width: int, out_block: int, oc_blocks: int = 1) -> list[tuple[int, int]]:
+    """``(ow_block, oc_tile)`` register tiles of an NCHWc conv on the host, each spanning
+    ``oc_blocks`` output blocks: the compiler's (``compiler.ops.cpu.nchwc_direct.register_tiles``),
+    so the default tile is one of them."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc_direct import register_tiles
+
+    return register_tiles(CpuTarget.host(), out_width, out_block, oc_blocks)
+
+
+def with_tile(knob: TileKnob, tile: tuple) -> TileKnob:
+    """``knob`` with ``tile`` (the compiler's untuned choice) added last if it lacks it, its
+    tiles of before kept as ``before``: a search can start from the untuned schedule, and
+    records logged before read as the same points (``ConfigSpace.legacy``)."""
+    if tuple(tile) in knob.values:
+        return knob
+    return TileKnob(knob.name, knob.parts, [*knob.values, tuple(tile)], before=knob.values)
+
+
+def schedule_of_template(template: str, config) -> dict:
+    """The ``attrs["schedule"]`` record of a point of a tile-knob space of ``template``
+    (the compiler's name: direct, winograd, pointwise, depthwise)."""
+    parts = TILE_PARTS[template]
+    d = config.as_dict() if isinstance(config, Config) else dict(config)
+    d.update(zip(parts, d.pop("tile"), strict=True))
+    return {"template": template, "knobs": d}
+
+
+def graph_conv(wl, template: str, config):
+    """The graph compiler's conv schedule of ``template`` for ``wl`` with ``config``; a config
+    the template refuses is an ``InvalidConfig``."""
+    from pyvta.compiler.targets.cpu.kernels import conv_schedule
+
+    try:
+        return conv_schedule(wl, schedule_of_template(template, config))
+    except ValueError as e:
+        raise InvalidConfig(str(e)) from None
+
+
+def nchwc_reference(arrays, *args):
+    """float64 conv of NCHW{ib}c data with OIHW{ib}i{ob}o weights plus bias, NCHW{ob}c out
+    in the shape of ``arrays[-1]`` (a flat config's ``[1, O/ob, OH * OW, ob]``)."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    wl = nchwc_workload(*args)
+    data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
+    x = data[0].transpose(0, 3, 1, 2).reshape(wl.c, wl.h, wl.w)
+    ob_, cb, kh, kw, ib, ob = wgt.shape
+    oihw = wgt.transpose(0, 5, 1, 4, 2, 3).reshape(wl.o, wl.c, kh, kw)
+    t, lft, b, r = wl.pads
+    x = np.pad(x, ((0, 0), (t, b), (lft, r)))
+    sh, sw = wl.strides
+    win = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+    y = np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4])) + bias[:, None, None]
+    oh, ow = wl.out_hw
+    want = y[:, :oh, :ow].reshape(wl.o // ob, ob, oh, ow).transpose(0, 2, 3, 1)[None]
+    return want.reshape(arrays[-1].shape)  # a flat config's out: [1, O/ob, OH * OW, ob]

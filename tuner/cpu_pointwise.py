@@ -1,0 +1,95 @@
+"""The pointwise NCHWc conv template (1x1, stride 1, no padding: a GEMM over the flattened
+pixels, ``compiler.ops.cpu.pointwise``) as a tuning task: its space, build and reference."""
+
+from __future__ import annotations
+
+import functools
+
+from pyvta.tuner.cpu_measure import ON_CPU
+from pyvta.tuner.cpu_nchwc import (
+    MIN_TILE_SHARE,
+    conv_tiles,
+    graph_conv,
+    nchwc_reference,
+    nchwc_workload,
+    schedule_of_template,
+    with_tile,
+)
+from pyvta.tuner.space import ChoiceKnob, ConfigSpace, TileKnob, divisors
+from pyvta.tuner.task import Template
+
+
+def _pointwise_space(*args) -> ConfigSpace:
+    """``(p_block, oc_tile)`` tiles: the NCHWc conv's register tiles over the flattened pixels
+    (``compiler.ops.cpu.nchwc_direct.register_tiles`` of a row ``H x W`` long) that hold at least
+    ``MIN_TILE_SHARE`` of the registers a tile may use as accumulators (fewer cannot hide the
+    FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS, PointwiseKnobs
+
+    wl = nchwc_workload(*args)
+    t = CpuTarget.host()
+    lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
+    tiles = conv_tiles(wl.h * wl.w, wl.ob)
+    big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room] or tiles
+    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob)
+    c_blocks = wl.c // wl.ib
+    passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass
+    passes += [d for d in divisors(c_blocks) if d < c_blocks and d != K_BLOCKS]
+    return ConfigSpace(
+        [
+            # the knob before the others; the compiler's untuned tile last, if not there
+            with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob)),
+            ChoiceKnob("k_blocks", passes, default=K_BLOCKS),
+            ChoiceKnob("tile_order", TILE_ORDERS, default=TILE_ORDERS[0]),
+            ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
+            ChoiceKnob("parallel_loops", (1, 2), default=1),
+        ],
+        functools.partial(_pointwise_problem, args),
+    )
+
+
+def _pointwise_problem(args: tuple, config) -> str | None:
+    """Why a point of the pointwise template's space for ``args`` does not build, or builds
+    the loops of another point (a ``k_blocks`` that runs one pass where ``K_BLOCKS``, the
+    default, does too), or None."""
+    from dataclasses import replace
+
+    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes, loop_problem
+
+    wl = nchwc_workload(*args)
+    k = PointwiseKnobs(**schedule_of_template("pointwise", config)["knobs"])
+    if (
+        k.k_blocks != K_BLOCKS
+        and not in_passes(k, wl)
+        and not in_passes(replace(k, k_blocks=K_BLOCKS), wl)
+    ):
+        return f"k_blocks {k.k_blocks} runs one pass, as the default {K_BLOCKS} does here"
+    return loop_problem(k, wl)
+
+
+def _pointwise_instantiate(config, *args):
+    return graph_conv(nchwc_workload(*args), "pointwise", config)
+
+
+def _pointwise_reference(arrays, *args):
+    """``tuner.cpu_nchwc.nchwc_reference`` of the pixel-flattened arrays (its result in
+    ``out``'s shape)."""
+    wl = nchwc_workload(*args)
+    data, wgt, bias = arrays[:3]
+    ob = wgt.shape[-1]
+    return nchwc_reference(
+        [data.reshape(1, wl.c // wl.ib, wl.h, wl.w, wl.ib),
+         wgt.reshape(wl.o // ob, wl.c // wl.ib, 1, 1, wl.ib, ob), bias, arrays[-1]],
+        *args,
+    )  # fmt: skip
+
+
+POINTWISE_NCHWC = Template(
+    "cpu.pointwise_nchwc",
+    _pointwise_space,
+    _pointwise_instantiate,
+    reference_fn=_pointwise_reference,
+    **ON_CPU,
+)
