@@ -43,6 +43,7 @@ from pyvta.compiler.te.expr_ops import (
     cast,
     dot_i16x2,
     dot_u7s8x4,
+    dot_u7s8x4_pair,
     dot_u8s8x4,
     maximum,
     minimum,
@@ -61,12 +62,16 @@ MAX_ACCUMULATORS = 16
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
 # dot form -> (input channels per int32 lane, the te op multiplying such lanes, the offset
 # added to the int8 input to make its lanes unsigned: 0 for pmaddubsw, exact only on inputs
-# 0..127, which the caller guarantees)
+# 0..127, which the caller guarantees, lanes per te op: the pair form multiplies two lanes
+# per op, its int16 sums exact only for weights pairs_fit_int16 proves, which pack_qconv checks)
 DOTS = {
-    "pmaddwd": (2, dot_i16x2, U8_OFFSET),
-    "vpdpbusd": (4, dot_u8s8x4, U8_OFFSET),
-    "pmaddubsw": (4, dot_u7s8x4, 0),
+    "pmaddwd": (2, dot_i16x2, U8_OFFSET, 1),
+    "vpdpbusd": (4, dot_u8s8x4, U8_OFFSET, 1),
+    "pmaddubsw": (4, dot_u7s8x4, 0, 1),
+    "pmaddubsw_pair": (4, dot_u7s8x4_pair, 0, 2),
 }
+INT16_MAX = 2**15 - 1
+U7_MAX = 127  # the pmaddubsw forms' largest input
 
 
 class Int8TemplateError(PyvtaError, ValueError):
@@ -79,6 +84,34 @@ def dot_form(isa: str, nonnegative: bool = False) -> str:
     if isa in ("avx512vnni", "avxvnni"):
         return "vpdpbusd"
     return "pmaddubsw" if nonnegative and isa == "avx2" else "pmaddwd"
+
+
+def pairs_fit_int16(w: np.ndarray) -> bool:
+    """Whether the ``pmaddubsw_pair`` form is exact for OIHW int8 weights ``w`` (one conv group's
+    input channels): packed four channels per lane (:func:`pack_qconv`), lanes ``2k`` and
+    ``2k + 1`` summed in int16, so each int16 sum holds four products ``u * w`` (channels ``8k +
+    2h``, ``8k + 2h + 1``, ``8k + 4 + 2h``, ``8k + 5 + 2h``, ``h`` = 0, 1) of inputs ``u`` in
+    0..127: exact when ``127 * (the positive weights' sum)`` and ``127 * (the negative ones')``
+    stay in int16 for every output channel, lane pair and tap."""
+    o, c, kh, kw = w.shape
+    quads = -(-c // 8) * 8
+    wp = np.zeros((o, quads, kh, kw), np.int64)
+    wp[:, :c] = w
+    # [o, lane pair, lane of the pair, int16 half, its two bytes, kh, kw]
+    parts = wp.reshape(o, quads // 8, 2, 2, 2, kh, kw)
+    pos = np.clip(parts, 0, None).sum(axis=(2, 4)) * U7_MAX
+    neg = np.clip(parts, None, 0).sum(axis=(2, 4)) * U7_MAX
+    return bool((pos <= INT16_MAX).all() and (neg >= -INT16_MAX - 1).all())
+
+
+def pair_dot_form(dot: str, w: np.ndarray) -> str:
+    """``pmaddubsw_pair`` for a ``pmaddubsw`` layer whose OIHW weights ``w`` (per conv group)
+    :func:`pairs_fit_int16` and whose lanes pair with little padding (three multiplies per
+    lane pair where two lanes take four: it pays from 2 lanes, not for 1 or 3), else ``dot``."""
+    lanes = -(-w.shape[1] // DOTS["pmaddubsw"][0])
+    if dot != "pmaddubsw" or 3 * -(-lanes // 2) >= 2 * lanes or not pairs_fit_int16(w):
+        return dot
+    return "pmaddubsw_pair"
 
 
 def host_dot_form(features: str | None = None) -> str:
@@ -121,7 +154,8 @@ class Int8ConvKnobs:
     feeds ``oc_block / vector_lanes`` multiplies; ``parallel``: output channel blocks x rows
     across threads; ``dot``: a ``DOTS`` form, ``pmaddwd`` (channel pairs, AVX2) or
     ``vpdpbusd`` (channel quads, VNNI; elsewhere computed with shifts and multiplies) or
-    ``pmaddubsw`` (channel quads; the input must be 0..127)."""
+    ``pmaddubsw`` (channel quads; the input must be 0..127) or ``pmaddubsw_pair`` (the same,
+    two lanes per step; the weights must be ``pairs_fit_int16``)."""
 
     oc_block: int = 8
     ow_block: int = 4
@@ -150,9 +184,13 @@ class Int8ConvKnobs:
         column tile with the fewest tiles per row (the narrowest of those). A ``pmaddwd``
         accumulator needs a second register for its product (``vpmaddwd``, then ``vpaddd``;
         ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
-        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. At most
+        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers; a ``pmaddubsw_pair``
+        one needs three (two products and their sum): on AVX2 8 x 4 ran 1.17x faster than 8 x
+        5 on a 64 -> 56 7x7 layer of 15 columns (8 x 5 no faster than the ``pmaddubsw`` form's
+        best), and one vector of channels ran 1.04x faster than two (8 x 4 against 16 x 2 on a
+        42 -> 80 5x5 layer of 28 columns): one vector only. At most
         ``MAX_ACCUMULATORS``. Ties: more channels per broadcast."""
-        per_acc = 1 if dot == "vpdpbusd" else 2
+        per_acc = {"vpdpbusd": 1, "pmaddubsw_pair": 3}.get(dot, 2)
 
         def widest(vectors: int) -> int:
             # the fewest tiles per row, then the narrowest such tile (27 as 4 x 7, not 4 x 8)
@@ -166,7 +204,7 @@ class Int8ConvKnobs:
         tiles = [  # (accumulators, channels, columns, vector lanes)
             (widest(n) * n, n * v, widest(n), v)
             for v in dict.fromkeys((lanes, 8) if o % 8 == 0 else (lanes, 8, 4))
-            for n in (2, 1)
+            for n in ((1,) if dot == "pmaddubsw_pair" else (2, 1))
             if o % (n * v) == 0
         ]
         if not tiles:
@@ -195,14 +233,19 @@ def pack_qconv(
 ) -> tuple[np.ndarray, np.ndarray]:
     """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/g), KH, KW, ob] int32, [O]
     int32)`` for ``dot``'s ``g`` channels per lane: lane ``k`` holds input channels ``g*k + j``
-    in bits ``32/g * j`` up (an incomplete last group padded with zero weights); the bias
+    in bits ``32/g * j`` up (an incomplete last group padded with zero weights, and a last
+    lane of zero weights where the form takes lanes in pairs); the bias
     carries the unsigned-input correction ``-offset * sum w[o]`` (``dot``'s input offset, 128
     or 0; wrapped to int32)."""
     o, c, kh, kw = w.shape
     if o % oc_block:
         raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
-    group, _, offset = DOTS[dot]
-    bits, cg = 32 // group, -(-c // group)
+    group, _, offset, steps = DOTS[dot]
+    if steps == 2 and not pairs_fit_int16(w):
+        raise Int8TemplateError(
+            f"weights too large for the {dot} form (int16 sums; allowed: pairs_fit_int16)"
+        )
+    bits, cg = 32 // group, -(-c // (group * steps)) * steps
     wpad = np.zeros((o, cg * group, kh, kw), np.int64)
     wpad[:, :c] = w
     lanes = sum((wpad[:, j::group] & ((1 << bits) - 1)) << (bits * j) for j in range(group))
@@ -211,17 +254,19 @@ def pack_qconv(
     return np.ascontiguousarray(wp), _wrap32(corr)
 
 
-def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFSET):
+def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFSET, steps=1):
     """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + offset`` (128, or 0 for an
     input known non-negative) of channels ``group*k + j``: int32 ``[N, ceil(C/group), H + t + b,
     W + l + r]`` (wrapping), pad cells (and channels past the input's) ``u = offset`` (x = 0). With ``groups`` conv groups each group's
     ``C/groups`` channels start a lane of their own: ``[N, groups * ceil(C/groups/group), ...]``,
-    lane ``k`` of group ``k // ceil(C/groups/group)``."""
+    lane ``k`` of group ``k // ceil(C/groups/group)``. Each group's lanes rounded up to a
+    multiple of ``steps`` (the extra lanes ``u = offset``)."""
     n, c, h, w = data.shape
     t, lft, b, r = pads
     bits = 32 // group
     cg = c // groups
-    lanes = -(-cg // group)
+    lanes = -(-cg // (group * steps)) * steps
+    extra = lanes * group - cg >= group  # a whole lane past the group's channels
 
     def f(i, k, y, x):
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
@@ -230,8 +275,9 @@ def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFS
         lane = None
         for j in range(group):
             ch = first + group * kk + j
-            ok = inside if cg % group == 0 or j == 0 else all_(inside, group * kk + j < cg)
-            if cg % group and j and groups > 1:  # past the group's channels: read in bounds
+            whole = (cg % group == 0 or j == 0) and not extra
+            ok = inside if whole else all_(inside, group * kk + j < cg)
+            if (cg % group and j and groups > 1) or extra:  # past the channels: read in bounds
                 ch = minimum(ch, const(c - 1))
             v = cast("int32", data[i, ch, y - t, x - lft])
             v = v + offset if offset else v
@@ -293,8 +339,9 @@ def qconv2d_nchw(
             f" ow_block {owb} be in 1..{ow} (the output width)"
         )
     data = placeholder((batch, c, h, w), "int8", "data")
-    group, dot, offset = DOTS[knobs.dot]  # input channels per lane, their product, x's offset
-    cg = -(-(c // groups) // group)  # lanes per conv group
+    # input channels per lane, their product, x's offset, lanes per product
+    group, dot, offset, steps = DOTS[knobs.dot]
+    cg = -(-(c // groups) // (group * steps)) * steps  # lanes per conv group
     blocks_per_group = o // groups // ob
     wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
@@ -307,8 +354,8 @@ def qconv2d_nchw(
     res = placeholder((batch, o_res, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
-    u = _offset_lanes(data, params.pads, group, groups, offset)
-    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    u = _offset_lanes(data, params.pads, group, groups, offset, steps)
+    rc, ry, rx = reduce_axis(cg // steps, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     # the accumulators cover whole column tiles: columns past the row's last are computed as
     # a copy of it (clamped index) and not stored, so the reduction has no bounds checks
     ow_pad = -(-ow // owb) * owb
@@ -316,15 +363,18 @@ def qconv2d_nchw(
     def col(x):
         return minimum(x, const(ow - 1)) if ow_pad > ow else x
 
-    def lane(f):  # the output block's group's first lane + rc
-        return rc if groups == 1 else (f // blocks_per_group) * cg + rc
+    def lane(f, k):  # the output block's group's first lane + k
+        return k if groups == 1 else (f // blocks_per_group) * cg + k
+
+    def product(i, f, y, x, fi):  # of the step's lanes rc * steps + 0..steps-1
+        ks = [rc * steps + j for j in range(steps)] if steps > 1 else [rc]
+        yy, xx = y * sh + ry * dh, col(x) * sw + rx * dw
+        ops = [(u[i, lane(f, k), yy, xx], wgt[f, k, ry, rx, fi]) for k in ks]
+        return dot(*[v for pair in ops for v in pair])
 
     acc = compute(
         (batch, o // ob, oh, ow_pad, ob),
-        lambda i, f, y, x, fi: te_sum(
-            dot(u[i, lane(f), y * sh + ry * dh, col(x) * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
-            [rc, ry, rx],
-        ),
+        lambda i, f, y, x, fi: te_sum(product(i, f, y, x, fi), [rc, ry, rx]),
         name="acc",
     )
 

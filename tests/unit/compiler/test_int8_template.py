@@ -21,6 +21,8 @@ from pyvta.compiler.ops.cpu.int8 import (
     dot_isa,
     pack_qconv,
     pack_qconv_grouped,
+    pair_dot_form,
+    pairs_fit_int16,
     qconv2d_grouped_nchw,
     qconv2d_nchw,
     quantize_nchw,
@@ -46,6 +48,13 @@ def _data(rng, dot: str, shape) -> np.ndarray:
     return rng.integers(-DOTS[dot][2], 128, shape).astype(np.int8)
 
 
+def _weights(rng, dot: str, shape) -> np.ndarray:
+    """int8 weights for ``dot``: the whole range, or -64..64 for the ``pmaddubsw_pair`` form
+    (four products of inputs 0..127 per int16 sum: 4 * 127 * 64 < 2**15, its precondition)."""
+    bound = 64 if DOTS[dot][3] == 2 else 128
+    return rng.integers(-bound, min(bound + 1, 128), shape).astype(np.int8)
+
+
 def _attrs(strides, pads, rng) -> dict:
     lo = int(rng.integers(-128, 1))
     return dict(
@@ -63,7 +72,7 @@ def test_qconv_equals_the_contract(layer, dot, build, rng):
     c, h, w, o, kernel, strides, pads, residual = layer
     attrs = _attrs(strides, pads, rng)
     x = _data(rng, dot, (1, c, h, w))
-    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c, *kernel))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)  # wraps the accumulator
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
     res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
@@ -87,7 +96,7 @@ def test_qconv_per_channel_shifts_equal_the_contract(layer, dot, build, rng):
     attrs["res_shift"] = rng.integers(0, 12, o).tolist()
     p = FusedParams.from_attrs(attrs)
     x = _data(rng, dot, (1, c, h, w))
-    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c, *kernel))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
     res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
@@ -108,7 +117,7 @@ def test_batched_qconv_is_each_image_s_contract(dot, build, rng):
     c, h, w, o, kernel, strides, pads, _ = LAYERS[0]
     attrs = _attrs(strides, pads, rng)
     x = _data(rng, dot, (3, c, h, w))
-    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c, *kernel))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
     res = rng.integers(-128, 128, (3, o, oh, ow)).astype(np.int8)
@@ -138,7 +147,7 @@ def test_grouped_qconv_is_the_contract(dot, per_channel, build, rng):
         attrs["res_shift"] = rng.integers(0, 12, o).tolist()
     p = FusedParams.from_attrs(attrs)
     x = _data(rng, dot, (2, c, h, w))
-    wt = rng.integers(-128, 128, (o, c // groups, 3, 3)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c // groups, 3, 3))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
     res = rng.integers(-128, 128, (2, o, oh, ow)).astype(np.int8)
@@ -290,6 +299,100 @@ def test_pmaddubsw_is_exact_at_its_bound(build, rng):
     ref = run_cpu_op("qconv2d", [x, wt, bias, res], attrs)
     assert len(np.unique(ref)) > 8  # the shift leaves the sums visible
     np.testing.assert_array_equal(out, ref)
+
+
+def _pair_bound_layer(rng, over: bool):
+    """16 channels (two lane pairs) x 3x3 with every int16 sum of the ``pmaddubsw_pair`` form
+    at its bound: weights 64 and 65 (half the output channels negated) put four products of
+    x = 127 at +-127 * 258 = +-32766; ``over``: one weight 66, a sum of 32893 (past int16)."""
+    c, h, w, o = 16, 7, 9, 16
+    attrs = {**_attrs((1, 1), (1, 1, 1, 1), rng), "clip_lo": -128, "clip_hi": 127, "shift": 14}
+    x = np.full((2, c, h, w), 127, np.int8)
+    x[:, :, ::3] = rng.integers(0, 128, (2, c, 3, w))
+    wt = np.where(np.arange(c) % 2 == 0, 64, 65).astype(np.int8)[None, :, None, None]
+    wt = np.broadcast_to(wt, (o, c, 3, 3)).copy()
+    wt[o // 2 :] *= -1
+    if over:
+        wt[3, 9, 1, 1] = 66
+    return c, h, w, o, attrs, x, wt
+
+
+@pytest.mark.parametrize("features", [None, "avx2"])
+def test_pmaddubsw_pair_is_exact_at_its_bound(features, build, rng):
+    """The pair form with every int16 sum at +-32766 (the largest pairs_fit_int16 accepts: two
+    pmaddubsw results added in int16, then vpmaddwd by ones): bit-exact on this host and as
+    AVX2 code (vpmaddubsw, vpaddw: ``features``), batch 2 with a residual."""
+    from pyvta.compiler.backend.llvm.target import CpuFeatureError
+
+    if features is not None:
+        try:
+            CpuTarget.host(2, features)
+        except CpuFeatureError:
+            pytest.skip(f"needs a CPU that runs the {features} feature level")
+    c, h, w, o, attrs, x, wt = _pair_bound_layer(rng, over=False)
+    assert pairs_fit_int16(wt) and pair_dot_form("pmaddubsw", wt) == "pmaddubsw_pair"
+    bias = rng.integers(-(2**20), 2**20, o).astype(np.int32)
+    p = FusedParams.from_attrs(attrs)
+    oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
+    res = rng.integers(-128, 128, (2, o, oh, ow)).astype(np.int8)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot="pmaddubsw_pair")
+    sch, args = qconv2d_nchw(c, h, w, o, (3, 3), p, True, knobs, batch=2)
+    mod = build(sch, args, num_threads=2, cpu_features=features)
+    out = np.zeros((2, o, oh, ow), np.int8)
+    mod(x, *pack_qconv(wt, bias, knobs.oc_block, "pmaddubsw_pair"), res, out)
+    for b in range(2):
+        ref = run_cpu_op("qconv2d", [x[b : b + 1], wt, bias, res[b : b + 1]], attrs)
+        assert len(np.unique(ref)) > 8  # the shift leaves the sums visible
+        np.testing.assert_array_equal(out[b : b + 1], ref)
+
+
+def test_pmaddubsw_pair_refuses_weights_past_its_bound(build, rng):
+    """One int16 sum past the bound (127 * 259): pairs_fit_int16 says no, pack_qconv refuses
+    the pair form and pair_dot_form keeps ``pmaddubsw``; run anyway as AVX2 code (the weights
+    packed as the plain form, the same layout for 16 channels) the sum wraps: wrong outputs,
+    the channel's only."""
+    from pyvta.compiler.backend.llvm.target import CpuFeatureError
+
+    try:
+        CpuTarget.host(2, "avx2")
+    except CpuFeatureError:
+        pytest.skip("needs a CPU that runs the avx2 feature level")
+    c, h, w, o, attrs, x, wt = _pair_bound_layer(rng, over=True)
+    assert not pairs_fit_int16(wt) and pair_dot_form("pmaddubsw", wt) == "pmaddubsw"
+    bias = np.zeros(o, np.int32)
+    with pytest.raises(Int8TemplateError, match="pairs_fit_int16"):
+        pack_qconv(wt, bias, 8, "pmaddubsw_pair")
+    p = FusedParams.from_attrs(attrs)
+    oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot="pmaddubsw_pair")
+    mod = build(*qconv2d_nchw(c, h, w, o, (3, 3), p, knobs=knobs), cpu_features="avx2")
+    out = np.zeros((1, o, oh, ow), np.int8)
+    mod(x[:1], *pack_qconv(wt, bias, knobs.oc_block, "pmaddubsw"), out)
+    ref = run_cpu_op("qconv2d", [x[:1], wt, bias], attrs)
+    wrong = np.argwhere(out != ref)
+    assert len(wrong) and set(wrong[:, 1]) == {3}
+
+
+def test_pair_form_where_it_pays():
+    """Two lanes per step pay from 2 lanes (8 channels; 3 multiplies for 2 lanes' 4), not for
+    1 or 3 lanes (a padded lane each); only for the pmaddubsw form."""
+    small = np.ones((8, 40, 3, 3), np.int8)
+    assert pair_dot_form("pmaddubsw", small) == "pmaddubsw_pair"
+    assert pair_dot_form("pmaddubsw", small[:, :5]) == "pmaddubsw_pair"  # 2 lanes
+    assert pair_dot_form("pmaddubsw", small[:, :4]) == "pmaddubsw"  # 1 lane
+    assert pair_dot_form("pmaddubsw", small[:, :12]) == "pmaddubsw"  # 3 lanes
+    assert pair_dot_form("vpdpbusd", small) == "vpdpbusd"
+    assert pair_dot_form("pmaddwd", small) == "pmaddwd"
+
+
+def test_avx2_pair_form_adds_products_in_int16():
+    """The pair form on AVX2: two vpmaddubsw per vpaddw and vpmaddwd by ones."""
+    params = FusedParams(9, 0, 127, pads=(1, 1, 1, 1))
+    knobs = Int8ConvKnobs(8, 4, dot="pmaddubsw_pair")
+    asm = assembly_for(*qconv2d_nchw(64, 14, 14, 64, (3, 3), params, knobs=knobs),
+                       "haswell", "+avx2,+fma,+sse2", 256)  # fmt: skip
+    mub, addw, wd = (_count(asm, op) for op in ("vpmaddubsw", "vpaddw", "vpmaddwd"))
+    assert addw >= 4 and mub == 2 * addw and wd == addw
 
 
 def test_avx2_lowering_uses_vpmaddwd():
