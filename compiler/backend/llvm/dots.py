@@ -1,5 +1,5 @@
 """The x86 integer dot products of the CPU code generator: te's ``dot_i16x2``, ``dot_u8s8x4``,
-``dot_u7s8x4`` and ``dot_u7s8x4_pair`` as ``pmaddwd``, ``vpdpbusd`` or ``pmaddubsw`` where the target has them,
+``dot_u7s8x4`` and ``dot_u7s8x4_sum`` as ``pmaddwd``, ``vpdpbusd`` or ``pmaddubsw`` where the target has them,
 else as explicit part-wise multiplies and adds.
 
 A mixin of :class:`~pyvta.compiler.backend.llvm.codegen.CodeGen`: it uses the generator's
@@ -78,23 +78,28 @@ class IntDots:
             return self._dot_u8s8x4(e)
         return self._pairs_to_i32(pairs, p.type)
 
-    def _dot_u7s8x4_pair(self, e: Call):
-        """te ``dot_u7s8x4_pair(p0, q0, p1, q1)`` (int16 sums proven in range by the caller):
-        on a vector with a ``pmaddubsw`` (and no ``vpdpbusd``) two of it, their int16 sum and
-        one ``pmaddwd`` by ones, else two ``dot_u7s8x4`` added."""
-        p0, q0, p1, q1 = (self.expr(a) for a in e.args)
-        p0, q0 = self._pair(p0, q0)
-        p1, q1 = self._pair(p1, q1)
-        p0, p1 = self._pair(p0, p1)
-        q0, q1 = self._pair(q0, q1)
-        p0, q0 = self._pair(p0, q0)
-        first = self._pmaddubsw(p0, q0)
-        if first is None:
-            return self.b.add(
-                self._dot_u7s8x4(Call("dot_u7s8x4", e.args[:2], "int32")),
-                self._dot_u7s8x4(Call("dot_u7s8x4", e.args[2:], "int32")),
-            )
-        return self._pairs_to_i32(self.b.add(first, self._pmaddubsw(p1, q1)), p0.type)
+    def _dot_u7s8x4_sum(self, e: Call):
+        """te ``dot_u7s8x4_sum(p0, q0, p1, q1, ...)`` (int16 sums proven in range by the
+        caller): on a vector with a ``pmaddubsw`` (and no ``vpdpbusd``) one per pair, their
+        int16 sum and one ``pmaddwd`` by ones, else the pairs' ``dot_u7s8x4`` added."""
+        vals = [self.expr(a) for a in e.args]
+        n = next((v.type.count for v in vals if self._is_vec(v)), None)
+        vals = [self._bcast(v, n) for v in vals] if n is not None else vals
+        pairs = [self._pmaddubsw(vals[k], vals[k + 1]) for k in range(0, len(vals), 2)]
+        if any(p is None for p in pairs):
+            terms = [
+                self._dot_u7s8x4(Call("dot_u7s8x4", e.args[k : k + 2], "int32"))
+                for k in range(0, len(e.args), 2)
+            ]
+        else:
+            total = pairs[0]
+            for p in pairs[1:]:
+                total = self.b.add(total, p)
+            return self._pairs_to_i32(total, vals[0].type)
+        total = terms[0]
+        for t in terms[1:]:
+            total = self.b.add(total, t)
+        return total
 
     def _pmaddubsw(self, p, q):
         """``pmaddubsw`` of the int32 vectors ``p`` (u8 bytes) and ``q`` (s8 bytes): their byte

@@ -43,7 +43,7 @@ from pyvta.compiler.te.expr_ops import (
     cast,
     dot_i16x2,
     dot_u7s8x4,
-    dot_u7s8x4_pair,
+    dot_u7s8x4_sum,
     dot_u8s8x4,
     maximum,
     minimum,
@@ -62,13 +62,17 @@ MAX_ACCUMULATORS = 16
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
 # dot form -> (input channels per int32 lane, the te op multiplying such lanes, the offset
 # added to the int8 input to make its lanes unsigned: 0 for pmaddubsw, exact only on inputs
-# 0..127, which the caller guarantees, lanes per te op: the pair form multiplies two lanes
-# per op, its int16 sums exact only for weights pairs_fit_int16 proves, which pack_qconv checks)
+# 0..127, which the caller guarantees, lanes per te op: the pmaddubsw_xK forms multiply K
+# lanes per op, their int16 sums exact only for weights sums_fit_int16 proves, which
+# pack_qconv checks)
 DOTS = {
     "pmaddwd": (2, dot_i16x2, U8_OFFSET, 1),
     "vpdpbusd": (4, dot_u8s8x4, U8_OFFSET, 1),
     "pmaddubsw": (4, dot_u7s8x4, 0, 1),
-    "pmaddubsw_pair": (4, dot_u7s8x4_pair, 0, 2),
+    # three and four lanes per step (x3, x4) ran no faster than two on AVX2 (a Zen 4, 1 thread:
+    # 64 -> 56 7x7 and 42 -> 80 5x5 layers, 8 x 4 tiles): the broadcasts and weight loads
+    # per product stay, only multiplies go
+    "pmaddubsw_x2": (4, dot_u7s8x4_sum, 0, 2),
 }
 INT16_MAX = 2**15 - 1
 U7_MAX = 127  # the pmaddubsw forms' largest input
@@ -86,32 +90,41 @@ def dot_form(isa: str, nonnegative: bool = False) -> str:
     return "pmaddubsw" if nonnegative and isa == "avx2" else "pmaddwd"
 
 
-def pairs_fit_int16(w: np.ndarray) -> bool:
-    """Whether the ``pmaddubsw_pair`` form is exact for OIHW int8 weights ``w`` (one conv group's
-    input channels): packed four channels per lane (:func:`pack_qconv`), lanes ``2k`` and
-    ``2k + 1`` summed in int16, so each int16 sum holds four products ``u * w`` (channels ``8k +
-    2h``, ``8k + 2h + 1``, ``8k + 4 + 2h``, ``8k + 5 + 2h``, ``h`` = 0, 1) of inputs ``u`` in
-    0..127: exact when ``127 * (the positive weights' sum)`` and ``127 * (the negative ones')``
-    stay in int16 for every output channel, lane pair and tap."""
+def sums_fit_int16(w: np.ndarray, steps: int) -> bool:
+    """Whether the ``pmaddubsw_x{steps}`` form is exact for OIHW int8 weights ``w`` (one conv
+    group's input channels): packed four channels per lane (:func:`pack_qconv`), lanes ``k *
+    steps`` .. ``k * steps + steps - 1`` summed in int16, so each int16 sum holds ``2 * steps``
+    products ``u * w`` (bytes ``2h`` and ``2h + 1`` of each lane, ``h`` = 0, 1) of inputs ``u``
+    in 0..127: exact when ``127 * (the positive weights' sum)`` and ``127 * (the negative
+    ones')`` stay in int16 for every output channel, group of lanes, half and tap."""
     o, c, kh, kw = w.shape
-    quads = -(-c // 8) * 8
-    wp = np.zeros((o, quads, kh, kw), np.int64)
+    span = 4 * steps
+    padded = -(-c // span) * span
+    wp = np.zeros((o, padded, kh, kw), np.int64)
     wp[:, :c] = w
-    # [o, lane pair, lane of the pair, int16 half, its two bytes, kh, kw]
-    parts = wp.reshape(o, quads // 8, 2, 2, 2, kh, kw)
+    # [o, group of lanes, lane of the group, int16 half, its two bytes, kh, kw]
+    parts = wp.reshape(o, padded // span, steps, 2, 2, kh, kw)
     pos = np.clip(parts, 0, None).sum(axis=(2, 4)) * U7_MAX
     neg = np.clip(parts, None, 0).sum(axis=(2, 4)) * U7_MAX
     return bool((pos <= INT16_MAX).all() and (neg >= -INT16_MAX - 1).all())
 
 
-def pair_dot_form(dot: str, w: np.ndarray) -> str:
-    """``pmaddubsw_pair`` for a ``pmaddubsw`` layer whose OIHW weights ``w`` (per conv group)
-    :func:`pairs_fit_int16` and whose lanes pair with little padding (three multiplies per
-    lane pair where two lanes take four: it pays from 2 lanes, not for 1 or 3), else ``dot``."""
-    lanes = -(-w.shape[1] // DOTS["pmaddubsw"][0])
-    if dot != "pmaddubsw" or 3 * -(-lanes // 2) >= 2 * lanes or not pairs_fit_int16(w):
+def sum_dot_form(dot: str, w: np.ndarray) -> str:
+    """For a ``pmaddubsw`` layer with OIHW weights ``w`` (per conv group) the
+    ``pmaddubsw_xK`` form with the fewest vector instructions per output vector (``K`` lanes
+    per step: ``K`` pmaddubsw, ``K - 1`` int16 adds, a pmaddwd and an add, where ``K`` steps of
+    ``pmaddubsw`` take ``3K``; the lanes padded to a multiple of ``K``) among those whose int16
+    sums :func:`sums_fit_int16` proves, ``pmaddubsw`` where none beats it; else ``dot``."""
+    if dot != "pmaddubsw":
         return dot
-    return "pmaddubsw_pair"
+    lanes = -(-w.shape[1] // DOTS[dot][0])
+    best, cost = dot, 3 * lanes
+    for form, (_, _, _, k) in DOTS.items():
+        if form.startswith("pmaddubsw_x"):
+            c = -(-lanes // k) * (2 * k + 1)
+            if c < cost and sums_fit_int16(w, k):
+                best, cost = form, c
+    return best
 
 
 def host_dot_form(features: str | None = None) -> str:
@@ -154,8 +167,8 @@ class Int8ConvKnobs:
     feeds ``oc_block / vector_lanes`` multiplies; ``parallel``: output channel blocks x rows
     across threads; ``dot``: a ``DOTS`` form, ``pmaddwd`` (channel pairs, AVX2) or
     ``vpdpbusd`` (channel quads, VNNI; elsewhere computed with shifts and multiplies) or
-    ``pmaddubsw`` (channel quads; the input must be 0..127) or ``pmaddubsw_pair`` (the same,
-    two lanes per step; the weights must be ``pairs_fit_int16``)."""
+    ``pmaddubsw`` (channel quads; the input must be 0..127) or ``pmaddubsw_xK`` (the same,
+    ``K`` lanes per step; the weights must be ``sums_fit_int16``)."""
 
     oc_block: int = 8
     ow_block: int = 4
@@ -184,13 +197,14 @@ class Int8ConvKnobs:
         column tile with the fewest tiles per row (the narrowest of those). A ``pmaddwd``
         accumulator needs a second register for its product (``vpmaddwd``, then ``vpaddd``;
         ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
-        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers; a ``pmaddubsw_pair``
+        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers; a ``pmaddubsw_xK``
         one needs three (two products and their sum): on AVX2 8 x 4 ran 1.17x faster than 8 x
         5 on a 64 -> 56 7x7 layer of 15 columns (8 x 5 no faster than the ``pmaddubsw`` form's
         best), and one vector of channels ran 1.04x faster than two (8 x 4 against 16 x 2 on a
         42 -> 80 5x5 layer of 28 columns): one vector only. At most
         ``MAX_ACCUMULATORS``. Ties: more channels per broadcast."""
-        per_acc = {"vpdpbusd": 1, "pmaddubsw_pair": 3}.get(dot, 2)
+        summed = DOTS[dot][3] > 1
+        per_acc = 1 if dot == "vpdpbusd" else 3 if summed else 2
 
         def widest(vectors: int) -> int:
             # the fewest tiles per row, then the narrowest such tile (27 as 4 x 7, not 4 x 8)
@@ -204,7 +218,7 @@ class Int8ConvKnobs:
         tiles = [  # (accumulators, channels, columns, vector lanes)
             (widest(n) * n, n * v, widest(n), v)
             for v in dict.fromkeys((lanes, 8) if o % 8 == 0 else (lanes, 8, 4))
-            for n in ((1,) if dot == "pmaddubsw_pair" else (2, 1))
+            for n in ((1,) if summed else (2, 1))
             if o % (n * v) == 0
         ]
         if not tiles:
@@ -234,16 +248,16 @@ def pack_qconv(
     """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/g), KH, KW, ob] int32, [O]
     int32)`` for ``dot``'s ``g`` channels per lane: lane ``k`` holds input channels ``g*k + j``
     in bits ``32/g * j`` up (an incomplete last group padded with zero weights, and a last
-    lane of zero weights where the form takes lanes in pairs); the bias
+    lanes of zero weights to a multiple of the form's lanes per step); the bias
     carries the unsigned-input correction ``-offset * sum w[o]`` (``dot``'s input offset, 128
     or 0; wrapped to int32)."""
     o, c, kh, kw = w.shape
     if o % oc_block:
         raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
     group, _, offset, steps = DOTS[dot]
-    if steps == 2 and not pairs_fit_int16(w):
+    if steps > 1 and not sums_fit_int16(w, steps):
         raise Int8TemplateError(
-            f"weights too large for the {dot} form (int16 sums; allowed: pairs_fit_int16)"
+            f"weights too large for the {dot} form (int16 sums; allowed: sums_fit_int16)"
         )
     bits, cg = 32 // group, -(-c // (group * steps)) * steps
     wpad = np.zeros((o, cg * group, kh, kw), np.int64)

@@ -124,7 +124,7 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
         Int8ConvKnobs,
         conv_out_hw,
         pack_qconv,
-        pair_dot_form,
+        sum_dot_form,
     )
 
     (c, h, w, o, kernel), params = conv_view(node, graph)
@@ -135,7 +135,7 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     o_pad, positions = padded_channels(o, groups)
     wt = np.zeros((o_pad, c // groups, *kernel), np.int8)
     wt[positions] = graph.constants[node.inputs[1]].reshape(o, c // groups, *kernel)
-    dot = pair_dot_form(node_dot_form(node, graph, target.feature_dict), wt)
+    dot = sum_dot_form(node_dot_form(node, graph, target.feature_dict), wt)
     knobs = Int8ConvKnobs.for_layer(o_pad // groups, ow, lanes, regs, dot)
     residual = len(node.inputs) == 4
     bias = np.zeros(o_pad, np.int32)
