@@ -127,23 +127,6 @@ def sum_dot_form(dot: str, w: np.ndarray) -> str:
     return best
 
 
-def int8_knobs(
-    o: int, ow: int, lanes: int, registers: int, dot: str, w: np.ndarray
-) -> Int8ConvKnobs:
-    """The tile (:meth:`Int8ConvKnobs.for_layer`) of a layer of ``o`` output channels (per
-    group) and ``ow`` columns with OIHW weights ``w``, on ``lanes`` x ``registers``: the
-    :func:`sum_dot_form` where it computes no more columns than ``dot``'s tile (its tiles are
-    narrower: in whole networks on AVX2, net25's 15-column 7x7 conv as 8 x 4, 16 columns, ran
-    no faster than ``pmaddubsw``'s 8 x 5 and net11's 28-column 5x5 ran 1.1x faster), else
-    ``dot``'s."""
-    knobs = Int8ConvKnobs.for_layer(o, ow, lanes, registers, dot)
-    summed = sum_dot_form(dot, w)
-    if summed == dot:
-        return knobs
-    other = Int8ConvKnobs.for_layer(o, ow, lanes, registers, summed)
-    return other if other.columns(ow) <= knobs.columns(ow) else knobs
-
-
 def host_dot_form(features: str | None = None) -> str:
     """The ``DOTS`` form for this machine's CPU at feature level ``features`` (default: the
     compiler's, ``CpuTarget.host``)."""
@@ -203,10 +186,6 @@ class Int8ConvKnobs:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    def columns(self, ow: int) -> int:
-        """Columns a row of ``ow`` computes (whole tiles)."""
-        return -(-ow // self.ow_block) * self.ow_block
 
     @staticmethod
     def for_layer(

@@ -497,17 +497,3 @@ def test_dot_u7s8x4_sum_of_pairs(pairs, features, build, rng):
         *[w[k].view(np.int32).ravel() for k in range(pairs)], got)  # fmt: skip
     want = (u.astype(np.int64) * w).sum(axis=(0, 2))
     np.testing.assert_array_equal(got, want)
-
-
-def test_summed_form_only_where_its_tiles_cover_no_more_columns():
-    """int8_knobs: the pmaddubsw_x2 form (8 x 4 tiles on AVX2) for 28 columns (7 tiles, as
-    pmaddubsw's 8 x 7 computes), not for 15 (16 columns where 8 x 5 computes 15), not for
-    weights past its bound; other forms as given."""
-    from pyvta.compiler.ops.cpu.int8 import int8_knobs
-
-    small = np.ones((80, 42, 5, 5), np.int8)
-    assert int8_knobs(80, 28, 8, 16, "pmaddubsw", small) == Int8ConvKnobs(8, 4, dot="pmaddubsw_x2")
-    assert int8_knobs(80, 15, 8, 16, "pmaddubsw", small).dot == "pmaddubsw"
-    big = np.full((80, 42, 5, 5), 127, np.int8)
-    assert int8_knobs(80, 28, 8, 16, "pmaddubsw", big).dot == "pmaddubsw"
-    assert int8_knobs(80, 28, 16, 32, "vpdpbusd", small).dot == "vpdpbusd"

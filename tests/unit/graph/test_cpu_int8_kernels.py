@@ -242,14 +242,13 @@ def test_unsigned_form_after_a_relu(tmp_path, rng):
         helper.make_node("Conv", ["r3", "w4"], ["out"], "conv_d", dilations=[2, 2],
                          pads=[2, 2, 2, 2]),
     ]  # fmt: skip
-    path = _model(tmp_path, nodes, inits, [2, 8, 16, 16], None)
+    path = _model(tmp_path, nodes, inits, [2, 8, 14, 14], None)
     g = compile_model(path, "cpu-int8", keep_float=()).graph
     backend = CpuInt8Kernels(g, num_threads=2, features="avx2")
     dots = {name: k.knobs.dot for name, k in backend.kernels.items()}
     nodes = {n.name: n for n in g.nodes}
 
-    def unsigned(name):  # two lanes per step where the weights are proven small enough (8
-        # columns: its 8 x 4 tile computes no more than pmaddubsw's, int8_knobs)
+    def unsigned(name):  # two lanes per step where the weights are proven small enough
         return sum_dot_form("pmaddubsw", g.constants[nodes[name].inputs[1]])
 
     assert dots == {
@@ -259,6 +258,6 @@ def test_unsigned_form_after_a_relu(tmp_path, rng):
     assert "pmaddubsw_x2" in dots.values()
     checked = CheckedNodes(backend)
     for _ in range(3):
-        x = rng.standard_normal((2, 8, 16, 16)).astype("float32")
+        x = rng.standard_normal((2, 8, 14, 14)).astype("float32")
         Executor(g, backends={"cpu": checked}).run({"input": x})
     assert {"conv_a", "conv_b", "conv_c", "conv_d"} <= set(checked.checked)
