@@ -114,8 +114,11 @@ def sum_dot_form(dot: str, w: np.ndarray) -> str:
     ``pmaddubsw_xK`` form with the fewest vector instructions per output vector (``K`` lanes
     per step: ``K`` pmaddubsw, ``K - 1`` int16 adds, a pmaddwd and an add, where ``K`` steps of
     ``pmaddubsw`` take ``3K``; the lanes padded to a multiple of ``K``) among those whose int16
-    sums :func:`sums_fit_int16` proves, ``pmaddubsw`` where none beats it; else ``dot``."""
-    if dot != "pmaddubsw":
+    sums :func:`sums_fit_int16` proves, ``pmaddubsw`` where none beats it or the kernel is 1x1;
+    else ``dot``."""
+    if dot != "pmaddubsw" or w.shape[2] * w.shape[3] == 1:
+        # 1x1 convs: no gain (AVX2, 2 threads, net25's 64 -> 64 1x1 0.150 -> 0.176 ms as x2,
+        # its 16 x 3 tile against 8 x 4; net27's 186 -> 184 1x1 0.61 both)
         return dot
     lanes = -(-w.shape[1] // DOTS[dot][0])
     best, cost = dot, 3 * lanes

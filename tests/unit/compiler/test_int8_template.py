@@ -378,12 +378,13 @@ def test_pmaddubsw_x2_refuses_weights_past_its_bound(build, rng):
 
 def test_pair_form_where_it_pays():
     """Two lanes per step pay from 2 lanes (8 channels; 3 multiplies for 2 lanes' 4), not for
-    1 or 3 lanes (a padded lane each); only for the pmaddubsw form."""
+    1 or 3 lanes (a padded lane each) nor 1x1 kernels; only for the pmaddubsw form."""
     small = np.ones((8, 40, 3, 3), np.int8)
     assert sum_dot_form("pmaddubsw", small) == "pmaddubsw_x2"
     assert sum_dot_form("pmaddubsw", small[:, :5]) == "pmaddubsw_x2"  # 2 lanes
     assert sum_dot_form("pmaddubsw", small[:, :4]) == "pmaddubsw"  # 1 lane
     assert sum_dot_form("pmaddubsw", small[:, :12]) == "pmaddubsw"  # 3 lanes
+    assert sum_dot_form("pmaddubsw", small[:, :, :1, :1]) == "pmaddubsw"  # 1x1
     assert sum_dot_form("vpdpbusd", small) == "vpdpbusd"
     assert sum_dot_form("pmaddwd", small) == "pmaddwd"
 
