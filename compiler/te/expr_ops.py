@@ -98,3 +98,19 @@ def dot_u7s8x4(p, q) -> Expr:
     if p.dtype != "int32" or q.dtype != "int32":
         raise TypeError(f"dot_u7s8x4 needs int32 operands, got {p.dtype}, {q.dtype}")
     return Call("dot_u7s8x4", [p, q], "int32")
+
+
+def dot_u7s8x4_sum(*operands) -> Expr:
+    """``dot_u7s8x4(p0, q0) + dot_u7s8x4(p1, q1) + ...`` of ``operands = (p0, q0, p1, q1,
+    ...)`` (two or more pairs) where, besides every ``p``'s bytes being 0..127, the caller
+    guarantees that bytes ``2h, 2h + 1`` of all the products sum within int16 (``h`` = 0, 1;
+    e.g. weights ``q`` proven small enough: ``compiler.ops.cpu.int8``'s ``sums_fit_int16``):
+    then without VNNI an x86 vector computes it as one ``pmaddubsw`` per pair, their int16 sum
+    and one ``pmaddwd`` by ones: ``k`` pairs' products in ``k + 1`` multiplies, where
+    ``dot_u7s8x4`` takes ``2k``."""
+    args = [const(a) for a in operands]
+    if len(args) < 4 or len(args) % 2 or any(a.dtype != "int32" for a in args):
+        raise TypeError(
+            f"dot_u7s8x4_sum needs two or more pairs of int32 operands, got {[a.dtype for a in args]}"
+        )
+    return Call("dot_u7s8x4_sum", args, "int32")

@@ -504,6 +504,8 @@ class CodeGen(IntDots):
             return self._dot_u8s8x4(e)
         if e.name == "dot_u7s8x4":
             return self._dot_u7s8x4(e)
+        if e.name == "dot_u7s8x4_sum":
+            return self._dot_u7s8x4_sum(e)
         if e.name in ("exp", "sqrt", "fabs"):
             args = [self.expr(a) for a in e.args]
             fn = self._intrinsic(f"llvm.{e.name}", args[0].type, 1)

@@ -1,5 +1,5 @@
-"""The x86 integer dot products of the CPU code generator: te's ``dot_i16x2``, ``dot_u8s8x4``
-and ``dot_u7s8x4`` as ``pmaddwd``, ``vpdpbusd`` or ``pmaddubsw`` where the target has them,
+"""The x86 integer dot products of the CPU code generator: te's ``dot_i16x2``, ``dot_u8s8x4``,
+``dot_u7s8x4`` and ``dot_u7s8x4_sum`` as ``pmaddwd``, ``vpdpbusd`` or ``pmaddubsw`` where the target has them,
 else as explicit part-wise multiplies and adds.
 
 A mixin of :class:`~pyvta.compiler.backend.llvm.codegen.CodeGen`: it uses the generator's
@@ -73,18 +73,54 @@ class IntDots:
         it, else on a vector with a ``pmaddubsw`` that (byte pairs to int16, exact for such
         ``p``) and a ``pmaddwd`` by ones (int16 pairs to int32), else as ``dot_u8s8x4``."""
         p, q = self._pair(self.expr(e.args[0]), self.expr(e.args[1]))
+        pairs = self._pmaddubsw(p, q)
+        if pairs is None:
+            return self._dot_u8s8x4(e)
+        return self._pairs_to_i32(pairs, p.type)
+
+    def _dot_u7s8x4_sum(self, e: Call):
+        """te ``dot_u7s8x4_sum(p0, q0, p1, q1, ...)`` (int16 sums proven in range by the
+        caller): on a vector with a ``pmaddubsw`` (and no ``vpdpbusd``) one per pair, their
+        int16 sum and one ``pmaddwd`` by ones, else the pairs' ``dot_u7s8x4`` added."""
+        vals = [self.expr(a) for a in e.args]
+        n = next((v.type.count for v in vals if self._is_vec(v)), None)
+        vals = [self._bcast(v, n) for v in vals] if n is not None else vals
+        pairs = [self._pmaddubsw(vals[k], vals[k + 1]) for k in range(0, len(vals), 2)]
+        if any(p is None for p in pairs):
+            terms = [
+                self._dot_u7s8x4(Call("dot_u7s8x4", e.args[k : k + 2], "int32"))
+                for k in range(0, len(e.args), 2)
+            ]
+        else:
+            total = pairs[0]
+            for p in pairs[1:]:
+                total = self.b.add(total, p)
+            return self._pairs_to_i32(total, vals[0].type)
+        total = terms[0]
+        for t in terms[1:]:
+            total = self.b.add(total, t)
+        return total
+
+    def _pmaddubsw(self, p, q):
+        """``pmaddubsw`` of the int32 vectors ``p`` (u8 bytes) and ``q`` (s8 bytes): their byte
+        pairs' products summed to int16 lanes (saturating), or None where the target has
+        ``vpdpbusd`` for such vectors or no ``pmaddubsw``."""
         n = p.type.count if self._is_vec(p) else None
         name, feature = self._PMADDUBSW.get(n, (None, None))
         if self._has_vpdpbusd(n) or name is None or not self._has(feature):
-            return self._dot_u8s8x4(e)
-        wd, _ = self._PMADDWD[n]
+            return None
         quads, halves = ir.VectorType(ir.IntType(8), 4 * n), ir.VectorType(ir.IntType(16), 2 * n)
-        pairs = self.b.call(
+        return self.b.call(
             self._decl(name, halves, [quads, quads]),
             [self.b.bitcast(p, quads), self.b.bitcast(q, quads)],
         )
-        ones = ir.Constant(halves, [1] * (2 * n))
-        return self.b.call(self._decl(wd, p.type, [halves, halves]), [pairs, ones])
+
+    def _pairs_to_i32(self, pairs, lanes_type):
+        """int16 lanes -> the int32 sums of their pairs: one ``pmaddwd`` by ones."""
+        n = lanes_type.count
+        wd, _ = self._PMADDWD[n]
+        ones = ir.Constant(pairs.type, [1] * (2 * n))
+        return self.b.call(self._decl(wd, lanes_type, [pairs.type, pairs.type]), [pairs, ones])
 
     def _dot_parts(self, p, q, part_bits: int, signed_p: bool):
         """Each int32 lane of ``p`` and ``q`` (scalars or vectors of ``n`` lanes) as ``32 /

@@ -43,6 +43,7 @@ from pyvta.compiler.te.expr_ops import (
     cast,
     dot_i16x2,
     dot_u7s8x4,
+    dot_u7s8x4_sum,
     dot_u8s8x4,
     maximum,
     minimum,
@@ -61,12 +62,20 @@ MAX_ACCUMULATORS = 16
 DOT_ISAS = ("avx512vnni", "avxvnni", "avx2", "scalar")  # best first
 # dot form -> (input channels per int32 lane, the te op multiplying such lanes, the offset
 # added to the int8 input to make its lanes unsigned: 0 for pmaddubsw, exact only on inputs
-# 0..127, which the caller guarantees)
+# 0..127, which the caller guarantees, lanes per te op: the pmaddubsw_xK forms multiply K
+# lanes per op, their int16 sums exact only for weights sums_fit_int16 proves, which
+# pack_qconv checks)
 DOTS = {
-    "pmaddwd": (2, dot_i16x2, U8_OFFSET),
-    "vpdpbusd": (4, dot_u8s8x4, U8_OFFSET),
-    "pmaddubsw": (4, dot_u7s8x4, 0),
+    "pmaddwd": (2, dot_i16x2, U8_OFFSET, 1),
+    "vpdpbusd": (4, dot_u8s8x4, U8_OFFSET, 1),
+    "pmaddubsw": (4, dot_u7s8x4, 0, 1),
+    # three and four lanes per step (x3, x4) ran no faster than two on AVX2 (a Zen 4, 1 thread:
+    # 64 -> 56 7x7 and 42 -> 80 5x5 layers, 8 x 4 tiles): the broadcasts and weight loads
+    # per product stay, only multiplies go
+    "pmaddubsw_x2": (4, dot_u7s8x4_sum, 0, 2),
 }
+INT16_MAX = 2**15 - 1
+U7_MAX = 127  # the pmaddubsw forms' largest input
 
 
 class Int8TemplateError(PyvtaError, ValueError):
@@ -79,6 +88,46 @@ def dot_form(isa: str, nonnegative: bool = False) -> str:
     if isa in ("avx512vnni", "avxvnni"):
         return "vpdpbusd"
     return "pmaddubsw" if nonnegative and isa == "avx2" else "pmaddwd"
+
+
+def sums_fit_int16(w: np.ndarray, steps: int) -> bool:
+    """Whether the ``pmaddubsw_x{steps}`` form is exact for OIHW int8 weights ``w`` (one conv
+    group's input channels): packed four channels per lane (:func:`pack_qconv`), lanes ``k *
+    steps`` .. ``k * steps + steps - 1`` summed in int16, so each int16 sum holds ``2 * steps``
+    products ``u * w`` (bytes ``2h`` and ``2h + 1`` of each lane, ``h`` = 0, 1) of inputs ``u``
+    in 0..127: exact when ``127 * (the positive weights' sum)`` and ``127 * (the negative
+    ones')`` stay in int16 for every output channel, group of lanes, half and tap."""
+    o, c, kh, kw = w.shape
+    span = 4 * steps
+    padded = -(-c // span) * span
+    wp = np.zeros((o, padded, kh, kw), np.int64)
+    wp[:, :c] = w
+    # [o, group of lanes, lane of the group, int16 half, its two bytes, kh, kw]
+    parts = wp.reshape(o, padded // span, steps, 2, 2, kh, kw)
+    pos = np.clip(parts, 0, None).sum(axis=(2, 4)) * U7_MAX
+    neg = np.clip(parts, None, 0).sum(axis=(2, 4)) * U7_MAX
+    return bool((pos <= INT16_MAX).all() and (neg >= -INT16_MAX - 1).all())
+
+
+def sum_dot_form(dot: str, w: np.ndarray) -> str:
+    """For a ``pmaddubsw`` layer with OIHW weights ``w`` (per conv group) the
+    ``pmaddubsw_xK`` form with the fewest vector instructions per output vector (``K`` lanes
+    per step: ``K`` pmaddubsw, ``K - 1`` int16 adds, a pmaddwd and an add, where ``K`` steps of
+    ``pmaddubsw`` take ``3K``; the lanes padded to a multiple of ``K``) among those whose int16
+    sums :func:`sums_fit_int16` proves, ``pmaddubsw`` where none beats it or the kernel is 1x1;
+    else ``dot``."""
+    if dot != "pmaddubsw" or w.shape[2] * w.shape[3] == 1:
+        # 1x1 convs: no gain (AVX2, 2 threads, net25's 64 -> 64 1x1 0.150 -> 0.176 ms as x2,
+        # its 16 x 3 tile against 8 x 4; net27's 186 -> 184 1x1 0.61 both)
+        return dot
+    lanes = -(-w.shape[1] // DOTS[dot][0])
+    best, cost = dot, 3 * lanes
+    for form, (_, _, _, k) in DOTS.items():
+        if form.startswith("pmaddubsw_x"):
+            c = -(-lanes // k) * (2 * k + 1)
+            if c < cost and sums_fit_int16(w, k):
+                best, cost = form, c
+    return best
 
 
 def host_dot_form(features: str | None = None) -> str:
@@ -121,7 +170,8 @@ class Int8ConvKnobs:
     feeds ``oc_block / vector_lanes`` multiplies; ``parallel``: output channel blocks x rows
     across threads; ``dot``: a ``DOTS`` form, ``pmaddwd`` (channel pairs, AVX2) or
     ``vpdpbusd`` (channel quads, VNNI; elsewhere computed with shifts and multiplies) or
-    ``pmaddubsw`` (channel quads; the input must be 0..127)."""
+    ``pmaddubsw`` (channel quads; the input must be 0..127) or ``pmaddubsw_xK`` (the same,
+    ``K`` lanes per step; the weights must be ``sums_fit_int16``)."""
 
     oc_block: int = 8
     ow_block: int = 4
@@ -150,9 +200,14 @@ class Int8ConvKnobs:
         column tile with the fewest tiles per row (the narrowest of those). A ``pmaddwd``
         accumulator needs a second register for its product (``vpmaddwd``, then ``vpaddd``;
         ``vpdpbusd`` adds in place): on AVX2 8 channels x 7 columns (7 accumulators) ran
-        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers. At most
+        5-15% faster than 16 x 7 (14, spilling) on ResNet-18's 3x3 layers; a ``pmaddubsw_xK``
+        one needs three (two products and their sum): on AVX2 8 x 4 ran 1.17x faster than 8 x
+        5 on a 64 -> 56 7x7 layer of 15 columns (8 x 5 no faster than the ``pmaddubsw`` form's
+        best), and one vector of channels ran 1.04x faster than two (8 x 4 against 16 x 2 on a
+        42 -> 80 5x5 layer of 28 columns): one vector only. At most
         ``MAX_ACCUMULATORS``. Ties: more channels per broadcast."""
-        per_acc = 1 if dot == "vpdpbusd" else 2
+        summed = DOTS[dot][3] > 1
+        per_acc = 1 if dot == "vpdpbusd" else 3 if summed else 2
 
         def widest(vectors: int) -> int:
             # the fewest tiles per row, then the narrowest such tile (27 as 4 x 7, not 4 x 8)
@@ -166,7 +221,7 @@ class Int8ConvKnobs:
         tiles = [  # (accumulators, channels, columns, vector lanes)
             (widest(n) * n, n * v, widest(n), v)
             for v in dict.fromkeys((lanes, 8) if o % 8 == 0 else (lanes, 8, 4))
-            for n in (2, 1)
+            for n in ((1,) if summed else (2, 1))
             if o % (n * v) == 0
         ]
         if not tiles:
@@ -195,14 +250,19 @@ def pack_qconv(
 ) -> tuple[np.ndarray, np.ndarray]:
     """OIHW int8 weights and int32 bias -> ``([O/ob, ceil(C/g), KH, KW, ob] int32, [O]
     int32)`` for ``dot``'s ``g`` channels per lane: lane ``k`` holds input channels ``g*k + j``
-    in bits ``32/g * j`` up (an incomplete last group padded with zero weights); the bias
+    in bits ``32/g * j`` up (an incomplete last group padded with zero weights, and a last
+    lanes of zero weights to a multiple of the form's lanes per step); the bias
     carries the unsigned-input correction ``-offset * sum w[o]`` (``dot``'s input offset, 128
     or 0; wrapped to int32)."""
     o, c, kh, kw = w.shape
     if o % oc_block:
         raise Int8TemplateError(f"{o} output channels are not a multiple of oc_block {oc_block}")
-    group, _, offset = DOTS[dot]
-    bits, cg = 32 // group, -(-c // group)
+    group, _, offset, steps = DOTS[dot]
+    if steps > 1 and not sums_fit_int16(w, steps):
+        raise Int8TemplateError(
+            f"weights too large for the {dot} form (int16 sums; allowed: sums_fit_int16)"
+        )
+    bits, cg = 32 // group, -(-c // (group * steps)) * steps
     wpad = np.zeros((o, cg * group, kh, kw), np.int64)
     wpad[:, :c] = w
     lanes = sum((wpad[:, j::group] & ((1 << bits) - 1)) << (bits * j) for j in range(group))
@@ -211,17 +271,19 @@ def pack_qconv(
     return np.ascontiguousarray(wp), _wrap32(corr)
 
 
-def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFSET):
+def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFSET, steps=1):
     """``sum_j u_j * 2**(32/group * j)`` of the unsigned ``u = x + offset`` (128, or 0 for an
     input known non-negative) of channels ``group*k + j``: int32 ``[N, ceil(C/group), H + t + b,
     W + l + r]`` (wrapping), pad cells (and channels past the input's) ``u = offset`` (x = 0). With ``groups`` conv groups each group's
     ``C/groups`` channels start a lane of their own: ``[N, groups * ceil(C/groups/group), ...]``,
-    lane ``k`` of group ``k // ceil(C/groups/group)``."""
+    lane ``k`` of group ``k // ceil(C/groups/group)``. Each group's lanes rounded up to a
+    multiple of ``steps`` (the extra lanes ``u = offset``)."""
     n, c, h, w = data.shape
     t, lft, b, r = pads
     bits = 32 // group
     cg = c // groups
-    lanes = -(-cg // group)
+    lanes = -(-cg // (group * steps)) * steps
+    extra = lanes * group - cg >= group  # a whole lane past the group's channels
 
     def f(i, k, y, x):
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
@@ -230,8 +292,9 @@ def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFS
         lane = None
         for j in range(group):
             ch = first + group * kk + j
-            ok = inside if cg % group == 0 or j == 0 else all_(inside, group * kk + j < cg)
-            if cg % group and j and groups > 1:  # past the group's channels: read in bounds
+            whole = (cg % group == 0 or j == 0) and not extra
+            ok = inside if whole else all_(inside, group * kk + j < cg)
+            if (cg % group and j and groups > 1) or extra:  # past the channels: read in bounds
                 ch = minimum(ch, const(c - 1))
             v = cast("int32", data[i, ch, y - t, x - lft])
             v = v + offset if offset else v
@@ -293,8 +356,9 @@ def qconv2d_nchw(
             f" ow_block {owb} be in 1..{ow} (the output width)"
         )
     data = placeholder((batch, c, h, w), "int8", "data")
-    group, dot, offset = DOTS[knobs.dot]  # input channels per lane, their product, x's offset
-    cg = -(-(c // groups) // group)  # lanes per conv group
+    # input channels per lane, their product, x's offset, lanes per product
+    group, dot, offset, steps = DOTS[knobs.dot]
+    cg = -(-(c // groups) // (group * steps)) * steps  # lanes per conv group
     blocks_per_group = o // groups // ob
     wgt = placeholder((o // ob, cg, kh, kw, ob), "int32", "weight")
     bias = placeholder((o,), "int32", "bias")
@@ -307,8 +371,8 @@ def qconv2d_nchw(
     res = placeholder((batch, o_res, oh, ow), "int8", "residual") if residual else None
     if res is not None:
         args.append(res)
-    u = _offset_lanes(data, params.pads, group, groups, offset)
-    rc, ry, rx = reduce_axis(cg, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
+    u = _offset_lanes(data, params.pads, group, groups, offset, steps)
+    rc, ry, rx = reduce_axis(cg // steps, "rc"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
     # the accumulators cover whole column tiles: columns past the row's last are computed as
     # a copy of it (clamped index) and not stored, so the reduction has no bounds checks
     ow_pad = -(-ow // owb) * owb
@@ -316,15 +380,18 @@ def qconv2d_nchw(
     def col(x):
         return minimum(x, const(ow - 1)) if ow_pad > ow else x
 
-    def lane(f):  # the output block's group's first lane + rc
-        return rc if groups == 1 else (f // blocks_per_group) * cg + rc
+    def lane(f, k):  # the output block's group's first lane + k
+        return k if groups == 1 else (f // blocks_per_group) * cg + k
+
+    def product(i, f, y, x, fi):  # of the step's lanes rc * steps + 0..steps-1
+        ks = [rc * steps + j for j in range(steps)] if steps > 1 else [rc]
+        yy, xx = y * sh + ry * dh, col(x) * sw + rx * dw
+        ops = [(u[i, lane(f, k), yy, xx], wgt[f, k, ry, rx, fi]) for k in ks]
+        return dot(*[v for pair in ops for v in pair])
 
     acc = compute(
         (batch, o // ob, oh, ow_pad, ob),
-        lambda i, f, y, x, fi: te_sum(
-            dot(u[i, lane(f), y * sh + ry * dh, col(x) * sw + rx * dw], wgt[f, rc, ry, rx, fi]),
-            [rc, ry, rx],
-        ),
+        lambda i, f, y, x, fi: te_sum(product(i, f, y, x, fi), [rc, ry, rx]),
         name="acc",
     )
 
@@ -482,6 +549,8 @@ def _row_tile(ow: int, vector_lanes: int, max_vectors: int = 8) -> tuple[int, in
     return best[1], best[2]
 
 
+QUANTIZE_COLUMNS = 16  # columns per tile of the blocked quantize kernel
+
 # 1.5 * 2**23: a float32 v with |v| <= 2**22 plus this, minus it again, is v rounded half to
 # even (IEEE float32 adds round to nearest even; the kernels have no fast-math)
 _ROUND_MAGIC = 12582912.0
@@ -527,8 +596,13 @@ def quantize_nchw(shape, frac_bits: int, src_block: int | None = None, parallel:
         name="out",
     )
     s = create_schedule(out)
-    s[out].reorder("b", "co", "y", "ci", "x")
-    s[out].vectorize("x")
+    # the reads gather (a row's floats are a block apart): per QUANTIZE_COLUMNS columns all
+    # the block's channels, a tile the gathers keep in L1: 1.25-2x faster than whole rows per
+    # channel (AVX2 and AVX-512, a Zen 4, 1 thread: [4, 64, 29, 29] 0.106 -> 0.080 ms,
+    # [4, 186, 13, 13] 0.073 -> 0.037 ms, blocks of 16 and 8)
+    xo, xi = s[out].split("x", QUANTIZE_COLUMNS)
+    s[out].reorder("b", "co", "y", xo, "ci", xi)
+    s[out].vectorize(xi)
     if parallel:
         s[out].parallel(s[out].fuse(s[out].fuse("b", "co"), "y"))
     return s, [data, out]

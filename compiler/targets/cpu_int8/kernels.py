@@ -120,19 +120,24 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     and its weight and bias packed for that tile.
     Channels no vector divides (74) are padded with zero weights, each group's
     (``padded_channels``): the kernel computes them and the caller keeps the layer's own."""
-    from pyvta.compiler.ops.cpu.int8 import Int8ConvKnobs, conv_out_hw, pack_qconv
+    from pyvta.compiler.ops.cpu.int8 import (
+        Int8ConvKnobs,
+        conv_out_hw,
+        pack_qconv,
+        sum_dot_form,
+    )
 
     (c, h, w, o, kernel), params = conv_view(node, graph)
     dil = tuple(node.attrs.get("dilations", (1, 1))) if node.op == "qconv2d" else (1, 1)
     _, ow = conv_out_hw(h, w, kernel, params.strides, params.pads, dil)
     lanes, regs = target.vector_lanes("int32"), target.vector_registers
-    dot = node_dot_form(node, graph, target.feature_dict)
     groups = conv_groups(node)
     o_pad, positions = padded_channels(o, groups)
-    knobs = Int8ConvKnobs.for_layer(o_pad // groups, ow, lanes, regs, dot)
-    residual = len(node.inputs) == 4
     wt = np.zeros((o_pad, c // groups, *kernel), np.int8)
     wt[positions] = graph.constants[node.inputs[1]].reshape(o, c // groups, *kernel)
+    dot = sum_dot_form(node_dot_form(node, graph, target.feature_dict), wt)
+    knobs = Int8ConvKnobs.for_layer(o_pad // groups, ow, lanes, regs, dot)
+    residual = len(node.inputs) == 4
     bias = np.zeros(o_pad, np.int32)
     bias[positions] = graph.constants[node.inputs[2]]
     weight, bias = pack_qconv(wt, bias, knobs.oc_block, knobs.dot)

@@ -24,6 +24,8 @@ from pyvta.compiler.ops.cpu.int8 import (
     qconv2d_grouped_nchw,
     qconv2d_nchw,
     quantize_nchw,
+    sum_dot_form,
+    sums_fit_int16,
 )
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.vta_ops import FusedParams, wrap_int32
@@ -46,6 +48,14 @@ def _data(rng, dot: str, shape) -> np.ndarray:
     return rng.integers(-DOTS[dot][2], 128, shape).astype(np.int8)
 
 
+def _weights(rng, dot: str, shape) -> np.ndarray:
+    """int8 weights for ``dot``: the whole range, or within 32767 / (127 * 2 * K) for a
+    ``pmaddubsw_xK`` form (2K products of inputs 0..127 per int16 sum: its precondition)."""
+    steps = DOTS[dot][3]
+    bound = 128 if steps == 1 else (2**15 - 1) // (127 * 2 * steps)
+    return rng.integers(-bound, min(bound + 1, 128), shape).astype(np.int8)
+
+
 def _attrs(strides, pads, rng) -> dict:
     lo = int(rng.integers(-128, 1))
     return dict(
@@ -63,7 +73,7 @@ def test_qconv_equals_the_contract(layer, dot, build, rng):
     c, h, w, o, kernel, strides, pads, residual = layer
     attrs = _attrs(strides, pads, rng)
     x = _data(rng, dot, (1, c, h, w))
-    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c, *kernel))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)  # wraps the accumulator
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
     res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
@@ -87,7 +97,7 @@ def test_qconv_per_channel_shifts_equal_the_contract(layer, dot, build, rng):
     attrs["res_shift"] = rng.integers(0, 12, o).tolist()
     p = FusedParams.from_attrs(attrs)
     x = _data(rng, dot, (1, c, h, w))
-    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c, *kernel))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
     res = rng.integers(-128, 128, (1, o, oh, ow)).astype(np.int8)
@@ -108,7 +118,7 @@ def test_batched_qconv_is_each_image_s_contract(dot, build, rng):
     c, h, w, o, kernel, strides, pads, _ = LAYERS[0]
     attrs = _attrs(strides, pads, rng)
     x = _data(rng, dot, (3, c, h, w))
-    wt = rng.integers(-128, 128, (o, c, *kernel)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c, *kernel))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, kernel, strides, pads)
     res = rng.integers(-128, 128, (3, o, oh, ow)).astype(np.int8)
@@ -138,7 +148,7 @@ def test_grouped_qconv_is_the_contract(dot, per_channel, build, rng):
         attrs["res_shift"] = rng.integers(0, 12, o).tolist()
     p = FusedParams.from_attrs(attrs)
     x = _data(rng, dot, (2, c, h, w))
-    wt = rng.integers(-128, 128, (o, c // groups, 3, 3)).astype(np.int8)
+    wt = _weights(rng, dot, (o, c // groups, 3, 3))
     bias = rng.integers(-(2**31), 2**31, o).astype(np.int32)
     oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
     res = rng.integers(-128, 128, (2, o, oh, ow)).astype(np.int8)
@@ -179,11 +189,13 @@ def test_batched_depthwise_is_each_image_s_contract(build, rng):
         )
 
 
+@pytest.mark.parametrize("width", [9, 35])
 @pytest.mark.parametrize("block", [None, 8, 16])
-def test_quantize_and_dequantize_kernels_equal_numpy(block, build, rng):
+def test_quantize_and_dequantize_kernels_equal_numpy(block, width, build, rng):
     """The compiled (de)quantize (NCHW, or the float layers' blocked NCHW{c}c on the float
-    side; 20 channels: a padded last block) are run_cpu_op's bits, ties rounding to even."""
-    shape, frac = (2, 20, 5, 9), 3
+    side; 20 channels: a padded last block; rows of part of a column tile, or two and part:
+    ``QUANTIZE_COLUMNS``) are run_cpu_op's bits, ties rounding to even."""
+    shape, frac = (2, 20, 5, width), 3
     x = (rng.standard_normal(shape) * 20).astype(np.float32)
     x.flat[:6] = np.array([0.5, 1.5, -0.5, -2.5, 1e6, -1e6], np.float32) / 2**frac  # ties, clips
     attrs = {"frac_bits": frac}
@@ -191,7 +203,7 @@ def test_quantize_and_dequantize_kernels_equal_numpy(block, build, rng):
         attrs.update(src_block=block, channels=shape[1])
         pad = -shape[1] % block
         xb = np.pad(x, [(0, 0), (0, pad), (0, 0), (0, 0)])
-        xb = xb.reshape(2, -1, block, 5, 9).transpose(0, 1, 3, 4, 2).copy()
+        xb = xb.reshape(2, -1, block, 5, width).transpose(0, 1, 3, 4, 2).copy()
     else:
         xb = x
     q = run_cpu_op("quantize", [xb], attrs)
@@ -199,7 +211,7 @@ def test_quantize_and_dequantize_kernels_equal_numpy(block, build, rng):
     mod = build(*quantize_nchw(shape, frac, block), num_threads=2)
     out = np.zeros(mod.func.params[-1].shape, np.int8)
     mod(xb, out)
-    np.testing.assert_array_equal(out.reshape(2, -1, 5, 9)[:, : shape[1]], q)
+    np.testing.assert_array_equal(out.reshape(2, -1, 5, width)[:, : shape[1]], q)
     assert list(q.ravel()[:4]) == [0, 2, 0, -2] and list(q.ravel()[4:6]) == [127, -128]
     dattrs = {"frac_bits": frac, **({"dst_block": block} if block else {})}
     d = run_cpu_op("dequantize", [q], dattrs)
@@ -292,6 +304,101 @@ def test_pmaddubsw_is_exact_at_its_bound(build, rng):
     np.testing.assert_array_equal(out, ref)
 
 
+def _pair_bound_layer(rng, over: bool):
+    """16 channels (two lane pairs) x 3x3 with every int16 sum of the ``pmaddubsw_x2`` form
+    at its bound: weights 64 and 65 (half the output channels negated) put four products of
+    x = 127 at +-127 * 258 = +-32766; ``over``: one weight 66, a sum of 32893 (past int16)."""
+    c, h, w, o = 16, 7, 9, 16
+    attrs = {**_attrs((1, 1), (1, 1, 1, 1), rng), "clip_lo": -128, "clip_hi": 127, "shift": 14}
+    x = np.full((2, c, h, w), 127, np.int8)
+    x[:, :, ::3] = rng.integers(0, 128, (2, c, 3, w))
+    wt = np.where(np.arange(c) % 2 == 0, 64, 65).astype(np.int8)[None, :, None, None]
+    wt = np.broadcast_to(wt, (o, c, 3, 3)).copy()
+    wt[o // 2 :] *= -1
+    if over:
+        wt[3, 9, 1, 1] = 66
+    return c, h, w, o, attrs, x, wt
+
+
+@pytest.mark.parametrize("features", [None, "avx2"])
+def test_pmaddubsw_x2_is_exact_at_its_bound(features, build, rng):
+    """The pair form with every int16 sum at +-32766 (the largest sums_fit_int16 accepts: two
+    pmaddubsw results added in int16, then vpmaddwd by ones): bit-exact on this host and as
+    AVX2 code (vpmaddubsw, vpaddw: ``features``), batch 2 with a residual."""
+    from pyvta.compiler.backend.llvm.target import CpuFeatureError
+
+    if features is not None:
+        try:
+            CpuTarget.host(2, features)
+        except CpuFeatureError:
+            pytest.skip(f"needs a CPU that runs the {features} feature level")
+    c, h, w, o, attrs, x, wt = _pair_bound_layer(rng, over=False)
+    assert sums_fit_int16(wt, 2) and sum_dot_form("pmaddubsw", wt) == "pmaddubsw_x2"
+    bias = rng.integers(-(2**20), 2**20, o).astype(np.int32)
+    p = FusedParams.from_attrs(attrs)
+    oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
+    res = rng.integers(-128, 128, (2, o, oh, ow)).astype(np.int8)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot="pmaddubsw_x2")
+    sch, args = qconv2d_nchw(c, h, w, o, (3, 3), p, True, knobs, batch=2)
+    mod = build(sch, args, num_threads=2, cpu_features=features)
+    out = np.zeros((2, o, oh, ow), np.int8)
+    mod(x, *pack_qconv(wt, bias, knobs.oc_block, "pmaddubsw_x2"), res, out)
+    for b in range(2):
+        ref = run_cpu_op("qconv2d", [x[b : b + 1], wt, bias, res[b : b + 1]], attrs)
+        assert len(np.unique(ref)) > 8  # the shift leaves the sums visible
+        np.testing.assert_array_equal(out[b : b + 1], ref)
+
+
+def test_pmaddubsw_x2_refuses_weights_past_its_bound(build, rng):
+    """One int16 sum past the bound (127 * 259): sums_fit_int16 says no, pack_qconv refuses
+    the pair form and sum_dot_form keeps ``pmaddubsw``; run anyway as AVX2 code (the weights
+    packed as the plain form, the same layout for 16 channels) the sum wraps: wrong outputs,
+    the channel's only."""
+    from pyvta.compiler.backend.llvm.target import CpuFeatureError
+
+    try:
+        CpuTarget.host(2, "avx2")
+    except CpuFeatureError:
+        pytest.skip("needs a CPU that runs the avx2 feature level")
+    c, h, w, o, attrs, x, wt = _pair_bound_layer(rng, over=True)
+    assert not sums_fit_int16(wt, 2) and sum_dot_form("pmaddubsw", wt) == "pmaddubsw"
+    bias = np.zeros(o, np.int32)
+    with pytest.raises(Int8TemplateError, match="sums_fit_int16"):
+        pack_qconv(wt, bias, 8, "pmaddubsw_x2")
+    p = FusedParams.from_attrs(attrs)
+    oh, ow = conv_out_hw(h, w, (3, 3), p.strides, p.pads)
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot="pmaddubsw_x2")
+    mod = build(*qconv2d_nchw(c, h, w, o, (3, 3), p, knobs=knobs), cpu_features="avx2")
+    out = np.zeros((1, o, oh, ow), np.int8)
+    mod(x[:1], *pack_qconv(wt, bias, knobs.oc_block, "pmaddubsw"), out)
+    ref = run_cpu_op("qconv2d", [x[:1], wt, bias], attrs)
+    wrong = np.argwhere(out != ref)
+    assert len(wrong) and set(wrong[:, 1]) == {3}
+
+
+def test_pair_form_where_it_pays():
+    """Two lanes per step pay from 2 lanes (8 channels; 3 multiplies for 2 lanes' 4), not for
+    1 or 3 lanes (a padded lane each) nor 1x1 kernels; only for the pmaddubsw form."""
+    small = np.ones((8, 40, 3, 3), np.int8)
+    assert sum_dot_form("pmaddubsw", small) == "pmaddubsw_x2"
+    assert sum_dot_form("pmaddubsw", small[:, :5]) == "pmaddubsw_x2"  # 2 lanes
+    assert sum_dot_form("pmaddubsw", small[:, :4]) == "pmaddubsw"  # 1 lane
+    assert sum_dot_form("pmaddubsw", small[:, :12]) == "pmaddubsw"  # 3 lanes
+    assert sum_dot_form("pmaddubsw", small[:, :, :1, :1]) == "pmaddubsw"  # 1x1
+    assert sum_dot_form("vpdpbusd", small) == "vpdpbusd"
+    assert sum_dot_form("pmaddwd", small) == "pmaddwd"
+
+
+def test_avx2_pair_form_adds_products_in_int16():
+    """The pair form on AVX2: two vpmaddubsw per vpaddw and vpmaddwd by ones."""
+    params = FusedParams(9, 0, 127, pads=(1, 1, 1, 1))
+    knobs = Int8ConvKnobs(8, 4, dot="pmaddubsw_x2")
+    asm = assembly_for(*qconv2d_nchw(64, 14, 14, 64, (3, 3), params, knobs=knobs),
+                       "haswell", "+avx2,+fma,+sse2", 256)  # fmt: skip
+    mub, addw, wd = (_count(asm, op) for op in ("vpmaddubsw", "vpaddw", "vpmaddwd"))
+    assert addw >= 4 and mub == 2 * addw and wd == addw
+
+
 def test_avx2_lowering_uses_vpmaddwd():
     """The u8 x s8 products are vpmaddwd, not the int32 multiply vpmulld."""
     asm = assembly_for(*_layer(), "haswell", "+avx2,+fma,+sse2", 256)
@@ -353,3 +460,41 @@ def test_dot_isa_from_features():
     ]  # fmt: skip
     host = dot_isa(CpuTarget.host(1).feature_dict)
     print(f"host int8 dot products: {host}")
+
+
+@pytest.mark.parametrize("pairs", [2, 3])
+@pytest.mark.parametrize("features", [None, "avx2"])
+def test_dot_u7s8x4_sum_of_pairs(pairs, features, build, rng):
+    """te.dot_u7s8x4_sum of 2 and 3 operand pairs on 8-lane vectors (vpmaddubsw each, an
+    int16 sum, vpmaddwd by ones as AVX2 code: ``features``) and on the tail's scalars: each
+    int32 lane the sum of its bytes' products, with every int16 sum at its bound."""
+    from pyvta.compiler.backend.llvm.target import CpuFeatureError
+    from pyvta.compiler.schedule.schedule import create_schedule
+    from pyvta.compiler.te.expr_ops import dot_u7s8x4_sum
+    from pyvta.compiler.te.tensor import compute, placeholder
+
+    if features is not None:
+        try:
+            CpuTarget.host(1, features)
+        except CpuFeatureError:
+            pytest.skip(f"needs a CPU that runs the {features} feature level")
+    n = 21  # two vectors of 8 and 5 scalars
+    ps = [placeholder((n,), "int32", f"p{k}") for k in range(pairs)]
+    qs = [placeholder((n,), "int32", f"q{k}") for k in range(pairs)]
+    out = compute(
+        (n,), lambda i: dot_u7s8x4_sum(*[t[i] for pq in zip(ps, qs, strict=True) for t in pq])
+    )
+    s = create_schedule(out)
+    _, xi = s[out].split("i", 8)
+    s[out].vectorize(xi)
+    mod = build(s, [*ps, *qs, out], cpu_features=features)
+    u = rng.integers(0, 128, (pairs, n, 4)).astype(np.uint8)
+    u[:, :4] = 127
+    limit = (2**15 - 1) // (127 * 2 * pairs)  # every int16 sum within the bound
+    w = rng.integers(-limit, limit + 1, (pairs, n, 4)).astype(np.int8)
+    w[:, 0], w[:, 1] = limit, -limit  # lanes at it
+    got = np.zeros(n, np.int32)
+    mod(*[u[k].view(np.int32).ravel() for k in range(pairs)],
+        *[w[k].view(np.int32).ravel() for k in range(pairs)], got)  # fmt: skip
+    want = (u.astype(np.int64) * w).sum(axis=(0, 2))
+    np.testing.assert_array_equal(got, want)

@@ -9,7 +9,7 @@ import pytest
 
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
-from pyvta.compiler.ops.cpu.int8 import DOTS
+from pyvta.compiler.ops.cpu.int8 import DOTS, sum_dot_form
 from pyvta.compiler.targets.cpu_int8 import kernels as ck
 from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 from pyvta.runtime.cpu_llvm import numpy_only
@@ -214,8 +214,9 @@ def test_dense_with_residual(tmp_path, rng):
 
 def test_unsigned_form_after_a_relu(tmp_path, rng):
     """Without VNNI (``PYVTA_CPU_FEATURES=avx2``) a conv whose input the graph proves
-    non-negative (a ReLU, a max pool of one) takes the ``pmaddubsw`` form, the others
-    ``pmaddwd``; every one bit-exact."""
+    non-negative (a ReLU, a max pool of one) takes the ``pmaddubsw`` form (``pmaddubsw_x2``
+    where its weights are small enough: conv_d's), the others ``pmaddwd``; every one
+    bit-exact."""
     from onnx import helper, numpy_helper
 
     from pyvta.compiler.backend.llvm.target import CpuFeatureError, CpuTarget
@@ -245,9 +246,16 @@ def test_unsigned_form_after_a_relu(tmp_path, rng):
     g = compile_model(path, "cpu-int8", keep_float=()).graph
     backend = CpuInt8Kernels(g, num_threads=2, features="avx2")
     dots = {name: k.knobs.dot for name, k in backend.kernels.items()}
+    nodes = {n.name: n for n in g.nodes}
+
+    def unsigned(name):  # two lanes per step where the weights are proven small enough
+        return sum_dot_form("pmaddubsw", g.constants[nodes[name].inputs[1]])
+
     assert dots == {
-        "conv_a": "pmaddwd", "conv_b": "pmaddubsw", "conv_c": "pmaddwd", "conv_d": "pmaddubsw"
+        "conv_a": "pmaddwd", "conv_b": unsigned("conv_b"), "conv_c": "pmaddwd",
+        "conv_d": unsigned("conv_d"),
     }  # fmt: skip
+    assert "pmaddubsw_x2" in dots.values()
     checked = CheckedNodes(backend)
     for _ in range(3):
         x = rng.standard_normal((2, 8, 14, 14)).astype("float32")
