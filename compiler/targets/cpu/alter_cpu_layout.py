@@ -22,8 +22,8 @@ more per channel (44 channels: three blocks of 16, the last 4 padding). Padded c
 any op; a conv reading them multiplies them by zero weights. A blocked value keeps its NCHW name
 for readers that need NCHW: a ``layout_transform`` under that name follows every blocked
 producer, and ``remove_dead_code`` drops those nobody reads. The image (fewer than 8 channels,
-NCHW) is one block of all its channels; a direct conv reading it blocks it in its own padding
-copy, so no transform runs before the first conv.
+NCHW) is one block of all its channels; a direct conv reads it as NCHW (padded in its own
+padding copy), so no transform runs before the first conv.
 """
 
 from __future__ import annotations
