@@ -177,6 +177,40 @@ def test_depthwise_conv_and_relu6_compile_into_one_kernel_each():
     assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
 
 
+@pytest.mark.parametrize("features", [None, "avx2"])
+def test_a_conv_reads_a_padded_block_of_few_channels_as_nchw(features):
+    """A value of 10 channels (one block of 16 or 8 x 2, padding) is read as NCHW by the direct
+    conv after it, its 10 channels one block (the reduction skips the padding), and blocked by
+    a pointwise conv beside it (NCHW reads are the direct template's); both exact."""
+    rng = np.random.default_rng(6)
+    print("seed", 6)
+    inits = {
+        "w1": rng.standard_normal((10, 3, 3, 3)).astype(np.float32) * 0.3,
+        "w2": rng.standard_normal((20, 10, 3, 3)).astype(np.float32) * 0.3,
+        "w3": rng.standard_normal((24, 10, 1, 1)).astype(np.float32) * 0.3,
+        "b2": rng.standard_normal(20).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], pads=[1] * 4),
+        helper.make_node("Conv", ["r1", "w3"], ["z"]),
+    ]
+    model = float_model(nodes, {"x": (1, 3, 12, 12)}, {"y": None, "z": None}, inits)
+    opts = dataclasses.replace(options_for("cpu"), cpu_features=features)
+    cm = CompiledModel(run_pipeline(import_onnx(model), opts), "cpu")
+    convs = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    assert [n.attrs["schedule"]["template"] for n in convs] == ["direct", "direct", "pointwise"]
+    assert [n.attrs["in_block"] for n in convs[:2]] == [3, 10]
+    assert len(cm.graph.values[convs[1].inputs[0]].shape) == 4  # NCHW
+    assert len(cm.graph.values[convs[2].inputs[0]].shape) == 5  # blocked
+    x = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
+    refs = run_onnxruntime(model, {"x": x})
+    kernels = {"cpu": CpuKernels(cm.graph, features=features)}
+    for got, ref in zip(run_model(cm, x, backends=kernels)[0], refs, strict=True):
+        assert _rel_err(got, ref) < MAX_REL_ERR
+
+
 def test_elementwise_ops_and_max_pool_on_nchw_inputs_are_compiled():
     nodes = [
         helper.make_node("Relu", ["a"], ["r"]),
