@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.ops.cpu.nchwc import conv_output_hw
 from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 from pyvta.runtime.ir import HOST, Graph, Node
@@ -72,8 +73,16 @@ def reads_as_nchw(channels: int, block: int) -> bool:
     block, and the block would pad them, so the reduction runs over the real channels only (the
     image; 10 -> 128 channels 3x3 at 21 x 21 one thread, Zen 4: 0.156 -> 0.102 ms AVX-512, 0.198
     -> 0.119 AVX2; 12 -> 32 at 40 x 40 0.144 -> 0.113, 0.165 -> 0.128). Fewer than
-    ``MIN_CHANNEL_BLOCK`` always."""
+    ``MIN_CHANNEL_BLOCK`` always. A blocked value read so needs a transform to NCHW (a node):
+    the conv takes it when it saves ``NCHW_READ_MIN_SAVED_FLOPS`` (``_conv``)."""
     return channels < max(CHANNEL_BLOCKS) and channels % block != 0
+
+
+# A conv reads a blocked value as NCHW (reads_as_nchw) when the padded channels it skips are at
+# least this many float operations an image (~10 us of a core): below, the transform node's
+# few microseconds eat the gain (6 -> 8 channels 3x3 at 27 x 27: 0.041 -> 0.040 ms, 5 -> 8 at
+# 7 x 7 2 us either way, one thread, Zen 4).
+NCHW_READ_MIN_SAVED_FLOPS = 1_000_000
 
 
 def _pad_to(a: np.ndarray, axis_sizes: dict[int, int]) -> np.ndarray:
@@ -144,6 +153,12 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
         groups = GroupSpan(a["group"], c // a["group"], o // a["group"])
     ob = lay.block_for(o)
     nchw_read = not depthwise and reads_as_nchw(c, lay.block_of(x))
+    if nchw_read and x in lay.blocked:  # worth its transform to NCHW?
+        oh, ow = conv_output_hw(
+            h, wd, (kh, kw), a["strides"], a["pads"], a.get("dilations", (1, 1))
+        )
+        skipped = -(-c // lay.block_of(x)) * lay.block_of(x) - c
+        nchw_read = 2 * o * oh * ow * kh * kw * skipped >= NCHW_READ_MIN_SAVED_FLOPS
     ib = ob if depthwise else (c if nchw_read else lay.block_of(x))
     c_pad, o_pad = -(-c // ib) * ib, -(-o // ob) * ob
     dil = tuple(a.get("dilations", (1, 1)))
