@@ -4,7 +4,7 @@ A network compiled for the CPU keeps its activations as ``[1, C/c, H, W, c]`` fr
 conv to the last pool (``compiler.targets.cpu.alter_cpu_layout`` plans it); these templates
 read and write that layout, so no transform runs between layers:
 
-- the convs' shared pieces: the :class:`Epilogue`, the padding stage (:func:`pad_nchwc`),
+- the convs' shared pieces: the :class:`Epilogue`, the padding stages (:func:`pad_nchwc`, :func:`pad_nchw`),
   the weight packing (:func:`pack_conv_weights`), the output size (:func:`conv_output_hw`),
   ``SPARE_REGISTERS``; the convs themselves: ``nchwc_direct.py`` (direct), ``depthwise.py``,
   ``pointwise.py``, ``winograd.py``,
@@ -63,31 +63,34 @@ def pack_conv_weights(kernel: np.ndarray, ic: int, oc: int) -> np.ndarray:
     return np.ascontiguousarray(w.transpose(0, 2, 4, 5, 3, 1))
 
 
-def pad_nchwc(data, pads, fill: float, name: str, block: int | None = None):
-    """``data [1, C/c, H, W, c]`` with ``pads`` (top, left, bottom, right) of ``fill``. With
-    ``block``, ``data`` is NCHW ``[1, C, H, W]``: the stage is always made, and reads it into
-    NCHW{block}c as it pads (the layout transform fused into the padding copy)."""
-    if block is None:
-        _, cb, h, w, blk = data.shape
-    else:
-        _, c, h, w = data.shape
-        cb, blk = c // block, block
+def pad_nchwc(data, pads, fill: float, name: str):
+    """``data [1, C/c, H, W, c]`` with ``pads`` (top, left, bottom, right) of ``fill`` (``data``
+    itself without padding)."""
+    _, cb, h, w, blk = data.shape
     t, lft, b, r = pads
-    if not any(pads) and block is None:
+    if not any(pads):
         return data
 
-    def read(n, ch, y, x, ci):
-        if block is None:
-            return data[n, ch, y, x, ci]
-        return data[n, ch * block + ci, y, x]
-
     def f(n, ch, y, x, ci):
-        if not any(pads):
-            return read(n, ch, y, x, ci)
         inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
-        return select(inside, read(n, ch, y - t, x - lft, ci), const(fill))
+        return select(inside, data[n, ch, y - t, x - lft, ci], const(fill))
 
     return compute((1, cb, h + t + b, w + lft + r, blk), f, name=name)
+
+
+def pad_nchw(data, pads, fill: float, name: str):
+    """NCHW ``data [1, C, H, W]`` with ``pads`` (top, left, bottom, right) of ``fill``, in NCHW
+    (a stage even without padding)."""
+    _, c, h, w = data.shape
+    t, lft, b, r = pads
+
+    def f(n, ch, y, x):
+        if not any(pads):
+            return data[n, ch, y, x]
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        return select(inside, data[n, ch, y - t, x - lft], const(fill))
+
+    return compute((1, c, h + t + b, w + lft + r), f, name=name)
 
 
 def conv_output_hw(h, w, kernel, strides, pads, dilations=(1, 1)):

@@ -22,8 +22,8 @@ more per channel (44 channels: three blocks of 16, the last 4 padding). Padded c
 any op; a conv reading them multiplies them by zero weights. A blocked value keeps its NCHW name
 for readers that need NCHW: a ``layout_transform`` under that name follows every blocked
 producer, and ``remove_dead_code`` drops those nobody reads. The image (fewer than 8 channels,
-NCHW) is one block of all its channels; a direct conv reading it blocks it in its own padding
-copy, so no transform runs before the first conv.
+NCHW) is one block of all its channels; a direct conv reads it as NCHW (padded in its own
+padding copy), so no transform runs before the first conv.
 """
 
 from __future__ import annotations
@@ -31,13 +31,14 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.ops.cpu.nchwc import conv_output_hw
 from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 from pyvta.runtime.ir import HOST, Graph, Node
 from pyvta.runtime.layout import dense_group_oihw
 
 CHANNEL_BLOCKS = (16, 8)  # the channel blocks a value may have, preferred first on a tie
-MIN_CHANNEL_BLOCK = 8  # an NCHW input of fewer channels is read as one block of them all
+MIN_CHANNEL_BLOCK = 8  # an input of fewer channels is always read as one block of them all
 # Relative time per padded channel of a value whose block fills this many float32 vectors (two
 # or more: 1). A block of one vector feeds one FMA per broadcast input value; on a Zen 4 (2
 # threads, convs alone, AVX2) 56 -> 72 channels 5x5 at 24 x 24 ran 1.76 ms with output blocks
@@ -63,6 +64,25 @@ def channel_block(channels: int, lanes: int | None = None) -> int:
         return padded * BLOCK_COST_BY_VECTORS[max(0.5, vectors)], padded
 
     return min(CHANNEL_BLOCKS, key=cost)
+
+
+def reads_as_nchw(channels: int, block: int) -> bool:
+    """Whether a conv (not depthwise, on the direct template) reads an input of ``channels``
+    channels, whose layout block is ``block``, as NCHW with all its channels one block (padded
+    as NCHW in its own copy: ``compiler.ops.cpu.nchwc_direct``): fewer channels than the widest
+    block, and the block would pad them, so the reduction runs over the real channels only (the
+    image; 10 -> 128 channels 3x3 at 21 x 21 one thread, Zen 4: 0.156 -> 0.102 ms AVX-512, 0.198
+    -> 0.119 AVX2; 12 -> 32 at 40 x 40 0.144 -> 0.113, 0.165 -> 0.128). Fewer than
+    ``MIN_CHANNEL_BLOCK`` always. A blocked value read so needs a transform to NCHW (a node):
+    the conv takes it when it saves ``NCHW_READ_MIN_SAVED_FLOPS`` (``_conv``)."""
+    return channels < max(CHANNEL_BLOCKS) and channels % block != 0
+
+
+# A conv reads a blocked value as NCHW (reads_as_nchw) when the padded channels it skips are at
+# least this many float operations an image (~10 us of a core): below, the transform node's
+# few microseconds eat the gain (6 -> 8 channels 3x3 at 27 x 27: 0.041 -> 0.040 ms, 5 -> 8 at
+# 7 x 7 2 us either way, one thread, Zen 4).
+NCHW_READ_MIN_SAVED_FLOPS = 1_000_000
 
 
 def _pad_to(a: np.ndarray, axis_sizes: dict[int, int]) -> np.ndarray:
@@ -132,7 +152,13 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
         w = dense_group_oihw(w, a["group"])
         groups = GroupSpan(a["group"], c // a["group"], o // a["group"])
     ob = lay.block_for(o)
-    nchw_read = x not in lay.blocked and c < MIN_CHANNEL_BLOCK and not depthwise
+    nchw_read = not depthwise and reads_as_nchw(c, lay.block_of(x))
+    if nchw_read and x in lay.blocked:  # worth its transform to NCHW?
+        oh, ow = conv_output_hw(
+            h, wd, (kh, kw), a["strides"], a["pads"], a.get("dilations", (1, 1))
+        )
+        skipped = -(-c // lay.block_of(x)) * lay.block_of(x) - c
+        nchw_read = 2 * o * oh * ow * kh * kw * skipped >= NCHW_READ_MIN_SAVED_FLOPS
     ib = ob if depthwise else (c if nchw_read else lay.block_of(x))
     c_pad, o_pad = -(-c // ib) * ib, -(-o // ob) * ob
     dil = tuple(a.get("dilations", (1, 1)))
@@ -142,9 +168,9 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
                                   tuple(a["pads"]), ib, ob, depthwise, dilations=dil,
                                   groups=groups)  # fmt: skip
     schedule = tuned.get(wl.key) or cpu_kernels.default_conv_schedule(wl, lay.features)
-    nchw_read = nchw_read and schedule["template"] == "direct"
-    if c < MIN_CHANNEL_BLOCK and not nchw_read and x not in lay.blocked:
-        ib = lay.block_for(c)  # transformed first: a block the layout keeps
+    if nchw_read and schedule["template"] != "direct":
+        nchw_read = False
+        ib = lay.block_of(x)  # blocked (transformed first when it is not): the layout's block
         c_pad = -(-c // ib) * ib
     wp = _pad_to(w, {0: o_pad} if depthwise else {0: o_pad, 1: c_pad})
     wt = cpu_kernels.conv_weights(schedule, wp, ib, ob, groups)

@@ -38,7 +38,7 @@ class ConvWorkload:
     """A float conv layer as the CPU templates see it (one image): ``ib``/``ob`` are the
     channel blocks of the tensors it reads and writes (the layout plan's, not its own choice),
     ``c``/``o`` the channels rounded up to them (padded channels carry zero weights);
-    ``nchw_input``: it reads the NCHW image and the direct template's padding stage blocks it
+    ``nchw_input``: it reads the NCHW image (the direct template pads it as NCHW)
     (not part of ``key``: the knobs tuned on the blocked input serve it the same);
     ``dilations``: (rows, columns) between kernel taps (in ``key`` when not 1); ``groups``: a
     grouped conv (not depthwise) on the direct template (in ``key`` when set)."""

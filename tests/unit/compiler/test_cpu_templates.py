@@ -175,9 +175,10 @@ def test_default_nchwc_tiles_take_whole_blocks_and_even_columns():
 
 
 @pytest.mark.parametrize("pad", [1, 0])
-def test_nchwc_conv_blocks_an_nchw_input_in_its_padding_copy(build, rng, pad):
-    """The stem's form: NCHW data of one channel block, blocked by the kernel's own padding
-    stage (also without padding), equal to the conv of the blocked input."""
+def test_nchwc_conv_reads_an_nchw_input_from_its_padding_copy(build, rng, pad):
+    """The stem's form: NCHW data of one channel block, padded as NCHW by the kernel's own
+    padding stage (also without padding; not blocked: 3-lane vectors cost more), equal to the
+    conv of the blocked input."""
     from pyvta.compiler.ops.cpu.nchwc import Epilogue, pack_conv_weights
     from pyvta.compiler.ops.cpu.nchwc_direct import NchwcConvKnobs, conv2d_nchwc
 
@@ -187,6 +188,7 @@ def test_nchwc_conv_blocks_an_nchw_input_in_its_padding_copy(build, rng, pad):
     knobs = NchwcConvKnobs(ow_block=4)
     s, args = conv2d_nchwc(c, h, h, o, (k, k), (stride, stride), pads, c, 16, knobs, ep, True)
     assert args[0].shape == (1, c, h, h)
+    assert tuple(s.tensor("data.pad").shape) == (1, c, h + 2 * pad, h + 2 * pad)
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
     w = (rng.standard_normal((o, c, k, k)) * 0.3).astype(np.float32)
     bias = rng.standard_normal(o).astype(np.float32)

@@ -177,6 +177,48 @@ def test_depthwise_conv_and_relu6_compile_into_one_kernel_each():
     assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
 
 
+@pytest.mark.parametrize("features", [None, "avx2"])
+def test_a_conv_reads_a_padded_block_of_few_channels_as_nchw(features):
+    """A value of 10 channels (one block of 16, 6 of them padding) is read as NCHW by a direct
+    conv that skips enough work so (its 10 channels one block), blocked by a small one (its
+    transform would cost more) and by a pointwise conv (NCHW reads are the direct
+    template's); all exact."""
+    from pyvta.compiler.targets.cpu.alter_cpu_layout import NCHW_READ_MIN_SAVED_FLOPS
+
+    rng = np.random.default_rng(6)
+    print("seed", 6)
+    h = 16
+    assert 2 * 64 * h * h * 9 * 6 >= NCHW_READ_MIN_SAVED_FLOPS > 2 * 4 * h * h * 9 * 6
+    inits = {
+        "w1": rng.standard_normal((10, 3, 3, 3)).astype(np.float32) * 0.3,
+        "w2": rng.standard_normal((64, 10, 3, 3)).astype(np.float32) * 0.3,
+        "w3": rng.standard_normal((4, 10, 3, 3)).astype(np.float32) * 0.3,
+        "w4": rng.standard_normal((24, 10, 1, 1)).astype(np.float32) * 0.3,
+        "b2": rng.standard_normal(64).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["y"], pads=[1] * 4),
+        helper.make_node("Conv", ["r1", "w3"], ["v"], pads=[1] * 4),
+        helper.make_node("Conv", ["r1", "w4"], ["z"]),
+    ]
+    model = float_model(nodes, {"x": (1, 3, h, h)}, {"y": None, "v": None, "z": None}, inits)
+    opts = dataclasses.replace(options_for("cpu"), cpu_features=features)
+    cm = CompiledModel(run_pipeline(import_onnx(model), opts), "cpu")
+    convs = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    templates = [n.attrs["schedule"]["template"] for n in convs]
+    assert templates == ["direct", "direct", "direct", "pointwise"]
+    assert [n.attrs["in_block"] for n in convs[:2]] == [3, 10]
+    ranks = [len(cm.graph.values[n.inputs[0]].shape) for n in convs[1:]]
+    assert ranks == [4, 5, 5]  # NCHW, blocked, blocked
+    x = rng.standard_normal((1, 3, h, h)).astype(np.float32)
+    refs = run_onnxruntime(model, {"x": x})
+    kernels = {"cpu": CpuKernels(cm.graph, features=features)}
+    for got, ref in zip(run_model(cm, x, backends=kernels)[0], refs, strict=True):
+        assert _rel_err(got, ref) < MAX_REL_ERR
+
+
 def test_elementwise_ops_and_max_pool_on_nchw_inputs_are_compiled():
     nodes = [
         helper.make_node("Relu", ["a"], ["r"]),

@@ -91,7 +91,7 @@ def _old_schedule(wl: ConvWorkload, knobs: dict, residual: bool):
     schedule_register_tile(conv, k.unroll_rx, rows=not k.flat)
     out.unroll(xi)
     out.vectorize(fi)
-    if dp is not None:
+    if dp is not None and not wl.nchw_input:  # an NCHW input's padding rows: LLVM's
         dp.vectorize("ci")
     if k.parallel:
         out.parallel(out.fuse("f", xo) if k.flat else out.fuse("f", "y"))
