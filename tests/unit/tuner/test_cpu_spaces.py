@@ -288,6 +288,7 @@ def test_untuned_tiles_are_points_of_the_pointwise_and_depthwise_spaces(tmp_path
     import onnx
 
     from pyvta.compiler.graph import zoo
+    from pyvta.tuner.cpu_measure import cpu_target_info
     from pyvta.tuner.cpu_network import _default_point, cpu_network_layers, default_in_space
 
     path = tmp_path / "mobilenet_32.onnx"
@@ -315,7 +316,11 @@ def test_untuned_tiles_are_points_of_the_pointwise_and_depthwise_spaces(tmp_path
             (got,) = read_records(log, task)
             assert got.config == old_cfg.to_dict()
             assert got.index == task.space.config(old_cfg.to_dict()).index
-    assert checked, "no layer's untuned tile was outside the older spaces"
+    if not checked:  # a host-dependent premise: the untuned tiles follow the vector width
+        pytest.skip(
+            "every untuned tile of this network is already a point of the older spaces on this"
+            f" host's feature level ({cpu_target_info()}): no added tile to read an old record of"
+        )
 
 
 @pytest.mark.parametrize("wl", POINTWISE_LAYERS, ids=lambda wl: wl.key)
