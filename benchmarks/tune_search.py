@@ -58,6 +58,27 @@ def make_search(name: str, task, seed: int, batch: int):
     return tuner, initial
 
 
+def run_one(name: str, task, seed: int, trials: int, batch: int, meas):
+    """``(TuneResult, run seed)`` of tuner ``name`` for seed ``seed`` on ``task``: every random
+    draw (random's points, GA's first generation, the model's first batch and its SA) comes
+    from ``run_seed(seed, task)``, so the seeds of one layer are independent of another's."""
+    from pyvta.tuner.cli_support import run_seed
+
+    derived = run_seed(seed, task)
+    tuner, initial = make_search(name, task, derived, batch)
+    res = tune(
+        task,
+        trials,
+        meas,
+        tuner=tuner,
+        batch_size=batch,
+        seed=derived,
+        progress=False,
+        initial=initial,
+    )
+    return res, derived
+
+
 def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=None) -> dict:
     """Run every tuner for every seed on ``task`` through ``meas``; print the curves' summary
     and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
@@ -72,22 +93,13 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     for seed in range(seeds):  # seeds outermost: a run stopped early has whole seeds
         for name in tuner_names:
             t0 = time.perf_counter()
-            tuner, initial = make_search(name, task, seed, batch)
-            res = tune(
-                task,
-                trials,
-                meas,
-                tuner=tuner,
-                batch_size=batch,
-                seed=seed,
-                progress=False,
-                initial=initial,
-            )
+            res, derived = run_one(name, task, seed, trials, batch, meas)
             curves[name].append(res.best_curve)
             samples.setdefault(name, []).extend(c for _, _, c in res.history)
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
             print(
-                f"  {name:8s} seed {seed}: best {res.best_cost:.6g} {task.cost_unit} "
+                f"  {name:8s} seed {seed} (run seed {derived}): best {res.best_cost:.6g}"
+                f" {task.cost_unit} "
                 f"({res.n_errors} errors; {time.perf_counter() - t0:.0f} s,"
                 f" {meas.n_measured - n_before} distinct configs measured so far)",
                 flush=True,

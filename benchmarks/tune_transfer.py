@@ -53,6 +53,7 @@ from pyvta.tuner.cli_support import (
     cpu_comparison_measurer,
     layer_names,
     parse_workload,
+    run_seed,
     vta_comparison_measurer,
 )
 from pyvta.tuner.log import read_records, training_data
@@ -121,19 +122,21 @@ def _source(a, raw: Measurer) -> list:
             print(f"  source {n}: {have} records in {a.source_log} (reused)")
             continue
         t0 = time.perf_counter()
+        derived = run_seed(a.source_seed, t)  # each source layer its own stream
         res = tune(
             t,
             a.source_trials,
             raw,
             tuner="xgb",
             batch_size=a.batch,
-            seed=a.source_seed,
+            seed=derived,
             log=a.source_log,
             resume=True,
             progress=False,
         )
         print(
-            f"  source {n}: tuned xgb seed {a.source_seed}, {len(res.history)} trials "
+            f"  source {n}: tuned xgb seed {a.source_seed} (run seed {derived}),"
+            f" {len(res.history)} trials "
             f"({res.n_resumed} resumed), best {res.best_cost:.4g} {t.cost_unit}, "
             f"{time.perf_counter() - t0:.0f} s",
             flush=True,
@@ -258,6 +261,8 @@ def main(argv=None) -> int:
             curves: dict[str, list] = {m: [] for m, _, _ in methods}
             random_pts: list[int] = []
             for seed in seeds:
+                derived = run_seed(seed, task)  # seed s draws its own stream on each target
+                print(f"  seed {seed}: run seed {derived}")
                 for m, f, transfer in methods:
                     t0 = time.perf_counter()
                     kw = {}
@@ -271,7 +276,7 @@ def main(argv=None) -> int:
                         meas,
                         tuner="random" if f is None else "xgb",
                         batch_size=a.batch,
-                        seed=seed,
+                        seed=derived,
                         progress=False,
                         **kw,
                     )

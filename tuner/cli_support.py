@@ -289,6 +289,20 @@ def cpu_comparison_measurer(args, cost: str = "min"):
     )
 
 
+def run_seed(seed: int, task) -> int:
+    """The seed of one benchmark run: ``seed`` (0, 1, ...) mixed with ``task.key`` through
+    ``numpy.random.SeedSequence`` (the key by SHA-256, never Python's salted ``hash``), so seed
+    ``s`` draws a different stream on every layer (the same ``s`` on two layers would draw the
+    same indices and knob values: not independent samples) and the same stream on every rerun."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256(task.key.encode()).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+    return int(np.random.SeedSequence([int(seed), *words]).generate_state(1)[0])
+
+
 def vta_comparison_measurer(args):
     """The VTA cycle model's measurer of the search and transfer benchmarks (``--task vta``):
     ``tune.vta_cycle_measurer`` with ``args.build_timeout`` (a lowering that outlasts it is a
