@@ -256,14 +256,20 @@ REDUCERS = ("sum", "max", "min")
 
 class Reduce(Expr):
     """Reduction ``combiner`` of ``source`` over ``axes`` (reduce IterVars); only at the top of a
-    compute body."""
+    compute body. ``where`` (bool, or None: every point): the points of the reduction domain
+    that count; the others are skipped, as if they held the combiner's identity. Lowering
+    tests each of its ``&&`` terms once per iteration of the innermost loop it depends on (a
+    term of the output index and the kernel row skips whole rows of taps)."""
 
-    __slots__ = ("combiner", "source", "axes")
+    __slots__ = ("combiner", "source", "axes", "where")
 
-    def __init__(self, combiner: str, source: Expr, axes):
+    def __init__(self, combiner: str, source: Expr, axes, where: Expr | None = None):
         if combiner not in REDUCERS:
             raise ValueError(f"unknown reducer {combiner!r} (allowed: {REDUCERS})")
+        if where is not None and where.dtype != "bool":
+            raise TypeError(f"reduction where must be bool, got {where.dtype}")
         self.combiner, self.source, self.axes = combiner, const(source), tuple(axes)
+        self.where = where
         self.dtype = self.source.dtype
 
     def identity(self) -> Expr:
@@ -321,7 +327,7 @@ def children(e: Expr) -> tuple:
     if isinstance(e, TensorRead):
         return e.indices
     if isinstance(e, Reduce):
-        return (e.source,)
+        return (e.source,) if e.where is None else (e.source, e.where)
     return ()
 
 
@@ -346,7 +352,7 @@ def rebuild(e: Expr, kids: tuple) -> Expr:
     if isinstance(e, TensorRead):
         return TensorRead(e.tensor, kids)
     if isinstance(e, Reduce):
-        return Reduce(e.combiner, kids[0], e.axes)
+        return Reduce(e.combiner, kids[0], e.axes, kids[1] if len(kids) > 1 else None)
     raise TypeError(f"cannot rebuild {type(e).__name__}")
 
 

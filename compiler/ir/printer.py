@@ -66,7 +66,8 @@ def expr_str(e: Expr) -> str:
         return f"{e.tensor.name}({', '.join(expr_str(i) for i in e.indices)})"
     if isinstance(e, Reduce):
         axes = ", ".join(a.var.name for a in e.axes)
-        return f"{e.combiner}({expr_str(e.source)}, axis=[{axes}])"
+        where = "" if e.where is None else f", where={expr_str(e.where)}"
+        return f"{e.combiner}({expr_str(e.source)}, axis=[{axes}]{where})"
     raise TypeError(f"cannot print {type(e).__name__}")
 
 

@@ -128,6 +128,39 @@ class _StageNest:
         self.leaf_ranges = {a.var: (0, ext[a] - 1) for a in st.leaf}
         red = [i for i, a in enumerate(st.leaf) if a.kind == "reduce" or a in st.tensorized]
         self.init_pos = red[0] if red and isinstance(self.body, Reduce) else None
+        self.where = self._where_terms()
+
+    def _where_terms(self) -> dict:
+        """A reduction's ``where``, by ``&&`` term: leaf position -> the terms tested around
+        the nest from that position inwards (just inside the innermost loop a term reads,
+        never outside the reduction's init)."""
+        body = self.body
+        if not isinstance(body, Reduce) or body.where is None:
+            return {}
+        if self.st.tensorized:
+            raise LowerError(f"{self.st.name}: a reduction with a where cannot be tensorized")
+        terms, stack = [], [body.where]
+        while stack:
+            t = stack.pop()
+            if isinstance(t, BinOp) and t.op == "&&":
+                stack += [t.b, t.a]
+            else:
+                terms.append(t)
+        at: dict = {}
+        pos_of = {a.var: i for i, a in enumerate(self.st.leaf)}
+        for t in terms:
+            inner = max((pos_of[v] + 1 for v in _vars_in(t) if v in pos_of), default=0)
+            at.setdefault(max(inner, self.init_pos), []).append(t)
+        return at
+
+    def where_guard(self, pos, stmt):
+        """``stmt`` (the nest from leaf ``pos`` inwards, its init excluded) under the
+        reduction's ``where`` terms placed at ``pos``."""
+        terms = self.where.get(pos)
+        if not terms:
+            return stmt
+        cond = simplify(_to_loads(self.ctx, all_(*terms)), self._ranges())
+        return stmt if isinstance(cond, IntImm) and cond.value else IfThenElse(cond, stmt)
 
     def _ranges(self) -> dict:
         return {**self.ctx.ranges, **self.leaf_ranges}
@@ -162,7 +195,7 @@ class _StageNest:
     def build(self, pos):
         st, ctx = self.st, self.ctx
         if pos == len(st.leaf):
-            return self.main_store()
+            return self.where_guard(pos, self.main_store())
         a = st.leaf[pos]
         if a in st.tensorized:
             inner = _emit_tensorized(ctx, st, pos, self.ext, self.body, self.out_buf, self.out_idx)
@@ -176,6 +209,7 @@ class _StageNest:
             inner = _loop(ctx, st, a, self.ext[a], inner)
             del ctx.ranges[a.var]
             ctx.bound.pop(a.var, None)
+        inner = self.where_guard(pos, inner)
         if pos == self.init_pos:
             return seq(self.init_nest(pos), inner)
         return inner

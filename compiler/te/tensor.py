@@ -185,24 +185,25 @@ def reduce_axis(extent: int, name: str = "k") -> IterVar:
     return IterVar(name, extent, "reduce")
 
 
-def _reduce(combiner: str, expr, axis) -> Reduce:
+def _reduce(combiner: str, expr, axis, where=None) -> Reduce:
     axes = axis if isinstance(axis, list | tuple) else [axis]
     for a in axes:
         if not isinstance(a, IterVar) or a.kind != "reduce":
             raise TypeError(f"{combiner} axis must be reduce_axis IterVars, got {a!r}")
-    return Reduce(combiner, expr, axes)
+    return Reduce(combiner, expr, axes, where)
 
 
-def sum(expr, axis) -> Reduce:  # noqa: A001 - mirrors numpy naming on purpose
-    """Sum-reduce ``expr`` over ``axis`` (a reduce IterVar or a list of them)."""
-    return _reduce("sum", expr, axis)
+def sum(expr, axis, where=None) -> Reduce:  # noqa: A001 - mirrors numpy naming on purpose
+    """Sum-reduce ``expr`` over ``axis`` (a reduce IterVar or a list of them), over the points
+    where the bool ``where`` holds (default: all; see ``ir.expr.Reduce``)."""
+    return _reduce("sum", expr, axis, where)
 
 
-def max(expr, axis) -> Reduce:  # noqa: A001
-    """Max-reduce ``expr`` over ``axis``."""
-    return _reduce("max", expr, axis)
+def max(expr, axis, where=None) -> Reduce:  # noqa: A001
+    """Max-reduce ``expr`` over ``axis`` (where ``where`` holds, as ``sum``)."""
+    return _reduce("max", expr, axis, where)
 
 
-def min(expr, axis) -> Reduce:  # noqa: A001
-    """Min-reduce ``expr`` over ``axis``."""
-    return _reduce("min", expr, axis)
+def min(expr, axis, where=None) -> Reduce:  # noqa: A001
+    """Min-reduce ``expr`` over ``axis`` (where ``where`` holds, as ``sum``)."""
+    return _reduce("min", expr, axis, where)

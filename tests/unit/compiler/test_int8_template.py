@@ -8,8 +8,10 @@ import re
 import numpy as np
 import pytest
 
+from pyvta.compiler.api import lower
 from pyvta.compiler.backend.llvm.target import CpuTarget
 from pyvta.compiler.ops.cpu.int8 import (
+    COLUMN_SKIP_SHARE,
     DOTS,
     U8_OFFSET,
     Int8ConvKnobs,
@@ -21,6 +23,7 @@ from pyvta.compiler.ops.cpu.int8 import (
     dot_isa,
     pack_qconv,
     pack_qconv_grouped,
+    padded_tap_share,
     qconv2d_grouped_nchw,
     qconv2d_nchw,
     quantize_nchw,
@@ -85,6 +88,46 @@ def test_qconv_equals_the_contract(layer, dot, build, rng):
     mod(x, wp, bp, *([res] if residual else []), out)
     ref = run_cpu_op("qconv2d", [x, wt, bias] + ([res] if residual else []), attrs)
     np.testing.assert_array_equal(out, ref)
+
+
+# (C, H, W, O, kernel, strides, pads, dilations): small images where every output reads some
+# padding, dilation 2-3, asymmetric pads, stride 2; each skips padded rows and columns
+PADDED_LAYERS = [
+    (6, 5, 4, 8, (3, 3), (2, 2), (2, 1, 3, 2), (3, 2)),
+    (7, 6, 6, 16, (5, 5), (1, 1), (4, 4, 4, 4), (2, 2)),
+    (5, 3, 5, 8, (3, 3), (1, 2), (0, 3, 2, 1), (2, 3)),
+    (9, 13, 13, 8, (7, 7), (1, 1), (6, 6, 6, 6), (2, 2)),  # net27's conv8, fewer channels
+]
+
+
+@pytest.mark.parametrize("dot", list(DOTS))
+@pytest.mark.parametrize(
+    "layer", PADDED_LAYERS, ids=lambda la: "c{}h{}w{}o{}k{}s{}p{}d{}".format(*la)
+)
+def test_qconv_skipping_padded_taps_equals_the_contract(layer, dot, build, rng):
+    """The forms whose input is not offset (pad cells 0) skip the taps that read padding, rows
+    and columns (``COLUMN_SKIP_SHARE``): a tap skipped that reads the image changes the sum."""
+    c, h, w, o, kernel, strides, pads, dil = layer
+    oh, ow = conv_out_hw(h, w, kernel, strides, pads, dil)
+    assert padded_tap_share(w, ow, kernel[1], strides[1], dil[1], pads[1]) >= COLUMN_SKIP_SHARE
+    x = _data(rng, dot, (1, c, h, w))
+    wt = _weights(rng, dot, (o, c, *kernel))
+    bias = rng.integers(-1000, 1000, o).astype(np.int32)
+    # a shift that keeps the sums' typical size in int8 (few outputs clipped): each tap counts
+    std = np.sqrt(c * kernel[0] * kernel[1] * np.mean(x.astype(float) ** 2)) * wt.std()
+    shift = max(0, round(np.log2(std / 32)))
+    attrs = dict(strides=list(strides), pads=list(pads), dilations=list(dil), group=1,
+                 clip_lo=-128, clip_hi=127, shift=shift, res_shift=0)  # fmt: skip
+    knobs = Int8ConvKnobs.for_layer(o, ow, dot=dot)
+    params = FusedParams.from_attrs(attrs)
+    sch, args = qconv2d_nchw(c, h, w, o, kernel, params, False, knobs, dil)
+    text = str(lower(sch, args))
+    taps = text[text.index("for ry") : text.rindex("dot_")]  # the reduction over the taps
+    assert taps.count("if (") == (2 if DOTS[dot][2] == 0 else 0), taps  # a row, a column test
+    wp, bp = pack_qconv(wt, bias, knobs.oc_block, dot)
+    out = np.zeros((1, o, oh, ow), np.int8)
+    build(sch, args)(x, wp, bp, out)
+    np.testing.assert_array_equal(out, run_cpu_op("qconv2d", [x, wt, bias], attrs))
 
 
 @pytest.mark.parametrize("dot", list(DOTS))

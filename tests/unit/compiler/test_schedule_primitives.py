@@ -336,3 +336,28 @@ def test_tensorize_step_replays_with_an_intrinsic_table():
     assert str(compiler.lower(again, [a, b, c])) == str(compiler.lower(s, [a, b, c]))
     with pytest.raises(KeyError, match="mark2"):
         replay([c], s.steps)
+
+
+def test_reduction_where_skips_points_and_tests_each_term_in_its_loop(build, rng):
+    """``te.sum(..., where=...)``: a 1-D window sum over a row with a band of it left out; each
+    ``&&`` term is tested inside the innermost loop it reads (the row term around the window
+    loop, the window term inside it), never around the init, and the points it leaves out are
+    not added."""
+    n, k = 9, 4
+    a = te.placeholder((n + k - 1,), "float32", "A")
+    r = te.reduce_axis(k, "r")
+    c = te.compute(
+        (n,),
+        lambda i: te.sum(a[i + r], axis=r, where=te.logical_and(i >= 2, i + r < 8)),
+        name="C",
+    )
+    s = compiler.create_schedule(c)
+    func = compiler.lower(s, [a, c])
+    text = stmt_str(func.body)
+    assert text.index("for r") < text.index("< 8)"), text  # the window term inside its loop
+    assert text.index("if (i >= 2)") < text.index("for r"), text
+    a_np = rng.standard_normal(a.shape).astype("float32")
+    c_np = np.full(c.shape, np.nan, "float32")
+    build(s, [a, c])(a_np, c_np)
+    want = [sum(a_np[i + j] for j in range(k) if i >= 2 and i + j < 8) for i in range(n)]
+    np.testing.assert_allclose(c_np, np.array(want, "float32"), rtol=1e-6)
