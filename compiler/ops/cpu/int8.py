@@ -26,6 +26,10 @@ channels per lane as bytes, not offset (pad cells 0), ``te.dot_u7s8x4`` multiply
 ``vpmaddubsw`` (the byte pairs' int16 sums are exact for such inputs) and ``vpmaddwd`` by ones:
 32 products per two multiplies where ``vpmaddwd`` alone gives 16.
 
+The forms whose input is not offset (pad cells 0, so a padded tap adds nothing) skip the taps
+that read padding (``conv2d.padding_skip``: kernel rows, and columns where many are padded);
+the offset forms' bias counts every tap, padded ones included, so they compute them all.
+
 Register tile: ``oc_block`` output channels (one or two vectors) x ``ow_block`` output
 columns; the input lane is broadcast once per column for all the tile's channel vectors, each
 weight vector serves all its columns. A dense layer is the 1x1 conv of a 1x1 image.
@@ -38,6 +42,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from pyvta.compiler.ir.expr import all_, const
+from pyvta.compiler.ops.cpu.conv2d import padding_skip
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.te.expr_ops import (
     cast,
@@ -74,13 +79,6 @@ DOTS = {
     # per product stay, only multiplies go
     "pmaddubsw_x2": (4, dot_u7s8x4_sum, 0, 2),
 }
-# a conv whose input is not offset (pad cells 0) skips the taps that read the padding: whole
-# kernel rows with a test per row (no cost measured on 3x3 layers of 28 and 56 rows), single
-# columns with a test per column and tap, which costs a few % (AVX2, a Zen 5, 1 thread: a
-# 64 -> 64 7x7 layer of 28 columns, 6% of its column taps padded, 1.06x faster skipping rows
-# only, 0.99x skipping columns too; net27's dilated 7x7 on 13 columns, 26% padded, 1.30x
-# rows only, 1.69x both): columns only where at least this share of their taps is padding
-COLUMN_SKIP_SHARE = 0.15
 INT16_MAX = 2**15 - 1
 U7_MAX = 127  # the pmaddubsw forms' largest input
 
@@ -235,13 +233,6 @@ class Int8ConvKnobs:
             return Int8ConvKnobs(1, widest(1), dot=dot)
         _, oc, owb, v = max(tiles)
         return Int8ConvKnobs(oc, owb, dot=dot, vector_lanes=v if v < oc else 0)
-
-
-def padded_tap_share(size: int, out: int, k: int, stride: int, dil: int, pad: int) -> float:
-    """The share of one dimension's ``out * k`` taps (input ``size``, kernel ``k``, ``stride``,
-    ``dil``ation, ``pad`` before) that read the padding."""
-    inside = sum(0 <= y * stride + r * dil - pad < size for y in range(out) for r in range(k))
-    return 1 - inside / (out * k)
 
 
 def conv_out_hw(h, w, kernel, strides, pads, dilations=(1, 1)) -> tuple[int, int]:
@@ -403,17 +394,11 @@ def qconv2d_nchw(
         ops = [(u[i, lane(f, k), yy, xx], wgt[f, k, ry, rx, fi]) for k in ks]
         return dot(*[v for pair in ops for v in pair])
 
-    def inside(y, x):  # the tap's input cell is in the image, not the padding
+    def inside(y, x):  # none with an offset: a padded tap adds offset * w, the bias counts it
         if offset:
-            return None  # a padded tap adds offset * w, which the bias counts: taken
-        t, lft = params.pads[:2]
-        yy, xx = y * sh + ry * dh, col(x) * sw + rx * dw
-        terms = []
-        if padded_tap_share(h, oh, kh, sh, dh, t):  # whole kernel rows
-            terms += [yy >= const(t), yy < const(h + t)]
-        if padded_tap_share(w, ow, kw, sw, dw, lft) >= COLUMN_SKIP_SHARE:
-            terms += [xx >= const(lft), xx < const(w + lft)]
-        return all_(*terms) if terms else None
+            return None
+        return padding_skip(y, col(x), ry, rx, (h, w), (oh, ow), kernel, params.strides,
+                            params.pads, dilations)  # fmt: skip
 
     acc = compute(
         (batch, o // ob, oh, ow_pad, ob),

@@ -153,6 +153,41 @@ def test_nchwc_conv_with_tiles_that_do_not_divide_the_row(
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize(
+    "c,h,w,k,stride,pads,dil",
+    [
+        (16, 5, 4, (3, 3), (2, 2), (2, 1, 3, 2), (3, 2)),  # every output reads padding
+        (16, 13, 13, (7, 7), (1, 1), (6, 6, 6, 6), (2, 2)),  # net27's dilated 7x7
+        (8, 6, 9, (5, 3), (1, 2), (4, 0, 3, 1), (2, 3)),
+    ],
+)
+def test_nchwc_conv_skips_padded_kernel_rows_exactly(build, rng, c, h, w, k, stride, pads, dil):
+    """The direct template tests each kernel row of a tile once and skips it where it reads
+    only padding (dilations, asymmetric pads, strides, small images): a skipped row that reads
+    the image would change the sums."""
+    from pyvta.compiler.api import lower
+    from pyvta.compiler.ops.cpu.nchwc import Epilogue, pack_conv_weights
+    from pyvta.compiler.ops.cpu.nchwc_direct import NchwcConvKnobs, conv2d_nchwc
+
+    o, ib, ob = 16, c, 8
+    oh = (h + pads[0] + pads[2] - (k[0] - 1) * dil[0] - 1) // stride[0] + 1
+    ow = (w + pads[1] + pads[3] - (k[1] - 1) * dil[1] - 1) // stride[1] + 1
+    knobs = NchwcConvKnobs(ow_block=min(4, ow))
+    s, args = conv2d_nchwc(c, h, w, o, k, stride, pads, ib, ob, knobs, Epilogue(), dilations=dil)
+    text = str(lower(s, args))
+    assert "if (" in text[text.index("for ry") : text.index("for rci")], text
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((o, c, *k)).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    dilated = np.zeros((o, c, (k[0] - 1) * dil[0] + 1, (k[1] - 1) * dil[1] + 1), np.float32)
+    dilated[:, :, :: dil[0], :: dil[1]] = wt  # the same taps, as an undilated kernel
+    xb = np.ascontiguousarray(x.reshape(1, 1, c, h, w).transpose(0, 1, 3, 4, 2))
+    out = np.full((1, o // ob, oh, ow, ob), np.nan, np.float32)
+    build(s, args)(xb, pack_conv_weights(wt, ib, ob), bias, out)
+    want = _nchwc_conv_reference(x, dilated, bias, stride, pads, ob)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
 def test_default_nchwc_tiles_take_whole_blocks_and_even_columns():
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS

@@ -10,8 +10,8 @@ import pytest
 
 from pyvta.compiler.api import lower
 from pyvta.compiler.backend.llvm.target import CpuTarget
+from pyvta.compiler.ops.cpu.conv2d import COLUMN_SKIP_SHARE, padded_tap_share
 from pyvta.compiler.ops.cpu.int8 import (
-    COLUMN_SKIP_SHARE,
     DOTS,
     U8_OFFSET,
     Int8ConvKnobs,
@@ -23,7 +23,6 @@ from pyvta.compiler.ops.cpu.int8 import (
     dot_isa,
     pack_qconv,
     pack_qconv_grouped,
-    padded_tap_share,
     qconv2d_grouped_nchw,
     qconv2d_nchw,
     quantize_nchw,
