@@ -2,8 +2,9 @@
 on :mod:`compiler.ops.cpu.int8`, bit-exact with the numpy reference
 :func:`runtime.cpu_ops.run_cpu_op` and the accelerator's contract. The dot-product form
 follows the compiler's CPU target (``CpuTarget.host``, which ``PYVTA_CPU_FEATURES`` may limit):
-``vpdpbusd`` where it has AVX-512 VNNI or AVX-VNNI, else ``vpmaddubsw`` for a conv whose input
-the graph proves non-negative (:func:`nonnegative`: a ReLU or clip upstream), else ``vpmaddwd``;
+``vpdpbusd`` where it has AVX-512 VNNI or AVX-VNNI (on the input not offset where the graph
+proves it non-negative: :func:`nonnegative`, a ReLU or clip upstream), else ``vpmaddubsw`` for
+such an input, else ``vpmaddwd``;
 the vector width follows its registers.
 
 :class:`CpuInt8Kernels` builds one kernel per compiled node and packs its weights when it is

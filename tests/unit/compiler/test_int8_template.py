@@ -496,9 +496,10 @@ def test_dot_isa_from_features():
     assert [dot_form(i) for i in ("avx512vnni", "avxvnni", "avx2")] == ["vpdpbusd"] * 2 + [
         "pmaddwd"
     ]
-    # an input known 0..127: pmaddubsw on AVX2 (AVX-512 without VNNI too), VNNI keeps vpdpbusd
+    # an input known 0..127: pmaddubsw on AVX2 (AVX-512 without VNNI too), VNNI vpdpbusd on
+    # the input not offset
     assert [dot_form(i, nonnegative=True) for i in ("avx512vnni", "avx2", "scalar")] == [
-        "vpdpbusd", "pmaddubsw", "pmaddwd"
+        "vpdpbusd_u7", "pmaddubsw", "pmaddwd"
     ]  # fmt: skip
     host = dot_isa(CpuTarget.host(1).feature_dict)
     print(f"host int8 dot products: {host}")
