@@ -25,11 +25,12 @@ from pyvta.compiler.te.tensor import sum as te_sum
 
 # A conv whose padding reads as zero (float 0, an int8 input not offset) may skip the taps
 # that read it: whole kernel rows with a test per row (no cost measured on 3x3 int8 layers of
-# 28 and 56 rows), single columns with a test per column and tap, which costs a few % (int8,
-# AVX2, a Zen 5, 1 thread: a 64 -> 64 7x7 layer of 28 columns, 6% of its column taps padded,
-# 1.06x faster skipping rows only, 0.99x skipping columns too; net27's dilated 7x7 on 13
-# columns, 26% padded, 1.30x rows only, 1.69x both): columns only where at least this share of
-# their taps is padding
+# 28 and 56 rows), single columns with a test per column and tap, which costs (int8 pmaddubsw,
+# AVX2, a Zen 5, 1 thread, rows only -> rows and columns: a 64 -> 64 7x7 layer of 28 columns,
+# 6% of its column taps padded, 1.06x -> 0.99x faster; of 11 columns, 16% padded, 1.21x ->
+# 1.36x; a 5x5 dilation-2 layer of 14 columns, 17%, 1.19x -> 1.38x; net27's dilated 7x7 on 13
+# columns, 26%, 1.30x -> 1.69x): columns by default where at least this share of their taps is
+# padding (a template may ask for more)
 COLUMN_SKIP_SHARE = 0.15
 
 
@@ -41,20 +42,21 @@ def padded_tap_share(size: int, out: int, k: int, stride: int, dil: int, pad: in
 
 
 def padding_skip(
-    y, x, ry, rx, in_hw, out_hw, kernel, strides, pads, dilations=(1, 1), columns: bool = True
-):
+    y, x, ry, rx, in_hw, out_hw, kernel, strides, pads, dilations=(1, 1),
+    column_share: float | None = COLUMN_SKIP_SHARE,
+):  # fmt: skip
     """The ``where`` of a conv's reduction (``te.sum``) that skips taps reading the padding,
     for a conv whose padding reads as zero: output row ``y``, column ``x`` (index expressions),
     kernel row ``ry`` and column ``rx`` (reduce axes) of a conv from ``in_hw`` to ``out_hw``
-    with pads (top, left, bottom, right); the kernel rows always, with ``columns`` the columns
-    where ``COLUMN_SKIP_SHARE`` of their taps are padding; None when no tap is skipped."""
+    with pads (top, left, bottom, right); the kernel rows always, the columns where at least
+    ``column_share`` of their taps are padding (None: never); None when no tap is skipped."""
     (h, w), (oh, ow), (kh, kw) = in_hw, out_hw, kernel
     (sh, sw), (dh, dw), (t, lft) = strides, dilations, pads[:2]
     yy, xx = y * sh + ry * dh, x * sw + rx * dw
     terms = []
     if padded_tap_share(h, oh, kh, sh, dh, t):
         terms += [yy >= const(t), yy < const(h + t)]
-    if columns and padded_tap_share(w, ow, kw, sw, dw, lft) >= COLUMN_SKIP_SHARE:
+    if column_share is not None and padded_tap_share(w, ow, kw, sw, dw, lft) >= column_share:
         terms += [xx >= const(lft), xx < const(w + lft)]
     return all_(*terms) if terms else None
 

@@ -42,7 +42,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from pyvta.compiler.ir.expr import all_, const
-from pyvta.compiler.ops.cpu.conv2d import padding_skip
+from pyvta.compiler.ops.cpu.conv2d import COLUMN_SKIP_SHARE, padding_skip
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.te.expr_ops import (
     cast,
@@ -82,6 +82,11 @@ DOTS = {
     # per product stay, only multiplies go
     "pmaddubsw_x2": (4, dot_u7s8x4_sum, 0, 2),
 }
+# the padded share of column taps at which the pmaddubsw_xK forms skip single columns: their
+# per-column test costs more than pmaddubsw's (AVX2, a Zen 5, 1 thread, rows only -> rows and
+# columns: 8 x 4 tiles, a 64 -> 56 7x7 layer of 15 columns, 11% padded, 1.12x -> 0.78x faster;
+# a 64 -> 64 7x7 of 11 columns, 16%, 1.10x -> 0.90x; net27's dilated 7x7, 26%, 1.33x -> 1.80x)
+SUMMED_COLUMN_SKIP_SHARE = 0.25
 INT16_MAX = 2**15 - 1
 U7_MAX = 127  # the pmaddubsw forms' largest input
 
@@ -401,8 +406,9 @@ def qconv2d_nchw(
     def inside(y, x):  # none with an offset: a padded tap adds offset * w, the bias counts it
         if offset:
             return None
+        share = SUMMED_COLUMN_SKIP_SHARE if steps > 1 else COLUMN_SKIP_SHARE
         return padding_skip(y, col(x), ry, rx, (h, w), (oh, ow), kernel, params.strides,
-                            params.pads, dilations)  # fmt: skip
+                            params.pads, dilations, share)  # fmt: skip
 
     acc = compute(
         (batch, o // ob, oh, ow_pad, ob),

@@ -394,7 +394,7 @@ def conv2d_nchwc(
         if knobs.flat or not any(pads):
             return None
         return padding_skip(y, x, ry, rx, (h, w), (oh, ow), kernel, strides, pads, dilations,
-                            columns=False)  # fmt: skip
+                            column_share=None)  # fmt: skip
 
     def group_blocks(f):
         # the span's input blocks past those of the output block's groups (zero weights),

@@ -13,6 +13,7 @@ from pyvta.compiler.backend.llvm.target import CpuTarget
 from pyvta.compiler.ops.cpu.conv2d import COLUMN_SKIP_SHARE, padded_tap_share
 from pyvta.compiler.ops.cpu.int8 import (
     DOTS,
+    SUMMED_COLUMN_SKIP_SHARE,
     U8_OFFSET,
     Int8ConvKnobs,
     Int8TemplateError,
@@ -105,10 +106,13 @@ PADDED_LAYERS = [
 )
 def test_qconv_skipping_padded_taps_equals_the_contract(layer, dot, build, rng):
     """The forms whose input is not offset (pad cells 0) skip the taps that read padding, rows
-    and columns (``COLUMN_SKIP_SHARE``): a tap skipped that reads the image changes the sum."""
+    and columns (at least ``SUMMED_COLUMN_SKIP_SHARE`` of them padded here, so every such form
+    skips them): a tap skipped that reads the image changes the sum."""
     c, h, w, o, kernel, strides, pads, dil = layer
     oh, ow = conv_out_hw(h, w, kernel, strides, pads, dil)
-    assert padded_tap_share(w, ow, kernel[1], strides[1], dil[1], pads[1]) >= COLUMN_SKIP_SHARE
+    assert padded_tap_share(w, ow, kernel[1], strides[1], dil[1], pads[1]) >= max(
+        COLUMN_SKIP_SHARE, SUMMED_COLUMN_SKIP_SHARE
+    )
     x = _data(rng, dot, (1, c, h, w))
     wt = _weights(rng, dot, (o, c, *kernel))
     bias = rng.integers(-1000, 1000, o).astype(np.int32)
