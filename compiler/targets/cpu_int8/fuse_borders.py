@@ -7,11 +7,17 @@ NCHW). This pass makes the (de)quantize read or write the blocked form itself (a
 kernel, :func:`compiler.ops.cpu.int8.quantize_nchw` / ``dequantize_nchw``, instead of a
 transform and a numpy pass over the tensor). A transform whose NCHW value has other readers, or
 is a graph output, stays.
+
+A channel concat of int8 values between int8 layers (each part ``dequantize``d at the frac
+bits the concat's ``quantize`` uses, the float concat read by that ``quantize`` only) becomes
+a ``concat`` of the int8 NCHW values themselves (:func:`int8_concat`): the same bits (a
+dequantize and quantize at one scale give back each code), one copy of the bytes instead of
+two (de)quantize passes of each part, a blocked float concat and a quantize of the whole.
 """
 
 from __future__ import annotations
 
-from pyvta.runtime.ir import HOST, Graph
+from pyvta.runtime.ir import HOST, Graph, Node
 
 
 def fuse_int8_borders(graph: Graph, options) -> Graph:
@@ -58,4 +64,46 @@ def fuse_int8_borders(graph: Graph, options) -> Graph:
                 n.attrs = {**n.attrs, "dst_block": dst.attrs["dst_block"]}
                 dropped.add(dst.name)
     g.nodes = [n for n in g.nodes if n.name not in dropped]
+    return int8_concat(g)
+
+
+def int8_concat(g: Graph) -> Graph:
+    """``g`` (changed in place) with each ``quantize`` of a float channel concat
+    (``cpu_concat``, or ``concat`` on axis 1) whose parts are all ``dequantize``d at the
+    quantize's frac bits replaced by a ``concat`` (axis 1) of the parts' int8 values, under the
+    concat's name; a part's ``dequantize`` read by that concat only goes too."""
+    producers, consumers = g.producers(), g.consumers()
+    keep = set(g.outputs)
+    dropped: set[str] = set()
+    replaced: dict[str, Node] = {}
+    for q in g.nodes:
+        cat = producers.get(q.inputs[0]) if q.op == "quantize" and q.target == HOST else None
+        if (
+            cat is None
+            or cat.target != HOST
+            or not (cat.op == "cpu_concat" or (cat.op == "concat" and cat.attrs["axis"] == 1))
+            or len(consumers[q.inputs[0]]) != 1
+            or q.inputs[0] in keep
+        ):
+            continue
+        parts = [producers.get(v) for v in cat.inputs]
+        if not all(
+            d is not None
+            and d.op == "dequantize"
+            and d.target == HOST
+            and d.attrs["frac_bits"] == q.attrs["frac_bits"]
+            for d in parts
+        ):
+            continue
+        for d in parts:
+            if d.outputs[0] not in keep and all(r is cat for r in consumers[d.outputs[0]]):
+                dropped.add(d.name)
+        dropped.add(cat.name)
+        replaced[q.name] = Node(
+            "concat", cat.name, [d.inputs[0] for d in parts], list(q.outputs), {"axis": 1}
+        )
+    for name in dropped:
+        for o in next(n for n in g.nodes if n.name == name).outputs:
+            g.values.pop(o, None)
+    g.nodes = [replaced.get(n.name, n) for n in g.nodes if n.name not in dropped]
     return g
