@@ -549,7 +549,7 @@ def _row_tile(ow: int, vector_lanes: int, max_vectors: int = 8) -> tuple[int, in
     return best[1], best[2]
 
 
-QUANTIZE_COLUMNS = 16  # columns per tile of the blocked quantize kernel
+QUANTIZE_COLUMNS = 8  # pixels per tile of the blocked quantize kernel
 
 # 1.5 * 2**23: a float32 v with |v| <= 2**22 plus this, minus it again, is v rounded half to
 # even (IEEE float32 adds round to nearest even; the kernels have no fast-math)
@@ -572,14 +572,13 @@ def quantize_nchw(shape, frac_bits: int, src_block: int | None = None, parallel:
     :func:`runtime.cpu_ops.quantize` (``int8(clip(round_half_even(x * 2**frac_bits), -128,
     127))``; clipping first gives the same bits, round being monotone and -128, 127 whole) on
     float32 ``data`` ``[N, C, H, W]`` into int8 ``out`` ``[N, C, H, W]``; or on its
-    NCHW{src_block}c form (the float layers' blocked layout) into ``out`` ``[N, C/b, b, H, W]``
-    (``b = src_block``, ``C`` rounded up to it: the bytes of ``[N, C, H, W]``; the caller keeps
-    the first ``C`` channels when they are padded). Non-finite inputs are not checked here
-    (the executor refuses them at an int8 model's inputs)."""
-    from pyvta.compiler.ops.cpu.nchwc import blocked_shape
+    NCHW{src_block}c form (the float layers' blocked layout, read as ``[N, C/b, H * W, b]``)
+    into ``out`` ``[N, C/b, b, H * W]`` (``b = src_block``, ``C`` rounded up to it: the bytes of
+    ``[N, C, H, W]``; the caller keeps the first ``C`` channels when they are padded).
+    Non-finite inputs are not checked here (the executor refuses them at an int8 model's
+    inputs)."""
 
     n, c, h, w = shape
-    data = placeholder(blocked_shape(shape, src_block), "float32", "data")
     scale = const(float(2.0**frac_bits), "float32")
 
     def q(v):
@@ -588,23 +587,21 @@ def quantize_nchw(shape, frac_bits: int, src_block: int | None = None, parallel:
         return cast("int8", cast("int32", (v + magic) - magic))
 
     if src_block is None:
-        return _elementwise_nchw(shape, data, q, parallel)
-    blk = src_block
-    out = compute(
-        (n, -(-c // blk), blk, h, w),
-        lambda b, co, ci, y, x: q(data[b, co, y, x, ci]),
-        name="out",
-    )
+        return _elementwise_nchw(shape, placeholder(shape, "float32", "data"), q, parallel)
+    blk, cb = src_block, -(-c // src_block)
+    # the image's rows as one axis of H * W pixels: a blocked pixel is a row of ``blk`` floats,
+    # its channels the columns of the output's planes; QUANTIZE_COLUMNS pixels x the block's
+    # channels a tile, a transpose in registers (codegen's column loads, one load of the
+    # tile's rows for all channels), one scalar tail per plane (not per image row)
+    data = placeholder((n, cb, h * w, blk), "float32", "data")
+    out = compute((n, cb, blk, h * w), lambda b, co, ci, p: q(data[b, co, p, ci]), name="out")
     s = create_schedule(out)
-    # the reads gather (a row's floats are a block apart): per QUANTIZE_COLUMNS columns all
-    # the block's channels, a tile the gathers keep in L1: 1.25-2x faster than whole rows per
-    # channel (AVX2 and AVX-512, a Zen 4, 1 thread: [4, 64, 29, 29] 0.106 -> 0.080 ms,
-    # [4, 186, 13, 13] 0.073 -> 0.037 ms, blocks of 16 and 8)
-    xo, xi = s[out].split("x", QUANTIZE_COLUMNS)
-    s[out].reorder("b", "co", "y", xo, "ci", xi)
-    s[out].vectorize(xi)
+    po, pi = s[out].split("p", QUANTIZE_COLUMNS)
+    s[out].reorder("b", "co", po, "ci", pi)
+    s[out].unroll("ci")
+    s[out].vectorize(pi)
     if parallel:
-        s[out].parallel(s[out].fuse(s[out].fuse("b", "co"), "y"))
+        s[out].parallel(s[out].fuse(s[out].fuse("b", "co"), po))
     return s, [data, out]
 
 

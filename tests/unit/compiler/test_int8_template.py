@@ -193,8 +193,8 @@ def test_batched_depthwise_is_each_image_s_contract(build, rng):
 @pytest.mark.parametrize("block", [None, 8, 16])
 def test_quantize_and_dequantize_kernels_equal_numpy(block, width, build, rng):
     """The compiled (de)quantize (NCHW, or the float layers' blocked NCHW{c}c on the float
-    side; 20 channels: a padded last block; rows of part of a column tile, or two and part:
-    ``QUANTIZE_COLUMNS``) are run_cpu_op's bits, ties rounding to even."""
+    side; 20 channels: a padded last block; planes of 45 and 175 pixels, tiles of
+    ``QUANTIZE_COLUMNS`` and a tail) are run_cpu_op's bits, ties rounding to even."""
     shape, frac = (2, 20, 5, width), 3
     x = (rng.standard_normal(shape) * 20).astype(np.float32)
     x.flat[:6] = np.array([0.5, 1.5, -0.5, -2.5, 1e6, -1e6], np.float32) / 2**frac  # ties, clips
@@ -210,7 +210,7 @@ def test_quantize_and_dequantize_kernels_equal_numpy(block, width, build, rng):
     np.testing.assert_array_equal(q, run_cpu_op("quantize", [x], {"frac_bits": frac}))
     mod = build(*quantize_nchw(shape, frac, block), num_threads=2)
     out = np.zeros(mod.func.params[-1].shape, np.int8)
-    mod(xb, out)
+    mod(xb.reshape(mod.func.params[0].shape), out)
     np.testing.assert_array_equal(out.reshape(2, -1, 5, width)[:, : shape[1]], q)
     assert list(q.ravel()[:4]) == [0, 2, 0, -2] and list(q.ravel()[4:6]) == [127, -128]
     dattrs = {"frac_bits": frac, **({"dst_block": block} if block else {})}
