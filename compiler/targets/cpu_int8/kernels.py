@@ -21,6 +21,7 @@ inference (the same product, the same bits).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import weakref
@@ -212,7 +213,7 @@ def build_scale_kernel(
     host = CpuTarget.host(num_threads, features)
     if node.op == "quantize":
         layer = [graph.values[node.outputs[0]].shape, a["frac_bits"], a.get("src_block")]
-        template = quantize_nchw
+        template = functools.partial(quantize_nchw, vector_lanes=host.vector_lanes("float32"))
     else:
         layer = [graph.values[node.inputs[0]].shape, a["frac_bits"], a.get("dst_block")]
         template = dequantize_nchw
