@@ -4,6 +4,7 @@ pipeline."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 
@@ -303,3 +304,30 @@ def test_concat_between_int8_layers_stays_int8(tmp_path, rng, monkeypatch, scale
         got = Executor(g).run({"input": x})[0][0]
         want = Executor(g_float).run({"input": x})[0][0]
         assert (got == want).all()
+
+
+def test_small_nodes_run_on_one_thread(tmp_path, rng):
+    """A conv of fewer than MIN_PARALLEL_MACS multiply-adds (a 1x1 32 -> 8 on 32x32: 0.26 M),
+    or a (de)quantize of fewer than MIN_PARALLEL_VALUES values, is built for one thread; the
+    others (a 3x3 16 -> 32: 4.7 M) for the backend's."""
+    from onnx import helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype("float32"), "w1"),
+        numpy_helper.from_array(rng.standard_normal((8, 32, 1, 1)).astype("float32"), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1"], ["c1"], "conv_big", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], "relu_a"),
+        helper.make_node("Conv", ["r1", "w2"], ["out"], "conv_small"),
+    ]
+    path = _model(tmp_path, nodes, inits, [1, 16, 32, 32], None)
+    g = compile_model(path, "cpu-int8", keep_float=()).graph
+    backend = CpuInt8Kernels(g, num_threads=2)
+    kernels = {**backend.kernels, **backend.scales}
+    threads = {name: k.module.target.num_threads for name, k in kernels.items()}
+    assert threads["conv_big"] == 2 and threads["conv_small"] == 1
+    for n in g.nodes:
+        if n.name in threads and n.op in ("quantize", "dequantize"):
+            small = np.prod(g.values[n.inputs[0]].shape) < ck.MIN_PARALLEL_VALUES
+            assert threads[n.name] == (1 if small else 2), n.name
