@@ -238,7 +238,7 @@ def build_scale_kernel(
         template = functools.partial(quantize_nchw, vector_lanes=host.vector_lanes("float32"))
     else:
         layer = [graph.values[node.inputs[0]].shape, a["frac_bits"], a.get("dst_block")]
-        template = dequantize_nchw
+        template = functools.partial(dequantize_nchw, vector_lanes=host.vector_lanes("float32"))
     key = json.dumps([node.op, *layer, num_threads, host.key], default=repr)
     if key not in _MODULES:
         sch, args = template(*layer)

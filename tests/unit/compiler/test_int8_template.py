@@ -215,9 +215,9 @@ def test_quantize_and_dequantize_kernels_equal_numpy(block, lanes, width, build,
     assert list(q.ravel()[:4]) == [0, 2, 0, -2] and list(q.ravel()[4:6]) == [127, -128]
     dattrs = {"frac_bits": frac, **({"dst_block": block} if block else {})}
     d = run_cpu_op("dequantize", [q], dattrs)
-    mod = build(*dequantize_nchw(shape, frac, block), num_threads=2)
+    mod = build(*dequantize_nchw(shape, frac, block, vector_lanes=lanes), num_threads=2)
     dout = np.full(d.shape, np.nan, np.float32)
-    mod(q, dout)
+    mod(q.reshape(mod.func.params[0].shape), dout.reshape(mod.func.params[-1].shape))
     np.testing.assert_array_equal(dout, d)  # padded channels zero in both
 
 
