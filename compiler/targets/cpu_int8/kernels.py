@@ -118,7 +118,8 @@ _MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built mod
 # net16's depthwise 3x3 (0.23 M MACs) 0.032 vs 0.055 ms, its 1x1 32 -> 35 (0.88 M) 0.036 vs
 # 0.044, net11's 3x3 s2 (0.72 M) 0.014 vs 0.019; the 1x1 24 -> 64 (4.8 M) 0.100 vs 0.061;
 # quantize of 75 K values 0.023 vs 0.049, dequantize of 45 K 0.084 vs 0.093, of 200 K 0.058
-# vs 0.058
+# vs 0.058. At load 1.2 the convs alike (0.017 vs 0.038, 0.021 vs 0.033, 0.009 vs 0.011 ms),
+# (de)quantize of 45-75 K values even to 1.2x faster on 2 threads (a few microseconds)
 MIN_PARALLEL_MACS = 2_000_000
 MIN_PARALLEL_VALUES = 100_000
 
