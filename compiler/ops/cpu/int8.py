@@ -609,7 +609,10 @@ def quantize_nchw(
     s[out].unroll("ci")
     s[out].vectorize(pi)
     if parallel:
-        s[out].parallel(s[out].fuse(s[out].fuse("b", "co"), po))
+        # images x channel blocks only: with the pixel tiles fused in, their tail guard is no
+        # longer affine in a loop of its own, stays in every tile and keeps it scalar
+        # (net25's [4, 64, 29, 29] quantize in the network, one thread: 0.086 ms, 0.052 so)
+        s[out].parallel(s[out].fuse("b", "co"))
     return s, [data, out]
 
 
@@ -657,5 +660,5 @@ def dequantize_nchw(
     s[tile].unroll("ci")
     s[tile].vectorize("p")
     if parallel:
-        s[out].parallel(s[out].fuse(s[out].fuse("b", "co"), po))
+        s[out].parallel(s[out].fuse("b", "co"))  # (not the pixel tiles: see quantize_nchw)
     return s, [data, out]
