@@ -154,15 +154,16 @@ class ScaleKernel:
     """A ``quantize`` / ``dequantize`` node's kernel (built by
     ``compiler.targets.cpu_int8.kernels.build_scale_kernel``, the whole batch in one call,
     bit-exact with ``run_cpu_op``). A quantize that reads the blocked form of padded channels
-    writes ``[N, C_pad, H, W]`` and keeps the first ``C``. Its output buffer is written every
-    inference (a graph output, or a non-contiguous one, is returned copied)."""
+    writes ``[N, C_pad, H, W]`` (as ``[N, C_pad/b, b, H * W]``) and keeps the first ``C``. Its
+    output buffer is written every inference (a graph output, or a non-contiguous one, is
+    returned copied)."""
 
     def __init__(self, module, node: Node, graph: Graph) -> None:
         self.module = module
         out_v = graph.values[node.outputs[0]]
         buf = module.func.params[-1].shape
         self.out = np.empty(buf, out_v.dtype)
-        if len(buf) == 5 and node.op == "quantize":  # [N, C_pad/b, b, H, W]
+        if node.op == "quantize" and node.attrs.get("src_block"):  # [N, C_pad/b, b, H * W]
             n, c = out_v.shape[:2]
             self.result = self.out.reshape(n, -1, *out_v.shape[2:])[:, :c]
         else:

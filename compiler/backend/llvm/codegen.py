@@ -29,6 +29,7 @@ from pyvta.compiler.backend.llvm.vector import (
     MAX_SHUFFLED_STRIDE,
     lane_coef,
     masked_load_ok,
+    row_column,
     vectorizable,
     walk_exprs,
 )
@@ -259,6 +260,9 @@ class CodeGen(IntDots):
             true = ir.Constant(ir.VectorType(I1, n), [1] * n)
             undef = ir.Constant(ir.VectorType(ety, n), ir.Undefined)
             return self._strided_masked_load(e, coef, true, undef)
+        col = row_column(e.index, var, coef, e.buffer) if coef is not None else None
+        if col is not None:
+            return self._column_load(e, coef, col)
         idx = self._bcast(self.expr(e.index), n)
         out = ir.Constant(ir.VectorType(ety, n), ir.Undefined)
         for lane in range(n):
@@ -472,6 +476,20 @@ class CodeGen(IntDots):
         even = ir.Constant(ir.VectorType(I32, n), [i * stride for i in range(n)])
         picked = self.b.shuffle_vector(got, ir.Constant(vt, ir.Undefined), even)
         return self.b.select(mask, picked, passthru)
+
+    def _column_load(self, ld: Load, stride: int, col: int):
+        """Column ``col`` of the ``n`` rows of ``stride`` elements the lanes read
+        (:func:`row_column`): one load of the rows, a shuffle picking the column. The loads of
+        the other columns (an unrolled loop over them) load the same rows: LLVM loads them
+        once and the gather becomes a transpose in registers (shuffles, no per-lane loads)."""
+        var, n, _ = self.lanes
+        vt = ir.VectorType(MEM_TYPE[ld.buffer.dtype], n * stride)
+        start = self.expr(substitute(ld.index, {var: IntImm(0)}))
+        start = self.b.sub(start, ir.Constant(start.type, col)) if col else start
+        p = self.b.bitcast(self._ptr(ld.buffer, start), vt.as_pointer())
+        rows = self.b.load(p, align=ELEM_BYTES[ld.buffer.dtype])
+        picks = ir.Constant(ir.VectorType(I32, n), [col + stride * i for i in range(n)])
+        return self.b.shuffle_vector(rows, ir.Constant(vt, ir.Undefined), picks)
 
     def cast(self, e: Cast):
         v = self.expr(e.value)

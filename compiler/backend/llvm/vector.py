@@ -38,6 +38,27 @@ def has_load(e) -> bool:
 
 
 MAX_SHUFFLED_STRIDE = 4  # strided vector loads up to this stride: one wide load + a shuffle
+MAX_ROW_STRIDE = 16  # longer strides: a load of whole rows (row_column), up to rows this long
+
+
+def row_column(index, var, stride: int, buffer) -> int | None:
+    """Where lane ``var``'s strided load ``buffer[index]`` (``stride`` = its coefficient)
+    reads rows of ``stride`` elements, the innermost axis of a ``global`` buffer, and the
+    index's other terms are whole rows plus a constant: the column ``r`` it reads in each (the
+    load is column ``r`` of the ``n`` consecutive rows its lanes fall in, all inside the
+    buffer). Else None. Columns of an unrolled loop over ``r`` read the same rows. (A local
+    buffer, a register tile, is left to per-lane reads: a wide load of it would keep LLVM
+    from holding its elements in registers: int8 convs' accumulators spilled.)"""
+    if (
+        not MAX_SHUFFLED_STRIDE < stride <= MAX_ROW_STRIDE
+        or buffer.shape[-1] != stride
+        or buffer.scope != "global"
+    ):
+        return None
+    terms, const = linear_form(simplify(index))
+    if any(c % stride for atom, c in terms.values() if atom is not var):
+        return None
+    return const % stride
 
 
 def masked_load_ok(e: Select, var) -> bool:

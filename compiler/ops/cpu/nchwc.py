@@ -295,7 +295,10 @@ def concat_nchwc(parts: list[tuple[int, int]], h: int, w: int, block: int, paral
     """``(sch, [inputs..., out])``: the channel concat of NCHW{c}c tensors, ``parts`` their
     ``(channels, block)`` in order, into NCHW{block}c (:func:`blocked_shape` of the channel
     sum). An output channel ``ch`` of part ``j`` (at channel offset ``off``) reads channel
-    ``ch - off`` of it, clamped into the part (every part is read; a select keeps one)."""
+    ``ch - off`` of it, clamped into the part (every part is read; a select keeps one). A part
+    that ends on a block boundary is chosen per output block (a scalar condition: the vector
+    loop loads only that part's vector), else per channel (a vector condition: the loop runs
+    scalar, every part's lane read)."""
     ins = [
         placeholder(blocked_shape((1, cj, h, w), bj), "float32", f"in{j}")
         for j, (cj, bj) in enumerate(parts)
@@ -313,7 +316,9 @@ def concat_nchwc(parts: list[tuple[int, int]], h: int, w: int, block: int, paral
             else:
                 k = minimum(maximum(ch - off, const(0)), const(cj - 1))
                 v = src[n, k // bj, y, x, k % bj]
-            val = v if val is None else select(ch < const(off + cj), v, val)
+            end = off + cj
+            inside = co < const(end // block) if end % block == 0 else ch < const(end)
+            val = v if val is None else select(inside, v, val)
         return val
 
     out = compute(blocked_shape((1, total, h, w), block), f, name="out")

@@ -231,3 +231,31 @@ def test_nchwc_conv_reads_an_nchw_input_from_its_padding_copy(build, rng, pad):
     build(s, args)(x, pack_conv_weights(w, c, 16), bias, out)
     want = _nchwc_conv_reference(x, w, bias, (stride, stride), pads, 16, clip=(0.0, 6.0))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [(64, 16), (31, 16)],  # aligned: parts chosen per output block (vector loop)
+        [(16, 16), (32, 16), (7, 16)],
+        [(13, 8), (20, 16), (7, 8)],  # misaligned: per channel, blocks of other widths
+    ],
+)
+def test_concat_nchwc_equals_numpy(build, rng, parts):
+    """The blocked channel concat of parts of odd channel counts (padded last blocks, whose
+    padded lanes the kernel may copy: the output's padded channels are not compared), into
+    blocks of 16; the aligned cases build a vectorized loop (a scalar condition per block)."""
+    from pyvta.compiler.ops.cpu.nchwc import concat_nchwc
+    from pyvta.runtime.layout import pack_nchw
+
+    h, w, block = 3, 5, 16
+    xs = [rng.standard_normal((1, c, h, w)).astype(np.float32) for c, _ in parts]
+    mod = build(*concat_nchwc(parts, h, w, block), num_threads=2)
+    packed = [pack_nchw(x, b)[:, :, :, :, 0] for x, (_, b) in zip(xs, parts, strict=True)]
+    out = np.full(mod.func.params[-1].shape, np.nan, np.float32)
+    mod(*packed, out)
+    total = sum(c for c, _ in parts)
+    got = out.transpose(0, 1, 4, 2, 3).reshape(1, -1, h, w)[:, :total]
+    np.testing.assert_array_equal(got, np.concatenate(xs, axis=1))
+    aligned = all(b == block for _, b in parts[:-1]) and all(c % block == 0 for c, _ in parts[:-1])
+    assert ("<16 x float>" in mod.llvm_ir or "<8 x float>" in mod.llvm_ir) == aligned

@@ -236,11 +236,11 @@ def test_batched_depthwise_is_each_image_s_contract(build, rng):
 
 
 @pytest.mark.parametrize("width", [9, 35])
-@pytest.mark.parametrize("block", [None, 8, 16])
-def test_quantize_and_dequantize_kernels_equal_numpy(block, width, build, rng):
+@pytest.mark.parametrize(("block", "lanes"), [(None, 8), (8, 8), (16, 8), (8, 16), (16, 16)])
+def test_quantize_and_dequantize_kernels_equal_numpy(block, lanes, width, build, rng):
     """The compiled (de)quantize (NCHW, or the float layers' blocked NCHW{c}c on the float
-    side; 20 channels: a padded last block; rows of part of a column tile, or two and part:
-    ``QUANTIZE_COLUMNS``) are run_cpu_op's bits, ties rounding to even."""
+    side; 20 channels: a padded last block; planes of 45 and 175 pixels, tiles of ``lanes``
+    pixels and a tail) are run_cpu_op's bits, ties rounding to even."""
     shape, frac = (2, 20, 5, width), 3
     x = (rng.standard_normal(shape) * 20).astype(np.float32)
     x.flat[:6] = np.array([0.5, 1.5, -0.5, -2.5, 1e6, -1e6], np.float32) / 2**frac  # ties, clips
@@ -254,16 +254,16 @@ def test_quantize_and_dequantize_kernels_equal_numpy(block, width, build, rng):
         xb = x
     q = run_cpu_op("quantize", [xb], attrs)
     np.testing.assert_array_equal(q, run_cpu_op("quantize", [x], {"frac_bits": frac}))
-    mod = build(*quantize_nchw(shape, frac, block), num_threads=2)
+    mod = build(*quantize_nchw(shape, frac, block, vector_lanes=lanes), num_threads=2)
     out = np.zeros(mod.func.params[-1].shape, np.int8)
-    mod(xb, out)
+    mod(xb.reshape(mod.func.params[0].shape), out)
     np.testing.assert_array_equal(out.reshape(2, -1, 5, width)[:, : shape[1]], q)
     assert list(q.ravel()[:4]) == [0, 2, 0, -2] and list(q.ravel()[4:6]) == [127, -128]
     dattrs = {"frac_bits": frac, **({"dst_block": block} if block else {})}
     d = run_cpu_op("dequantize", [q], dattrs)
-    mod = build(*dequantize_nchw(shape, frac, block), num_threads=2)
+    mod = build(*dequantize_nchw(shape, frac, block, vector_lanes=lanes), num_threads=2)
     dout = np.full(d.shape, np.nan, np.float32)
-    mod(q, dout)
+    mod(q.reshape(mod.func.params[0].shape), dout.reshape(mod.func.params[-1].shape))
     np.testing.assert_array_equal(dout, d)  # padded channels zero in both
 
 

@@ -268,6 +268,38 @@ def test_strided_vector_loads_use_one_masked_wide_load(build, rng, stride):
         np.testing.assert_array_equal(res, want)
 
 
+@pytest.mark.parametrize("block", [8, 16])
+def test_strided_loads_of_whole_rows_load_the_rows_once(build, rng, block):
+    """A blocked tensor read transposed (``A[p, ci]`` vectorized over ``p``, the rows of
+    ``block`` floats, an unrolled loop over ``ci``): each column is one load of the lanes' rows
+    and a shuffle (``row_column``), the same load for every column (LLVM keeps one); a
+    buffer whose rows are not the stride (``A2``, flat) still gathers."""
+    pixels, lanes = 37, 8  # a tail of 5 pixels: scalar
+    a = te.placeholder((pixels, block), "float32", "A")
+    b = te.compute((block, pixels), lambda ci, p: a[p, ci] + 1.0, name="B")
+    s = compiler.create_schedule(b)
+    po, pi = s[b].split("p", lanes)
+    s[b].reorder(po, "ci", pi)
+    s[b].unroll("ci")
+    s[b].vectorize(pi)
+    mod = build(s, [a, b])
+    assert f"load <{lanes * block} x float>" in mod.llvm_ir
+    x = rng.standard_normal(a.shape).astype(np.float32)
+    out = np.zeros((block, pixels), np.float32)
+    mod(x, out)
+    np.testing.assert_array_equal(out, x.T + 1.0)
+    flat = te.placeholder((pixels * block,), "float32", "A2")
+    c = te.compute((block, pixels), lambda ci, p: flat[p * block + ci] + 1.0, name="C")
+    s = compiler.create_schedule(c)
+    po, pi = s[c].split("p", lanes)
+    s[c].reorder(po, "ci", pi)
+    s[c].vectorize(pi)
+    mod = build(s, [flat, c])
+    assert f"load <{lanes * block} x float>" not in mod.llvm_ir
+    mod(x.ravel(), out)
+    np.testing.assert_array_equal(out, x.T + 1.0)
+
+
 def test_parallel_kernels_work_in_a_forked_child(build, rng):
     """A child forked after the thread pool started (e.g. a tuner's measurement process)
     starts its own pool instead of waiting for the parent's workers."""

@@ -4,6 +4,7 @@ pipeline."""
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 import pytest
 
@@ -261,3 +262,72 @@ def test_unsigned_form_after_a_relu(tmp_path, rng):
         x = rng.standard_normal((2, 8, 14, 14)).astype("float32")
         Executor(g, backends={"cpu": checked}).run({"input": x})
     assert {"conv_a", "conv_b", "conv_c", "conv_d"} <= set(checked.checked)
+
+
+@pytest.mark.parametrize(("scale_b", "requantized"), [(2.0, []), (0.5, ["rb"]), (16.0, ["ra"])])
+def test_concat_between_int8_layers_stays_int8(tmp_path, rng, monkeypatch, scale_b, requantized):
+    """Two int8 convs (13 and 7 channels, batch 4) concatenated into a third: the quantize of
+    the float concat becomes a ``concat`` of the int8 values (fuse_borders.int8_concat), a
+    part at another scale than the concat's (``scale_b``: conv_b's weights that much larger;
+    ``requantized``: which part's calibrated scale then differs) requantized on its own; the
+    output bit-exact with the float concat's graph."""
+    from onnx import helper, numpy_helper
+
+    from pyvta.compiler.targets.cpu_int8 import fuse_borders
+
+    def arr(shape, name, scale=0.3):
+        return numpy_helper.from_array(rng.standard_normal(shape).astype("float32") * scale, name)
+
+    inits = [arr((13, 5, 3, 3), "wa"), arr((7, 5, 1, 1), "wb", 0.3 * scale_b),
+             arr((11, 20, 3, 3), "wc")]  # fmt: skip
+    nodes = [
+        helper.make_node("Conv", ["input", "wa"], ["ca"], "conv_a", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["ca"], ["ra"], "relu_a"),
+        helper.make_node("Conv", ["input", "wb"], ["cb"], "conv_b"),
+        helper.make_node("Relu", ["cb"], ["rb"], "relu_b"),
+        helper.make_node("Concat", ["ra", "rb"], ["cat"], "cat", axis=1),
+        helper.make_node("Conv", ["cat", "wc"], ["out"], "conv_c", pads=[1, 1, 1, 1]),
+    ]  # fmt: skip
+    path = _model(tmp_path, nodes, inits, [4, 5, 9, 9], None)
+    g = compile_model(path, "cpu-int8", keep_float=()).graph
+    cat = next(n for n in g.nodes if n.name == "cat")
+    assert cat.op == "concat" and all(g.values[v].dtype == "int8" for v in cat.inputs)
+    producers = g.producers()
+    assert [v[:2] for v in cat.inputs if producers[v].op == "quantize"] == requantized
+    assert not any(n.op == "cpu_concat" for n in g.nodes)
+    with monkeypatch.context() as m:
+        m.setattr(fuse_borders, "int8_concat", lambda graph: graph)
+        g_float = compile_model(path, "cpu-int8", keep_float=()).graph
+    assert any(n.op == "cpu_concat" for n in g_float.nodes)
+    for _ in range(2):
+        x = rng.standard_normal((4, 5, 9, 9)).astype("float32")
+        got = Executor(g).run({"input": x})[0][0]
+        want = Executor(g_float).run({"input": x})[0][0]
+        assert (got == want).all()
+
+
+def test_small_nodes_run_on_one_thread(tmp_path, rng):
+    """A conv of fewer than MIN_PARALLEL_MACS multiply-adds (a 1x1 32 -> 8 on 32x32: 0.26 M),
+    or a (de)quantize of fewer than MIN_PARALLEL_VALUES values, is built for one thread; the
+    others (a 3x3 16 -> 32: 4.7 M) for the backend's."""
+    from onnx import helper, numpy_helper
+
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((32, 16, 3, 3)).astype("float32"), "w1"),
+        numpy_helper.from_array(rng.standard_normal((8, 32, 1, 1)).astype("float32"), "w2"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1"], ["c1"], "conv_big", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], "relu_a"),
+        helper.make_node("Conv", ["r1", "w2"], ["out"], "conv_small"),
+    ]
+    path = _model(tmp_path, nodes, inits, [1, 16, 32, 32], None)
+    g = compile_model(path, "cpu-int8", keep_float=()).graph
+    backend = CpuInt8Kernels(g, num_threads=2)
+    kernels = {**backend.kernels, **backend.scales}
+    threads = {name: k.module.target.num_threads for name, k in kernels.items()}
+    assert threads["conv_big"] == 2 and threads["conv_small"] == 1
+    for n in g.nodes:
+        if n.name in threads and n.op in ("quantize", "dequantize"):
+            small = np.prod(g.values[n.inputs[0]].shape) < ck.MIN_PARALLEL_VALUES
+            assert threads[n.name] == (1 if small else 2), n.name
