@@ -70,10 +70,9 @@ def _pointwise_problem(args: tuple, config) -> str | None:
     default, does too), or None."""
     from dataclasses import replace
 
-    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes, loop_problem
-
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes, loop_problem
 
     wl = nchwc_workload(*args)
     k = PointwiseKnobs(**schedule_of_template("pointwise", config)["knobs"])
@@ -81,7 +80,10 @@ def _pointwise_problem(args: tuple, config) -> str | None:
     room = t.vector_registers - SPARE_REGISTERS
     accs = k.p_block * k.oc_blocks * max(1, (k.oc_tile or wl.ob) // t.vector_lanes("float32"))
     if accs > room:
-        return f"{accs} accumulators ({k.p_block} pixels x {k.oc_blocks} blocks) spill {room}"
+        return (
+            f"{accs} accumulators ({k.p_block} pixels x {k.oc_blocks} blocks) spill: at most"
+            f" {room} vector registers"
+        )
     untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob).p_block
     if k.oc_blocks == 1 and accs < MIN_TILE_SHARE * room and k.p_block != untuned:
         return f"{accs} accumulators fill under {MIN_TILE_SHARE:.0%} of the {room} registers"
