@@ -44,8 +44,8 @@ def _pointwise_space(*args) -> ConfigSpace:
     tile = with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob))
     narrow = [(p, k) for p, k in tiles if p in BLOCK_TILE_PIXELS and k == wl.ob]
     narrow = [pk for pk in narrow if pk not in tile.values]
-    if narrow:  # the tiles of before stay first: records logged then read the same
-        tile = TileKnob("tile", tile.parts, [*tile.values, *narrow], before=big)
+    if narrow:  # the tiles of before stay first: records of both older knobs still read
+        tile = TileKnob("tile", tile.parts, [*tile.values, *narrow], before=tile)
     out_blocks = wl.o // wl.ob
     c_blocks = wl.c // wl.ib
     passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass

@@ -360,6 +360,35 @@ def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
     _check_points(task, blocks[:3])
 
 
+def test_pointwise_records_of_both_older_spaces_read(tmp_path):
+    """Records logged before ``oc_blocks`` (the five knobs, the tile knob with the untuned
+    tile appended) and before every knob but the tile (its oldest tiles) read as today's
+    points, ``oc_blocks`` 1, whichever tiles the tile knob has gained since."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs
+    from pyvta.tuner.cpu_nchwc import with_tile
+
+    wl = POINTWISE_LAYERS[1]
+    task = cpu.nchwc_conv_tasks(wl)[-1]
+    knobs = task.space.knobs
+    assert knobs[-1].name == "oc_blocks"
+    oldest = knobs[0]
+    while (older := oldest.legacy()) is not oldest:
+        oldest = older
+    untuned = PointwiseKnobs.for_target(CpuTarget.host(), wl.h * wl.w, wl.ob).p_block
+    five = with_tile(oldest, (untuned, wl.ob))  # the tile knob before oc_blocks came
+    for i, old_space in enumerate([ConfigSpace([five, *knobs[1:-1]]), ConfigSpace([oldest])]):
+        old_cfg = old_space.get(len(old_space) - 1)  # the last tile: the untuned one, if added
+        rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
+        line = json.loads(rec.to_json())
+        line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
+        log = tmp_path / f"old{i}.jsonl"
+        log.write_text(json.dumps(line) + "\n")
+        (got,) = read_records(log, task)
+        assert got.config == task.space.config(old_cfg.to_dict()).to_dict()
+        assert got.config["oc_blocks"] == 1
+
+
 @pytest.mark.parametrize("template", ["winograd", "pointwise"])
 def test_old_winograd_and_pointwise_records_read_and_build_the_old_loops(template, tmp_path):
     """A record of the one-knob (tile) space reads as today's point with the new knobs at
