@@ -21,5 +21,8 @@ PACKAGES = [
 setup(
     package_dir=PACKAGE_DIR,
     packages=PACKAGES,
-    package_data={"pyvta.tuner": ["pretuned/*.jsonl"], "pyvta.driver": ["*.cpp"]},
+    package_data={
+        "pyvta.tuner": ["pretuned/*.jsonl", "pretuned/*.network.json"],
+        "pyvta.driver": ["*.cpp"],
+    },
 )

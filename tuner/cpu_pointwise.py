@@ -18,12 +18,19 @@ from pyvta.tuner.cpu_nchwc import (
 from pyvta.tuner.space import ChoiceKnob, ConfigSpace, TileKnob, divisors
 from pyvta.tuner.task import Template
 
+OC_BLOCKS = (2, 3, 4)  # output blocks a register tile may span, besides 1
+BLOCK_TILE_PIXELS = range(4, 16)  # pixels of the tiles added for several blocks per tile
+
 
 def _pointwise_space(*args) -> ConfigSpace:
     """``(p_block, oc_tile)`` tiles: the NCHWc conv's register tiles over the flattened pixels
     (``compiler.ops.cpu.nchwc_direct.register_tiles`` of a row ``H x W`` long) that hold at least
     ``MIN_TILE_SHARE`` of the registers a tile may use as accumulators (fewer cannot hide the
-    FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2)."""
+    FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2), then the narrower ones
+    ``BLOCK_TILE_PIXELS`` allows for tiles spanning several output blocks (``oc_blocks``: 1, or
+    those of ``OC_BLOCKS`` dividing the layer's output blocks; default 1). A point's tile of
+    ``oc_blocks`` blocks must fit the registers (not spill); a one-block tile of those added
+    for blocks is refused (below the share, as before)."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
     from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS, PointwiseKnobs
@@ -34,17 +41,24 @@ def _pointwise_space(*args) -> ConfigSpace:
     tiles = conv_tiles(wl.h * wl.w, wl.ob)
     big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room] or tiles
     untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob)
+    tile = with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob))
+    narrow = [(p, k) for p, k in tiles if p in BLOCK_TILE_PIXELS and k == wl.ob]
+    narrow = [pk for pk in narrow if pk not in tile.values]
+    if narrow:  # the tiles of before stay first: records of both older knobs still read
+        tile = TileKnob("tile", tile.parts, [*tile.values, *narrow], before=tile)
+    out_blocks = wl.o // wl.ob
     c_blocks = wl.c // wl.ib
     passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass
     passes += [d for d in divisors(c_blocks) if d < c_blocks and d != K_BLOCKS]
     return ConfigSpace(
         [
             # the knob before the others; the compiler's untuned tile last, if not there
-            with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob)),
+            tile,
             ChoiceKnob("k_blocks", passes, default=K_BLOCKS),
             ChoiceKnob("tile_order", TILE_ORDERS, default=TILE_ORDERS[0]),
             ChoiceKnob("unroll_rci", divisors(wl.ib), default=1),
             ChoiceKnob("parallel_loops", (1, 2), default=1),
+            ChoiceKnob("oc_blocks", [1] + [b for b in OC_BLOCKS if out_blocks % b == 0], default=1),
         ],
         functools.partial(_pointwise_problem, args),
     )
@@ -56,10 +70,23 @@ def _pointwise_problem(args: tuple, config) -> str | None:
     default, does too), or None."""
     from dataclasses import replace
 
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
     from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes, loop_problem
 
     wl = nchwc_workload(*args)
     k = PointwiseKnobs(**schedule_of_template("pointwise", config)["knobs"])
+    t = CpuTarget.host()
+    room = t.vector_registers - SPARE_REGISTERS
+    accs = k.p_block * k.oc_blocks * max(1, (k.oc_tile or wl.ob) // t.vector_lanes("float32"))
+    if accs > room:
+        return (
+            f"{accs} accumulators ({k.p_block} pixels x {k.oc_blocks} blocks) spill: at most"
+            f" {room} vector registers"
+        )
+    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob).p_block
+    if k.oc_blocks == 1 and accs < MIN_TILE_SHARE * room and k.p_block != untuned:
+        return f"{accs} accumulators fill under {MIN_TILE_SHARE:.0%} of the {room} registers"
     if (
         k.k_blocks != K_BLOCKS
         and not in_passes(k, wl)

@@ -105,13 +105,15 @@ class Record:
 
     def upgraded(self, task: Task) -> Record | None:
         """This record of ``task`` logged in an older space of its template, one without
-        knobs that have defaults (``ConfigSpace.legacy``): the same record in ``task``'s space,
+        knobs that have defaults (``ConfigSpace.legacies``): the same record in ``task``'s space,
         its config with the defaults and its index there; None if it is not one (another
         space, or its index does not name its config in the older space)."""
         if self.task_key != task.key:
             return None
-        old = task.space.legacy(self.config)
-        if old is None or old.signature() != self.space_sig or not 0 <= self.index < len(old):
+        old = next(
+            (s for s in task.space.legacies(self.config) if s.signature() == self.space_sig), None
+        )
+        if old is None or not 0 <= self.index < len(old):
             return None
         if _jsonable(self.config) != old.get(self.index).to_dict():
             return None

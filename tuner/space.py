@@ -157,9 +157,11 @@ class TileKnob(Knob):
         name: str,
         parts: Sequence[str],
         values: Sequence[Sequence[int]],
-        before: Sequence[Sequence[int]] | None = None,
+        before: Sequence[Sequence[int]] | TileKnob | None = None,
     ):
         self.parts = tuple(parts)
+        older = before if isinstance(before, TileKnob) else None  # itself with a before
+        before = None if before is None else older.values if older else before
         vals = [tuple(int(x) for x in v) for v in values]
         bad = [v for v in vals if len(v) != len(self.parts) or min(v) < 1]
         if bad:
@@ -175,13 +177,15 @@ class TileKnob(Knob):
                 f" its tiles {vals[:4]}"
             )
         self.before = None if old == vals else old
+        self._older = older
 
     def legacy(self) -> Knob:
         """This knob as it was before it gained tiles (``before``: the ones it offered then,
-        in their order), or itself (see ``ChoiceKnob.legacy``)."""
+        in their order; given as a ``TileKnob``, that knob, whose own ``legacy`` goes one
+        step further back), or itself (see ``ChoiceKnob.legacy``)."""
         if self.before is None:
             return self
-        return TileKnob(self.name, self.parts, self.before)
+        return self._older or TileKnob(self.name, self.parts, self.before)
 
     def _features(self, v) -> list[float]:
         return [math.log2(f) for f in v]
@@ -296,7 +300,7 @@ class ConfigSpace:
             self._feat_slices.append(slice(off, off + w))
             off += w
         self.knob_feature_width = off
-        self._legacy: dict = {}  # knob names -> their space (``legacy``)
+        self._legacy: dict = {}  # knob names -> their older spaces (``legacies``)
         self.problem_fn = problem_fn
 
     def problem(self, config: Mapping) -> str | None:
@@ -364,16 +368,29 @@ class ConfigSpace:
         it offered then (``Knob.legacy``), if every other knob has a default: the space a config
         of a template from before those knobs or values (a record logged then) lies in, its
         points this space's with the defaults (``config``). None if a knob outside ``names``
-        has no default, or the older space would be this one."""
+        has no default, or the older space would be this one. The first of :meth:`legacies`."""
+        older = self.legacies(names)
+        return older[0] if older else None
+
+    def legacies(self, names) -> list[ConfigSpace]:
+        """The older spaces of the knobs ``names`` (see :meth:`legacy`), newest first: each
+        takes every knob one ``Knob.legacy`` step further back than the one before, while one
+        still changes (a tile knob that gained tiles twice: both older spaces)."""
         names = frozenset(names)
         if names not in self._legacy:
             rest = [k for k in self.knobs if k.name not in names]
             kept = [k for k in self.knobs if k.name in names]
-            older = [k.legacy() for k in kept]
-            changed = rest or any(o is not k for o, k in zip(older, kept, strict=True))
-            fits = changed and all(k.default is not None for k in rest)
-            fits = fits and names <= {k.name for k in self.knobs}
-            self._legacy[names] = ConfigSpace(older) if fits else None
+            out: list[ConfigSpace] = []
+            fits = all(k.default is not None for k in rest)
+            if fits and names <= {k.name for k in self.knobs}:
+                while True:
+                    older = [k.legacy() for k in kept]
+                    changed = any(o is not k for o, k in zip(older, kept, strict=True))
+                    if not changed and (out or not rest):
+                        break
+                    out.append(ConfigSpace(older))
+                    kept = older
+            self._legacy[names] = out
         return self._legacy[names]
 
     # ---- sampling and moves

@@ -63,6 +63,10 @@ def test_depthwise_template(build, rng, c, h, w, stride, block, knobs):
         (3, 4, 4, 16, 3, 16, PointwiseKnobs(16, 0, parallel=False)),  # one tile, odd channels
         (64, 5, 5, 32, 16, 16, PointwiseKnobs(6, 0, k_blocks=2)),  # two accumulation passes
         (64, 3, 5, 32, 16, 16, PointwiseKnobs(4, 8, k_blocks=3)),  # passes of 3 + 1 blocks
+        (32, 7, 7, 64, 16, 16, PointwiseKnobs(5, 0, oc_blocks=2)),  # tiles of 2 output blocks
+        (64, 5, 5, 64, 16, 16, PointwiseKnobs(6, 0, k_blocks=2, oc_blocks=4)),  # 4, in passes
+        (32, 3, 5, 64, 16, 16, PointwiseKnobs(4, 0, tile_order="pixels", oc_blocks=2)),
+        (32, 4, 4, 96, 16, 16, PointwiseKnobs(3, 0, parallel_loops=2, oc_blocks=3)),
     ],
 )
 def test_pointwise_template(build, rng, c, h, w, o, ib, ob, knobs):
@@ -89,6 +93,28 @@ def test_bad_knobs_say_what_is_allowed():
         pointwise_nchwc(16, 7, 7, 16, 16, 16, PointwiseKnobs(50, 0))
     with pytest.raises(ValueError, match="oc_tile 24 divide the block 16"):
         pointwise_nchwc(16, 7, 7, 16, 16, 16, PointwiseKnobs(4, 24))
+    with pytest.raises(ValueError, match="oc_blocks 3 must divide the 4 output blocks"):
+        pointwise_nchwc(16, 7, 7, 64, 16, 16, PointwiseKnobs(4, 0, oc_blocks=3))
+    with pytest.raises(ValueError, match=r"oc_blocks 2 needs whole blocks per tile \(oc_tile 0\)"):
+        pointwise_nchwc(16, 7, 7, 64, 16, 32, PointwiseKnobs(4, 16, oc_blocks=2))
+
+
+def test_pointwise_oc_blocks_1_is_the_loops_of_before_and_2_changes_them():
+    """``oc_blocks`` 1 (the default) lowers to the same loop IR as knobs without it (the
+    schedule of before: ``test_cpu_spaces`` reads old records through it); 2 puts the blocks'
+    loop inside the tile's pixels, unrolled (each broadcast input feeds both blocks' FMAs)."""
+    from pyvta import compiler
+
+    def ir(**kw):
+        return str(
+            compiler.lower(*pointwise_nchwc(64, 7, 7, 64, 16, 16, PointwiseKnobs(7, 0, **kw)))
+        )
+
+    assert ir() == ir(oc_blocks=1)
+    two = ir(oc_blocks=2)
+    assert two != ir()
+    assert "for f in range(0, 2) unrolled" in two and "for f in range(0, 2)" not in ir()
+    assert "for f.outer in range(0, 2) parallel" in two
 
 
 @pytest.mark.parametrize(

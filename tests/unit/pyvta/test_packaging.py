@@ -99,13 +99,13 @@ def test_regular_install_runs_the_demo_from_another_directory(tmp_path):
     )
     top = {Path(f).parts[0] for f in record if not f.startswith("..")}
     assert top == {"pyvta", "pyvta-0.1.0.dist-info"}, top
-    # pyvta/x.py installs as itself, isa/x.py as pyvta/isa/x.py (the pretuned logs and the RTL
-    # device's C++ harness too)
+    # pyvta/x.py installs as itself, isa/x.py as pyvta/isa/x.py (the pretuned logs, their
+    # in-network choices and the RTL device's C++ harness too)
     expected = {f for f in files if f.startswith("pyvta/") and f.endswith(".py")}
     expected |= {
         f"pyvta/{f}"
         for f in files
-        if f.split("/")[0] in SUBPACKAGES and f.endswith((".py", ".jsonl", ".cpp"))
+        if f.split("/")[0] in SUBPACKAGES and f.endswith((".py", ".jsonl", ".network.json", ".cpp"))
     }
     missing = sorted(expected - set(record))
     assert not missing, f"not in the installed package: {missing}"

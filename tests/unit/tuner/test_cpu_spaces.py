@@ -14,7 +14,7 @@ from pyvta.compiler.ops.cpu import nchwc, nchwc_direct
 from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, default_direct_knobs
-from pyvta.tuner import cpu, cpu_measure
+from pyvta.tuner import cpu, cpu_measure, cpu_pointwise
 from pyvta.tuner.log import TuningLog, apply_best, make_record, read_records
 from pyvta.tuner.measure import MeasureResult
 from pyvta.tuner.space import ChoiceKnob, ConfigSpace, TileKnob
@@ -330,6 +330,63 @@ def test_random_pointwise_configs_compute_the_conv(wl, seed):
     assert task.name == cpu.POINTWISE_NCHWC.name
     print(f"{task.key}: {task.space.size} points, seed {seed}")
     _check_points(task, _valid_points(task, rng, 3))
+
+
+def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
+    """The pointwise space's ``oc_blocks`` knob: default 1 (the untuned point keeps the
+    compiler's tile), values dividing the output blocks; its valid points of several blocks fit
+    the registers, and random ones compute the conv."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.tuner.cpu_network import CpuLayer, _default_point
+
+    wl = ConvWorkload(64, 7, 7, 64, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)  # 4 output blocks
+    task = cpu.nchwc_conv_tasks(wl)[-1]
+    knob = task.space.knobs[-1]
+    assert (knob.name, knob.values, knob.default) == ("oc_blocks", [1, 2, 4], 1)
+    assert _default_point(task, CpuLayer(wl, 1))["oc_blocks"] == 1
+    t = CpuTarget.host()
+    room, vecs = t.vector_registers - nchwc.SPARE_REGISTERS, max(1, 16 // t.vector_lanes("float32"))
+    rng = np.random.default_rng(seed)
+    print(f"{task.key}: seed {seed}")
+    blocks = []
+    for cfg in _valid_points(task, rng, 60):
+        if cfg["oc_blocks"] > 1:
+            assert cfg["tile"][0] * cfg["oc_blocks"] * vecs <= room, cfg.to_dict()
+            blocks.append(cfg)
+    if room < 2 * vecs * min(cpu_pointwise.BLOCK_TILE_PIXELS):  # AVX2: 16-channel blocks
+        assert not blocks, "a tile of several blocks of two vectors fits no AVX2 register file"
+        return
+    assert blocks, "no valid point of several blocks among 60"
+    _check_points(task, blocks[:3])
+
+
+def test_pointwise_records_of_both_older_spaces_read(tmp_path):
+    """Records logged before ``oc_blocks`` (the five knobs, the tile knob with the untuned
+    tile appended) and before every knob but the tile (its oldest tiles) read as today's
+    points, ``oc_blocks`` 1, whichever tiles the tile knob has gained since."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs
+    from pyvta.tuner.cpu_nchwc import with_tile
+
+    wl = POINTWISE_LAYERS[1]
+    task = cpu.nchwc_conv_tasks(wl)[-1]
+    knobs = task.space.knobs
+    assert knobs[-1].name == "oc_blocks"
+    oldest = knobs[0]
+    while (older := oldest.legacy()) is not oldest:
+        oldest = older
+    untuned = PointwiseKnobs.for_target(CpuTarget.host(), wl.h * wl.w, wl.ob).p_block
+    five = with_tile(oldest, (untuned, wl.ob))  # the tile knob before oc_blocks came
+    for i, old_space in enumerate([ConfigSpace([five, *knobs[1:-1]]), ConfigSpace([oldest])]):
+        old_cfg = old_space.get(len(old_space) - 1)  # the last tile: the untuned one, if added
+        rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
+        line = json.loads(rec.to_json())
+        line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
+        log = tmp_path / f"old{i}.jsonl"
+        log.write_text(json.dumps(line) + "\n")
+        (got,) = read_records(log, task)
+        assert got.config == task.space.config(old_cfg.to_dict()).to_dict()
+        assert got.config["oc_blocks"] == 1
 
 
 @pytest.mark.parametrize("template", ["winograd", "pointwise"])
