@@ -4,7 +4,7 @@
 before each ``quantize`` and from NCHW after each ``dequantize`` (the int8 kernels read and write
 NCHW). This pass makes the (de)quantize read or write the blocked form itself (attrs
 ``src_block``/``channels`` of a ``quantize``, ``dst_block`` of a ``dequantize``: one compiled
-kernel, :func:`compiler.ops.cpu.int8.quantize_nchw` / ``dequantize_nchw``, instead of a
+kernel, :func:`compiler.ops.cpu.int8_scale.quantize_nchw` / ``dequantize_nchw``, instead of a
 transform and a numpy pass over the tensor). A transform whose NCHW value has other readers, or
 is a graph output, stays.
 

@@ -226,12 +226,12 @@ def build_scale_kernel(
     node: Node, graph: Graph, num_threads: int, features: str | None = None
 ) -> ScaleKernel:
     """The :class:`~runtime.int8_kernels.ScaleKernel` of a ``quantize`` / ``dequantize``
-    node (:func:`compiler.ops.cpu.int8.quantize_nchw` / ``dequantize_nchw`` over the whole
+    node (:func:`compiler.ops.cpu.int8_scale.quantize_nchw` / ``dequantize_nchw`` over the whole
     batch, reading or writing the float layers' blocked form where the node says:
     ``fuse_borders``)."""
     from pyvta import compiler
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.int8 import dequantize_nchw, quantize_nchw
+    from pyvta.compiler.ops.cpu.int8_scale import dequantize_nchw, quantize_nchw
 
     a = node.attrs
     host = CpuTarget.host(num_threads, features)

@@ -19,17 +19,16 @@ from pyvta.compiler.ops.cpu.int8 import (
     Int8TemplateError,
     assembly_for,
     conv_out_hw,
-    dequantize_nchw,
     dot_form,
     dot_isa,
     pack_qconv,
     pack_qconv_grouped,
     qconv2d_grouped_nchw,
     qconv2d_nchw,
-    quantize_nchw,
     sum_dot_form,
     sums_fit_int16,
 )
+from pyvta.compiler.ops.cpu.int8_scale import dequantize_nchw, quantize_nchw
 from pyvta.runtime.cpu_ops import run_cpu_op
 from pyvta.runtime.vta_ops import FusedParams, wrap_int32
 
