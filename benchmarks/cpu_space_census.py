@@ -67,7 +67,9 @@ def _default_point(wl, task):
     elif name == cpu.WINOGRAD_NCHWC.name:
         knobs = kernels.default_winograd_knobs(wl) or WinogradKnobs().to_dict()
     elif name == cpu.POINTWISE_NCHWC.name:
-        knobs = PointwiseKnobs.for_target(kernels._host(), wl.h * wl.w, wl.ob).to_dict()
+        knobs = PointwiseKnobs.for_target(
+            kernels._host(), wl.h * wl.w, wl.ob, wl.o // wl.ob
+        ).to_dict()
     else:
         knobs = kernels.default_conv_schedule(wl)["knobs"]
     try:

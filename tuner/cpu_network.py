@@ -80,10 +80,10 @@ def _default_knobs(task, layer: CpuLayer) -> dict | None:
         k["tile"] = (k.pop("ow_block"), k.pop("oc_tile") or wl.ob)
     elif task.name == "cpu.winograd_nchwc":
         k = default_winograd_knobs(wl)
-        k = None if k is None else {"tile": (k["p_block"], k["k_block"])}
+        k = None if k is None else {"tile": (k["p_block"], k["k_block"]), "out_tile": k["out_tile"]}
     elif task.name == "cpu.pointwise_nchwc":
         d = default_conv_schedule(wl)["knobs"]
-        k = {"tile": (d["p_block"], d["oc_tile"] or wl.ob)}
+        k = {"tile": (d["p_block"], d["oc_tile"] or wl.ob), "oc_blocks": d["oc_blocks"]}
         passes = next(knob for knob in task.space.knobs if knob.name == "k_blocks")
         if d["k_blocks"] in passes.values:  # else one pass as the space's default runs it
             k["k_blocks"] = d["k_blocks"]

@@ -24,7 +24,8 @@ spaces from the default and the log's bests (no isolated measurement vouches for
 successive halving: while a layer has more than ``keep`` candidates, a stage of a few rounds
 keeps the faster half of each layer's; the finalists get the full ``rounds``.
 
-The choices go to ``<log>.network.json`` (:func:`in_network_path`); ``tuner.cpu_network.
+The choices go to ``<log>.network.json`` (:func:`in_network_path`), by the kind of host they
+were made on (each kind's kept when another's are written); ``tuner.cpu_network.
 cpu_schedules`` takes them over the isolated bests on a host of the same kind.
 """
 
@@ -41,7 +42,9 @@ import numpy as np
 
 from pyvta.isa.errors import PyvtaError
 
-IN_NETWORK_VERSION = 1
+# 2: {"v": 2, "hosts": {machine: one host's choices}}, each host kind's kept when another
+# writes its own; 1 (still read): one host's choices at the top level, with its "machine"
+IN_NETWORK_VERSION = 2
 MAX_REL_ERR = 1e-4  # a variant's output against the default variant's
 
 
@@ -387,9 +390,9 @@ def _time_rounds(stage, cands, x, rounds: int) -> None:
 
 
 def _write(path: Path, rerank: Rerank, machine: str) -> None:
-    doc = {
-        "v": IN_NETWORK_VERSION,
-        "machine": machine,
+    """The choices of ``machine`` into ``path``, beside those of other host kinds there."""
+    hosts = _read_hosts(path) if path.exists() else {}
+    hosts[machine] = {
         "threads": rerank.threads,
         "rounds": rerank.rounds,
         "ts": time.time(),
@@ -409,25 +412,42 @@ def _write(path: Path, rerank: Rerank, machine: str) -> None:
             for key, cands in rerank.candidates.items()
         },
     }
+    doc = {"v": IN_NETWORK_VERSION, "hosts": dict(sorted(hosts.items()))}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1))
     os.replace(tmp, path)
 
 
-def in_network_choices(log: str | os.PathLike) -> dict[str, dict]:
-    """``{workload key: schedule}`` chosen in the network for ``log`` (:func:`in_network_path`),
-    if the choices were made on this kind of host; else ``{}``."""
-    from pyvta.tuner.cpu_measure import cpu_measured_on
-
-    path = in_network_path(log)
-    if not path.exists():
-        return {}
+def _read_hosts(path: Path) -> dict[str, dict]:
+    """``{machine: its choices}`` of a choices file (version 1 or 2)."""
     try:
         doc = json.loads(path.read_text())
-        if doc["v"] != IN_NETWORK_VERSION:
-            raise KeyError(f"version {doc['v']} (this reads {IN_NETWORK_VERSION})")
-        if doc["machine"] != cpu_measured_on():
-            return {}
-        return {key: d["chosen"] for key, d in doc["layers"].items()}
+        if doc["v"] == 1:
+            hosts = {doc["machine"]: doc}
+        elif doc["v"] == IN_NETWORK_VERSION:
+            hosts = doc["hosts"]
+        else:
+            raise KeyError(f"version {doc['v']} (this reads 1 and {IN_NETWORK_VERSION})")
+        for entry in hosts.values():
+            if not isinstance(entry["layers"], dict):
+                raise TypeError("layers must be an object")
+        return dict(hosts)
     except (ValueError, KeyError, TypeError) as e:
         raise InNetworkError(f"{path} is not an in-network choices file ({e})") from e
+
+
+def in_network_hosts(log: str | os.PathLike) -> dict[str, dict]:
+    """``{machine: {"threads", "rounds", "ts", "layers": {workload key: {"chosen",
+    "candidates"}}}}``: the in-network choices beside ``log`` by the kind of host they were
+    made on (``tuner.cpu_measure.cpu_measured_on``); ``{}`` if there are none."""
+    path = in_network_path(log)
+    return _read_hosts(path) if path.exists() else {}
+
+
+def in_network_choices(log: str | os.PathLike) -> dict[str, dict]:
+    """``{workload key: schedule}`` chosen in the network for ``log`` (:func:`in_network_path`),
+    if choices were made on this kind of host; else ``{}``."""
+    from pyvta.tuner.cpu_measure import cpu_measured_on
+
+    here = in_network_hosts(log).get(cpu_measured_on())
+    return {} if here is None else {key: d["chosen"] for key, d in here["layers"].items()}

@@ -34,6 +34,12 @@ MAX_PARTIAL_SUM_BYTES = 64 * 1024  # an output block's partial sums (on the stac
 # threads, the layer alone) tiles of 7 or 8 pixels ran 0.50 ms, tiles of 12 to 28 (what the
 # register file would hold) 1.0 to 3.3 ms
 MAX_SINGLE_VECTOR_PIXELS = 8
+# output blocks an untuned tile spans when a block is one vector and this many divide the
+# layer's: each broadcast then feeds as many FMAs. MobileNet 224, one thread, in the network,
+# CPU time (20 interleaved runs): on an Intel AVX-512 host (LLVM: rocketlake) the pointwise
+# layers 1.07-1.56x faster, the network 11.1 -> 9.1 ms (4 blocks x 6 pixels: 9.0 ms); on a
+# Zen 5 about 1.27x (the tuned choices of tuner/pretuned/mobilenet_224_cpu.jsonl).
+VECTOR_BLOCK_TILE_BLOCKS = 2
 
 
 TILE_ORDERS = ("channels", "pixels")  # which register-tile loop of a block runs outside
@@ -72,7 +78,7 @@ class PointwiseKnobs:
         return asdict(self)
 
     @staticmethod
-    def for_target(target, pixels: int, out_block: int) -> PointwiseKnobs:
+    def for_target(target, pixels: int, out_block: int, out_blocks: int = 1) -> PointwiseKnobs:
         """The whole output block per tile (one broadcast feeds the most FMAs) and, of the
         pixel counts that leave ``SPARE_REGISTERS`` of the vector registers free (AVX2: up to
         6 x 16), the one computing the layer in the least time when a tile costs as much as
@@ -82,18 +88,27 @@ class PointwiseKnobs:
         one vector takes at most ``MAX_SINGLE_VECTOR_PIXELS`` pixels per tile. Layers whose
         tiles do not divide the pixels take all input channels in one pass (``k_blocks`` 0):
         the passes' partial sums with a last, narrower tile ran 2.4x slower (160 -> 64
-        channels at 14 x 14, tiles of 8, Zen 4, 2 threads: 0.086 ms; one pass 0.035 ms)."""
+        channels at 14 x 14, tiles of 8, Zen 4, 2 threads: 0.086 ms; one pass 0.035 ms).
+        A block of one vector (of ``out_blocks`` in the layer) spans ``VECTOR_BLOCK_TILE_BLOCKS``
+        blocks per tile where they divide ``out_blocks`` and fit the registers."""
         from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
 
-        vecs = max(1, out_block // target.vector_lanes("float32"))
-        room = max(1, (target.vector_registers - SPARE_REGISTERS) // vecs)
+        lanes = target.vector_lanes("float32")
+        vecs = max(1, out_block // lanes)
+        free = target.vector_registers - SPARE_REGISTERS
+        blocks = 1
+        wide = free // VECTOR_BLOCK_TILE_BLOCKS >= MAX_SINGLE_VECTOR_PIXELS - 1  # not AVX2's 6
+        if out_block == lanes and out_blocks % VECTOR_BLOCK_TILE_BLOCKS == 0 and wide:
+            blocks = VECTOR_BLOCK_TILE_BLOCKS
+        room = max(1, free // (vecs * blocks))
         if vecs == 1:
             room = min(room, MAX_SINGLE_VECTOR_PIXELS)
         best = min(
             range(min(room, pixels), 0, -1),
             key=lambda p: -(-pixels // p) * (p + TILE_COST_PIXELS),
         )
-        return PointwiseKnobs(best, 0, k_blocks=K_BLOCKS if pixels % best == 0 else 0)
+        k_blocks = K_BLOCKS if pixels % best == 0 else 0
+        return PointwiseKnobs(best, 0, k_blocks=k_blocks, oc_blocks=blocks)
 
 
 def pointwise_nchwc(c, h, w, o, ic, oc, knobs=None, epilogue=None):

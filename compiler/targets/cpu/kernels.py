@@ -148,6 +148,17 @@ def host_lanes(features: str | None = None) -> int:
 # (blocks of 8) 0.80 / 0.62, 40 at 17 0.86 / 0.88, 48 at 24 0.67 / 0.80, 48 at 12 0.72 / 0.82,
 # 56 at 28 0.73 / 0.66, 56 at 14 0.83 / 0.77; 24 channels at 28 1.00 / 1.03, at 56 0.98 / 0.60.
 WINOGRAD_MIN_WIDTH = 7
+# With 32 vector registers (AVX-512) the direct template's untuned tile spans two output blocks
+# (``nchwc_direct.VECTOR_BLOCK_TILE_BLOCKS``) and 7-wide layers run direct: ResNet-18's layer 4
+# (512 -> 512 at 7 x 7) 2.5-2.8 -> 2.3 ms a conv (Intel AVX-512 host, one thread, in the
+# network, CPU time, 20 interleaved runs).
+WINOGRAD_MIN_WIDTH_32_REGISTERS = 8
+# Layers at least this wide take F(4x4, 3x3) (``WinogradKnobs.out_tile`` 4): ResNet-18's 56-
+# and 28-wide 3x3 convs ran 1.26-1.72x faster than with F(2x2, 3x3) on an Intel AVX-512 host
+# and 1.43-1.70x limited to AVX2 (one thread, in the network, CPU time, 16-20 interleaved
+# runs; the network 1.13x on AVX2); in-network re-ranking chose it for those layers on that
+# host and on a Zen 5, and F(2x2) for the 14-wide ones on both.
+WINOGRAD_OUT_TILE_4_MIN_WIDTH = 28
 WINOGRAD_MIN_CHANNELS = 32
 # tiles per register tile (x two vectors of channels: 12 accumulators on AVX2), the first
 # whose rounding up of the layer's tiles wastes at most WINOGRAD_MAX_WASTE of them
@@ -173,20 +184,27 @@ def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
 
 
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
-    """Winograd's untuned tile (``WINOGRAD_P_BLOCKS`` tiles x ``winograd_k_block`` channels),
-    or None where the untuned choice is direct (``WINOGRAD_MIN_WIDTH``,
-    ``WINOGRAD_MIN_CHANNELS``) or no channel tile divides the layer's output channels."""
-    if not wl.winograd_ok or wl.w < WINOGRAD_MIN_WIDTH or wl.c < WINOGRAD_MIN_CHANNELS:
+    """Winograd's untuned tile (``WINOGRAD_P_BLOCKS`` tiles x ``winograd_k_block`` channels;
+    F(4x4, 3x3) from ``WINOGRAD_OUT_TILE_4_MIN_WIDTH`` on), or None where the untuned choice
+    is direct (``WINOGRAD_MIN_WIDTH``, or ``WINOGRAD_MIN_WIDTH_32_REGISTERS`` with 32 vector
+    registers; ``WINOGRAD_MIN_CHANNELS``) or no channel tile divides the layer's output
+    channels."""
+    target = _host(features)
+    min_width = (
+        WINOGRAD_MIN_WIDTH_32_REGISTERS if target.vector_registers >= 32 else WINOGRAD_MIN_WIDTH
+    )
+    if not wl.winograd_ok or wl.w < min_width or wl.c < WINOGRAD_MIN_CHANNELS:
         return None
-    k_block = winograd_k_block(wl.o, host_lanes(features))
+    k_block = winograd_k_block(wl.o, target.vector_lanes("float32"))
     if k_block is None:
         return None
-    tiles = -(-wl.h // 2) * -(-wl.w // 2)
+    out_tile = 4 if wl.w >= WINOGRAD_OUT_TILE_4_MIN_WIDTH else 2
+    tiles = -(-wl.h // out_tile) * -(-wl.w // out_tile)
     p_block = next(
         (p for p in WINOGRAD_P_BLOCKS if -tiles % p <= WINOGRAD_MAX_WASTE * tiles),
         WINOGRAD_P_BLOCKS[-1],
     )
-    return {"p_block": p_block, "k_block": k_block, "parallel": True}
+    return {"p_block": p_block, "k_block": k_block, "parallel": True, "out_tile": out_tile}
 
 
 def winograd_k_block(channels: int, lanes: int) -> int | None:
@@ -216,7 +234,7 @@ def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
         knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob)
         return {"template": "depthwise", "knobs": knobs.to_dict()}
     if wl.pointwise_ok:
-        knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob)
+        knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob, wl.o // wl.ob)
         return {"template": "pointwise", "knobs": knobs.to_dict()}
     wino = default_winograd_knobs(wl, features)
     if wino is not None:

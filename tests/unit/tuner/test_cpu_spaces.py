@@ -103,8 +103,8 @@ def _old_schedule(wl: ConvWorkload, knobs: dict, residual: bool):
 @pytest.mark.parametrize("flat", [False, True])
 @pytest.mark.parametrize("unroll_rx", [False, True])
 def test_default_direct_knobs_build_the_loops_of_before(flat, unroll_rx):
-    """The untuned knobs (``NchwcConvKnobs.for_target``, new knobs at their defaults) and an
-    old-style knob dict lower to exactly the loop IR of the old schedule."""
+    """The untuned knobs (``NchwcConvKnobs.for_target``, new knobs at their defaults, one
+    output block per tile) and an old-style knob dict lower to exactly the loop IR of the old schedule."""
     layers = DIRECT_LAYERS + [
         ConvWorkload(3, 20, 20, 16, (7, 7), (2, 2), (3, 3, 3, 3), 3, 16, nchw_input=True),
         ConvWorkload(64, 7, 7, 64, (3, 3), (1, 1), (1, 1, 1, 1), 16, 16),
@@ -112,7 +112,9 @@ def test_default_direct_knobs_build_the_loops_of_before(flat, unroll_rx):
     for wl in layers:
         full = default_direct_knobs(wl)
         assert set(full) == set(nchwc_direct.NchwcConvKnobs().to_dict())
-        full.update(flat=flat, unroll_rx=unroll_rx)
+        # one output block per tile (AVX-512's untuned tile spans two: a knob the old
+        # schedule has not)
+        full.update(flat=flat, unroll_rx=unroll_rx, oc_blocks=1)
         old = {k: full[k] for k in LEGACY_DIRECT_KNOBS}
         for residual in (False, True):
             want = str(compiler.lower(*_old_schedule(wl, old, residual)))
@@ -333,18 +335,24 @@ def test_random_pointwise_configs_compute_the_conv(wl, seed):
 
 
 def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
-    """The pointwise space's ``oc_blocks`` knob: default 1 (the untuned point keeps the
-    compiler's tile), values dividing the output blocks; its valid points of several blocks fit
-    the registers, and random ones compute the conv."""
+    """The pointwise space's ``oc_blocks`` knob: default 1 (what records logged before the
+    knob ran), values dividing the output blocks; the untuned point is the compiler's tile (two
+    blocks of one vector each on AVX-512, one block of two vectors on AVX2); its valid points
+    of several blocks fit the registers, and random ones compute the conv."""
     from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.pointwise import VECTOR_BLOCK_TILE_BLOCKS
     from pyvta.tuner.cpu_network import CpuLayer, _default_point
 
     wl = ConvWorkload(64, 7, 7, 64, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)  # 4 output blocks
     task = cpu.nchwc_conv_tasks(wl)[-1]
     knob = task.space.knobs[-1]
     assert (knob.name, knob.values, knob.default) == ("oc_blocks", [1, 2, 4], 1)
-    assert _default_point(task, CpuLayer(wl, 1))["oc_blocks"] == 1
     t = CpuTarget.host()
+    untuned = VECTOR_BLOCK_TILE_BLOCKS if t.vector_lanes("float32") == 16 else 1
+    default = _default_point(task, CpuLayer(wl, 1))
+    assert default["oc_blocks"] == untuned
+    # 49 pixels as 7 tiles of 7 (AVX2: at most 6 pixels of two vectors, 10 tiles of 5)
+    assert default["tile"] == ((7, 16) if untuned > 1 else (5, 16))
     room, vecs = t.vector_registers - nchwc.SPARE_REGISTERS, max(1, 16 // t.vector_lanes("float32"))
     rng = np.random.default_rng(seed)
     print(f"{task.key}: seed {seed}")
@@ -417,7 +425,7 @@ def test_old_winograd_and_pointwise_records_read_and_build_the_old_loops(templat
 def test_an_old_in_network_choices_file_builds_its_schedules(tmp_path):
     """Schedules chosen in the network before the new knobs (an in-network choices file of
     old knob dicts) still read and build, the new knobs at their defaults."""
-    from pyvta.tuner.in_network import IN_NETWORK_VERSION, in_network_choices, in_network_path
+    from pyvta.tuner.in_network import in_network_choices, in_network_path
 
     direct, wino = DIRECT_LAYERS[0], WINOGRAD_LAYERS[0]
     old = {
@@ -427,7 +435,7 @@ def test_an_old_in_network_choices_file_builds_its_schedules(tmp_path):
                    "parallel": True}},
     }  # fmt: skip
     log = tmp_path / "cpu.jsonl"
-    doc = {"v": IN_NETWORK_VERSION, "machine": cpu.cpu_measured_on(), "threads": 2, "rounds": 1}
+    doc = {"v": 1, "machine": cpu.cpu_measured_on(), "threads": 2, "rounds": 1}  # version 1
     doc["layers"] = {k: {"chosen": s, "candidates": []} for k, s in old.items()}
     in_network_path(log).write_text(json.dumps(doc))
     chosen = in_network_choices(log)

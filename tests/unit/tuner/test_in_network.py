@@ -101,6 +101,9 @@ def test_choices_file_is_checked(tmp_path):
     assert in_network_choices(log) == {}  # none made
     in_network_path(log).write_text(json.dumps({"v": 1, "machine": "arm64 other", "layers": {}}))
     assert in_network_choices(log) == {}  # made on another kind of host: not applied
+    in_network_path(log).write_text(json.dumps({"v": 3, "hosts": {}}))
+    with pytest.raises(InNetworkError, match="this reads 1 and 2"):
+        in_network_choices(log)
     in_network_path(log).write_text("{not json")
     with pytest.raises(InNetworkError, match="not an in-network choices file"):
         in_network_choices(log)
@@ -108,6 +111,29 @@ def test_choices_file_is_checked(tmp_path):
         rerank_in_network(tmp_path / "m.onnx", log, rounds=0)
     with pytest.raises(InNetworkError, match="needs threads=1"):
         rerank_in_network(tmp_path / "m.onnx", log, threads=2, clock=time.thread_time)
+
+
+def test_each_host_kinds_choices_are_kept_when_another_writes(tmp_path):
+    """A choices file of version 1 (one host kind's) read; this host's choices written beside
+    it (version 2), then rewritten: the other kind's stay, each kind reads its own."""
+    from pyvta.tuner.cpu_measure import cpu_measured_on
+    from pyvta.tuner.in_network import Candidate, Rerank, _write, in_network_hosts
+
+    log = tmp_path / "cpu.jsonl"
+    theirs = {"k1": {"template": "direct", "knobs": {"ow_block": 4}}}
+    v1 = {"v": 1, "machine": "arm64 other", "threads": 1, "rounds": 3,
+          "layers": {k: {"chosen": s, "candidates": []} for k, s in theirs.items()}}  # fmt: skip
+    in_network_path(log).write_text(json.dumps(v1))
+    assert in_network_choices(log) == {}
+    for ow in (5, 6):
+        ours = {"k1": {"template": "direct", "knobs": {"ow_block": ow}}}
+        cands = {"k1": [Candidate("default", ours["k1"], None, [1.0])]}
+        _write(in_network_path(log), Rerank(cands, ours, rounds=2, threads=1), cpu_measured_on())
+        assert in_network_choices(log) == ours
+        hosts = in_network_hosts(log)
+        assert set(hosts) == {"arm64 other", cpu_measured_on()}
+        assert {k: d["chosen"] for k, d in hosts["arm64 other"]["layers"].items()} == theirs
+        assert json.loads(in_network_path(log).read_text())["v"] == 2
 
 
 def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net, seed):
