@@ -20,6 +20,12 @@ seeded input each.
 - vta: ``compile_model(..., "vta")``: how many convs became accelerator nodes, and why the rest
   stayed on the CPU (float first conv, group, dilation, as ``partition_targets`` decides).
 
+Feature levels: ``PYVTA_CPU_FEATURES=avx2`` compiles pyvta's kernels as for an AVX2-only
+host; onnxruntime then reads CPUID with the features past AVX2 hidden (``--ort-level``, default
+the same level; ``pyvta.testing.cpuid_mask``), so it too runs the kernels it would run on such a
+host, not its AVX-512 VNNI or AMX ones. ``--ort-level host`` compares with onnxruntime at the
+host's own level.
+
 Runs are interleaved one inference at a time per round (after one warm-up each); each reports
 its median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more
 (up to 200) until its slowest run has had ``--min-ms`` of timed work: a sub-millisecond network
@@ -47,9 +53,11 @@ import onnx
 from pyvta.compiler.graph.compile import compile_model, default_calibration
 from pyvta.compiler.graph.reference import cosine, onnxruntime_session
 from pyvta.compiler.targets.vta.partition_targets import CONV_OPS, conv_placement
+from pyvta.host_cpu import FEATURES_ENV
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.ir import HOST
 from pyvta.testing import netgen
+from pyvta.testing.cpuid_mask import mask_cpuid
 from pyvta.testing.side_by_side import onnxruntime_node_ms, qdq_model, rel_err, timed_ms
 
 MAX_REL_ERR = 1e-4
@@ -289,7 +297,19 @@ def main() -> None:
         help="more rounds (up to 200) until each network's slowest run has this much timed work",
     )
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--ort-level",
+        dest="ort_level",
+        default=os.environ.get(FEATURES_ENV) or "host",
+        help="x86 feature level onnxruntime sees (CPUID masked: pyvta.testing.cpuid_mask);"
+        f" 'host': the host's own; default: ${FEATURES_ENV}, else host",
+    )
     args = ap.parse_args()
+    if args.ort_level != "host":
+        mask_cpuid(args.ort_level)  # before onnxruntime loads: it reads CPUID once
+        print(f"onnxruntime (and this process) read CPUID limited to {args.ort_level}")
+    else:
+        print("onnxruntime reads the host's own CPUID")
     print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
     print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     folder = Path(tempfile.mkdtemp(prefix="pyvta-generality-"))

@@ -41,6 +41,7 @@ FOLDERS = {
     "bitstreams": "uploaded bitstreams",
     "cpu-code": "artifacts' CPU kernels (shared objects)",
     "arm-userland": "emulated ARM userlands",
+    "cpuid-mask": "the CPUID handler of fair baselines (pyvta.testing.cpuid_mask)",
 }
 
 
