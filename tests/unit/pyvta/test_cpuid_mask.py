@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -47,7 +48,8 @@ def _run(code: str) -> subprocess.CompletedProcess:
 
 
 def _needs_masking() -> None:
-    if sys.platform != "linux" or "cpuid_fault" not in open("/proc/cpuinfo").read():
+    info = Path("/proc/cpuinfo")
+    if sys.platform != "linux" or "cpuid_fault" not in info.read_text().split():
         pytest.skip("needs x86-64 Linux with CPUID faulting (/proc/cpuinfo flag cpuid_fault)")
 
 
