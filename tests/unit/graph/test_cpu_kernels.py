@@ -531,3 +531,38 @@ def test_untuned_direct_tiles_span_blocks_of_one_vector_on_avx2_only():
     host = CpuTarget.host()
     if host.vector_registers >= 32:
         assert NchwcConvKnobs.for_target(host, 12, 8, 12, 7).oc_blocks == 1
+
+
+@pytest.mark.parametrize("level", ["avx2", "avx512"])
+def test_untuned_schedules_follow_the_host_model(level):
+    """The untuned choice per layer kind (``default_conv_schedule``) at two feature levels the
+    host may be limited to: F(4x4, 3x3) from 28 columns, F(2x2, 3x3) below; 7-wide 3x3 layers
+    direct with 32 registers (a tile of two one-vector blocks), Winograd with 16; pointwise
+    and direct tiles span two blocks where a block is one vector (AVX-512's 16 channels)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload, default_conv_schedule
+    from pyvta.host_cpu import CpuFeatureError
+
+    try:
+        wide = CpuTarget.host(1, level).vector_registers >= 32
+    except CpuFeatureError as e:
+        pytest.skip(f"the host cannot run {level}: {e}")
+
+    def conv(c, hw, o, k, s=1):
+        p = k // 2
+        return default_conv_schedule(
+            ConvWorkload(c, hw, hw, o, (k, k), (s, s), (p,) * 4, 16, 16), level
+        )
+
+    for hw, tile in ((56, 4), (28, 4), (14, 2)):
+        sch = conv(64, hw, 64, 3)
+        assert (sch["template"], sch["knobs"]["out_tile"]) == ("winograd", tile), hw
+    seven = conv(512, 7, 512, 3)
+    assert seven["template"] == ("direct" if wide else "winograd")
+    if wide:
+        assert seven["knobs"]["oc_blocks"] == 2
+        assert conv(256, 14, 512, 3, 2)["knobs"]["oc_blocks"] == 2  # 32 blocks: two per tile
+        assert conv(256, 14, 48, 3, 2)["knobs"]["oc_blocks"] == 1  # 3 blocks: two do not divide
+    pw = conv(256, 14, 512, 1)
+    assert pw["template"] == "pointwise"
+    assert pw["knobs"]["oc_blocks"] == (2 if wide else 1)
