@@ -164,7 +164,8 @@ def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
         log(
             f"tuning log {log_path}: {len(foreign)} of those layers use the closest records,"
             f" measured on {machines}, not this CPU ({cpu_measured_on()}): valid schedules whose"
-            " speed here is unmeasured (re-tune: pyvta tune MODEL --target cpu)"
+            " speed here is unmeasured and may be below the untuned schedules'"
+            " (re-tune: pyvta tune MODEL --target cpu)"
         )
     return found
 

@@ -164,9 +164,10 @@ def test_shipped_log_still_fits_its_tasks(model):
 
 
 def test_records_of_another_cpu_apply_and_are_named(small_resnet, tmp_path):
-    """A log measured only on another kind of CPU (another space signature and target) still
-    gives every layer a schedule, the same ones, and names that CPU for each layer; a record
-    of this CPU, where there is one, wins over it."""
+    """A log measured only on another kind of CPU (another space signature and target), or on
+    another CPU of this kind (same space, another name), still gives every layer a schedule,
+    the same ones, and names that CPU for each layer; records of this CPU, where there are
+    some, win over them."""
     import json
 
     layers = cpu_network_layers(small_resnet)
@@ -198,6 +199,23 @@ def test_records_of_another_cpu_apply_and_are_named(small_resnet, tmp_path):
     both.write_text(other.read_text() + log.read_text())
     foreign = {}
     assert cpu_schedules(str(both), layers, foreign) == here and foreign == {}
+    # another CPU of this kind (same space, another name): applied, and named
+    peer = "x86_64 somelevel somepeercpu"
+    same = tmp_path / "same.jsonl"
+    same.write_text("".join(json.dumps({**d, "target": peer}) + "\n" for d in lines))
+    foreign = {}
+    assert cpu_schedules(str(same), layers, foreign) == here
+    assert foreign == {k: peer for k in here}
+    # beside this CPU's own records, the peer's are not mixed in: its one record of a config
+    # this CPU measured worst, logged at a tenth of the best cost, does not win
+    ok = [d for d in lines if d.get("error") is None and d.get("cost") is not None]
+    worst = max(ok, key=lambda d: d["cost"])
+    fast = {**worst, "target": peer, "cost": min(d["cost"] for d in ok) / 10}
+    fast["costs"] = [fast["cost"]]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text(log.read_text() + json.dumps(fast) + "\n")
+    foreign = {}
+    assert cpu_schedules(str(mixed), layers, foreign) == here and foreign == {}
 
 
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet"])
