@@ -317,14 +317,7 @@ def cpu_schedules(
             continue
         found = []  # (machine or "", logged cost, side-by-side costs, schedule)
         for task in _tasks(layer):
-            records, machine = closest_records(log, task, _instantiates(task))
-            if not machine:  # this space: this CPU's own records first, else another's
-                mine = [r for r in records if not r.target or r.target == this_cpu]
-                others = sorted({r.target for r in records if r.result.ok} - {"", this_cpu})
-                if any(r.result.ok for r in mine):
-                    records = mine
-                elif others:
-                    machine = ", ".join(others)
+            records, machine = closest_records(log, task, _instantiates(task), this_cpu)
             rec = best_record(records)
             if rec is not None:
                 side = [

@@ -309,15 +309,24 @@ def write_best(src: str | os.PathLike, dst: str | os.PathLike) -> int:
     return len(best)
 
 
-def closest_records(path: str | os.PathLike, task: Task, valid) -> tuple[list[Record], str]:
+def closest_records(
+    path: str | os.PathLike, task: Task, valid, here: str = ""
+) -> tuple[list[Record], str]:
     """The records of ``task`` in ``path`` measured in its space (on a machine like this one),
-    and ``""``; if there are none, those of the same task measured in another space (another
-    host's: a schedule valid on any host of the target, its speed measured elsewhere) whose
-    config ``valid(config dict)`` accepts, from the machine nearest this one
-    (``Task.nearness``), and that machine's name (``"another machine"`` if unrecorded)."""
+    and ``""``: with ``here`` (this machine's name, as records name theirs) those measured on it
+    (or naming none) if there are some, else the space's others and their machines' names; if
+    the space has none, those of the same task measured in another space (another host's: a
+    schedule valid on any host of the target, its speed measured elsewhere) whose config
+    ``valid(config dict)`` accepts, from the machine nearest this one (``Task.nearness``), and
+    that machine's name (``"another machine"`` if unrecorded)."""
     own = read_records(path, task)
     if any(r.result.ok for r in own):
-        return own, ""
+        if not here:
+            return own, ""
+        mine = [r for r in own if not r.target or r.target == here]
+        if any(r.result.ok for r in mine):
+            return mine, ""
+        return own, ", ".join(sorted({r.target for r in own if r.result.ok}))
     groups: dict[tuple[str, str], list[Record]] = {}
     for r in read_records(path):
         other = r.task_key == task.key and r.space_sig != task.space.signature()

@@ -19,6 +19,8 @@ from pyvta.compiler.ir.expr import all_, const
 from pyvta.compiler.ops.cpu.conv2d import padding_skip, schedule_register_tile
 from pyvta.compiler.ops.cpu.nchwc import (
     SPARE_REGISTERS,
+    VECTOR_BLOCK_TILE_BLOCKS,
+    WIDE_REGISTER_FILE,
     Epilogue,
     conv_output_hw,
     pad_nchw,
@@ -67,18 +69,9 @@ def register_tiles(
 # On two threads the narrower tiles read the weights more often per column: 24 -> 24 7x7 at
 # 49 x 49 (113 KiB of weights for 3 blocks) ran 1.4 -> 2.7 ms, while 16 -> 24 5x5 s2 (38 KiB)
 # ran 0.251 -> 0.135 ms (AVX2, in the network, load 7-9): a tile's weights stay under this.
-BLOCK_TILES_BELOW_REGISTERS = 32
+BLOCK_TILES_BELOW_REGISTERS = WIDE_REGISTER_FILE
 OC_BLOCK_CHOICES = (2, 3)
 TILE_WEIGHT_MAX_BYTES = 64 * 1024
-# With 32 registers (AVX-512) an output block of exactly one vector (16 channels) still feeds
-# one FMA per broadcast: the untuned tile spans this many blocks where they divide the layer's
-# (whatever their weights weigh: the tile is 14 columns wide). ResNet-18 224 on an Intel AVX-512
-# host (LLVM: rocketlake; AMX, 2 cores), one thread, in the network, CPU time, 16 interleaved
-# runs: layer 4's 3x3 convs 2.7-2.9 -> 2.0-2.3 ms, the stride-2 3x3 convs 1.09-1.42x faster,
-# the 1x1 stride-2 ones 1.14-1.36x, the 7x7 stem 1.10x; the whole network with the pointwise
-# rule of ``pointwise.PointwiseKnobs.for_target`` 1.10x. Blocks of 8 (half a vector) on AVX-512
-# gained nothing on a Zen 4 (above): left at one block.
-VECTOR_BLOCK_TILE_BLOCKS = 2
 
 
 # the cache-tile loops of the direct conv's output (f: output channel blocks, y: rows, x: a
@@ -263,8 +256,9 @@ class NchwcConvKnobs:
         of 5, not 14 of 4: about 5% faster). Below ``BLOCK_TILES_BELOW_REGISTERS`` vector
         registers, blocks of at most one vector run several (of ``out_blocks``) per tile, when
         their weights (``block_weight_bytes`` each) fit ``TILE_WEIGHT_MAX_BYTES``; with more,
-        blocks of exactly one vector run ``VECTOR_BLOCK_TILE_BLOCKS`` per tile where that
-        divides ``out_blocks``."""
+        blocks of exactly one vector run ``nchwc.VECTOR_BLOCK_TILE_BLOCKS`` per tile where that
+        divides ``out_blocks`` (whatever their weights weigh: the tile is 14 columns wide)."""
+
         oc_blocks = 1
         lanes = target.vector_lanes("float32")
         if target.vector_registers < BLOCK_TILES_BELOW_REGISTERS and out_block <= lanes:
@@ -275,7 +269,7 @@ class NchwcConvKnobs:
             ]
             if fits:
                 oc_blocks = min(fits, key=lambda b: -out_blocks % b)
-        elif out_block == lanes and out_blocks % VECTOR_BLOCK_TILE_BLOCKS == 0:
+        elif out_block == lanes and out_blocks % VECTOR_BLOCK_TILE_BLOCKS == 0:  # 32 registers
             oc_blocks = VECTOR_BLOCK_TILE_BLOCKS
         tiles = register_tiles(target, out_width, out_block, oc_blocks)
         flat = out_width < FLAT_BELOW_WIDTH

@@ -34,12 +34,6 @@ MAX_PARTIAL_SUM_BYTES = 64 * 1024  # an output block's partial sums (on the stac
 # threads, the layer alone) tiles of 7 or 8 pixels ran 0.50 ms, tiles of 12 to 28 (what the
 # register file would hold) 1.0 to 3.3 ms
 MAX_SINGLE_VECTOR_PIXELS = 8
-# output blocks an untuned tile spans when a block is one vector and this many divide the
-# layer's: each broadcast then feeds as many FMAs. MobileNet 224, one thread, in the network,
-# CPU time (20 interleaved runs): on an Intel AVX-512 host (LLVM: rocketlake) the pointwise
-# layers 1.07-1.56x faster, the network 11.1 -> 9.1 ms (4 blocks x 6 pixels: 9.0 ms); on a
-# Zen 5 about 1.27x (the tuned choices of tuner/pretuned/mobilenet_224_cpu.jsonl).
-VECTOR_BLOCK_TILE_BLOCKS = 2
 
 
 TILE_ORDERS = ("channels", "pixels")  # which register-tile loop of a block runs outside
@@ -90,15 +84,20 @@ class PointwiseKnobs:
         the passes' partial sums with a last, narrower tile ran 2.4x slower (160 -> 64
         channels at 14 x 14, tiles of 8, Zen 4, 2 threads: 0.086 ms; one pass 0.035 ms).
         A block of one vector (of ``out_blocks`` in the layer) spans ``VECTOR_BLOCK_TILE_BLOCKS``
-        blocks per tile where they divide ``out_blocks`` and fit the registers."""
-        from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
+        blocks per tile where they divide ``out_blocks``, with ``WIDE_REGISTER_FILE`` registers
+        (``compiler.ops.cpu.nchwc``)."""
+        from pyvta.compiler.ops.cpu.nchwc import (
+            SPARE_REGISTERS,
+            VECTOR_BLOCK_TILE_BLOCKS,
+            WIDE_REGISTER_FILE,
+        )
 
         lanes = target.vector_lanes("float32")
         vecs = max(1, out_block // lanes)
         free = target.vector_registers - SPARE_REGISTERS
         blocks = 1
-        wide = free // VECTOR_BLOCK_TILE_BLOCKS >= MAX_SINGLE_VECTOR_PIXELS - 1  # not AVX2's 6
-        if out_block == lanes and out_blocks % VECTOR_BLOCK_TILE_BLOCKS == 0 and wide:
+        wide = target.vector_registers >= WIDE_REGISTER_FILE
+        if wide and out_block == lanes and out_blocks % VECTOR_BLOCK_TILE_BLOCKS == 0:
             blocks = VECTOR_BLOCK_TILE_BLOCKS
         room = max(1, free // (vecs * blocks))
         if vecs == 1:

@@ -148,8 +148,9 @@ def host_lanes(features: str | None = None) -> int:
 # (blocks of 8) 0.80 / 0.62, 40 at 17 0.86 / 0.88, 48 at 24 0.67 / 0.80, 48 at 12 0.72 / 0.82,
 # 56 at 28 0.73 / 0.66, 56 at 14 0.83 / 0.77; 24 channels at 28 1.00 / 1.03, at 56 0.98 / 0.60.
 WINOGRAD_MIN_WIDTH = 7
-# With 32 vector registers (AVX-512) the direct template's untuned tile spans two output blocks
-# (``nchwc_direct.VECTOR_BLOCK_TILE_BLOCKS``) and 7-wide layers run direct: ResNet-18's layer 4
+# With ``nchwc.WIDE_REGISTER_FILE`` vector registers (AVX-512's 32) the direct template's
+# untuned tile spans two output blocks (``nchwc.VECTOR_BLOCK_TILE_BLOCKS``) and 7-wide layers
+# run direct: ResNet-18's layer 4
 # (512 -> 512 at 7 x 7) 2.5-2.8 -> 2.3 ms a conv (Intel AVX-512 host, one thread, in the
 # network, CPU time, 20 interleaved runs).
 WINOGRAD_MIN_WIDTH_32_REGISTERS = 8
@@ -189,10 +190,11 @@ def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dic
     is direct (``WINOGRAD_MIN_WIDTH``, or ``WINOGRAD_MIN_WIDTH_32_REGISTERS`` with 32 vector
     registers; ``WINOGRAD_MIN_CHANNELS``) or no channel tile divides the layer's output
     channels."""
+    from pyvta.compiler.ops.cpu.nchwc import WIDE_REGISTER_FILE
+
     target = _host(features)
-    min_width = (
-        WINOGRAD_MIN_WIDTH_32_REGISTERS if target.vector_registers >= 32 else WINOGRAD_MIN_WIDTH
-    )
+    wide = target.vector_registers >= WIDE_REGISTER_FILE
+    min_width = WINOGRAD_MIN_WIDTH_32_REGISTERS if wide else WINOGRAD_MIN_WIDTH
     if not wl.winograd_ok or wl.w < min_width or wl.c < WINOGRAD_MIN_CHANNELS:
         return None
     k_block = winograd_k_block(wl.o, target.vector_lanes("float32"))

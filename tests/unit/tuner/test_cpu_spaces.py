@@ -340,7 +340,7 @@ def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
     blocks of one vector each on AVX-512, one block of two vectors on AVX2); its valid points
     of several blocks fit the registers, and random ones compute the conv."""
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.pointwise import VECTOR_BLOCK_TILE_BLOCKS
+    from pyvta.compiler.ops.cpu.nchwc import VECTOR_BLOCK_TILE_BLOCKS
     from pyvta.tuner.cpu_network import CpuLayer, _default_point
 
     wl = ConvWorkload(64, 7, 7, 64, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)  # 4 output blocks
