@@ -22,47 +22,47 @@ from pyvta.compiler.ir.stmt import (
 _KEPT_KINDS = ("parallel", *THREAD_TAGS)
 
 
-def _simp(s, ranges: dict):
+def _simp(s, ranges: dict, env: dict):
+    """``s`` simplified under ``ranges`` (a loop variable's bounds), with the variables of the
+    extent-1 loops dropped above it replaced by their values (``env``: one substitution per
+    expression, not one walk of the body per dropped loop)."""
+
+    def ex(e):
+        return simplify(substitute(e, env), ranges)
+
     if isinstance(s, For):
-        ext = simplify(s.extent, ranges)
+        ext = ex(s.extent)
         if isinstance(ext, IntImm) and ext.value == 1 and s.kind not in _KEPT_KINDS:
-            body = _subst(s.body, s.var, simplify(s.min, ranges))
-            return _simp(body, ranges)
-        mn = simplify(s.min, ranges)
+            return _simp(s.body, ranges, {**env, s.var: ex(s.min)})
+        mn = ex(s.min)
         if isinstance(ext, IntImm) and isinstance(mn, IntImm):
             ranges = {**ranges, s.var: (mn.value, mn.value + ext.value - 1)}
-        body = _simp(s.body, ranges)
+        body = _simp(s.body, ranges, env)
         return None if body is None else For(s.var, mn, ext, s.kind, body)
     if isinstance(s, Store):
-        return Store(s.buffer, simplify(s.index, ranges), simplify(s.value, ranges))
+        return Store(s.buffer, ex(s.index), ex(s.value))
     if isinstance(s, IfThenElse):
-        c = simplify(s.cond, ranges)
+        c = ex(s.cond)
         if isinstance(c, IntImm):
             branch = s.then if c.value else s.orelse
-            return None if branch is None else _simp(branch, ranges)
-        then = _simp(s.then, ranges)
-        orelse = None if s.orelse is None else _simp(s.orelse, ranges)
+            return None if branch is None else _simp(branch, ranges, env)
+        then = _simp(s.then, ranges, env)
+        orelse = None if s.orelse is None else _simp(s.orelse, ranges, env)
         return IfThenElse(c, then, orelse) if then is not None else None
     if isinstance(s, Seq):
-        kids = [_simp(c, ranges) for c in s.stmts]
+        kids = [_simp(c, ranges, env) for c in s.stmts]
         kids = [k for k in kids if k is not None]
         return seq(*kids) if kids else None
     if isinstance(s, Allocate):
-        body = _simp(s.body, ranges)
+        body = _simp(s.body, ranges, env)
         return None if body is None else Allocate(s.buffer, body)
     if isinstance(s, Let):
-        return Let(s.var, simplify(s.value, ranges), _simp(s.body, ranges))
+        return Let(s.var, ex(s.value), _simp(s.body, ranges, env))
     if isinstance(s, Evaluate):
-        return Evaluate(simplify(s.value, ranges))
+        return Evaluate(ex(s.value))
     raise TypeError(f"unknown statement {type(s).__name__}")
 
 
-def _subst(s, var, value):
-    from pyvta.compiler.ir.stmt import stmt_map
-
-    return stmt_map(s, None, lambda e: substitute(e, {var: value}))
-
-
 def simplify_stmt(func: PrimFunc) -> PrimFunc:
-    body = _simp(func.body, {})
+    body = _simp(func.body, {}, {})
     return func.with_body(body if body is not None else Seq([]))
