@@ -129,13 +129,14 @@ def bench_model(
     runs = {"onnxruntime": lambda: sess.run(None, {"input": x})}
     models = {"default": compile_model(path, "cpu")}
     if log is not None:
-        foreign: dict[str, str] = {}
+        foreign: dict[str, str] = {}  # as pyvta compile: other CPUs' records left out
         schedules = tuned_schedules(path, log, foreign)
+        if foreign:
+            print(f"{name}: {len(foreign)} layers with records only of other CPUs"
+                  f" ({', '.join(sorted(set(foreign.values())))}) left untuned")  # fmt: skip
         if schedules:
             models["tuned"] = compile_model(path, "cpu", cpu_schedules=schedules)
-            elsewhere = f", {len(foreign)} of them measured on {', '.join(set(foreign.values()))}"
-            print(f"{name}: {len(schedules)} tuned layer schedules from {log}"
-                  f"{elsewhere if foreign else ' (all measured on this kind of CPU)'}")  # fmt: skip
+            print(f"{name}: {len(schedules)} tuned layer schedules from {log}")
     tables: dict[str, list] = {k: [] for k in models}
     for key, cm in models.items():
         kernels = {"cpu": CpuKernels(cm.graph, threads)}  # built for the run's thread count

@@ -84,7 +84,8 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
     runs = {"onnxruntime": lambda: sess.run(None, {"input": x})}
     schedules = {
         "default": None,
-        "alone": tuned_schedules(str(onnx), str(log), in_network=False),
+        # the log's per-layer bests as measured alone, whichever CPU measured them
+        "alone": tuned_schedules(str(onnx), str(log), in_network=False, other_cpus=True),
         "in network": tuned_schedules(str(onnx), str(log)),
     }
     if args.no_alone:  # a third fewer kernels to build

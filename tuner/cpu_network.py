@@ -286,18 +286,19 @@ def cpu_schedules(
     layers: list[CpuLayer],
     foreign: dict[str, str] | None = None,
     in_network: bool = True,
+    other_cpus: bool = False,
 ) -> dict[str, dict]:
     """``{workload key: schedule}``: per layer the best logged record over its templates (the
     compiler's ``cpu_schedules``); where every template's best config has records measured
     side by side (``compare_templates``), the lowest median of those decides. Layers without a
     valid record are left out.
 
-    Records measured on this CPU come first, then those of other CPUs of the same kind (the
-    task's space here: the same feature level); a layer that has none takes the closest other
-    kind's (``tuner.log.closest_records``: a schedule is valid on any x86 host, only its speed
-    differs), and ``foreign`` (if given) gets ``{workload key: the CPU(s) its records were
-    measured on}`` for each layer whose records are not this CPU's (a Zen 5's per-layer bests
-    ran ResNet-18 at 0.69x the untuned schedules on an Intel AVX-512 host).
+    Records measured on this CPU come first. A layer that has only other CPUs' records
+    (``tuner.log.closest_records``: those of the same kind first, then the closest other
+    kind's; a schedule is valid on any x86 host, only its speed differs) is left to the untuned
+    schedule unless ``other_cpus``: a Zen 4's per-layer bests ran ResNet-18 at 0.69-0.75x the
+    untuned schedules on an Intel AVX-512 host. ``foreign`` (if given) gets ``{workload key:
+    the CPU(s) its records were measured on}`` for each such layer, applied or not.
 
     With ``in_network``, a layer re-ranked inside the network on this kind of host
     (``tuner.in_network.rerank_in_network``, its choices beside the log) takes the schedule
@@ -335,9 +336,10 @@ def cpu_schedules(
             best = min(cands, key=lambda c: statistics.median(c[2]))
         else:
             best = min(cands, key=lambda c: c[1])
-        out[layer.workload.key] = best[3]
         if best[0] and foreign is not None:
             foreign[layer.workload.key] = best[0]
+        if other_cpus or not best[0]:
+            out[layer.workload.key] = best[3]
     return out
 
 
@@ -378,10 +380,14 @@ def write_cpu_log(src: str, dst: str) -> int:
 
 
 def tuned_schedules(
-    model, log: str, foreign: dict[str, str] | None = None, in_network: bool = True
+    model,
+    log: str,
+    foreign: dict[str, str] | None = None,
+    in_network: bool = True,
+    other_cpus: bool = False,
 ) -> dict[str, dict]:
     """:func:`cpu_schedules` of ``model``'s layers (an ONNX path or a ``CompiledModel``)."""
-    return cpu_schedules(log, cpu_network_layers(model), foreign, in_network)
+    return cpu_schedules(log, cpu_network_layers(model), foreign, in_network, other_cpus)
 
 
 def pretuned_cpu_log(model: str) -> Path | None:

@@ -8,6 +8,7 @@ import argparse
 from pyvta.commands.common import add_config_argument, config_from
 from pyvta.commands.network import (
     add_keep_float_argument,
+    add_other_cpu_records_argument,
     add_partition_argument,
     compile_for,
     keep_float_of,
@@ -29,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="vta: each accelerator layer's best config; cpu: each conv layer's best schedule"
         " (a `pyvta tune MODEL [--target cpu] --log` log)",
     )
+    add_other_cpu_records_argument(p)
     p.add_argument(
         "--search",
         type=int,
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
         weight_scales=scales,
         keep_float=keep_float_of(args.keep_float),
+        other_cpu_records=args.other_cpu_records,
     )
     if cross is not None:
         from pyvta.compiler.graph.cpu_cross import cross_compile_cpu

@@ -39,6 +39,7 @@ def compile_for(
     batch: int | None = None,
     weight_scales=None,
     keep_float=None,
+    other_cpu_records: bool = False,
 ):
     """Compile an ONNX file (or load a compiled artifact ``.npz``) for ``target`` (a
     ``compiler.targets.Target`` or a ``--target`` spelling); for the accelerator, its kernels
@@ -46,7 +47,9 @@ def compile_for(
     the accelerator takes, "whole" (default) or "legacy"; ``batch`` (``--batch``): the images
     per inference (every input's first dimension); ``weight_scales``: a quantized
     target's ``WeightScales`` (None: the default); ``keep_float`` (``--keep-float``): a
-    quantized target's float layers, names or a ``KeepFloat`` (None: the default)."""
+    quantized target's float layers, names or a ``KeepFloat`` (None: the default);
+    ``other_cpu_records`` (``--other-cpu-records``): a CPU conv layer whose ``tuning_log``
+    records are all another CPU's takes their best (default: the untuned schedule)."""
     from pyvta.compiler.graph.compile import compile_model
     from pyvta.isa import HwConfig
     from pyvta.runtime.compiled_model import CompiledModel
@@ -59,6 +62,7 @@ def compile_for(
             flag
             for flag, given in (
                 ("--tuning-log", tuning_log is not None),
+                ("--other-cpu-records", other_cpu_records),
                 ("--search", bool(search)),
                 ("--calibration", calibration is not None),
                 ("--input-shape", bool(input_shapes)),
@@ -91,7 +95,9 @@ def compile_for(
         return cm
     if not path.exists():
         raise CommandError(f"no model file {path}")
-    _check_applies(spec, hw, tuning_log, search, calibration, partition)
+    if other_cpu_records and tuning_log is None:
+        raise CommandError("--other-cpu-records applies to --tuning-log's records: give one")
+    _check_applies(spec, hw, tuning_log, search, calibration, partition, other_cpu_records)
     if weight_scales is not None and not spec.quantized:
         raise CommandError(
             f"--weight-scales applies to a quantized target; {spec.name} computes in float"
@@ -111,7 +117,7 @@ def compile_for(
         input_shapes = batch_shapes(path, batch, input_shapes)
     schedules = None
     if tuning_log and not spec.accelerator:  # the CPU's tuned conv schedules
-        schedules = cpu_tuned_schedules(path, tuning_log, log)
+        schedules = cpu_tuned_schedules(path, tuning_log, log, other_cpu_records)
     cm = compile_model(
         path, spec.name, calibration, lower=False, cpu_schedules=schedules,
         input_shapes=input_shapes, vta_partition=partition or "whole",
@@ -125,7 +131,9 @@ def compile_for(
     return cm
 
 
-def _check_applies(spec, hw, tuning_log, search: int, calibration, partition=None) -> None:
+def _check_applies(
+    spec, hw, tuning_log, search: int, calibration, partition=None, other_cpu_records=False
+) -> None:
     """Refuse compile options that the target would leave unused (never a silent no-op)."""
     from pyvta.compiler.targets import get_target, target_names
 
@@ -135,6 +143,7 @@ def _check_applies(spec, hw, tuning_log, search: int, calibration, partition=Non
         "tuning_log": (tuning_log is not None, "--tuning-log", "tuned layers"),
         "calibration": (calibration is not None, "--calibration", "quantized"),
         "partition": (partition is not None, "--partition", "the accelerator's share"),
+        "other_cpu_records": (other_cpu_records, "--other-cpu-records", "tuned CPU layers"),
     }
     unused = [
         f"{flag} ({why}: --target"
@@ -149,23 +158,34 @@ def _check_applies(spec, hw, tuning_log, search: int, calibration, partition=Non
         )
 
 
-def cpu_tuned_schedules(path: Path, log_path: str | Path, log=print) -> dict:
-    """The best schedule of each CPU conv layer of the ONNX file ``path`` in a tuning log."""
+def cpu_tuned_schedules(
+    path: Path, log_path: str | Path, log=print, other_cpus: bool = False
+) -> dict:
+    """The best schedule of each CPU conv layer of the ONNX file ``path`` in a tuning log; a
+    layer with records of other CPUs only keeps the untuned schedule unless ``other_cpus``
+    (``--other-cpu-records``; ``tuner.cpu_network.cpu_schedules``)."""
     from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules
 
     layers = functools.partial(cpu_network_layers, path)
     foreign: dict[str, str] = {}
-    best = functools.partial(cpu_schedules, foreign=foreign)
+    best = functools.partial(cpu_schedules, foreign=foreign, other_cpus=other_cpus)
     found = _best_from_log(log_path, layers, best, "schedules", "CPU conv", log)
     if foreign:
         from pyvta.tuner.cpu import cpu_measured_on
 
         machines = ", ".join(sorted(set(foreign.values())))
+        what = (
+            "use them (--other-cpu-records): valid schedules whose speed here is unmeasured"
+            " and may be below the untuned schedules'"
+            if other_cpus
+            else "keep the untuned schedules (another CPU's per-layer bests can be slower here:"
+            " a Zen 4's ran ResNet-18 at 0.69-0.75x the untuned schedules on an Intel host;"
+            " --other-cpu-records applies them)"
+        )
         log(
-            f"tuning log {log_path}: {len(foreign)} of those layers use the closest records,"
-            f" measured on {machines}, not this CPU ({cpu_measured_on()}): valid schedules whose"
-            " speed here is unmeasured and may be below the untuned schedules'"
-            " (re-tune: pyvta tune MODEL --target cpu)"
+            f"tuning log {log_path}: {len(foreign)} layers have records only of other CPUs"
+            f" ({machines}), not of this one ({cpu_measured_on()}); they {what}."
+            f" To tune here: pyvta tune MODEL --target cpu --log NEW.jsonl --in-network 3"
         )
     return found
 
@@ -257,6 +277,17 @@ def keep_float_of(text: str | None):
             f"--keep-float {text!r} (allowed: {', '.join(choices)} or layer names NAME,...)"
         )
     return names
+
+
+def add_other_cpu_records_argument(p) -> None:
+    """``--other-cpu-records`` (``compile_for``'s ``other_cpu_records``)."""
+    p.add_argument(
+        "--other-cpu-records",
+        action="store_true",
+        dest="other_cpu_records",
+        help="cpu: a layer whose --tuning-log records were all measured on other CPUs takes"
+        " their best (default: the untuned schedule; another CPU's bests can be slower here)",
+    )
 
 
 def add_partition_argument(p) -> None:

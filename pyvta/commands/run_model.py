@@ -12,6 +12,7 @@ import numpy as np
 from pyvta.commands.common import add_config_argument
 from pyvta.commands.network import (
     add_keep_float_argument,
+    add_other_cpu_records_argument,
     add_partition_argument,
     compile_for,
     keep_float_of,
@@ -68,6 +69,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="DATA", help="compiling: .npy folder or .npz samples")
     add_partition_argument(p)
     add_keep_float_argument(p)
+    add_other_cpu_records_argument(p)
     p.add_argument(
         "--bitstream", metavar="DIR", help="pynq: the bitstream folder (manifest, .bit, .hwh)"
     )
@@ -104,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         partition=args.partition,
         batch=args.batch,
         keep_float=keep_float_of(args.keep_float),
+        other_cpu_records=args.other_cpu_records,
     )
     feeds = model_inputs(cm, input_files, args.seed)
     vta = backends = None

@@ -22,7 +22,7 @@ class CpuTarget(Target):
         self.name = name
         self.features = features
         self.summary = summary or "float32, every layer compiled for the host CPU"
-        self.compile_options = frozenset({"tuning_log"})
+        self.compile_options = frozenset({"tuning_log", "other_cpu_records"})
 
     def machine(self, num_threads: int | None = None):
         """The CPU the kernels are generated for (``compiler.backend.llvm.CpuTarget``)."""

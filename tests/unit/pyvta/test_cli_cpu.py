@@ -36,6 +36,7 @@ def test_tune_cpu_layers_then_compile_with_the_log(small_model, tmp_path, capsys
     assert main([*args, "--tuner", "random", "--final-check", "0", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "distinct CPU conv layers" in out and "cpu.conv2d_nchwc" in out
+    assert "re-rank them there with --in-network 3" in out  # bests alone may lose in the network
     artifact = str(tmp_path / "r.npz")
     assert (
         main(["compile", small_model, "--target", "cpu", "--tuning-log", log, "-o", artifact]) == 0

@@ -185,6 +185,15 @@ NOT_APPLYING = [
     (["compile", "{m}", "--target", "cpu", "-o", "{o}", "--search", "2"], "--search"),
     (["compile", "{m}", "--target", "cpu", "-o", "{o}", "--config", "cfg.json"], "--config"),
     (
+        ["compile", "{m}", "--target", "cpu", "-o", "{o}", "--other-cpu-records"],
+        "--other-cpu-records",
+    ),
+    (["run", "{a}", "--target", "cpu", "--other-cpu-records"], "--other-cpu-records"),
+    (
+        ["run", "{m}", "--target", "vta", "--tuning-log", "junk.bin", "--other-cpu-records"],
+        "--other-cpu-records",
+    ),
+    (
         ["tune", "gemm:16,16,16", "--tuner", "random", "--transfer-log", "log.jsonl"],
         "--transfer-log",
     ),

@@ -163,11 +163,12 @@ def test_shipped_log_still_fits_its_tasks(model):
     assert {"avx2", "avx512vnni"} <= levels, levels
 
 
-def test_records_of_another_cpu_apply_and_are_named(small_resnet, tmp_path):
+def test_records_of_another_cpu_are_named_and_applied_only_on_request(small_resnet, tmp_path):
     """A log measured only on another kind of CPU (another space signature and target), or on
-    another CPU of this kind (same space, another name), still gives every layer a schedule,
-    the same ones, and names that CPU for each layer; records of this CPU, where there are
-    some, win over them."""
+    another CPU of this kind (same space, another name): each layer is named with that CPU and
+    keeps the untuned schedule, unless asked (``other_cpus``, ``--other-cpu-records``): then the
+    same schedules as this CPU's records give. Records of this CPU, where there are some, win
+    over the others'."""
     import json
 
     layers = cpu_network_layers(small_resnet)
@@ -177,6 +178,7 @@ def test_records_of_another_cpu_apply_and_are_named(small_resnet, tmp_path):
         layers, 4, log=str(log), tuner="random", measurer=measurer, progress=False, final_check=0
     )
     here = cpu_schedules(str(log), layers)
+    assert here
     lines = [json.loads(x) for x in log.read_text().splitlines()]
     other = tmp_path / "other.jsonl"
     other.write_text(
@@ -185,27 +187,32 @@ def test_records_of_another_cpu_apply_and_are_named(small_resnet, tmp_path):
             for d in lines
         )
     )
-    foreign: dict = {}
-    there = cpu_schedules(str(other), layers, foreign)
-    assert there == here
-    assert foreign == {k: "x86_64 sse someoldcpu" for k in here}
+    for asked in (False, True):
+        foreign: dict = {}
+        there = cpu_schedules(str(other), layers, foreign, other_cpus=asked)
+        assert there == (here if asked else {})
+        assert foreign == {k: "x86_64 sse someoldcpu" for k in here}
     from pyvta.commands.network import cpu_tuned_schedules  # what pyvta compile says
 
-    said: list[str] = []
-    assert cpu_tuned_schedules(small_resnet, other, said.append) == here
-    (line,) = [s for s in said if "closest records" in s]
-    assert f"{len(here)} of those layers" in line and "x86_64 sse someoldcpu" in line
+    for asked in (False, True):
+        said: list[str] = []
+        got = cpu_tuned_schedules(small_resnet, other, said.append, other_cpus=asked)
+        assert got == (here if asked else {})
+        (line,) = [s for s in said if "only of other CPUs" in s]
+        assert f"{len(here)} layers" in line and "x86_64 sse someoldcpu" in line
+        assert ("use them" if asked else "keep the untuned schedules") in line
     both = tmp_path / "both.jsonl"  # the other CPU's records and this one's
     both.write_text(other.read_text() + log.read_text())
     foreign = {}
     assert cpu_schedules(str(both), layers, foreign) == here and foreign == {}
-    # another CPU of this kind (same space, another name): applied, and named
+    # another CPU of this kind (same space, another name): named, applied on request
     peer = "x86_64 somelevel somepeercpu"
     same = tmp_path / "same.jsonl"
     same.write_text("".join(json.dumps({**d, "target": peer}) + "\n" for d in lines))
     foreign = {}
-    assert cpu_schedules(str(same), layers, foreign) == here
+    assert cpu_schedules(str(same), layers, foreign) == {}
     assert foreign == {k: peer for k in here}
+    assert cpu_schedules(str(same), layers, other_cpus=True) == here
     # beside this CPU's own records, the peer's are not mixed in: its one record of a config
     # this CPU measured worst, logged at a tenth of the best cost, does not win
     ok = [d for d in lines if d.get("error") is None and d.get("cost") is not None]
@@ -214,17 +221,20 @@ def test_records_of_another_cpu_apply_and_are_named(small_resnet, tmp_path):
     fast["costs"] = [fast["cost"]]
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_text(log.read_text() + json.dumps(fast) + "\n")
-    foreign = {}
-    assert cpu_schedules(str(mixed), layers, foreign) == here and foreign == {}
+    for asked in (False, True):
+        foreign = {}
+        assert cpu_schedules(str(mixed), layers, foreign, other_cpus=asked) == here
+        assert foreign == {}
 
 
 @pytest.mark.parametrize("model", ["resnet18", "mobilenet"])
 def test_shipped_log_covers_every_cpu_layer(tmp_path, model):
-    """The shipped log of each zoo model applies: a schedule for every CPU conv layer."""
+    """The shipped log of each zoo model applies: a schedule for every CPU conv layer (its
+    records measured on other CPUs too: ``--other-cpu-records``)."""
     path = str(tmp_path / f"{model}.onnx")
     zoo.save_model(model, path, size=224)
     layers = cpu_network_layers(path)
-    schedules = cpu_schedules(str(pretuned_cpu_log(f"{model}_224")), layers)
+    schedules = cpu_schedules(str(pretuned_cpu_log(f"{model}_224")), layers, other_cpus=True)
     missing = [la.workload.key for la in layers if la.workload.key not in schedules]
     assert not missing, f"no shipped schedule for {missing}"
 
