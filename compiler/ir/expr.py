@@ -163,9 +163,12 @@ COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 class BinOp(Expr):
     """Arithmetic ``a op b``; ``//`` and ``%`` are floor division and modulo on integers."""
 
-    __slots__ = ("op", "a", "b")
+    # lin: ``compiler.ir.simplify.linear_form`` of the node, kept once computed (nodes are
+    # immutable; a bottom-up simplification asks again for each enclosing sum)
+    __slots__ = ("op", "a", "b", "lin")
 
     def __init__(self, op: str, a: Expr, b: Expr):
+        self.lin = None
         if op not in BINARY_OPS:
             raise ValueError(f"unknown binary op {op!r} (allowed: {BINARY_OPS})")
         self.op, self.a, self.b = op, a, b

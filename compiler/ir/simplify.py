@@ -38,14 +38,23 @@ def linear_form(e: Expr) -> Linear:
     not ``+``, ``-`` or ``*`` by a constant (kept whole)."""
     if isinstance(e, IntImm) and is_int(e.dtype):
         return {}, e.value
-    if isinstance(e, BinOp) and e.op in ("+", "-"):
+    if isinstance(e, BinOp):
+        if e.lin is None:
+            e.lin = _linear_form_of_binop(e)
+        return e.lin
+    return {_atom_key(e): (e, 1)}, 0
+
+
+def _linear_form_of_binop(e: BinOp) -> Linear:
+    """``linear_form`` of a ``BinOp`` (its callers do not change the dicts it returns)."""
+    if e.op in ("+", "-"):
         (ta, ca), (tb, cb) = linear_form(e.a), linear_form(e.b)
         sign = 1 if e.op == "+" else -1
         terms = dict(ta)
         for k, (atom, c) in tb.items():
             terms[k] = (atom, terms.get(k, (atom, 0))[1] + sign * c)
         return {k: v for k, v in terms.items() if v[1] != 0}, ca + sign * cb
-    if isinstance(e, BinOp) and e.op == "*":
+    if e.op == "*":
         la, lb = linear_form(e.a), linear_form(e.b)
         if la[0] and not lb[0]:
             la, lb = lb, la
@@ -71,6 +80,14 @@ def is_affine(lin: Linear) -> bool:
 
 
 def from_linear(lin: Linear, dtype: str = "int32") -> Expr:
+    """The canonical expression of ``lin`` (its ``linear_form`` is ``lin``: kept on it)."""
+    out = _from_linear(lin, dtype)
+    if isinstance(out, BinOp):
+        out.lin = lin
+    return out
+
+
+def _from_linear(lin: Linear, dtype: str) -> Expr:
     terms, c = lin
     out: Expr | None = None
     for v, k in terms.values():
