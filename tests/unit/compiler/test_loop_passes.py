@@ -113,6 +113,46 @@ def test_simplify_drops_unit_loops_and_lower_vthread_makes_serial():
     assert " serial:" in func_str(lower_vthread(_copy("vthread")))
 
 
+def test_simplify_substitutes_nested_unit_loops_whose_bounds_use_outer_ones():
+    """Extent-1 loops inside each other, an inner one starting at an outer one's variable: every
+    dropped variable becomes its value in every expression below (carried down, not walked
+    once per loop), as the loops would have run."""
+    a, b = Buffer("A", "float32", (64,)), Buffer("B", "float32", (64,))
+    i, j, k = Var("i"), Var("j"), Var("k")
+    body = Store(b, i * 16 + j * 4 + k, Load(a, k * 8 + j + i))
+    f = PrimFunc(
+        "f",
+        [a, b],
+        For(i, 2, 1, "serial", For(j, i + 1, 1, "serial", For(k, 0, 4, "serial", body))),
+    )
+    text = func_str(simplify_stmt(f))
+    assert text.count("for") == 1, text  # i = 2, j = 3 dropped; k kept
+    assert "B[(k + 44)] = A[((k * 8) + 5)]" in text, text
+
+
+def test_a_kept_linear_form_is_the_one_computed_again():
+    """``from_linear`` keeps ``lin`` on the node it builds; recomputing it from the node's
+    children gives the same terms (order too) and constant, for sums of variables, of
+    non-affine atoms and of negative coefficients."""
+    from pyvta.compiler.ir.expr import BinOp
+    from pyvta.compiler.ir.simplify import from_linear, linear_form, simplify
+
+    x, y, z = Var("x"), Var("y"), Var("z")
+    exprs = [x * 3 + y - 7, (x // 4) * 2 - y * 5 + z + 1, x - x + y, (x * y) * 3 + 2, z * -1]
+    for e in exprs:
+        lin = linear_form(simplify(e))
+        node = from_linear(lin)
+        if not isinstance(node, BinOp):
+            continue
+        fresh = BinOp(node.op, node.a, node.b)  # same children, nothing kept
+        assert fresh.lin is None
+        got = linear_form(fresh)
+        assert [(k, c) for k, (_, c) in got[0].items()] == [
+            (k, c) for k, (_, c) in node.lin[0].items()
+        ], e
+        assert got[1] == node.lin[1], e
+
+
 def test_run_passes_verifies_after_each_pass_and_names_the_pass():
     def breaks_ir(func):
         buf = Buffer("Nowhere", "float32", (1,))
