@@ -71,8 +71,8 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
         elif code == 0 and args.log:
             print(
                 "note: per-layer bests measured alone can run slower inside the network (0.89-0.91x"
-                " the untuned schedules in ResNet-18 on a Zen 4): re-rank them there with"
-                " --in-network 3 (writes LOG.network.json, which --tuning-log applies)"
+                " the untuned schedules in ResNet-18, on the CPU that measured them): re-rank them"
+                " there with --in-network 3 (writes LOG.network.json, which --tuning-log applies)"
             )
         return code
     layers = network_layers(args.workload)
