@@ -198,9 +198,14 @@ def _run_suite(gpu, d: Path, manifest: dict) -> int:
     for e in manifest["suite"]:
         data = np.load(d / e["data"])
         arrays = [np.ascontiguousarray(data[f"arr_{i}"]) for i in range(len(data.files) - 1)]
-        loaded = gpu.load((d / e["ptx"]).read_text(), e["plan"])
-        loaded.run(arrays)
-        loaded.close()
+        try:
+            loaded = gpu.load((d / e["ptx"]).read_text(), e["plan"])
+            loaded.run(arrays)
+            loaded.close()
+        except Exception as x:  # one kernel's failure is reported, the others still run
+            failed += 1
+            print(f"  {e['name']:<20} FAILED  {type(x).__name__}: {x}")
+            continue
         err = np.abs(arrays[-1] - data["expected"])
         ok = np.all(err <= manifest["atol"] + manifest["rtol"] * np.abs(data["expected"]))
         failed += not ok
@@ -229,12 +234,17 @@ def _bench_inputs(e: dict, rng) -> list[np.ndarray]:
     return [*arrays, np.zeros(bufs[-1]["shape"], np.float32)]
 
 
-def _baseline(torch, e: dict, arrays):
-    t = [torch.from_numpy(a).cuda() for a in arrays[:-1]]
+def _baseline(torch, e: dict, arrays, dtype=None):
+    """The workload in torch on the GPU (cuBLAS / cuDNN); ``dtype``: computed in that type."""
+    t = [torch.from_numpy(a).cuda().to(dtype) for a in arrays[:-1]]
     if e["kind"] == "gemm":
         return lambda: torch.matmul(t[0], t[1])
     f = torch.nn.functional.conv2d
     return lambda: f(t[0], t[1], stride=e["stride"], padding=e["pad"])
+
+
+def _rel(a, ref) -> float:
+    return float(np.abs(a - ref).max() / np.abs(ref).max())
 
 
 def _run_bench(gpu, d: Path, manifest: dict) -> tuple[int, list]:
@@ -246,21 +256,28 @@ def _run_bench(gpu, d: Path, manifest: dict) -> tuple[int, list]:
     rows, failed = [], 0
     for e in manifest["bench"]:
         arrays = _bench_inputs(e, rng)
-        loaded = gpu.load((d / e["ptx"]).read_text(), e["plan"])
-        loaded.run(arrays)
-        ours_ms = loaded.time_ms(number=10, repeat=3)
-        loaded.close()
+        try:
+            loaded = gpu.load((d / e["ptx"]).read_text(), e["plan"])
+            loaded.run(arrays)
+            ours_ms = loaded.time_ms(number=10, repeat=3)
+            loaded.close()
+        except Exception as x:
+            failed += 1
+            print(f"  {e['name']:<26} FAILED  {type(x).__name__}: {x}")
+            continue
         base = _baseline(torch, e, arrays)
         ref = base().cpu().numpy()
+        ref64 = _baseline(torch, e, arrays, torch.float64)().cpu().numpy()
         ours = arrays[-1].reshape(ref.shape)  # implicit GEMM writes NCHW as [O, OH * OW]
-        rel = float(np.abs(ours - ref).max() / np.abs(ref).max())
-        failed += rel > 1e-4
+        rel = _rel(ours, ref)
+        failed += rel > 1e-4 or _rel(ours, ref64) > 1e-4
         base_ms = _torch_ms(torch, base)
         flops = 2.0 * float(np.prod(ref.shape)) * _reduction(e, arrays)
         rows.append((e["workload"], e["variant"], ours_ms, base_ms, flops, rel))
         print(
             f"  {e['name']:<26} ours {ours_ms:8.3f} ms  {flops / ours_ms / 1e9:6.2f} TFLOP/s  "
-            f"baseline {base_ms:8.3f} ms  ratio {base_ms / ours_ms:5.2f}  rel err {rel:.1e}"
+            f"baseline {base_ms:8.3f} ms  ratio {base_ms / ours_ms:5.2f}  rel err {rel:.1e} "
+            f"(vs float64: ours {_rel(ours, ref64):.1e}, baseline {_rel(ref, ref64):.1e})"
         )
     return failed, rows
 
@@ -276,11 +293,10 @@ def _summary(rows) -> None:
     print("\nworkload  default ratio  best ratio (variant)   [ratio = cuBLAS/cuDNN ms / ours ms]")
     for wl in dict.fromkeys(r[0] for r in rows):
         mine = [r for r in rows if r[0] == wl]
-        default = next(r for r in mine if r[1] == "default")
+        default = next((r for r in mine if r[1] == "default"), None)
         best = min(mine, key=lambda r: r[2])
-        print(
-            f"  {wl:<12} {default[3] / default[2]:6.2f}        {best[3] / best[2]:6.2f} ({best[1]})"
-        )
+        shown = f"{default[3] / default[2]:6.2f}" if default else "failed"
+        print(f"  {wl:<12} {shown:>6}        {best[3] / best[2]:6.2f} ({best[1]})")
 
 
 def _torch_node(torch, n: dict, args):
@@ -338,10 +354,14 @@ def network_on_gpu(gpu, launch, d: Path, manifest: dict):
     net = launch.LoadedNetwork(gpu, plan, ptx, constants)
     got = net.run({e["input"]: x})[e["output"]]
     ours_ms = net.time_ms(number=10, repeat=3)
+    node_ms = {name: net.nodes[i].time_ms(number=10, repeat=3) for name, i in net.index.items()}
     net.close()
-    rel = float(np.abs(got - ref).max() / np.abs(ref).max())
+    rel = _rel(got, ref)
     print(f"  {e['name']}: {e['kernel_nodes']} kernel nodes, ours {ours_ms:8.3f} ms per inference"
           f" (launches only, values on the GPU), rel err vs onnxruntime {rel:.1e}")  # fmt: skip
+    print(f"  its nodes timed one at a time (sum {sum(node_ms.values()):.3f} ms), slowest first:")
+    for name, ms in sorted(node_ms.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"    {name:<40} {ms:8.3f} ms")
     return rel, ours_ms, constants, x, ref
 
 
@@ -376,9 +396,14 @@ def run(d: Path) -> int:
     failed = _run_suite(gpu, d, manifest)
     print("benchmarks against torch (cuBLAS / cuDNN, TF32 off):")
     bad, rows = _run_bench(gpu, d, manifest)
-    _summary(rows)
+    if rows:
+        _summary(rows)
     print("whole network (--target gpu) against torch and onnxruntime:")
-    net_bad = _run_network(gpu, launch, d, manifest)
+    try:
+        net_bad = _run_network(gpu, launch, d, manifest)
+    except Exception as x:
+        net_bad = 1
+        print(f"  FAILED  {type(x).__name__}: {x}")
     print(f"\n{failed} suite mismatches, {bad} benchmark mismatches, {net_bad} network mismatches")
     return 1 if failed or bad or net_bad else 0
 
