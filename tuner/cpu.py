@@ -232,13 +232,37 @@ def direct_knobs(config):
     return NchwcConvKnobs(**schedule_of_template("direct", config)["knobs"])
 
 
+# Vector FMAs one step of the direct template's reduction may unroll into straight-line code
+# (``NchwcConvKnobs.unrolled_fmas``). Measured on ResNet-18's C1-C9 (4,700 builds, one Intel
+# AVX-512 host): past 512 the 3x3 layers' builds took 10-30 s on average, a third of their build
+# time, and 57 of the 69 builds that outlasted 30 s; no layer's best was past it (2 configs
+# within 5% of a best were): ``benchmarks/cpu_unroll_bound.py``.
+MAX_UNROLLED_FMAS = 512
+
+
 def _direct_problem(args: tuple, config) -> str | None:
-    """Why a point of the direct template's space for the workload ``args`` does not build
-    (``NchwcConvKnobs.size_problem`` and ``loop_problem``, without lowering), or None."""
+    """Why a point of the direct template's space for the workload ``args`` is not searched
+    (``NchwcConvKnobs.size_problem`` and ``loop_problem``, without lowering; an unrolled
+    reduction past ``MAX_UNROLLED_FMAS``), or None."""
     wl = nchwc_workload(*args)
     k = direct_knobs(config)
     why = k.size_problem(wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
-    return why or _spill_problem(wl, k) or k.loop_problem(any(wl.pads))
+    return why or _spill_problem(wl, k) or _unroll_problem(wl, k) or k.loop_problem(any(wl.pads))
+
+
+def _unroll_problem(wl, k) -> str | None:
+    """Why the direct knobs ``k`` unroll more of the reduction than ``MAX_UNROLLED_FMAS``, or
+    None."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    n = k.unrolled_fmas(wl.kernel, wl.ob, CpuTarget.host().vector_lanes("float32"))
+    if n <= MAX_UNROLLED_FMAS:
+        return None
+    return (
+        f"{n} vector FMAs unrolled in one reduction step (ow_block {k.ow_block} x oc_blocks"
+        f" {k.oc_blocks} x unroll_rx/unroll_ry taps x unroll_rci {k.unroll_rci}): at most"
+        f" {MAX_UNROLLED_FMAS} are searched (past it builds take 15-30 s and were never the best)"
+    )
 
 
 def _spill_problem(wl, k) -> str | None:
@@ -277,14 +301,16 @@ def direct_valid_count(task: Task) -> int:
         return direct_knobs({**base, **kw})
 
     orders: dict = {}  # (flat, cache tiles there are) -> fitting (outer, inner, parallel)
-    total = 0
-    fitting = [
-        (tile, b)
-        for tile, b in itertools.product(vals["tile"], vals["oc_blocks"])
-        if _spill_problem(wl, knobs(tile=tile, oc_blocks=b)) is None
-    ]
+    total = dict.fromkeys(
+        (
+            (tile, b)
+            for tile, b in itertools.product(vals["tile"], vals["oc_blocks"])
+            if _spill_problem(wl, knobs(tile=tile, oc_blocks=b)) is None
+        ),
+        0,
+    )  # register tile -> fitting cache tiles, loop orders and parallel loops
     for (tile, b), flat, tf, ty, tx in itertools.product(
-        fitting, vals["flat"], vals["tile_f"], vals["tile_y"], vals["tile_x"]
+        total, vals["flat"], vals["tile_f"], vals["tile_y"], vals["tile_x"]
     ):
         k = knobs(tile=tile, flat=flat, tile_f=tf, tile_y=ty, tile_x=tx, oc_blocks=b)
         if k.size_problem(*dims) is not None:
@@ -298,17 +324,25 @@ def direct_valid_count(task: Task) -> int:
                     vals["outer_order"], vals["inner_order"], vals["parallel_loops"]
                 )
             )  # fmt: skip
-        total += orders[kind]
-    reduce = sum(
-        knobs(unroll_rx=rx, reduce_order=r).loop_problem(padded) is None
-        for rx, r in itertools.product(vals["unroll_rx"], vals["reduce_order"])
-    )
+        total[tile, b] += orders[kind]
+    reduce = {  # unroll_rx -> fitting reduction orders
+        rx: sum(knobs(unroll_rx=rx, reduce_order=r).loop_problem(padded) is None
+                for r in vals["reduce_order"])
+        for rx in vals["unroll_rx"]
+    }  # fmt: skip
     pads = sum(knobs(pad_at=p).loop_problem(padded) is None for p in vals["pad_at"])
-    sizes = sum(
-        knobs(rco_block=r, unroll_rci=u).size_problem(*dims) is None
-        for r, u in itertools.product(vals["rco_block"], vals["unroll_rci"])
-    )
-    return total * reduce * pads * sizes * len(vals["unroll_ry"])
+    sizes = {  # unroll_rci -> fitting reduction chunks
+        u: sum(knobs(rco_block=r, unroll_rci=u).size_problem(*dims) is None
+               for r in vals["rco_block"])
+        for u in vals["unroll_rci"]
+    }  # fmt: skip
+    unrolled = itertools.product(total, vals["unroll_rx"], vals["unroll_ry"], vals["unroll_rci"])
+    return pads * sum(
+        total[tile, b] * reduce[rx] * sizes[u]
+        for (tile, b), rx, ry, u in unrolled
+        if _unroll_problem(wl, knobs(tile=tile, oc_blocks=b, unroll_rx=rx, unroll_ry=ry,
+                                     unroll_rci=u)) is None
+    )  # fmt: skip
 
 
 MAX_VISITED_POINTS = 200_000  # a space this small is counted point by point (valid_count)

@@ -163,6 +163,16 @@ class NchwcConvKnobs:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def unrolled_fmas(self, kernel: tuple[int, int], ob: int, lanes: int) -> int:
+        """Vector FMAs of one step of the reduction written out as straight-line code: the
+        register tile's ``ow_block`` columns x its vectors (``oc_blocks`` blocks of ``oc_tile``
+        channels, ``lanes`` a vector) x the taps of the unrolled kernel loops x ``unroll_rci``
+        input channels. What a build costs grows with it (``tuner.cpu.MAX_UNROLLED_FMAS``)."""
+        kh, kw = kernel
+        vectors = self.oc_blocks * -(-(self.oc_tile or ob) // lanes)
+        taps = (kh if self.unroll_ry else 1) * (kw if self.unroll_rx else 1)
+        return self.ow_block * vectors * taps * self.unroll_rci
+
     def col_tiles(self, out_hw: tuple[int, int]) -> int:
         """Register tiles of a row (of all positions when ``flat``), the last maybe narrower."""
         cols = out_hw[0] * out_hw[1] if self.flat else out_hw[1]

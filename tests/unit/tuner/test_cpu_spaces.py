@@ -190,13 +190,10 @@ def test_shipped_logs_read_in_the_new_spaces():
         pytest.skip(f"the shipped logs have no direct records measured at {here}")
 
 
-def test_direct_valid_count_agrees_with_visiting_every_point():
-    """``direct_valid_count`` on a space small enough to visit (a small layer, fewer values of
-    the knobs that do not interact with the others) equals counting ``problem`` None."""
+def _small_direct_task(keep: dict) -> Task:
+    """A small layer's direct task with only the first ``keep[name]`` values of some knobs."""
     wl = ConvWorkload(16, 4, 4, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16)
     task = cpu.nchwc_conv_tasks(wl)[0]
-    keep = {"tile": 2, "tile_x": 3, "reduce_order": 3, "unroll_ry": 1, "unroll_rci": 1}
-    keep.update(pad_at=2, rco_block=2)
     knobs = []
     for k in task.space.knobs:
         n = keep.get(k.name)
@@ -205,11 +202,36 @@ def test_direct_valid_count_agrees_with_visiting_every_point():
         elif n is not None:
             k = ChoiceKnob(k.name, k.values[:n], default=k.default)
         knobs.append(k)
-    small = Task(task.template, task.args, ConfigSpace(knobs, task.space.problem_fn))
+    return Task(task.template, task.args, ConfigSpace(knobs, task.space.problem_fn))
+
+
+def test_direct_valid_count_agrees_with_visiting_every_point():
+    """``direct_valid_count`` on a space small enough to visit (a small layer, fewer values of
+    the knobs that do not interact with the others) equals counting ``problem`` None."""
+    keep = {"tile": 2, "tile_x": 3, "reduce_order": 3, "unroll_ry": 1, "unroll_rci": 1}
+    small = _small_direct_task({**keep, "pad_at": 2, "rco_block": 2})
     assert 10_000 < small.space.size < 100_000, small.space
     visited = sum(small.space.problem(small.space.get(i)) is None for i in range(small.space.size))
     assert 0 < visited < small.space.size
     assert cpu.direct_valid_count(small) == visited
+
+
+def test_the_unroll_bound_refuses_points_and_the_count_agrees(monkeypatch):
+    """Past ``MAX_UNROLLED_FMAS`` (lowered to 40 here, so a small layer reaches it) a point is
+    refused with the product named; ``direct_valid_count`` still equals visiting every point
+    of a space whose unrolling knobs keep all their values."""
+    monkeypatch.setattr(cpu, "MAX_UNROLLED_FMAS", 40)
+    keep = {"tile_f": 1, "tile_y": 1, "tile_x": 1, "outer_order": 2, "inner_order": 2}
+    small = _small_direct_task({**keep, "reduce_order": 2, "pad_at": 1, "rco_block": 1})
+    assert 1_000 < small.space.size < 100_000, small.space
+    whys = [small.space.problem(small.space.get(i)) for i in range(small.space.size)]
+    unrolled = [w for w in whys if w and "vector FMAs unrolled" in w]
+    print(f"{small.space.size} points, {whys.count(None)} valid, {len(unrolled)} past the bound")
+    assert unrolled and "at most 40" in unrolled[0]
+    assert 0 < whys.count(None) < small.space.size
+    assert cpu.direct_valid_count(small) == whys.count(None)
+    wide = cpu.direct_knobs({**small.space.get(0).as_dict(), "unroll_rx": True, "unroll_ry": True})
+    assert wide.unrolled_fmas((3, 3), 16, 16) == 9 * small.space.get(0)["tile"][0]
 
 
 def test_random_points_are_drawn_among_valid_ones(seed):
