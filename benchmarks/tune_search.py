@@ -162,6 +162,8 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
                 print(
                     f"  {base_name} / {name} median trials to 95%: {bound}{base / med:.2f}x{note}"
                 )
+    if "random" in curves:
+        medians["at random's level"] = _equal_quality(curves, trials, best, task.cost_unit)
     if plot:
         from pyvta.tuner.plot import plot_curves
 
@@ -171,6 +173,28 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     medians["at"] = at
     medians["curves"] = curves
     return medians
+
+
+def _equal_quality(curves: dict, trials: int, best: float, unit: str) -> dict:
+    """Trials each tuner needs to reach what random search reaches in ``trials`` (the median
+    over seeds of random's best at its last trial), median over seeds, and random's own to the
+    same level: the speed-up at equal quality (defined where 95% of the best is out of reach
+    in the budget). Printed; returned as name -> median trials (``trials + 1``: missed)."""
+    level = float(np.median([r[-1] for r in curves["random"]]))
+    print(
+        f"\ntrials to random's median best at trial {trials} ({level:.6g} {unit},"
+        f" {level / best:.3f} of the best), and random's / each one's median:"
+    )
+    out = {}
+    for name, runs in curves.items():
+        hits = [trials_to_reach(r, level) for r in runs]
+        out[name] = float(np.median([h if h is not None else trials + 1 for h in hits]))
+    for name, med in out.items():
+        shown = f">{trials}" if med > trials else f"{med:g}"
+        ratio = "" if name == "random" else f"   random / {name}: {out['random'] / med:.2f}x"
+        hits = [trials_to_reach(r, level) for r in curves[name]]
+        print(f"  {name:8s} {hits} (median {shown}){ratio}")
+    return out
 
 
 def _sampled_random_trials(costs, target: float, kind: str = "uniform") -> float:
