@@ -18,33 +18,31 @@ import sys
 from collections import defaultdict
 
 
-def unrolled(rec) -> int:
+def unrolled(task, config: dict) -> int:
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.tuner.cpu import direct_knobs
     from pyvta.tuner.cpu_nchwc import nchwc_workload
 
-    wl = nchwc_workload(*_args(rec.task_key))
+    wl = nchwc_workload(*task.args)
     lanes = CpuTarget.host().vector_lanes("float32")
-    return direct_knobs(rec.config).unrolled_fmas(wl.kernel, wl.ob, lanes)
+    return direct_knobs(config).unrolled_fmas(wl.kernel, wl.ob, lanes)
 
 
-def _args(key: str) -> tuple:
-    return tuple(int(a) for a in key[key.index("[") + 1 : key.index("]")].split(","))
-
-
-def report(records, bound: int, timeout_s: float) -> int:
+def report(log: str, bound: int, timeout_s: float) -> int:
     from pyvta.tuner.cpu import CONV2D_NCHWC
+    from pyvta.tuner.log import read_records, tasks_in_log
 
-    by_task = defaultdict(list)
-    for r in records:
-        if r.task_key.startswith(CONV2D_NCHWC.name + "["):
-            by_task[r.task_key].append(r)
-    if not by_task:
-        print("no records of the direct template (cpu.conv2d_nchwc) in the log")
+    tasks = {t.key: t for t in tasks_in_log(log, {CONV2D_NCHWC.name: CONV2D_NCHWC})}
+    if not tasks:
+        print(f"no records of the direct template ({CONV2D_NCHWC.name}) in the log")
         return 1
+    by_task = defaultdict(list)  # every record, those past the bound too (no task's filter)
+    for r in read_records(log):
+        if r.task_key in tasks:
+            by_task[r.task_key].append(r)
     print(f"bound: {bound} vector FMAs per unrolled reduction step\n")
     for key, rs in by_task.items():
-        sizes = [unrolled(r) for r in rs]
+        sizes = [unrolled(tasks[key], r.config) for r in rs]
         secs = [timeout_s if r.result.error == "build_timeout" else r.result.build_s for r in rs]
         ok = [(r.result.cost, n) for r, n in zip(rs, sizes, strict=True) if r.result.ok]
         if not ok:
@@ -75,7 +73,6 @@ def report(records, bound: int, timeout_s: float) -> int:
 
 def main(argv=None) -> int:
     from pyvta.tuner.cpu import MAX_UNROLLED_FMAS
-    from pyvta.tuner.log import read_records
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -86,7 +83,7 @@ def main(argv=None) -> int:
     )
     p.add_argument("--timeout-s", type=float, default=30.0, help="seconds a timed-out build counts")
     a = p.parse_args(argv)
-    return report(read_records(a.log), a.bound, a.timeout_s)
+    return report(a.log, a.bound, a.timeout_s)
 
 
 if __name__ == "__main__":

@@ -185,15 +185,15 @@ def _equal_quality(curves: dict, trials: int, best: float, unit: str) -> dict:
         f"\ntrials to random's median best at trial {trials} ({level:.6g} {unit},"
         f" {level / best:.3f} of the best), and random's / each one's median:"
     )
-    out = {}
-    for name, runs in curves.items():
-        hits = [trials_to_reach(r, level) for r in runs]
-        out[name] = float(np.median([h if h is not None else trials + 1 for h in hits]))
+    hits = {name: [trials_to_reach(r, level) for r in runs] for name, runs in curves.items()}
+    out = {
+        name: float(np.median([h if h is not None else trials + 1 for h in hs]))
+        for name, hs in hits.items()
+    }
     for name, med in out.items():
         shown = f">{trials}" if med > trials else f"{med:g}"
         ratio = "" if name == "random" else f"   random / {name}: {out['random'] / med:.2f}x"
-        hits = [trials_to_reach(r, level) for r in curves[name]]
-        print(f"  {name:8s} {hits} (median {shown}){ratio}")
+        print(f"  {name:8s} {hits[name]} (median {shown}){ratio}")
     return out
 
 
