@@ -30,7 +30,7 @@ import numpy as np
 
 from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MinOfRepeats
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
-from pyvta.tuner.tune import trials_to_reach, tune
+from pyvta.tuner.tune import equal_quality, trials_to_reach, tune
 
 
 def _load() -> str:
@@ -176,25 +176,19 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
 
 
 def _equal_quality(curves: dict, trials: int, best: float, unit: str) -> dict:
-    """Trials each tuner needs to reach what random search reaches in ``trials`` (the median
-    over seeds of random's best at its last trial), median over seeds, and random's own to the
-    same level: the speed-up at equal quality (defined where 95% of the best is out of reach
-    in the budget). Printed; returned as name -> median trials (``trials + 1``: missed)."""
-    level = float(np.median([r[-1] for r in curves["random"]]))
+    """Trials each tuner needs to reach what random search reaches in ``trials``
+    (``tuner.tune.equal_quality``), and random's own to the same level. Printed; returned as
+    name -> median trials (``trials + 1``: missed)."""
+    eq = equal_quality(curves, "random", trials)
     print(
-        f"\ntrials to random's median best at trial {trials} ({level:.6g} {unit},"
-        f" {level / best:.3f} of the best), and random's / each one's median:"
+        f"\ntrials to random's median best at trial {trials} ({eq.level:.6g} {unit},"
+        f" {eq.level / best:.3f} of the best), and random's / each one's median:"
     )
-    hits = {name: [trials_to_reach(r, level) for r in runs] for name, runs in curves.items()}
-    out = {
-        name: float(np.median([h if h is not None else trials + 1 for h in hs]))
-        for name, hs in hits.items()
-    }
-    for name, med in out.items():
+    for name, med in eq.median.items():
         shown = f">{trials}" if med > trials else f"{med:g}"
-        ratio = "" if name == "random" else f"   random / {name}: {out['random'] / med:.2f}x"
-        print(f"  {name:8s} {hits[name]} (median {shown}){ratio}")
-    return out
+        ratio = "" if name == "random" else f"   random / {name}: {eq.ratio(name):.2f}x"
+        print(f"  {name:8s} {eq.hits[name]} (median {shown}){ratio}")
+    return eq.median
 
 
 def _sampled_random_trials(costs, target: float, kind: str = "uniform") -> float:

@@ -58,7 +58,7 @@ from pyvta.tuner.cli_support import (
 )
 from pyvta.tuner.log import read_records, training_data
 from pyvta.tuner.measure import CachedMeasurer, Measurer, MinOfRepeats
-from pyvta.tuner.tune import trials_to_reach, tune
+from pyvta.tuner.tune import equal_quality, trials_to_reach, tune
 
 FRACS = (0.95, 0.99, 1.0)
 
@@ -175,6 +175,36 @@ def _plot(path: str, layers: dict, n_trials: int, unit: str = "cycles") -> None:
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
+
+
+def _equal_quality_table(layers: dict, feats: list[str], n: int) -> None:
+    """The speed-up at equal quality (``tuner.tune.equal_quality``), defined where 95% of the
+    best is out of the budget's reach: per layer, the trials transfer needs to reach what
+    scratch (and random search) reach in ``n``, against their own to the same level."""
+    print(
+        f"\nat equal quality: median trials to the reference's median best at trial {n}"
+        f" (a miss counts as {n + 1}), and reference / transfer"
+    )
+    logs: dict = {}
+    for name, info in layers.items():
+        for f in feats:
+            tr = f"transfer[{f}]"
+            for ref in (f"scratch[{f}]", "random"):
+                if ref not in info["curves"]:
+                    continue
+                eq = equal_quality(info["curves"], ref, n)
+                shown = {m: f">{n}" if eq.median[m] > n else f"{eq.median[m]:g}" for m in (ref, tr)}
+                print(
+                    f"  {name:5s} level {eq.level / info['best']:.3f} of the best ({ref}):"
+                    f" {ref} {shown[ref]} {eq.hits[ref]}, {tr} {shown[tr]} {eq.hits[tr]}"
+                    f"  -> {eq.ratio(tr):.2f}x"
+                )
+                logs.setdefault((ref, tr), []).append(eq.ratio(tr))
+    for (ref, tr), rs in logs.items():
+        g = math.exp(np.mean(np.log(rs)))
+        print(
+            f"  geometric mean, {ref} / {tr} at {ref}'s level: {g:.2f}x (per layer {np.round(rs, 2)})"
+        )
 
 
 def main(argv=None) -> int:
@@ -352,6 +382,8 @@ def main(argv=None) -> int:
             if frac == 0.95:
                 g = math.exp(np.mean(np.log(rs)))
                 print(f"    {other}/transfer[{f}] to95%: {g:.2f}x  (per layer {np.round(rs, 2)})")
+
+    _equal_quality_table(layers, feats, n)
 
     print("\nhow hard is 95% of best? share of the space within X% of the per-layer best")
     print(

@@ -58,6 +58,40 @@ def trials_to_reach(curve, target: float) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class EqualQuality:
+    """Trials to one level of quality, per method: ``level`` is the median over runs of the
+    reference method's best at its last trial; ``hits[name]`` each run's trials to reach it
+    (None: never); ``median[name]`` their median, a miss counted as ``trials + 1``."""
+
+    reference: str
+    level: float
+    trials: int
+    hits: dict
+    median: dict
+
+    def ratio(self, name: str) -> float:
+        """The speed-up at equal quality: the reference's median trials / ``name``'s."""
+        return self.median[self.reference] / self.median[name]
+
+
+def equal_quality(curves: dict, reference: str, trials: int) -> EqualQuality:
+    """Trials each method (``curves``: name -> best-so-far curves, one per run) needs to
+    reach the reference's median best at trial ``trials``: the speed-up at equal quality,
+    defined where a fixed share of the best (95%) is out of the budget's reach."""
+    import numpy as np
+
+    level = float(np.median([c[min(trials, len(c)) - 1] for c in curves[reference]]))
+    hits = {
+        name: [trials_to_reach(c[:trials], level) for c in runs] for name, runs in curves.items()
+    }
+    median = {
+        name: float(np.median([h if h is not None else trials + 1 for h in hs]))
+        for name, hs in hits.items()
+    }
+    return EqualQuality(reference, level, trials, hits, median)
+
+
 def _cpu_measurer() -> Measurer:
     from pyvta.tuner.cpu_measure import CpuBackend
     from pyvta.tuner.measure import LocalMeasurer

@@ -39,6 +39,7 @@ def _bench():
 
 def test_cpu_transfer_end_to_end(tmp_path, monkeypatch, capsys, seed):
     from pyvta.tuner.cli_support import parse_workload
+    from pyvta.tuner.tune import equal_quality
 
     bench = _bench()
     raw = InProcessMeasurer(KnobCost(), repeats=2)
@@ -67,6 +68,10 @@ def test_cpu_transfer_end_to_end(tmp_path, monkeypatch, capsys, seed):
         assert f"C9    {method}" in text
     assert (tmp_path / "t.png").stat().st_size > 0
     curves = json.loads(out_json.read_text())["C9"]["curves"]
+    for ref in ("scratch[knob]", "random"):  # the speed-up at equal quality, as printed
+        eq = equal_quality(curves, ref, 16)
+        assert f"({ref}): {ref} " in text and f"-> {eq.ratio('transfer[knob]'):.2f}x" in text
+        assert f"geometric mean, {ref} / transfer[knob] at {ref}'s level" in text
     first = {m: [c[7] for c in runs] for m, runs in curves.items()}  # best of the first batch
     print(first)
     # the global model's first batches (nothing of C9 measured yet) beat random first batches

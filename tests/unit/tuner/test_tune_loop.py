@@ -153,6 +153,22 @@ def test_trials_to_reach():
     assert trials_to_reach(curve, 3.9) is None
 
 
+def test_equal_quality_is_the_references_median_best_and_counts_misses():
+    from pyvta.tuner.tune import equal_quality
+
+    curves = {
+        "random": [[9.0, 8.0, 6.0, 5.0], [9.0, 9.0, 7.0, 7.0], [8.0, 8.0, 8.0, 6.0]],
+        "model": [[6.0, 4.0, 4.0, 3.0], [9.0, 9.0, 9.0, 9.0], [7.0, 6.0, 5.0, 5.0]],
+    }
+    eq = equal_quality(curves, "random", 4)
+    assert eq.level == 6.0  # the median of random's last bests 5, 7, 6
+    assert eq.hits == {"random": [3, None, 4], "model": [1, None, 2]}
+    assert eq.median == {"random": 4.0, "model": 2.0}  # a miss counts as 5
+    assert eq.ratio("model") == 2.0
+    short = equal_quality(curves, "random", 2)  # the budget cuts the curves
+    assert short.level == 8.0 and short.hits == {"random": [2, None, 1], "model": [1, None, 1]}
+
+
 class _LuckyOnce(SyntheticBackend):
     """Config a=0 costs 1.0 but measures 0.5 the first time; a=1 is a steady 0.8; a=2: 3.0."""
 
