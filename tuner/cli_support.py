@@ -36,16 +36,20 @@ RESNET18 = {
 
 
 def layer_names(text: str) -> list[str]:
-    """ResNet-18 layer names from ``"C2-C12"`` or ``"C5,C8"``; ``ValueError`` naming the
-    layers there are for an unknown one."""
-    if "-" in text:
-        lo, hi = (int(v.strip().upper().lstrip("C")) for v in text.split("-"))
-        names = [f"C{i}" for i in range(lo, hi + 1)]
-    else:
-        names = [v.strip().upper() for v in text.split(",") if v.strip()]
+    """ResNet-18 layer names from a comma list of names and ranges: ``"C2-C12"``, ``"C5,C8"``,
+    ``"C1-C6,C10-C12"``; ``ValueError`` naming the layers there are for an unknown one."""
+    names = []
+    for part in (p.strip().upper() for p in text.split(",")):
+        if "-" in part:
+            ends = [v.strip().removeprefix("C") for v in part.split("-")]
+            if len(ends) != 2 or not all(e.isdigit() for e in ends):
+                raise ValueError(f"bad layer range {part!r}: write it as C2-C6")
+            names += [f"C{i}" for i in range(int(ends[0]), int(ends[1]) + 1)]
+        elif part:
+            names.append(part)
     bad = [n for n in names if n not in RESNET18]
-    if bad:
-        raise ValueError(f"unknown layers {bad}; ResNet-18 has {', '.join(RESNET18)}")
+    if bad or not names:
+        raise ValueError(f"unknown layers {bad or text!r}; ResNet-18 has {', '.join(RESNET18)}")
     return names
 
 

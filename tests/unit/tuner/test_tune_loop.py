@@ -116,6 +116,13 @@ def test_layer_names():
     assert layer_names("C2-C4") == ["C2", "C3", "C4"] and layer_names("c8, C11") == ["C8", "C11"]
     with pytest.raises(ValueError, match="unknown layers.*C13"):
         layer_names("C12,C13")
+    assert layer_names("C1-C3, c10-C12,C5") == ["C1", "C2", "C3", "C10", "C11", "C12", "C5"]
+    with pytest.raises(ValueError, match="bad layer range 'C2-C4-C6'"):
+        layer_names("C2-C4-C6")
+    with pytest.raises(ValueError, match=r"unknown layers \[.C13.\]"):
+        layer_names("C11-C13")
+    with pytest.raises(ValueError, match="unknown layers"):
+        layer_names(" , ")
 
 
 def test_tune_command_features_option(capsys):
