@@ -61,9 +61,16 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
             print("error: --in-network K needs K >= 0 and --log", file=sys.stderr)
             return 2
         if getattr(args, "budget", None) is not None:
-            from pyvta.tuner.cpu_network import cpu_budget_tasks, cpu_network_layers
+            from pyvta.tuner.cpu_network import (
+                cpu_budget_tasks,
+                cpu_network_layers,
+                network_measurer,
+            )
 
-            code = _tune_network_budget(args, cpu_budget_tasks(cpu_network_layers(args.workload)))
+            cpu_layers = cpu_network_layers(args.workload)
+            code = _tune_network_budget(
+                args, cpu_budget_tasks(cpu_layers), lambda: network_measurer(cpu_layers)
+            )
         else:
             code = _tune_cpu_network(args)
         if code == 0 and args.in_network:
@@ -113,12 +120,13 @@ def _flushed(line: str) -> None:
     print(line, flush=True)  # a progress line seen at once, also in a file
 
 
-def _tune_network_budget(args, tasks) -> int:
+def _tune_network_budget(args, tasks, default_measurer=None) -> int:
     """``--budget``: the network's tasks (``tuner.budget.BudgetTask``: a VTA network's layers,
-    a CPU network's layers' templates) under one time budget (``tuner.budget``)."""
+    a CPU network's layers' templates) under one time budget (``tuner.budget``), measured by
+    ``--device``'s measurer, else ``default_measurer()`` (None: the first task's target's)."""
     from pyvta.tuner.budget import plot_path, tune_with_budget
     from pyvta.tuner.plot import plot_latency
-    from pyvta.tuner.tune import default_measurer
+    from pyvta.tuner.tune import default_measurer as target_measurer
 
     if not tasks:
         print(f"error: {args.workload} has no layers to tune", file=sys.stderr)
@@ -135,7 +143,8 @@ def _tune_network_budget(args, tasks) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    measurer = default_measurer(tasks[0].task) if measurer is None else measurer
+    if measurer is None:
+        measurer = default_measurer() if default_measurer else target_measurer(tasks[0].task)
     try:
         run = tune_with_budget(
             tasks, args.budget_s, measurer, log=args.log, tuner=args.tuner, seed=args.seed,

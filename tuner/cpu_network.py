@@ -59,6 +59,18 @@ def cpu_network_layers(model) -> list[CpuLayer]:
     return [CpuLayer(wl, c) for wl, c in counts.items()]
 
 
+def network_measurer(layers: list[CpuLayer]):
+    """The measurer of a network's layers: each candidate timed after the network's weights
+    (``network_evict_bytes``) passed through the caches, as it runs there
+    (``CpuBackend(cache="cold")``); alone and warm, a layer's weights stay in the caches and
+    configs with more of them (Winograd's larger tiles) look better than they run."""
+    from pyvta.tuner.cpu_measure import CpuBackend, network_evict_bytes
+    from pyvta.tuner.measure import LocalMeasurer
+
+    weights = sum(layer.count * layer.workload.weight_bytes for layer in layers)
+    return LocalMeasurer(CpuBackend(cache="cold", evict_bytes=network_evict_bytes(weights)))
+
+
 def _tasks(layer: CpuLayer):
     from pyvta.tuner.cpu import nchwc_conv_tasks
 
@@ -201,12 +213,12 @@ def tune_cpu_network(
 ) -> list[tuple[CpuLayer, object, float, float]]:
     """Tune every task of ``layers`` with ``trials_per_layer x len(layers)`` trials in all
     (spread by expected gain); returns ``(layer, task, default seconds, best seconds)``."""
-    from pyvta.tuner.tune import default_measurer, tune
+    from pyvta.tuner.tune import tune
 
     pairs = [(layer, task) for layer in layers for task in _tasks(layer)]
     own = measurer is None
     if own:
-        measurer = default_measurer(pairs[0][1]) if pairs else None
+        measurer = network_measurer(layers) if pairs else None
     out = []
     try:
         defaults = []
@@ -251,7 +263,6 @@ def compare_templates(
     from dataclasses import replace
 
     from pyvta.tuner.log import TuningLog, make_record
-    from pyvta.tuner.tune import default_measurer
 
     own = measurer is None
     writer = TuningLog(log)
@@ -263,7 +274,7 @@ def compare_templates(
             if len(pairs) < 2:
                 continue
             if measurer is None:
-                measurer = default_measurer(pairs[0][0])
+                measurer = network_measurer(layers)
             seen: dict[str, list[float]] = {t.name: [] for t, _ in pairs}
             for _ in range(rounds):
                 for task, cfg in pairs:

@@ -109,6 +109,13 @@ class ConvWorkload:
         per_out = self.kernel[0] * self.kernel[1] * (1 if self.depthwise else self.c)
         return 2 * self.o * oh * ow * per_out
 
+    @property
+    def weight_bytes(self) -> int:
+        """Its float32 weights (padded channels included): what it reads from memory when
+        nothing of it is left in the caches."""
+        per_out = 1 if self.depthwise else self.groups.group_in if self.groups else self.c
+        return 4 * self.o * per_out * self.kernel[0] * self.kernel[1]
+
 
 def dense_block(out_features: int, features: str | None = None) -> int:
     """Columns per weight panel of a dense layer on the host (limited to the feature level
