@@ -18,6 +18,7 @@ def _gemm_config(task):
 def test_cold_cache_evicts_before_each_timed_call(tmp_path, monkeypatch, min_repeat_ms, calls):
     """A fake thread clock advancing 1 ms a read: the first call (1 ms) sets ``calls`` calls a
     repeat (at most ``COLD_MAX_CALLS``), each one timed alone right after an eviction."""
+    from pyvta.compiler.backend.llvm.module import Module
     from pyvta.tuner import cpu_measure
     from pyvta.tuner.cpu import gemm_task
 
@@ -38,9 +39,19 @@ def test_cold_cache_evicts_before_each_timed_call(tmp_path, monkeypatch, min_rep
 
     monkeypatch.setattr(time, "thread_time", clock)
     monkeypatch.setattr(cpu_measure, "evict", lambda buf: events.append(f"e{buf.nbytes}"))
+    bind = Module.bind
+
+    def counted_bind(self, *arrays):  # "k": one call of the kernel
+        call = bind(self, *arrays)
+        return lambda: (events.append("k"), call())
+
+    monkeypatch.setattr(Module, "bind", counted_bind)
+    monkeypatch.setattr(Module, "__call__", lambda *a: pytest.fail("an untimed kernel call"))
     costs = backend.run(task, cfg, None, repeats=3)
     assert costs == pytest.approx([1e-3] * 3)  # one tick per call, alone
-    assert "".join(events) == "e1048576tt" * (1 + 3 * calls)  # the estimate, then the repeats
+    # the estimate, then the repeats: each kernel call right after its eviction, between
+    # the two clock reads (no warm-up call)
+    assert "".join(events) == "e1048576tkt" * (1 + 3 * calls)
 
 
 def test_cold_cache_measures_right_answers_and_says_how(tmp_path):
