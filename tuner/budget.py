@@ -345,7 +345,7 @@ def tune_with_budget(
         tn = make_tuner(tuner, spec.task, seed + k, slice_trials)
         seen = {}
         if log is not None and Path(log).exists():
-            for r in read_records(log, spec.task):
+            for r in read_records(log, spec.task, how=measurer.how):
                 seen.setdefault(r.index, r.result)
         if seen:
             tn.update(list(seen), list(seen.values()))
@@ -494,6 +494,6 @@ def _measure_slice(measurer, task, batch, chunk_trials: int, left_s, writer):
             if cut_short and res.error in TIMEOUTS:
                 continue
             if writer is not None:
-                writer.append(make_record(task, cfg, res))
+                writer.append(make_record(task, cfg, res, measurer.how))
             kept.append((i, res))
     return kept, len(batch) - len(kept)

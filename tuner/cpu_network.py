@@ -265,21 +265,21 @@ def compare_templates(
     from pyvta.tuner.log import TuningLog, make_record
 
     own = measurer is None
+    if own:  # (its worker processes start at its first measurement)
+        measurer = network_measurer(layers)
     writer = TuningLog(log)
     try:
         for layer in layers:
             tasks = _tasks(layer)
-            best = [(t, best_record(read_records(log, t))) for t in tasks]
+            best = [(t, best_record(read_records(log, t, how=measurer.how))) for t in tasks]
             pairs = [(t, t.space.config(r.config)) for t, r in best if r is not None]
             if len(pairs) < 2:
                 continue
-            if measurer is None:
-                measurer = network_measurer(layers)
             seen: dict[str, list[float]] = {t.name: [] for t, _ in pairs}
             for _ in range(rounds):
                 for task, cfg in pairs:
                     res = replace(measurer.measure(task, [cfg])[0], msg=SIDE_BY_SIDE)
-                    writer.append(make_record(task, cfg, res))
+                    writer.append(make_record(task, cfg, res, measurer.how))
                     seen[task.name].append(res.cost)
             if progress:
                 meds = ", ".join(
@@ -288,7 +288,7 @@ def compare_templates(
                 print(f"side by side, {layer.workload.key}: {meds}", flush=True)
     finally:
         writer.close()
-        if own and measurer is not None:
+        if own:
             measurer.close()
 
 

@@ -113,14 +113,16 @@ class Rerank:
 def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]:
     """The compiler's default schedule of ``layer`` (a ``tuner.cpu_network.CpuLayer``), then
     the ``top_k`` fastest distinct schedules of ``log`` over its templates (each (task, config)
-    by its best record measured on this kind of host; the default not twice)."""
+    by its best record; the default not twice), of each way the log's records were measured
+    (``Record.how``: one thread's CPU time does not rank against two threads' wall time, nor a
+    warm cache against a cold one)."""
     from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
     from pyvta.tuner.cpu import nchwc_conv_tasks
     from pyvta.tuner.cpu_network import layer_schedule
     from pyvta.tuner.log import read_records
 
     default = default_conv_schedule(layer.workload)
-    best: dict[str, Candidate] = {}
+    best: dict[str, dict[str, Candidate]] = {}  # how -> schedule -> its fastest record
     for task in nchwc_conv_tasks(layer.workload):
         for r in read_records(log, task) if Path(log).exists() else []:
             if not r.result.ok:
@@ -128,11 +130,16 @@ def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]
             sched = layer_schedule(task, r.config, layer)
             key = json.dumps(sched, sort_keys=True)
             ms = r.result.cost * 1e3
-            if key not in best or ms < best[key].alone_ms:
-                best[key] = Candidate(f"{task.key}#{r.index}", sched, ms)
-    ranked = sorted(best.values(), key=lambda c: c.alone_ms)
-    ranked = [c for c in ranked if c.schedule != default][:top_k]
-    return [Candidate("default", default), *ranked]
+            mine = best.setdefault(r.how, {})
+            if key not in mine or ms < mine[key].alone_ms:
+                mine[key] = Candidate(f"{task.key}#{r.index}", sched, ms)
+    out, taken = [Candidate("default", default)], {json.dumps(default, sort_keys=True)}
+    for how in sorted(best):
+        ranked = sorted(best[how].values(), key=lambda c: c.alone_ms)
+        ranked = [c for c in ranked if json.dumps(c.schedule, sort_keys=True) not in taken]
+        out += ranked[:top_k]
+        taken.update(json.dumps(c.schedule, sort_keys=True) for c in ranked[:top_k])
+    return out
 
 
 def _plan(model, schedules: dict):

@@ -13,6 +13,14 @@ says (``Template.measured_on_fn``; a CPU task: its ``CpuTarget.description``). A
 same task from another machine's space is still a valid schedule there, only its speed was not
 measured here: :func:`closest_records` falls back to those.
 
+``how`` (optional) says how the cost was measured, where the measurer says
+(``Measurer.how``, a CPU backend's ``describe()``: threads, clock, warm or cold caches). Costs
+measured otherwise do not compare (one thread's CPU time against two threads' wall time, a
+warm cache against a cold one): ``read_records(..., how=H)`` leaves out records that name
+another ``how`` (one warning per read, with their count), so a run resumes, reuses and ranks
+only the records it could have measured itself. A record naming none (logged before records
+said) is read as comparable.
+
 ``read_records`` skips (with one warning each, naming the line) lines that are not JSON (e.g. a
 line cut short by a kill), that lack fields, have another format version or break the schema
 (field types; a valid measurement's costs finite and > 0), and, read for a task, records whose
@@ -55,10 +63,13 @@ class Record:
     result: MeasureResult
     unit: str = "s"
     target: str = ""  # the machine measured on ("" where the template does not say)
+    how: str = ""  # how the cost was measured ("" where the measurer does not say)
 
     def to_json(self) -> str:
         r = self.result
         extra = {"target": self.target} if self.target else {}
+        if self.how:
+            extra["how"] = self.how
         return json.dumps(
             {
                 "v": VERSION,
@@ -94,11 +105,12 @@ class Record:
             build_s=_number(d, "build_s"),
             timestamp=_number(d, "ts"),
         )
-        target = d.get("target", "")
-        if not isinstance(target, str):
-            raise ValueError(f"field 'target' must be a string, got {target!r}")
+        target, how = d.get("target", ""), d.get("how", "")
+        for name, value in (("target", target), ("how", how)):
+            if not isinstance(value, str):
+                raise ValueError(f"field {name!r} must be a string, got {value!r}")
         unit = str(d.get("unit", "s"))
-        return Record(d["task"], d["space"], d["index"], d["config"], res, unit, target)
+        return Record(d["task"], d["space"], d["index"], d["config"], res, unit, target, how)
 
     def matches(self, task: Task) -> bool:
         return self.task_key == task.key and self.space_sig == task.space.signature()
@@ -181,7 +193,8 @@ def _jsonable(config: dict) -> dict:
     return json.loads(json.dumps(config))
 
 
-def make_record(task: Task, config: Config, result: MeasureResult) -> Record:
+def make_record(task: Task, config: Config, result: MeasureResult, how: str = "") -> Record:
+    """``task``'s record of ``config`` measured as ``how`` (``Measurer.how``)."""
     return Record(
         task.key,
         task.space.signature(),
@@ -190,6 +203,7 @@ def make_record(task: Task, config: Config, result: MeasureResult) -> Record:
         result,
         task.cost_unit,
         task.measured_on(),
+        how,
     )
 
 
@@ -225,9 +239,27 @@ class TuningLog:
         self.close()
 
 
-def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Record]:
+def read_records(path: str | os.PathLike, task: Task | None = None, how: str = "") -> list[Record]:
     """Records of ``path`` (only those of ``task`` if given, checked against its space); bad
-    lines are skipped with a warning naming the line. A missing file has no records."""
+    lines are skipped with a warning naming the line. A missing file has no records. With
+    ``how`` (a measurer's ``Measurer.how``), records measured otherwise (naming another
+    ``how``) are left out, with one warning saying how many and how they were measured."""
+    out = _read_records(path, task)
+    if not how:
+        return out
+    other = [r for r in out if r.how and r.how != how]
+    if other:
+        kinds = "; ".join(sorted({r.how for r in other}))
+        what = f"records of {task.key}" if task is not None else "records"
+        warnings.warn(
+            f"{path}: left out {len(other)} {what} measured otherwise ({kinds}), not as"
+            f" this run measures ({how})",
+            stacklevel=2,
+        )
+    return [r for r in out if not r.how or r.how == how]
+
+
+def _read_records(path: str | os.PathLike, task: Task | None) -> list[Record]:
     p = Path(path)
     if not p.exists():
         return []
@@ -241,7 +273,7 @@ def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Reco
             try:
                 rec = Record.from_json(line)
             except (ValueError, TypeError, KeyError, RecursionError) as e:
-                warnings.warn(f"{p}:{lineno}: skipped line ({e})", stacklevel=2)
+                warnings.warn(f"{p}:{lineno}: skipped line ({e})", stacklevel=3)
                 continue
             if task is None:
                 out.append(rec)
@@ -253,7 +285,7 @@ def read_records(path: str | os.PathLike, task: Task | None = None) -> list[Reco
                     out.append(rec)
                 else:
                     warnings.warn(
-                        f"{p}:{lineno}: skipped record of {task.key} ({why})", stacklevel=2
+                        f"{p}:{lineno}: skipped record of {task.key} ({why})", stacklevel=3
                     )
     return out
 

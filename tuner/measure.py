@@ -61,6 +61,10 @@ class Backend:
     def run(self, task: Task, config: Config, artifact, repeats: int) -> list[float]:
         raise NotImplementedError
 
+    def describe(self) -> str:
+        """How a cost is measured ("" if nothing beyond the task says: a cycle model)."""
+        return ""
+
 
 def _build_job(backend: Backend, task: Task, config: Config):
     t0 = time.perf_counter()
@@ -85,6 +89,12 @@ class Measurer:
     def measure(self, task: Task, configs, callback=None) -> list[MeasureResult]:
         raise NotImplementedError
 
+    @property
+    def how(self) -> str:
+        """How this measurer's costs are made (its backend's ``describe()``), as its tuning
+        records say (``tuner.log``: records of another ``how`` do not compare with these)."""
+        return ""
+
     def close(self) -> None:
         pass
 
@@ -98,6 +108,10 @@ class Measurer:
 class InProcessMeasurer(Measurer):
     def __init__(self, backend: Backend, repeats: int = 3):
         self.backend, self.repeats = backend, repeats
+
+    @property
+    def how(self) -> str:
+        return self.backend.describe()
 
     def measure(self, task, configs, callback=None):
         out = []
@@ -145,6 +159,10 @@ class LocalMeasurer(Measurer):
         self._builders = WorkerPool(n_build_workers)
         self._runner = WorkerPool(n_run_workers)
         self.deadline: float | None = None
+
+    @property
+    def how(self) -> str:
+        return self.backend.describe()
 
     def _timeout(self, bound_s: float) -> float:
         """``bound_s``, cut to the time left before ``deadline`` (at least 0.1 s)."""
@@ -225,7 +243,7 @@ class CachedMeasurer(Measurer):
         if self.log is None or task.key in self._preloaded:
             return
         self._preloaded.add(task.key)
-        for r in read_records(self.log, task):
+        for r in read_records(self.log, task, how=self.inner.how):
             if r.result.error in self._kept:
                 self.cache.setdefault((task.key, r.index), r.result)
 
@@ -239,13 +257,17 @@ class CachedMeasurer(Measurer):
             for c, r in zip(todo, self.inner.measure(task, todo), strict=True):
                 self.cache[(task.key, c.index)] = r
                 if self._writer is not None:
-                    self._writer.append(make_record(task, c, r))
+                    self._writer.append(make_record(task, c, r, self.inner.how))
             self.n_measured += len(todo)
         out = [self.cache[(task.key, c.index)] for c in configs]
         if callback is not None:
             for pos, r in enumerate(out):
                 callback(pos, r)
         return out
+
+    @property
+    def how(self) -> str:
+        return self.inner.how
 
     def costs(self, task: Task) -> dict[int, float]:
         """index -> cost (``inf`` if invalid or failed) of every point of ``task`` known."""
@@ -274,6 +296,10 @@ class MinOfRepeats(Measurer):
     @property
     def n_measured(self) -> int:
         return self.cached.n_measured
+
+    @property
+    def how(self) -> str:
+        return self.cached.how
 
     @property
     def cache(self) -> dict:

@@ -227,7 +227,7 @@ def tune(
             result.best_cost, result.best_index = res.cost, index
 
     if resume and log is not None:
-        old = read_records(log, task)
+        old = read_records(log, task, how=measurer.how)
         seen: dict[int, MeasureResult] = {}
         for r in old:
             seen.setdefault(r.index, r.result)
@@ -268,7 +268,7 @@ def tune(
 
             def on_result(pos, res, configs=configs):
                 if writer is not None:
-                    writer.append(make_record(task, configs[pos], res))
+                    writer.append(make_record(task, configs[pos], res, measurer.how))
                 if bar is not None:  # live: one tick per measured candidate
                     live["best"] = min(live["best"], res.cost)
                     live["errors"] += res.error is not None
@@ -331,7 +331,7 @@ def _final_check(
     for _ in range(rounds):
         for cfg, res in zip(configs, measurer.measure(task, configs), strict=True):
             if writer is not None:
-                writer.append(make_record(task, cfg, res))
+                writer.append(make_record(task, cfg, res, measurer.how))
             seen[cfg.index].append(res.cost)  # inf if it failed this time
     pick = min(top, key=lambda i: statistics.median(seen[i]))
     result.rechecked = seen

@@ -68,6 +68,41 @@ def test_top_candidates_are_the_default_then_the_logged_bests(small_net):
         assert len(set(scheds)) == len(scheds)
 
 
+def test_top_candidates_rank_each_way_of_measuring_apart(small_net, tmp_path):
+    """A log with records measured two ways (``Record.how``): the top-k of each, not the
+    top-k of both mixed (B's costs all below A's would crowd A's out)."""
+    from dataclasses import replace
+
+    from pyvta.tuner.log import TuningLog, read_records
+
+    _, layers, log = small_net
+    layer = layers[1]
+    recs = [r for r in read_records(log) if r.result.ok]
+    mixed = tmp_path / "mixed.jsonl"
+    with TuningLog(str(mixed)) as w:
+        for r in recs:
+            w.append(replace(r, how="A"))
+            slow_first = replace(r.result, costs=(1e-6 / r.result.cost,))  # A's order reversed
+            w.append(replace(r, how="B", result=slow_first))
+    (default, *logged) = top_candidates(mixed, layer, 1)
+    want = {how: min(ms for how2, ms in _costs(mixed, layer) if how2 == how) for how in "AB"}
+    assert default.source == "default" and len(logged) == 2
+    assert sorted(c.alone_ms for c in logged) == pytest.approx(sorted(want.values()))
+
+
+def _costs(log, layer):
+    """(how, ms) of every valid record of ``layer``'s tasks in ``log``."""
+    from pyvta.tuner.cpu import nchwc_conv_tasks
+    from pyvta.tuner.log import read_records
+
+    return [
+        (r.how, r.result.cost * 1e3)
+        for t in nchwc_conv_tasks(layer.workload)
+        for r in read_records(log, t)
+        if r.result.ok
+    ]
+
+
 def test_rerank_chooses_by_the_time_in_the_network(small_net, seed):
     path, layers, log = small_net
     lines = []
