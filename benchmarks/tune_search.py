@@ -38,9 +38,10 @@ def _load() -> str:
     return "/".join(f"{v:.1f}" for v in os.getloadavg())
 
 
-def make_search(name: str, task, seed: int, batch: int):
+def make_search(name: str, task, seed: int, batch: int, trend: float | None = None):
     """``(tuner, initial configs)`` for a ``--tuners`` entry: ``xgb`` (the task's default
-    features), ``xgb-knob`` / ``xgb-curve`` / ``xgb-context`` (those features), ``xgb+prior``
+    features; ``trend``: the linear trend's weight, None: ``make_tuner``'s default),
+    ``xgb-knob`` / ``xgb-curve`` / ``xgb-context`` (those features), ``xgb+prior``
     (the first batch is the backend's most promising candidates, ``task.prior``, as ``pyvta tune``
     measures by default, instead of random points),
     ``xgb-reg``, ``random``, ``ga``."""
@@ -51,6 +52,8 @@ def make_search(name: str, task, seed: int, batch: int):
         raise SystemExit(f"unknown tuner {name!r}")
     kind, _, feats = base.partition("-")
     kw = {"features": feats} if kind == "xgb" and feats not in ("", "reg") else {}
+    if kind == "xgb" and trend is not None:
+        kw["trend"] = trend
     tuner = make_tuner("xgb-reg" if base == "xgb-reg" else kind, task, seed, batch, **kw)
     initial = task.prior(batch) if prior else ()
     if prior and not initial:
@@ -58,14 +61,14 @@ def make_search(name: str, task, seed: int, batch: int):
     return tuner, initial
 
 
-def run_one(name: str, task, seed: int, trials: int, batch: int, meas):
+def run_one(name: str, task, seed: int, trials: int, batch: int, meas, trend=None):
     """``(TuneResult, run seed)`` of tuner ``name`` for seed ``seed`` on ``task``: every random
     draw (random's points, GA's first generation, the model's first batch and its SA) comes
     from ``run_seed(seed, task)``, so the seeds of one layer are independent of another's."""
     from pyvta.tuner.cli_support import run_seed
 
     derived = run_seed(seed, task)
-    tuner, initial = make_search(name, task, derived, batch)
+    tuner, initial = make_search(name, task, derived, batch, trend)
     res = tune(
         task,
         trials,
@@ -79,12 +82,17 @@ def run_one(name: str, task, seed: int, trials: int, batch: int, meas):
     return res, derived
 
 
-def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=None) -> dict:
+def compare(
+    task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=None, trend=None
+) -> dict:
     """Run every tuner for every seed on ``task`` through ``meas``; print the curves' summary
     and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
     with ``"random (exact)"`` when ``meas`` knows every point of the space."""
     print(f"\ntask {task.key}: {task.space}; load average {_load()}")
-    print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}")
+    from pyvta.tuner.tuners import TREND
+
+    w = TREND if trend is None else trend
+    print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}; xgb linear-trend weight {w:g}")
     samples: dict[str, list[float]] = {}  # every cost each tuner measured, its seeds pooled
     tuner_s: dict[str, float] = {}
     t_all = time.perf_counter()
@@ -93,7 +101,7 @@ def compare(task, meas, tuner_names, trials: int, batch: int, seeds: int, plot=N
     for seed in range(seeds):  # seeds outermost: a run stopped early has whole seeds
         for name in tuner_names:
             t0 = time.perf_counter()
-            res, derived = run_one(name, task, seed, trials, batch, meas)
+            res, derived = run_one(name, task, seed, trials, batch, meas, trend)
             curves[name].append(res.best_curve)
             samples.setdefault(name, []).extend(c for _, _, c in res.history)
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
@@ -345,6 +353,13 @@ def main(argv=None) -> int:
         action="store_true",
         help="with several layers: one PNG (--plot) with a panel per layer, costs / best",
     )
+    p.add_argument(
+        "--trend",
+        type=float,
+        default=None,
+        help="the xgb tuners' linear-trend weight (0: the trees alone; default: make_tuner's,"
+        " tuner.tuners.TREND)",
+    )
     a = p.parse_args(argv)
 
     if a.cost_stat is None:
@@ -391,7 +406,7 @@ def main(argv=None) -> int:
             elif plot and len(tasks) > 1:
                 stem = Path(plot)
                 plot = str(stem.with_name(f"{stem.stem}_{label}{stem.suffix}"))
-            rows[label] = compare(task, meas, names, trials, batch, seeds, plot)
+            rows[label] = compare(task, meas, names, trials, batch, seeds, plot, a.trend)
     finally:
         meas.close()
     if a.plot and a.grid_plot and rows:
