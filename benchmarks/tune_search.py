@@ -89,9 +89,9 @@ def compare(
     and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
     with ``"random (exact)"`` when ``meas`` knows every point of the space."""
     print(f"\ntask {task.key}: {task.space}; load average {_load()}")
-    from pyvta.tuner.tuners import TREND
+    from pyvta.tuner.tuners import default_trend
 
-    w = TREND if trend is None else trend
+    w = default_trend(task) if trend is None else trend
     print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}; xgb linear-trend weight {w:g}")
     samples: dict[str, list[float]] = {}  # every cost each tuner measured, its seeds pooled
     tuner_s: dict[str, float] = {}
@@ -357,8 +357,8 @@ def main(argv=None) -> int:
         "--trend",
         type=float,
         default=None,
-        help="the xgb tuners' linear-trend weight (0: the trees alone; default: make_tuner's,"
-        " tuner.tuners.TREND)",
+        help="the xgb tuners' linear-trend weight (0: the trees alone; default: the template's,"
+        " tuner.tuners.default_trend)",
     )
     a = p.parse_args(argv)
 

@@ -260,5 +260,10 @@ def cpu_nearness(machine: str) -> float:
 
 
 # the keyword arguments of every CPU template's ``Template``: its records name the CPU they were
-# measured on, and read by how near that CPU is to this one (``tuner.log.closest_records``)
-ON_CPU = {"measured_on_fn": cpu_measured_on, "nearness_fn": cpu_nearness}
+# measured on, and read by how near that CPU is to this one (``tuner.log.closest_records``); its
+# XGB tuner ranks with the trees alone: on ResNet-18's C1, C2, C8 and C10 (one thread, 64
+# trials, 5 seeds) a linear trend of weight 3 (``tuner.tuners.TREND``, fitted on the first
+# batch's 8 points) sent the second batch to poor extremes, and the trials to random search's
+# 64-trial best were 1.67x / 0.46x / 1.85x / 1.32x fewer than random's; the trees alone 5.00x /
+# 1.50x / 6.78x / 1.94x (``benchmarks/tune_search.py --task cpu --trend 0``)
+ON_CPU = {"measured_on_fn": cpu_measured_on, "nearness_fn": cpu_nearness, "trend": 0.0}

@@ -57,6 +57,8 @@ class Template:
     # (machine) -> how near a record's machine is to this one (higher: nearer)
     measured_on_fn: Callable[[], str] | None = None
     nearness_fn: Callable[[str], float] | None = None
+    # the XGB tuner's linear-trend weight for this template's tasks (None: ``tuner.tuners.TREND``)
+    trend: float | None = None
 
     def task(self, *args) -> Task:
         return Task(self, tuple(args), self.space_fn(*args))

@@ -314,6 +314,12 @@ class ModelTuner(Tuner):
 TREND = 3.0
 
 
+def default_trend(task: Task) -> float:
+    """The linear trend's weight for ``task``: its template's (``Template.trend``), else
+    ``TREND``."""
+    return TREND if task.template.trend is None else task.template.trend
+
+
 def default_features(task: Task) -> str:
     """``"context"`` for a template with a ``context_fn`` (workload-aware, cheap; they also
     transfer between workloads), else ``"knob"``."""
@@ -325,7 +331,7 @@ def make_tuner(name: str, task: Task, seed: int = 0, batch_size: int | None = No
     ``features`` names the featurizer (default ``default_features(task)``: ``context`` or
     ``knob``; also ``curve``, ``loop``, ``curve+knob``, ...),
     ``base`` a global model for transfer learning, ``trend`` the linear trend's weight (0:
-    trees alone); other keywords go to ``ModelTuner``.
+    trees alone; default ``default_trend(task)``); other keywords go to ``ModelTuner``.
     ``batch_size`` sets the GA's population (one generation per measured batch)."""
     if name == "random":
         return RandomTuner(task, seed)
@@ -339,7 +345,11 @@ def make_tuner(name: str, task: Task, seed: int = 0, batch_size: int | None = No
         feats = kw.pop("features", None) or default_features(task)
         featurizer = kw.pop("featurizer", None) or make_featurizer(feats)
         model = kw.pop("model", None) or XGBCostModel(
-            loss, featurizer, seed=seed, base=kw.pop("base", None), trend=kw.pop("trend", TREND)
+            loss,
+            featurizer,
+            seed=seed,
+            base=kw.pop("base", None),
+            trend=kw.pop("trend", default_trend(task)),
         )
         return ModelTuner(task, seed, model=model, **kw)
     raise ValueError(f"unknown tuner {name!r} (xgb, xgb-reg, random, ga)")

@@ -134,3 +134,17 @@ def test_linear_trend_ranks_past_the_best_point_measured(rng):
     t = LinearTrend()
     t.fit(np.ones((3, 2)), np.array([1.0, np.inf, 2.0]), np.zeros(3))
     assert np.all(t.predict(np.ones((2, 2))) == 0)  # constant features: no trend
+
+
+def test_the_trend_weight_is_the_templates():
+    """The CPU templates rank with the trees alone (on ResNet-18's CPU layers a trend fitted on
+    the first 8 points sent the next batch to poor extremes); the VTA templates keep ``TREND``;
+    an explicit ``trend`` wins."""
+    from pyvta.tuner.cli_support import parse_workload
+    from pyvta.tuner.tuners import TREND, default_trend, make_tuner
+
+    cpu, vta = parse_workload("nchwc:C2"), parse_workload("vta:C2")
+    assert (default_trend(cpu), default_trend(vta)) == (0.0, TREND) and TREND > 0
+    assert make_tuner("xgb", cpu, 0, 8).model.trend_weight == 0.0
+    assert make_tuner("xgb", vta, 0, 8).model.trend_weight == TREND
+    assert make_tuner("xgb", cpu, 0, 8, trend=2.0).model.trend_weight == 2.0
