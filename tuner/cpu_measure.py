@@ -265,5 +265,6 @@ def cpu_nearness(machine: str) -> float:
 # trials, 5 seeds) a linear trend of weight 3 (``tuner.tuners.TREND``, fitted on the first
 # batch's 8 points) sent the second batch to poor extremes, and the trials to random search's
 # 64-trial best were 1.67x / 0.46x / 1.85x / 1.32x fewer than random's; the trees alone 5.00x /
-# 1.50x / 6.78x / 1.94x (``benchmarks/tune_search.py --task cpu --trend 0``)
+# 1.50x / 6.78x / 1.94x; over C1-C12 the geometric mean went from 2.50x to 3.97x
+# (``benchmarks/tune_search.py --task cpu --trend 0``)
 ON_CPU = {"measured_on_fn": cpu_measured_on, "nearness_fn": cpu_nearness, "trend": 0.0}
