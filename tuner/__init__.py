@@ -13,7 +13,8 @@ Modules, in data-flow order:
 - ``task``: ``Template`` (space + instantiate + optional lower for features) and ``Task``;
 - ``features`` / ``irfeatures``: knob, loop and fixed-length curve features of the loop IR;
 - ``model``: XGBoost cost model (``rank:pairwise`` or regression) plus a linear trend that
-  extrapolates past the best point measured, transfer via a global base;
+  extrapolates past the best point measured (weighted per template, ``Template.trend``: the
+  CPU templates rank with the trees alone), transfer via a global base;
 - ``search``: parallel simulated annealing on model scores;
 - ``tuners``: ``ModelTuner`` (XGB + SA, eps-greedy, diversity), ``RandomTuner``, ``GATuner``;
 - ``measure`` / ``workers``: backends, isolated parallel builds and lone runs with timeouts;
