@@ -135,10 +135,10 @@ def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]
                 mine[key] = Candidate(f"{task.key}#{r.index}", sched, ms)
     out, taken = [Candidate("default", default)], {json.dumps(default, sort_keys=True)}
     for how in sorted(best):
-        ranked = sorted(best[how].values(), key=lambda c: c.alone_ms)
-        ranked = [c for c in ranked if json.dumps(c.schedule, sort_keys=True) not in taken]
-        out += ranked[:top_k]
-        taken.update(json.dumps(c.schedule, sort_keys=True) for c in ranked[:top_k])
+        ranked = sorted(best[how].items(), key=lambda kc: kc[1].alone_ms)
+        top = [(k, c) for k, c in ranked if k not in taken][:top_k]
+        out += [c for _, c in top]
+        taken.update(k for k, _ in top)
     return out
 
 
