@@ -9,13 +9,16 @@ to a given speed).
     .venv/bin/python benchmarks/tune_transfer.py --features knob,curve --seeds 5
     .venv/bin/python benchmarks/tune_transfer.py --task cpu --source-log out/cpu.jsonl \
         --cache out/cpu.jsonl --extra-logs tuner/pretuned/resnet18_224_cpu.jsonl
+    .venv/bin/python benchmarks/tune_transfer.py --task cpu --sources none \
+        --cache out/cpu.jsonl --extra-logs tuner/pretuned/mobilenet_224_cpu.jsonl
 
 On the CPU a config's cost is the min of ``--repeats`` one-threaded runs timed by the thread's
 CPU time (``tuner.cpu_measure.CpuBackend(timer="thread")``: steady on a shared machine), as
 ``benchmarks/tune_search.py --task cpu`` measures, so the two can share one ``--cache`` (its
 C1-C6 records are then the source, its C7-C9 ones are reused: the scratch and random runs of
 the same seeds, trials and batch measure the same configs). ``--extra-logs``: more logs
-(other networks') whose records of the same template join the source data.
+(other networks') whose records of the same template join the source data; with
+``--sources none`` they are the only source (transfer from another network alone).
 
 1. Source: C2-C6 are tuned with XGB (``--source-trials`` each, ``--source-seed``) into
    ``--source-log``; a log that already holds them is reused (an unfinished one is resumed).
@@ -42,6 +45,7 @@ import argparse
 import json
 import math
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -113,10 +117,16 @@ def _extra_data(logs: list[str], template, exclude: set) -> list:
     return out
 
 
+def _source_names(a) -> list[str]:
+    """The source layers: ``--sources none`` leaves ``--extra-logs`` (other networks') alone."""
+    return [] if a.sources.strip().lower() == "none" else layer_names(a.sources)
+
+
 def _source(a, raw: Measurer) -> list:
     """Tune (or reuse) the source layers into ``a.source_log``; the training data."""
-    tasks = [_task(a, n) for n in layer_names(a.sources)]
-    for n, t in zip(layer_names(a.sources), tasks, strict=True):
+    names = _source_names(a)
+    tasks = [_task(a, n) for n in names]
+    for n, t in zip(names, tasks, strict=True):
         have = len({r.index for r in read_records(a.source_log, t)})
         if have >= a.source_trials:
             print(f"  source {n}: {have} records in {a.source_log} (reused)")
@@ -141,10 +151,11 @@ def _source(a, raw: Measurer) -> list:
             f"{time.perf_counter() - t0:.0f} s",
             flush=True,
         )
-    data = training_data(a.source_log, tasks)
+    data = training_data(a.source_log, tasks) if tasks else []
     if a.extra_logs:
         own = {t.key for t in tasks}
-        data += _extra_data(a.extra_logs.split(","), tasks[0].template, own)
+        template = _task(a, layer_names(a.targets)[0]).template
+        data += _extra_data(a.extra_logs.split(","), template, own)
     return data
 
 
@@ -213,7 +224,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--sources",
         default=None,
-        help="layers whose logs train the global model (default C2-C6 vta, C1-C6 cpu)",
+        help="layers whose logs train the global model (default C2-C6 vta, C1-C6 cpu; none:"
+        " --extra-logs alone, other networks' logs)",
     )
     p.add_argument("--targets", default="C7,C8,C9")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per target and method")
@@ -247,6 +259,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default=None, help="write curves and the table here")
     a = p.parse_args(argv)
     a.sources = a.sources or ("C1-C6" if a.task == "cpu" else "C2-C6")
+    if not _source_names(a) and not a.extra_logs:
+        p.error("--sources none needs --extra-logs: the global model has nothing else to learn")
 
     from pyvta.tuner.features import make_featurizer
     from pyvta.tuner.model import global_model
@@ -271,6 +285,9 @@ def main(argv=None) -> int:
         n_rec = sum(len(d[1]) for d in data)
         src_s = time.perf_counter() - t0
         print(f"source: {n_rec} records of {len(data)} layers ({src_s:.0f} s)")
+        if not data:
+            print("no source records of the targets' template to train on", file=sys.stderr)
+            return 2
         # one featurizer per kind, shared by every model (IR features are cached per point)
         featurizers = {f: make_featurizer(f) for f in feats}
         bases = {}

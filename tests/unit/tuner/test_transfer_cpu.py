@@ -76,3 +76,33 @@ def test_cpu_transfer_end_to_end(tmp_path, monkeypatch, capsys, seed):
     print(first)
     # the global model's first batches (nothing of C9 measured yet) beat random first batches
     assert np.mean(first["transfer[knob]"]) < 0.9 * np.mean(first["random"])
+
+
+def test_transfer_from_another_network_alone(tmp_path, monkeypatch, capsys, seed):
+    """``--sources none``: the other network's log is the global model's only source; without
+    ``--extra-logs`` there is nothing to learn from, and with a log that holds no record of the
+    template the run says so."""
+    import pytest
+
+    from pyvta.tuner.cli_support import parse_workload
+
+    bench = _bench()
+    raw = InProcessMeasurer(KnobCost(), repeats=2)
+    monkeypatch.setattr(bench, "_measurers", lambda a: (raw, CachedMeasurer(raw, a.cache)))
+    other = tmp_path / "other_net.jsonl"
+    tune(parse_workload("nchwc:C10"), 12, raw, "random", 6, log=str(other), seed=seed,
+         progress=False)  # fmt: skip
+    argv = ["--task", "cpu", "--sources", "none", "--targets", "C9", "--trials", "8",
+            "--batch", "4", "--seeds", "1", "--cache", str(tmp_path / "tgt.jsonl"),
+            "--plot", ""]  # fmt: skip
+    with pytest.raises(SystemExit):
+        bench.main(argv)
+    assert "--sources none needs --extra-logs" in capsys.readouterr().err
+    assert bench.main([*argv, "--extra-logs", str(other)]) == 0
+    text = capsys.readouterr().out
+    assert "sources none -> targets C9" in text and "source: 12 records of 1 layers" in text
+    assert "C9    transfer[knob]" in text
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert bench.main([*argv, "--extra-logs", str(empty)]) == 2
+    assert "no source records" in capsys.readouterr().err
