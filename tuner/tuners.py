@@ -165,9 +165,6 @@ class ModelTuner(Tuner):
     """``model``: an XGB rank model on knob features by default. ``sa``: the search.
     ``eps``: share of each batch picked at random. ``diversity``: pick the batch greedily from
     ``3 n`` SA candidates, trading predicted score against knob values not yet in the batch.
-    ``local``: share of each batch taken from the neighbourhood of the best points measured so
-    far (one or two knob moves away; the model's best of them): the trees' scores far from the
-    measured points are arbitrary, and their maximum often lies there.
     The first batch is random, unless the model has a trained ``base`` (transfer learning).
     ``skip_unfit``: never propose a point the template's ``context_fn`` says does not fit
     (``features.fits``: known without lowering or measuring), neither from the search nor at
@@ -183,12 +180,8 @@ class ModelTuner(Tuner):
         diversity: bool = False,
         diversity_weight: float = 0.5,
         skip_unfit: bool = True,
-        local: float = 0.0,
     ):
         super().__init__(task, seed)
-        if not 0.0 <= local + eps <= 1.0:
-            raise ValueError(f"local {local} + eps {eps} must lie in [0, 1]")
-        self.local = local
         self.skip_unfit = skip_unfit and task.template.context_fn is not None
         self._fit_featurizer = None  # the model's own context features, else a table of ours
         self.model = model or XGBCostModel("rank", seed=seed)
@@ -217,17 +210,13 @@ class ModelTuner(Tuner):
         if not (self.model.trained or (base is not None and base.trained)):
             return self._random_fit(n)
         n_rand = int(round(self.eps * n))
+        n_model = n - n_rand
         t0 = time.perf_counter()
-        near = self._near_best(int(round(self.local * n)))
-        n_model = n - n_rand - len(near)
         k = 3 * n_model if self.diversity else n_model
         cands: list[int] = []
         for _ in range(4):  # the model's picks the space's cheap check refuses: search again
             found = self.sa.find_maximums(
-                self.task,
-                self._score,
-                k - len(cands),
-                self.visited | self.refused | set(cands) | set(near),
+                self.task, self._score, k - len(cands), self.visited | self.refused | set(cands)
             )
             n_refused = len(self.refused)
             cands += self._valid(found)
@@ -241,28 +230,9 @@ class ModelTuner(Tuner):
             picked = self._diverse(cands, n_model)
         else:
             picked = cands[:n_model]
-        picked = near + picked
         self.search_s += time.perf_counter() - t0
         picked += self._random_fit(n - len(picked), picked)
         return picked
-
-    def _near_best(self, n: int, n_best: int = 4, draws: int = 64) -> list[int]:
-        """Up to ``n`` unvisited points one or two random knob moves from the ``n_best`` best
-        measured points (``draws`` moves each), the model's top scores among them."""
-        done = sorted((c, i) for i, c in zip(self.xs, self.costs, strict=True) if math.isfinite(c))
-        if n <= 0 or not done:
-            return []
-        space = self.task.space
-        start = np.repeat(space.to_choices([i for _, i in done[:n_best]]), draws, axis=0)
-        one = space.neighbours(start, self.rng)
-        moved = np.concatenate([one, space.neighbours(one, self.rng)])
-        seen = self.visited | self.refused
-        idx = np.array([i for i in np.unique(space.to_index(moved)) if int(i) not in seen])
-        if not idx.size:
-            return []
-        score = self._score(idx)
-        keep = np.argsort(-score, kind="stable")[:n]
-        return [int(idx[j]) for j in keep if np.isfinite(score[j])]
 
     def _score(self, idx) -> np.ndarray:
         score = np.asarray(self.model.predict(self.task, idx), dtype=np.float64)

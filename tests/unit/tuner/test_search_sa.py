@@ -2,7 +2,6 @@
 model-guided tuning beats random search (GA runs through the same interface)."""
 
 import numpy as np
-import pytest
 
 from pyvta.tuner.measure import InProcessMeasurer
 from pyvta.tuner.search import SimulatedAnnealing
@@ -117,27 +116,3 @@ def test_random_hit_trials_is_exact_for_sampling_without_replacement():
     miss = [comb(n - k, t) / comb(n, t) for t in range(n)]
     assert miss[median] <= 0.5 < miss[median - 1]
     assert random_hit_trials(10, 10) == (1.0, 1) and random_hit_trials(5, 0)[1] == 6
-
-
-def test_local_share_proposes_unvisited_neighbours_of_the_best(seed):
-    """``ModelTuner(local=...)``: that share of a batch lies one or two knob moves from one of
-    the four best points measured, never a visited one, ranked by the model; the rest come from
-    the search as before."""
-    from pyvta.tuner.measure import MeasureResult
-    from pyvta.tuner.tuners import make_tuner
-
-    task = BOWL.task()
-    space = task.space
-    tn = make_tuner("xgb", task, seed, 8, features="knob", local=0.5)
-    rng = np.random.default_rng(seed)
-    idx = space.sample(rng, 32)
-    costs = 1.0 - bowl_score(space, idx)  # lower is better
-    tn.update(list(idx), [MeasureResult((float(c),)) for c in costs])
-    batch = tn.next_batch(8)
-    assert len(batch) == 8 and not set(batch) & tn.visited
-    best4 = space.to_choices(idx[np.argsort(costs)[:4]])
-    moves = [int(np.min((space.to_choices([b]) != best4).sum(axis=1))) for b in batch[:4]]
-    print(f"knob moves from the 4 best of the local picks: {moves}")
-    assert all(1 <= m <= 2 for m in moves)
-    with pytest.raises(ValueError, match="local"):
-        make_tuner("xgb", task, seed, 8, features="knob", local=0.99)
