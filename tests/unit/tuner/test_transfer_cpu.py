@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pyvta.tuner.measure import Backend, CachedMeasurer, InProcessMeasurer, MinOfRepeats
 from pyvta.tuner.tune import tune
@@ -82,8 +83,6 @@ def test_transfer_from_another_network_alone(tmp_path, monkeypatch, capsys, seed
     """``--sources none``: the other network's log is the global model's only source; without
     ``--extra-logs`` there is nothing to learn from, and with a log that holds no record of the
     template the run says so."""
-    import pytest
-
     from pyvta.tuner.cli_support import parse_workload
 
     bench = _bench()
