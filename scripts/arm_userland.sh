@@ -51,9 +51,26 @@ if [ ! -f "$home/ready" ]; then
   mkdir -p "$home.tmp"
   mirror=()
   # the host's own Debian sources (its mirror and keys), else mmdebstrap's default
-  [ -r /etc/apt/sources.list.d/debian.sources ] && mirror=(/etc/apt/sources.list.d/debian.sources)
-  mmdebstrap --quiet --variant=extract --architectures="$arch" --include="$PACKAGES" \
-    "$suite" "$home.tmp/rootfs" "${mirror[@]}" >&2
+  sources=/etc/apt/sources.list.d/debian.sources
+  [ -r "$sources" ] && mirror=("$sources")
+  build() {
+    rm -rf "$home.tmp/rootfs"
+    mmdebstrap --quiet --variant=extract --architectures="$arch" --include="$PACKAGES" \
+      "$suite" "$home.tmp/rootfs" "$@" >&2
+  }
+  # A mirror caught mid-sync fails apt's update for every suite ("File has unexpected size",
+  # seen for bookworm-security's armhf index): try again, then with the sources' first stanza
+  # alone (the main suites, without the security one), which is enough for a test userland.
+  if ! build "${mirror[@]}"; then
+    echo "arm-userland: mmdebstrap failed; trying again in 30 s" >&2
+    sleep 30
+    if ! build "${mirror[@]}"; then
+      [ -r "$sources" ] || exit 1
+      echo "arm-userland: mmdebstrap failed again; building from $sources's first stanza alone" >&2
+      awk 'BEGIN { RS = ""; ORS = "\n" } NR == 1' "$sources" > "$home.tmp/main.sources"
+      build "$home.tmp/main.sources"
+    fi
+  fi
   root=$home.tmp/rootfs
   # what the skipped maintainer scripts would have done: BLAS/LAPACK's alternatives
   for lib in blas/libblas.so.3 lapack/liblapack.so.3; do
