@@ -8,12 +8,14 @@ demo: setup
 	.venv/bin/pyvta demo
 
 # -P: the checkout's folders are not on sys.path, so the tests import pyvta as installed.
+# -n 2: two pytest-xdist workers, one per core of the machine CI runs on (a serial run took
+# 37 min on a 2-core Zen 1, over CI's 20-minute budget); the hardware tests share one worker.
 # The tests marked slow (more of an already-covered path: a second simulator, a second RTL config,
 # bigger sizes) run with `make test-slow`, keeping CI's run under its 20-minute budget.
 # The board-side tests run on x86 and the emulated armhf userland there (about 2 minutes, most
 # of it qemu); the arm64 userland too with `make test-slow` or `make board-test`.
 test: setup
-	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q -m "not slow" --durations=20
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -P -m pytest -q -m "not slow" -n 2 --dist loadgroup --durations=20
 	PYVTA_BOARD_ARCHES=armhf $(MAKE) board-test
 
 test-slow: setup

@@ -19,6 +19,18 @@ def cpu_levels():
     return _CPU_LEVELS
 
 
+def pytest_sessionfinish(session):
+    """An xdist worker hands its levels to the controller, which prints the summary."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["cpu_levels"] = dict(_CPU_LEVELS)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: the board's Python runs without xdist
+def pytest_testnodedown(node):
+    """The controller (``make test`` runs two workers) gathers each worker's levels."""
+    _CPU_LEVELS.update(getattr(node, "workeroutput", {}).get("cpu_levels", {}))
+
+
 def pytest_terminal_summary(terminalreporter):
     level = os.environ.get("PYVTA_CPU_FEATURES") or "host"
     terminalreporter.write_line(f"CPU feature level of this run: {level} (PYVTA_CPU_FEATURES)")
