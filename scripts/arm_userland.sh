@@ -65,7 +65,7 @@ if [ ! -f "$home/ready" ]; then
     echo "arm-userland: mmdebstrap failed; trying again in 30 s" >&2
     sleep 30
     if ! build "${mirror[@]}"; then
-      [ -r "$sources" ] || exit 1
+      [ -r "$sources" ] || { echo "arm-userland: mmdebstrap failed twice" >&2; exit 1; }
       echo "arm-userland: mmdebstrap failed again; building from $sources's first stanza alone" >&2
       awk 'BEGIN { RS = ""; ORS = "\n" } NR == 1' "$sources" > "$home.tmp/main.sources"
       build "$home.tmp/main.sources"
