@@ -8,8 +8,8 @@ demo: setup
 	.venv/bin/pyvta demo
 
 # -P: the checkout's folders are not on sys.path, so the tests import pyvta as installed.
-# -n 2: two pytest-xdist workers, one per core of the machine CI runs on (a serial run took
-# 37 min on a 2-core Zen 1, over CI's 20-minute budget); the hardware tests share one worker.
+# -n 2: two pytest-xdist workers, one per core of the machine CI runs on (the README gives the
+# timings); the hardware tests share one worker (tests/hw/conftest.py).
 # The tests marked slow (more of an already-covered path: a second simulator, a second RTL config,
 # bigger sizes) run with `make test-slow`, keeping CI's run under its 20-minute budget.
 # The board-side tests run on x86 and the emulated armhf userland there (about 2 minutes, most

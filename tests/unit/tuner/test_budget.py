@@ -103,7 +103,7 @@ def test_killed_run_resumes_losing_nothing(tmp_path):
     proc = subprocess.Popen(_tune(onnx, log, f"{first_budget_s}s"), start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
     try:
-        deadline = time.time() + 120
+        deadline = time.time() + first_budget_s
         while time.time() < deadline and proc.poll() is None:
             if sessions_path(log).exists() and len(log.read_text().splitlines()) >= 60:
                 break
