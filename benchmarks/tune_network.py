@@ -3,7 +3,7 @@ against the compiler's default schedules and onnxruntime, side by side in one ru
 
 Run: .venv/bin/python benchmarks/tune_network.py [--models resnet18,mobilenet] [--size 224]
      [--logs out/net] [--trials 16 | --budget 10m] [--top-k 3] [--explore 0]
-     [--screen-rounds 4] [--rerank-rounds 15] [--rounds 30] [--threads 2] [--no-rerank]
+     [--screen-rounds 4] [--rerank-rounds 15] [--confirm-rounds 20] [--rounds 30] [--threads 2] [--no-rerank]
      [--cpu-time] [--wall-threads 2] [--sweep 12 --sweep-passes 2] [--no-alone]
 
 Per model (the zoo's, ``pyvta.compiler.graph.zoo``, seed 0): its tuning log
@@ -11,8 +11,9 @@ Per model (the zoo's, ``pyvta.compiler.graph.zoo``, seed 0): its tuning log
 when missing), re-ranked inside the network (``tuner.in_network.rerank_in_network``: each
 layer's default and ``--top-k`` best logged schedules timed node by node in the running
 network, with ``--explore`` more drawn from the layer's spaces and screening stages keeping
-the faster half; ``--no-rerank`` keeps the choices already beside the log). Then four
-runs, interleaved one inference at a time per round (the first rotating): onnxruntime, pyvta with the
+the faster half, then ``--confirm-rounds`` of the chosen network against the default one,
+keeping only the choices borne out; ``--no-rerank`` keeps the choices already beside the log).
+Then four runs, interleaved one inference at a time per round (the first rotating): onnxruntime, pyvta with the
 compiler's default schedules, with the log's isolated per-layer bests ("alone", what
 ``cpu_schedules`` chose before re-ranking), and with the in-network choices ("in network").
 Each reports its median over ``--rounds``; ratios: default / tuned (> 1: tuning helps) and
@@ -149,7 +150,7 @@ def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
         rr = rerank_in_network(
             onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
             clock=clock, explore=args.explore, screen_rounds=args.screen_rounds,
-            sweep=args.sweep, sweep_from=chosen,
+            sweep=args.sweep, sweep_from=chosen, confirm_rounds=args.confirm_rounds,
         )  # fmt: skip
         chosen = rr.chosen
         print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
@@ -159,6 +160,7 @@ def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
         print(rr.summary())
         print(f"{model}: per layer, the default and the chosen schedule in the network:")
         print(rr.table())
+        print(rr.confirmed())
     out = {f"{args.threads} thread(s)": compare(model, onnx, log, args, args.threads, clock)}
     if args.wall_threads:
         out[f"{args.wall_threads} threads wall"] = compare(
@@ -187,6 +189,8 @@ def main() -> None:
                     help="re-rankings, each sweeping from the last one's choices")  # fmt: skip
     ap.add_argument("--screen-rounds", dest="screen_rounds", type=int, default=4)
     ap.add_argument("--rerank-rounds", dest="rerank_rounds", type=int, default=15)
+    ap.add_argument("--confirm-rounds", dest="confirm_rounds", type=int, default=20,
+                    help="the chosen network against the default, kept where borne out (0: off)")  # fmt: skip
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--wall-threads", dest="wall_threads", type=int, default=0,

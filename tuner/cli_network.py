@@ -200,6 +200,7 @@ def _rerank_in_network(args) -> int:
         progress=None if args.no_progress else _flushed,
     )
     print(rr.summary())
+    print(rr.confirmed())
     print(f"in-network choices: {in_network_path(args.log)}")
     return 0
 

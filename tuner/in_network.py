@@ -24,6 +24,13 @@ spaces from the default and the log's bests (no isolated measurement vouches for
 successive halving: while a layer has more than ``keep`` candidates, a stage of a few rounds
 keeps the faster half of each layer's; the finalists get the full ``rounds``.
 
+A confirmation last (``confirm_rounds``): the network with every layer's choice against the
+network with every layer's default, interleaved, timed afresh (:class:`Confirmation`). A layer
+keeps its choice only if it is faster there too (the median of its per-round paired ratios),
+and no layer keeps one if the chosen network as a whole was not faster: a ranking made while
+the host's speed moved (a 2-core Zen 1 host: the same network 55.8 ms, then 34.2 ms, half an
+hour apart) can keep a schedule that loses, and the user compares exactly these two networks.
+
 The choices go to ``<log>.network.json`` (:func:`in_network_path`), by the kind of host they
 were made on (each kind's kept when another's are written); ``tuner.cpu_network.
 cpu_schedules`` takes them over the isolated bests on a host of the same kind.
@@ -73,14 +80,65 @@ class Candidate:
         return statistics.median(self.ms) if self.ms else float("inf")
 
 
+def paired_ratio(base_ms, new_ms) -> float:
+    """The median over rounds of ``base / new`` (> 1: new is faster), both timed in the same
+    round: steadier than a ratio of medians while the host's speed moves."""
+    if len(base_ms) != len(new_ms) or not base_ms:
+        raise InNetworkError(
+            f"paired times need equal, non-zero counts: {len(base_ms)}, {len(new_ms)}"
+        )
+    return statistics.median(b / n for b, n in zip(base_ms, new_ms, strict=True))
+
+
+@dataclass
+class Confirmation:
+    """The network with every layer's ranked choice ("chosen") against the one with every
+    layer's default ("default"), timed interleaved after the ranking, ``rounds`` rounds: per
+    round each network's ms per inference (all nodes) and each changed layer's (all its
+    launches)."""
+
+    rounds: int
+    network_ms: dict  # "default" | "chosen" -> [ms per round]
+    layer_ms: dict  # workload key -> {"default": [ms per round], "chosen": [...]}
+
+    @property
+    def speedup(self) -> float:
+        """The chosen network's paired speed-up over the default one (> 1: faster)."""
+        return paired_ratio(self.network_ms["default"], self.network_ms["chosen"])
+
+    def kept(self) -> set[str]:
+        """The layers that keep their choice: faster here too (paired), and none if the
+        chosen network as a whole was not faster."""
+        if not self.speedup > 1.0:
+            return set()
+        return {
+            k for k, t in self.layer_ms.items() if paired_ratio(t["default"], t["chosen"]) > 1.0
+        }
+
+    def to_json(self) -> dict:
+        kept = self.kept()
+        return {
+            "rounds": self.rounds,
+            "speedup": self.speedup,
+            "network_ms": self.network_ms,
+            "layers": {k: {**t, "kept": k in kept} for k, t in self.layer_ms.items()},
+        }
+
+
 @dataclass
 class Rerank:
-    """Per layer (workload key) its candidates, and the schedule chosen."""
+    """Per layer (workload key) its candidates, and the schedule chosen (the ranking's
+    fastest, or the default where the :class:`Confirmation` did not bear it out)."""
 
     candidates: dict  # key -> [Candidate]
     chosen: dict  # key -> schedule
     rounds: int
     threads: int
+    confirmation: Confirmation | None = None  # None: every layer's fastest was its default
+
+    def ranked(self, key: str) -> Candidate:
+        """The layer's fastest candidate by the ranking."""
+        return min(self.candidates[key], key=lambda c: c.median_ms)
 
     def summary(self) -> str:
         lines = [f"{'layer':<62} {'candidate':<44} {'alone ms':>8} {'in net ms':>9}"]
@@ -107,6 +165,26 @@ class Rerank:
                 f"{key[:62]:<62} {d:10.3f} {c.median_ms:9.3f} {d / c.median_ms:6.3f}  {what}"
             )
         lines.append(f"{'all conv layers':<62} {tot_d:10.3f} {tot_c:9.3f} {tot_d / tot_c:6.3f}")
+        return "\n".join(lines)
+
+    def confirmed(self) -> str:
+        """The :class:`Confirmation`: both networks' median ms and the paired speed-up, then
+        per changed layer its paired speed-up and whether it keeps its choice."""
+        conf = self.confirmation
+        if conf is None:
+            return "confirmation: none needed (every layer's fastest was its default)"
+        kept = conf.kept()
+        med = {k: statistics.median(v) for k, v in conf.network_ms.items()}
+        lines = [
+            f"confirmation, {conf.rounds} rounds, the whole network: default {med['default']:.3f}"
+            f" ms, ranked choices {med['chosen']:.3f} ms, paired {conf.speedup:.3f}x"
+            + ("" if conf.speedup > 1 else " (not faster: every layer keeps its default)")
+        ]
+        for key, t in conf.layer_ms.items():
+            r = paired_ratio(t["default"], t["chosen"])
+            lines.append(
+                f"  {key[:60]:<60} paired {r:6.3f}x  {'kept' if key in kept else 'default'}"
+            )
         return "\n".join(lines)
 
 
@@ -309,6 +387,7 @@ def rerank_in_network(
     keep: int = 2,
     sweep: int = 0,
     sweep_from: dict | None = None,
+    confirm_rounds: int = 20,
 ) -> Rerank:
     """Time each conv layer's default, ``top_k`` best logged schedules and ``explore``
     steps from them in its spaces (:func:`space_candidates`) inside ``model`` (an ONNX
@@ -318,7 +397,9 @@ def rerank_in_network(
     ``sweep_from``'s schedule for the layer ({workload key: schedule}, itself a candidate;
     :func:`sweep_candidates`). While a layer has more than ``keep`` candidates, a screening stage of
     ``screen_rounds`` rounds keeps the faster half (at least ``keep``) of each layer's (by
-    median, every stage's times counted); the last stage runs ``rounds`` rounds. Every
+    median, every stage's times counted); the last stage runs ``rounds`` rounds; then
+    ``confirm_rounds`` rounds of the chosen network against the default one keep the choices
+    borne out (:class:`Confirmation`; 0: none, every ranked choice kept). Every
     variant's output must match the default's (else ``InNetworkError``). ``clock`` times each
     node (``time.thread_time`` with ``threads=1``: the CPU time of the calling thread, which
     leaves out the time it waited for a core on a shared machine; the kernels then run on the
@@ -326,10 +407,11 @@ def rerank_in_network(
     from pyvta.tuner.cpu_measure import cpu_measured_on
     from pyvta.tuner.cpu_network import cpu_network_layers
 
-    if top_k < 0 or rounds < 1 or screen_rounds < 1 or keep < 1 or min(explore, sweep) < 0:
+    if min(top_k, explore, sweep, confirm_rounds) < 0 or min(rounds, screen_rounds, keep) < 1:
         raise InNetworkError(
-            f"top_k, explore and sweep must be >= 0, rounds, screen_rounds and keep >= 1;"
-            f" got {top_k}, {explore}, {sweep}, {rounds}, {screen_rounds}, {keep}"
+            f"top_k, explore, sweep and confirm_rounds must be >= 0, rounds, screen_rounds and"
+            f" keep >= 1; got {top_k}, {explore}, {sweep}, {confirm_rounds}, {rounds},"
+            f" {screen_rounds}, {keep}"
         )
     if top_k + explore + sweep < 1:
         raise InNetworkError(
@@ -372,11 +454,46 @@ def rerank_in_network(
         }
         if progress:
             progress(f"screened: {sum(map(len, alive.values()))} candidates left")
-    chosen = {key: min(c, key=lambda c: c.median_ms).schedule for key, c in cands.items()}
-    out = Rerank(cands, chosen, rounds, threads)
+    best = {key: min(range(len(c)), key=lambda i, c=c: c[i].median_ms) for key, c in cands.items()}
+    conf = None
+    if confirm_rounds and any(best.values()):
+        conf = _confirm(variants, best, x, confirm_rounds)
+        if progress:
+            progress(f"confirmed: the ranked choices {conf.speedup:.3f}x the defaults (paired)")
+    kept = set(best) if conf is None else conf.kept()
+    chosen = {key: c[best[key] if key in kept else 0].schedule for key, c in cands.items()}
+    out = Rerank(cands, chosen, rounds, threads, conf)
     if write:
         _write(in_network_path(log), out, cpu_measured_on())
     return out
+
+
+def _timed(executor, keys, x) -> tuple[float, dict[str, float]]:
+    """One inference: its ms (all nodes) and each conv layer's (all its launches)."""
+    total, per_key = 0.0, {}
+    for row in executor.run(x)[1].rows:
+        total += row.ms
+        if row.node in keys:
+            per_key[keys[row.node]] = per_key.get(keys[row.node], 0.0) + row.ms
+    return total, per_key
+
+
+def _confirm(variants: _Variants, best: dict, x, rounds: int) -> Confirmation:
+    """The network of every layer's ``best`` candidate against every layer's default (0),
+    interleaved (the first rotating), ``rounds`` rounds."""
+    picks = {"default": {k: 0 for k in best}, "chosen": dict(best)}
+    built = {name: variants.get(p) for name, p in picks.items()}
+    changed = [k for k, i in best.items() if i]
+    net = {name: [] for name in picks}
+    per_layer = {k: {name: [] for name in picks} for k in changed}
+    for r in range(rounds):
+        for name in list(picks) if r % 2 == 0 else list(picks)[::-1]:
+            executor, keys, _ = built[name]
+            total, per_key = _timed(executor, keys, x)
+            net[name].append(total)
+            for k in changed:
+                per_layer[k][name].append(per_key[k])
+    return Confirmation(rounds, net, per_layer)
 
 
 def _time_rounds(stage, cands, x, rounds: int) -> None:
@@ -386,11 +503,7 @@ def _time_rounds(stage, cands, x, rounds: int) -> None:
     for r in range(rounds):
         for j in range(n_var):
             executor, keys, pick = stage[(r + j) % n_var]
-            per_key: dict[str, float] = {}
-            for row in executor.run(x)[1].rows:
-                if row.node in keys:
-                    per_key[keys[row.node]] = per_key.get(keys[row.node], 0.0) + row.ms
-            for key, ms in per_key.items():
+            for key, ms in _timed(executor, keys, x)[1].items():
                 if pick[key] in (p[key] for _, _, p in stage[: (r + j) % n_var]):
                     continue  # a candidate that runs in two variants of a stage: timed once
                 cands[key][pick[key]].ms.append(ms)
@@ -419,6 +532,8 @@ def _write(path: Path, rerank: Rerank, machine: str) -> None:
             for key, cands in rerank.candidates.items()
         },
     }
+    if rerank.confirmation is not None:
+        hosts[machine]["confirmation"] = rerank.confirmation.to_json()
     doc = {"v": IN_NETWORK_VERSION, "hosts": dict(sorted(hosts.items()))}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1))

@@ -21,6 +21,7 @@ from pyvta.tuner.in_network import (
     InNetworkError,
     in_network_choices,
     in_network_path,
+    paired_ratio,
     rerank_in_network,
     top_candidates,
 )
@@ -110,11 +111,19 @@ def test_rerank_chooses_by_the_time_in_the_network(small_net, seed):
         path, log, top_k=1, rounds=5, threads=1, seed=seed, progress=lines.append
     )
     print(rr.summary())
-    assert len(lines) == 2  # the default variant and one of the logged bests
+    # the default variant and one of the logged bests; then, if any layer's fastest was a
+    # logged one, the network of the fastest (confirmed against the default variant)
+    built = [ln for ln in lines if ln.startswith("variant")]
+    assert len(built) == (2 if rr.confirmation is None else 3), lines
+    assert any(ln.startswith("confirmed") for ln in lines) == (rr.confirmation is not None)
     assert set(rr.chosen) == {la.workload.key for la in layers}
+    print(rr.table())
     for key, cands in rr.candidates.items():
         assert all(len(c.ms) == 5 and min(c.ms) > 0 for c in cands)  # every round timed
-        assert rr.chosen[key] == min(cands, key=lambda c: c.median_ms).schedule
+        ranked = min(cands, key=lambda c: c.median_ms).schedule
+        kept = rr.confirmation is not None and key in rr.confirmation.kept()
+        # the ranking's fastest, unless the confirmation did not bear it out
+        assert rr.chosen[key] == (ranked if kept else cands[0].schedule)
     # the log's "best" 1-column tiles lose to the default in the network where the layer is
     # big enough to tell (the stem and the 32x32 layers: 16-32 columns per row)
     widest = max(layers, key=lambda la: la.workload.w * la.workload.o * la.count)
@@ -143,9 +152,95 @@ def test_choices_file_is_checked(tmp_path):
     with pytest.raises(InNetworkError, match="not an in-network choices file"):
         in_network_choices(log)
     with pytest.raises(InNetworkError, match="rounds, screen_rounds and keep >= 1"):
+        rerank_in_network(tmp_path / "m.onnx", log, confirm_rounds=-1)
+    with pytest.raises(InNetworkError, match="rounds, screen_rounds and keep >= 1"):
         rerank_in_network(tmp_path / "m.onnx", log, rounds=0)
     with pytest.raises(InNetworkError, match="needs threads=1"):
         rerank_in_network(tmp_path / "m.onnx", log, threads=2, clock=time.thread_time)
+
+
+def test_the_confirmation_keeps_only_the_choices_it_bears_out():
+    """``Confirmation.kept``: a layer keeps its choice if it was faster in most rounds against
+    the default timed in the same round (the host's speed halves every other round here:
+    the medians of the times alone would not tell), and no layer does if the chosen network
+    as a whole was not faster."""
+    from pyvta.tuner.in_network import Confirmation, paired_ratio
+
+    slow = [1.0, 2.0, 1.0, 2.0, 1.0]  # the host's speed, round by round
+
+    def times(ms, ratio=1.0):
+        return [ms * s * ratio for s in slow]
+
+    layers = {
+        "faster": {"default": times(5.0), "chosen": times(5.0, 0.8)},
+        "slower": {"default": times(2.0), "chosen": times(2.0, 1.1)},
+        "even": {"default": times(3.0), "chosen": times(3.0)},
+    }
+    net = {"default": times(20.0), "chosen": times(20.0, 0.95)}
+    conf = Confirmation(5, net, layers)
+    assert conf.speedup == pytest.approx(1 / 0.95)
+    assert conf.kept() == {"faster"}
+    doc = conf.to_json()
+    assert {k: d["kept"] for k, d in doc["layers"].items()} == {
+        "faster": True, "slower": False, "even": False
+    }  # fmt: skip
+    assert json.loads(json.dumps(doc))["speedup"] == pytest.approx(conf.speedup)
+    worse = Confirmation(5, {"default": times(20.0), "chosen": times(20.0, 1.01)}, layers)
+    assert worse.speedup < 1 and worse.kept() == set()
+    # paired: a round's times against the same round's, not against the medians
+    drift = {"default": [10.0, 20.0, 20.0], "chosen": [9.0, 18.0, 10.5]}
+    assert statistics.median(drift["default"]) / statistics.median(drift["chosen"]) > 1.5
+    assert paired_ratio(drift["default"], drift["chosen"]) == pytest.approx(10 / 9)
+    with pytest.raises(InNetworkError, match="equal, non-zero counts"):
+        paired_ratio([1.0], [1.0, 2.0])
+
+
+def test_the_confirmation_times_the_chosen_network_against_the_default(
+    small_net, tmp_path, monkeypatch, seed
+):
+    """The ranking rigged to choose each layer's second candidate (a one-knob move): the
+    confirmation then times the network of those against the defaults' for real; a layer
+    keeps its move exactly when the confirmation says so, the rest run their default; the
+    confirmation goes into the choices file; the chosen network compiles and runs right."""
+    import shutil
+
+    from pyvta.tuner import in_network
+    from pyvta.tuner.in_network import in_network_hosts
+
+    def rigged(stage, cands, x, rounds):
+        for _, _, pick in stage:
+            for key, i in pick.items():
+                cands[key][i].ms += [1.0 if i == 1 else 2.0] * rounds
+
+    monkeypatch.setattr(in_network, "_time_rounds", rigged)
+    path, layers, log = small_net
+    mine = tmp_path / "cpu.jsonl"
+    shutil.copy(log, mine)
+    lines = []
+    rr = rerank_in_network(path, mine, top_k=0, sweep=1, rounds=1, screen_rounds=1,
+                           confirm_rounds=4, threads=1, seed=seed, progress=lines.append)  # fmt: skip
+    print(rr.table())
+    print(rr.confirmed())
+    conf = rr.confirmation
+    assert conf is not None and any("confirmed" in ln for ln in lines)
+    assert all(len(v) == 4 and min(v) > 0 for v in conf.network_ms.values())
+    kept = conf.kept()
+    for layer in layers:
+        key = layer.workload.key
+        cands = rr.candidates[key]
+        assert rr.ranked(key) is cands[1]
+        t = conf.layer_ms[key]
+        assert len(t["default"]) == len(t["chosen"]) == 4
+        assert (key in kept) == (conf.speedup > 1 and paired_ratio(t["default"], t["chosen"]) > 1)
+        assert rr.chosen[key] == cands[1 if key in kept else 0].schedule
+    (host,) = in_network_hosts(mine).values()
+    assert host["confirmation"]["speedup"] == pytest.approx(conf.speedup)
+    assert {k for k, d in host["confirmation"]["layers"].items() if d["kept"]} == kept
+    assert in_network_choices(mine) == rr.chosen
+    cm = compile_model(path, "cpu", cpu_schedules=cpu_schedules(str(mine), layers))
+    x = zoo.sample_inputs(1, 32, seed)[0]
+    want = run_onnxruntime(str(path), {"input": x})[0]
+    assert abs(run_model(cm, x)[0][0] - want).max() <= 1e-4 * abs(want).max()
 
 
 def test_each_host_kinds_choices_are_kept_when_another_writes(tmp_path):
@@ -175,7 +270,7 @@ def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net
     """Default + 1 logged + 3 drawn from the spaces per layer: screening stages (2 rounds)
     keep each layer's faster half until 2 are left, which get the final rounds; a candidate
     dropped has only the rounds of the stages it ran in, every finalist beat every dropped one
-    at the stage that dropped it, and the choice is the finalists' lowest median."""
+    at the stage that dropped it, and the choice is the finalists' lowest median (if the confirmation bears it out)."""
     from pyvta.tuner.in_network import space_candidates
 
     path, layers, log = small_net
@@ -197,7 +292,9 @@ def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net
         if len(cands) == 5:
             assert n == [2, 2, 4, 8, 8]  # dropped after 1 stage, after 2, the 2 finalists
             finalists = [c for c in cands if len(c.ms) == 8]
-            assert rr.chosen[key] == min(finalists, key=lambda c: statistics.median(c.ms)).schedule
+            fastest = min(finalists, key=lambda c: statistics.median(c.ms))
+            kept = rr.confirmation is not None and key in rr.confirmation.kept()
+            assert rr.chosen[key] == (fastest if kept else cands[0]).schedule  # or the default
             first = [c for c in cands if len(c.ms) == 2]
             assert max(statistics.median(c.ms[:2]) for c in finalists) <= min(
                 statistics.median(c.ms) for c in first
