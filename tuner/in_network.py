@@ -24,12 +24,13 @@ spaces from the default and the log's bests (no isolated measurement vouches for
 successive halving: while a layer has more than ``keep`` candidates, a stage of a few rounds
 keeps the faster half of each layer's; the finalists get the full ``rounds``.
 
-A confirmation last (``confirm_rounds``): the network with every layer's choice against the
-network with every layer's default, interleaved, timed afresh (:class:`Confirmation`). A layer
-keeps its choice only if it is faster there too (the median of its per-round paired ratios),
-and no layer keeps one if the chosen network as a whole was not faster: a ranking made while
-the host's speed moved (a 2-core Zen 1 host: the same network 55.8 ms, then 34.2 ms, half an
-hour apart) can keep a schedule that loses, and the user compares exactly these two networks.
+Confirmations last (``confirm_rounds``): the network with the changed layers' choices against
+the network of every layer's default, interleaved, timed afresh (:class:`Confirmation`). A
+choice is kept only if borne out there: while the network or some changed layer is not faster
+(the median of its per-round paired ratios), the next confirmation tries only the layers that
+were faster, until all are and the network is (or none is left). A ranking made while the
+host's speed moved (a 2-core Zen 1 host: the same network 55.8 ms, then 34.2 ms, half an hour
+apart) can keep a schedule that loses, and the user compares exactly these two networks.
 
 The choices go to ``<log>.network.json`` (:func:`in_network_path`), by the kind of host they
 were made on (each kind's kept when another's are written); ``tuner.cpu_network.
@@ -92,49 +93,55 @@ def paired_ratio(base_ms, new_ms) -> float:
 
 @dataclass
 class Confirmation:
-    """The network with every layer's ranked choice ("chosen") against the one with every
+    """The network with the changed layers' choices ("chosen") against the one with every
     layer's default ("default"), timed interleaved after the ranking, ``rounds`` rounds: per
     round each network's ms per inference (all nodes) and each changed layer's (all its
     launches)."""
 
     rounds: int
     network_ms: dict  # "default" | "chosen" -> [ms per round]
-    layer_ms: dict  # workload key -> {"default": [ms per round], "chosen": [...]}
+    layer_ms: dict  # changed layer's workload key -> {"default": [ms per round], "chosen": [...]}
 
     @property
     def speedup(self) -> float:
         """The chosen network's paired speed-up over the default one (> 1: faster)."""
         return paired_ratio(self.network_ms["default"], self.network_ms["chosen"])
 
-    def kept(self) -> set[str]:
-        """The layers that keep their choice: faster here too (paired), and none if the
-        chosen network as a whole was not faster."""
-        if not self.speedup > 1.0:
-            return set()
-        return {
-            k for k, t in self.layer_ms.items() if paired_ratio(t["default"], t["chosen"]) > 1.0
-        }
+    def faster(self) -> set[str]:
+        """The changed layers faster than their default (paired)."""
+        return {k for k, t in self.layer_ms.items() if paired_ratio(t["default"], t["chosen"]) > 1}
+
+    @property
+    def borne_out(self) -> bool:
+        """The network faster, and every changed layer."""
+        return self.speedup > 1 and self.faster() == set(self.layer_ms)
 
     def to_json(self) -> dict:
-        kept = self.kept()
+        faster = self.faster()
         return {
             "rounds": self.rounds,
             "speedup": self.speedup,
             "network_ms": self.network_ms,
-            "layers": {k: {**t, "kept": k in kept} for k, t in self.layer_ms.items()},
+            "layers": {k: {**t, "faster": k in faster} for k, t in self.layer_ms.items()},
         }
+
+
+def confirmed_layers(confirmations: list[Confirmation]) -> set[str]:
+    """The layers that keep their ranked choice: the last confirmation's, if borne out."""
+    last = confirmations[-1] if confirmations else None
+    return set(last.layer_ms) if last is not None and last.borne_out else set()
 
 
 @dataclass
 class Rerank:
     """Per layer (workload key) its candidates, and the schedule chosen (the ranking's
-    fastest, or the default where the :class:`Confirmation` did not bear it out)."""
+    fastest, or the default where the confirmations did not bear it out)."""
 
     candidates: dict  # key -> [Candidate]
     chosen: dict  # key -> schedule
     rounds: int
     threads: int
-    confirmation: Confirmation | None = None  # None: every layer's fastest was its default
+    confirmations: list = field(default_factory=list)  # [Confirmation]: none, none needed
 
     def ranked(self, key: str) -> Candidate:
         """The layer's fastest candidate by the ranking."""
@@ -168,23 +175,25 @@ class Rerank:
         return "\n".join(lines)
 
     def confirmed(self) -> str:
-        """The :class:`Confirmation`: both networks' median ms and the paired speed-up, then
-        per changed layer its paired speed-up and whether it keeps its choice."""
-        conf = self.confirmation
-        if conf is None:
-            return "confirmation: none needed (every layer's fastest was its default)"
-        kept = conf.kept()
-        med = {k: statistics.median(v) for k, v in conf.network_ms.items()}
-        lines = [
-            f"confirmation, {conf.rounds} rounds, the whole network: default {med['default']:.3f}"
-            f" ms, ranked choices {med['chosen']:.3f} ms, paired {conf.speedup:.3f}x"
-            + ("" if conf.speedup > 1 else " (not faster: every layer keeps its default)")
-        ]
-        for key, t in conf.layer_ms.items():
-            r = paired_ratio(t["default"], t["chosen"])
+        """Each :class:`Confirmation`: both networks' median ms and the paired speed-up, per
+        changed layer its paired speed-up; then the layers that keep their choice."""
+        if not self.confirmations:
+            return "confirmation: none (every layer's choice is its ranked fastest)"
+        lines = []
+        for n, conf in enumerate(self.confirmations, 1):
+            med = {k: statistics.median(v) for k, v in conf.network_ms.items()}
             lines.append(
-                f"  {key[:60]:<60} paired {r:6.3f}x  {'kept' if key in kept else 'default'}"
+                f"confirmation {n}, {conf.rounds} rounds, {len(conf.layer_ms)} layers changed:"
+                f" default network {med['default']:.3f} ms, changed {med['chosen']:.3f} ms,"
+                f" paired {conf.speedup:.3f}x"
             )
+            for key, t in conf.layer_ms.items():
+                r = paired_ratio(t["default"], t["chosen"])
+                lines.append(f"  {key[:60]:<60} paired {r:6.3f}x")
+        kept = confirmed_layers(self.confirmations)
+        lines.append(
+            f"borne out: {len(kept)} layers keep their ranked choice, the rest their default"
+        )
         return "\n".join(lines)
 
 
@@ -398,8 +407,8 @@ def rerank_in_network(
     :func:`sweep_candidates`). While a layer has more than ``keep`` candidates, a screening stage of
     ``screen_rounds`` rounds keeps the faster half (at least ``keep``) of each layer's (by
     median, every stage's times counted); the last stage runs ``rounds`` rounds; then
-    ``confirm_rounds`` rounds of the chosen network against the default one keep the choices
-    borne out (:class:`Confirmation`; 0: none, every ranked choice kept). Every
+    confirmations of ``confirm_rounds`` rounds each keep the choices borne out in the network
+    (:func:`_confirm_all`; 0: none, every ranked choice kept). Every
     variant's output must match the default's (else ``InNetworkError``). ``clock`` times each
     node (``time.thread_time`` with ``threads=1``: the CPU time of the calling thread, which
     leaves out the time it waited for a core on a shared machine; the kernels then run on the
@@ -455,14 +464,10 @@ def rerank_in_network(
         if progress:
             progress(f"screened: {sum(map(len, alive.values()))} candidates left")
     best = {key: min(range(len(c)), key=lambda i, c=c: c[i].median_ms) for key, c in cands.items()}
-    conf = None
-    if confirm_rounds and any(best.values()):
-        conf = _confirm(variants, best, x, confirm_rounds)
-        if progress:
-            progress(f"confirmed: the ranked choices {conf.speedup:.3f}x the defaults (paired)")
-    kept = set(best) if conf is None else conf.kept()
+    confs = _confirm_all(variants, best, x, confirm_rounds, progress) if confirm_rounds else []
+    kept = confirmed_layers(confs) if confirm_rounds else set(best)
     chosen = {key: c[best[key] if key in kept else 0].schedule for key, c in cands.items()}
-    out = Rerank(cands, chosen, rounds, threads, conf)
+    out = Rerank(cands, chosen, rounds, threads, confs)
     if write:
         _write(in_network_path(log), out, cpu_measured_on())
     return out
@@ -478,12 +483,12 @@ def _timed(executor, keys, x) -> tuple[float, dict[str, float]]:
     return total, per_key
 
 
-def _confirm(variants: _Variants, best: dict, x, rounds: int) -> Confirmation:
-    """The network of every layer's ``best`` candidate against every layer's default (0),
-    interleaved (the first rotating), ``rounds`` rounds."""
-    picks = {"default": {k: 0 for k in best}, "chosen": dict(best)}
+def _confirm(variants: _Variants, pick: dict, x, rounds: int) -> Confirmation:
+    """The network of ``pick`` (workload key -> candidate index) against every layer's default
+    (0), interleaved (the first alternating), ``rounds`` rounds."""
+    picks = {"default": {k: 0 for k in pick}, "chosen": dict(pick)}
     built = {name: variants.get(p) for name, p in picks.items()}
-    changed = [k for k, i in best.items() if i]
+    changed = [k for k, i in pick.items() if i]
     net = {name: [] for name in picks}
     per_layer = {k: {name: [] for name in picks} for k in changed}
     for r in range(rounds):
@@ -494,6 +499,25 @@ def _confirm(variants: _Variants, best: dict, x, rounds: int) -> Confirmation:
             for k in changed:
                 per_layer[k][name].append(per_key[k])
     return Confirmation(rounds, net, per_layer)
+
+
+def _confirm_all(variants: _Variants, best: dict, x, rounds: int, progress) -> list:
+    """Confirmations of ``best`` (workload key -> its ranked candidate's index), each trying
+    the layers the last found faster, until one is borne out or no layer is left to try."""
+    trying = {k for k, i in best.items() if i}
+    out = []
+    while trying:
+        conf = _confirm(variants, {k: best[k] if k in trying else 0 for k in best}, x, rounds)
+        out.append(conf)
+        if progress:
+            progress(
+                f"confirmation {len(out)}: {len(trying)} layers changed, {conf.speedup:.3f}x"
+                f" the defaults (paired), {len(conf.faster())} of them faster"
+            )
+        if conf.borne_out or conf.faster() == trying:
+            break  # kept; or every layer faster but not the network: none kept
+        trying = conf.faster()
+    return out
 
 
 def _time_rounds(stage, cands, x, rounds: int) -> None:
@@ -532,8 +556,8 @@ def _write(path: Path, rerank: Rerank, machine: str) -> None:
             for key, cands in rerank.candidates.items()
         },
     }
-    if rerank.confirmation is not None:
-        hosts[machine]["confirmation"] = rerank.confirmation.to_json()
+    if rerank.confirmations:
+        hosts[machine]["confirmations"] = [c.to_json() for c in rerank.confirmations]
     doc = {"v": IN_NETWORK_VERSION, "hosts": dict(sorted(hosts.items()))}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1))

@@ -19,6 +19,7 @@ from pyvta.runtime.compiled_model import run_model
 from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules, tune_cpu_network
 from pyvta.tuner.in_network import (
     InNetworkError,
+    confirmed_layers,
     in_network_choices,
     in_network_path,
     paired_ratio,
@@ -112,17 +113,17 @@ def test_rerank_chooses_by_the_time_in_the_network(small_net, seed):
     )
     print(rr.summary())
     # the default variant and one of the logged bests; then, if any layer's fastest was a
-    # logged one, the network of the fastest (confirmed against the default variant)
+    # logged one, the networks the confirmations time against the default variant
     built = [ln for ln in lines if ln.startswith("variant")]
-    assert len(built) == (2 if rr.confirmation is None else 3), lines
-    assert any(ln.startswith("confirmed") for ln in lines) == (rr.confirmation is not None)
+    assert len(built) == 2 + len(rr.confirmations), lines  # each confirmation's network
+    assert sum(ln.startswith("confirmation") for ln in lines) == len(rr.confirmations)
     assert set(rr.chosen) == {la.workload.key for la in layers}
     print(rr.table())
     for key, cands in rr.candidates.items():
         assert all(len(c.ms) == 5 and min(c.ms) > 0 for c in cands)  # every round timed
         ranked = min(cands, key=lambda c: c.median_ms).schedule
-        kept = rr.confirmation is not None and key in rr.confirmation.kept()
-        # the ranking's fastest, unless the confirmation did not bear it out
+        kept = key in confirmed_layers(rr.confirmations)
+        # the ranking's fastest, unless the confirmations did not bear it out
         assert rr.chosen[key] == (ranked if kept else cands[0].schedule)
     # the log's "best" 1-column tiles lose to the default in the network where the layer is
     # big enough to tell (the stem and the 32x32 layers: 16-32 columns per row)
@@ -159,34 +160,36 @@ def test_choices_file_is_checked(tmp_path):
         rerank_in_network(tmp_path / "m.onnx", log, threads=2, clock=time.thread_time)
 
 
-def test_the_confirmation_keeps_only_the_choices_it_bears_out():
-    """``Confirmation.kept``: a layer keeps its choice if it was faster in most rounds against
-    the default timed in the same round (the host's speed halves every other round here:
-    the medians of the times alone would not tell), and no layer does if the chosen network
-    as a whole was not faster."""
-    from pyvta.tuner.in_network import Confirmation, paired_ratio
+def test_a_confirmation_bears_out_a_faster_network_of_faster_layers():
+    """``Confirmation``: a layer is faster if it was in most rounds against the default timed
+    in the same round (the host's speed halves every other round here: the medians of the
+    times alone would not tell); borne out if the network is faster and every changed layer;
+    the last confirmation decides (``confirmed_layers``)."""
+    from pyvta.tuner.in_network import Confirmation
 
     slow = [1.0, 2.0, 1.0, 2.0, 1.0]  # the host's speed, round by round
 
     def times(ms, ratio=1.0):
         return [ms * s * ratio for s in slow]
 
-    layers = {
-        "faster": {"default": times(5.0), "chosen": times(5.0, 0.8)},
-        "slower": {"default": times(2.0), "chosen": times(2.0, 1.1)},
-        "even": {"default": times(3.0), "chosen": times(3.0)},
-    }
-    net = {"default": times(20.0), "chosen": times(20.0, 0.95)}
-    conf = Confirmation(5, net, layers)
-    assert conf.speedup == pytest.approx(1 / 0.95)
-    assert conf.kept() == {"faster"}
-    doc = conf.to_json()
-    assert {k: d["kept"] for k, d in doc["layers"].items()} == {
+    def pair(ms, ratio):
+        return {"default": times(ms), "chosen": times(ms, ratio)}
+
+    layers = {"faster": pair(5.0, 0.8), "slower": pair(2.0, 1.1), "even": pair(3.0, 1.0)}
+    first = Confirmation(5, pair(20.0, 0.95), layers)
+    assert first.speedup == pytest.approx(1 / 0.95)
+    assert first.faster() == {"faster"} and not first.borne_out
+    doc = json.loads(json.dumps(first.to_json()))
+    assert {k: d["faster"] for k, d in doc["layers"].items()} == {
         "faster": True, "slower": False, "even": False
     }  # fmt: skip
-    assert json.loads(json.dumps(doc))["speedup"] == pytest.approx(conf.speedup)
-    worse = Confirmation(5, {"default": times(20.0), "chosen": times(20.0, 1.01)}, layers)
-    assert worse.speedup < 1 and worse.kept() == set()
+    assert doc["speedup"] == pytest.approx(first.speedup)
+    then = Confirmation(5, pair(20.0, 0.9), {"faster": pair(5.0, 0.8)})
+    assert then.borne_out
+    assert confirmed_layers([first]) == set() and confirmed_layers([first, then]) == {"faster"}
+    worse = Confirmation(5, pair(20.0, 1.01), {"faster": pair(5.0, 0.8)})
+    assert worse.faster() == {"faster"} and not worse.borne_out  # the network decides too
+    assert confirmed_layers([first, worse]) == set() and confirmed_layers([]) == set()
     # paired: a round's times against the same round's, not against the medians
     drift = {"default": [10.0, 20.0, 20.0], "chosen": [9.0, 18.0, 10.5]}
     assert statistics.median(drift["default"]) / statistics.median(drift["chosen"]) > 1.5
@@ -195,13 +198,14 @@ def test_the_confirmation_keeps_only_the_choices_it_bears_out():
         paired_ratio([1.0], [1.0, 2.0])
 
 
-def test_the_confirmation_times_the_chosen_network_against_the_default(
+def test_the_confirmations_time_the_chosen_network_against_the_default(
     small_net, tmp_path, monkeypatch, seed
 ):
     """The ranking rigged to choose each layer's second candidate (a one-knob move): the
-    confirmation then times the network of those against the defaults' for real; a layer
-    keeps its move exactly when the confirmation says so, the rest run their default; the
-    confirmation goes into the choices file; the chosen network compiles and runs right."""
+    confirmations then time the network of those against the defaults' for real, each after
+    the first trying the layers the last one found faster, fewer each time; the layers of the
+    last one keep their move if it was borne out, the rest run their default; the
+    confirmations go into the choices file; the chosen network compiles and runs right."""
     import shutil
 
     from pyvta.tuner import in_network
@@ -221,21 +225,27 @@ def test_the_confirmation_times_the_chosen_network_against_the_default(
                            confirm_rounds=4, threads=1, seed=seed, progress=lines.append)  # fmt: skip
     print(rr.table())
     print(rr.confirmed())
-    conf = rr.confirmation
-    assert conf is not None and any("confirmed" in ln for ln in lines)
-    assert all(len(v) == 4 and min(v) > 0 for v in conf.network_ms.values())
-    kept = conf.kept()
-    for layer in layers:
-        key = layer.workload.key
+    confs = rr.confirmations
+    keys = [la.workload.key for la in layers]
+    assert confs and set(confs[0].layer_ms) == set(keys)  # every layer's move tried first
+    assert sum(ln.startswith("confirmation") for ln in lines) == len(confs)
+    for conf, after in zip(confs, confs[1:] + [None], strict=True):
+        assert all(len(v) == 4 and min(v) > 0 for v in conf.network_ms.values())
+        assert all(len(t["default"]) == len(t["chosen"]) == 4 for t in conf.layer_ms.values())
+        if after is not None:  # not borne out: the next tries the faster ones, fewer
+            assert not conf.borne_out
+            assert set(after.layer_ms) == conf.faster() < set(conf.layer_ms)
+        else:  # the last: borne out, or every layer it tried faster, or none
+            assert conf.borne_out or conf.faster() in (set(conf.layer_ms), set())
+    kept = confirmed_layers(confs)
+    for key in keys:
         cands = rr.candidates[key]
         assert rr.ranked(key) is cands[1]
-        t = conf.layer_ms[key]
-        assert len(t["default"]) == len(t["chosen"]) == 4
-        assert (key in kept) == (conf.speedup > 1 and paired_ratio(t["default"], t["chosen"]) > 1)
         assert rr.chosen[key] == cands[1 if key in kept else 0].schedule
     (host,) = in_network_hosts(mine).values()
-    assert host["confirmation"]["speedup"] == pytest.approx(conf.speedup)
-    assert {k for k, d in host["confirmation"]["layers"].items() if d["kept"]} == kept
+    assert [c["speedup"] for c in host["confirmations"]] == pytest.approx(
+        [c.speedup for c in confs]
+    )
     assert in_network_choices(mine) == rr.chosen
     cm = compile_model(path, "cpu", cpu_schedules=cpu_schedules(str(mine), layers))
     x = zoo.sample_inputs(1, 32, seed)[0]
@@ -293,7 +303,7 @@ def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net
             assert n == [2, 2, 4, 8, 8]  # dropped after 1 stage, after 2, the 2 finalists
             finalists = [c for c in cands if len(c.ms) == 8]
             fastest = min(finalists, key=lambda c: statistics.median(c.ms))
-            kept = rr.confirmation is not None and key in rr.confirmation.kept()
+            kept = key in confirmed_layers(rr.confirmations)
             assert rr.chosen[key] == (fastest if kept else cands[0]).schedule  # or the default
             first = [c for c in cands if len(c.ms) == 2]
             assert max(statistics.median(c.ms[:2]) for c in finalists) <= min(
