@@ -25,12 +25,14 @@ successive halving: while a layer has more than ``keep`` candidates, a stage of 
 keeps the faster half of each layer's; the finalists get the full ``rounds``.
 
 Confirmations last (``confirm_rounds``): the network with the changed layers' choices against
-the network of every layer's default, interleaved, timed afresh (:class:`Confirmation`). A
-choice is kept only if borne out there: while the network or some changed layer is not faster
-(the median of its per-round paired ratios), the next confirmation tries only the layers that
-were faster, until all are and the network is (or none is left). A ranking made while the
-host's speed moved (a 2-core Zen 1 host: the same network 55.8 ms, then 34.2 ms, half an hour
-apart) can keep a schedule that loses, and the user compares exactly these two networks.
+the network of every layer's default, interleaved, timed afresh (:class:`Confirmation`). While
+the network or some changed layer is not faster (the median of its per-round paired ratios),
+the next confirmation tries only the layers that were faster, until all are and the network
+is, or none is left. The layers of the confirmation whose network was fastest against the
+default keep their choice (none if no network was faster); the rest run their default. A
+ranking made while the host's speed moved (a 2-core Zen 1 host: the same network 55.8 ms, then
+34.2 ms, half an hour apart) can keep a schedule that loses, and the user compares exactly
+these two networks.
 
 The choices go to ``<log>.network.json`` (:func:`in_network_path`), by the kind of host they
 were made on (each kind's kept when another's are written); ``tuner.cpu_network.
@@ -127,9 +129,10 @@ class Confirmation:
 
 
 def confirmed_layers(confirmations: list[Confirmation]) -> set[str]:
-    """The layers that keep their ranked choice: the last confirmation's, if borne out."""
-    last = confirmations[-1] if confirmations else None
-    return set(last.layer_ms) if last is not None and last.borne_out else set()
+    """The layers that keep their ranked choice: those of the confirmation whose network was
+    the fastest against the default (paired), if faster at all."""
+    best = max(confirmations, key=lambda c: c.speedup, default=None)
+    return set(best.layer_ms) if best is not None and best.speedup > 1 else set()
 
 
 @dataclass
@@ -191,9 +194,12 @@ class Rerank:
                 r = paired_ratio(t["default"], t["chosen"])
                 lines.append(f"  {key[:60]:<60} paired {r:6.3f}x")
         kept = confirmed_layers(self.confirmations)
-        lines.append(
-            f"borne out: {len(kept)} layers keep their ranked choice, the rest their default"
-        )
+        if kept:
+            n = 1 + max(range(len(self.confirmations)), key=lambda i: self.confirmations[i].speedup)
+            lines.append(f"kept: the {len(kept)} changed layers of confirmation {n} (its network"
+                         " the fastest); the rest run their default")  # fmt: skip
+        else:
+            lines.append("kept: none (no network faster than the default's)")
         return "\n".join(lines)
 
 
