@@ -145,10 +145,11 @@ class Rerank:
     rounds: int
     threads: int
     confirmations: list = field(default_factory=list)  # [Confirmation]: none, none needed
+    ranked_index: dict = field(default_factory=dict)  # key -> its fastest finalist's index
 
     def ranked(self, key: str) -> Candidate:
-        """The layer's fastest candidate by the ranking."""
-        return min(self.candidates[key], key=lambda c: c.median_ms)
+        """The layer's fastest candidate by the ranking (of those timed in the last stage)."""
+        return self.candidates[key][self.ranked_index[key]]
 
     def summary(self) -> str:
         lines = [f"{'layer':<62} {'candidate':<44} {'alone ms':>8} {'in net ms':>9}"]
@@ -469,11 +470,12 @@ def rerank_in_network(
         }
         if progress:
             progress(f"screened: {sum(map(len, alive.values()))} candidates left")
-    best = {key: min(range(len(c)), key=lambda i, c=c: c[i].median_ms) for key, c in cands.items()}
+    # each layer's fastest finalist (one dropped early has fewer, earlier rounds)
+    best = {key: min(a, key=lambda i, k=key: cands[k][i].median_ms) for key, a in alive.items()}
     confs = _confirm_all(variants, best, x, confirm_rounds, progress) if confirm_rounds else []
     kept = confirmed_layers(confs) if confirm_rounds else set(best)
     chosen = {key: c[best[key] if key in kept else 0].schedule for key, c in cands.items()}
-    out = Rerank(cands, chosen, rounds, threads, confs)
+    out = Rerank(cands, chosen, rounds, threads, confs, best)
     if write:
         _write(in_network_path(log), out, cpu_measured_on())
     return out

@@ -121,7 +121,8 @@ def test_rerank_chooses_by_the_time_in_the_network(small_net, seed):
     print(rr.table())
     for key, cands in rr.candidates.items():
         assert all(len(c.ms) == 5 and min(c.ms) > 0 for c in cands)  # every round timed
-        ranked = min(cands, key=lambda c: c.median_ms).schedule
+        ranked = min(cands, key=lambda c: c.median_ms).schedule  # one stage: all finalists
+        assert rr.ranked(key).schedule == ranked
         kept = key in confirmed_layers(rr.confirmations)
         # the ranking's fastest, unless the confirmations did not bear it out
         assert rr.chosen[key] == (ranked if kept else cands[0].schedule)
@@ -309,6 +310,7 @@ def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net
             assert n == [2, 2, 4, 8, 8]  # dropped after 1 stage, after 2, the 2 finalists
             finalists = [c for c in cands if len(c.ms) == 8]
             fastest = min(finalists, key=lambda c: statistics.median(c.ms))
+            assert rr.ranked(key) is fastest  # a finalist, not one dropped after fewer rounds
             kept = key in confirmed_layers(rr.confirmations)
             assert rr.chosen[key] == (fastest if kept else cands[0]).schedule  # or the default
             first = [c for c in cands if len(c.ms) == 2]
