@@ -3,9 +3,11 @@ OpenBLAS's) can approach, per core and on all cores.
 
     .venv/bin/python benchmarks/cpu_peak.py [--seconds 1] [--threads 2]
 
-A JIT-compiled loop (llvmlite, host target) keeps ``ACCUMULATORS`` independent vector
-accumulators busy with fused multiply-adds (``acc = acc * a + b``), enough to cover the FMA
-latency on current x86 cores. One call runs ``n`` iterations; FLOP/s = 2 x lanes x accumulators
+A JIT-compiled loop (llvmlite, host target) keeps independent vector accumulators busy with
+fused multiply-adds (``acc = acc * a + b``), enough to cover the FMA latency on current x86
+cores and few enough to stay in the register file with the two constants
+(:func:`accumulators`: 16 of AVX-512's 32 registers, 12 of AVX2's 16; 16 there spilled to the
+stack and measured half the peak on a Zen 1: 17 GFLOP/s a thread against 38). One call runs ``n`` iterations; FLOP/s = 2 x lanes x accumulators
 x n / seconds. With several threads, each calls the loop from its own Python thread (ctypes
 releases the GIL) and the total is reported (all threads' iterations over the slowest one's
 time).
@@ -24,11 +26,18 @@ from llvmlite import ir
 from pyvta.compiler.backend.llvm.jit import JitFunction, optimize
 from pyvta.compiler.backend.llvm.target import CpuTarget
 
-ACCUMULATORS = 16
+MAX_ACCUMULATORS = 16
+SPARE_REGISTERS = 4  # the two constants, and room for the loop
 
 
-def fma_loop_ir(lanes: int) -> str:
-    """``float peak(i64 n)``: ``n`` rounds of one FMA on each of ``ACCUMULATORS`` vectors."""
+def accumulators(target) -> int:
+    """How many vector accumulators the loop keeps on ``target`` (a ``CpuTarget``): all in
+    registers, at most ``MAX_ACCUMULATORS``."""
+    return min(MAX_ACCUMULATORS, target.vector_registers - SPARE_REGISTERS)
+
+
+def fma_loop_ir(lanes: int, n_acc: int) -> str:
+    """``float peak(i64 n)``: ``n`` rounds of one FMA on each of ``n_acc`` vectors."""
     vec = ir.VectorType(ir.FloatType(), lanes)
     mod = ir.Module(name="peak")
     fma = ir.Function(mod, ir.FunctionType(vec, [vec, vec, vec]), name=f"llvm.fma.v{lanes}f32")
@@ -41,7 +50,7 @@ def fma_loop_ir(lanes: int) -> str:
     b.branch(loop)
     b.position_at_end(loop)
     i = b.phi(ir.IntType(64))
-    accs = [b.phi(vec) for _ in range(ACCUMULATORS)]
+    accs = [b.phi(vec) for _ in range(n_acc)]
     nxt = [b.call(fma, [acc, a, c]) for acc in accs]
     i2 = b.add(i, ir.Constant(ir.IntType(64), 1))
     i.add_incoming(ir.Constant(ir.IntType(64), 0), entry)
@@ -62,12 +71,13 @@ def peak_gflops(threads: int, seconds: float = 1.0, repeats: int = 5) -> list[fl
     """``repeats`` measurements of the FMA peak on ``threads`` threads, GFLOP/s each."""
     target = CpuTarget.host()
     lanes = target.vector_lanes("float32")
-    jit = _jit(lanes, target)
+    n_acc = accumulators(target)
+    jit = _jit(lanes, n_acc, target)
     fn = ctypes.CFUNCTYPE(ctypes.c_float, ctypes.c_int64)(jit.address)
     t0 = time.perf_counter()
     fn(1_000_000)
     n = max(1_000_000, int(1_000_000 * seconds / max(time.perf_counter() - t0, 1e-6)))
-    flop = n * 2 * lanes * ACCUMULATORS
+    flop = n * 2 * lanes * n_acc
 
     def once() -> float:
         spans = [0.0] * threads
@@ -90,10 +100,11 @@ def peak_gflops(threads: int, seconds: float = 1.0, repeats: int = 5) -> list[fl
 _JITS: dict = {}
 
 
-def _jit(lanes: int, target) -> JitFunction:
-    if lanes not in _JITS:
-        _JITS[lanes] = JitFunction(optimize(fma_loop_ir(lanes), target), "peak", target)
-    return _JITS[lanes]
+def _jit(lanes: int, n_acc: int, target) -> JitFunction:
+    if (lanes, n_acc) not in _JITS:
+        ir_text = optimize(fma_loop_ir(lanes, n_acc), target)
+        _JITS[lanes, n_acc] = JitFunction(ir_text, "peak", target)
+    return _JITS[lanes, n_acc]
 
 
 def main(argv=None) -> int:
@@ -105,7 +116,7 @@ def main(argv=None) -> int:
     target = CpuTarget.host()
     threads = a.threads or target.num_threads
     lanes = target.vector_lanes("float32")
-    print(f"host: {target.cpu}, {lanes} float32 lanes, {ACCUMULATORS} accumulators")
+    print(f"host: {target.cpu}, {lanes} float32 lanes, {accumulators(target)} accumulators")
     for nt in sorted({1, threads}):
         vals = peak_gflops(nt, a.seconds, a.repeats)
         print(
