@@ -1,0 +1,136 @@
+"""How much a conv schedule could still gain: each conv layer's throughput inside the running
+network against this CPU's FMA peak, measured in the same rounds, and the network's time if
+every conv layer ran at that peak (the most any tuning of them could give).
+
+    .venv/bin/python benchmarks/cpu_headroom.py [--models resnet18,mobilenet] [--size 224]
+        [--rounds 20] [--threads 2] [--peak-seconds 0.2] [--logs DIR]
+
+Per model (the zoo's, seed 0): the network compiled with the compiler's default schedules (and,
+with ``--logs``, with the tuned ones of ``DIR/MODEL_SIZE_cpu.jsonl``: ``tuned_schedules``, the
+in-network choices first) runs ``--rounds`` rounds on ``--threads`` threads, each node timed by
+the executor; after each inference the FMA peak (``benchmarks/cpu_peak.py``) is measured for
+``--peak-seconds`` on the same threads, so a layer's share of the peak is taken against the
+peak of its own round (the host's speed may move between rounds). Per conv workload: its
+launches, ms per inference, GFLOP/s and median share of the peak (FLOPs of the direct conv: a
+Winograd layer does fewer, and can pass 100%); then the conv layers' and the other nodes' ms,
+and the bound: the network's ms with every conv layer below the peak brought up to it (the
+others as measured), and the speed-up that would be. A depthwise layer's few FLOPs per byte
+leave it bound by memory, far below the peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from cpu_peak import peak_gflops  # noqa: E402
+
+from pyvta.compiler.graph import zoo  # noqa: E402
+from pyvta.compiler.graph.compile import compile_model  # noqa: E402
+from pyvta.compiler.targets.cpu.kernels import CpuKernels, node_workload  # noqa: E402
+from pyvta.runtime.compiled_model import run_model  # noqa: E402
+
+
+def headroom(onnx: str, schedules, args) -> dict[str, float]:
+    """Per-layer throughput against the paired peak; prints the table, returns the sums."""
+    cm = compile_model(onnx, "cpu", cpu_schedules=schedules)
+    g = cm.graph
+    work = {
+        n.name: node_workload(n, g.values[n.inputs[0]].shape)
+        for n in g.nodes
+        if n.op == "cpu_conv2d"
+    }
+    kernels = {"cpu": CpuKernels(g, args.threads)}
+    x = zoo.sample_inputs(1, args.size, 0)[0]
+    run_model(cm, x, backends=kernels)  # warm-up
+    layer_ms: dict[str, list[float]] = defaultdict(list)  # workload key -> ms per round
+    share: dict[str, list[float]] = defaultdict(list)  # workload key -> share of the peak
+    other_ms, peaks = [], []
+    for _ in range(args.rounds):
+        rows = run_model(cm, x, backends=kernels)[1].rows
+        peak = statistics.median(peak_gflops(args.threads, args.peak_seconds, 1))
+        peaks.append(peak)
+        per: dict[str, float] = defaultdict(float)
+        other = 0.0
+        for row in rows:
+            if row.node in work:
+                per[work[row.node].key] += row.ms
+            else:
+                other += row.ms
+        other_ms.append(other)
+        for key, ms in per.items():
+            layer_ms[key].append(ms)
+    flops: dict[str, int] = defaultdict(int)  # per inference, all launches
+    count: dict[str, int] = defaultdict(int)
+    for w in work.values():
+        flops[w.key] += w.flops
+        count[w.key] += 1
+    for key, times in layer_ms.items():
+        share[key] = [flops[key] / (ms * 1e6) / p for ms, p in zip(times, peaks, strict=True)]
+    peak = statistics.median(peaks)
+    print(f"  FMA peak over the rounds: median {peak:.1f} GFLOP/s (min {min(peaks):.1f},"
+          f" max {max(peaks):.1f}) on {args.threads} threads")  # fmt: skip
+    print(
+        f"  {'conv layer (direct-conv FLOPs)':<64} {'n':>2} {'ms':>7} {'GFLOP/s':>8} {'of peak':>8}"
+    )
+    conv = 0.0
+    for key in sorted(layer_ms, key=lambda k: -statistics.median(layer_ms[k])):
+        ms = statistics.median(layer_ms[key])
+        conv += ms
+        print(f"  {key[:64]:<64} {count[key]:>2} {ms:7.3f} {flops[key] / (ms * 1e6):8.1f}"
+              f" {100 * statistics.median(share[key]):7.1f}%")  # fmt: skip
+    other = statistics.median(other_ms)
+    # a layer below the peak brought up to it; one above (a Winograd layer does fewer FLOPs
+    # than the direct conv counted here) kept as measured
+    at_peak = sum(min(statistics.median(t), flops[k] / (peak * 1e6)) for k, t in layer_ms.items())
+    total = conv + other
+    print(f"  conv layers {conv:.2f} ms ({sum(flops.values()) / (conv * 1e6):.1f} GFLOP/s,"
+          f" {100 * sum(flops.values()) / (conv * 1e6) / peak:.1f}% of the peak), other nodes"
+          f" {other:.2f} ms; every conv layer below the peak at the peak: {at_peak + other:.2f}"
+          f" ms, at most {total / (at_peak + other):.2f}x the network")  # fmt: skip
+    return {"conv_ms": conv, "other_ms": other, "bound": total / (at_peak + other)}
+
+
+def main(argv=None) -> int:
+    from pyvta.tuner.cpu_network import tuned_schedules
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="resnet18,mobilenet")
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--peak-seconds", dest="peak_seconds", type=float, default=0.2)
+    ap.add_argument("--logs", default="", help="folder of MODEL_SIZE_cpu.jsonl: also the tuned")
+    ap.add_argument("--models-dir", dest="models_dir", default="out/headroom",
+                    help="where the zoo's models are saved")  # fmt: skip
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.threads < 1 or args.peak_seconds <= 0:
+        ap.error("--rounds and --threads must be >= 1, --peak-seconds > 0")
+    folder = Path(args.models_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    for model in args.models.split(","):
+        onnx = folder / f"{model}_{args.size}.onnx"
+        if not onnx.exists():
+            zoo.save_model(model, str(onnx), size=args.size, seed=0)
+        variants = {"default": None}
+        if args.logs:
+            log = Path(args.logs) / f"{model}_{args.size}_cpu.jsonl"
+            if not log.exists():
+                ap.error(f"--logs: no {log}")
+            variants["tuned"] = tuned_schedules(str(onnx), str(log))
+        for name, schedules in variants.items():
+            print(f"{model}, {name} schedules, {args.rounds} rounds:")
+            headroom(str(onnx), schedules, args)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
