@@ -78,6 +78,7 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
     inference at a time per round, timed by ``clock``; prints medians and ratios."""
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.tuner.cpu_network import tuned_schedules
+    from pyvta.tuner.in_network import paired_ratio
 
     x = zoo.sample_inputs(1, args.size, 0)[0]
     sess = onnxruntime_session(str(onnx), threads=threads, spin=False)
@@ -126,7 +127,7 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
         out["in network / alone"] = med["alone"] / med["in network"]
     # per round, the paired ratio (same moment, same load): its median is steadier
     paired = np.array(times["default"]) / np.array(times["in network"])
-    out["in network / default, paired"] = float(np.median(paired))
+    out["in network / default, paired"] = paired_ratio(times["default"], times["in network"])
     q1, q3 = np.percentile(paired, [25, 75])
     print(f"  {model} speed-ups (x > 1: the first is faster): "
           + ", ".join(f"{k} {v:.3f}x" for k, v in out.items())
