@@ -69,7 +69,11 @@ def test_scheduler_gives_more_trials_where_more_is_to_gain(tmp_path):
     curve = run.latency_curve()
     assert all(b[1] <= a[1] for a, b in zip(curve, curve[1:], strict=False))  # never rises
     assert curve[-1][1] == pytest.approx(run.latency())
-    assert 4.0 <= run.spent_s < 4.0 + 2.0  # stops at the budget, within a slice
+    # stops at the budget: spent it, and no chunk of trials began after it (only the one under
+    # way may end after it); not a wall time after it, which a loaded host stretches (7.8 s,
+    # two xdist workers on 2 cores)
+    late = [t for ts in run.trials for t, _ in ts if t > 4.0]
+    assert run.spent_s >= 4.0 and len(late) <= 2  # chunk_trials
     assert run.session_starts_s == [0.0]
 
     # the same log with a larger budget: continues (records read back, never re-measured)
