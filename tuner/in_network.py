@@ -50,16 +50,17 @@ from pathlib import Path
 
 import numpy as np
 
-from pyvta.isa.errors import PyvtaError
+from pyvta.tuner.in_network_confirm import (
+    Confirmation,
+    InNetworkError,
+    confirmed_layers,
+    paired_ratio,
+)
 
 # 2: {"v": 2, "hosts": {machine: one host's choices}}, each host kind's kept when another
 # writes its own; 1 (still read): one host's choices at the top level, with its "machine"
 IN_NETWORK_VERSION = 2
 MAX_REL_ERR = 1e-4  # a variant's output against the default variant's
-
-
-class InNetworkError(PyvtaError, ValueError):
-    """A re-ranking that cannot run or a choices file that cannot be read."""
 
 
 def in_network_path(log: str | os.PathLike) -> Path:
@@ -81,58 +82,6 @@ class Candidate:
     @property
     def median_ms(self) -> float:
         return statistics.median(self.ms) if self.ms else float("inf")
-
-
-def paired_ratio(base_ms, new_ms) -> float:
-    """The median over rounds of ``base / new`` (> 1: new is faster), both timed in the same
-    round: steadier than a ratio of medians while the host's speed moves."""
-    if len(base_ms) != len(new_ms) or not base_ms:
-        raise InNetworkError(
-            f"paired times need equal, non-zero counts: {len(base_ms)}, {len(new_ms)}"
-        )
-    return statistics.median(b / n for b, n in zip(base_ms, new_ms, strict=True))
-
-
-@dataclass
-class Confirmation:
-    """The network with the changed layers' choices ("chosen") against the one with every
-    layer's default ("default"), timed interleaved after the ranking, ``rounds`` rounds: per
-    round each network's ms per inference (all nodes) and each changed layer's (all its
-    launches)."""
-
-    rounds: int
-    network_ms: dict  # "default" | "chosen" -> [ms per round]
-    layer_ms: dict  # changed layer's workload key -> {"default": [ms per round], "chosen": [...]}
-
-    @property
-    def speedup(self) -> float:
-        """The chosen network's paired speed-up over the default one (> 1: faster)."""
-        return paired_ratio(self.network_ms["default"], self.network_ms["chosen"])
-
-    def faster(self) -> set[str]:
-        """The changed layers faster than their default (paired)."""
-        return {k for k, t in self.layer_ms.items() if paired_ratio(t["default"], t["chosen"]) > 1}
-
-    @property
-    def borne_out(self) -> bool:
-        """The network faster, and every changed layer."""
-        return self.speedup > 1 and self.faster() == set(self.layer_ms)
-
-    def to_json(self) -> dict:
-        faster = self.faster()
-        return {
-            "rounds": self.rounds,
-            "speedup": self.speedup,
-            "network_ms": self.network_ms,
-            "layers": {k: {**t, "faster": k in faster} for k, t in self.layer_ms.items()},
-        }
-
-
-def confirmed_layers(confirmations: list[Confirmation]) -> set[str]:
-    """The layers that keep their ranked choice: those of the confirmation whose network was
-    the fastest against the default (paired), if faster at all."""
-    best = max(confirmations, key=lambda c: c.speedup, default=None)
-    return set(best.layer_ms) if best is not None and best.speedup > 1 else set()
 
 
 @dataclass

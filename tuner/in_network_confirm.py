@@ -1,0 +1,66 @@
+"""The confirmation that ends a re-ranking in the network (``tuner.in_network``): the network
+with the ranked choices against the one of defaults, timed interleaved, paired round by round,
+and the rule that decides which layers keep their choice (:func:`confirmed_layers`)."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from pyvta.isa.errors import PyvtaError
+
+
+class InNetworkError(PyvtaError, ValueError):
+    """A re-ranking that cannot run or a choices file that cannot be read."""
+
+
+def paired_ratio(base_ms, new_ms) -> float:
+    """The median over rounds of ``base / new`` (> 1: new is faster), both timed in the same
+    round: steadier than a ratio of medians while the host's speed moves."""
+    if len(base_ms) != len(new_ms) or not base_ms:
+        raise InNetworkError(
+            f"paired times need equal, non-zero counts: {len(base_ms)}, {len(new_ms)}"
+        )
+    return statistics.median(b / n for b, n in zip(base_ms, new_ms, strict=True))
+
+
+@dataclass
+class Confirmation:
+    """The network with the changed layers' choices ("chosen") against the one with every
+    layer's default ("default"), timed interleaved after the ranking, ``rounds`` rounds: per
+    round each network's ms per inference (all nodes) and each changed layer's (all its
+    launches)."""
+
+    rounds: int
+    network_ms: dict  # "default" | "chosen" -> [ms per round]
+    layer_ms: dict  # changed layer's workload key -> {"default": [ms per round], "chosen": [...]}
+
+    @property
+    def speedup(self) -> float:
+        """The chosen network's paired speed-up over the default one (> 1: faster)."""
+        return paired_ratio(self.network_ms["default"], self.network_ms["chosen"])
+
+    def faster(self) -> set[str]:
+        """The changed layers faster than their default (paired)."""
+        return {k for k, t in self.layer_ms.items() if paired_ratio(t["default"], t["chosen"]) > 1}
+
+    @property
+    def borne_out(self) -> bool:
+        """The network faster, and every changed layer."""
+        return self.speedup > 1 and self.faster() == set(self.layer_ms)
+
+    def to_json(self) -> dict:
+        faster = self.faster()
+        return {
+            "rounds": self.rounds,
+            "speedup": self.speedup,
+            "network_ms": self.network_ms,
+            "layers": {k: {**t, "faster": k in faster} for k, t in self.layer_ms.items()},
+        }
+
+
+def confirmed_layers(confirmations: list[Confirmation]) -> set[str]:
+    """The layers that keep their ranked choice: those of the confirmation whose network was
+    the fastest against the default (paired), if faster at all."""
+    best = max(confirmations, key=lambda c: c.speedup, default=None)
+    return set(best.layer_ms) if best is not None and best.speedup > 1 else set()
