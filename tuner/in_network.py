@@ -54,6 +54,7 @@ from pyvta.tuner.in_network_confirm import (
     Confirmation,
     InNetworkError,
     confirmed_layers,
+    fastest,
     paired_ratio,
 )
 
@@ -143,11 +144,11 @@ class Rerank:
             for key, t in conf.layer_ms.items():
                 r = paired_ratio(t["default"], t["chosen"])
                 lines.append(f"  {key[:60]:<60} paired {r:6.3f}x")
-        kept = confirmed_layers(self.confirmations)
-        if kept:
-            n = 1 + max(range(len(self.confirmations)), key=lambda i: self.confirmations[i].speedup)
-            lines.append(f"kept: the {len(kept)} changed layers of confirmation {n} (its network"
-                         " the fastest); the rest run their default")  # fmt: skip
+        best = fastest(self.confirmations)
+        if best is not None:
+            n = 1 + self.confirmations.index(best)
+            lines.append(f"kept: the {len(best.layer_ms)} changed layers of confirmation {n} (its"
+                         " network the fastest); the rest run their default")  # fmt: skip
         else:
             lines.append("kept: none (no network faster than the default's)")
         return "\n".join(lines)

@@ -59,8 +59,14 @@ class Confirmation:
         }
 
 
-def confirmed_layers(confirmations: list[Confirmation]) -> set[str]:
-    """The layers that keep their ranked choice: those of the confirmation whose network was
-    the fastest against the default (paired), if faster at all."""
+def fastest(confirmations: list[Confirmation]) -> Confirmation | None:
+    """The confirmation whose network was the fastest against the default (paired), if faster
+    at all; else None."""
     best = max(confirmations, key=lambda c: c.speedup, default=None)
-    return set(best.layer_ms) if best is not None and best.speedup > 1 else set()
+    return best if best is not None and best.speedup > 1 else None
+
+
+def confirmed_layers(confirmations: list[Confirmation]) -> set[str]:
+    """The layers that keep their ranked choice: those of the :func:`fastest` confirmation."""
+    best = fastest(confirmations)
+    return set() if best is None else set(best.layer_ms)
