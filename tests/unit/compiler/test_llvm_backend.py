@@ -96,6 +96,30 @@ def test_padding_rows_become_masked_vector_loads(build, rng):
     np.testing.assert_array_equal(out, np.pad(x, ((0, 0), (2, 2))))
 
 
+def test_padding_rows_read_behind_a_branch_not_a_masked_load(build, rng):
+    """A select whose condition is the same for every lane (a padded row, the columns
+    vectorized) loads the row behind a branch: no masked load (2.7-3.4x slower in the depthwise
+    convs on a Zen 1), and the rows outside, never read, stay out of the result. (200 rows:
+    LLVM does not unroll the loop and fold the conditions away.)"""
+    rows, pad = 200, 3
+    d = te.placeholder((rows, 16), "float32", "D")
+    p = te.compute(
+        (rows + 2 * pad, 16),
+        lambda i, j: te.select(
+            te.logical_and(i >= pad, i < rows + pad), d[i - pad, j], te.const(-3.0)
+        ),
+        name="P",
+    )
+    s = compiler.create_schedule(p)
+    s[p].vectorize("j")
+    mod = build(s, [d, p])
+    assert "llvm.masked.load" not in mod.llvm_ir
+    x = rng.standard_normal((rows, 16)).astype(np.float32)
+    out = np.zeros((rows + 2 * pad, 16), np.float32)
+    mod(x, out)
+    np.testing.assert_array_equal(out, np.pad(x, ((pad, pad), (0, 0)), constant_values=-3.0))
+
+
 def test_strided_vector_access_and_math_intrinsics(build, rng):
     a = te.placeholder((8, 6), "float32", "A")
     b = te.compute((6, 8), lambda i, j: te.exp(a[j, i]) + te.sqrt(a[j, i] * a[j, i]), name="B")
