@@ -408,10 +408,9 @@ class CodeGen(IntDots):
         has_load = any(isinstance(x, Load) for x in walk_exprs(e.t)) or any(
             isinstance(x, Load) for x in walk_exprs(e.f)
         )
-        lanes = self.lanes
-        if lanes is not None and has_load and lanes[0] in free_vars(e.cond):
-            if masked_load_ok(e, lanes[0]):
-                return self._masked_load(e)
+        var = None if self.lanes is None else self.lanes[0]
+        if has_load and var in free_vars(e.cond) and masked_load_ok(e, var):
+            return self._masked_load(e)
         cond = self.expr(e.cond)
         if not has_load or self._is_vec(cond):
             c = cond
