@@ -21,26 +21,16 @@ leave it bound by memory, far below the peak.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
 
+from pyvta.compiler.backend.llvm.peak import peak_gflops
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.targets.cpu.kernels import CpuKernels, node_workload
 from pyvta.runtime.compiled_model import run_model
-
-
-def _peak_gflops():
-    """``benchmarks/cpu_peak.py``'s ``peak_gflops``, loaded from the file beside this one."""
-    spec = importlib.util.spec_from_file_location(
-        "cpu_peak", Path(__file__).resolve().with_name("cpu_peak.py")
-    )
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.peak_gflops
 
 
 def headroom(onnx: str, schedules, args) -> dict[str, float]:
@@ -53,7 +43,6 @@ def headroom(onnx: str, schedules, args) -> dict[str, float]:
         if n.op == "cpu_conv2d"
     }
     kernels = {"cpu": CpuKernels(g, args.threads)}
-    peak_gflops = _peak_gflops()
     x = zoo.sample_inputs(1, args.size, 0)[0]
     run_model(cm, x, backends=kernels)  # warm-up
     layer_ms: dict[str, list[float]] = defaultdict(list)  # workload key -> ms per round

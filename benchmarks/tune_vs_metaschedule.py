@@ -315,7 +315,7 @@ def main(argv=None) -> int:
     peaks: list = []
 
     def measure_peak(when):
-        from cpu_peak import peak_gflops
+        from pyvta.compiler.backend.llvm.peak import peak_gflops
 
         got = statistics.median(peak_gflops(os.cpu_count() or 1, seconds=0.5))
         peaks.append(got)

@@ -1,12 +1,10 @@
-"""``benchmarks/cpu_peak.py``'s FMA loop keeps its accumulators in registers on every register
+"""The FMA peak's loop (``compiler.backend.llvm.peak``, ``benchmarks/cpu_peak.py``) keeps its accumulators in registers on every register
 file: with 16 of AVX2's 16 vector registers it spilled to the stack and measured half the
 peak (Zen 1: 17 GFLOP/s a thread against 38)."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-from pathlib import Path
 
 import llvmlite.binding as llvm
 import pytest
@@ -14,15 +12,12 @@ import pytest
 from pyvta.compiler.backend.llvm.jit import optimize
 from pyvta.compiler.backend.llvm.target import CpuTarget
 
-BENCH = Path(__file__).resolve().parents[3] / "benchmarks" / "cpu_peak.py"
-
 
 @pytest.fixture(scope="module")
 def cpu_peak():
-    spec = importlib.util.spec_from_file_location("cpu_peak", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from pyvta.compiler.backend.llvm import peak
+
+    return peak
 
 
 def _stack_refs(cpu_peak, target: CpuTarget, n_acc: int) -> tuple[int, int]:
