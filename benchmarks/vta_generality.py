@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from pyvta.compiler.graph.compile import compile_model
+from pyvta.compiler.graph.compile import compile_model, lower_kernels
 from pyvta.compiler.targets.vta.partition_targets import VTA_PARTITIONS, conv_placement
 from pyvta.driver import SimDevice
 from pyvta.runtime.compiled_model import run_model
@@ -40,7 +40,7 @@ def network(seed: int, folder: Path, partition: str, run: bool) -> dict:
     info["reasons"] = reasons
     if run:
         t0 = time.perf_counter()
-        cm.lower_kernels(cm.hw, None)
+        lower_kernels(cm)
         feeds = {"input": netgen.sample_input(model, seed + 100)}
         backend = cm.accelerator(SimDevice(cm.hw))
         out = run_model(cm, feeds, backends={"vta": backend})[0]
