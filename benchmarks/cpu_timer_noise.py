@@ -40,6 +40,9 @@ def main(argv=None) -> int:
     p.add_argument("--min-repeat-ms", type=float, default=5.0, dest="min_repeat_ms")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
+    if a.passes < 2 or a.configs < 2:
+        p.error(f"--passes {a.passes}, --configs {a.configs}: at least 2 of each (drift and rank"
+                " correlation compare passes over configs)")  # fmt: skip
 
     from pyvta.tuner.cli_support import parse_workload
     from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
