@@ -62,7 +62,8 @@ def row_column(index, var, stride: int, buffer) -> int | None:
 
 
 def masked_load_ok(e: Select, var) -> bool:
-    """``select(c, A[stride 1..4], no-loads)``: emitted as one masked vector load."""
+    """``select(c, A[stride 1..4], no-loads)``: vectorizable as one masked vector load (the
+    code generator emits one where ``c`` varies over the lanes; else a branch, ``CodeGen.select``)."""
     return (
         isinstance(e.t, Load)
         and not has_load(e.t.index)
