@@ -96,9 +96,11 @@ def _levels() -> list[str]:
 
 
 def _host_has_fma() -> bool:
+    """Whether the kernels this process compiles use fused multiply-add: the host's features
+    as ``$PYVTA_CPU_FEATURES`` limits them (under ``sse``, the host's run has none either)."""
     from pyvta.host_cpu import host
 
-    return bool(host("host")[2].get("fma"))
+    return bool(host()[2].get("fma"))
 
 
 def _run_at(level: str, onnx_path, keep: str, out) -> np.ndarray:
