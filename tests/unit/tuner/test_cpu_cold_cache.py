@@ -9,13 +9,15 @@ import pytest
 from pyvta.tuner.measure import LocalMeasurer
 
 
-def _gemm_config(task):
-    knobs = {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False}
+def _gemm_config(task, fitting_tile):
+    knobs = {"tile": fitting_tile(task, 4, 16), "bk": 4, "parallel": False, "panels_outer": False}
     return task.space.config({**knobs, "pack_b": True})
 
 
 @pytest.mark.parametrize("min_repeat_ms, calls", [(4.0, 4), (50.0, 10)])
-def test_cold_cache_evicts_before_each_timed_call(tmp_path, monkeypatch, min_repeat_ms, calls):
+def test_cold_cache_evicts_before_each_timed_call(
+    tmp_path, monkeypatch, min_repeat_ms, calls, fitting_tile
+):
     """A fake thread clock advancing 1 ms a read: the first call (1 ms) sets ``calls`` calls a
     repeat (at most ``COLD_MAX_CALLS``), each one timed alone right after an eviction."""
     from pyvta.compiler.backend.llvm.module import Module
@@ -24,7 +26,7 @@ def test_cold_cache_evicts_before_each_timed_call(tmp_path, monkeypatch, min_rep
 
     assert cpu_measure.COLD_MAX_CALLS == 10
     task = gemm_task(64, 64, 64)
-    cfg = _gemm_config(task)
+    cfg = _gemm_config(task, fitting_tile)
     backend = cpu_measure.CpuBackend(
         str(tmp_path), min_repeat_ms=min_repeat_ms, timer="thread", cache="cold",
         evict_bytes=1 << 20,
@@ -54,7 +56,7 @@ def test_cold_cache_evicts_before_each_timed_call(tmp_path, monkeypatch, min_rep
     assert "".join(events) == "e1048576tkt" * (1 + 3 * calls)
 
 
-def test_cold_cache_measures_right_answers_and_says_how(tmp_path):
+def test_cold_cache_measures_right_answers_and_says_how(tmp_path, fitting_tile):
     from pyvta.tuner.cpu import gemm_task
     from pyvta.tuner.cpu_measure import CpuBackend
 
@@ -62,7 +64,7 @@ def test_cold_cache_measures_right_answers_and_says_how(tmp_path):
     backend = CpuBackend(str(tmp_path), min_repeat_ms=1.0, cache="cold", evict_bytes=3 << 20)
     assert "after 3 MiB streamed through the caches" in backend.describe()
     with LocalMeasurer(backend, repeats=2) as m:  # checked against the reference
-        (res,) = m.measure(task, [_gemm_config(task)])
+        (res,) = m.measure(task, [_gemm_config(task, fitting_tile)])
     assert res.ok and len(res.costs) == 2 and all(0 < c < 0.1 for c in res.costs), res.msg[-600:]
 
 

@@ -297,7 +297,7 @@ def test_mobilenet_layers_get_depthwise_and_pointwise_tasks(tmp_path):
 
 
 @pytest.mark.parametrize("flat", [False, True])
-def test_direct_and_pointwise_configs_pass_the_reference_check(flat):
+def test_direct_and_pointwise_configs_pass_the_reference_check(flat, fitting_tile):
     """A 1x1 layer's direct configs (flat ones write ``[1, O/ob, OH * OW, ob]``) and its
     pointwise config measure against the float64 reference (no ``run`` error, no wrong
     answer)."""
@@ -307,7 +307,12 @@ def test_direct_and_pointwise_configs_pass_the_reference_check(flat):
     wl = ConvWorkload(32, 5, 5, 16, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)
     direct, pointwise = nchwc_conv_tasks(wl)[0], nchwc_conv_tasks(wl)[-1]
     cfgs = [
-        (direct, direct.space.config({"tile": (4, 16), "unroll_rx": False, "flat": flat})),
+        (
+            direct,
+            direct.space.config(
+                {"tile": fitting_tile(direct, 4, 16), "unroll_rx": False, "flat": flat}
+            ),
+        ),
         (pointwise, pointwise.space.get(0)),
     ]
     backend = CpuBackend(min_repeat_ms=1.0)

@@ -363,6 +363,7 @@ def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
     of several blocks fit the registers, and random ones compute the conv."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import VECTOR_BLOCK_TILE_BLOCKS
+    from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs
     from pyvta.tuner.cpu_network import CpuLayer, _default_point
 
     wl = ConvWorkload(64, 7, 7, 64, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)  # 4 output blocks
@@ -373,8 +374,11 @@ def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
     untuned = VECTOR_BLOCK_TILE_BLOCKS if t.vector_lanes("float32") == 16 else 1
     default = _default_point(task, CpuLayer(wl, 1))
     assert default["oc_blocks"] == untuned
-    # 49 pixels as 7 tiles of 7 (AVX2: at most 6 pixels of two vectors, 10 tiles of 5)
-    assert default["tile"] == ((7, 16) if untuned > 1 else (5, 16))
+    # the compiler's tile: 49 pixels as 7 tiles of 7 on AVX-512, 10 tiles of 5 on AVX2 (at
+    # most 6 pixels of two vectors); with SSE's 4 lanes, 3 pixels of four vectors
+    pixels = PointwiseKnobs.for_target(t, 49, 16, 4).p_block
+    assert default["tile"] == (pixels, 16)
+    assert pixels == {16: 7, 8: 5, 4: 3}[t.vector_lanes("float32")]
     room, vecs = t.vector_registers - nchwc.SPARE_REGISTERS, max(1, 16 // t.vector_lanes("float32"))
     rng = np.random.default_rng(seed)
     print(f"{task.key}: seed {seed}")

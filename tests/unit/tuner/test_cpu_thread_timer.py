@@ -11,21 +11,26 @@ from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, LocalMeasurer
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 
 
-def _gemm_config(task, parallel: bool):
-    knobs = {"tile": (4, 16), "bk": 4, "parallel": parallel, "panels_outer": False}
+def _gemm_config(task, fitting_tile, parallel: bool):
+    knobs = {
+        "tile": fitting_tile(task, 4, 16),
+        "bk": 4,
+        "parallel": parallel,
+        "panels_outer": False,
+    }
     return task.space.config({**knobs, "pack_b": True})
 
 
-def test_thread_timer_builds_one_thread_and_measures_right_answers(tmp_path):
+def test_thread_timer_builds_one_thread_and_measures_right_answers(tmp_path, fitting_tile):
     from pyvta.tuner.cpu import gemm_task
     from pyvta.tuner.cpu_measure import CpuBackend
 
     task = gemm_task(64, 64, 64)
     backend = CpuBackend(str(tmp_path), min_repeat_ms=2.0, timer="thread")
     assert backend.num_threads == 1 and "thread" in backend.describe()
-    mod, _ = backend._module(task, _gemm_config(task, parallel=True))
+    mod, _ = backend._module(task, _gemm_config(task, fitting_tile, parallel=True))
     assert mod.target.num_threads == 1  # the parallel loop runs in the calling thread
-    cfgs = [_gemm_config(task, p) for p in (True, False)]
+    cfgs = [_gemm_config(task, fitting_tile, p) for p in (True, False)]
     with LocalMeasurer(backend, repeats=3) as m:  # checked against the reference (check=True)
         res = m.measure(task, cfgs)
     print([(c.to_dict(), r.costs) for c, r in zip(cfgs, res, strict=True)])
@@ -33,14 +38,14 @@ def test_thread_timer_builds_one_thread_and_measures_right_answers(tmp_path):
     assert all(0 < c < 0.1 for r in res for c in r.costs)
 
 
-def test_thread_timer_reads_the_thread_clock(tmp_path, monkeypatch):
+def test_thread_timer_reads_the_thread_clock(tmp_path, monkeypatch, fitting_tile):
     """The kernel's time comes from ``time.thread_time`` (a fake one here that advances 1 ms a
     read): 1 ms for the first call sets 4 calls a repeat of 4 ms, so each repeat is 1 / 4 ms."""
     from pyvta.tuner.cpu import gemm_task
     from pyvta.tuner.cpu_measure import CpuBackend
 
     task = gemm_task(64, 64, 64)
-    cfg = _gemm_config(task, parallel=False)
+    cfg = _gemm_config(task, fitting_tile, parallel=False)
     backend = CpuBackend(str(tmp_path), min_repeat_ms=4.0, timer="thread")
     backend.build(task, cfg)
     ticks = iter(range(10**6))

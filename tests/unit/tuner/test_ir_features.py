@@ -25,13 +25,26 @@ def test_curve_features_have_one_length_across_workloads(rng):
     assert x.shape == (3, irfeatures.LOOP_LEN + t.space.knob_feature_width)
 
 
-def test_features_follow_the_knobs():
+def test_features_follow_the_knobs(fitting_tile):
     t = gemm_task(64, 64, 64)
+    bm, bn = fitting_tile(t, 4, 16)  # (4, 16); (4, 8) with SSE
     a = t.space.config(
-        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+        {
+            "tile": (bm, bn),
+            "bk": 4,
+            "parallel": False,
+            "panels_outer": False,
+            "pack_b": True,
+        }
     )
     b = t.space.config(
-        {"tile": (2, 32), "bk": 4, "parallel": True, "panels_outer": False, "pack_b": True}
+        {
+            "tile": fitting_tile(t, 2, 32),
+            "bk": 4,
+            "parallel": True,
+            "panels_outer": False,
+            "pack_b": True,
+        }
     )
     f = make_featurizer("curve")
     fa, fb = f(t, [a.index, b.index])
@@ -40,11 +53,11 @@ def test_features_follow_the_knobs():
     main = stmts[0]  # the accumulation C.local += A * B.packed
     assert main.trips == 64 * 64 * 64
     kinds = [k for _, _, k in main.loops]
-    assert kinds[0] == "vectorized" and main.loops[0][1] == 16
+    assert kinds[0] == "vectorized" and main.loops[0][1] == bn
     store = [acc for acc in main.accesses if acc.is_store][0]
     assert store.local and store.strides[0] == 1  # C.local is unit-stride along j.c
     levels = store.levels(main.loops)
-    assert levels[0][2] == 16 and levels[1][2] == 64  # touches 16 then 4 x 16 elements
+    assert levels[0][2] == bn and levels[1][2] == bm * bn  # touches 16 then 4 x 16 elements
 
 
 def _no_fit(config, *args):

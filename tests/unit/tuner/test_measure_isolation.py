@@ -63,17 +63,29 @@ def test_crash_and_hang_in_build_are_survived_while_tuning(tmp_path, seed):
 
 
 @pytest.mark.parametrize("n", [64])
-def test_cpu_backend_measures_gemm(n):
+def test_cpu_backend_measures_gemm(n, fitting_tile):
     from pyvta.tuner.cpu import gemm_task
     from pyvta.tuner.cpu_measure import CpuBackend
 
     task = gemm_task(n, n, n)
     cfgs = [
         task.space.config(
-            {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+            {
+                "tile": fitting_tile(task, 4, 16),
+                "bk": 4,
+                "parallel": False,
+                "panels_outer": False,
+                "pack_b": True,
+            }
         ),
         task.space.config(
-            {"tile": (1, 16), "bk": 1, "parallel": False, "panels_outer": False, "pack_b": True}
+            {
+                "tile": fitting_tile(task, 1, 16),
+                "bk": 1,
+                "parallel": False,
+                "panels_outer": False,
+                "pack_b": True,
+            }
         ),
     ]
     with LocalMeasurer(CpuBackend(min_repeat_ms=2.0), repeats=3) as m:
@@ -83,7 +95,7 @@ def test_cpu_backend_measures_gemm(n):
     assert all(0 < r.cost < 0.1 for r in res)
 
 
-def test_wrong_answer_is_recorded():
+def test_wrong_answer_is_recorded(fitting_tile):
     from pyvta.tuner import cpu, cpu_measure
     from pyvta.tuner.measure import InProcessMeasurer
     from pyvta.tuner.task import Template
@@ -96,7 +108,13 @@ def test_wrong_answer_is_recorded():
     )
     task = bad.task(16, 16, 16)
     cfg = task.space.config(
-        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+        {
+            "tile": fitting_tile(task, 4, 16),
+            "bk": 4,
+            "parallel": False,
+            "panels_outer": False,
+            "pack_b": True,
+        }
     )
     res = InProcessMeasurer(cpu_measure.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(
         task, [cfg]
@@ -145,7 +163,7 @@ def test_conv2d_reference_matches_a_naive_convolution():
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_cpu_backend_times_on_64_byte_aligned_arrays():
+def test_cpu_backend_times_on_64_byte_aligned_arrays(fitting_tile):
     from pyvta.tuner import cpu, cpu_measure
     from pyvta.tuner.measure import InProcessMeasurer
     from pyvta.tuner.task import Template
@@ -161,7 +179,13 @@ def test_cpu_backend_times_on_64_byte_aligned_arrays():
     )
     task = probe.task(48, 32, 40)  # odd sizes: numpy alone would not align these
     cfg = task.space.config(
-        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+        {
+            "tile": fitting_tile(task, 4, 16),
+            "bk": 4,
+            "parallel": False,
+            "panels_outer": False,
+            "pack_b": True,
+        }
     )
     res = InProcessMeasurer(cpu_measure.CpuBackend(min_repeat_ms=1.0), repeats=1).measure(
         task, [cfg]
@@ -170,7 +194,7 @@ def test_cpu_backend_times_on_64_byte_aligned_arrays():
     assert res[0].ok and seen == [0, 0, 0]
 
 
-def test_cpu_backend_times_each_repeat_on_fresh_memory(monkeypatch):
+def test_cpu_backend_times_each_repeat_on_fresh_memory(monkeypatch, fitting_tile):
     from pyvta.tuner import cpu, cpu_measure
     from pyvta.tuner.measure import InProcessMeasurer
 
@@ -188,7 +212,13 @@ def test_cpu_backend_times_each_repeat_on_fresh_memory(monkeypatch):
     monkeypatch.setattr(cpu_measure, "fresh_copies", spy)
     task = cpu.gemm_task(48, 32, 40)
     cfg = task.space.config(
-        {"tile": (4, 16), "bk": 4, "parallel": False, "panels_outer": False, "pack_b": True}
+        {
+            "tile": fitting_tile(task, 4, 16),
+            "bk": 4,
+            "parallel": False,
+            "panels_outer": False,
+            "pack_b": True,
+        }
     )
     res = InProcessMeasurer(cpu_measure.CpuBackend(min_repeat_ms=1.0), repeats=3).measure(
         task, [cfg]
