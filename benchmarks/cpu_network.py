@@ -120,6 +120,7 @@ def bench_model(
 
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.tuner.cpu_network import tuned_schedules
+    from pyvta.tuner.in_network import stale_choices
 
     path = str(Path(tempfile.mkdtemp(prefix="pyvta-bench-")) / f"{name}.onnx")
     zoo.save_model(name, path, size=size, seed=seed)
@@ -137,6 +138,9 @@ def bench_model(
         if schedules:
             models["tuned"] = compile_model(path, "cpu", cpu_schedules=schedules)
             print(f"{name}: {len(schedules)} tuned layer schedules from {log}")
+        stale = stale_choices(log)
+        if stale:
+            print(f"{name}: {stale}")
     tables: dict[str, list] = {k: [] for k in models}
     for key, cm in models.items():
         kernels = {"cpu": CpuKernels(cm.graph, threads)}  # built for the run's thread count

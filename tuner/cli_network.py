@@ -71,8 +71,10 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
             code = _tune_network_budget(
                 args, cpu_budget_tasks(cpu_layers), lambda: network_measurer(cpu_layers)
             )
-        else:
+        elif args.trials > 0:
             code = _tune_cpu_network(args)
+        else:  # --trials 0 --in-network K (tune_command checked): the log's bests re-ranked
+            code = 0
         if code == 0 and args.in_network:
             code = _rerank_in_network(args)
         elif code == 0 and args.log:

@@ -150,7 +150,8 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--trials",
         type=int,
         default=200,
-        help="measurements in all; for a network, per layer (default 200)",
+        help="measurements in all; for a network, per layer (default 200); 0 with"
+        " --in-network K: no new ones, the --log's bests re-ranked in the network",
     )
     p.add_argument("--tuner", default="xgb", choices=["xgb", "xgb-reg", "random", "ga"])
     p.add_argument("--batch", type=int, default=64, help="candidates measured per round")
@@ -431,7 +432,17 @@ def tune_command(args: argparse.Namespace) -> int:
         if value is not None and value < 0:
             print(f"error: {flag} must be >= 0, got {value}", file=sys.stderr)
             return 2
-    positive = [("--trials", args.trials), ("--batch", args.batch), ("--repeats", args.repeats)]
+    network = Path(args.workload).suffix in (".onnx", ".npz")
+    rerank_only = network and args.trials == 0 and getattr(args, "in_network", 0) > 0
+    if rerank_only and not (args.log and Path(args.log).exists()):
+        print(
+            "error: --trials 0 --in-network K re-ranks the bests of an existing --log; no log"
+            f" {args.log}",
+            file=sys.stderr,
+        )
+        return 2
+    positive = [("--batch", args.batch), ("--repeats", args.repeats)]
+    positive += [("--trials", None if rerank_only else args.trials)]
     positive.append(("--early-stopping", args.early_stopping))
     for flag, value in positive:
         if value is not None and value < 1:
@@ -448,7 +459,6 @@ def tune_command(args: argparse.Namespace) -> int:
         if Path(args.workload).suffix in (".onnx", ".npz"):
             raise LogError("--transfer-log applies to one operator's tuning, not a network's")
         check_log_to_read(args.transfer_log, "--transfer-log")
-    network = Path(args.workload).suffix in (".onnx", ".npz")
     if getattr(args, "budget", None) is not None:
         from pyvta.tuner.budget import BudgetError, parse_duration
 

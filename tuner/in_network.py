@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvta.compiler.backend.llvm.cache import compiler_version
 from pyvta.tuner.in_network_confirm import (
     Confirmation,
     InNetworkError,
@@ -495,6 +496,7 @@ def _write(path: Path, rerank: Rerank, machine: str) -> None:
     """The choices of ``machine`` into ``path``, beside those of other host kinds there."""
     hosts = _read_hosts(path) if path.exists() else {}
     hosts[machine] = {
+        "compiler": compiler_version(),
         "threads": rerank.threads,
         "rounds": rerank.rounds,
         "ts": time.time(),
@@ -546,6 +548,27 @@ def in_network_hosts(log: str | os.PathLike) -> dict[str, dict]:
     made on (``tuner.cpu_measure.cpu_measured_on``); ``{}`` if there are none."""
     path = in_network_path(log)
     return _read_hosts(path) if path.exists() else {}
+
+
+def stale_choices(log: str | os.PathLike) -> str | None:
+    """Why this kind of host's in-network choices beside ``log`` may no longer be its fastest
+    schedules: they were timed under another ``compiler_version`` (the compiler's sources and
+    LLVM; a change to the code generator ran the old MobileNet choices at 0.97x the untuned
+    schedules), or under one they do not record. None where they were timed under this one,
+    or there are none for this host. They are applied either way."""
+    from pyvta.tuner.cpu_measure import cpu_measured_on
+
+    here = in_network_hosts(log).get(cpu_measured_on())
+    now = compiler_version()
+    if here is None or here.get("compiler") == now:
+        return None
+    made = here.get("compiler")
+    made = f"compiler {made}" if made else "a compiler version they do not record"
+    return (
+        f"the in-network choices for this CPU in {in_network_path(log)} were timed under {made},"
+        f" this is {now}: they may now run slower than the untuned schedules. To time them"
+        f" again: pyvta tune MODEL --target cpu --log {log} --trials 0 --in-network 3"
+    )
 
 
 def in_network_choices(log: str | os.PathLike) -> dict[str, dict]:

@@ -187,6 +187,11 @@ def cpu_tuned_schedules(
             f" ({machines}), not of this one ({cpu_measured_on()}); they {what}."
             f" To tune here: pyvta tune MODEL --target cpu --log NEW.jsonl --in-network 3"
         )
+    from pyvta.tuner.in_network import stale_choices
+
+    stale = stale_choices(log_path)
+    if stale:
+        log(f"note: {stale}")
     return found
 
 

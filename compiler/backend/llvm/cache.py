@@ -30,6 +30,16 @@ def codegen_version() -> str:
     return f"{source_digest('compiler.backend.llvm')}|llvm{version}"
 
 
+def compiler_version() -> str:
+    """What a schedule's speed depends on besides the host: the compiler's sources (its
+    templates and this code generator) and llvmlite's LLVM version. Choices timed under one
+    version (``tuner.in_network``) record it, so another version can say they may be stale."""
+    import llvmlite.binding as llvm
+
+    version = ".".join(map(str, llvm.llvm_version_info))
+    return f"{source_digest('compiler')}|llvm{version}"
+
+
 def kernel_key(ir_text: str, target_key: str) -> str:
     h = hashlib.sha256()
     for part in (codegen_version(), target_key, ir_text):

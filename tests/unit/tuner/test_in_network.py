@@ -283,6 +283,63 @@ def test_each_host_kinds_choices_are_kept_when_another_writes(tmp_path):
         assert json.loads(in_network_path(log).read_text())["v"] == 2
 
 
+def test_choices_timed_under_another_compiler_are_named_stale(small_net, tmp_path, monkeypatch):
+    """The choices record the compiler version they were timed under (``compiler_version``:
+    the compiler's sources and LLVM). Under the same version nothing is said; under another,
+    or where the file records none (written before the field), ``pyvta compile --tuning-log``
+    says they may be stale and how to time them again, and still applies them."""
+    import shutil
+
+    from pyvta.commands.network import cpu_tuned_schedules
+    from pyvta.compiler.backend.llvm.cache import compiler_version
+    from pyvta.tuner import in_network
+    from pyvta.tuner.cpu_measure import cpu_measured_on
+    from pyvta.tuner.in_network import Candidate, Rerank, _write, stale_choices
+
+    path, layers, fixture_log = small_net
+    log = tmp_path / "cpu.jsonl"
+    shutil.copy(fixture_log, log)
+    assert stale_choices(log) is None  # no choices: nothing to be stale
+    chosen = {la.workload.key: default_conv_schedule(la.workload) for la in layers}
+    cands = {k: [Candidate("default", s, None, [1.0])] for k, s in chosen.items()}
+    _write(in_network_path(log), Rerank(cands, chosen, rounds=1, threads=1), cpu_measured_on())
+    doc = json.loads(in_network_path(log).read_text())
+    assert doc["hosts"][cpu_measured_on()]["compiler"] == compiler_version()
+    lines = []
+    assert cpu_tuned_schedules(path, log, log=lines.append) == chosen
+    assert stale_choices(log) is None and not any("may now run slower" in ln for ln in lines)
+
+    later = "0123456789abcdef|llvm99.0.0"  # a change to the compiler's sources, say
+    monkeypatch.setattr(in_network, "compiler_version", lambda: later)
+    lines.clear()
+    assert cpu_tuned_schedules(path, log, log=lines.append) == chosen  # applied all the same
+    (note,) = [ln for ln in lines if "may now run slower" in ln]
+    print(note)
+    assert f"timed under compiler {compiler_version()}, this is {later}" in note
+    assert f"--log {log} --trials 0 --in-network 3" in note
+    # the command it names: no new trials, the log's bests re-ranked, the choices rewritten
+    # under this version
+    from pyvta.cli import main
+
+    tune = ["tune", str(path), "--target", "cpu", "--log", str(log), "--no-progress"]
+    assert main([*tune, "--trials", "0", "--in-network", "1"]) == 0
+    assert stale_choices(log) is None
+    assert (
+        json.loads(in_network_path(log).read_text())["hosts"][cpu_measured_on()]["compiler"]
+        == later
+    )
+    assert main([*tune, "--trials", "0"]) == 2  # no new trials and no re-ranking: nothing to do
+    missing = ["--log", str(tmp_path / "none.jsonl")]
+    assert main([*tune, *missing, "--trials", "0", "--in-network", "1"]) == 2
+
+    del doc["hosts"][cpu_measured_on()]["compiler"]  # a file written before the field
+    in_network_path(log).write_text(json.dumps(doc))
+    assert "a compiler version they do not record" in stale_choices(log)
+    doc["hosts"] = {"arm64 other": doc["hosts"][cpu_measured_on()]}  # not this host's choices
+    in_network_path(log).write_text(json.dumps(doc))
+    assert stale_choices(log) is None
+
+
 def test_screening_stages_keep_the_faster_half_then_time_the_finalists(small_net, seed):
     """Default + 1 logged + 3 drawn from the spaces per layer: screening stages (2 rounds)
     keep each layer's faster half until 2 are left, which get the final rounds; a candidate
