@@ -20,6 +20,11 @@ from pyvta.tuner.task import Template
 
 OC_BLOCKS = (2, 3, 4)  # output blocks a register tile may span, besides 1
 BLOCK_TILE_PIXELS = range(4, 16)  # pixels of the tiles added for several blocks per tile
+# pixels of the tiles added last, for several blocks of several vectors each (AVX2's blocks of
+# 16 channels: 4 pixels x 2 blocks spill). MobileNet 224, Zen 1 (AVX2), 2 threads, in the
+# network: every pointwise layer at 2 pixels x 2 blocks ran it 1.02x its untuned 5-6 x 1 block
+# (10 and 30 interleaved rounds, paired)
+FEW_PIXELS = range(1, 4)
 
 
 def _pointwise_space(*args) -> ConfigSpace:
@@ -28,7 +33,9 @@ def _pointwise_space(*args) -> ConfigSpace:
     ``MIN_TILE_SHARE`` of the registers a tile may use as accumulators (fewer cannot hide the
     FMA latency: 1 x 8 ran 5-8x slower than 6 x 16 on AVX2), then the narrower ones
     ``BLOCK_TILE_PIXELS`` allows for tiles spanning several output blocks (``oc_blocks``: 1, or
-    those of ``OC_BLOCKS`` dividing the layer's output blocks; default 1). A point's tile of
+    those of ``OC_BLOCKS`` dividing the layer's output blocks; default 1), then, where a block
+    is several vectors, the fewer pixels of ``FEW_PIXELS`` (each tier's knob the next one's
+    ``before``, so records of every older space read as the same points). A point's tile of
     ``oc_blocks`` blocks must fit the registers (not spill); a one-block tile of those added
     for blocks is refused (below the share, as before)."""
     from pyvta.compiler.backend.llvm import CpuTarget
@@ -44,8 +51,12 @@ def _pointwise_space(*args) -> ConfigSpace:
     tile = with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob))
     narrow = [(p, k) for p, k in tiles if p in BLOCK_TILE_PIXELS and k == wl.ob]
     narrow = [pk for pk in narrow if pk not in tile.values]
-    if narrow:  # the tiles of before stay first: records of both older knobs still read
+    if narrow:  # the tiles of before stay first: records of the older knobs still read
         tile = TileKnob("tile", tile.parts, [*tile.values, *narrow], before=tile)
+    few = [(p, k) for p, k in tiles if p in FEW_PIXELS and k == wl.ob and k > lanes]
+    few = [pk for pk in few if pk not in tile.values]
+    if few:
+        tile = TileKnob("tile", tile.parts, [*tile.values, *few], before=tile)
     out_blocks = wl.o // wl.ob
     c_blocks = wl.c // wl.ib
     passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass

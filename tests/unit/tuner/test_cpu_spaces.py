@@ -387,17 +387,18 @@ def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
         if cfg["oc_blocks"] > 1:
             assert cfg["tile"][0] * cfg["oc_blocks"] * vecs <= room, cfg.to_dict()
             blocks.append(cfg)
-    if room < 2 * vecs * min(cpu_pointwise.BLOCK_TILE_PIXELS):  # AVX2: 16-channel blocks
-        assert not blocks, "a tile of several blocks of two vectors fits no AVX2 register file"
-        return
+    if vecs > 1:  # AVX2's 16-channel blocks: only the fewest pixels fit several blocks
+        assert {c["tile"][0] for c in blocks} <= set(cpu_pointwise.FEW_PIXELS), blocks[:3]
     assert blocks, "no valid point of several blocks among 60"
     _check_points(task, blocks[:3])
 
 
-def test_pointwise_records_of_both_older_spaces_read(tmp_path):
+def test_pointwise_records_of_the_older_spaces_read(tmp_path):
     """Records logged before ``oc_blocks`` (the five knobs, the tile knob with the untuned
     tile appended) and before every knob but the tile (its oldest tiles) read as today's
-    points, ``oc_blocks`` 1, whichever tiles the tile knob has gained since."""
+    points, ``oc_blocks`` 1, whichever tiles the tile knob has gained since; and records
+    logged before the tile knob's last tiles (``FEW_PIXELS``, on a host whose blocks are
+    several vectors) as the same points, ``oc_blocks`` as they were."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs
     from pyvta.tuner.cpu_nchwc import with_tile
@@ -421,6 +422,16 @@ def test_pointwise_records_of_both_older_spaces_read(tmp_path):
         (got,) = read_records(log, task)
         assert got.config == task.space.config(old_cfg.to_dict()).to_dict()
         assert got.config["oc_blocks"] == 1
+    before_few = ConfigSpace([knobs[0].legacy(), *knobs[1:]])  # every knob, the tiles before
+    old_cfg = before_few.get(len(before_few) - 1)  # the last tile, the most blocks
+    rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
+    line = json.loads(rec.to_json())
+    line.update(space=before_few.signature(), index=old_cfg.index, config=old_cfg.to_dict())
+    log = tmp_path / "before_few.jsonl"
+    log.write_text(json.dumps(line) + "\n")
+    (got,) = read_records(log, task)
+    assert got.config == old_cfg.to_dict() and got.config["oc_blocks"] > 1
+    assert got.index == task.space.config(old_cfg.to_dict()).index
 
 
 @pytest.mark.parametrize("template", ["winograd", "pointwise"])
