@@ -96,18 +96,11 @@ class CpuTarget:
     def host(num_threads: int | None = None, features: str | None = None) -> CpuTarget:
         """This machine's CPU, limited to the feature level ``features`` (an ``X86_LEVELS``
         name, or ``"host"``; default: ``$PYVTA_CPU_FEATURES``, else the host's own)."""
-        _init_llvm()
-        triple, cpu, feats = host_cpu.host(features)
-        if feats.get("avx512f"):
-            bits = 512
-        elif feats.get("avx2"):
-            bits = 256
-        else:
-            bits = 128
-        n = num_threads if num_threads is not None else (os.cpu_count() or 1)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        n = num_threads
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise ValueError(f"num_threads must be a positive int, got {n!r}")
-        return CpuTarget(triple, cpu, host_cpu.flat(feats), bits, n)
+        level = features if features is not None else os.environ.get(host_cpu.FEATURES_ENV, "")
+        return _host_target(level or "host", n)
 
     @staticmethod
     def of_cpu(cpu: str, level: str, num_threads: int = 1) -> CpuTarget:
@@ -177,3 +170,21 @@ def cpu_scopes() -> ScopeTable:
     """Memory scopes of the CPU backend: ``global`` on the heap, ``local`` in the stack frame
     (promoted to registers by LLVM when small and indexed by constants)."""
     return ScopeTable([ScopeInfo("global"), ScopeInfo("local", max_bytes=1 << 20, on_stack=True)])
+
+
+@cache
+def _host_target(level: str, num_threads: int | None) -> CpuTarget:
+    """:meth:`CpuTarget.host` at a feature level named (the environment read; threads: all
+    cores if None): made once per level and thread count, as the tuner's validity checks ask
+    for it per proposal (half a million times in one transfer run, half of its time when made
+    afresh each time)."""
+    _init_llvm()
+    num_threads = num_threads if num_threads is not None else (os.cpu_count() or 1)
+    triple, cpu, feats = host_cpu.host(level)
+    if feats.get("avx512f"):
+        bits = 512
+    elif feats.get("avx2"):
+        bits = 256
+    else:
+        bits = 128
+    return CpuTarget(triple, cpu, host_cpu.flat(feats), bits, num_threads)

@@ -47,6 +47,34 @@ def test_the_table_covers_every_level():
     assert set(LEVELS) == set(X86_LEVELS)
 
 
+def test_the_host_target_follows_the_variable_at_each_call(monkeypatch):
+    """``CpuTarget.host()`` is made once per level and thread count, and reads
+    ``PYVTA_CPU_FEATURES`` at every call: a change of the variable gives the other level's
+    target; a level this CPU lacks or a bad thread count raises every time, never cached."""
+    from pyvta import host_cpu
+
+    if _runnable("sse") is None:
+        pytest.skip("needs an x86 host (the sse feature level)")
+    monkeypatch.setenv(host_cpu.FEATURES_ENV, "sse")
+    sse = CpuTarget.host()
+    assert sse.vector_bits == 128 and not sse.has("avx") and CpuTarget.host() is sse
+    assert CpuTarget.host(features="sse") is sse and CpuTarget.host(3).num_threads == 3
+    monkeypatch.setenv(host_cpu.FEATURES_ENV, "host")
+    own = CpuTarget.host()
+    assert own.features == host_cpu.flat(host_cpu.host("host")[2]) and own is not sse
+    monkeypatch.delenv(host_cpu.FEATURES_ENV)
+    assert CpuTarget.host() is own
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match="num_threads must be a positive int"):
+            CpuTarget.host(bad)
+    lacking = [lv for lv in X86_LEVELS if _runnable(lv) is None]
+    for _ in range(2):
+        for lv in lacking:  # e.g. avx512 on an AVX2 host
+            monkeypatch.setenv(host_cpu.FEATURES_ENV, lv)
+            with pytest.raises(CpuFeatureError):
+                CpuTarget.host()
+
+
 def _runnable(level: str) -> CpuTarget | None:
     try:
         return CpuTarget.host(2, level)
