@@ -305,6 +305,17 @@ def test_winograd_with_4x4_output_tiles_computes_the_conv(wl, seed):
         assert err < 1e-4, (cfg.to_dict(), err)
 
 
+def _logged_in(old_space, old_cfg, task, log):
+    """A record of ``old_cfg``, a point of the older ``old_space``, logged into ``log`` as a run of
+    that space wrote it, read back as a record of ``task`` (today's space)."""
+    rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
+    line = json.loads(rec.to_json())
+    line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
+    log.write_text(json.dumps(line) + "\n")
+    (got,) = read_records(log, task)
+    return got
+
+
 def test_untuned_tiles_are_points_of_the_pointwise_and_depthwise_spaces(tmp_path):
     """The compiler's untuned pointwise and depthwise tiles are points of their spaces (a
     search can start from them), the tiles the spaces had before still the first ones, so a
@@ -332,12 +343,7 @@ def test_untuned_tiles_are_points_of_the_pointwise_and_depthwise_spaces(tmp_path
             checked += 1  # the untuned tile was added: a record of the old space still reads
             old_space = ConfigSpace([old, *task.space.knobs[1:]])
             old_cfg = old_space.config({**point.to_dict(), "tile": old.values[-1]})
-            rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
-            line = json.loads(rec.to_json())
-            line.update(space=old_space.signature(), index=old_cfg.index)
-            log = tmp_path / f"old{checked}.jsonl"
-            log.write_text(json.dumps(line) + "\n")
-            (got,) = read_records(log, task)
+            got = _logged_in(old_space, old_cfg, task, tmp_path / f"old{checked}.jsonl")
             assert got.config == old_cfg.to_dict()
             assert got.index == task.space.config(old_cfg.to_dict()).index
     if not checked:  # a host-dependent premise: the untuned tiles follow the vector width
@@ -414,22 +420,12 @@ def test_pointwise_records_of_the_older_spaces_read(tmp_path):
     five = with_tile(oldest, (untuned, wl.ob))  # the tile knob before oc_blocks came
     for i, old_space in enumerate([ConfigSpace([five, *knobs[1:-1]]), ConfigSpace([oldest])]):
         old_cfg = old_space.get(len(old_space) - 1)  # the last tile: the untuned one, if added
-        rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
-        line = json.loads(rec.to_json())
-        line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
-        log = tmp_path / f"old{i}.jsonl"
-        log.write_text(json.dumps(line) + "\n")
-        (got,) = read_records(log, task)
+        got = _logged_in(old_space, old_cfg, task, tmp_path / f"old{i}.jsonl")
         assert got.config == task.space.config(old_cfg.to_dict()).to_dict()
         assert got.config["oc_blocks"] == 1
     before_few = ConfigSpace([knobs[0].legacy(), *knobs[1:]])  # every knob, the tiles before
     old_cfg = before_few.get(len(before_few) - 1)  # the last tile, the most blocks
-    rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
-    line = json.loads(rec.to_json())
-    line.update(space=before_few.signature(), index=old_cfg.index, config=old_cfg.to_dict())
-    log = tmp_path / "before_few.jsonl"
-    log.write_text(json.dumps(line) + "\n")
-    (got,) = read_records(log, task)
+    got = _logged_in(before_few, old_cfg, task, tmp_path / "before_few.jsonl")
     assert got.config == old_cfg.to_dict() and got.config["oc_blocks"] > 1
     assert got.index == task.space.config(old_cfg.to_dict()).index
 
@@ -442,12 +438,7 @@ def test_old_winograd_and_pointwise_records_read_and_build_the_old_loops(templat
     task = next(t for t in cpu.nchwc_conv_tasks(wl) if template in t.name)
     old_space = ConfigSpace([task.space.knobs[0].legacy()])
     old_cfg = old_space.get(len(old_space) // 2)
-    rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult(costs=(1e-3,)))
-    line = json.loads(rec.to_json())
-    line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
-    log = tmp_path / "old.jsonl"
-    log.write_text(json.dumps(line) + "\n")
-    (got,) = read_records(log, task)
+    got = _logged_in(old_space, old_cfg, task, tmp_path / "old.jsonl")
     assert got.config == task.space.config(old_cfg.to_dict()).to_dict()
     assert set(got.config) == {k.name for k in task.space.knobs}
     old_knobs = cpu.schedule_of_template(template, old_cfg)
@@ -611,12 +602,7 @@ def test_a_record_from_before_oc_blocks_reads_as_one_block(features, tmp_path):
     old_space = ConfigSpace(task.space.knobs[:-1])
     old_cfg = old_space.config({"tile": max(cpu.conv_tiles(wl.out_hw[1], wl.ob)),
                                 "unroll_rx": True, "flat": False, "tile_y": 2})  # fmt: skip
-    rec = make_record(task, task.space.config(old_cfg.to_dict()), MeasureResult((1e-3,)))
-    line = json.loads(rec.to_json())
-    line.update(space=old_space.signature(), index=old_cfg.index, config=old_cfg.to_dict())
-    log = tmp_path / "old.jsonl"
-    log.write_text(json.dumps(line) + "\n")
-    (got,) = read_records(log, task)
+    got = _logged_in(old_space, old_cfg, task, tmp_path / "old.jsonl")
     assert got.config == {**old_cfg.to_dict(), "oc_blocks": 1}
     assert got.index == old_cfg.index
     sched = layer_schedule(task, got.config, layer)
