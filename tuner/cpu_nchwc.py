@@ -45,12 +45,19 @@ def conv_tiles(out_width: int, out_block: int, oc_blocks: int = 1) -> list[tuple
 
 
 def with_tile(knob: TileKnob, tile: tuple) -> TileKnob:
-    """``knob`` with ``tile`` (the compiler's untuned choice) added last if it lacks it, its
-    tiles of before kept as ``before``: a search can start from the untuned schedule, and
-    records logged before read as the same points (``ConfigSpace.legacy``)."""
-    if tuple(tile) in knob.values:
+    """``knob`` with ``tile`` (the compiler's untuned choice) added (:func:`with_tiles`): a
+    search can start from the untuned schedule."""
+    return with_tiles(knob, [tile])
+
+
+def with_tiles(knob: TileKnob, tiles) -> TileKnob:
+    """``knob`` with those of ``tiles`` it lacks added last, ``knob`` itself their ``before``
+    (its own older tiles still one step further back), so records logged before read as the
+    same points (``ConfigSpace.legacy``); ``knob`` if it has them all."""
+    new = [t for t in dict.fromkeys(tuple(t) for t in tiles) if t not in knob.values]
+    if not new:
         return knob
-    return TileKnob(knob.name, knob.parts, [*knob.values, tuple(tile)], before=knob.values)
+    return TileKnob(knob.name, knob.parts, [*knob.values, *new], before=knob)
 
 
 def schedule_of_template(template: str, config) -> dict:

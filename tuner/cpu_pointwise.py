@@ -14,6 +14,7 @@ from pyvta.tuner.cpu_nchwc import (
     nchwc_workload,
     schedule_of_template,
     with_tile,
+    with_tiles,
 )
 from pyvta.tuner.space import ChoiceKnob, ConfigSpace, TileKnob, divisors
 from pyvta.tuner.task import Template
@@ -49,14 +50,10 @@ def _pointwise_space(*args) -> ConfigSpace:
     big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room] or tiles
     untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob, wl.o // wl.ob)
     tile = with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob))
-    narrow = [(p, k) for p, k in tiles if p in BLOCK_TILE_PIXELS and k == wl.ob]
-    narrow = [pk for pk in narrow if pk not in tile.values]
-    if narrow:  # the tiles of before stay first: records of the older knobs still read
-        tile = TileKnob("tile", tile.parts, [*tile.values, *narrow], before=tile)
-    few = [(p, k) for p, k in tiles if p in FEW_PIXELS and k == wl.ob and k > lanes]
-    few = [pk for pk in few if pk not in tile.values]
-    if few:
-        tile = TileKnob("tile", tile.parts, [*tile.values, *few], before=tile)
+    # each tier after the tiles of before: records of the older knobs still read
+    tile = with_tiles(tile, [(p, k) for p, k in tiles if p in BLOCK_TILE_PIXELS and k == wl.ob])
+    if wl.ob > lanes:  # a block of several vectors
+        tile = with_tiles(tile, [(p, k) for p, k in tiles if p in FEW_PIXELS and k == wl.ob])
     out_blocks = wl.o // wl.ob
     c_blocks = wl.c // wl.ib
     passes = [K_BLOCKS, 0] if c_blocks > K_BLOCKS else [K_BLOCKS]  # K_BLOCKS >= all: one pass
