@@ -9,7 +9,8 @@ demo: setup
 
 # -P: the checkout's folders are not on sys.path, so the tests import pyvta as installed.
 # -n 2: two pytest-xdist workers, one per core of the machine CI runs on (the README gives the
-# timings); the hardware tests share one worker (tests/hw/conftest.py).
+# timings); the hardware tests share one worker (tests/conftest.py: by folder, as pytest 9.2
+# keeps xdist 3.8 from grouping by marks).
 # The tests marked slow (more of an already-covered path: a second simulator, a second RTL config,
 # bigger sizes) run with `make test-slow`, keeping CI's run under its 20-minute budget.
 # The board-side tests run on x86 and the emulated armhf userland there (about 2 minutes, most

@@ -31,6 +31,27 @@ def pytest_testnodedown(node):
     _CPU_LEVELS.update(getattr(node, "workeroutput", {}).get("cpu_levels", {}))
 
 
+HW_TESTS = "tests/hw/"  # node IDs of the hardware tests start so (relative to the checkout)
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` (``make test``: two workers) with the hardware tests as one group:
+    one worker runs them all, so the session's Verilog build is made once, not on both workers
+    (2 x 2 minutes on 2 cores). Grouped by folder, not by ``xdist_group`` marks: xdist 3.8
+    carries a mark's group in the test's node ID, which pytest 9.2 no longer lets a plugin
+    change (pytest-xdist issue 1386), so there marks group nothing."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class HardwareTogether(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "hw" if nodeid.startswith(HW_TESTS) else super()._split_scope(nodeid)
+
+    return HardwareTogether(config, log)
+
+
 def pytest_terminal_summary(terminalreporter):
     level = os.environ.get("PYVTA_CPU_FEATURES") or "host"
     terminalreporter.write_line(f"CPU feature level of this run: {level} (PYVTA_CPU_FEATURES)")

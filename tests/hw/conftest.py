@@ -6,7 +6,6 @@ Options: ``--hw-fuzz N`` random programs in the differential fuzz test (default 
 """
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -22,15 +21,6 @@ def pytest_addoption(parser):
         help="build the cocotb model into ~/.cache/pyvta/hw (reused while the sources are"
         " unchanged) instead of a fresh build in pytest's tmp_path",
     )
-
-
-def pytest_collection_modifyitems(items):
-    """Under pytest-xdist (``make test`` runs two workers) the hardware tests share one worker
-    (``--dist loadgroup``), so the session's Verilog build is made once, not once per worker."""
-    here = Path(__file__).parent
-    for item in items:
-        if here in item.path.parents:
-            item.add_marker(pytest.mark.xdist_group("hw"))
 
 
 def _opt(config, name, default):
