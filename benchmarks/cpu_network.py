@@ -138,7 +138,7 @@ def bench_model(
         if schedules:
             models["tuned"] = compile_model(path, "cpu", cpu_schedules=schedules)
             print(f"{name}: {len(schedules)} tuned layer schedules from {log}")
-        stale = stale_choices(log)
+        stale = stale_choices(log, path)
         if stale:
             print(f"{name}: {stale}")
     tables: dict[str, list] = {k: [] for k in models}

@@ -36,7 +36,11 @@ these two networks.
 
 The choices go to ``<log>.network.json`` (:func:`in_network_path`), by the kind of host they
 were made on (each kind's kept when another's are written); ``tuner.cpu_network.
-cpu_schedules`` takes them over the isolated bests on a host of the same kind.
+cpu_schedules`` takes them over the isolated bests on a host of the same kind. Each kind's
+choices record the code they were timed on (:func:`changed_code`: per layer they change, a
+digest of its kernels' optimised LLVM IR and of its untuned schedule's), so a later compiler
+that makes other code for them says they may be stale (:func:`stale_choices`), and one that
+changes only other code says nothing.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ class Rerank:
     threads: int
     confirmations: list = field(default_factory=list)  # [Confirmation]: none, none needed
     ranked_index: dict = field(default_factory=dict)  # key -> its fastest finalist's index
+    code: dict = field(default_factory=dict)  # key -> the code timed: changed_code's
 
     def ranked(self, key: str) -> Candidate:
         """The layer's fastest candidate by the ranking (of those timed in the last stage)."""
@@ -195,6 +200,52 @@ def _plan(model, schedules: dict):
 
     options = replace(options_for("cpu", cpu_schedules=schedules), cpu_build=False)
     return run_pipeline(import_onnx(str(model)), options)
+
+
+def code_digests(graph, threads: int, only) -> dict[str, str]:
+    """``{workload key: digest}`` of the code of each conv layer of ``only`` (workload keys) in
+    a planned network (:func:`_plan`) built for ``threads`` threads: the optimised LLVM IR of
+    its kernels (every node of the workload) and LLVM's version. A change to the compiler that
+    changes no layer's code changes no digest."""
+    import hashlib
+
+    import llvmlite.binding as llvm
+
+    from pyvta.compiler.targets.cpu.kernels import node_module
+    from pyvta.runtime.cpu_kernels import kernel_shapes
+
+    keys = _conv_keys(graph)
+    irs: dict[str, set] = {}
+    for n in graph.nodes:
+        if keys.get(n.name) in only:
+            shapes, images = kernel_shapes(graph, n)
+            code = node_module(n, shapes, threads, None, images).llvm_ir
+            irs.setdefault(keys[n.name], set()).add(code)
+    version = ".".join(map(str, llvm.llvm_version_info))
+    out = {}
+    for key, texts in irs.items():
+        h = hashlib.sha256(f"llvm{version}".encode())
+        for text in sorted(texts):
+            h.update(b"\0" + text.encode())
+        out[key] = h.hexdigest()[:16]
+    return out
+
+
+def changed_code(model, chosen: dict, threads: int) -> dict[str, dict]:
+    """``{workload key: {"chosen": digest, "untuned": digest}}`` (:func:`code_digests`) of the
+    conv layers of ``model`` (an ONNX path) whose schedule in ``chosen`` ({workload key:
+    schedule}) is not the untuned one: the code of the network planned with ``chosen``, and
+    of the untuned network, on ``threads`` threads (a layer's input layout follows its
+    neighbours' schedules: whole networks are planned)."""
+    untuned = _plan(model, {})
+    keys = _conv_keys(untuned)
+    default = {keys[n.name]: n.attrs["schedule"] for n in untuned.nodes if n.name in keys}
+    changed = {k for k, s in chosen.items() if k in default and s != default[k]}
+    if not changed:
+        return {}
+    mine = code_digests(_plan(model, chosen), threads, changed)
+    theirs = code_digests(untuned, threads, changed)
+    return {k: {"chosen": mine[k], "untuned": theirs[k]} for k in sorted(changed)}
 
 
 def _conv_keys(graph) -> dict[str, str]:
@@ -306,6 +357,25 @@ def sweep_candidates(
     return out[:n]
 
 
+def _distinct_code(model, cands: dict, threads: int, progress) -> dict:
+    """Each layer's candidates (``{workload key: [Candidate]}``) less those whose code
+    (:func:`code_digests`) is an earlier one's: a schedule written otherwise but compiled to
+    the same kernels (a tile of the whole output block given as 0 or as its width) is not a
+    rival of itself. ResNet-18 224, Zen 1: the one layer the re-ranking kept ran the untuned
+    schedule's code, so the network "tuned" 1.02x was the default network timed twice."""
+    first: dict[str, dict] = {key: {} for key in cands}  # key -> {digest: first index}
+    for v in range(max(map(len, cands.values()), default=0)):
+        pick = {key: c[v].schedule for key, c in cands.items() if v < len(c)}
+        code = code_digests(_plan(model, pick), threads, set(pick))
+        for key, digest in code.items():
+            first[key].setdefault(digest, v)
+    out = {key: [c[i] for i in sorted(first[key].values())] for key, c in cands.items()}
+    dropped = sum(map(len, cands.values())) - sum(map(len, out.values()))
+    if dropped and progress:
+        progress(f"{dropped} candidates dropped: the same code as an earlier one of their layer")
+    return out
+
+
 class _Variants:
     """The network built with one candidate per layer (``pick``: {workload key: candidate
     index}), each build kept while its picks may run again."""
@@ -397,6 +467,7 @@ def rerank_in_network(
         fixed = ("parallel_loops",) if threads == 1 else ()
         c += sweep_candidates(layer, sweep, c, start, fixed)
         cands[layer.workload.key] = c + space_candidates(layer, explore, seed + k, c, log)
+    cands = _distinct_code(model, cands, threads, progress)
     variants = _Variants(model, cands, threads, clock, progress)
     alive = {key: list(range(len(c))) for key, c in cands.items()}
     executor = variants.get({key: 0 for key in cands})[0]  # every layer's default
@@ -426,7 +497,8 @@ def rerank_in_network(
     confs = _confirm_all(variants, best, x, confirm_rounds, progress) if confirm_rounds else []
     kept = confirmed_layers(confs) if confirm_rounds else set(best)
     chosen = {key: c[best[key] if key in kept else 0].schedule for key, c in cands.items()}
-    out = Rerank(cands, chosen, rounds, threads, confs, best)
+    code = changed_code(model, chosen, threads)
+    out = Rerank(cands, chosen, rounds, threads, confs, best, code)
     if write:
         _write(in_network_path(log), out, cpu_measured_on())
     return out
@@ -493,10 +565,12 @@ def _time_rounds(stage, cands, x, rounds: int) -> None:
 
 
 def _write(path: Path, rerank: Rerank, machine: str) -> None:
-    """The choices of ``machine`` into ``path``, beside those of other host kinds there."""
+    """The choices of ``machine`` into ``path``, beside those of other host kinds there, with
+    the code they were timed on (``rerank.code``)."""
     hosts = _read_hosts(path) if path.exists() else {}
     hosts[machine] = {
         "compiler": compiler_version(),
+        "code": rerank.code,
         "threads": rerank.threads,
         "rounds": rerank.rounds,
         "ts": time.time(),
@@ -550,24 +624,41 @@ def in_network_hosts(log: str | os.PathLike) -> dict[str, dict]:
     return _read_hosts(path) if path.exists() else {}
 
 
-def stale_choices(log: str | os.PathLike) -> str | None:
+def stale_choices(log: str | os.PathLike, model: str | os.PathLike) -> str | None:
     """Why this kind of host's in-network choices beside ``log`` may no longer be its fastest
-    schedules: they were timed under another ``compiler_version`` (the compiler's sources and
-    LLVM; a change to the code generator ran the old MobileNet choices at 0.97x the untuned
-    schedules), or under one they do not record. None where they were timed under this one,
-    or there are none for this host. They are applied either way."""
+    schedules for ``model`` (an ONNX path): the code of a layer they change, or of its
+    untuned schedule, is not the code they were timed on (:func:`changed_code`; a change to
+    the code generator ran the old MobileNet choices at 0.97x the untuned schedules). Choices
+    that record no code (written before it was) are judged by the ``compiler_version`` they
+    were timed under, or by its absence. None where they were timed on today's code, or there
+    are none for this host. They are applied either way."""
     from pyvta.tuner.cpu_measure import cpu_measured_on
 
     here = in_network_hosts(log).get(cpu_measured_on())
-    now = compiler_version()
-    if here is None or here.get("compiler") == now:
+    if here is None:
         return None
-    made = here.get("compiler")
+    where = f"the in-network choices for this CPU in {in_network_path(log)}"
+    again = (
+        f"To time them again: pyvta tune MODEL --target cpu --log {log} --trials 0 --in-network 3"
+    )
+    if "code" in here:
+        chosen = {key: d["chosen"] for key, d in here["layers"].items()}
+        now, then = changed_code(model, chosen, here["threads"]), here["code"]
+        moved = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
+        if not moved:
+            return None
+        return (
+            f"{where} were timed on other code than this compiler makes for {len(moved)} of the"
+            f" {len(set(now) | set(then))} layers they change (first: {moved[0]}): they may now"
+            f" run slower than the untuned schedules. {again}"
+        )
+    made, now = here.get("compiler"), compiler_version()
+    if made == now:
+        return None
     made = f"compiler {made}" if made else "a compiler version they do not record"
     return (
-        f"the in-network choices for this CPU in {in_network_path(log)} were timed under {made},"
-        f" this is {now}: they may now run slower than the untuned schedules. To time them"
-        f" again: pyvta tune MODEL --target cpu --log {log} --trials 0 --in-network 3"
+        f"{where} were timed under {made}, this is {now}: they may now run slower than the"
+        f" untuned schedules. {again}"
     )
 
 

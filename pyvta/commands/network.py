@@ -189,7 +189,7 @@ def cpu_tuned_schedules(
         )
     from pyvta.tuner.in_network import stale_choices
 
-    stale = stale_choices(log_path)
+    stale = stale_choices(log_path, path)
     if stale:
         log(f"note: {stale}")
     return found
