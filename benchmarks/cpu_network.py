@@ -3,6 +3,7 @@ and tuned ones from a tuning log) against onnxruntime on the same thread count.
 
 Run: .venv/bin/python benchmarks/cpu_network.py [--models resnet18,resnet34,mobilenet]
      [--rounds 10] [--threads 2] [--tuning-log LOG.jsonl] [--per-layer] [--cpu-time]
+     [--control]
 
 The zoo's models (``pyvta.compiler.graph.zoo``) at 224x224, one seeded input. pyvta runs
 ``compile_model(..., "cpu")``'s artifact through ``run_model`` (the path ``pyvta run --target
@@ -11,7 +12,11 @@ when a log has records for the model's layers (``pyvta tune MODEL --target cpu``
 model's shipped log ``tuner/pretuned/MODEL_224_cpu.jsonl``, else ResNet-18's), the tuned ones.
 onnxruntime runs the same ONNX file (``onnxruntime_session``, spinning off, so its idle pool
 does not slow what runs beside it). Runs are interleaved one inference at a time per round on
-this shared machine; each reports its median over the rounds. Outputs must agree with
+this shared machine, each round starting with the next one (a run always after the same other
+was favoured: ResNet-18's tuned network, the same code as the default's, ran 1.009-1.017x it);
+each reports its median over the rounds, and tuned against default also the median of the
+per-round ratios (paired). ``--control`` adds the default network compiled a second time (the
+same code): what the comparison reports for no change, in the same run. Outputs must agree with
 onnxruntime within 1e-4 (max abs difference / max abs value). Ratio = onnxruntime / pyvta.
 Both run on ``--threads`` threads (pyvta's kernels are built for that many).
 
@@ -45,6 +50,7 @@ from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.executor import Executor
 from pyvta.testing.side_by_side import rel_err, timed_ms
+from pyvta.tuner.in_network_confirm import paired_ratio
 
 MAX_REL_ERR = 1e-4
 # pyvta op -> the onnxruntime op kinds (its profile's op_name) doing the same work
@@ -114,7 +120,7 @@ def per_layer_table(tables, ort_rows) -> str:
 
 def bench_model(
     name: str, size: int, rounds: int, threads: int, log: str | None, seed: int,
-    per_layer: bool = False, clock=time.perf_counter,
+    per_layer: bool = False, clock=time.perf_counter, control: bool = False,
 ):  # fmt: skip
     import onnxruntime as ort
 
@@ -129,6 +135,8 @@ def bench_model(
     ref = sess.run(None, {"input": x})[0]
     runs = {"onnxruntime": lambda: sess.run(None, {"input": x})}
     models = {"default": compile_model(path, "cpu")}
+    if control:  # compiled again: the same code, its own weights and arena
+        models["default again"] = compile_model(path, "cpu")
     if log is not None:
         foreign: dict[str, str] = {}  # as pyvta compile: other CPUs' records left out
         schedules = tuned_schedules(path, log, foreign)
@@ -168,9 +176,10 @@ def bench_model(
         profiled = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
         profiled.run(None, {"input": x})  # warm-up (left out of the medians)
     times: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(rounds):
-        for key, fn in runs.items():
-            times[key].append(timed_ms(fn, clock))
+    order = list(runs)
+    for r in range(rounds):
+        for key in order[r % len(order) :] + order[: r % len(order)]:  # the first rotating
+            times[key].append(timed_ms(runs[key], clock))
         if per_layer:
             profiled.run(None, {"input": x})
     med = {k: float(np.median(v)) for k, v in times.items()}
@@ -179,6 +188,11 @@ def bench_model(
     rtxt = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
     what = "CPU time" if clock is time.thread_time else "wall"
     print(f"{name} {size}x{size}: {parts} ({what}, median of {rounds}); vs onnxruntime: {rtxt}")
+    for key in ("tuned", "default again"):
+        if key in times:
+            paired = paired_ratio(times["default"], times[key])
+            print(f"{name} {key} vs default: {med['default'] / med[key]:.3f}x (medians),"
+                  f" {paired:.3f}x (paired per round)")  # fmt: skip
     if per_layer:
         ort_rows = ort_node_ms(profiled.end_profiling())
         for key in models:
@@ -206,6 +220,10 @@ def main() -> None:
         help="per-node times of pyvta beside onnxruntime's profile",
     )  # fmt: skip
     ap.add_argument(
+        "--control", action="store_true",
+        help="also the default network compiled again: the ratio of no change, in the same run",
+    )  # fmt: skip
+    ap.add_argument(
         "--cpu-time", dest="cpu_time", action="store_true",
         help="time by the calling thread's CPU time (needs --threads 1)",
     )  # fmt: skip
@@ -225,7 +243,7 @@ def main() -> None:
     print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
     print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     summary = {m: bench_model(m, args.size, args.rounds, args.threads, log_of(m),
-                              args.seed, args.per_layer, clock)
+                              args.seed, args.per_layer, clock, args.control)
                for m in args.models.split(",")}  # fmt: skip
     for key, target in (("tuned", 1.0), ("default", 0.8)):
         got = {m: r[key] for m, r in summary.items() if key in r}
