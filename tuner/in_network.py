@@ -234,9 +234,9 @@ def code_digests(graph, threads: int, only) -> dict[str, str]:
 def changed_code(model, chosen: dict, threads: int) -> dict[str, dict]:
     """``{workload key: {"chosen": digest, "untuned": digest}}`` (:func:`code_digests`) of the
     conv layers of ``model`` (an ONNX path) whose schedule in ``chosen`` ({workload key:
-    schedule}) is not the untuned one: the code of the network planned with ``chosen``, and
-    of the untuned network, on ``threads`` threads (a layer's input layout follows its
-    neighbours' schedules: whole networks are planned)."""
+    schedule}) is not the untuned one: their code in the network planned with ``chosen``, and
+    in the untuned network, built for ``threads`` threads (whole networks planned, as they
+    run)."""
     untuned = _plan(model, {})
     keys = _conv_keys(untuned)
     default = {keys[n.name]: n.attrs["schedule"] for n in untuned.nodes if n.name in keys}
