@@ -36,7 +36,7 @@ def test_hardware_tests_share_one_worker(tmp_path):
         (suite / "tests" / f"{path}.py").write_text(body)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist", "loadgroup",
-         "-p", "no:cacheprovider", "-p", "no:randomly", "tests"],
+         "-p", "no:cacheprovider", "tests"],
         cwd=suite, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
