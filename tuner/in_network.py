@@ -25,11 +25,13 @@ successive halving: while a layer has more than ``keep`` candidates, a stage of 
 keeps the faster half of each layer's; the finalists get the full ``rounds``.
 
 Confirmations last (``confirm_rounds``): the network with the changed layers' choices against
-the network of every layer's default, interleaved, timed afresh (:class:`Confirmation`). While
-the network or some changed layer is not faster (the median of its per-round paired ratios),
-the next confirmation tries only the layers that were faster, until all are and the network
-is, or none is left. The layers of the confirmation whose network was fastest against the
-default keep their choice (none if no network was faster); the rest run their default. A
+the network of every layer's default, and that built again (the control: what the timing says
+for no change), interleaved, timed afresh (:class:`Confirmation`). While
+the network (beyond the control's distance from 1) or some changed layer is not faster (the
+median of its per-round paired ratios), the next confirmation tries only the layers that were
+faster, until all are and the network is, or none is left. The layers of the confirmation
+whose network was fastest against the default keep their choice (none if no network was
+faster by more than its control strayed); the rest run their default. A
 ranking made while the host's speed moved (a 2-core Zen 1 host: the same network 55.8 ms, then
 34.2 ms, half an hour apart) can keep a schedule that loses, and the user compares exactly
 these two networks.
@@ -146,6 +148,7 @@ class Rerank:
                 f"confirmation {n}, {conf.rounds} rounds, {len(conf.layer_ms)} layers changed:"
                 f" default network {med['default']:.3f} ms, changed {med['chosen']:.3f} ms,"
                 f" paired {conf.speedup:.3f}x"
+                + ("" if conf.control is None else f"; the default built again {conf.control:.3f}x")
             )
             for key, t in conf.layer_ms.items():
                 r = paired_ratio(t["default"], t["chosen"])
@@ -156,7 +159,8 @@ class Rerank:
             lines.append(f"kept: the {len(best.layer_ms)} changed layers of confirmation {n} (its"
                          " network the fastest); the rest run their default")  # fmt: skip
         else:
-            lines.append("kept: none (no network faster than the default's)")
+            lines.append("kept: none (no network faster than the default's by more than its"
+                         " control strayed)")  # fmt: skip
         return "\n".join(lines)
 
 
@@ -385,12 +389,18 @@ class _Variants:
         self.progress, self.built, self.n_built = progress, {}, 0
 
     def get(self, pick: dict):
+        """The network of ``pick``, built once while kept (:meth:`keep_only`)."""
+        tag = tuple(sorted(pick.items()))
+        if tag not in self.built:
+            self.built[tag] = self.fresh(pick)
+        return self.built[tag]
+
+    def fresh(self, pick: dict):
+        """The network of ``pick`` built anew (its own plan, weights and arena; the kernels
+        are the process's), not kept."""
         from pyvta.compiler.targets.cpu.kernels import CpuKernels
         from pyvta.runtime.executor import Executor
 
-        tag = tuple(sorted(pick.items()))
-        if tag in self.built:
-            return self.built[tag]
         graph = _plan(self.model, {k: self.cands[k][i].schedule for k, i in pick.items()})
         keys = _conv_keys(graph)
         for n in graph.nodes:  # the plan runs what was asked (it could refuse a schedule)
@@ -402,8 +412,7 @@ class _Variants:
         self.n_built += 1
         if self.progress:
             self.progress(f"variant {self.n_built}: built in {time.perf_counter() - t0:.0f} s")
-        self.built[tag] = (executor, keys, pick)
-        return self.built[tag]
+        return executor, keys, pick
 
     def keep_only(self, tags: list) -> None:
         self.built = {t: v for t, v in self.built.items() if t in tags}
@@ -516,18 +525,21 @@ def _timed(executor, keys, x) -> tuple[float, dict[str, float]]:
 
 def _confirm(variants: _Variants, pick: dict, x, rounds: int) -> Confirmation:
     """The network of ``pick`` (workload key -> candidate index) against every layer's default
-    (0), interleaved (the first alternating), ``rounds`` rounds."""
-    picks = {"default": {k: 0 for k in pick}, "chosen": dict(pick)}
-    built = {name: variants.get(p) for name, p in picks.items()}
+    (0) and against the default network built again (the control), interleaved (the first
+    rotating), ``rounds`` rounds."""
+    default = {k: 0 for k in pick}
+    built = {"default": variants.get(default), "chosen": variants.get(pick)}
+    built["control"] = variants.fresh(default)
     changed = [k for k, i in pick.items() if i]
-    net = {name: [] for name in picks}
-    per_layer = {k: {name: [] for name in picks} for k in changed}
+    net = {name: [] for name in built}
+    per_layer = {k: {name: [] for name in ("default", "chosen")} for k in changed}
+    names = list(built)
     for r in range(rounds):
-        for name in list(picks) if r % 2 == 0 else list(picks)[::-1]:
+        for name in names[r % len(names) :] + names[: r % len(names)]:
             executor, keys, _ = built[name]
             total, per_key = _timed(executor, keys, x)
             net[name].append(total)
-            for k in changed:
+            for k in per_layer if name != "control" else ():
                 per_layer[k][name].append(per_key[k])
     return Confirmation(rounds, net, per_layer)
 
@@ -543,7 +555,8 @@ def _confirm_all(variants: _Variants, best: dict, x, rounds: int, progress) -> l
         if progress:
             progress(
                 f"confirmation {len(out)}: {len(trying)} layers changed, {conf.speedup:.3f}x"
-                f" the defaults (paired), {len(conf.faster())} of them faster"
+                f" the defaults (paired; the defaults built again: {conf.control:.3f}x),"
+                f" {len(conf.faster())} of them faster"
             )
         if conf.borne_out or conf.faster() == trying:
             break  # kept; or every layer faster but not the network: none kept
