@@ -31,8 +31,8 @@ class Confirmation:
     round each network's ms per inference (all nodes) and each changed layer's (all its
     launches); and the default network built a second time ("control"), which says what the
     timing gives for no change: a speed-up must pass 1 by more than the control strays from
-    it. Two builds of ResNet-18's default network on a Zen 1 host ran 0.986-1.010x each other,
-    and a confirmation's 1.025x was 0.990x in the next run."""
+    it. Two builds of the same default network (ResNet-18, MobileNet) on a Zen 1 host ran
+    0.986-1.010x each other, and a confirmation's 1.025x was 0.990x in the next run."""
 
     rounds: int
     network_ms: dict  # "default" | "chosen" | "control" (if timed) -> [ms per round]
