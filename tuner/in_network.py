@@ -51,12 +51,13 @@ import json
 import os
 import statistics
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pyvta.compiler.backend.llvm.cache import compiler_version
+from pyvta.tuner.in_network_code import _distinct_code, changed_code, conv_keys, plan_network
 from pyvta.tuner.in_network_confirm import (
     Confirmation,
     InNetworkError,
@@ -196,73 +197,6 @@ def top_candidates(log: str | os.PathLike, layer, top_k: int) -> list[Candidate]
     return out
 
 
-def _plan(model, schedules: dict):
-    """The layout plan of ``model`` (an ONNX path) for ``"cpu"`` with ``schedules``, no
-    kernels built."""
-    from pyvta.compiler.graph.onnx_import import import_onnx
-    from pyvta.compiler.graph.pipeline import options_for, run_pipeline
-
-    options = replace(options_for("cpu", cpu_schedules=schedules), cpu_build=False)
-    return run_pipeline(import_onnx(str(model)), options)
-
-
-def code_digests(graph, threads: int, only) -> dict[str, str]:
-    """``{workload key: digest}`` of the code of each conv layer of ``only`` (workload keys) in
-    a planned network (:func:`_plan`) built for ``threads`` threads: the optimised LLVM IR of
-    its kernels (every node of the workload) and LLVM's version. A change to the compiler that
-    changes no layer's code changes no digest."""
-    import hashlib
-
-    import llvmlite.binding as llvm
-
-    from pyvta.compiler.targets.cpu.kernels import node_module
-    from pyvta.runtime.cpu_kernels import kernel_shapes
-
-    keys = _conv_keys(graph)
-    irs: dict[str, set] = {}
-    for n in graph.nodes:
-        if keys.get(n.name) in only:
-            shapes, images = kernel_shapes(graph, n)
-            code = node_module(n, shapes, threads, None, images).llvm_ir
-            irs.setdefault(keys[n.name], set()).add(code)
-    version = ".".join(map(str, llvm.llvm_version_info))
-    out = {}
-    for key, texts in irs.items():
-        h = hashlib.sha256(f"llvm{version}".encode())
-        for text in sorted(texts):
-            h.update(b"\0" + text.encode())
-        out[key] = h.hexdigest()[:16]
-    return out
-
-
-def changed_code(model, chosen: dict, threads: int) -> dict[str, dict]:
-    """``{workload key: {"chosen": digest, "untuned": digest}}`` (:func:`code_digests`) of the
-    conv layers of ``model`` (an ONNX path) whose schedule in ``chosen`` ({workload key:
-    schedule}) is not the untuned one: their code in the network planned with ``chosen``, and
-    in the untuned network, built for ``threads`` threads (whole networks planned, as they
-    run)."""
-    untuned = _plan(model, {})
-    keys = _conv_keys(untuned)
-    default = {keys[n.name]: n.attrs["schedule"] for n in untuned.nodes if n.name in keys}
-    changed = {k for k, s in chosen.items() if k in default and s != default[k]}
-    if not changed:
-        return {}
-    mine = code_digests(_plan(model, chosen), threads, changed)
-    theirs = code_digests(untuned, threads, changed)
-    return {k: {"chosen": mine[k], "untuned": theirs[k]} for k in sorted(changed)}
-
-
-def _conv_keys(graph) -> dict[str, str]:
-    """node name -> workload key of each ``cpu_conv2d`` node."""
-    from pyvta.compiler.targets.cpu.kernels import node_workload
-
-    return {
-        n.name: node_workload(n, graph.values[n.inputs[0]].shape).key
-        for n in graph.nodes
-        if n.op == "cpu_conv2d"
-    }
-
-
 def _inputs(graph, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
@@ -361,25 +295,6 @@ def sweep_candidates(
     return out[:n]
 
 
-def _distinct_code(model, cands: dict, threads: int, progress) -> dict:
-    """Each layer's candidates (``{workload key: [Candidate]}``) less those whose code
-    (:func:`code_digests`) is an earlier one's: a schedule written otherwise but compiled to
-    the same kernels (a tile of the whole output block given as 0 or as its width) is not a
-    rival of itself. ResNet-18 224, Zen 1: the one layer the re-ranking kept ran the untuned
-    schedule's code, so the network "tuned" 1.02x was the default network timed twice."""
-    first: dict[str, dict] = {key: {} for key in cands}  # key -> {digest: first index}
-    for v in range(max(map(len, cands.values()), default=0)):
-        pick = {key: c[v].schedule for key, c in cands.items() if v < len(c)}
-        code = code_digests(_plan(model, pick), threads, set(pick))
-        for key, digest in code.items():
-            first[key].setdefault(digest, v)
-    out = {key: [c[i] for i in sorted(first[key].values())] for key, c in cands.items()}
-    dropped = sum(map(len, cands.values())) - sum(map(len, out.values()))
-    if dropped and progress:
-        progress(f"{dropped} candidates dropped: the same code as an earlier one of their layer")
-    return out
-
-
 class _Variants:
     """The network built with one candidate per layer (``pick``: {workload key: candidate
     index}), each build kept while its picks may run again."""
@@ -401,8 +316,8 @@ class _Variants:
         from pyvta.compiler.targets.cpu.kernels import CpuKernels
         from pyvta.runtime.executor import Executor
 
-        graph = _plan(self.model, {k: self.cands[k][i].schedule for k, i in pick.items()})
-        keys = _conv_keys(graph)
+        graph = plan_network(self.model, {k: self.cands[k][i].schedule for k, i in pick.items()})
+        keys = conv_keys(graph)
         for n in graph.nodes:  # the plan runs what was asked (it could refuse a schedule)
             want = self.cands[keys[n.name]][pick[keys[n.name]]].schedule if n.name in keys else None
             if want is not None and n.attrs["schedule"] != want:
