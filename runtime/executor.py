@@ -31,7 +31,9 @@ from pyvta.runtime.vta_ops import FusedParams, VtaBackend
 
 
 class NodeBackend(Protocol):
-    """Runs the nodes of one target: ``run(node, args)`` -> the node's (first) output."""
+    """Runs the nodes of one target: ``run(node, args)`` -> the node's (first) output. A
+    backend may also have ``inference_scope()``: a context manager the executor holds open
+    for each inference (the host CPU's binds the calling thread to its CPU)."""
 
     def run(self, node: Node, args: list[np.ndarray]) -> np.ndarray: ...
 
@@ -220,6 +222,8 @@ class Executor:
         self._steps = [
             self._step(n, frees) for n, frees in zip(graph.nodes, self._frees, strict=True)
         ]
+        used = {id(b): b for b in (self.backends[n.target] for n in graph.nodes)}.values()
+        self._scopes = [b.inference_scope for b in used if hasattr(b, "inference_scope")]
 
     def _step(self, node: Node, frees: list[str]) -> tuple:
         """What running ``node`` needs, looked up once: its backend's ``run``, whether that
@@ -249,7 +253,9 @@ class Executor:
                     " have no value (give finite inputs, or run the float target)"
                 )
             env[name] = a
-        with _collector_paused():
+        with _collector_paused(), contextlib.ExitStack() as scopes:
+            for scope in self._scopes:
+                scopes.enter_context(scope())
             return self._run_nodes(env)
 
     def _run_nodes(self, env: dict[str, np.ndarray]) -> tuple[list[np.ndarray], TimingTable]:

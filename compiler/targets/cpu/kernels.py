@@ -10,6 +10,7 @@ model (``compile_model``) leaves every kernel a later ``pyvta run`` needs in the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import weakref
@@ -462,6 +463,16 @@ class CpuKernels(cpu_kernels.CpuKernels):
                     shapes, images = cpu_kernels.kernel_shapes(graph, n)
                     modules[n.name] = node_module(n, shapes, threads, features, images)
         super().__init__(graph, modules)
+        self.threads = threads
+
+    def inference_scope(self):
+        """While an inference runs on the thread pool, the calling thread bound to the CPU the
+        pool leaves it (``runtime.caller_bound``); nothing on one thread or without llvmlite."""
+        if self.threads > 1 and cpu_llvm.have_llvmlite():
+            from pyvta.compiler.backend.llvm.runtime import caller_bound
+
+            return caller_bound()
+        return contextlib.nullcontext()
 
 
 _BACKENDS: dict[int, tuple[weakref.ref, str | None, CpuKernels]] = {}

@@ -231,6 +231,82 @@ def test_thread_pool_spins_and_yields_as_set(build, rng, spin_iters, yield_mask)
         assert runtime.set_spin_yield(mask0) == yield_mask
 
 
+def test_cpu_plan_leaves_the_first_cpu_to_the_caller_and_deals_the_rest_to_the_workers():
+    from pyvta.compiler.backend.llvm.runtime import PINNED_WORKERS, cpu_plan
+
+    caller, workers = cpu_plan({5, 3, 9})
+    assert caller == 3 and workers[:5] == [5, 9, 3, 5, 9] and len(workers) == PINNED_WORKERS
+    assert cpu_plan({0, 1})[1][:3] == [1, 0, 1]
+    assert cpu_plan({4}) == (None, [])  # one CPU: nothing to spread
+    assert cpu_plan({0, 1}, pin=False) == (None, [])
+
+
+_BINDING_PROBE = """
+import json, os
+import numpy as np
+from pyvta import compiler
+from pyvta.compiler import te
+from pyvta.compiler.backend.llvm.runtime import caller_bound
+x = te.placeholder((4096,), "float32", "X")
+y = te.placeholder((4096,), "float32", "Y")
+z = te.compute((4096,), lambda i: x[i] * 2.0 + y[i], name="Z")
+s = compiler.create_schedule(z)
+s[z].parallel("i")
+mod = compiler.build(s, [x, y, z], num_threads=3)
+a, out = np.ones(4096, np.float32), np.zeros(4096, np.float32)
+before = set(os.listdir("/proc/self/task"))
+mod(a, a, out)
+assert (out == 3).all()
+new = sorted(int(t) for t in set(os.listdir("/proc/self/task")) - before)
+mine = sorted(os.sched_getaffinity(0))
+with caller_bound():
+    inside = sorted(os.sched_getaffinity(0))
+print(json.dumps({"workers": [sorted(os.sched_getaffinity(t)) for t in new], "mine": mine,
+                  "inside": inside, "after": sorted(os.sched_getaffinity(0))}))
+"""
+
+
+@pytest.mark.parametrize("pin", ["default", "0"])
+def test_pool_workers_and_caller_are_bound_to_the_planned_cpus(pin, tmp_path):
+    """In a fresh process a 3-thread kernel starts 2 workers: each binds itself to its CPU of
+    ``cpu_plan`` (the second CPU, then the first), and ``caller_bound`` binds the caller to
+    the first CPU and gives its CPUs back after; with ``PIN_ENV=0`` nothing is bound."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from pyvta.compiler.backend.llvm.runtime import PIN_ENV
+
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip(f"binding threads to CPUs needs 2 CPUs or more; this process has {cpus}")
+    env = dict(os.environ, PYVTA_CACHE_DIR=str(tmp_path))
+    env.pop(PIN_ENV, None)
+    if pin != "default":
+        env[PIN_ENV] = pin
+    run = subprocess.run(
+        [sys.executable, "-c", _BINDING_PROBE], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout.splitlines()[-1])
+    print(seen)
+    assert seen["mine"] == cpus and seen["after"] == cpus
+    if pin == "default":
+        assert seen["workers"] == [[cpus[1]], [cpus[0]]]
+        assert seen["inside"] == [cpus[0]]
+    else:
+        assert seen["workers"] == [cpus, cpus]
+        assert seen["inside"] == cpus
+
+
+def test_the_pool_leaves_binding_out_where_the_os_cannot():
+    from pyvta.compiler.backend.llvm.runtime import _runtime_module
+
+    assert "sched_setaffinity" in str(_runtime_module(True))
+    assert "sched_setaffinity" not in str(_runtime_module(False))
+
+
 def test_hand_written_loop_ir_with_let_if_else_and_vthread(build):
     """Loop IR built directly (no schedule) compiles: Let, IfThenElse with else, vthread loops,
     int8 arithmetic with explicit casts, min/max."""

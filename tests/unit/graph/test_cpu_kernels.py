@@ -297,6 +297,50 @@ def test_compile_builds_every_kernel_so_running_builds_none(resnet_file, monkeyp
     assert built == []
 
 
+def test_an_inference_on_the_pool_binds_its_caller_to_a_cpu(resnet_file):
+    """While a network runs on 2 threads, each node runs with the calling thread bound to the
+    CPU ``cpu_plan`` leaves it (its CPUs given back after, a failing node too); on 1 thread,
+    or with no CPU planned, the thread keeps its CPUs."""
+    import os
+
+    from pyvta.compiler.backend.llvm import runtime
+
+    allowed = os.sched_getaffinity(0)
+    caller, _ = runtime.cpu_plan(allowed)
+    if caller is None:
+        pytest.skip(f"binding threads to CPUs needs 2 CPUs or more; this process has {allowed}")
+    cm = compile_model(resnet_file, "cpu")
+    x = zoo.sample_inputs(1, 32, seed=4)[0]
+    seen: list[frozenset] = []
+
+    class Probe(CpuKernels):
+        fail_at = None
+
+        def run(self, node, args):
+            seen.append(frozenset(os.sched_getaffinity(0)))
+            if len(seen) == self.fail_at:
+                raise RuntimeError("probe failure")
+            return super().run(node, args)
+
+    for threads, want in ((2, {caller}), (1, allowed)):
+        seen.clear()
+        run_model(cm, x, backends={"cpu": Probe(cm.graph, threads)})
+        assert len(seen) == len(cm.graph.nodes) and set(seen) == {frozenset(want)}
+        assert os.sched_getaffinity(0) == allowed
+    failing = Probe(cm.graph, 2)
+    failing.fail_at = len(seen) + 3
+    with pytest.raises(RuntimeError, match="probe failure"):
+        run_model(cm, x, backends={"cpu": failing})
+    assert os.sched_getaffinity(0) == allowed
+    prev = runtime.set_cpu_plan(None, [])
+    try:
+        seen.clear()
+        run_model(cm, x, backends={"cpu": Probe(cm.graph, 2)})
+        assert set(seen) == {frozenset(allowed)}
+    finally:
+        runtime.set_cpu_plan(*prev)
+
+
 def _fresh_process(monkeypatch):
     """Forget every kernel built in this process (what a fresh ``pyvta run`` starts from)."""
     from pyvta.compiler.backend.llvm import entry
