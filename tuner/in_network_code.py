@@ -24,8 +24,7 @@ def code_digests(graph, threads: int, only) -> dict[str, str]:
     changes no layer's code changes no digest."""
     import hashlib
 
-    import llvmlite.binding as llvm
-
+    from pyvta.compiler.backend.llvm.cache import llvm_version
     from pyvta.compiler.targets.cpu.kernels import node_module
     from pyvta.runtime.cpu_kernels import kernel_shapes
 
@@ -36,10 +35,9 @@ def code_digests(graph, threads: int, only) -> dict[str, str]:
             shapes, images = kernel_shapes(graph, n)
             code = node_module(n, shapes, threads, None, images).llvm_ir
             irs.setdefault(keys[n.name], set()).add(code)
-    version = ".".join(map(str, llvm.llvm_version_info))
     out = {}
     for key, texts in irs.items():
-        h = hashlib.sha256(f"llvm{version}".encode())
+        h = hashlib.sha256(llvm_version().encode())
         for text in sorted(texts):
             h.update(b"\0" + text.encode())
         out[key] = h.hexdigest()[:16]

@@ -21,23 +21,24 @@ import pickle
 from pathlib import Path
 
 
+def llvm_version() -> str:
+    """The LLVM llvmlite runs on, e.g. ``"llvm22.1.0"``."""
+    import llvmlite.binding as llvm
+
+    return "llvm" + ".".join(map(str, llvm.llvm_version_info))
+
+
 def codegen_version() -> str:
     """What machine code for a given loop IR and target depends on besides them: the LLVM
     backend's sources and llvmlite's LLVM version."""
-    import llvmlite.binding as llvm
-
-    version = ".".join(map(str, llvm.llvm_version_info))
-    return f"{source_digest('compiler.backend.llvm')}|llvm{version}"
+    return f"{source_digest('compiler.backend.llvm')}|{llvm_version()}"
 
 
 def compiler_version() -> str:
     """What a schedule's speed depends on besides the host: the compiler's sources (its
     templates and this code generator) and llvmlite's LLVM version. Choices timed under one
     version (``tuner.in_network``) record it, so another version can say they may be stale."""
-    import llvmlite.binding as llvm
-
-    version = ".".join(map(str, llvm.llvm_version_info))
-    return f"{source_digest('compiler')}|llvm{version}"
+    return f"{source_digest('compiler')}|{llvm_version()}"
 
 
 def kernel_key(ir_text: str, target_key: str) -> str:
