@@ -19,9 +19,9 @@ launches to another while a network runs (``cpu_plan``: the first CPU the proces
 the caller, the next ones to the workers), unless ``PIN_ENV`` is ``0`` or the process has one
 CPU. Left free, a worker woken by the caller could be queued on the caller's CPU and the two
 stay there for a whole inference (the scheduler does not move a thread that has just run):
-on a 2-vCPU host (Zen 1, KVM), MobileNet on 2 threads ran 17.3 ms back to back but 28.0 ms
-(median of 15) when two Python threads had run between the inferences; 25.6 ms with only the
-worker bound (the caller then lands on the worker's CPU), 17.4 ms with both
+on a 2-vCPU host (Zen 1, KVM), MobileNet on 2 threads ran 17.4 ms back to back but 28.5 ms
+(median of 15) when two Python threads had run between the inferences; 20.0 ms with only the
+workers bound (the caller then lands on a worker's CPU), 18.7 ms with both
 (``benchmarks/cpu_pool_pinning.py``).
 """
 
