@@ -466,13 +466,18 @@ class CpuKernels(cpu_kernels.CpuKernels):
         self.threads = threads
 
     def inference_scope(self):
-        """While an inference runs on the thread pool, the calling thread bound to the CPU the
-        pool leaves it (``runtime.caller_bound``); nothing on one thread or without llvmlite."""
-        if self.threads > 1 and cpu_llvm.have_llvmlite():
-            from pyvta.compiler.backend.llvm.runtime import caller_bound
+        return pool_scope(self.threads)
 
-            return caller_bound()
-        return contextlib.nullcontext()
+
+def pool_scope(threads: int):
+    """The ``inference_scope`` of a backend whose kernels run on ``threads`` threads: the
+    calling thread bound to the CPU the pool leaves it (``runtime.caller_bound``) while an
+    inference runs; nothing on one thread or without llvmlite."""
+    if threads > 1 and cpu_llvm.have_llvmlite():
+        from pyvta.compiler.backend.llvm.runtime import caller_bound
+
+        return caller_bound()
+    return contextlib.nullcontext()
 
 
 _BACKENDS: dict[int, tuple[weakref.ref, str | None, CpuKernels]] = {}

@@ -287,6 +287,12 @@ class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
                 elif n.op == "dense" and n.target == HOST and n.inputs[1] in graph.constants:
                     dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
         super().__init__(graph, fallback, built, dense_wt, scales)
+        self.threads = num_threads or os.cpu_count() or 1
+
+    def inference_scope(self):
+        from pyvta.compiler.targets.cpu.kernels import pool_scope
+
+        return pool_scope(self.threads)
 
 
 _BACKENDS: dict[int, tuple[weakref.ref, str | None, CpuInt8Kernels]] = {}
