@@ -11,7 +11,7 @@ network with the default schedules (``compile_model(..., "cpu")``, run by ``run_
 
 - ``bound``: the runtime's default: the workers bind themselves to CPUs, the calling thread is
   bound to the CPU left to it while an inference runs;
-- ``workers only``: the workers bound, the caller free;
+- ``workers``: the workers bound, the caller free;
 - ``free``: neither (as with ``PYVTA_PIN_THREADS=0``).
 
 In each round, for each kind of work between inferences, each child in turn (the first
@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 BETWEEN = ("nothing", "threads", "onnxruntime")
-SETTINGS = ("bound", "workers only", "free")  # which of cpu_plan's threads are bound
+SETTINGS = ("bound", "workers", "free")  # which of cpu_plan's threads are bound
 MAX_REL_ERR = 1e-4
 SUM_TO = 2_000_000  # each Python thread's range to sum (about 10 ms)
 
@@ -53,13 +53,14 @@ def _python_threads() -> None:
 
 def _child(conn, path: str, seed: int, size: int, threads: int, setting: str) -> None:
     """Serve ``(between, n)`` requests: ``n`` inferences, each after that work; replies ms."""
+    import dataclasses
     import os
 
-    from pyvta.compiler.backend.llvm.runtime import cpu_plan, set_cpu_plan
+    from pyvta.compiler.backend.llvm.runtime import NO_PLAN, cpu_plan, set_cpu_plan
 
-    caller, workers = cpu_plan(os.sched_getaffinity(0))  # the runtime's default: "bound"
+    plan = cpu_plan(os.sched_getaffinity(0))  # the runtime's default: "bound"
     if setting != "bound":  # before the pool starts its workers
-        set_cpu_plan(None, workers if setting == "workers only" else [])
+        set_cpu_plan(dataclasses.replace(plan, caller=None) if setting == "workers" else NO_PLAN)
 
     from pyvta.compiler.graph import zoo
     from pyvta.compiler.graph.compile import compile_model
@@ -123,7 +124,7 @@ def bench_model(name: str, between: list[str], rounds: int, threads: int, seed: 
             free = statistics.median(times[b, "free"])
             ratios = [f"{free / statistics.median(times[b, s]):.3f}x" for s in SETTINGS[:2]]
             print(f"{name}, {b:<11} between: {'; '.join(parts)}")
-            print(f"  free / bound {ratios[0]}, free / workers only {ratios[1]}")
+            print(f"  free / bound {ratios[0]}, free / workers {ratios[1]}")
     finally:
         for conn in conns.values():
             conn.send(None)

@@ -73,8 +73,8 @@ class Module:
 
         clock = clock or time.perf_counter
         ptrs = self._check(arrays)
-        bound = caller_bound() if self.target.num_threads > 1 else contextlib.nullcontext()
-        with bound:
+        threads = self.target.num_threads
+        with caller_bound(threads) if threads > 1 else contextlib.nullcontext():
             self._fn(*ptrs)
             best = float("inf")
             for _ in range(repeat):

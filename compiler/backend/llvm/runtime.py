@@ -14,10 +14,12 @@ the two for the process (to compare them in one run).
 Launches are serialised by a lock, so kernels may be called from several
 Python threads; a process forked after the pool started gets a fresh pool on its first launch.
 
-Each worker binds itself to one CPU when it starts, and ``caller_bound`` binds the thread that
-launches to another while a network runs (``cpu_plan``: the first CPU the process may run on to
-the caller, the next ones to the workers), unless ``PIN_ENV`` is ``0`` or the process has one
-CPU. Left free, a worker woken by the caller could be queued on the caller's CPU and the two
+When a launch's threads cover every CPU the process may run on, each worker it starts binds
+itself to one CPU, and ``caller_bound`` binds the thread that launches to another while a
+network runs (``cpu_plan``: the first CPU to the caller, the next ones to the workers), unless
+``PIN_ENV`` is ``0`` or the process has one CPU. (With fewer threads than CPUs nothing is bound:
+threads bound to a few CPUs would stay there while other processes crowd them and the other
+CPUs idle.) Left free, a worker woken by the caller could be queued on the caller's CPU and the two
 stay there for a whole inference (the scheduler does not move a thread that has just run):
 on a 2-vCPU host (Zen 1, KVM), MobileNet on 2 threads ran 17.4 ms back to back but 28.5 ms
 (median of 15) when two Python threads had run between the inferences; 20.0 ms with only the
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from functools import cache
 
 import llvmlite.binding as llvm
@@ -58,6 +61,7 @@ SPIN_ITERS = 100_000
 SPIN_YIELD_MASK = 1023
 _SYNC_BYTES = 64  # >= sizeof(pthread_mutex_t) and sizeof(pthread_cond_t) on glibc
 PIN_SYMBOL = "pyvta_worker_cpus"  # the CPU each worker binds itself to (i32 each; -1: none)
+MIN_THREADS_SYMBOL = "pyvta_bind_min_threads"  # (i32) a launch of fewer threads binds none
 PIN_ENV = "PYVTA_PIN_THREADS"  # "0": neither the workers nor the caller are bound to CPUs
 PINNED_WORKERS = 256  # workers with an entry in PIN_SYMBOL's table (the others are not bound)
 CPU_SET_WORDS = 16  # glibc's cpu_set_t: 1024 CPUs, in 64-bit words
@@ -94,6 +98,7 @@ def _runtime_module(bind: bool = True) -> ir.Module:
     spin_yield = _global(mod, YIELD_SYMBOL, I32, ir.Constant(I32, SPIN_YIELD_MASK))
     pin_ty = ir.ArrayType(I32, PINNED_WORKERS)
     pin_cpus = _global(mod, PIN_SYMBOL, pin_ty, ir.Constant(pin_ty, [-1] * PINNED_WORKERS))
+    bind_min = _global(mod, MIN_THREADS_SYMBOL, I32, ir.Constant(I32, 2**31 - 1))
 
     def decl(name, ret, args):
         return ir.Function(mod, ir.FunctionType(ret, args), name=name)
@@ -122,16 +127,20 @@ def _runtime_module(bind: bool = True) -> ir.Module:
     def p(g):
         return g.bitcast(I8P)
 
-    # -- worker(arg): arg packs (index << 32) | generation-at-creation
+    # -- worker(arg): arg packs (bind << 63) | (index << 32) | generation-at-creation
     worker = ir.Function(mod, worker_ty, name="pyvta_worker")
     b = ir.IRBuilder(worker.append_basic_block("entry"))
     packed = b.ptrtoint(worker.args[0], I64)
-    index = b.trunc(b.lshr(packed, ir.Constant(I64, 32)), I32)
+    index = b.trunc(b.and_(b.lshr(packed, ir.Constant(I64, 32)), ir.Constant(I64, 2**31 - 1)), I32)
+    binds = b.icmp_unsigned("!=", b.lshr(packed, ir.Constant(I64, 63)), ir.Constant(I64, 0))
     my = b.alloca(I64)
     b.store(b.and_(packed, ir.Constant(I64, 0xFFFFFFFF)), my)
     spin_ctr = b.alloca(I32)
     if bind:
-        _bind_to_cpu(b, index, pin_cpus, decl("sched_setaffinity", I32, [I32, I64, I8P]))
+        set_affinity = decl("sched_setaffinity", I32, [I32, I64, I8P])
+        cpu_set = b.alloca(ir.ArrayType(I64, CPU_SET_WORDS))
+        with b.if_then(binds):
+            _bind_to_cpu(b, index, pin_cpus, cpu_set, set_affinity)
     spin, locked, waitb, run, done = (
         worker.append_basic_block(n) for n in ("spin", "locked", "wait", "run", "done")
     )
@@ -202,6 +211,8 @@ def _runtime_module(bind: bool = True) -> ir.Module:
     cur = b.load(gen)
     b.call(unlock, [p(mu)])
     word = b.or_(b.shl(b.zext(have, I64), ir.Constant(I64, 32)), cur)
+    covers = b.icmp_signed(">=", nthreads, b.load(bind_min))  # the launch covers the CPUs
+    word = b.or_(word, b.shl(b.zext(covers, I64), ir.Constant(I64, 63)))
     b.call(create, [b.bitcast(tid, I8P), ir.Constant(I8P, None), worker, b.inttoptr(word, I8P)])
     b.call(detach, [b.load(tid)])
     b.store(b.add(have, ir.Constant(I32, 1)), nworkers)
@@ -247,11 +258,10 @@ def _runtime_module(bind: bool = True) -> ir.Module:
     return mod
 
 
-def _bind_to_cpu(b: ir.IRBuilder, index, pin_cpus, set_affinity) -> None:
+def _bind_to_cpu(b: ir.IRBuilder, index, pin_cpus, cpu_set, set_affinity) -> None:
     """Bind the calling thread, worker ``index``, to its CPU in the ``pin_cpus`` table (none
-    when the entry is -1, or the worker has no entry)."""
+    when the entry is -1, or the worker has no entry); ``cpu_set``: room for a cpu_set_t."""
     i64 = ir.Constant(I64, 0)
-    cpu_set = b.alloca(ir.ArrayType(I64, CPU_SET_WORDS))
     with b.if_then(b.icmp_unsigned("<", index, ir.Constant(I32, PINNED_WORKERS))):
         cpu = b.load(b.gep(pin_cpus, [ir.Constant(I32, 0), index]))
         fits = b.icmp_unsigned("<", cpu, ir.Constant(I32, CPU_SET_WORDS * 64))  # -1 does not
@@ -264,15 +274,35 @@ def _bind_to_cpu(b: ir.IRBuilder, index, pin_cpus, set_affinity) -> None:
             b.call(set_affinity, [ir.Constant(I32, 0), size, b.bitcast(cpu_set, I8P)])
 
 
-def cpu_plan(allowed, pin: bool = True) -> tuple[int | None, list[int]]:
-    """The CPU the thread that launches is bound to while a network runs, and the CPU each
-    pool worker binds itself to, by index, given the CPUs the process may run on
-    (``os.sched_getaffinity``): the first to the caller, the second, the third, ... round
-    again to the workers; neither (``None, []``) unless ``pin`` and two CPUs or more."""
+@dataclass(frozen=True)
+class CpuPlan:
+    """Where the pool's threads run: ``caller``, the CPU the thread that launches is bound to
+    while a network runs (``caller_bound``); ``workers``, the CPU each worker binds itself to,
+    by index; both only for launches of ``min_threads`` threads or more (those that cover every
+    CPU the process may run on)."""
+
+    caller: int | None = None
+    workers: tuple[int, ...] = ()
+    min_threads: int = 2**31 - 1
+
+    def binds(self, threads: int) -> bool:
+        """Whether a launch of ``threads`` threads binds them."""
+        return self.caller is not None and threads >= self.min_threads
+
+
+NO_PLAN = CpuPlan()  # nothing bound
+
+
+def cpu_plan(allowed, pin: bool = True) -> CpuPlan:
+    """The plan for a process that may run on the CPUs ``allowed`` (``os.sched_getaffinity``):
+    the first to the caller, the second, the third, ... round again to the workers, for
+    launches of as many threads as CPUs or more; ``NO_PLAN`` unless ``pin`` and two CPUs or
+    more."""
     cpus = sorted(allowed)
     if not pin or len(cpus) < 2:
-        return None, []
-    return cpus[0], [cpus[(k + 1) % len(cpus)] for k in range(PINNED_WORKERS)]
+        return NO_PLAN
+    workers = tuple(cpus[(k + 1) % len(cpus)] for k in range(PINNED_WORKERS))
+    return CpuPlan(cpus[0], workers, len(cpus))
 
 
 @cache
@@ -286,10 +316,10 @@ def ensure_runtime() -> int:
     text = optimize(str(_runtime_module(can_bind)), target)
     jit = JitFunction(text, LAUNCH_SYMBOL, target)
     _KEEP.append(jit)
-    for symbol in (SPIN_SYMBOL, YIELD_SYMBOL, PIN_SYMBOL):
+    for symbol in (SPIN_SYMBOL, YIELD_SYMBOL, PIN_SYMBOL, MIN_THREADS_SYMBOL):
         _CELLS[symbol] = jit.engine.get_global_value_address(symbol)
     if can_bind:
-        _set_plan(*cpu_plan(os.sched_getaffinity(0), os.environ.get(PIN_ENV) != "0"))
+        _set_plan(cpu_plan(os.sched_getaffinity(0), os.environ.get(PIN_ENV) != "0"))
     llvm.add_symbol(LAUNCH_SYMBOL, jit.address)
     return jit.address
 
@@ -298,41 +328,43 @@ _KEEP: list = []
 _CELLS: dict[str, int] = {}  # the runtime's settings (SPIN_SYMBOL, ...) -> address
 
 
-_CALLER_CPU: list[int | None] = [None]  # the CPU ``caller_bound`` binds to (``cpu_plan``)
+_PLAN: list[CpuPlan] = [NO_PLAN]  # this process's (``set_cpu_plan``)
 
 
-def _set_plan(caller: int | None, workers: list[int]) -> tuple[int | None, list[int]]:
-    """Write ``cpu_plan``'s CPUs (the workers' table -1 past ``workers``); returns the previous."""
+def _set_plan(plan: CpuPlan) -> CpuPlan:
+    """Write ``plan`` into the runtime (the workers' table -1 past ``plan.workers``); returns
+    the previous one."""
     import ctypes
 
     table = (ctypes.c_int32 * PINNED_WORKERS).from_address(_CELLS[PIN_SYMBOL])
-    prev = _CALLER_CPU[0], [c for c in table if c >= 0]
-    workers = list(workers[:PINNED_WORKERS])
+    workers = list(plan.workers[:PINNED_WORKERS])
     table[:] = workers + [-1] * (PINNED_WORKERS - len(workers))
-    _CALLER_CPU[0] = caller
+    ctypes.c_int32.from_address(_CELLS[MIN_THREADS_SYMBOL]).value = plan.min_threads
+    prev, _PLAN[0] = _PLAN[0], plan
     return prev
 
 
-def set_cpu_plan(caller: int | None, workers: list[int]) -> tuple[int | None, list[int]]:
-    """Set ``cpu_plan``'s CPUs for this process (``None, []``: none bound); returns the previous
-    ones. Workers already started keep their binding; new ones, and ``caller_bound``, use these."""
+def set_cpu_plan(plan: CpuPlan) -> CpuPlan:
+    """Set this process's ``CpuPlan`` (``NO_PLAN``: nothing bound); returns the previous one.
+    Workers already started keep their binding; new ones, and ``caller_bound``, use it."""
     ensure_runtime()
-    return _set_plan(caller, workers)
+    return _set_plan(plan)
 
 
 @contextlib.contextmanager
-def caller_bound():
-    """The calling thread bound to the CPU ``cpu_plan`` leaves the caller, while the block runs
-    (a network's inference, a kernel's timing), and its own CPUs given back after; nothing when
-    no CPU is planned or the thread may not run there. (Threads that launch at the same time
-    share that CPU for their own work; their launches are serialised anyway.)"""
+def caller_bound(threads: int):
+    """The calling thread bound to the plan's CPU for the caller while the block runs (a
+    network's inference, a kernel's timing, on ``threads`` threads), its own CPUs given back
+    after; nothing when the plan does not bind ``threads`` threads (``CpuPlan.binds``) or the
+    thread may not run on that CPU. (Threads that launch at the same time share that CPU for
+    their own work; their launches are serialised anyway.)"""
     ensure_runtime()
-    cpu = _CALLER_CPU[0]
-    mine = os.sched_getaffinity(0) if cpu is not None else set()
-    if cpu not in mine or mine == {cpu}:
+    plan = _PLAN[0]
+    mine = os.sched_getaffinity(0) if plan.binds(threads) else set()
+    if plan.caller not in mine or mine == {plan.caller}:
         yield
         return
-    os.sched_setaffinity(0, {cpu})
+    os.sched_setaffinity(0, {plan.caller})
     try:
         yield
     finally:

@@ -476,7 +476,7 @@ def pool_scope(threads: int):
     if threads > 1 and cpu_llvm.have_llvmlite():
         from pyvta.compiler.backend.llvm.runtime import caller_bound
 
-        return caller_bound()
+        return caller_bound(threads)
     return contextlib.nullcontext()
 
 

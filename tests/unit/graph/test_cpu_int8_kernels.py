@@ -56,29 +56,35 @@ def resnet_int8(tmp_path_factory):
 
 
 def test_an_int8_inference_on_the_pool_binds_its_caller_to_a_cpu(resnet_int8):
-    """The int8 backend holds the same scope as the float one: on 2 threads the calling
-    thread runs each node bound to the CPU ``cpu_plan`` leaves it, on 1 it keeps its CPUs."""
+    """The int8 backend holds the same scope as the float one: on 2 threads (a plan binding
+    launches of 2) the calling thread runs each node bound to the plan's CPU for it, on 1 it
+    keeps its CPUs."""
+    import dataclasses
     import os
 
     from pyvta.compiler.backend.llvm import runtime
 
     allowed = os.sched_getaffinity(0)
-    caller, _ = runtime.cpu_plan(allowed)
-    if caller is None:
+    plan = runtime.cpu_plan(allowed)
+    if plan.caller is None:
         pytest.skip(f"binding threads to CPUs needs 2 CPUs or more; this process has {allowed}")
     x = zoo.sample_inputs(1, 32, seed=3)[0]
-    for threads, want in ((2, {caller}), (1, allowed)):
-        backend = CpuInt8Kernels(resnet_int8.graph, num_threads=threads)
-        seen: list[set] = []
+    prev = runtime.set_cpu_plan(dataclasses.replace(plan, min_threads=2))
+    try:
+        for threads, want in ((2, {plan.caller}), (1, allowed)):
+            backend = CpuInt8Kernels(resnet_int8.graph, num_threads=threads)
+            seen: list[set] = []
 
-        def probe(node, args, seen=seen, real=backend.run):
-            seen.append(os.sched_getaffinity(0))
-            return real(node, args)
+            def probe(node, args, seen=seen, real=backend.run):
+                seen.append(os.sched_getaffinity(0))
+                return real(node, args)
 
-        backend.run = probe
-        Executor(resnet_int8.graph, None, {"cpu": backend}).run({"input": x})
-        assert seen and all(s == want for s in seen)
-        assert os.sched_getaffinity(0) == allowed
+            backend.run = probe
+            Executor(resnet_int8.graph, None, {"cpu": backend}).run({"input": x})
+            assert seen and all(s == want for s in seen)
+            assert os.sched_getaffinity(0) == allowed
+    finally:
+        runtime.set_cpu_plan(prev)
 
 
 def test_resnet_every_compiled_node_is_bit_exact(resnet_int8):

@@ -298,16 +298,17 @@ def test_compile_builds_every_kernel_so_running_builds_none(resnet_file, monkeyp
 
 
 def test_an_inference_on_the_pool_binds_its_caller_to_a_cpu(resnet_file):
-    """While a network runs on 2 threads, each node runs with the calling thread bound to the
-    CPU ``cpu_plan`` leaves it (its CPUs given back after, a failing node too); on 1 thread,
-    or with no CPU planned, the thread keeps its CPUs."""
+    """While a network runs on 2 threads (a plan binding launches of 2), each node runs with
+    the calling thread bound to the plan's CPU for it (its CPUs given back after, a failing
+    node too); on 1 thread, or with no plan, the thread keeps its CPUs."""
+    import dataclasses
     import os
 
     from pyvta.compiler.backend.llvm import runtime
 
     allowed = os.sched_getaffinity(0)
-    caller, _ = runtime.cpu_plan(allowed)
-    if caller is None:
+    plan = runtime.cpu_plan(allowed)
+    if plan.caller is None:
         pytest.skip(f"binding threads to CPUs needs 2 CPUs or more; this process has {allowed}")
     cm = compile_model(resnet_file, "cpu")
     x = zoo.sample_inputs(1, 32, seed=4)[0]
@@ -322,23 +323,24 @@ def test_an_inference_on_the_pool_binds_its_caller_to_a_cpu(resnet_file):
                 raise RuntimeError("probe failure")
             return super().run(node, args)
 
-    for threads, want in ((2, {caller}), (1, allowed)):
-        seen.clear()
-        run_model(cm, x, backends={"cpu": Probe(cm.graph, threads)})
-        assert len(seen) == len(cm.graph.nodes) and set(seen) == {frozenset(want)}
-        assert os.sched_getaffinity(0) == allowed
-    failing = Probe(cm.graph, 2)
-    failing.fail_at = len(seen) + 3
-    with pytest.raises(RuntimeError, match="probe failure"):
-        run_model(cm, x, backends={"cpu": failing})
-    assert os.sched_getaffinity(0) == allowed
-    prev = runtime.set_cpu_plan(None, [])
+    prev = runtime.set_cpu_plan(dataclasses.replace(plan, min_threads=2))
     try:
+        for threads, want in ((2, {plan.caller}), (1, allowed)):
+            seen.clear()
+            run_model(cm, x, backends={"cpu": Probe(cm.graph, threads)})
+            assert len(seen) == len(cm.graph.nodes) and set(seen) == {frozenset(want)}
+            assert os.sched_getaffinity(0) == allowed
+        failing = Probe(cm.graph, 2)
+        failing.fail_at = len(seen) + 3
+        with pytest.raises(RuntimeError, match="probe failure"):
+            run_model(cm, x, backends={"cpu": failing})
+        assert os.sched_getaffinity(0) == allowed
+        runtime.set_cpu_plan(runtime.NO_PLAN)
         seen.clear()
         run_model(cm, x, backends={"cpu": Probe(cm.graph, 2)})
         assert set(seen) == {frozenset(allowed)}
     finally:
-        runtime.set_cpu_plan(*prev)
+        runtime.set_cpu_plan(prev)
 
 
 def _fresh_process(monkeypatch):
