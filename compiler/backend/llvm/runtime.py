@@ -62,6 +62,7 @@ SPIN_YIELD_MASK = 1023
 _SYNC_BYTES = 64  # >= sizeof(pthread_mutex_t) and sizeof(pthread_cond_t) on glibc
 PIN_SYMBOL = "pyvta_worker_cpus"  # the CPU each worker binds itself to (i32 each; -1: none)
 MIN_THREADS_SYMBOL = "pyvta_bind_min_threads"  # (i32) a launch of fewer threads binds none
+NEVER = 2**31 - 1  # a thread count no launch reaches (MIN_THREADS_SYMBOL's: nothing bound)
 PIN_ENV = "PYVTA_PIN_THREADS"  # "0": neither the workers nor the caller are bound to CPUs
 PINNED_WORKERS = 256  # workers with an entry in PIN_SYMBOL's table (the others are not bound)
 CPU_SET_WORDS = 16  # glibc's cpu_set_t: 1024 CPUs, in 64-bit words
@@ -98,7 +99,7 @@ def _runtime_module(bind: bool = True) -> ir.Module:
     spin_yield = _global(mod, YIELD_SYMBOL, I32, ir.Constant(I32, SPIN_YIELD_MASK))
     pin_ty = ir.ArrayType(I32, PINNED_WORKERS)
     pin_cpus = _global(mod, PIN_SYMBOL, pin_ty, ir.Constant(pin_ty, [-1] * PINNED_WORKERS))
-    bind_min = _global(mod, MIN_THREADS_SYMBOL, I32, ir.Constant(I32, 2**31 - 1))
+    bind_min = _global(mod, MIN_THREADS_SYMBOL, I32, ir.Constant(I32, NEVER))
 
     def decl(name, ret, args):
         return ir.Function(mod, ir.FunctionType(ret, args), name=name)
@@ -283,7 +284,7 @@ class CpuPlan:
 
     caller: int | None = None
     workers: tuple[int, ...] = ()
-    min_threads: int = 2**31 - 1
+    min_threads: int = NEVER
 
     def binds(self, threads: int) -> bool:
         """Whether a launch of ``threads`` threads binds them."""
