@@ -12,17 +12,21 @@ import pytest
 ROOT_CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 RECORD = """
 import os
+import time
 from pathlib import Path
 
 def test_{n}():
     Path("{where}").joinpath("{name}_{n}").write_text(os.environ["PYTEST_XDIST_WORKER"])
+    time.sleep(0.05)  # long enough that a worker free sooner takes the next ungrouped test
 """
 
 
 def test_hardware_tests_share_one_worker(tmp_path):
     """A copy of the suite's root conftest over 2 hardware test files and 2 others, run as
     ``make test`` runs (``-n 2 --dist loadgroup``): each test writes the worker it ran on;
-    the hardware tests' is one worker, and the others ran on both (they are not grouped)."""
+    the hardware tests' is one worker, and the run used both. (The others go wherever a worker
+    is free: on a loaded machine one worker can take them all while the other runs the
+    hardware group, as in one ``make test`` run.)"""
     pytest.importorskip("xdist")
     suite = tmp_path / "suite"
     where = tmp_path / "ran"
@@ -48,4 +52,4 @@ def test_hardware_tests_share_one_worker(tmp_path):
     rest = {w for n, w in ran.items() if not n.startswith("hw_")}
     print(f"hardware tests ran on {sorted(hw)}, the others on {sorted(rest)}")
     assert len(hw) == 1
-    assert rest == {"gw0", "gw1"}
+    assert hw | rest == {"gw0", "gw1"}
