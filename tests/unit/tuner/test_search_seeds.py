@@ -78,3 +78,46 @@ def test_run_seed_is_stable_across_processes():
     print(outs)
     assert outs[0] == outs[1]
     assert len(set(ast.literal_eval(outs[0]))) == 3
+
+
+class _LuckyRepeat(SyntheticBackend):
+    """The model's cost three times, but one config's second repeat takes half of it: one
+    repeat run while the other run worker idled."""
+
+    def __init__(self, lucky: int):
+        super().__init__()
+        self.lucky = lucky
+
+    def run(self, task, config, artifact, repeats):
+        costs = super().run(task, config, artifact, repeats)
+        if config.index == self.lucky:
+            costs[1] *= 0.5
+        return costs
+
+
+def test_the_summary_judges_configs_by_the_median_of_their_repeats():
+    """The search sees each config's fastest repeat (``MinOfRepeats``); the summary's best
+    and trials to 95% go by the median of the repeats, so one lucky repeat is not the best
+    every run is measured against."""
+    bench = _bench()
+    task = tiled_gemm_task(256, 256, 256)
+    # compare's seed 0: its run's points, the best of them made lucky
+    plain = bench.run_one("random", task, 0, trials=16, batch=8, meas=_min_meas(None))[0]
+    lucky = sorted(plain.history, key=lambda h: h[2])[0][1]
+    print(f"lucky config {lucky}")
+    rows = {}
+    for stat in (None, "median"):
+        meas = _min_meas(lucky)
+        rows[stat] = bench.compare(task, meas, ["random"], 16, 8, 1, judge_stat=stat)
+    medians = {i: r.cost for (_, i), r in meas.cache.items()}
+    print({k: v["best"] for k, v in rows.items()})
+    assert rows[None]["best"] == pytest.approx(0.5 * medians[lucky])
+    assert rows["median"]["best"] == pytest.approx(min(medians.values()))
+    assert rows["median"]["curves"]["random"][0][-1] == pytest.approx(medians[lucky])
+
+
+def _min_meas(lucky):
+    from pyvta.tuner.measure import CachedMeasurer, MinOfRepeats
+
+    backend = SyntheticBackend() if lucky is None else _LuckyRepeat(lucky)
+    return MinOfRepeats(CachedMeasurer(InProcessMeasurer(backend, repeats=3)))
