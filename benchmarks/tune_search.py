@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MinOfRepeats
+from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MinOfRepeats, repeat_stat
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
-from pyvta.tuner.tune import equal_quality, trials_to_reach, tune
+from pyvta.tuner.tune import equal_quality, judged_costs, judged_curve, trials_to_reach, tune
 
 
 def _load() -> str:
@@ -82,18 +82,6 @@ def run_one(name: str, task, seed: int, trials: int, batch: int, meas, trend=Non
     return res, derived
 
 
-def judged_costs(meas, task, stat: str):
-    """``index -> cost`` by which the summary judges each measured config of ``task``: ``stat``
-    of its repeats in ``meas``'s cache (``"median"``: ``MeasureResult.cost``; ``"min"``: the
-    fastest repeat); ``inf`` for a failed one."""
-
-    def cost(i: int) -> float:
-        r = meas.cache[(task.key, i)]
-        return min(r.costs) if stat == "min" and r.ok else r.cost
-
-    return cost
-
-
 def compare(
     task,
     meas,
@@ -117,7 +105,7 @@ def compare(
 
     w = default_trend(task) if trend is None else trend
     print(f"{trials} trials, batch {batch}, seeds 0..{seeds - 1}; xgb linear-trend weight {w:g}")
-    judge = None if judge_stat is None else judged_costs(meas, task, judge_stat)
+    judge = None if judge_stat is None else repeat_stat(meas, task, judge_stat)
     if judge is not None:
         print(f"configs judged by the {judge_stat} of their repeats (the search saw another cost)")
     samples: dict[str, list[float]] = {}  # every cost each tuner measured, its seeds pooled
@@ -129,13 +117,10 @@ def compare(
         for name in tuner_names:
             t0 = time.perf_counter()
             res, derived = run_one(name, task, seed, trials, batch, meas, trend)
-            history = [c for _, _, c in res.history]
-            if judge is not None:
-                history = [judge(i) if math.isfinite(c) else c for _, i, c in res.history]
-            curves[name].append(list(np.minimum.accumulate(history)))
-            samples.setdefault(name, []).extend(history)
+            curves[name].append(judged_curve(res.history, judge))
+            samples.setdefault(name, []).extend(judged_costs(res.history, judge))
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
-            judged = "" if judge is None else f" (by the {judge_stat}: {min(history):.6g})"
+            judged = "" if judge is None else f" (by the {judge_stat}: {curves[name][-1][-1]:.6g})"
             print(
                 f"  {name:8s} seed {seed} (run seed {derived}): best {res.best_cost:.6g}"
                 f" {task.cost_unit}{judged} "
@@ -373,21 +358,13 @@ def main(argv=None) -> int:
         " only tiny-tile configs far from the optimum take long (C6: 10-30 s for 1-9 M cycles,"
         " the optimum 0.46 M cycles lowers in 0.1 s)",
     )
-    add_cpu_comparison_arguments(p)  # --repeats, --timer, --min-repeat-ms, --run-workers
+    add_cpu_comparison_arguments(p)  # --repeats, --timer, ..., --judge-stat
     p.add_argument(
         "--cost-stat",
         choices=["median", "min"],
         default=None,
         help="a config's cost from its repeats (min: steadier on a loaded machine; the default"
         " for --task cpu, median for the others)",
-    )
-    p.add_argument(
-        "--judge-stat",
-        choices=["median", "min"],
-        default="median",
-        help="the statistic of a config's repeats by which the summary (best, trials to 95%%,"
-        " curves) judges it, whatever the search saw (--cost-stat): the fastest of a few"
-        " repeats can be one taken while the other run worker idled",
     )
     p.add_argument(
         "--grid-plot",

@@ -247,7 +247,7 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
     """The CPU measurement options of the search and transfer benchmarks (``--task cpu``):
     ``--repeats``, ``--timer``, ``--min-repeat-ms``, ``--run-workers`` (see
-    :func:`cpu_comparison_measurer`)."""
+    :func:`cpu_comparison_measurer`), ``--judge-stat``."""
     p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
     p.add_argument(
         "--timer",
@@ -269,6 +269,15 @@ def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         dest="run_workers",
         help="--task cpu: configs timed at once (more than 1 only with --timer thread)",
+    )
+    p.add_argument(
+        "--judge-stat",
+        choices=["median", "min"],
+        default="median",
+        dest="judge_stat",
+        help="--task cpu: the statistic of a config's repeats by which the summary (the best,"
+        " trials to it, the curves) judges it; the search sees the fastest repeat, which can be"
+        " one taken while another run worker idled (tuner.measure.repeat_stat)",
     )
 
 

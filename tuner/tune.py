@@ -8,6 +8,7 @@ the tuner and never measured again, so a killed run continues where it stopped.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import time
@@ -42,11 +43,21 @@ class TuneResult:
 
     @property
     def best_curve(self) -> list[float]:
-        out, best = [], math.inf
-        for _, _, c in self.history:
-            best = min(best, c)
-            out.append(best)
-        return out
+        return judged_curve(self.history)
+
+
+def judged_costs(history, cost=None) -> list[float]:
+    """Each trial's cost in a run's ``history`` (``TuneResult.history``), each measured config's
+    given by ``cost(index)`` (None: the history's own, the costs the search saw); a failed
+    trial stays failed (``inf``)."""
+    if cost is None:
+        return [c for _, _, c in history]
+    return [cost(index) if math.isfinite(c) else c for _, index, c in history]
+
+
+def judged_curve(history, cost=None) -> list[float]:
+    """The best-so-far curve of :func:`judged_costs`."""
+    return list(itertools.accumulate(judged_costs(history, cost), min))
 
 
 def trials_to_reach(curve, target: float) -> int | None:
