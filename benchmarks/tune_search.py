@@ -97,8 +97,8 @@ def compare(
     and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
     with ``"random (exact)"`` when ``meas`` knows every point of the space. ``judge_stat``
     (``"median"``/``"min"``, None: the costs the search saw): the statistic of each config's
-    repeats the summary judges it by. The fastest of 3 repeats can be one taken while the other
-    run worker idled: Zen 1 C6's fastest config by the minimum had repeats 1.14, 1.00 and 1.15
+    repeats the summary judges it by. The fastest of 3 repeats can be one taken in a moment the
+    host ran faster: Zen 1 C6's fastest config by the minimum had repeats 1.14, 1.00 and 1.15
     of it, and 125 configs lay within 95% of the best median, none within 95% of that minimum."""
     print(f"\ntask {task.key}: {task.space}; load average {_load()}")
     from pyvta.tuner.tuners import default_trend

@@ -277,7 +277,7 @@ def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
         dest="judge_stat",
         help="--task cpu: the statistic of a config's repeats by which the summary (the best,"
         " trials to it, the curves) judges it; the search sees the fastest repeat, which can be"
-        " one taken while another run worker idled (tuner.measure.repeat_stat)",
+        " one taken in a moment the host ran faster (tuner.measure.repeat_stat)",
     )
 
 

@@ -284,8 +284,8 @@ def repeat_stat(meas, task: Task, stat: str):
     """``index -> cost`` of each config of ``task`` that ``meas`` (a ``CachedMeasurer`` or
     ``MinOfRepeats``) has measured, by ``stat`` of its repeats: ``"median"``
     (``MeasureResult.cost``) or ``"min"`` (the fastest); ``inf`` for a failed one. For judging a
-    search by other costs than it saw: the fastest of a few repeats can be one taken while
-    the other run worker idled (Zen 1 C6, 2 run workers: one config's repeats 1.14, 1.00 and
+    search by other costs than it saw: the fastest of a few repeats can be one taken in a
+    moment the host ran faster (Zen 1 C6, 2 run workers: one config's repeats 1.14, 1.00 and
     1.15 of its fastest)."""
     if stat not in ("median", "min"):
         raise ValueError(f"repeat statistic {stat!r}: median or min")
