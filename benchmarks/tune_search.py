@@ -65,7 +65,7 @@ def run_one(name: str, task, seed: int, trials: int, batch: int, meas, trend=Non
     """``(TuneResult, run seed)`` of tuner ``name`` for seed ``seed`` on ``task``: every random
     draw (random's points, GA's first generation, the model's first batch and its SA) comes
     from ``run_seed(seed, task)``, so the seeds of one layer are independent of another's."""
-    from pyvta.tuner.cli_support import run_seed
+    from pyvta.tuner.comparison import run_seed
 
     derived = run_seed(seed, task)
     tuner, initial = make_search(name, task, derived, batch, trend)
@@ -316,7 +316,7 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
 
 
 def main(argv=None) -> int:
-    from pyvta.tuner.cli_support import add_cpu_comparison_arguments
+    from pyvta.tuner.comparison import add_cpu_comparison_arguments
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
@@ -391,12 +391,14 @@ def main(argv=None) -> int:
     seeds = a.seeds or (5 if a.task == "synthetic" else 3)
     names = a.tuners.split(",")
     if a.task == "vta":
-        from pyvta.tuner.cli_support import layer_names, parse_workload, vta_comparison_measurer
+        from pyvta.tuner.cli_support import layer_names, parse_workload
+        from pyvta.tuner.comparison import vta_comparison_measurer
 
         tasks = {name: parse_workload(f"vta:{name}") for name in layer_names(a.layer)}
         inner = vta_comparison_measurer(a)
     elif a.task in ("cpu", "cpu-conv2d"):
-        from pyvta.tuner.cli_support import cpu_comparison_measurer, layer_names, parse_workload
+        from pyvta.tuner.cli_support import layer_names, parse_workload
+        from pyvta.tuner.comparison import cpu_comparison_measurer
 
         prefix = "nchwc:" if a.task == "cpu" else ""
         tasks = {name: parse_workload(prefix + name) for name in layer_names(a.layer)}

@@ -52,11 +52,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pyvta.tuner.cli_support import (
+from pyvta.tuner.cli_support import layer_names, parse_workload
+from pyvta.tuner.comparison import (
     add_cpu_comparison_arguments,
     cpu_comparison_measurer,
-    layer_names,
-    parse_workload,
     run_seed,
     vta_comparison_measurer,
 )
@@ -105,7 +104,7 @@ def _measurers(a) -> tuple[Measurer, Measurer]:
 def _judge(a, meas: Measurer, task):
     """``index -> cost`` by which the table judges a CPU config (``--judge-stat`` of its
     repeats, ``tuner.measure.repeat_stat``), or None: the costs the search saw."""
-    if a.task != "cpu" or a.judge_stat == "min":  # the search sees the fastest repeat
+    if not isinstance(meas, MinOfRepeats) or a.judge_stat == "min":  # judged as it was seen
         return None
     return repeat_stat(meas, task, a.judge_stat)
 

@@ -19,7 +19,7 @@ Modules, in data-flow order:
 - ``tuners``: ``ModelTuner`` (XGB + SA, eps-greedy, diversity), ``RandomTuner``, ``GATuner``;
 - ``measure`` / ``workers``: backends, isolated parallel builds and lone runs with timeouts;
 - ``log``: append-only JSON-lines log, ``apply_best``, resume, data for transfer learning;
-- ``tune``: the loop with progress bar and tuning-curve plot; ``cli_support``: ``pyvta tune``;
+- ``tune``: the loop with progress bar and tuning-curve plot; ``cli_support``: ``pyvta tune``; ``comparison``: the search and transfer benchmarks' measurers;
 - ``cpu``: the compiler's CPU templates and the llvmlite backend (compiler adapter);
 - ``synthetic``: analytic tasks and fault-injecting backends for tests and benchmarks.
 

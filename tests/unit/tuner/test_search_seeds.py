@@ -61,7 +61,7 @@ def test_run_seed_is_stable_across_processes():
     """The derivation does not depend on the process (no salted ``hash``): two interpreters
     with different ``PYTHONHASHSEED`` derive the same run seeds."""
     code = (
-        "from pyvta.tuner.cli_support import run_seed;"
+        "from pyvta.tuner.comparison import run_seed;"
         "from pyvta.tuner.synthetic import tiled_gemm_task as t;"
         "print([run_seed(s, t(256, 512, 256)) for s in range(3)])"
     )

@@ -1,11 +1,11 @@
 """The VTA cycle measurer of the search and transfer benchmarks has one home
-(``cli_support.vta_comparison_measurer`` -> ``tune.vta_cycle_measurer``, also ``pyvta tune``'s
+(``comparison.vta_comparison_measurer`` -> ``tune.vta_cycle_measurer``, also ``pyvta tune``'s
 default for VTA tasks): it takes the benchmark's ``--build-timeout`` and measures what the
 cycle model says in this process."""
 
 import argparse
 
-from pyvta.tuner.cli_support import vta_comparison_measurer
+from pyvta.tuner.comparison import vta_comparison_measurer
 from pyvta.tuner.measure import InProcessMeasurer
 from pyvta.tuner.tune import task_backend
 from pyvta.tuner.vta import VtaCycleBackend, default_vta_config, vta_conv2d_task

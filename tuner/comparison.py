@@ -1,0 +1,93 @@
+"""The measurement options and measurers of the search and transfer benchmarks
+(``benchmarks/tune_search.py``, ``benchmarks/tune_transfer.py``): one CPU or VTA layer measured
+the same way by every tuner compared, each run seeded by :func:`run_seed`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
+    """The CPU measurement options of the search and transfer benchmarks (``--task cpu``):
+    ``--repeats``, ``--timer``, ``--min-repeat-ms``, ``--run-workers`` (see
+    :func:`cpu_comparison_measurer`), ``--judge-stat``."""
+    p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
+    p.add_argument(
+        "--timer",
+        choices=["thread", "wall"],
+        default="thread",
+        help="--task cpu: thread = one thread timed by its CPU time (steady on a shared,"
+        " loaded machine; tuner.cpu_measure.CpuBackend), wall = all cores by the wall clock",
+    )
+    p.add_argument(
+        "--min-repeat-ms",
+        type=float,
+        default=5.0,
+        dest="min_repeat_ms",
+        help="--task cpu: a repeat calls the kernel until it lasts this long",
+    )
+    p.add_argument(
+        "--run-workers",
+        type=int,
+        default=1,
+        dest="run_workers",
+        help="--task cpu: configs timed at once (more than 1 only with --timer thread)",
+    )
+    p.add_argument(
+        "--judge-stat",
+        choices=["median", "min"],
+        default="median",
+        dest="judge_stat",
+        help="--task cpu: the statistic of a config's repeats by which the summary (the best,"
+        " trials to it, the curves) judges it; the search sees the fastest repeat, which can be"
+        " one taken in a moment the host ran faster (tuner.measure.repeat_stat)",
+    )
+
+
+def cpu_comparison_measurer(args, cost: str = "min"):
+    """The ``LocalMeasurer`` of :func:`add_cpu_comparison_arguments`' options (and
+    ``args.build_timeout``), after printing what it measures and how; ``SystemExit`` for
+    ``--run-workers`` above 1 on the wall clock (its timings would share the cores)."""
+    from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
+    from pyvta.tuner.measure import LocalMeasurer
+
+    if args.run_workers > 1 and args.timer != "thread":
+        raise SystemExit("--run-workers > 1 needs --timer thread (wall times would share cores)")
+    backend = CpuBackend(min_repeat_ms=args.min_repeat_ms, timer=args.timer)
+    print(
+        f"host: {cpu_target_info()}; measured: {backend.describe()}, {args.repeats} repeats"
+        f" per config, cost = their {cost}; {args.run_workers} run worker(s)"
+    )
+    return LocalMeasurer(
+        backend,
+        repeats=args.repeats,
+        n_run_workers=args.run_workers,
+        build_timeout_s=args.build_timeout,
+    )
+
+
+def run_seed(seed: int, task) -> int:
+    """The seed of one benchmark run: ``seed`` (0, 1, ...) mixed with ``task.key`` through
+    ``numpy.random.SeedSequence`` (the key by SHA-256, never Python's salted ``hash``), so seed
+    ``s`` draws a different stream on every layer (the same ``s`` on two layers would draw the
+    same indices and knob values: not independent samples) and the same stream on every rerun."""
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256(task.key.encode()).digest()
+    words = [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
+    return int(np.random.SeedSequence([int(seed), *words]).generate_state(1)[0])
+
+
+def vta_comparison_measurer(args):
+    """The VTA cycle model's measurer of the search and transfer benchmarks (``--task vta``):
+    ``tune.vta_cycle_measurer`` with ``args.build_timeout`` (a lowering that outlasts it is a
+    failed trial) and a 300 s bound on one cycle count, after printing what it measures."""
+    from pyvta.tuner.tune import vta_cycle_measurer
+
+    print(
+        "measured: the VTA cycle model (sim.cycles_of of the lowered stream; deterministic),"
+        f" builds bounded at {args.build_timeout:g} s"
+    )
+    return vta_cycle_measurer(build_timeout_s=args.build_timeout, run_timeout_s=300.0)
