@@ -92,6 +92,7 @@ def compare(
     plot=None,
     trend=None,
     judge_stat: str | None = None,
+    confirm: int = 0,
 ) -> dict:
     """Run every tuner for every seed on ``task`` through ``meas``; print the curves' summary
     and trials to 95%; return the median trials to 95% per tuner (``trials + 1``: missed),
@@ -99,7 +100,10 @@ def compare(
     (``"median"``/``"min"``, None: the costs the search saw): the statistic of each config's
     repeats the summary judges it by. The fastest of 3 repeats can be one taken in a moment the
     host ran faster: Zen 1 C6's fastest config by the minimum had repeats 1.14, 1.00 and 1.15
-    of it, and 125 configs lay within 95% of the best median, none within 95% of that minimum."""
+    of it, and 125 configs lay within 95% of the best median, none within 95% of that minimum.
+    ``confirm``: before judging, measure the ``confirm`` best configs of all runs 3 more times
+    in one sitting and judge them by the median of their costs
+    (``tuner.comparison.confirm_best``)."""
     print(f"\ntask {task.key}: {task.space}; load average {_load()}")
     from pyvta.tuner.tuners import default_trend
 
@@ -108,19 +112,18 @@ def compare(
     judge = None if judge_stat is None else repeat_stat(meas, task, judge_stat)
     if judge is not None:
         print(f"configs judged by the {judge_stat} of their repeats (the search saw another cost)")
-    samples: dict[str, list[float]] = {}  # every cost each tuner measured, its seeds pooled
     tuner_s: dict[str, float] = {}
     t_all = time.perf_counter()
     n_before = meas.n_measured
-    curves: dict[str, list[list[float]]] = {name: [] for name in tuner_names}
+    histories: dict[str, list[list]] = {name: [] for name in tuner_names}
     for seed in range(seeds):  # seeds outermost: a run stopped early has whole seeds
         for name in tuner_names:
             t0 = time.perf_counter()
             res, derived = run_one(name, task, seed, trials, batch, meas, trend)
-            curves[name].append(judged_curve(res.history, judge))
-            samples.setdefault(name, []).extend(judged_costs(res.history, judge))
+            histories[name].append(res.history)
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
-            judged = "" if judge is None else f" (by the {judge_stat}: {curves[name][-1][-1]:.6g})"
+            judged = judged_curve(res.history, judge)[-1]
+            judged = "" if judge is None else f" (by the {judge_stat}: {judged:.6g})"
             print(
                 f"  {name:8s} seed {seed} (run seed {derived}): best {res.best_cost:.6g}"
                 f" {task.cost_unit}{judged} "
@@ -128,6 +131,13 @@ def compare(
                 f" {meas.n_measured - n_before} distinct configs measured so far)",
                 flush=True,
             )
+    if confirm:
+        judge = _confirmed(task, meas, histories, judge, judge_stat, confirm)
+    curves = {n: [judged_curve(h, judge) for h in runs] for n, runs in histories.items()}
+    # every cost each tuner measured, its seeds pooled
+    samples = {
+        n: [c for h in runs for c in judged_costs(h, judge)] for n, runs in histories.items()
+    }
     best = min(min(c[-1] for c in runs) for runs in curves.values())
     known = meas.costs(task)
     if judge is not None:
@@ -199,6 +209,42 @@ def compare(
     medians["at"] = at
     medians["curves"] = curves
     return medians
+
+
+def _confirmed(task, meas, histories, judge, judge_stat, k: int):
+    """The judge (``index -> cost``) after ``tuner.comparison.confirm_best`` measured the
+    ``k`` best configs of ``histories`` again through the measurer under ``meas``'s cache:
+    theirs the median of their costs, the others' as ``judge`` (None: the costs the search
+    saw). Prints each confirmed config's costs and their drift (again / first)."""
+    from pyvta.tuner.comparison import confirm_best
+
+    stat = judge_stat or ("min" if isinstance(meas, MinOfRepeats) else "median")
+    first = judge or repeat_stat(meas, task, stat)
+    t0 = time.perf_counter()
+    seen = confirm_best(
+        task, meas.inner, [h for runs in histories.values() for h in runs], first, k, stat=stat
+    )
+    if not seen:  # no run found a config that ran
+        return judge
+    rounds = len(next(iter(seen.values()))) - 1
+    print(
+        f"\nconfirmed: {len(seen)} best configs measured {rounds} more times in one sitting"
+        f" ({time.perf_counter() - t0:.0f} s), each judged by the median of its {stat}s"
+    )
+    drift = []
+    for i, costs in sorted(seen.items(), key=lambda kv: float(np.median(kv[1]))):
+        again = float(np.median(costs[1:]))
+        drift.append(again / costs[0])
+        shown = ", ".join(f"{c:.6g}" for c in costs[1:])
+        print(
+            f"  config {i}: first {costs[0]:.6g}, again {shown} {task.cost_unit};"
+            f" judged {float(np.median(costs)):.6g} (again / first {again / costs[0]:.3f})"
+        )
+    print(
+        f"  again / first over the confirmed: median {np.median(drift):.3f},"
+        f" {min(drift):.3f} to {max(drift):.3f}"
+    )
+    return lambda i: float(np.median(seen[i])) if i in seen else first(i)
 
 
 def _equal_quality(curves: dict, trials: int, best: float, unit: str) -> dict:
@@ -378,7 +424,19 @@ def main(argv=None) -> int:
         help="the xgb tuners' linear-trend weight (0: the trees alone; default: the template's,"
         " tuner.tuners.default_trend)",
     )
+    p.add_argument(
+        "--confirm",
+        type=int,
+        default=0,
+        metavar="K",
+        help="before judging the runs, measure the K best configs they found 3 more times in"
+        " one sitting and judge them by the median of their costs (again for the next K while"
+        " the best is one not confirmed): the best every run is measured against is then one"
+        " that was fast again (default 0: judge by the first measurement)",
+    )
     a = p.parse_args(argv)
+    if a.confirm < 0:
+        p.error(f"--confirm must be 0 or more, got {a.confirm}")
 
     if a.cost_stat is None:
         a.cost_stat = "min" if a.task == "cpu" else "median"
@@ -428,7 +486,7 @@ def main(argv=None) -> int:
                 plot = str(stem.with_name(f"{stem.stem}_{label}{stem.suffix}"))
             judge = None if a.judge_stat == a.cost_stat else a.judge_stat
             rows[label] = compare(
-                task, meas, names, trials, batch, seeds, plot, a.trend, judge_stat=judge
+                task, meas, names, trials, batch, seeds, plot, a.trend, judge, a.confirm
             )
     finally:
         meas.close()

@@ -91,3 +91,36 @@ def vta_comparison_measurer(args):
         f" builds bounded at {args.build_timeout:g} s"
     )
     return vta_cycle_measurer(build_timeout_s=args.build_timeout, run_timeout_s=300.0)
+
+
+def confirm_best(task, measurer, histories, cost, k: int, rounds: int = 3, stat="median"):
+    """Measure the ``k`` best configs of the runs ``histories`` (``TuneResult.history`` each;
+    ``cost(index)``: a config's cost as first judged) ``rounds`` more times in one sitting
+    (``tune.remeasure`` through ``measurer``, not a cache), and again for the next ``k`` while
+    the best is one not confirmed (the confirmed grew slower), at most 4 passes.
+    ``index -> its costs``: the first, then each round's by ``stat`` of its repeats. A config
+    is then judged by the median of those: the best every run is measured against is one that
+    was fast again, not one first measured in a moment the host ran faster (Zen 1 C3: a day's
+    best configs 1.08-1.19x slower an hour later)."""
+    import math
+    import statistics
+
+    from pyvta.tuner.measure import result_stat
+    from pyvta.tuner.tune import remeasure
+
+    if k < 1 or rounds < 1:
+        raise ValueError(f"confirm_best: k and rounds must be positive, got {k} and {rounds}")
+    first = {i: cost(i) for h in histories for _, i, c in h if math.isfinite(c)}
+    seen: dict[int, list[float]] = {}
+
+    def now(i):
+        return statistics.median(seen[i]) if i in seen else first[i]
+
+    for _ in range(4):
+        order = sorted(first, key=now)
+        if not order or order[0] in seen:
+            break
+        top = [i for i in order if i not in seen][:k]
+        for i, results in remeasure(task, measurer, top, rounds).items():
+            seen[i] = [first[i]] + [result_stat(r, stat) for r in results]
+    return seen

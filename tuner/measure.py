@@ -287,14 +287,16 @@ def repeat_stat(meas, task: Task, stat: str):
     search by other costs than it saw: the fastest of a few repeats can be one taken in a
     moment the host ran faster (Zen 1 C6, 2 run workers: one config's repeats 1.14, 1.00 and
     1.15 of its fastest)."""
+    result_stat(MeasureResult(), stat)  # checks the name before any config is asked for
+    return lambda index: result_stat(meas.cache[(task.key, index)], stat)
+
+
+def result_stat(result: MeasureResult, stat: str) -> float:
+    """One measurement's cost by ``stat`` of its repeats: ``"median"`` (``result.cost``) or
+    ``"min"`` (the fastest); ``inf`` for a failed one."""
     if stat not in ("median", "min"):
         raise ValueError(f"repeat statistic {stat!r}: median or min")
-
-    def cost(index: int) -> float:
-        r = meas.cache[(task.key, index)]
-        return min(r.costs) if stat == "min" and r.ok else r.cost
-
-    return cost
+    return min(result.costs) if stat == "min" and result.ok else result.cost
 
 
 class MinOfRepeats(Measurer):
@@ -317,6 +319,11 @@ class MinOfRepeats(Measurer):
     @property
     def how(self) -> str:
         return self.cached.how
+
+    @property
+    def inner(self) -> Measurer:
+        """The measurer under the cache (one that measures again)."""
+        return self.cached.inner
 
     @property
     def cache(self) -> dict:

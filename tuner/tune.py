@@ -325,10 +325,10 @@ def tune(
 def _final_check(
     task, measurer, result: TuneResult, k: int, rounds: int, writer, initial=()
 ) -> None:
-    """Re-measure the ``k`` best distinct configs of ``result`` ``rounds`` times, all ``k`` in
-    each round (so that they see the same machine state); set the best to the lowest median
-    of each config's medians, its first trial's included. The ``initial`` configs (a backend's
-    default) are always among them, so the pick never lost to the default side by side."""
+    """Re-measure the ``k`` best distinct configs of ``result`` ``rounds`` times
+    (:func:`remeasure`); set the best to the lowest median of each config's medians, its first
+    trial's included. The ``initial`` configs (a backend's default) are always among them, so
+    the pick never lost to the default side by side."""
     first: dict[int, float] = {}
     for _, i, c in result.history:
         if math.isfinite(c) and i not in first:
@@ -337,13 +337,22 @@ def _final_check(
     top += [i for i in initial if i in first and i not in top]
     if len(top) < 2:
         return
-    seen = {i: [first[i]] for i in top}
-    configs = [task.space.get(i) for i in top]
+    again = remeasure(task, measurer, top, rounds, writer)
+    seen = {i: [first[i]] + [r.cost for r in again[i]] for i in top}  # inf: failed this time
+    pick = min(top, key=lambda i: statistics.median(seen[i]))
+    result.rechecked = seen
+    result.best_index, result.best_cost = pick, statistics.median(seen[pick])
+
+
+def remeasure(task, measurer, indices, rounds: int, writer=None) -> dict[int, list]:
+    """Measure the configs ``indices`` of ``task`` ``rounds`` times through ``measurer`` (one
+    that measures, not a cache), all of them in each round, so that they see the same machine
+    state; ``index -> [MeasureResult per round]``, each appended to ``writer`` if given."""
+    configs = [task.space.get(i) for i in indices]
+    out: dict[int, list] = {i: [] for i in indices}
     for _ in range(rounds):
         for cfg, res in zip(configs, measurer.measure(task, configs), strict=True):
             if writer is not None:
                 writer.append(make_record(task, cfg, res, measurer.how))
-            seen[cfg.index].append(res.cost)  # inf if it failed this time
-    pick = min(top, key=lambda i: statistics.median(seen[i]))
-    result.rechecked = seen
-    result.best_index, result.best_cost = pick, statistics.median(seen[pick])
+            out[cfg.index].append(res)
+    return out
