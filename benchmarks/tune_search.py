@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvta.tuner.comparison import confirmed_judge
 from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MinOfRepeats, repeat_stat
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 from pyvta.tuner.tune import equal_quality, judged_costs, judged_curve, trials_to_reach, tune
@@ -103,7 +104,7 @@ def compare(
     of it, and 125 configs lay within 95% of the best median, none within 95% of that minimum.
     ``confirm``: before judging, measure the ``confirm`` best configs of all runs 3 more times
     in one sitting and judge them by the median of their costs
-    (``tuner.comparison.confirm_best``)."""
+    (``tuner.comparison.confirmed_judge``)."""
     print(f"\ntask {task.key}: {task.space}; load average {_load()}")
     from pyvta.tuner.tuners import default_trend
 
@@ -132,7 +133,7 @@ def compare(
                 flush=True,
             )
     if confirm:
-        judge = _confirmed(task, meas, histories, judge, judge_stat, confirm)
+        judge = confirmed_judge(task, meas, histories, judge, judge_stat, confirm)
     curves = {n: [judged_curve(h, judge) for h in runs] for n, runs in histories.items()}
     # every cost each tuner measured, its seeds pooled
     samples = {
@@ -209,42 +210,6 @@ def compare(
     medians["at"] = at
     medians["curves"] = curves
     return medians
-
-
-def _confirmed(task, meas, histories, judge, judge_stat, k: int):
-    """The judge (``index -> cost``) after ``tuner.comparison.confirm_best`` measured the
-    ``k`` best configs of ``histories`` again through the measurer under ``meas``'s cache:
-    theirs the median of their costs, the others' as ``judge`` (None: the costs the search
-    saw). Prints each confirmed config's costs and their drift (again / first)."""
-    from pyvta.tuner.comparison import confirm_best
-
-    stat = judge_stat or ("min" if isinstance(meas, MinOfRepeats) else "median")
-    first = judge or repeat_stat(meas, task, stat)
-    t0 = time.perf_counter()
-    seen = confirm_best(
-        task, meas.inner, [h for runs in histories.values() for h in runs], first, k, stat=stat
-    )
-    if not seen:  # no run found a config that ran
-        return judge
-    rounds = len(next(iter(seen.values()))) - 1
-    print(
-        f"\nconfirmed: {len(seen)} best configs measured {rounds} more times in one sitting"
-        f" ({time.perf_counter() - t0:.0f} s), each judged by the median of its {stat}s"
-    )
-    drift = []
-    for i, costs in sorted(seen.items(), key=lambda kv: float(np.median(kv[1]))):
-        again = float(np.median(costs[1:]))
-        drift.append(again / costs[0])
-        shown = ", ".join(f"{c:.6g}" for c in costs[1:])
-        print(
-            f"  config {i}: first {costs[0]:.6g}, again {shown} {task.cost_unit};"
-            f" judged {float(np.median(costs)):.6g} (again / first {again / costs[0]:.3f})"
-        )
-    print(
-        f"  again / first over the confirmed: median {np.median(drift):.3f},"
-        f" {min(drift):.3f} to {max(drift):.3f}"
-    )
-    return lambda i: float(np.median(seen[i])) if i in seen else first(i)
 
 
 def _equal_quality(curves: dict, trials: int, best: float, unit: str) -> dict:
@@ -424,19 +389,7 @@ def main(argv=None) -> int:
         help="the xgb tuners' linear-trend weight (0: the trees alone; default: the template's,"
         " tuner.tuners.default_trend)",
     )
-    p.add_argument(
-        "--confirm",
-        type=int,
-        default=0,
-        metavar="K",
-        help="before judging the runs, measure the K best configs they found 3 more times in"
-        " one sitting and judge them by the median of their costs (again for the next K while"
-        " the best is one not confirmed): the best every run is measured against is then one"
-        " that was fast again (default 0: judge by the first measurement)",
-    )
     a = p.parse_args(argv)
-    if a.confirm < 0:
-        p.error(f"--confirm must be 0 or more, got {a.confirm}")
 
     if a.cost_stat is None:
         a.cost_stat = "min" if a.task == "cpu" else "median"

@@ -55,6 +55,7 @@ import numpy as np
 from pyvta.tuner.cli_support import layer_names, parse_workload
 from pyvta.tuner.comparison import (
     add_cpu_comparison_arguments,
+    confirmed_judge,
     cpu_comparison_measurer,
     run_seed,
     vta_comparison_measurer,
@@ -312,7 +313,7 @@ def main(argv=None) -> int:
         for name in targets:
             task = _task(a, name)
             print(f"\n{name} {task.key}: {task.space}; load average {_load()}", flush=True)
-            curves: dict[str, list] = {m: [] for m, _, _ in methods}
+            histories: dict[str, list] = {m: [] for m, _, _ in methods}
             judge = _judge(a, meas, task)
             random_pts: list[int] = []
             for seed in seeds:
@@ -335,7 +336,7 @@ def main(argv=None) -> int:
                         progress=False,
                         **kw,
                     )
-                    curves[m].append(judged_curve(res.history, judge))
+                    histories[m].append(res.history)
                     if f is None:
                         random_pts += [i for _, i, _ in res.history]
                     print(
@@ -344,6 +345,10 @@ def main(argv=None) -> int:
                         f"measured so far {meas.n_measured})",
                         flush=True,
                     )
+            if a.confirm:
+                stat = a.judge_stat if judge is not None else None
+                judge = confirmed_judge(task, meas, histories, judge, stat, a.confirm)
+            curves = {m: [judged_curve(h, judge) for h in runs] for m, runs in histories.items()}
             costs = meas.costs(task)
             if judge is not None:
                 costs = {i: judge(i) for i in costs}

@@ -10,7 +10,8 @@ import argparse
 def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
     """The CPU measurement options of the search and transfer benchmarks (``--task cpu``):
     ``--repeats``, ``--timer``, ``--min-repeat-ms``, ``--run-workers`` (see
-    :func:`cpu_comparison_measurer`), ``--judge-stat``."""
+    :func:`cpu_comparison_measurer`), ``--judge-stat``, ``--confirm``
+    (:func:`confirmed_judge`)."""
     p.add_argument("--repeats", type=int, default=5, help="--task cpu: repeats per config")
     p.add_argument(
         "--timer",
@@ -42,6 +43,27 @@ def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
         " trials to it, the curves) judges it; the search sees the fastest repeat, which can be"
         " one taken in a moment the host ran faster (tuner.measure.repeat_stat)",
     )
+    p.add_argument(
+        "--confirm",
+        type=_count,
+        default=0,
+        metavar="K",
+        help="before judging the runs, measure the K best configs they found 3 more times in"
+        " one sitting and judge them by the median of their costs (again for the next K while"
+        " the best is one not confirmed): the best every run is measured against is then one"
+        " that was fast again (default 0: judge by the first measurement)",
+    )
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    value = int(text)
+    if value < 0:
+        raise ValueError(text)
+    return value
+
+
+_count.__name__ = "whole number (0 or more)"  # argparse names the type in its error
 
 
 def cpu_comparison_measurer(args, cost: str = "min"):
@@ -124,3 +146,44 @@ def confirm_best(task, measurer, histories, cost, k: int, rounds: int = 3, stat=
         for i, results in remeasure(task, measurer, top, rounds).items():
             seen[i] = [first[i]] + [result_stat(r, stat) for r in results]
     return seen
+
+
+def confirmed_judge(task, meas, histories, judge, judge_stat, k: int):
+    """The judge (``index -> cost``) of a comparison's runs (``histories``: tuner name ->
+    its runs' ``TuneResult.history``) after :func:`confirm_best` measured their ``k`` best
+    configs again through the measurer under ``meas``'s cache (``--confirm``):
+    theirs the median of their costs, the others' as ``judge`` (None: the costs the search
+    saw). Prints each confirmed config's costs and their drift (again / first)."""
+    import time
+
+    import numpy as np
+
+    from pyvta.tuner.measure import MinOfRepeats, repeat_stat
+
+    stat = judge_stat or ("min" if isinstance(meas, MinOfRepeats) else "median")
+    first = judge or repeat_stat(meas, task, stat)
+    t0 = time.perf_counter()
+    seen = confirm_best(
+        task, meas.inner, [h for runs in histories.values() for h in runs], first, k, stat=stat
+    )
+    if not seen:  # no run found a config that ran
+        return judge
+    rounds = len(next(iter(seen.values()))) - 1
+    print(
+        f"\nconfirmed: {len(seen)} best configs measured {rounds} more times in one sitting"
+        f" ({time.perf_counter() - t0:.0f} s), each judged by the median of its {stat}s"
+    )
+    drift = []
+    for i, costs in sorted(seen.items(), key=lambda kv: float(np.median(kv[1]))):
+        again = float(np.median(costs[1:]))
+        drift.append(again / costs[0])
+        shown = ", ".join(f"{c:.6g}" for c in costs[1:])
+        print(
+            f"  config {i}: first {costs[0]:.6g}, again {shown} {task.cost_unit};"
+            f" judged {float(np.median(costs)):.6g} (again / first {again / costs[0]:.3f})"
+        )
+    print(
+        f"  again / first over the confirmed: median {np.median(drift):.3f},"
+        f" {min(drift):.3f} to {max(drift):.3f}"
+    )
+    return lambda i: float(np.median(seen[i])) if i in seen else first(i)

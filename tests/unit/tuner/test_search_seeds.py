@@ -164,3 +164,34 @@ def _min_meas(lucky, lucky_backend=None):
     lucky_backend = lucky_backend or _LuckyRepeat
     backend = SyntheticBackend() if lucky is None else lucky_backend(lucky)
     return MinOfRepeats(CachedMeasurer(InProcessMeasurer(backend, repeats=3)))
+
+
+class _NowSlower:
+    """A measurer whose configs in ``slower`` take 10 s now; the others what they took first."""
+
+    how = "stub"
+
+    def __init__(self, first: dict, slower: set):
+        self.first, self.slower, self.asked = first, slower, []
+
+    def measure(self, task, configs, callback=None):
+        from pyvta.tuner.measure import MeasureResult
+
+        self.asked += [c.index for c in configs]
+        return [MeasureResult(costs=(10.0 if c.index in self.slower else self.first[c.index],))
+                for c in configs]  # fmt: skip
+
+
+def test_confirm_goes_on_while_the_best_is_one_not_confirmed():
+    """``confirm_best``: the 2 best grow slower when measured again, so the best is then the
+    third, not yet confirmed: it and the fourth are measured next, and there it stops."""
+    from pyvta.tuner.comparison import confirm_best
+
+    task = tiled_gemm_task(256, 256, 256)
+    first = {i: float(n) for n, i in enumerate([11, 22, 33, 44, 55, 66], start=1)}
+    history = [(t, i, c) for t, (i, c) in enumerate(first.items())]
+    stub = _NowSlower(first, {11, 22})
+    seen = confirm_best(task, stub, [history], first.get, k=2, rounds=3)
+    print(seen)
+    assert seen == {11: [1.0, 10, 10, 10], 22: [2.0, 10, 10, 10], 33: [3.0] * 4, 44: [4.0] * 4}
+    assert stub.asked == [11, 22] * 3 + [33, 44] * 3

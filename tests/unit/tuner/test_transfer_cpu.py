@@ -58,12 +58,15 @@ def test_cpu_transfer_end_to_end(tmp_path, monkeypatch, capsys, seed):
             "--batch", "8", "--seeds", "3", "--source-trials", "48",
             "--source-log", str(tmp_path / "src.jsonl"), "--cache", str(tmp_path / "tgt.jsonl"),
             "--extra-logs", str(other), "--plot", str(tmp_path / "t.png"),
-            "--json", str(out_json)]  # fmt: skip
+            "--json", str(out_json), "--confirm", "4"]  # fmt: skip
     assert bench.main(argv) == 0
     text = capsys.readouterr().out
     print(text)
     assert "CPU direct NCHWc conv; sources C11,C12 -> targets C9" in text
     assert "10 records of 1 tasks of cpu.conv2d_nchwc" in text  # the other log joined
+    # --confirm 4: the 4 best measured again, each the median of its 2 repeats (1 and 1.3)
+    assert "confirmed: 4 best configs measured 3 more times" in text
+    assert "again / first over the confirmed: median 1.000" in text
     assert "source: 106 records of 3 layers" in text  # 48 + 48 tuned, 10 from the other log
     for method in ("scratch[knob]", "transfer[knob]", "random"):
         assert f"C9    {method}" in text
