@@ -153,7 +153,8 @@ def confirmed_judge(task, meas, histories, judge, judge_stat, k: int):
     its runs' ``TuneResult.history``) after :func:`confirm_best` measured their ``k`` best
     configs again through the measurer under ``meas``'s cache (``--confirm``):
     theirs the median of their costs, the others' as ``judge`` (None: the costs the search
-    saw). Prints each confirmed config's costs and their drift (again / first)."""
+    saw). Prints each confirmed config's costs and their drift (again / first), and that of
+    ``k`` other configs of the runs measured again as controls."""
     import time
 
     import numpy as np
@@ -186,4 +187,32 @@ def confirmed_judge(task, meas, histories, judge, judge_stat, k: int):
         f"  again / first over the confirmed: median {np.median(drift):.3f},"
         f" {min(drift):.3f} to {max(drift):.3f}"
     )
+    _controls(task, meas.inner, histories, seen, first, k, stat)
     return lambda i: float(np.median(seen[i])) if i in seen else first(i)
+
+
+def _controls(task, measurer, histories, seen, first, k: int, stat: str) -> None:
+    """Measure ``k`` other configs of the runs (drawn with seed 0) once more and print their
+    again / first: near the confirmed configs' own, the host as a whole runs faster or slower
+    than when the runs measured; near 1 while the confirmed grew slower, their first
+    measurements were lucky."""
+    import math
+
+    import numpy as np
+
+    from pyvta.tuner.measure import result_stat
+    from pyvta.tuner.tune import remeasure
+
+    others = sorted(
+        {i for runs in histories.values() for h in runs for _, i, c in h if math.isfinite(c)}
+        - set(seen)
+    )
+    if not others:
+        return
+    pick = np.random.default_rng(0).choice(others, min(k, len(others)), replace=False)
+    again = remeasure(task, measurer, [int(i) for i in pick], 1)
+    ratios = [result_stat(r[0], stat) / first(i) for i, r in again.items()]
+    print(
+        f"  controls: {len(ratios)} other configs of the runs (seed 0) measured again:"
+        f" again / first median {np.median(ratios):.3f}, {min(ratios):.3f} to {max(ratios):.3f}"
+    )

@@ -156,6 +156,9 @@ def test_confirm_judges_the_best_configs_by_measuring_them_again(capsys):
     assert rows[2]["best"] == pytest.approx(min(true.values()))
     assert metas[2].inner.backend.runs == 1 + 3  # its one measurement, then 3 more
     assert f"config {lucky}: first {0.5 * true[lucky]:.6g}" in out
+    # 2 other configs measured again as controls: the host did not drift, the lucky one was
+    assert "controls: 2 other configs of the runs (seed 0) measured again: again / first" \
+        " median 1.000, 1.000 to 1.000" in out  # fmt: skip
 
 
 def _min_meas(lucky, lucky_backend=None):
