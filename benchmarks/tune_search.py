@@ -33,7 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.tuner.comparison import confirmed_judge
-from pyvta.tuner.measure import CachedMeasurer, InProcessMeasurer, MinOfRepeats, repeat_stat
+from pyvta.tuner.measure import (
+    REPEAT_STATS,
+    CachedMeasurer,
+    InProcessMeasurer,
+    MinOfRepeats,
+    repeat_stat,
+)
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 from pyvta.tuner.tune import equal_quality, judged_costs, judged_curve, trials_to_reach, tune
 
@@ -127,8 +133,9 @@ def compare(
             res, derived = run_one(name, task, seed, trials, batch, meas, trend)
             histories[name].append(res.history)
             tuner_s[name] = tuner_s.get(name, 0.0) + time.perf_counter() - t0
-            judged = judged_curve(res.history, judge)[-1]
-            judged = "" if judge is None else f" (by the {judge_stat}: {judged:.6g})"
+            judged = ""
+            if judge is not None:
+                judged = f" (by the {judge_stat}: {judged_curve(res.history, judge)[-1]:.6g})"
             print(
                 f"  {name:8s} seed {seed} (run seed {derived}): best {res.best_cost:.6g}"
                 f" {task.cost_unit}{judged} "
@@ -376,7 +383,7 @@ def main(argv=None) -> int:
     add_cpu_comparison_arguments(p)  # --repeats, --timer, ..., --judge-stat
     p.add_argument(
         "--cost-stat",
-        choices=["median", "min"],
+        choices=REPEAT_STATS,
         default=None,
         help="a config's cost from its repeats (min: steadier on a loaded machine; the default"
         " for --task cpu, median for the others)",

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from pyvta.tuner.measure import REPEAT_STATS
+
 
 def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
     """The CPU measurement options of the search and transfer benchmarks (``--task cpu``):
@@ -36,7 +38,7 @@ def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--judge-stat",
-        choices=["median", "min"],
+        choices=REPEAT_STATS,
         default="median",
         dest="judge_stat",
         help="--task cpu: the statistic of a config's repeats by which the summary (the best,"

@@ -287,15 +287,22 @@ def repeat_stat(meas, task: Task, stat: str):
     search by other costs than it saw: the fastest of a few repeats can be one taken in a
     moment the host ran faster (Zen 1 C6, 2 run workers: one config's repeats 1.14, 1.00 and
     1.15 of its fastest)."""
-    result_stat(MeasureResult(), stat)  # checks the name before any config is asked for
+    _check_stat(stat)  # before any config is asked for
     return lambda index: result_stat(meas.cache[(task.key, index)], stat)
+
+
+REPEAT_STATS = ("median", "min")  # the statistics of a measurement's repeats a cost can be
+
+
+def _check_stat(stat: str) -> None:
+    if stat not in REPEAT_STATS:
+        raise ValueError(f"repeat statistic {stat!r}: one of {', '.join(REPEAT_STATS)}")
 
 
 def result_stat(result: MeasureResult, stat: str) -> float:
     """One measurement's cost by ``stat`` of its repeats: ``"median"`` (``result.cost``) or
     ``"min"`` (the fastest); ``inf`` for a failed one."""
-    if stat not in ("median", "min"):
-        raise ValueError(f"repeat statistic {stat!r}: median or min")
+    _check_stat(stat)
     return min(result.costs) if stat == "min" and result.ok else result.cost
 
 
