@@ -338,7 +338,7 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
 
 
 def main(argv=None) -> int:
-    from pyvta.tuner.comparison import add_cpu_comparison_arguments
+    from pyvta.tuner.comparison import add_cpu_comparison_arguments, add_search_arguments
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
@@ -393,13 +393,7 @@ def main(argv=None) -> int:
         action="store_true",
         help="with several layers: one PNG (--plot) with a panel per layer, costs / best",
     )
-    p.add_argument(
-        "--trend",
-        type=float,
-        default=None,
-        help="the xgb tuners' linear-trend weight (0: the trees alone; default: the template's,"
-        " tuner.tuners.default_trend)",
-    )
+    add_search_arguments(p)  # --trend
     a = p.parse_args(argv)
 
     if a.cost_stat is None:

@@ -16,9 +16,10 @@ On the CPU a config's cost is the min of ``--repeats`` one-threaded runs timed b
 CPU time (``tuner.cpu_measure.CpuBackend(timer="thread")``: steady on a shared machine), as
 ``benchmarks/tune_search.py --task cpu`` measures, so the two can share one ``--cache`` (its
 C1-C6 records are then the source, its C7-C9 ones are reused: the scratch and random runs of
-the same seeds, trials and batch measure the same configs). ``--extra-logs``: more logs
-(other networks') whose records of the same template join the source data; with
-``--sources none`` they are the only source (transfer from another network alone).
+the same seeds, trials, batch, features and ``--trend`` are its ``xgb`` and ``random`` runs,
+config for config). ``--extra-logs``: more logs (other networks') whose records of the same
+template join the source data; with ``--sources none`` they are the only source (transfer from
+another network alone).
 
 1. Source: C2-C6 are tuned with XGB (``--source-trials`` each, ``--source-seed``) into
    ``--source-log``; a log that already holds them is reused (an unfinished one is resumed).
@@ -55,6 +56,7 @@ import numpy as np
 from pyvta.tuner.cli_support import layer_names, parse_workload
 from pyvta.tuner.comparison import (
     add_cpu_comparison_arguments,
+    add_search_arguments,
     confirmed_judge,
     cpu_comparison_measurer,
     run_seed,
@@ -263,6 +265,7 @@ def main(argv=None) -> int:
         help="comma list of more tuning logs (other networks') for the global model",
     )
     add_cpu_comparison_arguments(p)  # --repeats, --timer, ..., --judge-stat
+    add_search_arguments(p)  # --trend
     p.add_argument("--plot", default="out/tune_transfer.png", help="PNG of median curves")
     p.add_argument("--json", default=None, help="write curves and the table here")
     a = p.parse_args(argv)
@@ -324,6 +327,8 @@ def main(argv=None) -> int:
                     kw = {}
                     if f is not None:
                         kw["featurizer"] = featurizers[f]
+                        if a.trend is not None:
+                            kw["trend"] = a.trend
                         if transfer:
                             kw["base"] = bases[(f, seed)]
                     res = tune(

@@ -57,6 +57,19 @@ def add_cpu_comparison_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_search_arguments(p: argparse.ArgumentParser) -> None:
+    """The search options of the search and transfer benchmarks: ``--trend``, the XGB tuners'
+    linear-trend weight (the same in both, so that their runs of one seed are the same search
+    and share a ``--cache``)."""
+    p.add_argument(
+        "--trend",
+        type=float,
+        default=None,
+        help="the xgb tuners' linear-trend weight (0: the trees alone; default: the template's,"
+        " tuner.tuners.default_trend)",
+    )
+
+
 def _count(text: str) -> int:
     """An argparse type: a whole number, 0 or more."""
     value = int(text)

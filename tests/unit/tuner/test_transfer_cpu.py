@@ -108,3 +108,60 @@ def test_transfer_from_another_network_alone(tmp_path, monkeypatch, capsys, seed
     empty.write_text("")
     assert bench.main([*argv, "--extra-logs", str(empty)]) == 2
     assert "no source records" in capsys.readouterr().err
+
+
+def _search_bench():
+    path = BENCH.with_name("tune_search.py")
+    spec = importlib.util.spec_from_file_location("tune_search", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _recording(module, monkeypatch, runs: list, keep):
+    """Wrap ``module.tune``: append each run's measured indices to ``runs`` where
+    ``keep(task, kw)``."""
+    inner = module.tune
+
+    def recorded(task, *args, **kw):
+        res = inner(task, *args, **kw)
+        if keep(task, kw):
+            runs.append([i for _, i, _ in res.history])
+        return res
+
+    monkeypatch.setattr(module, "tune", recorded)
+
+
+def test_scratch_runs_are_the_search_benchmarks_model_runs(tmp_path, monkeypatch):
+    """With the same seeds, trials, batch, features and ``--trend``, the transfer benchmark's
+    ``scratch`` runs are ``tune_search.py``'s ``xgb`` runs, config for config: a shared
+    ``--cache`` then measures only the transfer runs again. ``--trend 3`` is not the
+    template's own weight (0), so the transfer benchmark must pass it on."""
+    import pyvta.tuner.comparison as comparison
+    from pyvta.tuner.cli_support import parse_workload
+
+    raw = InProcessMeasurer(KnobCost(), repeats=2)
+    monkeypatch.setattr(comparison, "cpu_comparison_measurer", lambda a, cost="min": raw)
+    target = parse_workload("nchwc:C9").key
+    common = ["--task", "cpu", "--trials", "16", "--batch", "8", "--seeds", "2", "--trend", "3",
+              "--cache", str(tmp_path / "c.jsonl")]  # fmt: skip
+    print("seeds 0 and 1 of both benchmarks")
+    search = _search_bench()
+    searched: list = []
+    _recording(search, monkeypatch, searched, lambda task, kw: True)
+    assert search.main([*common, "--layer", "C9", "--tuners", "xgb"]) == 0
+
+    bench = _bench()
+    monkeypatch.setattr(
+        bench, "_measurers", lambda a: (raw, MinOfRepeats(CachedMeasurer(raw, a.cache)))
+    )
+    scratch: list = []
+    _recording(bench, monkeypatch, scratch,
+               lambda task, kw: task.key == target and "base" not in kw)  # fmt: skip
+    argv = [*common, "--sources", "C12", "--targets", "C9", "--source-trials", "8",
+            "--source-log", str(tmp_path / "src.jsonl"), "--no-random",
+            "--plot", ""]  # fmt: skip
+    assert bench.main(argv) == 0
+    assert len(searched) == len(scratch) == 2
+    assert all(len(run) == 16 for run in scratch)
+    assert scratch == searched
