@@ -130,11 +130,14 @@ def vta_comparison_measurer(args):
     return vta_cycle_measurer(build_timeout_s=args.build_timeout, run_timeout_s=300.0)
 
 
+CONFIRM_PASSES = 4  # confirm_best's passes of k configs at most
+
+
 def confirm_best(task, measurer, histories, cost, k: int, rounds: int = 3, stat="median"):
     """Measure the ``k`` best configs of the runs ``histories`` (``TuneResult.history`` each;
     ``cost(index)``: a config's cost as first judged) ``rounds`` more times in one sitting
     (``tune.remeasure`` through ``measurer``, not a cache), and again for the next ``k`` while
-    the best is one not confirmed (the confirmed grew slower), at most 4 passes.
+    the best is one not confirmed (the confirmed grew slower), at most ``CONFIRM_PASSES`` passes.
     ``index -> its costs``: the first, then each round's by ``stat`` of its repeats. A config
     is then judged by the median of those: the best every run is measured against is one that
     was fast again, not one first measured in a moment the host ran faster (Zen 1 C3: a day's
@@ -153,7 +156,7 @@ def confirm_best(task, measurer, histories, cost, k: int, rounds: int = 3, stat=
     def now(i):
         return statistics.median(seen[i]) if i in seen else first[i]
 
-    for _ in range(4):
+    for _ in range(CONFIRM_PASSES):
         order = sorted(first, key=now)
         if not order or order[0] in seen:
             break
@@ -203,7 +206,19 @@ def confirmed_judge(task, meas, histories, judge, judge_stat, k: int):
         f" {min(drift):.3f} to {max(drift):.3f}"
     )
     _controls(task, meas.inner, histories, seen, first, k, stat)
-    return lambda i: float(np.median(seen[i])) if i in seen else first(i)
+
+    def judged(i):
+        return float(np.median(seen[i])) if i in seen else first(i)
+
+    ran = {i for runs in histories.values() for h in runs for _, i, c in h if np.isfinite(c)}
+    best = min(ran, key=judged)
+    if best not in seen:
+        print(
+            f"  the best, config {best} ({judged(best):.6g} {task.cost_unit}), is NOT confirmed:"
+            f" the {len(seen)} confirmed all ran slower again than its first measurement"
+            f" (the confirmation stops after {CONFIRM_PASSES} passes of {k})"
+        )
+    return judged
 
 
 def _controls(task, measurer, histories, seen, first, k: int, stat: str) -> None:

@@ -198,3 +198,28 @@ def test_confirm_goes_on_while_the_best_is_one_not_confirmed():
     print(seen)
     assert seen == {11: [1.0, 10, 10, 10], 22: [2.0, 10, 10, 10], 33: [3.0] * 4, 44: [4.0] * 4}
     assert stub.asked == [11, 22] * 3 + [33, 44] * 3
+
+
+def test_the_judge_says_when_the_best_is_not_confirmed(capsys):
+    """Every config but the last grows slower when measured again: after ``CONFIRM_PASSES``
+    passes of 1 the best is still one measured once, and the judge says so."""
+    from pyvta.tuner.comparison import CONFIRM_PASSES, confirmed_judge
+
+    task = tiled_gemm_task(256, 256, 256)
+    first = {i: float(n) for n, i in enumerate([11, 22, 33, 44, 55, 66], start=1)}
+    history = [(t, i, c) for t, (i, c) in enumerate(first.items())]
+    stub = _NowSlower(first, {11, 22, 33, 44, 55})
+
+    class Cached:  # the measurer under a cache (``MinOfRepeats.inner``)
+        inner = stub
+
+    judge = confirmed_judge(task, Cached(), {"xgb": [history]}, first.get, "median", 1)
+    out = capsys.readouterr().out
+    print(out)
+    assert CONFIRM_PASSES == 4
+    assert "the best, config 55 (5 s), is NOT confirmed: the 4 confirmed all ran slower" in out
+    assert judge(55) == 5.0 and judge(11) == 10.0  # the median of 1, 10, 10, 10
+    capsys.readouterr()  # the output printed above
+    Cached.inner = _NowSlower(first, {11, 22})  # the third is the best, and it is confirmed
+    confirmed_judge(task, Cached(), {"xgb": [history]}, first.get, "median", 1)
+    assert "NOT confirmed" not in capsys.readouterr().out
