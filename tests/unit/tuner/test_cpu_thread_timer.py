@@ -102,3 +102,43 @@ def test_nchwc_layers_are_the_resnet18_network_convs(tmp_path):
     assert task.key == nchwc_conv_tasks(resnet18_nchwc_workload("C7"))[0].key
     with pytest.raises(ValueError, match="ResNet-18 has"):
         resnet18_nchwc_workload("C13")
+
+
+def test_timer_noise_benchmark_times_configs_alone_and_two_at_a_time(tmp_path, capsys):
+    """``benchmarks/cpu_timer_noise.py --pairs --from-log``: the fastest configs of a tuning log
+    timed alone and two at a time (2 run workers), each config's ratio printed (the log's
+    configs: seed 0's first valid points, given made-up costs)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    import numpy as np
+
+    from pyvta.tuner.cli_support import parse_workload
+    from pyvta.tuner.log import TuningLog, make_record
+    from pyvta.tuner.measure import MeasureResult
+
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "cpu_timer_noise.py"
+    spec = importlib.util.spec_from_file_location("cpu_timer_noise", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    task = parse_workload("nchwc:C11")
+    points = task.space.sample_unique(np.random.default_rng(0), 400)
+    valid = [task.space.get(i) for i in points if task.space.problem(task.space.get(i)) is None]
+    with TuningLog(tmp_path / "c11.jsonl") as log:
+        for n, cfg in enumerate(valid[:4]):
+            log.append(make_record(task, cfg, MeasureResult(costs=(1.0 + n, 9.0, 1.0 + n))))
+    argv = ["--layer", "C11", "--configs", "2", "--passes", "2", "--repeats", "2",
+            "--min-repeat-ms", "1", "--pairs", "--from-log", str(tmp_path / "c11.jsonl")]  # fmt: skip
+    assert bench.main(argv) == 0
+    text = capsys.readouterr().out
+    print(text)
+    assert f"configs: the fastest of 4 in {tmp_path / 'c11.jsonl'}" in text
+    table = text[text.index("timer ") :].splitlines()[1:5]  # the rows under the header
+    rows = {line[:9].strip() for line in table}
+    assert rows == {"wall", "thread", "thread x1", "thread x2"}
+    m = re.search(r"\(min of its repeats\) two at a time / one at a time: median ([\d.]+) \(min ([\d.]+),"
+                  r" max ([\d.]+)\)", text)  # fmt: skip
+    assert m and "(median of its repeats) two at a time / one at a time: median" in text, text
+    low, high = float(m.group(2)), float(m.group(3))
+    assert 0.2 < low <= float(m.group(1)) <= high < 5.0  # the same kernels: within a few times
