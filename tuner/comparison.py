@@ -210,8 +210,7 @@ def confirmed_judge(task, meas, histories, judge, judge_stat, k: int):
     def judged(i):
         return float(np.median(seen[i])) if i in seen else first(i)
 
-    ran = {i for runs in histories.values() for h in runs for _, i, c in h if np.isfinite(c)}
-    best = min(ran, key=judged)
+    best = min(_ran(histories), key=judged)
     if best not in seen:
         print(
             f"  the best, config {best} ({judged(best):.6g} {task.cost_unit}), is NOT confirmed:"
@@ -221,22 +220,26 @@ def confirmed_judge(task, meas, histories, judge, judge_stat, k: int):
     return judged
 
 
+def _ran(histories) -> set[int]:
+    """The configs that ran (a finite cost) in any run of ``histories`` (tuner name -> its
+    runs' ``TuneResult.history``)."""
+    import math
+
+    return {i for runs in histories.values() for h in runs for _, i, c in h if math.isfinite(c)}
+
+
 def _controls(task, measurer, histories, seen, first, k: int, stat: str) -> None:
     """Measure ``k`` other configs of the runs (drawn with seed 0) once more and print their
     again / first: near the confirmed configs' own, the host as a whole runs faster or slower
     than when the runs measured; near 1 while the confirmed grew slower, their first
     measurements were lucky."""
-    import math
 
     import numpy as np
 
     from pyvta.tuner.measure import result_stat
     from pyvta.tuner.tune import remeasure
 
-    others = sorted(
-        {i for runs in histories.values() for h in runs for _, i, c in h if math.isfinite(c)}
-        - set(seen)
-    )
+    others = sorted(_ran(histories) - set(seen))
     if not others:
         return
     pick = np.random.default_rng(0).choice(others, min(k, len(others)), replace=False)
