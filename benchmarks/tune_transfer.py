@@ -17,9 +17,12 @@ CPU time (``tuner.cpu_measure.CpuBackend(timer="thread")``: steady on a shared m
 ``benchmarks/tune_search.py --task cpu`` measures, so the two can share one ``--cache`` (its
 C1-C6 records are then the source, its C7-C9 ones are reused: the scratch and random runs of
 the same seeds, trials, batch, features and ``--trend`` are its ``xgb`` and ``random`` runs,
-config for config). ``--extra-logs``: more logs (other networks') whose records of the same
-template join the source data; with ``--sources none`` they are the only source (transfer from
-another network alone).
+config for config), as measured then, not now: on a host that drifts, measure every method in
+one sitting (a fresh ``--cache``; the judge's controls warn when the host drifted: Zen 1 C8
+from a search's cache of the day before, controls 0.83x, the transfer runs measured in a faster
+hour). ``--extra-logs``: more logs (other networks') whose records of the same template join the
+source data; with ``--sources none`` they are the only source (transfer from another network
+alone).
 
 1. Source: C2-C6 are tuned with XGB (``--source-trials`` each, ``--source-seed``) into
    ``--source-log``; a log that already holds them is reused (an unfinished one is resumed).

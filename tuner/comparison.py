@@ -131,6 +131,7 @@ def vta_comparison_measurer(args):
 
 
 CONFIRM_PASSES = 4  # confirm_best's passes of k configs at most
+DRIFT_WARN = 0.05  # controls further than this from 1 (again / first): the host drifted
 
 
 def confirm_best(task, measurer, histories, cost, k: int, rounds: int = 3, stat="median"):
@@ -245,7 +246,14 @@ def _controls(task, measurer, histories, seen, first, k: int, stat: str) -> None
     pick = np.random.default_rng(0).choice(others, min(k, len(others)), replace=False)
     again = remeasure(task, measurer, [int(i) for i in pick], 1)
     ratios = [result_stat(r[0], stat) / first(i) for i, r in again.items()]
+    drift = float(np.median(ratios))
     print(
         f"  controls: {len(ratios)} other configs of the runs (seed 0) measured again:"
-        f" again / first median {np.median(ratios):.3f}, {min(ratios):.3f} to {max(ratios):.3f}"
+        f" again / first median {drift:.3f}, {min(ratios):.3f} to {max(ratios):.3f}"
     )
+    if abs(drift - 1.0) > DRIFT_WARN:
+        print(
+            f"  WARNING: the host runs {'faster' if drift < 1 else 'slower'} now than when the"
+            f" runs measured (controls {drift:.3f}x): runs measured at other times (a --cache"
+            " from another sitting) are not comparable with runs measured now"
+        )

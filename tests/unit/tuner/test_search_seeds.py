@@ -219,7 +219,28 @@ def test_the_judge_says_when_the_best_is_not_confirmed(capsys):
     assert CONFIRM_PASSES == 4
     assert "the best, config 55 (5 s), is NOT confirmed: the 4 confirmed all ran slower" in out
     assert judge(55) == 5.0 and judge(11) == 10.0  # the median of 1, 10, 10, 10
+    assert "WARNING" not in out  # the control ran as first measured
     capsys.readouterr()  # the output printed above
     Cached.inner = _NowSlower(first, {11, 22})  # the third is the best, and it is confirmed
     confirmed_judge(task, Cached(), {"xgb": [history]}, first.get, "median", 1)
     assert "NOT confirmed" not in capsys.readouterr().out
+
+
+def test_the_judge_warns_when_the_controls_drifted(capsys):
+    """Every config runs 0.8x its first cost now (the runs came from a ``--cache`` of another
+    sitting): the controls say so, and the judge warns that the runs are not comparable."""
+    from pyvta.tuner.comparison import confirmed_judge
+
+    task = tiled_gemm_task(256, 256, 256)
+    first = {i: float(n) for n, i in enumerate([11, 22, 33, 44], start=1)}
+    history = [(t, i, c) for t, (i, c) in enumerate(first.items())]
+
+    class Cached:  # the measurer under a cache: every config 0.8x its first cost
+        inner = _NowSlower({i: 0.8 * c for i, c in first.items()}, set())
+
+    confirmed_judge(task, Cached(), {"xgb": [history]}, first.get, "median", 2)
+    out = capsys.readouterr().out
+    print(out)
+    assert "controls: 2 other configs of the runs (seed 0) measured again: again / first median" \
+        " 0.800" in out  # fmt: skip
+    assert "WARNING: the host runs faster now than when the runs measured (controls 0.800x)" in out
