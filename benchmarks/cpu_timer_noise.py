@@ -112,21 +112,22 @@ def main(argv=None) -> int:
     costs = {name: np.zeros((a.passes, len(picked))) for name in rows}
     medians = {name: np.zeros((a.passes, len(picked))) for name in rows}
     spread = {name: [] for name in rows}
+
+    def keep(name, ps, j, reps):  # one config's repeats in one pass
+        costs[name][ps, j] = min(reps)
+        medians[name][ps, j] = np.median(reps)
+        spread[name].append(max(reps) / min(reps))
+
     try:
         for ps in range(a.passes):
             for j, cfg in enumerate(picked):
                 for name, b in timers.items():
-                    reps = b.run(task, cfg, None, a.repeats)
-                    costs[name][ps, j] = min(reps)
-                    medians[name][ps, j] = np.median(reps)
-                    spread[name].append(max(reps) / min(reps))
+                    keep(name, ps, j, b.run(task, cfg, None, a.repeats))
             for name, m in workers.items():
                 for j, r in enumerate(m.measure(task, picked)):
                     if r.error:
                         raise SystemExit(f"{name}: config {picked[j].index}: {r.error} {r.msg}")
-                    costs[name][ps, j] = min(r.costs)
-                    medians[name][ps, j] = np.median(r.costs)
-                    spread[name].append(max(r.costs) / min(r.costs))
+                    keep(name, ps, j, r.costs)
             print(f"  pass {ps}: load average {_load()}")
     finally:
         for m in workers.values():
