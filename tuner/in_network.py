@@ -244,10 +244,10 @@ def space_candidates(
 
 
 def sweep_candidates(
-    layer, n: int, taken: list[Candidate], start: dict | None = None, fixed=()
+    layer, n: int | None, taken: list[Candidate], start: dict | None = None, fixed=()
 ) -> list[Candidate]:
-    """Up to ``n`` schedules that differ from ``start`` (a schedule of ``layer``; default:
-    the compiler's untuned one) in one knob of its template's space, valid
+    """Up to ``n`` (None: all) schedules that differ from ``start`` (a schedule of
+    ``layer``; default: the compiler's untuned one) in one knob of its template's space, valid
     (``ConfigSpace.problem``), not among ``taken``: each knob's values nearest the start's
     first, taken in turn over the knobs (so every knob moves before any moves twice), the
     knobs named in ``fixed`` left as they are. Tried
@@ -356,8 +356,9 @@ def rerank_in_network(
     (see the module docstring); with ``write`` the choices go to :func:`in_network_path` of
     ``log``; ``sweep`` more per layer change one knob of the default, or of
     ``sweep_from``'s schedule for the layer ({workload key: schedule}, itself a candidate;
-    :func:`sweep_candidates`). While a layer has more than ``keep`` candidates, a screening stage of
-    ``screen_rounds`` rounds keeps the faster half (at least ``keep``) of each layer's (by
+    :func:`sweep_candidates`), each compiled to code no earlier candidate of the layer has
+    (as many as its moves allow). While a layer has more than ``keep`` candidates, a
+    screening stage of ``screen_rounds`` rounds keeps the faster half (at least ``keep``) of each layer's (by
     median, every stage's times counted); the last stage runs ``rounds`` rounds; then
     confirmations of ``confirm_rounds`` rounds each keep the choices borne out in the network
     (:func:`_confirm_all`; 0: none, every ranked choice kept). Every
@@ -381,7 +382,7 @@ def rerank_in_network(
     if clock is time.thread_time and threads != 1:
         raise InNetworkError("clock time.thread_time times the calling thread: needs threads=1")
     threads = threads or os.cpu_count() or 1
-    cands = {}
+    cands, moves = {}, {}
     for k, layer in enumerate(cpu_network_layers(str(model))):
         c = top_candidates(log, layer, top_k)
         start = (sweep_from or {}).get(layer.workload.key)
@@ -389,9 +390,11 @@ def rerank_in_network(
             c.append(Candidate("start", start))
         # one thread runs a parallel loop as any other: no move of the threads' split
         fixed = ("parallel_loops",) if threads == 1 else ()
-        c += sweep_candidates(layer, sweep, c, start, fixed)
-        cands[layer.workload.key] = c + space_candidates(layer, explore, seed + k, c, log)
-    cands = _distinct_code(model, cands, threads, progress)
+        # every move, in order: one of an earlier candidate's code gives its place to the next
+        moves[layer.workload.key] = sweep_candidates(layer, None, c, start, fixed) if sweep else []
+        taken = c + moves[layer.workload.key]
+        cands[layer.workload.key] = c + space_candidates(layer, explore, seed + k, taken, log)
+    cands = _distinct_code(model, cands, threads, progress, moves, sweep)
     variants = _Variants(model, cands, threads, clock, progress)
     alive = {key: list(range(len(c))) for key, c in cands.items()}
     executor = variants.get({key: 0 for key in cands})[0]  # every layer's default

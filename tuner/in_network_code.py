@@ -72,20 +72,45 @@ def conv_keys(graph) -> dict[str, str]:
     }
 
 
-def _distinct_code(model, cands: dict, threads: int, progress) -> dict:
+def _distinct_code(model, cands: dict, threads: int, progress, more=None, want: int = 0) -> dict:
     """Each layer's candidates (``{workload key: [Candidate]}``) less those whose code
     (:func:`code_digests`) is an earlier one's: a schedule written otherwise but compiled to
     the same kernels (a tile of the whole output block given as 0 or as its width) is not a
     rival of itself. ResNet-18 224, Zen 1: the one layer the re-ranking kept ran the untuned
-    schedule's code, so the network "tuned" 1.02x was the default network timed twice."""
-    first: dict[str, dict] = {key: {} for key in cands}  # key -> {digest: first index}
-    for v in range(max(map(len, cands.values()), default=0)):
-        pick = {key: c[v].schedule for key, c in cands.items() if v < len(c)}
-        code = code_digests(plan_network(model, pick), threads, set(pick))
-        for key, digest in code.items():
-            first[key].setdefault(digest, v)
-    out = {key: [c[i] for i in sorted(first[key].values())] for key, c in cands.items()}
-    dropped = sum(map(len, cands.values())) - sum(map(len, out.values()))
+    schedule's code, so the network "tuned" 1.02x was the default network timed twice.
+
+    Then, from ``more`` (``{workload key: [Candidate]}``, in order), up to ``want`` per layer
+    of code new to it: one whose code is an earlier one's gives its place to the next (on a
+    Zen 5, a 1x1 layer's first one-knob move compiled to its default's code, so ``sweep=1``
+    gave it no rival)."""
+    seen: dict[str, set] = {key: set() for key in cands}
+    out: dict[str, list] = {key: [] for key in cands}
+
+    def admit(batch: dict) -> None:  # each kept if its code is new to its layer
+        for v in range(max(map(len, batch.values()), default=0)):
+            pick = {key: c[v] for key, c in batch.items() if v < len(c)}
+            plan = plan_network(model, {key: c.schedule for key, c in pick.items()})
+            for key, digest in code_digests(plan, threads, set(pick)).items():
+                if digest not in seen[key]:
+                    seen[key].add(digest)
+                    out[key].append(pick[key])
+
+    admit(cands)
+    offered = sum(map(len, cands.values()))
+    first_more = {key: len(c) for key, c in out.items()}
+    pool = {key: list(c) for key, c in (more or {}).items()}
+    while True:
+        batch = {
+            key: rest[: want - (len(out[key]) - first_more[key])] for key, rest in pool.items()
+        }
+        batch = {key: b for key, b in batch.items() if b}
+        if not batch:
+            break
+        for key, b in batch.items():
+            del pool[key][: len(b)]
+            offered += len(b)
+        admit(batch)
+    dropped = offered - sum(map(len, out.values()))
     if dropped and progress:
         progress(f"{dropped} candidates dropped: the same code as an earlier one of their layer")
     return out
