@@ -338,15 +338,19 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
 
 
 def main(argv=None) -> int:
-    from pyvta.tuner.comparison import add_cpu_comparison_arguments, add_search_arguments
+    from pyvta.tuner.comparison import (
+        LAYER_KINDS,
+        add_cpu_comparison_arguments,
+        add_search_arguments,
+    )
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument(
         "--task",
-        choices=["synthetic", "gemm", "vta", "cpu", "cpu-conv2d"],
+        choices=["synthetic", "gemm", *LAYER_KINDS],
         default="synthetic",
-        help="cpu: the CPU network's direct NCHWc conv template on ResNet-18 layers (nchwc:C1..);"
-        " cpu-conv2d: the older NCHW conv2d template",
+        help="ResNet-18 layers: "
+        + "; ".join(f"{k.name}: {k.what} ({k.prefix}C1..)" for k in LAYER_KINDS.values()),
     )
     p.add_argument(
         "--layer", default="C6", help="ResNet-18 layer(s) for --task vta: C6, C5,C8 or C2-C12"
@@ -396,8 +400,9 @@ def main(argv=None) -> int:
     add_search_arguments(p)  # --trend
     a = p.parse_args(argv)
 
+    kind = LAYER_KINDS.get(a.task)  # None: the synthetic or GEMM task
     if a.cost_stat is None:
-        a.cost_stat = "min" if a.task == "cpu" else "median"
+        a.cost_stat = kind.cost_stat if kind else "median"
     gemm = a.task == "gemm"
     shape = tuple(
         int(v) for v in (a.shape or ("512,512,512" if gemm else "256,256,256")).split(",")
@@ -406,19 +411,11 @@ def main(argv=None) -> int:
     batch = a.batch or (32 if a.task == "synthetic" else 16)
     seeds = a.seeds or (5 if a.task == "synthetic" else 3)
     names = a.tuners.split(",")
-    if a.task == "vta":
-        from pyvta.tuner.cli_support import layer_names, parse_workload
-        from pyvta.tuner.comparison import vta_comparison_measurer
+    if kind is not None:
+        from pyvta.tuner.cli_support import layer_names
 
-        tasks = {name: parse_workload(f"vta:{name}") for name in layer_names(a.layer)}
-        inner = vta_comparison_measurer(a)
-    elif a.task in ("cpu", "cpu-conv2d"):
-        from pyvta.tuner.cli_support import layer_names, parse_workload
-        from pyvta.tuner.comparison import cpu_comparison_measurer
-
-        prefix = "nchwc:" if a.task == "cpu" else ""
-        tasks = {name: parse_workload(prefix + name) for name in layer_names(a.layer)}
-        inner = cpu_comparison_measurer(a, a.cost_stat)
+        tasks = {name: kind.task(name) for name in layer_names(a.layer)}
+        inner = kind.measurer(a, a.cost_stat)
     elif gemm:
         from pyvta.tuner.cpu import gemm_task
         from pyvta.tuner.cpu_measure import CpuBackend, cpu_target_info
@@ -430,7 +427,8 @@ def main(argv=None) -> int:
     else:
         tasks = {"synthetic": tiled_gemm_task(*shape)}
         inner = InProcessMeasurer(SyntheticBackend(), repeats=1)
-    meas = CachedMeasurer(inner, a.cache, keep_timeouts=a.task in ("vta", "cpu"))
+    # a layer's build that timed out is kept (it would time out again)
+    meas = CachedMeasurer(inner, a.cache, keep_timeouts=kind is not None)
     if a.cost_stat == "min":
         meas = MinOfRepeats(meas)
     rows = {}

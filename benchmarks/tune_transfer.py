@@ -56,14 +56,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pyvta.tuner.cli_support import layer_names, parse_workload
+from pyvta.tuner.cli_support import layer_names
 from pyvta.tuner.comparison import (
+    LAYER_KINDS,
     add_cpu_comparison_arguments,
     add_search_arguments,
     confirmed_judge,
-    cpu_comparison_measurer,
     run_seed,
-    vta_comparison_measurer,
 )
 from pyvta.tuner.log import read_records, training_data
 from pyvta.tuner.measure import CachedMeasurer, Measurer, MinOfRepeats, repeat_stat
@@ -91,20 +90,19 @@ def _fmt_med(med: float, censored: bool) -> str:
     return f"{med:.0f}" if med == int(med) else f"{med:.1f}"
 
 
-PREFIX = {"vta": "vta:", "cpu": "nchwc:"}  # --task -> parse_workload's prefix of a layer
+KINDS = {n: k for n, k in LAYER_KINDS.items() if k.sources}  # --task
 
 
 def _task(a, name: str):
-    return parse_workload(PREFIX[a.task] + name)
+    return KINDS[a.task].task(name)
 
 
 def _measurers(a) -> tuple[Measurer, Measurer]:
     """``(raw, cached)``: the task's measurer, and the one shared by every target run."""
-    if a.task == "cpu":
-        raw = cpu_comparison_measurer(a)
-        return raw, MinOfRepeats(CachedMeasurer(raw, a.cache, keep_timeouts=True))
-    raw = vta_comparison_measurer(a)
-    return raw, CachedMeasurer(raw, a.cache, keep_timeouts=True)
+    kind = KINDS[a.task]
+    raw = kind.measurer(a)
+    cached = CachedMeasurer(raw, a.cache, keep_timeouts=True)
+    return raw, MinOfRepeats(cached) if kind.cost_stat == "min" else cached
 
 
 def _judge(a, meas: Measurer, task):
@@ -233,12 +231,13 @@ def _equal_quality_table(layers: dict, feats: list[str], n: int) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--task", choices=sorted(PREFIX), default="vta")
+    p.add_argument("--task", choices=sorted(KINDS), default="vta")
     p.add_argument(
         "--sources",
         default=None,
-        help="layers whose logs train the global model (default C2-C6 vta, C1-C6 cpu; none:"
-        " --extra-logs alone, other networks' logs)",
+        help="layers whose logs train the global model (default "
+        + ", ".join(f"{k.sources} {k.name}" for k in KINDS.values())
+        + "; none: --extra-logs alone, other networks' logs)",
     )
     p.add_argument("--targets", default="C7,C8,C9")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 per target and method")
@@ -272,7 +271,7 @@ def main(argv=None) -> int:
     p.add_argument("--plot", default="out/tune_transfer.png", help="PNG of median curves")
     p.add_argument("--json", default=None, help="write curves and the table here")
     a = p.parse_args(argv)
-    a.sources = a.sources or ("C1-C6" if a.task == "cpu" else "C2-C6")
+    a.sources = a.sources or KINDS[a.task].sources
     if not _source_names(a) and not a.extra_logs:
         p.error("--sources none needs --extra-logs: the global model has nothing else to learn")
 
@@ -283,7 +282,7 @@ def main(argv=None) -> int:
     feats = [f.strip() for f in a.features.split(",") if f.strip()]
     seeds = list(range(a.seeds))
     targets = layer_names(a.targets)
-    what = "VTA conv2d on the cycle model" if a.task == "vta" else "CPU direct NCHWc conv"
+    what = KINDS[a.task].what
     print(
         f"{what}; sources {a.sources} -> targets {','.join(targets)}; "
         f"{a.trials} trials, batch {a.batch}, seeds {seeds}, features {feats}; "

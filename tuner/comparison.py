@@ -5,6 +5,7 @@ the same way by every tuner compared, each run seeded by :func:`run_seed`."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 
 from pyvta.tuner.measure import REPEAT_STATS
 
@@ -128,6 +129,46 @@ def vta_comparison_measurer(args):
         f" builds bounded at {args.build_timeout:g} s"
     )
     return vta_cycle_measurer(build_timeout_s=args.build_timeout, run_timeout_s=300.0)
+
+
+@dataclass(frozen=True)
+class LayerKind:
+    """ResNet-18's conv layers (C1..C12) as the search and transfer benchmarks tune them (their
+    ``--task``): the prefix ``parse_workload`` reads before a layer's name, what is measured,
+    whether on this CPU (repeats timed; the search's cost is their ``cost_stat``) or on the VTA
+    cycle model (one deterministic count), and the transfer benchmark's default source
+    layers (None: not a transfer benchmark's task)."""
+
+    name: str
+    prefix: str
+    what: str
+    on_cpu: bool
+    cost_stat: str
+    sources: str | None = None
+
+    def task(self, layer: str):
+        """The tuning task of ``layer`` (e.g. ``"C7"``)."""
+        from pyvta.tuner.cli_support import parse_workload
+
+        return parse_workload(self.prefix + layer)
+
+    def measurer(self, args, cost_stat: str | None = None):
+        """The comparison's measurer of these layers, uncached: :func:`cpu_comparison_measurer`
+        (a config's cost the ``cost_stat`` of its repeats, default this kind's) or
+        :func:`vta_comparison_measurer`."""
+        if self.on_cpu:
+            return cpu_comparison_measurer(args, cost_stat or self.cost_stat)
+        return vta_comparison_measurer(args)
+
+
+LAYER_KINDS = {
+    k.name: k
+    for k in (
+        LayerKind("vta", "vta:", "VTA conv2d on the cycle model", False, "median", "C2-C6"),
+        LayerKind("cpu", "nchwc:", "CPU direct NCHWc conv", True, "min", "C1-C6"),
+        LayerKind("cpu-conv2d", "", "CPU NCHW conv2d (the older template)", True, "median"),
+    )
+}
 
 
 CONFIRM_PASSES = 4  # confirm_best's passes of k configs at most

@@ -151,10 +151,7 @@ def test_scratch_runs_are_the_search_benchmarks_model_runs(tmp_path, monkeypatch
     _recording(search, monkeypatch, searched, lambda task, kw: True)
     assert search.main([*common, "--layer", "C9", "--tuners", "xgb"]) == 0
 
-    bench = _bench()
-    monkeypatch.setattr(
-        bench, "_measurers", lambda a: (raw, MinOfRepeats(CachedMeasurer(raw, a.cache)))
-    )
+    bench = _bench()  # its own measurers of --task cpu (LAYER_KINDS["cpu"]): raw's, cached
     scratch: list = []
     _recording(bench, monkeypatch, scratch,
                lambda task, kw: task.key == target and "base" not in kw)  # fmt: skip
