@@ -1,6 +1,6 @@
-"""The measurement options and measurers of the search and transfer benchmarks
-(``benchmarks/tune_search.py``, ``benchmarks/tune_transfer.py``): one CPU or VTA layer measured
-the same way by every tuner compared, each run seeded by :func:`run_seed`."""
+"""The measurement options, measurers and layer tasks (``LAYER_KINDS``) of the search and
+transfer benchmarks (``benchmarks/tune_search.py``, ``benchmarks/tune_transfer.py``): one CPU or
+VTA layer measured the same way by every tuner compared, each run seeded by :func:`run_seed`."""
 
 from __future__ import annotations
 
