@@ -275,7 +275,6 @@ def _controls(task, measurer, histories, seen, first, k: int, stat: str) -> None
     again / first: near the confirmed configs' own, the host as a whole runs faster or slower
     than when the runs measured; near 1 while the confirmed grew slower, their first
     measurements were lucky."""
-
     import numpy as np
 
     from pyvta.tuner.measure import result_stat
