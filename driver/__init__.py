@@ -5,12 +5,21 @@ driver, e.g. for ``driver.kernel`` from the compiler, does not load the simulato
 """
 
 from pyvta.driver.device import Device, DeviceError, RunResult
-from pyvta.driver.registry import device_kinds, open_device
+from pyvta.driver.registry import device_kinds, device_options, open_device
 from pyvta.driver.stats import Stats
 
 open = open_device  # noqa: A001 - driver.open(name) is the public name
 
-__all__ = ["Device", "DeviceError", "RunResult", "SimDevice", "Stats", "device_kinds", "open"]
+__all__ = [
+    "Device",
+    "DeviceError",
+    "RunResult",
+    "SimDevice",
+    "Stats",
+    "device_kinds",
+    "device_options",
+    "open",
+]
 
 
 def __getattr__(name: str):

@@ -7,6 +7,7 @@ A compiled program needs only this: allocate DRAM, copy tensors in, run an instr
 from __future__ import annotations
 
 import abc
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,6 +24,13 @@ class DeviceError(PyvtaError):
 
 class DeviceArgumentError(DeviceError, TypeError):
     """A ``Device`` method's argument of the wrong type or range (nothing was done)."""
+
+
+def parameters(function) -> frozenset[str]:
+    """The names ``function`` takes by keyword (``self`` and ``*args``/``**kwargs`` left out)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    found = inspect.signature(function).parameters.values()
+    return frozenset(p.name for p in found if p.kind in kinds and p.name != "self")
 
 
 def check_count(name: str, value, minimum: int = 0) -> int:
@@ -96,6 +104,12 @@ class Device(abc.ABC):
         if variant is not None:
             raise DeviceError(f"device {cls.__name__} has no variants (got {variant!r})")
         return cls(**kwargs)
+
+    @classmethod
+    def options(cls, variant: str | None = None) -> frozenset[str]:
+        """The keyword options ``driver.open("<kind>[:variant]", ...)`` takes for this device:
+        its constructor's parameters (what a command checks its device flags against)."""
+        return parameters(cls.__init__)
 
     def reset(self) -> None:
         """Forget every allocation (the next ``alloc`` starts at the bottom of DRAM again); a

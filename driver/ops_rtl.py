@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pyvta import sim
 from pyvta.driver import launch as host
-from pyvta.driver.device import Device, DeviceError, RunResult
+from pyvta.driver.device import Device, DeviceError, RunResult, parameters
 from pyvta.driver.host_dram import HostDramDevice
 from pyvta.isa import HwConfig
 
@@ -125,8 +125,16 @@ class RtlDevice(HostDramDevice):
             allowed = ", ".join("rtl" if v is None else f"rtl:{v}" for v in VARIANTS)
             raise DeviceError(f"unknown RTL device variant {variant!r} (allowed: {allowed})")
         if variant is None:
+            if kwargs.pop("backpressure", False):  # the Verilated harness's AXI never stalls
+                raise DeviceError(
+                    "backpressure (random AXI stalls) needs the cocotb testbench: rtl:cocotb"
+                )
             return cls(**kwargs)
         return CocotbDevice(simulator="verilator" if variant == "cocotb" else variant, **kwargs)
+
+    @classmethod
+    def options(cls, variant: str | None = None) -> frozenset[str]:
+        return parameters((cls if variant is None else CocotbDevice).__init__)
 
     def close(self) -> None:
         if getattr(self, "_h", None):

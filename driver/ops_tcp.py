@@ -26,6 +26,7 @@ from pyvta.driver.device import (
     check_alignment,
     check_count,
     host_bytes,
+    parameters,
 )
 from pyvta.driver.remote import protocol as p
 from pyvta.driver.stats import Stats
@@ -79,6 +80,11 @@ class RemoteDevice(Device):
             raise DeviceError("a tcp device is named tcp://HOST:PORT")
         key = p.read_key_file(key_file) if key_file else kwargs.pop("key", None)
         return cls(variant, key=key, **kwargs)
+
+    @classmethod
+    def options(cls, variant: str | None = None) -> frozenset[str]:
+        """The constructor's (but the address, the device's name) and ``key_file``."""
+        return (parameters(cls.__init__) - {"address"}) | (parameters(cls.open) - {"variant"})
 
     # -- connection --------------------------------------------------------------------------
     def _connect(self, host: str, port: int, tls_ca: str | None) -> socket.socket:

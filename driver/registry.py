@@ -40,3 +40,12 @@ def open_device(name: str, **kwargs) -> Device:
         raise DeviceError(f"unknown device {name!r} (devices: {', '.join(kinds)})")
     module = importlib.import_module(f"pyvta.driver.{_PREFIX}{kind}")
     return module.DEVICE.open(variant, **kwargs)
+
+
+def device_options(name: str) -> frozenset[str]:
+    """The keyword options ``open_device(name, ...)`` takes (``Device.options``): ``trace`` for
+    the simulator, ``bitstream`` for a board, ``key_file`` for a served device, ..."""
+    kind, variant = parse_name(name)
+    if kind not in device_kinds():
+        raise DeviceError(f"unknown device {name!r} (devices: {', '.join(device_kinds())})")
+    return importlib.import_module(f"pyvta.driver.{_PREFIX}{kind}").DEVICE.options(variant)

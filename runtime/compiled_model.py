@@ -129,19 +129,21 @@ class CompiledModel:
             self._cpu_backend.append(backend)
         return self._cpu_backend[0]
 
-    def gpu_backend(self, device: str = "cuda", race_check: bool = False):
-        """The executor's ``"gpu"`` backend on ``device`` (``"cuda"``: this model's PTX on the
-        GPU, loaded once per model; ``"cuda-emulated"``: the same kernels on the CPU)."""
-        if device == "cuda" and not self.gpu_kernels:
+    def gpu_backend(self, device: str | None = None, race_check: bool = False):
+        """The executor's ``"gpu"`` backend on ``device`` (``compiler.targets.gpu.devices``; None:
+        the first, the GPU): on a GPU this model's PTX, loaded once per model; emulated, the
+        same kernels on the CPU."""
+        from pyvta.runtime.jit import jit
+
+        found = jit().gpu_device(device)
+        if found.on_gpu and not self.gpu_kernels:
             raise ArtifactError(
                 f"the model ({self.target}) has no GPU kernels; compile it with"
                 " pyvta compile --target gpu"
             )
-        key = (device, race_check)
+        key = (found.name, race_check)
         if key not in self._gpu_backends:
-            from pyvta.runtime.jit import jit
-
-            backend = jit().gpu_backend(self.graph, device, self.gpu_kernels, race_check)
+            backend = jit().gpu_backend(self.graph, found.name, self.gpu_kernels, race_check)
             self._gpu_backends[key] = backend
         return self._gpu_backends[key]
 
@@ -384,5 +386,5 @@ def run_model(
     if device is not None:
         backends = {ACCELERATOR: compiled.accelerator(device), **(backends or {})}
     if (gpu is not None or compiled.gpu_kernels) and GPU not in (backends or {}):
-        backends = {GPU: compiled.gpu_backend(gpu or "cuda"), **(backends or {})}
+        backends = {GPU: compiled.gpu_backend(gpu), **(backends or {})}
     return compiled.executor(vta, backends).run(inputs)

@@ -171,7 +171,7 @@ def _accelerator_backend(graph: Graph, vta: VtaBackend | None, compiled_for=None
 def _gpu_backend(graph: Graph, vta: VtaBackend | None, compiled_for=None) -> NodeBackend:
     from pyvta.runtime.jit import jit
 
-    return jit().gpu_backend(graph, "cuda")
+    return jit().gpu_backend(graph)  # the GPU target's default device
 
 
 DEFAULT_BACKENDS = {

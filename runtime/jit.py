@@ -11,6 +11,7 @@ What the JIT module answers:
 - ``gemm_kernel(m, n, k)``: ``(kernel called as Module is, N padded)`` of a float32 product,
   and ``gemm_n_pad(n)``: its N padded (``runtime.cpu_llvm.gemm``);
 - ``gpu_backend(graph, device, kernels, race_check)``: the ``"gpu"`` backend on ``device``.
+- ``gpu_device(name)``: what the GPU device called ``name`` is (``on_gpu``: a real GPU).
 """
 
 from __future__ import annotations

@@ -18,6 +18,8 @@ import functools
 import sys
 from pathlib import Path
 
+from pyvta.compiler.targets.gpu.devices import NAMES as GPU_DEVICES
+
 # ResNet-18 conv2d layers (H=W, IC, OC, K, stride) from the AutoTVM / TVM papers
 RESNET18 = {
     "C1": (224, 3, 64, 7, 2),
@@ -80,16 +82,14 @@ def _gpu_operators(backend: str):
 OPERATOR_TEMPLATES = {
     "llvm": _cpu_operators,
     "vta-sim": _cpu_operators,  # the accelerator's own are vta:...; its host's are the CPU's
-    "cuda": _gpu_operators,
-    "cuda-emulated": _gpu_operators,
+    **{name: _gpu_operators for name in GPU_DEVICES},
 }
 """Tuner backend (a ``Target``'s ``tuner_backend``, or the GPU's device) -> (backend) -> its
 (gemm_task, conv2d_task) makers."""
 
 OLD_TARGETS: dict[str, tuple[str, str | None]] = {
     "llvm": ("cpu", None),
-    "cuda": ("gpu", "cuda"),
-    "cuda-emulated": ("gpu", "cuda-emulated"),
+    **{name: ("gpu", name) for name in GPU_DEVICES},
     "vta-sim": ("vta", None),
 }
 """``pyvta tune``'s old ``--target`` spellings -> (target, device) (``vta-sim`` is the cycle

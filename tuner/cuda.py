@@ -15,11 +15,12 @@ import time
 
 import numpy as np
 
+from pyvta.compiler.targets.gpu.devices import NAMES, gpu_device
 from pyvta.tuner.measure import Backend
 from pyvta.tuner.space import BoolKnob, ChoiceKnob, ConfigSpace, TileKnob
 from pyvta.tuner.task import InvalidConfig, Task, Template, WrongAnswer
 
-TARGETS = ("cuda", "cuda-emulated")
+TARGETS = NAMES  # the GPU devices (compiler.targets.gpu.devices): each builds its kernels
 _BLOCKS = [(x, y) for x in (4, 8, 16, 32) for y in (2, 4, 8, 16, 32) if 32 <= x * y <= 1024]
 _REGS = [(a, b) for a in (1, 2, 4, 8) for b in (1, 2, 4, 8)]
 
@@ -192,6 +193,6 @@ class GpuBackend(Backend):
         err = float(np.max(np.abs(arrays[-1] - want)) / (np.max(np.abs(want)) + 1e-30))
         if not err < 1e-4:
             raise WrongAnswer(f"relative error {err:.3g} against the reference (max 1e-4)")
-        if task.target == "cuda":
+        if gpu_device(task.target).on_gpu:  # CUDA events; the emulator: its CPU time
             return [mod.time_ms(*arrays, number=10, repeat=1) * 1e-3 for _ in range(repeats)]
         return [first_s] * repeats

@@ -14,6 +14,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from pyvta.compiler.targets.gpu.devices import NAMES as GPU_DEVICES
 from pyvta.isa.errors import PyvtaError
 from pyvta.tuner.log import TuningLog, make_record, read_records
 from pyvta.tuner.measure import Measurer, MeasureResult
@@ -151,8 +152,7 @@ class TaskBackend:
 TASK_BACKENDS: dict[str, TaskBackend] = {
     "llvm": TaskBackend(_cpu_measurer, timed=True),
     "vta-sim": TaskBackend(vta_cycle_measurer, on_devices=True),
-    "cuda": TaskBackend(_gpu_measurer),
-    "cuda-emulated": TaskBackend(_gpu_measurer),
+    **{name: TaskBackend(_gpu_measurer) for name in GPU_DEVICES},
 }
 """Template target (the backend a task is written for) -> what tuning does for it."""
 

@@ -112,6 +112,11 @@ class Target:
             " targets with devices (gpu: cuda, cuda-emulated; vta: driver.open names)"
         )
 
+    def probe(self, device: str) -> None:
+        """Fail now, before anything is compiled, when the device ``device`` (one of
+        ``devices``) cannot be used on this machine. Default: nothing to check (a device of
+        ``driver.open`` says so when it is opened)."""
+
     def device_backend(self, cm, device):
         """The executor's backend for this target's placement running ``cm`` on ``device``."""
         raise TargetError(f"the {self.name} target has no device backend")

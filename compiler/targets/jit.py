@@ -57,8 +57,17 @@ def gemm_kernel(m: int, n: int, k: int) -> tuple[object, int]:
     return _GEMMS[key]
 
 
-def gpu_backend(graph: Graph, device: str = "cuda", kernels: dict | None = None, race_check=False):
+def gpu_backend(
+    graph: Graph, device: str | None = None, kernels: dict | None = None, race_check=False
+):
     """The executor's ``"gpu"`` backend (``compiler.targets.gpu.kernels.gpu_backend``)."""
     from pyvta.compiler.targets.gpu.kernels import gpu_backend as backend
 
     return backend(graph, device, kernels, race_check)
+
+
+def gpu_device(name: str | None = None):
+    """The GPU device called ``name`` (None: the default): ``compiler.targets.gpu.devices``."""
+    from pyvta.compiler.targets.gpu.devices import gpu_device as found
+
+    return found(name)

@@ -108,11 +108,10 @@ def _config(args, wl, ep, hw) -> ConvConfig | None:
 def _open_device(args, hw):
     """The ``--device`` for ``hw``: the simulator keeps its cycle model (and ``--trace``)."""
     from pyvta import driver
-    from pyvta.driver.registry import parse_name
 
     kwargs = {"key_file": args.key_file} if args.key_file else {}
     kwargs.update({"bitstream": args.bitstream} if args.bitstream else {})
-    if parse_name(args.device)[0] == "sim":
+    if "trace" in driver.device_options(args.device):
         kwargs["trace"] = bool(args.trace)
     elif args.trace:
         raise CommandError(

@@ -112,8 +112,6 @@ def run_bundle(bundle, out, device: str = "rtl", backpressure: bool = False) -> 
 
     program = sim.Program.load(bundle)
     options = {"backpressure": True} if backpressure else {}
-    if backpressure and device == "rtl":
-        raise driver.DeviceError("--backpressure needs the cocotb testbench (--device rtl:cocotb)")
     with driver.open(device, config=program.config, dram_bytes=program.dram.size, **options) as dev:
         final, result = dev.run_program(program)
     stats = result.stats.to_dict()

@@ -90,10 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
     spec, device = resolve(args.target, args.device)
     _check_device_options(args, device if spec.accelerator else None)
-    if device == "cuda":  # no GPU: say so before compiling anything
-        from pyvta.compiler.targets.gpu.kernels import open_gpu
-
-        open_gpu()
+    if device is not None:
+        spec.probe(device)  # no GPU: said before anything is compiled
     hw = config_from(args) if args.config else None
     cm = compile_for(
         args.model,
@@ -147,16 +145,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_device_options(args: argparse.Namespace, device: str | None) -> None:
-    """--bitstream is for a board (pynq), --key-file for a served device (tcp://...)."""
+    """--bitstream is for a board (pynq), --key-file for a served device (tcp://...): the
+    devices whose ``driver.open`` takes that option."""
     from pyvta.commands.common import CommandError
+    from pyvta.driver import device_options
 
-    board = device is not None and device.split(":")[0] == "pynq"
-    served = device is not None and device.startswith("tcp")
-    for flag, given, applies, where in (
-        ("--bitstream", args.bitstream, board, "--device pynq"),
-        ("--key-file", args.key_file, served, "--device tcp://HOST:PORT"),
+    takes = device_options(device) if device is not None else frozenset()
+    for flag, given, option, where in (
+        ("--bitstream", args.bitstream, "bitstream", "--device pynq"),
+        ("--key-file", args.key_file, "key_file", "--device tcp://HOST:PORT"),
     ):
-        if given and not applies:
+        if given and option not in takes:
             here = f"--target {args.target or 'vta'}" + (f" --device {device}" if device else "")
             raise CommandError(f"{flag} applies to {where}, not {here}")
 

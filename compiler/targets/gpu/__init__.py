@@ -5,7 +5,8 @@ code)."""
 
 from __future__ import annotations
 
-from pyvta.compiler.targets.base import Target
+from pyvta.compiler.targets.base import Target, TargetError
+from pyvta.compiler.targets.gpu.devices import NAMES, GpuDeviceError, gpu_device
 from pyvta.runtime.ir import GPU
 
 
@@ -13,7 +14,7 @@ class GpuTarget(Target):
     name = "gpu"
     summary = "float32, every layer compiled to PTX for an NVIDIA GPU (or emulated on the CPU)"
     placement = GPU
-    devices = ("cuda", "cuda-emulated")
+    devices = NAMES  # compiler.targets.gpu.devices
 
     def pipeline_options(
         self, samples=None, keep_float=None, cpu_schedules=None, block=None, vta_partition="whole"
@@ -38,14 +39,21 @@ class GpuTarget(Target):
         return cm.gpu_backend(self.check_device(device), **device_kwargs)
 
     def check_device(self, name: str) -> str:
-        from pyvta.compiler.targets.base import TargetError
-
-        if name not in self.devices:
+        try:
+            return gpu_device(name).name
+        except GpuDeviceError:
             raise TargetError(
                 f"device {name!r} does not run the {self.name} target"
                 f" (allowed: {', '.join(self.devices)})"
-            )
-        return name
+            ) from None
+
+    def probe(self, device: str) -> None:
+        """An NVIDIA GPU is opened now (``GpuUnavailableError`` naming why there is none); the
+        emulation needs nothing."""
+        if gpu_device(self.check_device(device)).on_gpu:
+            from pyvta.compiler.targets.gpu.kernels import open_gpu
+
+            open_gpu()
 
 
 TARGET = GpuTarget()

@@ -25,12 +25,12 @@ from dataclasses import replace
 
 import numpy as np
 
+from pyvta.compiler.targets.gpu.devices import gpu_device
 from pyvta.isa.errors import PyvtaError
 from pyvta.runtime.compiled_model import GpuKernel
 from pyvta.runtime.ir import GPU, Graph, GraphError, Node
 
 VIEW_OPS = ("reshape", "flatten", "identity")
-GPU_DEVICES = ("cuda", "cuda-emulated")  # what runs a "gpu" node: the GPU, or its emulation
 
 
 class GpuUnavailableError(PyvtaError, RuntimeError):
@@ -305,13 +305,13 @@ class DeviceGpu:
         return self.net.download(node.outputs[0])
 
 
-def gpu_backend(graph: Graph, device: str = "cuda", kernels: dict | None = None, race_check=False):
-    """The node backend running ``graph``'s ``"gpu"`` nodes on ``device`` (``GPU_DEVICES``):
-    ``"cuda"`` on the GPU from ``kernels`` (default: compiled now), ``"cuda-emulated"`` on the
+def gpu_backend(
+    graph: Graph, device: str | None = None, kernels: dict | None = None, race_check=False
+):
+    """The node backend running ``graph``'s ``"gpu"`` nodes on ``device`` (``devices.DEVICES``;
+    None: the default): on the GPU from ``kernels`` (default: compiled now), or emulated on the
     CPU (the same lowered kernels)."""
-    if device == "cuda-emulated":
+    if not gpu_device(device).on_gpu:
         return EmulatedGpu(graph, race_check)
-    if device == "cuda":
-        gpu = open_gpu()  # before compiling: no GPU, no work
-        return DeviceGpu(graph, kernels if kernels is not None else compile_gpu_kernels(graph), gpu)
-    raise GraphError(f"gpu device {device!r} (allowed: {', '.join(GPU_DEVICES)})")
+    gpu = open_gpu()  # before compiling: no GPU, no work
+    return DeviceGpu(graph, kernels if kernels is not None else compile_gpu_kernels(graph), gpu)

@@ -30,6 +30,26 @@ def test_unknown_device_names_the_known_ones():
         driver.open("")
 
 
+def test_backpressure_is_the_cocotb_testbenchs_option():
+    """The Verilated harness's AXI never stalls: asked for stalls, ``rtl`` names the device that
+    has them (before building anything), not a TypeError of its constructor."""
+    with pytest.raises(DeviceError, match="needs the cocotb testbench: rtl:cocotb"):
+        driver.open("rtl", backpressure=True)
+
+
+def test_device_options_are_what_open_takes():
+    """A command checks its device flags against ``driver.device_options`` (each backend's
+    constructor, derived): the simulator's trace, a board's bitstream, a server's key file."""
+    sim, pynq = driver.device_options("sim"), driver.device_options("pynq")
+    tcp, rtl = driver.device_options("tcp://127.0.0.1:9"), driver.device_options("rtl")
+    assert "trace" in sim and "trace" not in pynq | tcp | rtl
+    assert "bitstream" in pynq and "bitstream" not in sim | tcp | rtl
+    assert {"key_file", "key"} <= tcp and "address" not in tcp and "key_file" not in sim | pynq
+    assert "backpressure" in driver.device_options("rtl:cocotb") and "backpressure" not in rtl
+    with pytest.raises(DeviceError, match=r"unknown device 'nope'.*sim"):
+        driver.device_options("nope")
+
+
 def test_sim_launch_fills_stats():
     from pyvta.sim.programs import matmul_program
 

@@ -145,6 +145,34 @@ def test_gpu_without_a_gpu_is_a_pyvta_error_naming_cuinit(model, monkeypatch):
         CompiledModel(cm.graph, "gpu", gpu_kernels=cm.gpu_kernels).gpu_backend("cuda")
 
 
+def test_the_gpu_devices_are_one_table(monkeypatch):
+    """Every place that names a GPU device asks ``targets.gpu.devices``: the target's devices, the
+    tuner's GPU template targets and backends, and the runtime's default (the first); only a
+    device ``on_gpu`` is probed for a GPU before compiling, and needs an artifact's PTX."""
+    from pyvta.compiler.targets import get_target
+    from pyvta.compiler.targets.gpu import devices
+    from pyvta.runtime.compiled_model import ArtifactError
+    from pyvta.tuner import cuda
+    from pyvta.tuner.tune import TASK_BACKENDS
+
+    names = tuple(d.name for d in devices.DEVICES)
+    assert get_target("gpu").devices == names == cuda.TARGETS
+    assert set(names) <= set(TASK_BACKENDS)
+    assert devices.gpu_device(None) == devices.DEVICES[0] and devices.DEVICES[0].on_gpu
+    with pytest.raises(devices.GpuDeviceError, match=r"'cuda-x' \(allowed: cuda, cuda-emulated\)"):
+        devices.gpu_device("cuda-x")
+    opened = []
+    monkeypatch.setattr(gpu_kernels, "open_gpu", lambda: opened.append(1))
+    for d in devices.DEVICES:
+        get_target("gpu").probe(d.name)
+    assert len(opened) == sum(d.on_gpu for d in devices.DEVICES) == 1
+    from pyvta.runtime.ir import Graph
+
+    graph = Graph(name="empty", inputs=[], outputs=[], nodes=[], constants={}, values={})
+    with pytest.raises(ArtifactError, match="has no GPU kernels"):
+        CompiledModel(graph, "gpu").gpu_backend()  # the default device is the GPU
+
+
 def test_cli_compile_and_run_gpu_emulated(model, tmp_path, capsys, monkeypatch):
     from pyvta.cli import main
 

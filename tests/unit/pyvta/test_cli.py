@@ -66,6 +66,10 @@ def test_conv_command_compiles_checks_and_traces(tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "EXACT MATCH" in out and "GEMM" in out and trace.exists()
+    assert main([*args, "--device", "pynq"]) == 2  # a trace is the simulator's (its option)
+    assert "--trace is the simulator's cycle model; not with --device pynq" in (
+        capsys.readouterr().err
+    )
     program = sim.Program.load(bundle)
     assert sim.run(program).finish_index == program.insn_count - 1
     import json

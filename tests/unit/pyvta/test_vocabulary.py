@@ -103,6 +103,14 @@ def test_run_with_the_old_spelling_gives_the_same_output_and_one_notice(tmp_path
     assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
     assert main(["run", str(art), "--target", "cpu", "--device", "sim"]) == 2
     assert "the cpu target runs on the host CPU" in capsys.readouterr().err
+    # a device flag the device's driver.open does not take (driver.device_options)
+    bit = ["--bitstream", str(tmp_path)]
+    assert main(["run", str(art), "--target", "vta", "--device", "sim", *bit]) == 2
+    assert "--bitstream applies to --device pynq, not --target vta --device sim" in (
+        capsys.readouterr().err
+    )
+    assert main(["serve", "--device", "tcp://127.0.0.1:9"]) == 2
+    assert "serve a local device (sim, rtl, pynq), not another server" in capsys.readouterr().err
 
 
 def test_tune_old_spellings_give_a_notice(capsys):
