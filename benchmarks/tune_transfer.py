@@ -21,7 +21,7 @@ config for config), as measured then, not now: on a host that drifts, measure ev
 one sitting (a fresh ``--cache``; the judge's controls warn when the host drifted: Zen 1 C8
 from a search's cache of the day before, controls 0.83x, the transfer runs measured in a faster
 hour). ``--extra-logs``: more logs (other networks') whose records of the same template join the
-source data; with ``--sources none`` they are the only source (transfer from another network
+source data, but for the targets' own (a network's log may hold them); with ``--sources none`` they are the only source (transfer from another network
 alone).
 
 1. Source: C2-C6 are tuned with XGB (``--source-trials`` each, ``--source-seed``) into
@@ -164,9 +164,11 @@ def _source(a, raw: Measurer) -> list:
         )
     data = training_data(a.source_log, tasks) if tasks else []
     if a.extra_logs:
-        own = {t.key for t in tasks}
-        template = _task(a, layer_names(a.targets)[0]).template
-        data += _extra_data(a.extra_logs.split(","), template, own)
+        targets = [_task(a, n) for n in layer_names(a.targets)]
+        # the sources' records are in already; a target's own records never train its model
+        # (a whole network's log, ResNet-18's, holds C7-C9 too)
+        own = {t.key for t in tasks + targets}
+        data += _extra_data(a.extra_logs.split(","), targets[0].template, own)
     return data
 
 

@@ -94,6 +94,9 @@ def test_transfer_from_another_network_alone(tmp_path, monkeypatch, capsys, seed
     other = tmp_path / "other_net.jsonl"
     tune(parse_workload("nchwc:C10"), 12, raw, "random", 6, log=str(other), seed=seed,
          progress=False)  # fmt: skip
+    # a whole network's log holds the target layer too: its records must not train the model
+    tune(parse_workload("nchwc:C9"), 4, raw, "random", 4, log=str(other), seed=seed,
+         progress=False)  # fmt: skip
     argv = ["--task", "cpu", "--sources", "none", "--targets", "C9", "--trials", "8",
             "--batch", "4", "--seeds", "1", "--cache", str(tmp_path / "tgt.jsonl"),
             "--plot", ""]  # fmt: skip
@@ -103,6 +106,7 @@ def test_transfer_from_another_network_alone(tmp_path, monkeypatch, capsys, seed
     assert bench.main([*argv, "--extra-logs", str(other)]) == 0
     text = capsys.readouterr().out
     assert "sources none -> targets C9" in text and "source: 12 records of 1 layers" in text
+    assert "12 records of 1 tasks of cpu.conv2d_nchwc" in text  # C10's; C9's 4 left out
     assert "C9    transfer[knob]" in text
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
