@@ -135,7 +135,8 @@ class CompiledModel:
         same kernels on the CPU."""
         from pyvta.runtime.jit import jit
 
-        found = jit().gpu_device(device)
+        code = jit()
+        found = code.gpu_device(device)
         if found.on_gpu and not self.gpu_kernels:
             raise ArtifactError(
                 f"the model ({self.target}) has no GPU kernels; compile it with"
@@ -143,7 +144,7 @@ class CompiledModel:
             )
         key = (found.name, race_check)
         if key not in self._gpu_backends:
-            backend = jit().gpu_backend(self.graph, found.name, self.gpu_kernels, race_check)
+            backend = code.gpu_backend(self.graph, found.name, self.gpu_kernels, race_check)
             self._gpu_backends[key] = backend
         return self._gpu_backends[key]
 
