@@ -16,15 +16,28 @@ Winograd layer does fewer, and can pass 100%); then the conv layers' and the oth
 and the bound: the network's ms with every conv layer below the peak brought up to it (the
 others as measured), and the speed-up that would be. A depthwise layer's few FLOPs per byte
 leave it bound by memory, far below the peak.
+
+The memory floor: when the network's conv weights outgrow the last-level cache (ResNet-18's
+47 MB against a 32 MB L3), every inference reads them from memory, and no schedule can run a
+layer faster than its weights take to read (direct-conv weights: a Winograd layer reads more).
+After each inference the read bandwidth is measured on the same threads (a buffer of
+``BANDWIDTH_BUFFER_LLC`` x the cache, at least ``BANDWIDTH_BUFFER_MIN_BYTES``, summed by numpy
+on one Python thread per CPU: numpy releases the GIL), and a layer's floor is the larger of its
+FLOPs at the peak and its weights at that bandwidth; the second bound brings every layer below
+its floor up to it. numpy's sum may read slower than the hardware can, so the floor is an
+estimate, not a proof.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
+
+import numpy as np
 
 from pyvta.compiler.backend.llvm.peak import peak_gflops
 from pyvta.compiler.graph import zoo
@@ -32,9 +45,43 @@ from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.targets.cpu.kernels import CpuKernels, node_workload
 from pyvta.runtime.compiled_model import run_model
 
+BANDWIDTH_BUFFER_LLC = 4  # the bandwidth's buffer, in last-level caches
+BANDWIDTH_BUFFER_MIN_BYTES = 256 << 20
 
-def headroom(onnx: str, schedules, args) -> dict[str, float]:
-    """Per-layer throughput against the paired peak; prints the table, returns the sums."""
+
+def last_level_cache_bytes() -> int | None:
+    """The largest cache CPU 0 reports (Linux ``sysfs``), None where it says nothing."""
+    sizes = []
+    for f in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = f.read_text().strip()
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        sizes.append(int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text))
+    return max(sizes, default=None)
+
+
+def read_bandwidth_gbs(buffer: np.ndarray, threads: int) -> float:
+    """GB/s reading ``buffer`` (float32, larger than the caches) once, split over ``threads``
+    Python threads: its bytes over the slowest thread's time."""
+    parts = np.array_split(buffer, threads)
+    spans = [0.0] * threads
+
+    def read(k: int) -> None:
+        t0 = time.perf_counter()
+        parts[k].sum()
+        spans[k] = time.perf_counter() - t0
+
+    ts = [threading.Thread(target=read, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return buffer.nbytes / max(spans) / 1e9
+
+
+def measure(onnx: str, schedules, args, llc_bytes: int | None):
+    """The network's rounds: ``(work, layer_ms, other_ms, peaks, bandwidths)``: each conv
+    node's workload, per workload key its ms per round (all launches), the other nodes' ms,
+    the FMA peak (GFLOP/s) and the read bandwidth (GB/s) after each round."""
     cm = compile_model(onnx, "cpu", cpu_schedules=schedules)
     g = cm.graph
     work = {
@@ -44,14 +91,15 @@ def headroom(onnx: str, schedules, args) -> dict[str, float]:
     }
     kernels = {"cpu": CpuKernels(g, args.threads)}
     x = zoo.sample_inputs(1, args.size, 0)[0]
+    buffer_bytes = max(BANDWIDTH_BUFFER_MIN_BYTES, BANDWIDTH_BUFFER_LLC * (llc_bytes or 0))
+    buffer = np.ones(buffer_bytes // 4, dtype=np.float32)
     run_model(cm, x, backends=kernels)  # warm-up
-    layer_ms: dict[str, list[float]] = defaultdict(list)  # workload key -> ms per round
-    share: dict[str, list[float]] = defaultdict(list)  # workload key -> share of the peak
-    other_ms, peaks = [], []
+    layer_ms: dict[str, list[float]] = defaultdict(list)
+    other_ms, peaks, bandwidths = [], [], []
     for _ in range(args.rounds):
         rows = run_model(cm, x, backends=kernels)[1].rows
-        peak = statistics.median(peak_gflops(args.threads, args.peak_seconds, 1))
-        peaks.append(peak)
+        peaks.append(statistics.median(peak_gflops(args.threads, args.peak_seconds, 1)))
+        bandwidths.append(read_bandwidth_gbs(buffer, args.threads))
         per: dict[str, float] = defaultdict(float)
         other = 0.0
         for row in rows:
@@ -62,35 +110,68 @@ def headroom(onnx: str, schedules, args) -> dict[str, float]:
         other_ms.append(other)
         for key, ms in per.items():
             layer_ms[key].append(ms)
+    return work, layer_ms, other_ms, peaks, bandwidths
+
+
+def headroom(onnx: str, schedules, args) -> dict[str, float]:
+    """Per-layer throughput against the paired peak and the memory floor; prints the table,
+    returns the sums and both bounds."""
+    llc = last_level_cache_bytes()
+    work, layer_ms, other_ms, peaks, bandwidths = measure(onnx, schedules, args, llc)
     flops: dict[str, int] = defaultdict(int)  # per inference, all launches
+    weights: dict[str, int] = defaultdict(int)
     count: dict[str, int] = defaultdict(int)
     for w in work.values():
         flops[w.key] += w.flops
+        weights[w.key] += w.weight_bytes
         count[w.key] += 1
-    for key, times in layer_ms.items():
-        share[key] = [flops[key] / (ms * 1e6) / p for ms, p in zip(times, peaks, strict=True)]
-    peak = statistics.median(peaks)
-    print(f"  FMA peak over the rounds: median {peak:.1f} GFLOP/s (min {min(peaks):.1f},"
-          f" max {max(peaks):.1f}) on {args.threads} threads")  # fmt: skip
+    share = {
+        key: [flops[key] / (ms * 1e6) / p for ms, p in zip(times, peaks, strict=True)]
+        for key, times in layer_ms.items()
+    }
+    peak, bandwidth = statistics.median(peaks), statistics.median(bandwidths)
+    from_memory = llc is not None and sum(weights.values()) > llc
     print(
-        f"  {'conv layer (direct-conv FLOPs)':<64} {'n':>2} {'ms':>7} {'GFLOP/s':>8} {'of peak':>8}"
+        f"  FMA peak over the rounds: median {peak:.1f} GFLOP/s (min {min(peaks):.1f},"
+        f" max {max(peaks):.1f}) on {args.threads} threads; read bandwidth median"
+        f" {bandwidth:.1f} GB/s (min {min(bandwidths):.1f}, max {max(bandwidths):.1f})"
     )
+    llc_text = f"{llc / 2**20:.0f} MiB" if llc else "unknown"
+    print(
+        f"  conv weights {sum(weights.values()) / 2**20:.1f} MiB, last-level cache {llc_text}:"
+        f" {'read from memory every inference' if from_memory else 'no memory floor'}"
+    )
+    print(f"  {'conv layer (direct-conv FLOPs)':<64} {'n':>2} {'ms':>7} {'GFLOP/s':>8}"
+          f" {'of peak':>8} {'MiB':>6} {'floor ms':>8}")  # fmt: skip
+
+    def floor_ms(key: str) -> float:
+        mem = weights[key] / (bandwidth * 1e6) if from_memory else 0.0
+        return max(flops[key] / (peak * 1e6), mem)
+
     conv = 0.0
     for key in sorted(layer_ms, key=lambda k: -statistics.median(layer_ms[k])):
         ms = statistics.median(layer_ms[key])
         conv += ms
         print(f"  {key[:64]:<64} {count[key]:>2} {ms:7.3f} {flops[key] / (ms * 1e6):8.1f}"
-              f" {100 * statistics.median(share[key]):7.1f}%")  # fmt: skip
+              f" {100 * statistics.median(share[key]):7.1f}% {weights[key] / 2**20:6.2f}"
+              f" {floor_ms(key):8.3f}")  # fmt: skip
     other = statistics.median(other_ms)
-    # a layer below the peak brought up to it; one above (a Winograd layer does fewer FLOPs
-    # than the direct conv counted here) kept as measured
+    # a layer below the peak (its floor) brought up to it; one above (a Winograd layer does
+    # fewer FLOPs than the direct conv counted here) kept as measured
     at_peak = sum(min(statistics.median(t), flops[k] / (peak * 1e6)) for k, t in layer_ms.items())
+    at_floor = sum(min(statistics.median(t), floor_ms(k)) for k, t in layer_ms.items())
     total = conv + other
     print(f"  conv layers {conv:.2f} ms ({sum(flops.values()) / (conv * 1e6):.1f} GFLOP/s,"
           f" {100 * sum(flops.values()) / (conv * 1e6) / peak:.1f}% of the peak), other nodes"
           f" {other:.2f} ms; every conv layer below the peak at the peak: {at_peak + other:.2f}"
-          f" ms, at most {total / (at_peak + other):.2f}x the network")  # fmt: skip
-    return {"conv_ms": conv, "other_ms": other, "bound": total / (at_peak + other)}
+          f" ms, at most {total / (at_peak + other):.2f}x the network; below its floor at its"
+          f" floor: {at_floor + other:.2f} ms, at most {total / (at_floor + other):.2f}x")  # fmt: skip
+    return {
+        "conv_ms": conv,
+        "other_ms": other,
+        "bound": total / (at_peak + other),
+        "floor_bound": total / (at_floor + other),
+    }
 
 
 def main(argv=None) -> int:
