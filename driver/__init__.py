@@ -5,7 +5,7 @@ driver, e.g. for ``driver.kernel`` from the compiler, does not load the simulato
 """
 
 from pyvta.driver.device import Device, DeviceError, RunResult
-from pyvta.driver.registry import device_kinds, device_options, open_device
+from pyvta.driver.registry import device_class, device_kinds, device_options, open_device
 from pyvta.driver.stats import Stats
 
 open = open_device  # noqa: A001 - driver.open(name) is the public name
@@ -17,6 +17,7 @@ __all__ = [
     "SimDevice",
     "Stats",
     "device_kinds",
+    "device_class",
     "device_options",
     "open",
 ]

@@ -10,6 +10,7 @@ import abc
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -88,8 +89,11 @@ class Device(abc.ABC):
     """A VTA device: a DRAM the host can read and write, and a launch of an instruction stream.
 
     Backends live in ``pyvta.driver.ops_<kind>`` (``DEVICE = <Kind>Device``) and are opened by name
-    through ``pyvta.driver.open``.
+    through ``pyvta.driver.open``. ``remote``: reached through a device server (``ops_tcp``),
+    not a device of this host (``pyvta serve`` serves only those).
     """
+
+    remote: ClassVar[bool] = False
 
     def __init__(self, config: HwConfig):
         if not isinstance(config, HwConfig):

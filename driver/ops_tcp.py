@@ -44,6 +44,8 @@ class RemoteDevice(Device):
     pre-shared key (bytes) if the server requires one; ``timeout_s`` per request (a launch waits
     ``launch_timeout_s``); ``queue_timeout_s`` for the device when another client holds it."""
 
+    remote = True
+
     def __init__(
         self,
         address: str,

@@ -34,18 +34,20 @@ def parse_name(name: str) -> tuple[str, str | None]:
 
 def open_device(name: str, **kwargs) -> Device:
     """The device called ``name``; ``kwargs`` go to its backend (``config=``, ``key_file=``, ...)."""
-    kind, variant = parse_name(name)
+    return device_class(name).open(parse_name(name)[1], **kwargs)
+
+
+def device_class(name: str) -> type[Device]:
+    """The backend (a ``Device`` class) a device name opens: what a command asks before
+    opening it (``options``, ``remote``)."""
+    kind, _ = parse_name(name)
     kinds = device_kinds()
     if kind not in kinds:
         raise DeviceError(f"unknown device {name!r} (devices: {', '.join(kinds)})")
-    module = importlib.import_module(f"pyvta.driver.{_PREFIX}{kind}")
-    return module.DEVICE.open(variant, **kwargs)
+    return importlib.import_module(f"pyvta.driver.{_PREFIX}{kind}").DEVICE
 
 
 def device_options(name: str) -> frozenset[str]:
     """The keyword options ``open_device(name, ...)`` takes (``Device.options``): ``trace`` for
     the simulator, ``bitstream`` for a board, ``key_file`` for a served device, ..."""
-    kind, variant = parse_name(name)
-    if kind not in device_kinds():
-        raise DeviceError(f"unknown device {name!r} (devices: {', '.join(device_kinds())})")
-    return importlib.import_module(f"pyvta.driver.{_PREFIX}{kind}").DEVICE.options(variant)
+    return device_class(name).options(parse_name(name)[1])

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from pyvta.driver.remote.server import DeviceServer, Limits
 
     host, port = _listen(args.listen)
-    if "key_file" in driver.device_options(args.device):  # reached through a server
+    if driver.device_class(args.device).remote:
         raise CommandError("serve a local device (sim, rtl, pynq), not another server")
     key = read_key_file(args.key_file) if args.key_file else None
     if args.allow_upload and key is None:

@@ -50,6 +50,16 @@ def test_device_options_are_what_open_takes():
         driver.device_options("nope")
 
 
+def test_only_a_server_is_remote():
+    """``pyvta serve`` serves a device of its own host, never another server: it asks the
+    backend (``Device.remote``), not the name's spelling."""
+    local = [k for k in driver.device_kinds() if k != "tcp"]
+    assert local and not any(driver.device_class(k).remote for k in local)
+    assert driver.device_class("tcp://127.0.0.1:9").remote
+    with pytest.raises(DeviceError, match=r"unknown device 'nope'"):
+        driver.device_class("nope")
+
+
 def test_sim_launch_fills_stats():
     from pyvta.sim.programs import matmul_program
 
