@@ -215,7 +215,7 @@ def compare(
     if plot:
         from pyvta.tuner.plot import plot_curves
 
-        plot_curves(curves, plot, title=task.key, unit=task.cost_unit)
+        plot_curves(curves, plot, title=task.key, unit=task.cost_unit, best=best)
         print(f"curves: {plot}")
     medians["best"] = best
     medians["at"] = at

@@ -6,10 +6,17 @@ import math
 
 import numpy as np
 
+ZOOM_FROM_TRIAL = 8  # with a best: the cost axis starts at the curves' median here
 
-def plot_curves(curves: dict, path: str, title: str = "", unit: str = "s") -> str:
+
+def plot_curves(
+    curves: dict, path: str, title: str = "", unit: str = "s", best: float | None = None
+) -> str:
     """``curves``: name -> list of best-so-far cost curves (one per seed). Draws the median
-    over seeds with a min-max band; returns ``path``."""
+    over seeds with a min-max band (cost axis logarithmic); with ``best`` (the best cost any
+    run found), the line of 95% of it (``best / 0.95``), and a linear cost axis from just below
+    ``best`` to the curves' highest median at trial ``ZOOM_FROM_TRIAL``, where the runs part.
+    Returns ``path``."""
     from matplotlib.figure import Figure  # Agg canvas; no pyplot global state
 
     scale, label = (1e3, "best cost (ms)") if unit == "s" else (1.0, f"best cost ({unit})")
@@ -30,7 +37,14 @@ def plot_curves(curves: dict, path: str, title: str = "", unit: str = "s") -> st
         ax.plot(x, med, label=f"{name} (n={len(runs)})")
         if len(runs) > 1:
             ax.fill_between(x, lo, hi, alpha=0.2)
-    ax.set_yscale("log")
+    zoom = best is not None and math.isfinite(best) and best > 0
+    ax.set_yscale("linear" if zoom else "log")
+    if zoom:
+        ax.axhline(best / 0.95 * scale, color="k", lw=0.6, ls="--", label="95% of the best")
+        tops = [np.nanmedian([r[min(len(r), ZOOM_FROM_TRIAL) - 1] for r in runs])
+                for runs in curves.values() if runs]  # fmt: skip
+        top = max([t for t in tops if math.isfinite(t)] + [best / 0.95 * 1.1])
+        ax.set_ylim(best * 0.97 * scale, top * 1.05 * scale)
     ax.set_xlabel("trials")
     ax.set_ylabel(label)
     ax.set_title(title)
