@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import time
 from pathlib import Path
 
@@ -337,6 +338,70 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
     return "\n".join(out)
 
 
+_TUNER_ROW = re.compile(
+    r"^\s+(\S+)\s+((?:[\d.]+\s+)+)trials to 95%: \[.*?\] \(median (>?)([\d.]+)\)", re.M
+)
+_ESTIMATE = re.compile(
+    r"random search, estimated from its \d+ (uniform|valid) samples: .*median about (>?)(\d+)"
+)
+_EQUAL = re.compile(r"^\s+(\S+)\s+\[.*?\] \(median .*?\)\s+random / \S+: ([\d.]+)x", re.M)
+
+
+def rows_from_log(text: str) -> tuple[dict, int, int | None]:
+    """``(row, trials, points)`` from one layer's printed run of this benchmark (its medians
+    as ``compare`` returns them: a tuner's median trials to 95%, ``trials + 1`` where it
+    missed; random's estimates from its samples, negative where none came within 95%;
+    ``at``: best-so-far / best at the checked trials; ``equal``: random / tuner at random's
+    final level), for :func:`summary_table` over layers measured in separate sittings."""
+    head = re.search(r"^(\d+) trials, batch", text, re.M)
+    size = re.search(r"ConfigSpace\(size=(\d+)", text)
+    checks = re.search(r"best-so-far / best \(mean over seeds\) at trials ([\d, ]+)", text)
+    if head is None or checks is None:
+        raise ValueError("not a finished run of this benchmark (no trials line or no summary)")
+    trials = int(head.group(1))
+    checks = [int(c) for c in checks.group(1).split(",")]
+    row: dict = {"at": {}, "equal": {}}
+    for name, values, missed, med in _TUNER_ROW.findall(text):
+        row[name] = trials + 1 if missed else float(med)
+        row["at"][name] = dict(zip(checks, map(float, values.split()), strict=True))
+    for kind, bound, est in _ESTIMATE.findall(text):
+        key = "random (sampled)" if kind == "uniform" else "random (valid)"
+        row[key] = -float(est) if bound else float(est)
+    for name, ratio in _EQUAL.findall(text.split("trials to random's median best")[-1]):
+        row["equal"][name] = float(ratio)
+    return row, trials, int(size.group(1)) if size else None
+
+
+def summarize_logs(paths: list[str]) -> str:
+    """:func:`summary_table` of single-layer runs printed to ``paths`` (a layer's label: the
+    first ``C<n>`` in its file name, else the name; in the labels' order), and the geomean of random / tuner at
+    random's final level."""
+    rows, sizes, trials = {}, {}, set()
+    labelled = {}
+    for path in paths:
+        found = re.search(r"C\d+", Path(path).name)
+        label = found.group(0) if found else Path(path).stem
+        if label in labelled:
+            raise SystemExit(f"--from-logs: {labelled[label]} and {path} are both {label}")
+        labelled[label] = path
+    for label in sorted(labelled, key=lambda s: (len(s), s)):  # C2 before C10
+        try:
+            rows[label], t, sizes[label] = rows_from_log(Path(labelled[label]).read_text())
+        except ValueError as e:
+            raise SystemExit(f"--from-logs: {labelled[label]}: {e}") from None
+        trials.add(t)
+    if len(trials) != 1:
+        raise SystemExit(f"--from-logs: the runs have different trial counts {sorted(trials)}")
+    names = ["random"] + sorted({n for r in rows.values() for n in r["equal"]})
+    out = [summary_table(rows, names, trials.pop(), sizes), ""]
+    for n in names[1:]:
+        ratios = {label: r["equal"][n] for label, r in rows.items() if n in r["equal"]}
+        geo = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+        cells = ", ".join(f"{label} {v:.2f}x" for label, v in ratios.items())
+        out.append(f"at random's final level, random / {n}: {cells}; geomean {geo:.2f}x")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     from pyvta.tuner.comparison import (
         LAYER_KINDS,
@@ -398,7 +463,18 @@ def main(argv=None) -> int:
         help="with several layers: one PNG (--plot) with a panel per layer, costs / best",
     )
     add_search_arguments(p)  # --trend
+    p.add_argument(
+        "--from-logs",
+        nargs="+",
+        default=None,
+        metavar="LOG",
+        help="measure nothing: the summary table of single-layer runs this benchmark printed"
+        " (one sitting per layer), each LOG named after its layer (C4.log)",
+    )
     a = p.parse_args(argv)
+    if a.from_logs:
+        print(summarize_logs(a.from_logs))
+        return 0
 
     kind = LAYER_KINDS.get(a.task)  # None: the synthetic or GEMM task
     if a.cost_stat is None:

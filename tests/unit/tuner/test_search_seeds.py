@@ -244,3 +244,25 @@ def test_the_judge_warns_when_the_controls_drifted(capsys):
     assert "controls: 2 other configs of the runs (seed 0) measured again: again / first median" \
         " 0.800" in out  # fmt: skip
     assert "WARNING: the host runs faster now than when the runs measured (controls 0.800x)" in out
+
+
+def test_a_printed_run_reads_back_as_compare_returned_it(capsys, tmp_path):
+    """``--from-logs`` sums up layers measured in separate sittings from what each printed:
+    the medians, random's estimate and the equal-quality ratio it reads must be the run's."""
+    bench = _bench()
+    task = tiled_gemm_task(64, 64, 64)  # random reaches 95% in 48 trials, the model not
+    meas = _min_meas(None)
+    row = bench.compare(task, meas, ["xgb", "random"], 48, 8, 3)
+    text = capsys.readouterr().out
+    read, trials, points = bench.rows_from_log(text)
+    assert trials == 48 and points == len(task.space)
+    assert row["random"] <= 48 < row["xgb"]  # one median that hit, one that missed
+    for name in ("xgb", "random", "random (sampled)", "random (valid)"):
+        assert read[name] == pytest.approx(row[name], abs=0.5), name
+    assert read["at"]["xgb"] == pytest.approx(row["at"]["xgb"], abs=5e-4)
+    eq = row["at random's level"]
+    assert read["equal"]["xgb"] == pytest.approx(eq["random"] / eq["xgb"], abs=5e-3)
+    log = tmp_path / "C7_run.log"
+    log.write_text(text)
+    table = bench.summarize_logs([str(log)])
+    assert table.startswith("| layer | points | random | xgb |") and "| C7 |" in table
