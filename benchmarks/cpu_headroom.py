@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
-from pyvta.compiler.backend.llvm.peak import peak_gflops
+from pyvta.compiler.backend.llvm.peak import peak_gflops, slowest_thread_s
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.targets.cpu.kernels import CpuKernels, node_workload
@@ -63,19 +62,7 @@ def read_bandwidth_gbs(buffer: np.ndarray, threads: int) -> float:
     """GB/s reading ``buffer`` (float32, larger than the caches) once, split over ``threads``
     Python threads: its bytes over the slowest thread's time."""
     parts = np.array_split(buffer, threads)
-    spans = [0.0] * threads
-
-    def read(k: int) -> None:
-        t0 = time.perf_counter()
-        parts[k].sum()
-        spans[k] = time.perf_counter() - t0
-
-    ts = [threading.Thread(target=read, args=(k,)) for k in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return buffer.nbytes / max(spans) / 1e9
+    return buffer.nbytes / slowest_thread_s(lambda k: parts[k].sum(), threads) / 1e9
 
 
 def measure(onnx: str, schedules, args, llc_bytes: int | None):

@@ -76,22 +76,28 @@ def peak_gflops(threads: int, seconds: float = 1.0, repeats: int = 5) -> list[fl
     n = max(1_000_000, int(1_000_000 * seconds / max(time.perf_counter() - t0, 1e-6)))
     flop = n * 2 * lanes * n_acc
 
-    def once() -> float:
-        spans = [0.0] * threads
+    return [
+        threads * flop / slowest_thread_s(lambda k: fn(n), threads) / 1e9 for _ in range(repeats)
+    ]
 
-        def work(k):
-            t = time.perf_counter()
-            fn(n)
-            spans[k] = time.perf_counter() - t
 
-        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        return threads * flop / max(spans) / 1e9
+def slowest_thread_s(work, threads: int) -> float:
+    """Seconds the slowest of ``threads`` Python threads, started together, takes to run
+    ``work(k)`` (``k`` its number; the work releases the GIL: a ctypes call, numpy): what a
+    measurement over several cores divides by."""
+    spans = [0.0] * threads
 
-    return [once() for _ in range(repeats)]
+    def timed(k: int) -> None:
+        t = time.perf_counter()
+        work(k)
+        spans[k] = time.perf_counter() - t
+
+    ts = [threading.Thread(target=timed, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return max(spans)
 
 
 _JITS: dict = {}
