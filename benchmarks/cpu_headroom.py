@@ -18,7 +18,7 @@ others as measured), and the speed-up that would be. A depthwise layer's few FLO
 leave it bound by memory, far below the peak.
 
 The memory floor: when the network's conv weights outgrow the last-level cache (ResNet-18's
-47 MB against a 32 MB L3), every inference reads them from memory, and no schedule can run a
+42.6 MiB against a 32 MiB L3), every inference reads them from memory, and no schedule can run a
 layer faster than its weights take to read (direct-conv weights: a Winograd layer reads more).
 After each inference the read bandwidth is measured on the same threads (a buffer of
 ``BANDWIDTH_BUFFER_LLC`` x the cache, at least ``BANDWIDTH_BUFFER_MIN_BYTES``, summed by numpy

@@ -90,7 +90,7 @@ class Device(abc.ABC):
 
     Backends live in ``pyvta.driver.ops_<kind>`` (``DEVICE = <Kind>Device``) and are opened by name
     through ``pyvta.driver.open``. ``remote``: reached through a device server (``ops_tcp``),
-    not a device of this host (``pyvta serve`` serves only those).
+    not a device of this host (``pyvta serve`` refuses to serve it).
     """
 
     remote: ClassVar[bool] = False
