@@ -151,8 +151,9 @@ def headroom(onnx: str, schedules, args) -> dict[str, float]:
     print(f"  conv layers {conv:.2f} ms ({sum(flops.values()) / (conv * 1e6):.1f} GFLOP/s,"
           f" {100 * sum(flops.values()) / (conv * 1e6) / peak:.1f}% of the peak), other nodes"
           f" {other:.2f} ms; every conv layer below the peak at the peak: {at_peak + other:.2f}"
-          f" ms, at most {total / (at_peak + other):.2f}x the network; below its floor at its"
-          f" floor: {at_floor + other:.2f} ms, at most {total / (at_floor + other):.2f}x")  # fmt: skip
+          f" ms, at most {total / (at_peak + other):.2f}x the network; below its floor at"
+          f" its floor: {at_floor + other:.2f} ms,"
+          f" at most {total / (at_floor + other):.2f}x")  # fmt: skip
     return {
         "conv_ms": conv,
         "other_ms": other,
