@@ -374,8 +374,8 @@ def rows_from_log(text: str) -> tuple[dict, int, int | None]:
 
 def summarize_logs(paths: list[str]) -> str:
     """:func:`summary_table` of single-layer runs printed to ``paths`` (a layer's label: the
-    first ``C<n>`` in its file name, else the name; in the labels' order), and the geomean of random / tuner at
-    random's final level."""
+    first ``C<n>`` in its file name, else the name; in the labels' order), and the geomean of
+    random / tuner at random's final level."""
     rows, sizes, trials = {}, {}, set()
     labelled = {}
     for path in paths:
