@@ -46,6 +46,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from statistics import geometric_mean
 
 import numpy as np
 import onnx
@@ -245,10 +246,6 @@ def default_calibration_of(path: str) -> list[dict]:
     return default_calibration(import_onnx(path))
 
 
-def geomean(values: list[float]) -> float:
-    return float(np.exp(np.mean(np.log(values)))) if values else float("nan")
-
-
 def summary(kind: str, results: list[dict], mine: str, theirs: str, models: dict) -> None:
     rows = [(r, r["ms"][theirs] / r["ms"][mine]) for r in results if mine in r["ms"]]
     rows = [(r, q) for r, q in rows if theirs in r["ms"]]
@@ -270,7 +267,7 @@ def summary(kind: str, results: list[dict], mine: str, theirs: str, models: dict
     if rows:
         worst = sorted(rows, key=lambda rq: rq[1])[:3]
         print(
-            f"{kind} geomean {geomean([q for _, q in rows]):.2f}x, worst {worst[0][1]:.2f}x"
+            f"{kind} geomean {geometric_mean([q for _, q in rows]):.2f}x, worst {worst[0][1]:.2f}x"
             f" ({worst[0][0]['name']}); worst three: "
             + ", ".join(f"{r['name']} {q:.2f}x" for r, q in worst)
         )

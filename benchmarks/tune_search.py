@@ -30,6 +30,7 @@ import os
 import re
 import time
 from pathlib import Path
+from statistics import geometric_mean
 
 import numpy as np
 
@@ -272,7 +273,7 @@ def _estimate_table(rows: dict, names, trials: int, key: str, what: str) -> list
     out = ["", f"random's median trials to 95% estimated from {what}:"]
     out += ["| layer | random (est.) | " + " | ".join(f"est./{n}" for n in names) + " |"]
     out.append("|" + "---|" * (2 + len(names)))
-    logs = {n: [] for n in names}
+    ratios = {n: [] for n in names}
     for layer, med in sampled.items():
         est = med[key]
 
@@ -284,11 +285,9 @@ def _estimate_table(rows: dict, names, trials: int, key: str, what: str) -> list
             r = abs(est) / m
             cells.append(f"{mark}{r:.2f}x" if not (est < 0 and m > trials) else "n/a")
             if not (est < 0 and m > trials):
-                logs[n].append(math.log(r))
+                ratios[n].append(r)
         out.append("| " + " | ".join(cells) + " |")
-    geo = ["geomean", ""] + [
-        f"{math.exp(sum(v) / len(v)):.2f}x" if v else "-" for v in logs.values()
-    ]
+    geo = ["geomean", ""] + [f"{geometric_mean(v):.2f}x" if v else "-" for v in ratios.values()]
     out.append("| " + " | ".join(geo) + " |")
     return out
 
@@ -301,7 +300,7 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
     names = [n for n in tuner_names if n != "random"]
     head = "| layer | points | random | " + " | ".join(f"{n} | random/{n}" for n in names) + " |"
     out = [head, "|" + "---|" * (3 + 2 * len(names))]
-    logs = {n: [] for n in names}
+    ratios = {n: [] for n in names}
     for layer, med in rows.items():
         exact = "random (exact)" in med
         base = med.get("random (exact)", med.get("random"))
@@ -316,11 +315,11 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
             mark = ">=" if (base > trials and not exact) else ""
             mark = "<=" if m > trials else mark
             cells += [f">{trials}" if m > trials else f"{m:g}", f"{mark}{base / m:.2f}x"]
-            logs[n].append(math.log(base / m))
+            ratios[n].append(base / m)
         out.append("| " + " | ".join(cells) + " |")
     geo = ["geomean", "", ""]
     for n in names:
-        geo += ["", f"{math.exp(sum(logs[n]) / len(logs[n])):.2f}x" if logs[n] else "-"]
+        geo += ["", f"{geometric_mean(ratios[n]):.2f}x" if ratios[n] else "-"]
     out.append("| " + " | ".join(geo) + " |")
     for key, what in (
         ("random (sampled)", "its pooled samples"),
@@ -396,7 +395,7 @@ def summarize_logs(paths: list[str]) -> str:
     out = [summary_table(rows, names, trials.pop(), sizes), ""]
     for n in names[1:]:
         ratios = {label: r["equal"][n] for label, r in rows.items() if n in r["equal"]}
-        geo = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+        geo = geometric_mean(ratios.values())
         cells = ", ".join(f"{label} {v:.2f}x" for label, v in ratios.items())
         out.append(f"at random's final level, random / {n}: {cells}; geomean {geo:.2f}x")
     return "\n".join(out)

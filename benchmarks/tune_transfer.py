@@ -53,6 +53,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from statistics import geometric_mean
 
 import numpy as np
 
@@ -225,7 +226,7 @@ def _equal_quality_table(layers: dict, feats: list[str], n: int) -> None:
                 )
                 logs.setdefault((ref, tr), []).append(eq.ratio(tr))
     for (ref, tr), rs in logs.items():
-        g = math.exp(np.mean(np.log(rs)))
+        g = geometric_mean(rs)
         print(
             f"  geometric mean, {ref} / {tr} at {ref}'s level: {g:.2f}x (per layer {np.round(rs, 2)})"
         )
@@ -421,7 +422,7 @@ def main(argv=None) -> int:
         print("  geometric mean over layers:")
         for (f, other, frac), rs in sorted(ratio_log.items()):
             if frac == 0.95:
-                g = math.exp(np.mean(np.log(rs)))
+                g = geometric_mean(rs)
                 print(f"    {other}/transfer[{f}] to95%: {g:.2f}x  (per layer {np.round(rs, 2)})")
 
     _equal_quality_table(layers, feats, n)
