@@ -181,6 +181,10 @@ def _name(offset: int) -> str:
     raise ValueError(f"no register at offset {offset:#x}")
 
 
+# the registers behind a model board's MMIO, by ``ModelBoard(backend=...)``
+REGISTERS = {"sim": SimRegisters, "rtl": RtlRegisters}
+
+
 class ModelBoard:
     """A board: ``memory_bytes`` of physical memory from ``base_address`` and the accelerator's
     registers behind ``MMIO`` once an ``Overlay`` is loaded. ``pynq`` is the module to hand to
@@ -189,8 +193,9 @@ class ModelBoard:
     def __init__(
         self, memory_bytes: int = 1 << 28, base_address: int = 0x1000_0000, backend: str = "sim"
     ):
-        if backend not in ("sim", "rtl"):
-            raise ValueError(f"model board backend {backend!r} (allowed: sim, rtl)")
+        if backend not in REGISTERS:
+            allowed = ", ".join(REGISTERS)
+            raise ValueError(f"model board backend {backend!r} (allowed: {allowed})")
         self.backend = backend
         self.memory = np.zeros(base_address + memory_bytes, np.uint8)  # pages touched only
         self.base_address, self._next = base_address, base_address
@@ -203,8 +208,7 @@ class ModelBoard:
     def _overlay(self, bitfile: str):
         folder = Path(bitfile).parent
         manifest = json.loads((folder / "manifest.json").read_text())
-        registers = SimRegisters if self.backend == "sim" else RtlRegisters
-        self.registers = registers(self, HwConfig.from_dict(manifest["hw_config"]))
+        self.registers = REGISTERS[self.backend](self, HwConfig.from_dict(manifest["hw_config"]))
         self.mmio_base = int(manifest["base_address"])
         return SimpleNamespace(bitfile_name=bitfile, is_loaded=lambda: True)
 

@@ -250,3 +250,8 @@ def test_buffers_are_handed_out_zeroed_and_scrub_erases_them(bitstream):
     assert board.memory[addr : addr + 64].tolist() == [7] * 64
     dev.scrub()
     assert not board.memory[addr : addr + 64].any() and board.freed
+
+
+def test_a_model_board_backend_it_has_no_registers_for_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"'fpga' \(allowed: sim, rtl\)"):
+        ModelBoard(backend="fpga")
