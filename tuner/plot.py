@@ -47,7 +47,7 @@ def plot_curves(
         ax.set_ylim(best * 0.97 * scale, top * 1.05 * scale)
     ax.set_xlabel("trials")
     ax.set_ylabel(label)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=8 if len(title) > 60 else None)  # a task's key: 70-odd chars
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
