@@ -96,33 +96,61 @@ OLD_TARGETS: dict[str, tuple[str, str | None]] = {
 model, what ``--target vta`` measures on without ``--device``)."""
 
 
+def _nchwc_task(rest: str):
+    from pyvta.tuner.cpu import CONV2D_NCHWC
+
+    wl = resnet18_nchwc_workload(rest)
+    return CONV2D_NCHWC.task(
+        wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob
+    )
+
+
+def _vta_task(rest: str):
+    from pyvta.tuner.vta import vta_conv2d_task
+
+    if rest.upper() in RESNET18:
+        hw, ic, oc, k, s = RESNET18[rest.upper()]
+        return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
+    try:
+        return vta_conv2d_task(*[int(v) for v in rest.split(",")])
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"workload 'vta:{rest}' not understood (vta:C2..C12 | vta:H,W,IC,OC,K,STRIDE,PAD)"
+        ) from None
+
+
+PREFIXED_WORKLOADS = {
+    "nchwc": ("cpu", _nchwc_task, "nchwc:C1..C12"),
+    "vta": ("vta", _vta_task, "vta:C2..C12"),
+}
+"""A workload's ``PREFIX:`` -> (the target it belongs to whatever ``--target``, its task
+maker from the rest of the text, its syntax for errors); operators without a prefix are the
+tuner backend's (the CPU's by default)."""
+
+
+def _prefixed(text: str):
+    prefix, colon, rest = text.partition(":")
+    return (PREFIXED_WORKLOADS.get(prefix), rest) if colon else (None, rest)
+
+
+def workload_target(text: str) -> str:
+    """The target a workload implies when ``--target`` is not given: its prefix's
+    (``PREFIXED_WORKLOADS``), the CPU for the operators."""
+    family, _ = _prefixed(text)
+    return family[0] if family else "cpu"
+
+
 def parse_workload(text: str, target: str = "llvm"):
     """A ``Task`` from ``gemm:M,N,K``, ``conv2d:C,H,W,O,K,S,P`` or ``C1``..``C12`` for the tuner
     backend ``target`` (``llvm``: the CPU templates; ``cuda`` / ``cuda-emulated``: the GPU
-    ones); ``vta:...`` workloads are the accelerator's whatever ``target``."""
+    ones); a ``PREFIXED_WORKLOADS`` one (``vta:...``, ``nchwc:...``) is its own family's
+    whatever ``target``."""
     if target not in OPERATOR_TEMPLATES:
         raise ValueError(f"tuner backend {target!r} (allowed: {', '.join(OPERATOR_TEMPLATES)})")
+    family, rest = _prefixed(text)
+    if family:
+        return family[1](rest)
     gemm_task, conv2d_task = OPERATOR_TEMPLATES[target](target)
-
-    if text.startswith("nchwc:"):
-        from pyvta.tuner.cpu import CONV2D_NCHWC
-
-        wl = resnet18_nchwc_workload(text[6:])
-        args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
-        return CONV2D_NCHWC.task(*args)
-    if text.startswith("vta:"):
-        from pyvta.tuner.vta import vta_conv2d_task
-
-        rest = text[4:]
-        if rest.upper() in RESNET18:
-            hw, ic, oc, k, s = RESNET18[rest.upper()]
-            return vta_conv2d_task(hw, hw, ic, oc, k, s, k // 2)
-        try:
-            return vta_conv2d_task(*[int(v) for v in rest.split(",")])
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"workload {text!r} not understood (vta:C2..C12 | vta:H,W,IC,OC,K,STRIDE,PAD)"
-            ) from None
     if text.upper() in RESNET18:
         hw, ic, oc, k, s = RESNET18[text.upper()]
         return conv2d_task(ic, hw, hw, oc, k, s, k // 2)
@@ -135,9 +163,10 @@ def parse_workload(text: str, target: str = "llvm"):
         return gemm_task(*nums)
     if kind == "conv2d" and nums and len(nums) == 7:
         return conv2d_task(*nums)
+    prefixed = " | ".join(syntax for _, _, syntax in PREFIXED_WORKLOADS.values())
     raise ValueError(
         f"workload {text!r} not understood (allowed: gemm:M,N,K | conv2d:C,H,W,O,K,STRIDE,PAD"
-        f" | {', '.join(RESNET18)} | vta:C2..C12 | nchwc:C1..C12)"
+        f" | {', '.join(RESNET18)} | {prefixed})"
     )
 
 
@@ -297,7 +326,7 @@ def resolve_target(args, network: bool):
     from pyvta.compiler.targets import resolve
 
     _old_devices(args)
-    implied = "vta" if network or args.workload.startswith("vta:") else "cpu"
+    implied = "vta" if network else workload_target(args.workload)
     spec, device, said = resolve(args.target or implied, None, OLD_TARGETS, default_device=False)
     if said:
         print(f"notice: {said}", file=sys.stderr)

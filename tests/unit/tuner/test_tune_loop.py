@@ -78,6 +78,23 @@ def test_parse_workload():
         parse_workload("gemm:1,2")
 
 
+def test_a_prefixed_workload_is_its_familys_and_implies_its_target():
+    from pyvta.tuner.cli_support import PREFIXED_WORKLOADS, workload_target
+
+    assert parse_workload("vta:C12").name.startswith("vta.")
+    assert parse_workload("nchwc:C7", "cuda-emulated").name == "cpu.conv2d_nchwc"
+    assert [workload_target(w) for w in ("vta:C2", "nchwc:C3", "C3", "gemm:8,8,8")] == [
+        "vta",
+        "cpu",
+        "cpu",
+        "cpu",
+    ]
+    with pytest.raises(ValueError) as err:
+        parse_workload("vtax:C2")
+    for _, _, syntax in PREFIXED_WORKLOADS.values():
+        assert syntax in str(err.value)
+
+
 def test_tune_command_on_a_small_gemm(tmp_path, capsys):
     args = add_tune_arguments(argparse.ArgumentParser()).parse_args(
         [
