@@ -371,10 +371,11 @@ def rows_from_log(text: str) -> tuple[dict, int, int | None]:
     return row, trials, int(size.group(1)) if size else None
 
 
-def summarize_logs(paths: list[str]) -> str:
+def summarize_logs(paths: list[str], plot: str | None = None) -> str:
     """:func:`summary_table` of single-layer runs printed to ``paths`` (a layer's label: the
     first ``C<n>`` in its file name, else the name; in the labels' order), and the geomean of
-    random / tuner at random's final level."""
+    random / tuner at random's final level; with ``plot``, a PNG of each layer's trials to 95%
+    (``tuner.plot.plot_trials_to_target``)."""
     rows, sizes, trials = {}, {}, set()
     labelled = {}
     for path in paths:
@@ -392,12 +393,22 @@ def summarize_logs(paths: list[str]) -> str:
     if len(trials) != 1:
         raise SystemExit(f"--from-logs: the runs have different trial counts {sorted(trials)}")
     names = ["random"] + sorted({n for r in rows.values() for n in r["equal"]})
-    out = [summary_table(rows, names, trials.pop(), sizes), ""]
+    trials_n = trials.pop()
+    out = [summary_table(rows, names, trials_n, sizes), ""]
     for n in names[1:]:
         ratios = {label: r["equal"][n] for label, r in rows.items() if n in r["equal"]}
         geo = geometric_mean(ratios.values())
         cells = ", ".join(f"{label} {v:.2f}x" for label, v in ratios.items())
         out.append(f"at random's final level, random / {n}: {cells}; geomean {geo:.2f}x")
+    if plot:
+        from pyvta.tuner.plot import plot_trials_to_target
+
+        medians = {
+            label: {k: v for k, v in r.items() if k not in ("at", "equal")}
+            for label, r in rows.items()
+        }
+        title = f"trials to 95% of the best, median of each layer's runs ({len(rows)} logs)"
+        out.append(f"plot: {plot_trials_to_target(medians, trials_n, plot, title)}")
     return "\n".join(out)
 
 
@@ -431,7 +442,8 @@ def main(argv=None) -> int:
     p.add_argument(
         "--plot",
         default=None,
-        help="PNG of the best-so-far curves (several layers: one PNG each, the layer appended)",
+        help="PNG of the best-so-far curves (several layers: one PNG each, the layer appended);"
+        " with --from-logs, of each layer's median trials to 95%",
     )
     p.add_argument(
         "--cache",
@@ -472,7 +484,7 @@ def main(argv=None) -> int:
     )
     a = p.parse_args(argv)
     if a.from_logs:
-        print(summarize_logs(a.from_logs))
+        print(summarize_logs(a.from_logs, a.plot))
         return 0
 
     kind = LAYER_KINDS.get(a.task)  # None: the synthetic or GEMM task

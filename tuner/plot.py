@@ -92,6 +92,54 @@ def plot_curve_grid(panels: dict, path: str, title: str = "") -> str:
     return path
 
 
+def plot_trials_to_target(rows: dict, trials: int, path: str, title: str = "") -> str:
+    """:func:`trials_figure` saved to ``path``; returns ``path``."""
+    trials_figure(rows, trials, title).savefig(path)
+    return path
+
+
+def trials_figure(rows: dict, trials: int, title: str = ""):
+    """Per layer, each tuner's median trials to 95% of the best as a bar (logarithmic axis):
+    ``rows`` maps a layer to ``{tuner: median}`` (``trials + 1`` where the median run missed:
+    drawn to the cap, hatched, labelled ``>trials``), and optionally ``"random (sampled)"``,
+    random search's estimate from its samples (negative: a bound), drawn as a marker."""
+    from matplotlib.figure import Figure
+
+    layers = list(rows)
+    names = list({n: None for r in rows.values() for n in r if not n.startswith("random (")})
+    width = 0.8 / max(len(names), 1)
+    fig = Figure(figsize=(max(6.0, 0.7 * len(layers) + 2), 4), dpi=100)
+    ax = fig.subplots()
+    x = np.arange(len(layers))
+    for k, name in enumerate(names):
+        vals = [rows[layer].get(name, np.nan) for layer in layers]
+        missed = [v > trials for v in vals]
+        pos = x + (k - (len(names) - 1) / 2) * width
+        bars = ax.bar(pos, [min(v, trials) for v in vals], width, label=name)
+        for bar, miss in zip(bars, missed, strict=True):
+            if miss:
+                bar.set_hatch("//")
+                bar.set_alpha(0.5)
+                ax.annotate(f">{trials}", (bar.get_x() + bar.get_width() / 2, trials),
+                            ha="center", va="bottom", fontsize=6)  # fmt: skip
+    est = {i: rows[layer]["random (sampled)"] for i, layer in enumerate(layers)
+           if "random (sampled)" in rows[layer]}  # fmt: skip
+    for bound, marker, what in ((False, "_", ""), (True, "^", ", at least")):
+        pts = [(i, abs(e)) for i, e in est.items() if (e < 0) == bound]
+        if pts:
+            ax.scatter(*zip(*pts, strict=True), marker=marker, s=120, color="k", zorder=3,
+                       label=f"random, estimated from its samples{what}")  # fmt: skip
+    ax.set_yscale("log")
+    ax.set_ylim(top=ax.get_ylim()[1] * 4)  # room for the legend above the bars
+    ax.set_xticks(x, layers)
+    ax.set_ylabel("median trials to 95% of the best")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 def plot_latency(run, path: str, unit: str = "cycles", title: str = "") -> str:
     """A budgeted run's (``tuner.budget.BudgetRun``) estimated network cost over tuning time,
     from 0 (the untuned network: ``BudgetRun.latency_curve``) as a step per improvement, with

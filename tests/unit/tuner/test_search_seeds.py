@@ -264,5 +264,23 @@ def test_a_printed_run_reads_back_as_compare_returned_it(capsys, tmp_path):
     assert read["equal"]["xgb"] == pytest.approx(eq["random"] / eq["xgb"], abs=5e-3)
     log = tmp_path / "C7_run.log"
     log.write_text(text)
-    table = bench.summarize_logs([str(log)])
+    table = bench.summarize_logs([str(log)], plot=str(tmp_path / "trials.png"))
     assert table.startswith("| layer | points | random | xgb |") and "| C7 |" in table
+    assert table.endswith(f"plot: {tmp_path / 'trials.png'}")
+    assert (tmp_path / "trials.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_trials_plot_draws_a_missed_median_to_the_cap_hatched():
+    from pyvta.tuner.plot import trials_figure
+
+    rows = {"C1": {"xgb": 17, "random": 129, "random (sampled)": -444.0},
+            "C2": {"xgb": 18, "random": 30, "random (sampled)": 37.0}}  # fmt: skip
+    ax = trials_figure(rows, 128).axes[0]
+    drawn = sorted((round(b.get_height()), b.get_hatch()) for b in ax.patches)
+    assert drawn == [(17, None), (18, None), (30, None), (128, "//")], drawn
+    assert [t.get_text() for t in ax.texts] == [">128"]
+    marks = {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
+    assert marks == {
+        "random, estimated from its samples": [[1.0, 37.0]],
+        "random, estimated from its samples, at least": [[0.0, 444.0]],
+    }
