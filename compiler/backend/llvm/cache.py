@@ -18,6 +18,7 @@ import functools
 import hashlib
 import os
 import pickle
+from collections import OrderedDict
 from pathlib import Path
 
 
@@ -70,18 +71,32 @@ def func_key(what: str) -> str:
     return hashlib.sha256(f"{source_digest('compiler')}\0{what}".encode()).hexdigest()
 
 
-class KernelCache:
-    """``directory=None`` keeps the cache in memory only."""
+MEMORY_KERNELS = 64
+"""Kernels a process keeps JIT-compiled in memory (the most recently used): a tuning worker
+builds a new one per candidate, 1-6 MB of machine code and LLVM state each, so an unbounded
+cache grew by gigabytes an hour; a network's kernels are held by its modules, not by this."""
 
-    def __init__(self, directory: str | os.PathLike | None):
+
+class KernelCache:
+    """``directory=None`` keeps the cache in memory only (then only the ``memory_kernels``
+    most recently used)."""
+
+    def __init__(self, directory: str | os.PathLike | None, memory_kernels: int = MEMORY_KERNELS):
         self.directory = Path(directory) if directory is not None else None
-        self._mem: dict = {}
+        self.memory_kernels = memory_kernels
+        self._mem: OrderedDict = OrderedDict()
 
     def get_memory(self, key: str):
-        return self._mem.get(key)
+        hit = self._mem.get(key)
+        if hit is not None:
+            self._mem.move_to_end(key)
+        return hit
 
     def put_memory(self, key: str, value) -> None:
         self._mem[key] = value
+        self._mem.move_to_end(key)
+        while len(self._mem) > self.memory_kernels:
+            self._mem.popitem(last=False)  # a module built from it keeps its own reference
 
     def read_ir(self, key: str) -> str | None:
         if self.directory is None:

@@ -150,6 +150,37 @@ def test_kernel_cache_memory_and_disk(tmp_path, rng):
     np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
 
 
+def test_the_memory_cache_keeps_the_most_recent_kernels_and_a_module_outlives_its_entry(
+    tmp_path, rng, monkeypatch
+):
+    """A tuning worker JITs a kernel per candidate: the process keeps only the
+    ``memory_kernels`` most recently used; a module built earlier still runs its code."""
+    import gc
+    import weakref
+
+    entry = importlib.import_module("pyvta.compiler.backend.llvm.entry")
+    from pyvta.compiler.backend.llvm.cache import KernelCache
+
+    monkeypatch.setitem(entry._CACHES, tmp_path, KernelCache(tmp_path, memory_kernels=2))
+    x, y, _ = _axpy(23)
+
+    def build(k):  # x * k + y: a kernel of its own per k
+        z = te.compute((23,), lambda i: x[i] * float(k) + y[i], name="Z")
+        return compiler.build(compiler.create_schedule(z), [x, y, z], cache_dir=tmp_path)
+
+    first = build(2)
+    gone = weakref.ref(build(3).jit)  # built, nothing holds its module
+    assert build(2).from_cache == "memory"  # used again: the most recent now
+    build(4)  # the least recently used (k=3) leaves memory
+    gc.collect()
+    assert gone() is None  # its JIT (machine code, LLVM state) freed
+    assert [build(k).from_cache for k in (2, 3, 4)] == ["memory", "disk", "disk"]
+    a, b = rng.standard_normal(23).astype(np.float32), rng.standard_normal(23).astype(np.float32)
+    out = np.zeros(23, np.float32)
+    first(a, b, out)  # its entry long evicted: the module keeps its code
+    np.testing.assert_allclose(out, a * 2 + b, rtol=1e-6)
+
+
 def test_a_fresh_process_loads_the_cached_object_code(tmp_path, rng):
     x, y, z = _axpy(21)
     other = te.compute((21,), lambda i: x[i] * 3.0 + y[i], name="Z")
