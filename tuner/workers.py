@@ -4,7 +4,10 @@ Each job is a picklable ``(fn, args)`` run in a worker; the pool reports per job
 ``("ok", value)``, ``("error", traceback_text)``, ``("timeout", msg)`` or
 ``("crash", msg)``. A worker that exceeds the job's timeout is killed, one that dies (segfault,
 ``os._exit``) is noticed through its sentinel; both are replaced and the pool goes on.
-Workers start with the ``spawn`` method (no state inherited from the tuner process).
+Workers start with the ``spawn`` method (no state inherited from the tuner process). A worker
+that has done ``max_jobs`` jobs is retired and replaced: what a job leaves behind in a process
+(LLVM's own state of every kernel JIT-compiled there, about 0.4-1 MB a candidate, not freed with
+the kernel) does not pile up over a long tuning session.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ _ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+
+
+MAX_JOBS_PER_WORKER = 200
+"""Jobs a worker does before it is replaced (a new process: about a second to start, beside
+the 1-30 s a candidate's build or run takes)."""
 
 
 @contextlib.contextmanager
@@ -71,7 +79,7 @@ class _Worker:
         with _child_env():
             self.proc.start()
         child.close()
-        self.job = None  # (job_id, deadline)
+        self.jobs_done = 0
 
     def kill(self) -> None:
         if self.proc.is_alive():
@@ -91,13 +99,16 @@ class _Worker:
 
 class WorkerPool:
     """``n_workers`` processes; ``map(jobs, timeout_s)`` runs ``[(fn, args), ...]`` and yields
-    ``(job_position, status, value)`` as jobs finish."""
+    ``(job_position, status, value)`` as jobs finish. ``max_jobs``: a worker's jobs before it
+    is replaced by a fresh process (None: never)."""
 
-    def __init__(self, n_workers: int = 1):
+    def __init__(self, n_workers: int = 1, max_jobs: int | None = MAX_JOBS_PER_WORKER):
         if n_workers < 1:
             raise ValueError(f"n_workers must be >= 1, got {n_workers}")
+        if max_jobs is not None and max_jobs < 1:
+            raise ValueError(f"max_jobs must be >= 1 or None, got {max_jobs}")
         self._ctx = mp.get_context("spawn")
-        self.n_workers = n_workers
+        self.n_workers, self.max_jobs = n_workers, max_jobs
         self._workers: list[_Worker] = []
 
     def _ensure(self) -> None:
@@ -124,11 +135,14 @@ class WorkerPool:
             now = time.monotonic()
             wait_s = max(0.0, min(d for _, d in busy.values()) - now)
             ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], wait_s)
-            replaced = []
+            replaced, retired = [], []
             for w, (pos, deadline) in list(busy.items()):
                 if w.conn in ready:
                     try:
                         status, value = w.conn.recv()
+                        w.jobs_done += 1
+                        if self.max_jobs is not None and w.jobs_done >= self.max_jobs:
+                            retired.append(w)
                     except (EOFError, OSError):
                         w.proc.join(1)
                         status, value = "crash", f"worker died (exit code {w.proc.exitcode})"
@@ -146,6 +160,9 @@ class WorkerPool:
                     yield pos, "timeout", f"no result within {timeout_s:g} s; worker killed"
             for w in replaced:
                 w.kill()
+            for w in retired:
+                w.close()  # idle: it has just sent its result
+            for w in replaced + retired:
                 self._workers.remove(w)
                 self._workers.append(_Worker(self._ctx))
 

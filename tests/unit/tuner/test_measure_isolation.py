@@ -139,6 +139,34 @@ def test_workers_start_with_single_threaded_library_pools(monkeypatch):
     assert os.environ["OPENBLAS_NUM_THREADS"] == "7"
 
 
+def test_a_worker_is_replaced_by_a_fresh_process_after_max_jobs():
+    """What jobs leave in a process (LLVM's state of each kernel JIT-compiled there) must not
+    pile up over a long session: after ``max_jobs`` jobs a worker gives way to a new one,
+    and every job still gets its result, in order of submission per worker."""
+    import os
+
+    from pyvta.tuner.workers import WorkerPool
+
+    with pytest.raises(ValueError, match="max_jobs"):
+        WorkerPool(1, max_jobs=0)
+    pool = WorkerPool(1, max_jobs=3)
+    try:
+        got = list(pool.map([(os.getpid, ())] * 7, timeout_s=60))
+        again = list(pool.map([(os.getpid, ())] * 2, timeout_s=60))
+    finally:
+        pool.close()
+    assert [pos for pos, _, _ in got] == list(range(7))
+    pids = [pid for _, status, pid in got + again if status == "ok"]
+    assert len(pids) == 9
+    assert [len(set(pids[i : i + 3])) for i in range(0, 9, 3)] == [1, 1, 1]  # 3 jobs each
+    assert len(set(pids)) == 3  # then a fresh process: 7 jobs, then 2 more, on 3 workers
+    unlimited = WorkerPool(1, max_jobs=None)
+    try:
+        assert len({pid for _, _, pid in unlimited.map([(os.getpid, ())] * 5, 60)}) == 1
+    finally:
+        unlimited.close()
+
+
 def test_conv2d_reference_matches_a_naive_convolution():
     """The reference every tuned conv2d candidate is checked against (blocked weights)."""
     from pyvta.tuner.cpu import _conv2d_reference
