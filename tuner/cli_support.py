@@ -114,14 +114,13 @@ def _vta_task(rest: str):
     try:
         return vta_conv2d_task(*[int(v) for v in rest.split(",")])
     except (TypeError, ValueError):
-        raise ValueError(
-            f"workload 'vta:{rest}' not understood (vta:C2..C12 | vta:H,W,IC,OC,K,STRIDE,PAD)"
-        ) from None
+        syntax = PREFIXED_WORKLOADS["vta"][2]
+        raise ValueError(f"workload 'vta:{rest}' not understood ({syntax})") from None
 
 
 PREFIXED_WORKLOADS = {
     "nchwc": ("cpu", _nchwc_task, "nchwc:C1..C12"),
-    "vta": ("vta", _vta_task, "vta:C2..C12"),
+    "vta": ("vta", _vta_task, "vta:C2..C12 | vta:H,W,IC,OC,K,STRIDE,PAD"),
 }
 """A workload's ``PREFIX:`` -> (the target it belongs to whatever ``--target``, its task
 maker from the rest of the text, its syntax for errors); operators without a prefix are the
