@@ -78,8 +78,8 @@ cache grew by gigabytes an hour; a network's kernels are held by its modules, no
 
 
 class KernelCache:
-    """``directory=None`` keeps the cache in memory only (then only the ``memory_kernels``
-    most recently used)."""
+    """``directory=None`` keeps the cache in memory only. In memory it keeps the
+    ``memory_kernels`` most recently used kernels (``MEMORY_KERNELS``)."""
 
     def __init__(self, directory: str | os.PathLike | None, memory_kernels: int = MEMORY_KERNELS):
         self.directory = Path(directory) if directory is not None else None
