@@ -403,12 +403,13 @@ def summarize_logs(paths: list[str], plot: str | None = None) -> str:
     if plot:
         from pyvta.tuner.plot import plot_trials_to_target
 
-        medians = {
-            label: {k: v for k, v in r.items() if k not in ("at", "equal")}
-            for label, r in rows.items()
+        medians = {label: {n: v for n, v in r.items() if n in names} for label, r in rows.items()}
+        sampled = {
+            label: r["random (sampled)"] for label, r in rows.items() if "random (sampled)" in r
         }
         title = f"trials to 95% of the best, median of each layer's runs ({len(rows)} logs)"
-        out.append(f"plot: {plot_trials_to_target(medians, trials_n, plot, title)}")
+        drawn = plot_trials_to_target(medians, trials_n, plot, title, sampled)
+        out.append(f"plot: {drawn}")
     return "\n".join(out)
 
 

@@ -92,27 +92,29 @@ def plot_curve_grid(panels: dict, path: str, title: str = "") -> str:
     return path
 
 
-def plot_trials_to_target(rows: dict, trials: int, path: str, title: str = "") -> str:
+def plot_trials_to_target(
+    medians: dict, trials: int, path: str, title: str = "", estimates: dict | None = None
+) -> str:
     """:func:`trials_figure` saved to ``path``; returns ``path``."""
-    trials_figure(rows, trials, title).savefig(path)
+    trials_figure(medians, trials, title, estimates).savefig(path)
     return path
 
 
-def trials_figure(rows: dict, trials: int, title: str = ""):
+def trials_figure(medians: dict, trials: int, title: str = "", estimates: dict | None = None):
     """Per layer, each tuner's median trials to 95% of the best as a bar (logarithmic axis):
-    ``rows`` maps a layer to ``{tuner: median}`` (``trials + 1`` where the median run missed:
-    drawn to the cap, hatched, labelled ``>trials``), and optionally ``"random (sampled)"``,
-    random search's estimate from its samples (negative: a bound), drawn as a marker."""
+    ``medians`` maps a layer to ``{tuner: median}`` (``trials + 1`` where the median run
+    missed: drawn to the cap, hatched, labelled ``>trials``); ``estimates`` maps a layer to
+    random search's trials estimated from its samples (negative: a bound), drawn as a mark."""
     from matplotlib.figure import Figure
 
-    layers = list(rows)
-    names = list({n: None for r in rows.values() for n in r if not n.startswith("random (")})
+    layers = list(medians)
+    names = list({n: None for r in medians.values() for n in r})
     width = 0.8 / max(len(names), 1)
     fig = Figure(figsize=(max(6.0, 0.7 * len(layers) + 2), 4), dpi=100)
     ax = fig.subplots()
     x = np.arange(len(layers))
     for k, name in enumerate(names):
-        vals = [rows[layer].get(name, np.nan) for layer in layers]
+        vals = [medians[layer].get(name, np.nan) for layer in layers]
         missed = [v > trials for v in vals]
         pos = x + (k - (len(names) - 1) / 2) * width
         bars = ax.bar(pos, [min(v, trials) for v in vals], width, label=name)
@@ -122,8 +124,7 @@ def trials_figure(rows: dict, trials: int, title: str = ""):
                 bar.set_alpha(0.5)
                 ax.annotate(f">{trials}", (bar.get_x() + bar.get_width() / 2, trials),
                             ha="center", va="bottom", fontsize=6)  # fmt: skip
-    est = {i: rows[layer]["random (sampled)"] for i, layer in enumerate(layers)
-           if "random (sampled)" in rows[layer]}  # fmt: skip
+    est = {i: estimates[layer] for i, layer in enumerate(layers) if layer in (estimates or {})}
     for bound, marker, what in ((False, "_", ""), (True, "^", ", at least")):
         pts = [(i, abs(e)) for i, e in est.items() if (e < 0) == bound]
         if pts:

@@ -273,9 +273,8 @@ def test_a_printed_run_reads_back_as_compare_returned_it(capsys, tmp_path):
 def test_the_trials_plot_draws_a_missed_median_to_the_cap_hatched():
     from pyvta.tuner.plot import trials_figure
 
-    rows = {"C1": {"xgb": 17, "random": 129, "random (sampled)": -444.0},
-            "C2": {"xgb": 18, "random": 30, "random (sampled)": 37.0}}  # fmt: skip
-    ax = trials_figure(rows, 128).axes[0]
+    medians = {"C1": {"xgb": 17, "random": 129}, "C2": {"xgb": 18, "random": 30}}
+    ax = trials_figure(medians, 128, estimates={"C1": -444.0, "C2": 37.0}).axes[0]
     drawn = sorted((round(b.get_height()), b.get_hatch()) for b in ax.patches)
     assert drawn == [(17, None), (18, None), (30, None), (128, "//")], drawn
     assert [t.get_text() for t in ax.texts] == [">128"]
