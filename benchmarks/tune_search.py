@@ -12,7 +12,7 @@ curves over several seeds, and trials needed to reach 95% of the best cost found
         # CPU time (--timer thread, the default: steady on a shared machine)
     .venv/bin/python benchmarks/tune_search.py --task cpu --layer C4 --trials 128 --batch 8 \
         --seeds 5 --repeats 3 --run-workers 2 --trend 0 --cache c4.jsonl --confirm 16
-        # the README's Zen 1 table: each config judged by the median of its repeats, the 16
+        # docs/measurements.md's Zen 1 table: each config judged by the median of its repeats, the 16
         # best measured 3 more times before the runs are judged (--confirm)
 
 Each distinct config is measured once per benchmark run and the cost is shared by all tuners
