@@ -450,14 +450,13 @@ def tune_command(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"tuning {task.key}: {task.space}  (seed {args.seed})")
+    from pyvta.tuner.features import feature_problem
     from pyvta.tuner.tuners import default_features
 
     features = getattr(args, "features", None) or default_features(task)
-    if features.startswith("context") and task.template.context_fn is None:
-        print(
-            f"error: {task.name} has no context features (choose knob, curve or loop)",
-            file=sys.stderr,
-        )
+    why = feature_problem(task, features)
+    if why:
+        print(f"error: --features {features}: {why}", file=sys.stderr)
         return 2
     extra = {"features": features} if args.tuner.startswith("xgb") else {}
     if getattr(args, "transfer_log", None) and args.tuner.startswith("xgb"):

@@ -10,7 +10,8 @@
   no lowering), cached per task. Same width for every workload of the template (for transfer
   between shapes of one template); ``"context+knob"`` appends the knob features.
 
-A point that cannot be instantiated gets an all-zero row.
+A point that cannot be instantiated gets an all-zero row; a template without the function a
+kind of features is computed from is refused by name (``feature_problem``).
 """
 
 from __future__ import annotations
@@ -66,6 +67,9 @@ class IRFeaturizer(Featurizer):
         return row
 
     def __call__(self, task, indices):
+        why = feature_problem(task, self.kind)
+        if why:  # every row would be zeros: a model of nothing
+            raise ValueError(why)
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         out = (
             np.stack([self._row(task, int(i)) for i in idx])
@@ -90,11 +94,9 @@ class ContextFeaturizer(Featurizer):
         self._tables: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # key -> (rows, known)
 
     def _rows(self, task, idx: np.ndarray) -> np.ndarray:
-        if task.template.context_fn is None:
-            raise ValueError(
-                f"template {task.name!r} has no context_fn; the context features need one"
-                f" (templates with one: {', '.join(_context_templates()) or 'none'})"
-            )
+        why = feature_problem(task, "context")
+        if why:
+            raise ValueError(why)
 
         def compute(todo) -> np.ndarray:
             return np.stack([task.context(task.space.get(int(i))) for i in todo]).astype(
@@ -140,8 +142,26 @@ def fits(task: Task, indices, featurizer: Featurizer | None = None) -> np.ndarra
     return featurizer._rows(task, idx).any(axis=1) if idx.size else np.zeros(0, bool)
 
 
-def _context_templates() -> list[str]:
-    """Names of the tuner's templates that have a ``context_fn`` (for error messages)."""
+# the template function a kind of features is computed from (``Template``'s field)
+FEATURE_SOURCES = {"context": "context_fn", "curve": "lower_fn", "loop": "lower_fn"}
+
+
+def feature_problem(task: Task, name: str) -> str | None:
+    """Why the features ``name`` (``make_featurizer``'s) cannot describe ``task``'s points (its
+    template lacks the function they are computed from: ``FEATURE_SOURCES``), naming the
+    templates that have it; or None."""
+    kind = name.partition("+")[0]
+    source = FEATURE_SOURCES.get(kind)
+    if source is None or getattr(task.template, source) is not None:
+        return None
+    return (
+        f"template {task.name!r} has no {source}; the {kind} features need one"
+        f" (templates with one: {', '.join(_templates_with(source)) or 'none'})"
+    )
+
+
+def _templates_with(source: str) -> list[str]:
+    """Names of the tuner's templates whose ``source`` (a ``Template`` field) is set."""
     import importlib
 
     from pyvta.tuner.task import Template
@@ -153,14 +173,15 @@ def _context_templates() -> list[str]:
         except ImportError:
             continue
         for v in vars(m).values():
-            if isinstance(v, Template) and v.context_fn is not None and v.name not in names:
+            if isinstance(v, Template) and getattr(v, source) is not None and v.name not in names:
                 names.append(v.name)
     return names
 
 
 def make_featurizer(name: str) -> Featurizer:
     """``"knob"``, ``"curve"``, ``"loop"``, ``"curve+knob"``, ``"loop+knob"``, ``"context"`` or
-    ``"context+knob"`` (the last two need a template with a ``context_fn``)."""
+    ``"context+knob"`` (all but the first need a template with the function they are
+    computed from: ``feature_problem``)."""
     if name == "knob":
         return KnobFeaturizer()
     if name in ("context", "context+knob"):

@@ -64,6 +64,13 @@ def _no_fit(config, *args):
     raise InvalidConfig("tile does not fit the buffer")
 
 
+@pytest.mark.parametrize("kind", ["curve", "loop+knob"])
+def test_a_template_without_loops_is_refused_by_name(kind):
+    t = Template("test.noloops", lambda: ConfigSpace([BoolKnob("a")]), _no_fit)
+    with pytest.raises(ValueError, match=r"'test\.noloops' has no lower_fn.*cpu\.gemm"):
+        make_featurizer(kind)(t.task(), [0, 1])
+
+
 @pytest.mark.parametrize("kind", ["curve", "loop"])
 def test_invalid_points_featurize_to_zeros(kind):
     t = Template("test.nofit", lambda: ConfigSpace([BoolKnob("a")]), _no_fit, lower_fn=_no_fit)

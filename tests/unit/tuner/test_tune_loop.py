@@ -147,7 +147,14 @@ def test_tune_command_features_option(capsys):
     base = ["--trials", "2", "--batch", "2", "--no-progress"]
     # context features need a template that has them: the CPU GEMM has not
     assert tune_command(parser.parse_args(["gemm:32,32,32", "--features", "context", *base])) == 2
-    assert "no context features" in capsys.readouterr().err
+    assert "has no context_fn; the context features need one" in capsys.readouterr().err
+    # nor loop IR features one whose loops the tuner cannot lower: the NCHWc conv's (its rows
+    # would all be zeros, a model of nothing)
+    args = parser.parse_args(["nchwc:C5", "--features", "curve", *base])
+    assert tune_command(args) == 2
+    err = capsys.readouterr().err
+    assert "'cpu.conv2d_nchwc' has no lower_fn; the curve features need one" in err
+    assert "cpu.gemm" in err  # a template that has one
     with pytest.raises(SystemExit):
         parser.parse_args(["gemm:32,32,32", "--features", "bogus"])
 
