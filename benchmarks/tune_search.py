@@ -54,15 +54,14 @@ def _load() -> str:
 def make_search(name: str, task, seed: int, batch: int, trend: float | None = None):
     """``(tuner, initial configs)`` for a ``--tuners`` entry: ``xgb`` (the task's default
     features; ``trend``: the linear trend's weight, None: ``make_tuner``'s default),
-    ``xgb-knob`` / ``xgb-curve`` / ``xgb-context`` (those features), ``xgb+prior``
-    (the first batch is the backend's most promising candidates, ``task.prior``, as ``pyvta tune``
-    measures by default, instead of random points),
-    ``xgb-reg``, ``random``, ``ga``."""
+    ``xgb-knob`` / ``xgb-curve`` / ``xgb-context`` / ``xgb-context+knob`` (those features),
+    ``xgb+prior`` (the first batch is the backend's most promising candidates, ``task.prior``,
+    as ``pyvta tune`` measures by default, instead of random points), ``xgb-reg``, ``random``,
+    ``ga``."""
     from pyvta.tuner.tuners import make_tuner
 
-    base, _, prior = name.partition("+")
-    if prior not in ("", "prior"):
-        raise SystemExit(f"unknown tuner {name!r}")
+    prior = name.endswith("+prior")
+    base = name.removesuffix("+prior")
     kind, _, feats = base.partition("-")
     kw = {"features": feats} if kind == "xgb" and feats not in ("", "reg") else {}
     if kind == "xgb" and trend is not None:
