@@ -322,10 +322,10 @@ def measurer_for(args):
 def resolve_target(args, network: bool):
     """(Target, device) of ``--target``/``--device`` for a workload (``vta:...`` and networks:
     ``vta`` by default, other operators ``cpu``); an old spelling prints a one-line notice."""
-    from pyvta.compiler.targets import resolve
+    from pyvta.compiler.targets import NETWORK_DEFAULT, resolve
 
     _old_devices(args)
-    implied = "vta" if network else workload_target(args.workload)
+    implied = NETWORK_DEFAULT if network else workload_target(args.workload)
     spec, device, said = resolve(args.target or implied, None, OLD_TARGETS, default_device=False)
     if said:
         print(f"notice: {said}", file=sys.stderr)

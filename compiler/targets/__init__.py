@@ -17,7 +17,11 @@ from pathlib import Path
 
 from pyvta.compiler.targets.base import Target, TargetError
 
-__all__ = ["Target", "TargetError", "get_target", "resolve", "target_names"]
+__all__ = ["NETWORK_DEFAULT", "Target", "TargetError", "get_target", "resolve", "target_names"]
+
+NETWORK_DEFAULT = "vta"
+"""The target a whole network compiles for when a command names none (``pyvta compile``,
+``pyvta run``, ``pyvta tune MODEL``): the accelerator."""
 
 
 @cache

@@ -15,13 +15,16 @@ from pyvta.commands.network import (
     plan_lines,
 )
 from pyvta.commands.vocabulary import TARGET_HELP
+from pyvta.compiler.targets import NETWORK_DEFAULT
 
 HELP = "compile MODEL.onnx into an artifact (.npz: graph, constants, accelerator kernels)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX file")
-    p.add_argument("--target", default="vta", help=f"{TARGET_HELP} (default vta)")
+    p.add_argument(
+        "--target", default=NETWORK_DEFAULT, help=f"{TARGET_HELP} (default {NETWORK_DEFAULT})"
+    )
     add_config_argument(p)
     p.add_argument(
         "--tuning-log",

@@ -21,6 +21,7 @@ from pyvta.commands.network import (
     vta_summary,
 )
 from pyvta.commands.vocabulary import add_target_arguments
+from pyvta.compiler.targets import NETWORK_DEFAULT
 
 REAL_KINDS = "fiu"  # numpy dtype kinds an input may have: float, signed and unsigned integer
 
@@ -32,7 +33,7 @@ HELP = (
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help="ONNX file, or an artifact written by pyvta compile")
-    add_target_arguments(p, default="vta")
+    add_target_arguments(p)
     add_config_argument(p)
     p.add_argument(
         "--input",
@@ -156,7 +157,9 @@ def _check_device_options(args: argparse.Namespace, device: str | None) -> None:
         ("--key-file", args.key_file, "key_file", "--device tcp://HOST:PORT"),
     ):
         if given and option not in takes:
-            here = f"--target {args.target or 'vta'}" + (f" --device {device}" if device else "")
+            here = f"--target {args.target or NETWORK_DEFAULT}" + (
+                f" --device {device}" if device else ""
+            )
             raise CommandError(f"{flag} applies to {where}, not {here}")
 
 

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 
 from pyvta.commands.common import CommandError
+from pyvta.compiler.targets import NETWORK_DEFAULT
 
 OLD_TARGETS: dict[str, tuple[str, str | None]] = {
     "vta-sim": ("vta", "sim"),
@@ -43,7 +44,7 @@ def notice(text: str) -> None:
     print(f"notice: {text}", file=sys.stderr)
 
 
-def add_target_arguments(p: argparse.ArgumentParser, default: str | None = "vta") -> None:
+def add_target_arguments(p: argparse.ArgumentParser, default: str | None = NETWORK_DEFAULT) -> None:
     """``--target`` and ``--device`` (parsed by :func:`resolve`)."""
     shown = f" (default {default})" if default else ""
     p.add_argument("--target", default=None, help=f"{TARGET_HELP}{shown}")
@@ -53,7 +54,7 @@ def add_target_arguments(p: argparse.ArgumentParser, default: str | None = "vta"
 def resolve(
     target: str | None,
     device: str | None,
-    default: str = "vta",
+    default: str = NETWORK_DEFAULT,
     say: Callable[[str], None] = notice,
     run: bool = True,
 ):

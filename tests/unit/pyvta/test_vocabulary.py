@@ -140,3 +140,23 @@ def test_sim_runs_a_bundle_on_a_device_like_the_simulator(tmp_path, capsys):
     assert "--cycles apply to the simulator run" in capsys.readouterr().err
     assert main(["sim", str(bundle), "--device", "nowhere"]) == 2
     assert "unknown device 'nowhere'" in capsys.readouterr().err
+
+
+def test_every_network_command_defaults_to_one_target():
+    """``pyvta compile``, ``pyvta run`` and ``pyvta tune MODEL`` without ``--target`` compile
+    for the one default, ``compiler.targets.NETWORK_DEFAULT``; an operator workload keeps
+    its own (``gemm:...`` the CPU)."""
+    import argparse
+
+    from pyvta.commands import compile_model
+    from pyvta.compiler.targets import NETWORK_DEFAULT
+    from pyvta.tuner.cli_support import resolve_target
+
+    p = argparse.ArgumentParser()
+    compile_model.add_arguments(p)
+    assert p.parse_args(["m.onnx", "-o", "m.npz"]).target == NETWORK_DEFAULT
+    assert resolve(None, None, say=lambda _: None)[0] is get_target(NETWORK_DEFAULT)
+    tune = argparse.Namespace(target=None, device=None, workload="m.onnx")
+    assert resolve_target(tune, network=True)[0] is get_target(NETWORK_DEFAULT)
+    tune = argparse.Namespace(target=None, device=None, workload="gemm:64,64,64")
+    assert resolve_target(tune, network=False)[0] is get_target("cpu")
