@@ -8,19 +8,22 @@ every conv layer ran at that peak (the most any tuning of them could give).
 Per model (the zoo's, seed 0): the network compiled with the compiler's default schedules (and,
 with ``--logs``, with the tuned ones of ``DIR/MODEL_SIZE_cpu.jsonl``: ``tuned_schedules``, the
 in-network choices first) runs ``--rounds`` rounds on ``--threads`` threads, each node timed by
-the executor; after each inference the FMA peak (``benchmarks/cpu_peak.py``) is measured for
+the executor in the second of two inferences (the first refills the caches the bandwidth's read
+below flushed: timed right after that read, MobileNet's 112-wide depthwise layers took 2.3x
+their time in back-to-back inferences, ``benchmarks/cpu_layers_alone.py``); after each round
+the FMA peak (``benchmarks/cpu_peak.py``) is measured for
 ``--peak-seconds`` on the same threads, so a layer's share of the peak is taken against the
 peak of its own round (the host's speed may move between rounds). Per conv workload: its
 launches, ms per inference, GFLOP/s and median share of the peak (FLOPs of the direct conv: a
 Winograd layer does fewer, and can pass 100%); then the conv layers' and the other nodes' ms,
 and the bound: the network's ms with every conv layer below the peak brought up to it (the
 others as measured), and the speed-up that would be. A depthwise layer's few FLOPs per byte
-leave it bound by memory, far below the peak.
+leave it far below the peak.
 
 The memory floor: when the network's conv weights outgrow the last-level cache (ResNet-18's
 42.6 MiB against a 32 MiB L3), every inference reads them from memory, and no schedule can run a
 layer faster than its weights take to read (direct-conv weights: a Winograd layer reads more).
-After each inference the read bandwidth is measured on the same threads (a buffer of
+After each round the read bandwidth is measured on the same threads (a buffer of
 ``BANDWIDTH_BUFFER_LLC`` x the cache, at least ``BANDWIDTH_BUFFER_MIN_BYTES``, summed by numpy
 on one Python thread per CPU: numpy releases the GIL), and a layer's floor is the larger of its
 FLOPs at the peak and its weights at that bandwidth; the second bound brings every layer below
@@ -84,6 +87,7 @@ def measure(onnx: str, schedules, args, llc_bytes: int | None):
     layer_ms: dict[str, list[float]] = defaultdict(list)
     other_ms, peaks, bandwidths = [], [], []
     for _ in range(args.rounds):
+        run_model(cm, x, backends=kernels)  # after the bandwidth's read: the caches refilled
         rows = run_model(cm, x, backends=kernels)[1].rows
         peaks.append(statistics.median(peak_gflops(args.threads, args.peak_seconds, 1)))
         bandwidths.append(read_bandwidth_gbs(buffer, args.threads))
@@ -162,37 +166,50 @@ def headroom(onnx: str, schedules, args) -> dict[str, float]:
     }
 
 
-def main(argv=None) -> int:
-    from pyvta.tuner.cpu_network import tuned_schedules
-
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_model_arguments(ap: argparse.ArgumentParser, rounds: int) -> None:
+    """The options of a benchmark of the zoo's networks on the CPU (:func:`model_variants`)."""
     ap.add_argument("--models", default="resnet18,mobilenet")
     ap.add_argument("--size", type=int, default=224)
-    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=rounds)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--peak-seconds", dest="peak_seconds", type=float, default=0.2)
     ap.add_argument("--logs", default="", help="folder of MODEL_SIZE_cpu.jsonl: also the tuned")
     ap.add_argument("--models-dir", dest="models_dir", default="out/headroom",
                     help="where the zoo's models are saved")  # fmt: skip
-    args = ap.parse_args(argv)
-    if args.rounds < 1 or args.threads < 1 or args.peak_seconds <= 0:
-        ap.error("--rounds and --threads must be >= 1, --peak-seconds > 0")
+
+
+def model_variants(args, ap: argparse.ArgumentParser):
+    """``(model, "default" | "tuned", onnx path, schedules)`` for each of ``--models`` (saved
+    from the zoo, seed 0, into ``--models-dir``): the compiler's default schedules, and with
+    ``--logs`` the tuned ones (``tuned_schedules``: the in-network choices first)."""
+    from pyvta.tuner.cpu_network import tuned_schedules
+
+    if args.rounds < 1 or args.threads < 1:
+        ap.error("--rounds and --threads must be >= 1")
     folder = Path(args.models_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
     for model in args.models.split(","):
         onnx = folder / f"{model}_{args.size}.onnx"
         if not onnx.exists():
             zoo.save_model(model, str(onnx), size=args.size, seed=0)
-        variants = {"default": None}
+        yield model, "default", str(onnx), None
         if args.logs:
             log = Path(args.logs) / f"{model}_{args.size}_cpu.jsonl"
             if not log.exists():
                 ap.error(f"--logs: no {log}")
-            variants["tuned"] = tuned_schedules(str(onnx), str(log))
-        for name, schedules in variants.items():
-            print(f"{model}, {name} schedules, {args.rounds} rounds:")
-            headroom(str(onnx), schedules, args)
+            yield model, "tuned", str(onnx), tuned_schedules(str(onnx), str(log))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_model_arguments(ap, rounds=20)
+    ap.add_argument("--peak-seconds", dest="peak_seconds", type=float, default=0.2)
+    args = ap.parse_args(argv)
+    if args.peak_seconds <= 0:
+        ap.error("--peak-seconds must be > 0")
+    t0 = time.perf_counter()
+    for model, name, onnx, schedules in model_variants(args, ap):
+        print(f"{model}, {name} schedules, {args.rounds} rounds:")
+        headroom(onnx, schedules, args)
     print(f"({time.perf_counter() - t0:.0f} s)")
     return 0
 
