@@ -68,18 +68,24 @@ def read_bandwidth_gbs(buffer: np.ndarray, threads: int) -> float:
     return buffer.nbytes / slowest_thread_s(lambda k: parts[k].sum(), threads) / 1e9
 
 
-def measure(onnx: str, schedules, args, llc_bytes: int | None):
-    """The network's rounds: ``(work, layer_ms, other_ms, peaks, bandwidths)``: each conv
-    node's workload, per workload key its ms per round (all launches), the other nodes' ms,
-    the FMA peak (GFLOP/s) and the read bandwidth (GB/s) after each round."""
+def compiled_convs(onnx: str, schedules):
+    """``(compiled model, conv node -> its workload)`` of the network ``onnx`` compiled for the
+    CPU with ``schedules`` (None: the defaults)."""
     cm = compile_model(onnx, "cpu", cpu_schedules=schedules)
     g = cm.graph
-    work = {
+    return cm, {
         n.name: node_workload(n, g.values[n.inputs[0]].shape)
         for n in g.nodes
         if n.op == "cpu_conv2d"
     }
-    kernels = {"cpu": CpuKernels(g, args.threads)}
+
+
+def measure(onnx: str, schedules, args, llc_bytes: int | None):
+    """The network's rounds: ``(work, layer_ms, other_ms, peaks, bandwidths)``: each conv
+    node's workload, per workload key its ms per round (all launches), the other nodes' ms,
+    the FMA peak (GFLOP/s) and the read bandwidth (GB/s) after each round."""
+    cm, work = compiled_convs(onnx, schedules)
+    kernels = {"cpu": CpuKernels(cm.graph, args.threads)}
     x = zoo.sample_inputs(1, args.size, 0)[0]
     buffer_bytes = max(BANDWIDTH_BUFFER_MIN_BYTES, BANDWIDTH_BUFFER_LLC * (llc_bytes or 0))
     buffer = np.ones(buffer_bytes // 4, dtype=np.float32)
@@ -199,6 +205,17 @@ def model_variants(args, ap: argparse.ArgumentParser):
             yield model, "tuned", str(onnx), tuned_schedules(str(onnx), str(log))
 
 
+def each_variant(args, ap: argparse.ArgumentParser, measure_fn, what: str) -> int:
+    """``measure_fn(onnx, schedules, args)`` on each of :func:`model_variants`, under a line
+    naming the model, its schedules and ``what``; then the seconds it all took."""
+    t0 = time.perf_counter()
+    for model, name, onnx, schedules in model_variants(args, ap):
+        print(f"{model}, {name} schedules, {what}:")
+        measure_fn(onnx, schedules, args)
+    print(f"({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_model_arguments(ap, rounds=20)
@@ -206,12 +223,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.peak_seconds <= 0:
         ap.error("--peak-seconds must be > 0")
-    t0 = time.perf_counter()
-    for model, name, onnx, schedules in model_variants(args, ap):
-        print(f"{model}, {name} schedules, {args.rounds} rounds:")
-        headroom(onnx, schedules, args)
-    print(f"({time.perf_counter() - t0:.0f} s)")
-    return 0
+    return each_variant(args, ap, headroom, f"{args.rounds} rounds")
 
 
 if __name__ == "__main__":

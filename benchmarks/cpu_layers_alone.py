@@ -29,11 +29,10 @@ import time
 from collections import Counter, defaultdict
 
 import numpy as np
-from cpu_headroom import add_model_arguments, model_variants
+from cpu_headroom import add_model_arguments, compiled_convs, each_variant
 
 from pyvta.compiler.graph import zoo
-from pyvta.compiler.graph.compile import compile_model
-from pyvta.compiler.targets.cpu.kernels import CpuKernels, node_workload
+from pyvta.compiler.targets.cpu.kernels import CpuKernels
 from pyvta.runtime.compiled_model import run_model
 
 
@@ -60,15 +59,9 @@ def compare(onnx: str, schedules, args) -> dict[str, float]:
     """Print the table of one network; return its conv layers' ms in the network and alone."""
     from pyvta.compiler.backend.llvm.runtime import caller_bound
 
-    cm = compile_model(onnx, "cpu", cpu_schedules=schedules)
-    g = cm.graph
-    work = {
-        n.name: node_workload(n, g.values[n.inputs[0]].shape)
-        for n in g.nodes
-        if n.op == "cpu_conv2d"
-    }
+    cm, work = compiled_convs(onnx, schedules)
     convs = list(work)
-    kernels = CpuKernels(g, args.threads)
+    kernels = CpuKernels(cm.graph, args.threads)
     rng = np.random.default_rng(0)
     calls = {name: bound_calls(kernels.modules[name], rng) for name in convs}
     x = zoo.sample_inputs(1, args.size, 0)[0]
@@ -108,12 +101,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.alone_runs < 1:
         ap.error("--alone-runs must be >= 1")
-    t0 = time.perf_counter()
-    for model, name, onnx, schedules in model_variants(args, ap):
-        print(f"{model}, {name} schedules, {args.rounds} rounds, {args.threads} threads:")
-        compare(onnx, schedules, args)
-    print(f"({time.perf_counter() - t0:.0f} s)")
-    return 0
+    return each_variant(args, ap, compare, f"{args.rounds} rounds, {args.threads} threads")
 
 
 if __name__ == "__main__":
