@@ -52,17 +52,10 @@ def _slowdown(curves, k: int, best: float) -> float:
     return float(np.exp(np.mean([np.log(c[min(k, len(c)) - 1] / best) for c in curves])))
 
 
-def known_templates() -> dict:
-    """The templates whose tasks a log's keys are rebuilt into: the CPU's, VTA's conv2d and
-    the synthetic GEMM's (``tune_search``'s tasks)."""
-    from pyvta.tuner import cpu, synthetic, vta
-
-    return {**cpu.TEMPLATES, **{t.name: t for t in (vta.CONV2D, synthetic.TILED_GEMM)}}
-
-
 def pools(log: str, templates: dict | None = None) -> list[tuple]:
     """``(task, indices, seen, judged)`` per task of ``log`` (JSON lines, or gzipped as
-    ``benchmarks/results`` keeps them; of ``templates``, default ``known_templates()``): each
+    ``benchmarks/results`` keeps them; of ``templates``, default the tuner's,
+    ``tuner.task.known_templates``): each
     config's first record, the fastest of its repeats (what the search saw; ``inf`` if it
     failed) and their median (what it is judged by)."""
     if str(log).endswith(".gz"):
@@ -72,6 +65,7 @@ def pools(log: str, templates: dict | None = None) -> list[tuple]:
                 shutil.copyfileobj(src, dst)
             return pools(str(plain), templates)
     from pyvta.tuner.log import read_records, tasks_in_log
+    from pyvta.tuner.task import known_templates
 
     out = []
     for task in tasks_in_log(log, templates or known_templates()):

@@ -162,20 +162,9 @@ def feature_problem(task: Task, name: str) -> str | None:
 
 def _templates_with(source: str) -> list[str]:
     """Names of the tuner's templates whose ``source`` (a ``Template`` field) is set."""
-    import importlib
+    from pyvta.tuner.task import known_templates
 
-    from pyvta.tuner.task import Template
-
-    names = []
-    for mod in ("vta", "cpu", "synthetic"):
-        try:
-            m = importlib.import_module(f".{mod}", __package__)
-        except ImportError:
-            continue
-        for v in vars(m).values():
-            if isinstance(v, Template) and getattr(v, source) is not None and v.name not in names:
-                names.append(v.name)
-    return names
+    return [name for name, t in known_templates().items() if getattr(t, source) is not None]
 
 
 def make_featurizer(name: str) -> Featurizer:

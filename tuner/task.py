@@ -123,3 +123,24 @@ class Task:
 
     def __repr__(self):
         return f"Task({self.key}, {self.space})"
+
+
+TEMPLATE_MODULES = ("vta", "cpu", "synthetic")  # the tuner's modules that define templates
+
+
+def known_templates() -> dict[str, Template]:
+    """The tuner's templates by name (those ``TEMPLATE_MODULES`` define or import, in that
+    order; a module that does not import here is left out): what a log's task keys are rebuilt
+    into, and what an error names as the templates that have something."""
+    import importlib
+
+    out: dict[str, Template] = {}
+    for mod in TEMPLATE_MODULES:
+        try:
+            m = importlib.import_module(f"pyvta.tuner.{mod}")
+        except ImportError:
+            continue
+        for v in vars(m).values():
+            if isinstance(v, Template):
+                out.setdefault(v.name, v)
+    return out
