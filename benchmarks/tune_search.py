@@ -14,6 +14,9 @@ curves over several seeds, and trials needed to reach 95% of the best cost found
         --seeds 5 --repeats 3 --run-workers 2 --trend 0 --cache c4.jsonl --confirm 16
         # docs/measurements.md's Zen 1 table: each config judged by the median of its repeats, the 16
         # best measured 3 more times before the runs are judged (--confirm)
+    .venv/bin/python benchmarks/tune_search.py --from-summaries S1.json S2.json ...
+        # measures nothing: the table of sittings whose figures --summary S.json kept (a layer
+        # may have several: the rule combines them by the geometric mean of their ratios)
 
 Each distinct config is measured once per benchmark run and the cost is shared by all tuners
 and seeds (same noise for everyone, fewer measurements); ``--cache LOG`` keeps them across runs.
@@ -25,9 +28,9 @@ a ResNet-18 layer, costed by the simulator's cycle model (deterministic, noise-f
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
-import re
 import time
 from pathlib import Path
 from statistics import geometric_mean
@@ -166,7 +169,7 @@ def compare(
     )
     checks = [c for c in (16, 32, 64, 128, 256, 512, 1024) if c <= trials]
     print("\nbest-so-far / best (mean over seeds) at trials " + ", ".join(map(str, checks)))
-    medians, at = {}, {}
+    medians, at, run_hits = {}, {}, {}
     for name, runs in curves.items():
         arr = np.array([r + [r[-1]] * (trials - len(r)) for r in runs]) / best
         row = "  ".join(f"{arr[:, c - 1].mean():6.3f}" for c in checks)
@@ -176,6 +179,7 @@ def compare(
         # a run that never reaches the target counts as trials + 1 (a median of those is ">")
         med = float(np.median([h if h is not None else trials + 1 for h in hits]))
         medians[name] = med
+        run_hits[name] = hits
         shown = f">{trials}" if med > trials else f"{med:g}"
         print(
             f"  {name:8s} {row}   trials to 95%: {hits} (median {shown})   to 99%: {hits99}"
@@ -219,6 +223,7 @@ def compare(
         plot_curves(curves, plot, title=task.key, unit=task.cost_unit, best=best)
         print(f"curves: {plot}")
     medians["best"] = best
+    medians["hits"] = run_hits  # each run's trials to 95% (None: missed)
     medians["at"] = at
     medians["curves"] = curves
     return medians
@@ -275,9 +280,11 @@ def _estimate_table(rows: dict, names, trials: int, key: str, what: str) -> list
     ratios = {n: [] for n in names}
     for layer, med in sampled.items():
         est = med[key]
-
         cells = [layer, f">{-est:.0f}" if est < 0 else f"{est:.0f}"]
         for n in names:
+            if n not in med:  # a sitting without this tuner
+                cells.append("")
+                continue
             m = med[n]
             mark = ">=" if est < 0 else ""
             mark = "<=" if m > trials else mark
@@ -307,14 +314,17 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
         shown = f">{trials}" if base > trials and not exact else f"{base:g}"
         cells = [layer, size, f"{shown}{' (exact)' if exact else ''}"]
         for n in names:
-            m = med[n]
-            if m > trials and base > trials and not exact:  # both missed: no ratio
+            if n not in med:  # a sitting without this tuner
+                cells += ["", ""]
+                continue
+            m, r = med[n], sitting_ratio(med, n, trials)
+            if r is None:  # both missed: no ratio
                 cells += [f">{trials}", "n/a"]
                 continue
             mark = ">=" if (base > trials and not exact) else ""
             mark = "<=" if m > trials else mark
-            cells += [f">{trials}" if m > trials else f"{m:g}", f"{mark}{base / m:.2f}x"]
-            ratios[n].append(base / m)
+            cells += [f">{trials}" if m > trials else f"{m:g}", f"{mark}{r:.2f}x"]
+            ratios[n].append(r)
         out.append("| " + " | ".join(cells) + " |")
     geo = ["geomean", "", ""]
     for n in names:
@@ -328,88 +338,164 @@ def summary_table(rows: dict, tuner_names, trials: int, sizes: dict | None = Non
     # the AutoTVM paper's view: how good the best config is after the same number of trials
     checks = [c for c in (16, 32, 64) if c <= trials]
     every = list(tuner_names)
+    curved = {layer: med for layer, med in rows.items() if med["at"]}  # transcribed: none
+    if not curved:
+        return "\n".join(out)
     out += ["", "best-so-far cost / optimum (mean over seeds) at " + ", ".join(map(str, checks))]
     out += ["| layer | " + " | ".join(every) + " |", "|" + "---|" * (1 + len(every))]
-    for layer, med in rows.items():
-        cells = [" / ".join(f"{med['at'][n][c]:.2f}" for c in checks) for n in every]
+    for layer, med in curved.items():
+        cells = [
+            " / ".join(f"{med['at'][n][c]:.2f}" for c in checks) if n in med["at"] else "-"
+            for n in every
+        ]
         out.append(f"| {layer} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
-_TUNER_ROW = re.compile(
-    r"^\s+(\S+)\s+((?:[\d.]+\s+)+)trials to 95%: \[.*?\] \(median (>?)([\d.]+)\)", re.M
+def sitting_ratio(row: dict, name: str, trials: int) -> float | None:
+    """Random search's median trials to 95% over ``name``'s in one sitting's ``row`` (exact
+    where the space was fully measured; a median that missed counts as ``trials + 1``, so the
+    ratio is then a bound), or None where both missed or ``name`` did not run."""
+    exact = "random (exact)" in row
+    base = row.get("random (exact)", row.get("random"))
+    if name not in row or base is None or (row[name] > trials and base > trials and not exact):
+        return None
+    return base / row[name]
+
+
+SUMMARY_VERSION = (
+    1  # of a sitting's JSON summary (``--summary`` writes, ``--from-summaries`` reads)
 )
-_ESTIMATE = re.compile(
-    r"random search, estimated from its \d+ (uniform|valid) samples: .*median about (>?)(\d+)"
-)
-_EQUAL = re.compile(r"^\s+(\S+)\s+\[.*?\] \(median .*?\)\s+random / \S+: ([\d.]+)x", re.M)
+# random search's median trials to 95% estimated from its own samples: the summary's name of
+# each estimate -> its key in a row of ``compare`` (``_sampled_random_trials``)
+RANDOM_ESTIMATES = {"uniform": "random (sampled)", "valid": "random (valid)"}
 
 
-def rows_from_log(text: str) -> tuple[dict, int, int | None]:
-    """``(row, trials, points)`` from one layer's printed run of this benchmark (its medians
-    as ``compare`` returns them: a tuner's median trials to 95%, ``trials + 1`` where it
-    missed; random's estimates from its samples, negative where none came within 95%;
-    ``at``: best-so-far / best at the checked trials; ``equal``: random / tuner at random's
-    final level), for :func:`summary_table` over layers measured in separate sittings."""
-    head = re.search(r"^(\d+) trials, batch", text, re.M)
-    size = re.search(r"ConfigSpace\(size=(\d+)", text)
-    checks = re.search(r"best-so-far / best \(mean over seeds\) at trials ([\d, ]+)", text)
-    if head is None or checks is None:
-        raise ValueError("not a finished run of this benchmark (no trials line or no summary)")
-    trials = int(head.group(1))
-    checks = [int(c) for c in checks.group(1).split(",")]
-    row: dict = {"at": {}, "equal": {}}
-    for name, values, missed, med in _TUNER_ROW.findall(text):
-        row[name] = trials + 1 if missed else float(med)
-        row["at"][name] = dict(zip(checks, map(float, values.split()), strict=True))
-    for kind, bound, est in _ESTIMATE.findall(text):
-        key = "random (sampled)" if kind == "uniform" else "random (valid)"
-        row[key] = -float(est) if bound else float(est)
-    for name, ratio in _EQUAL.findall(text.split("trials to random's median best")[-1]):
-        row["equal"][name] = float(ratio)
-    return row, trials, int(size.group(1)) if size else None
+def sitting_summary(label: str, task, row: dict, trials: int, batch: int, seeds: int) -> dict:
+    """One layer's runs (``compare``'s ``row``) as the JSON ``--summary`` keeps: each tuner's
+    median trials to 95% (``trials + 1``: the median run missed) and every run's (null: it
+    missed), random search's estimates from its samples (negative: a bound), the best-so-far
+    over the best at the checked trials (mean over seeds), random / tuner at random's final
+    level. ``--from-summaries`` reads it back as the row (:func:`row_of`)."""
+    names = list(row["hits"])
+    level = row.get("at random's level", {})
+    medians = {n: row[n] for n in names}
+    if "random (exact)" in row:
+        medians["random (exact)"] = row["random (exact)"]
+    return {
+        "v": SUMMARY_VERSION,
+        "layer": label,
+        "task": task.key,
+        "points": len(task.space),
+        "trials": trials,
+        "batch": batch,
+        "seeds": seeds,
+        "best": row["best"],
+        "unit": task.cost_unit,
+        "medians": medians,
+        "hits": row["hits"],
+        "random_estimates": {k: row[key] for k, key in RANDOM_ESTIMATES.items() if key in row},
+        "at": {n: {str(c): v for c, v in row["at"][n].items()} for n in names},
+        "equal": {n: level["random"] / level[n] for n in names if n != "random" and n in level},
+        "source": "measured",
+    }
 
 
-def summarize_logs(paths: list[str], plot: str | None = None) -> str:
-    """:func:`summary_table` of single-layer runs printed to ``paths`` (a layer's label: the
-    first ``C<n>`` in its file name, else the name; in the labels' order), and the geomean of
-    random / tuner at random's final level; with ``plot``, a PNG of each layer's trials to 95%
-    (``tuner.plot.plot_trials_to_target``)."""
-    rows, sizes, trials = {}, {}, set()
-    labelled = {}
+def row_of(summary: dict) -> dict:
+    """The row of :func:`summary_table` a sitting's summary holds (a transcribed one may lack
+    the per-run trials and the best-so-far)."""
+    row = dict(summary["medians"])
+    estimates = summary.get("random_estimates", {})
+    row.update({RANDOM_ESTIMATES[k]: v for k, v in estimates.items()})
+    row["at"] = {n: {int(c): v for c, v in at.items()} for n, at in summary.get("at", {}).items()}
+    row["equal"] = dict(summary.get("equal", {}))
+    return row
+
+
+def load_summaries(paths: list[str]) -> list[dict]:
+    """The sittings' summaries in ``paths`` (each file one summary or a list of them)."""
+    out = []
     for path in paths:
-        found = re.search(r"C\d+", Path(path).name)
-        label = found.group(0) if found else Path(path).stem
-        if label in labelled:
-            raise SystemExit(f"--from-logs: {labelled[label]} and {path} are both {label}")
-        labelled[label] = path
-    for label in sorted(labelled, key=lambda s: (len(s), s)):  # C2 before C10
         try:
-            rows[label], t, sizes[label] = rows_from_log(Path(labelled[label]).read_text())
-        except ValueError as e:
-            raise SystemExit(f"--from-logs: {labelled[label]}: {e}") from None
-        trials.add(t)
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"--from-summaries: {path}: {e}") from None
+        for s in data if isinstance(data, list) else [data]:
+            if not isinstance(s, dict) or s.get("v") != SUMMARY_VERSION:
+                raise SystemExit(
+                    f"--from-summaries: {path}: not a summary of this benchmark (version"
+                    f" {SUMMARY_VERSION}, as --summary writes them)"
+                )
+            out.append(s)
+    return out
+
+
+def summarize_sittings(paths: list[str], plot: str | None = None) -> str:
+    """:func:`summary_table` of the sittings summed up in ``paths`` (layers in order, C2 before
+    C10; a layer's sittings in the order given, numbered where it has several), then, per
+    tuner, **the rule**: each layer's random / tuner the geometric mean of its sittings' ratios
+    (a bound counts as its value; a sitting where both missed has none), the figure the
+    geometric mean of the layers'; the same at random's final level. With ``plot``, a PNG of
+    each sitting's median trials to 95% (``tuner.plot.plot_trials_to_target``)."""
+    sittings = load_summaries(paths)
+    if not sittings:
+        raise SystemExit("--from-summaries: no sittings")
+    trials = {s["trials"] for s in sittings}
     if len(trials) != 1:
-        raise SystemExit(f"--from-logs: the runs have different trial counts {sorted(trials)}")
-    names = ["random"] + sorted({n for r in rows.values() for n in r["equal"]})
+        raise SystemExit(f"--from-summaries: the runs have different trial counts {sorted(trials)}")
     trials_n = trials.pop()
+    by_layer: dict[str, list[dict]] = {}
+    for s in sittings:
+        by_layer.setdefault(s["layer"], []).append(row_of(s) | {"points": s["points"]})
+    layers = sorted(by_layer, key=lambda s: (len(s), s))
+    rows, sizes = {}, {}
+    for layer in layers:
+        for k, row in enumerate(by_layer[layer], 1):
+            label = layer if len(by_layer[layer]) == 1 else f"{layer} #{k}"
+            rows[label], sizes[label] = row, row["points"]
+    tuners = {n for s in sittings for n in s["medians"] if not n.startswith("random")}
+    names = ["random", *sorted(tuners)]
     out = [summary_table(rows, names, trials_n, sizes), ""]
+    if len(rows) > len(layers):
+        out.append("(the table's geomeans are over sittings; the rule's below, over layers)")
     for n in names[1:]:
-        ratios = {label: r["equal"][n] for label, r in rows.items() if n in r["equal"]}
-        geo = geometric_mean(ratios.values())
-        cells = ", ".join(f"{label} {v:.2f}x" for label, v in ratios.items())
-        out.append(f"at random's final level, random / {n}: {cells}; geomean {geo:.2f}x")
+        ratios = {
+            layer: [r for row in by_layer[layer] if (r := sitting_ratio(row, n, trials_n))]
+            for layer in layers
+        }
+        out.append(_rule_line(f"random / {n} median trials to 95%", ratios))
+        equal = {
+            layer: [r["equal"][n] for r in by_layer[layer] if n in r["equal"]] for layer in layers
+        }
+        out.append(_rule_line(f"at random's final level, random / {n}", equal))
     if plot:
         from pyvta.tuner.plot import plot_trials_to_target
 
-        medians = {label: {n: v for n, v in r.items() if n in names} for label, r in rows.items()}
+        medians = {label: {n: r[n] for n in names if n in r} for label, r in rows.items()}
         sampled = {
             label: r["random (sampled)"] for label, r in rows.items() if "random (sampled)" in r
         }
-        title = f"trials to 95% of the best, median of each layer's runs ({len(rows)} logs)"
-        drawn = plot_trials_to_target(medians, trials_n, plot, title, sampled)
-        out.append(f"plot: {drawn}")
+        title = f"trials to 95% of the best, median of each sitting's runs ({len(rows)} sittings)"
+        out.append(f"plot: {plot_trials_to_target(medians, trials_n, plot, title, sampled)}")
     return "\n".join(out)
+
+
+def _rule_line(what: str, ratios: dict[str, list[float]]) -> str:
+    """``what`` by the rule: per layer the geometric mean of its sittings' ratios (each shown
+    where it has several), and their geometric mean over the layers that have one."""
+    per_layer = {layer: geometric_mean(rs) for layer, rs in ratios.items() if rs}
+    if not per_layer:
+        return f"{what}: no layer has a ratio"
+    cells = []
+    for layer, g in per_layer.items():
+        each = ", ".join(f"{r:.2f}x" for r in ratios[layer])
+        cells.append(f"{layer} {g:.2f}x" + (f" ({each})" if len(ratios[layer]) > 1 else ""))
+    missing = [layer for layer, rs in ratios.items() if not rs]
+    left = f"; none for {', '.join(missing)}" if missing else ""
+    return (
+        f"{what}, each layer's sittings by their geometric mean: {'; '.join(cells)}{left};"
+        f" geomean over {len(per_layer)} layers {geometric_mean(per_layer.values()):.2f}x"
+    )
 
 
 def main(argv=None) -> int:
@@ -443,7 +529,7 @@ def main(argv=None) -> int:
         "--plot",
         default=None,
         help="PNG of the best-so-far curves (several layers: one PNG each, the layer appended);"
-        " with --from-logs, of each layer's median trials to 95%",
+        " with --from-summaries, of each sitting's median trials to 95%",
     )
     p.add_argument(
         "--cache",
@@ -475,16 +561,23 @@ def main(argv=None) -> int:
     )
     add_search_arguments(p)  # --trend
     p.add_argument(
-        "--from-logs",
+        "--summary",
+        default=None,
+        metavar="JSON",
+        help="also keep each layer's figures in JSON (a list, one summary per layer), as"
+        " --from-summaries reads them",
+    )
+    p.add_argument(
+        "--from-summaries",
         nargs="+",
         default=None,
-        metavar="LOG",
-        help="measure nothing: the summary table of single-layer runs this benchmark printed"
-        " (one sitting per layer), each LOG named after its layer (C4.log)",
+        metavar="JSON",
+        help="measure nothing: the table of sittings kept with --summary (one or more per"
+        " layer; a layer's several sittings combined by the geometric mean of their ratios)",
     )
     a = p.parse_args(argv)
-    if a.from_logs:
-        print(summarize_logs(a.from_logs, a.plot))
+    if a.from_summaries:
+        print(summarize_sittings(a.from_summaries, a.plot))
         return 0
 
     kind = LAYER_KINDS.get(a.task)  # None: the synthetic or GEMM task
@@ -533,6 +626,13 @@ def main(argv=None) -> int:
             )
     finally:
         meas.close()
+        if a.summary and rows:  # the layers that finished, also when one failed
+            kept = [
+                sitting_summary(label, tasks[label], row, trials, batch, seeds)
+                for label, row in rows.items()
+            ]
+            Path(a.summary).write_text(json.dumps(kept, indent=1) + "\n")
+            print(f"summary: {a.summary}")
     if a.plot and a.grid_plot and rows:
         from pyvta.tuner.plot import plot_curve_grid
 

@@ -246,28 +246,79 @@ def test_the_judge_warns_when_the_controls_drifted(capsys):
     assert "WARNING: the host runs faster now than when the runs measured (controls 0.800x)" in out
 
 
-def test_a_printed_run_reads_back_as_compare_returned_it(capsys, tmp_path):
-    """``--from-logs`` sums up layers measured in separate sittings from what each printed:
-    the medians, random's estimate and the equal-quality ratio it reads must be the run's."""
+def test_a_kept_summary_reads_back_as_compare_returned_it(capsys, tmp_path):
+    """``--summary`` keeps a layer's figures in JSON and ``--from-summaries`` sums up layers
+    measured in separate sittings from them: the medians, each run's trials, random's
+    estimates and the equal-quality ratio it reads must be the run's."""
+    import json
+
     bench = _bench()
     task = tiled_gemm_task(64, 64, 64)  # random reaches 95% in 48 trials, the model not
-    meas = _min_meas(None)
-    row = bench.compare(task, meas, ["xgb", "random"], 48, 8, 3)
-    text = capsys.readouterr().out
-    read, trials, points = bench.rows_from_log(text)
-    assert trials == 48 and points == len(task.space)
+    row = bench.compare(task, _min_meas(None), ["xgb", "random"], 48, 8, 3)
+    kept = bench.sitting_summary("C7", task, row, 48, 8, 3)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps([kept]))  # as main writes it: a list, one summary per layer
+    (read,) = bench.load_summaries([str(path)])
+    assert read["points"] == len(task.space) and read["trials"] == 48
     assert row["random"] <= 48 < row["xgb"]  # one median that hit, one that missed
+    assert read["hits"] == {n: row["hits"][n] for n in ("xgb", "random")}
+    assert None in read["hits"]["xgb"]  # a run that missed: null
+    back = bench.row_of(read)
     for name in ("xgb", "random", "random (sampled)", "random (valid)"):
-        assert read[name] == pytest.approx(row[name], abs=0.5), name
-    assert read["at"]["xgb"] == pytest.approx(row["at"]["xgb"], abs=5e-4)
+        assert back[name] == row[name], name
+    assert back["at"]["xgb"] == row["at"]["xgb"]
     eq = row["at random's level"]
-    assert read["equal"]["xgb"] == pytest.approx(eq["random"] / eq["xgb"], abs=5e-3)
-    log = tmp_path / "C7_run.log"
-    log.write_text(text)
-    table = bench.summarize_logs([str(log)], plot=str(tmp_path / "trials.png"))
+    assert back["equal"]["xgb"] == eq["random"] / eq["xgb"]
+    capsys.readouterr()
+    table = bench.summarize_sittings([str(path)], plot=str(tmp_path / "trials.png"))
     assert table.startswith("| layer | points | random | xgb |") and "| C7 |" in table
     assert table.endswith(f"plot: {tmp_path / 'trials.png'}")
     assert (tmp_path / "trials.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _sitting(layer: str, xgb: int, random: int, **extra) -> dict:
+    return {"v": 1, "layer": layer, "points": 1000, "trials": 128, "medians": {"xgb": xgb,
+            "random": random}} | extra  # fmt: skip
+
+
+def test_a_layers_sittings_combine_by_the_geometric_mean_of_their_ratios(tmp_path):
+    """The rule: every sitting of a layer counts, its ratios combined by their geometric mean,
+    then the layers'; a sitting where both missed has no ratio, a bound counts as its value."""
+    import json
+    from statistics import geometric_mean
+
+    bench = _bench()
+    sittings = [
+        _sitting("C2", 10, 40),  # 4x
+        _sitting("C10", 20, 129),  # random missed: >= 6.45x, counted as 6.45
+        _sitting("C2", 20, 20),  # 1x
+        _sitting("C12", 129, 129),  # both missed: no ratio
+    ]
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(sittings))
+    text = bench.summarize_sittings([str(path)])
+    print(text)
+    assert text.index("| C2 #1 |") < text.index("| C2 #2 |") < text.index("| C10 |")
+    rule = next(ln for ln in text.splitlines() if ln.startswith("random / xgb median"))
+    assert "C2 2.00x (4.00x, 1.00x)" in rule and "C10 6.45x" in rule and "none for C12" in rule
+    assert rule.endswith(f"geomean over 2 layers {geometric_mean([2.0, 129 / 20]):.2f}x")
+    path.write_text(json.dumps([_sitting("C2", 10, 40, trials=64), _sitting("C3", 10, 40)]))
+    with pytest.raises(SystemExit, match="different trial counts"):
+        bench.summarize_sittings([str(path)])
+    path.write_text(json.dumps({"layer": "C2"}))
+    with pytest.raises(SystemExit, match="not a summary of this benchmark"):
+        bench.summarize_sittings([str(path)])
+
+
+def test_the_kept_zen5_sittings_give_the_rules_figure():
+    """The figure docs/measurements.md gives for the model against random search on Zen 5
+    (C1-C12, every sitting counted) is the one the kept summaries give."""
+    bench = _bench()
+    kept = BENCH.parent / "results" / "zen5"
+    paths = [kept / "search_sittings_transcribed.json", *sorted(kept.glob("C*_ga.summary.json"))]
+    text = bench.summarize_sittings([str(p) for p in paths])
+    rule = next(ln for ln in text.splitlines() if ln.startswith("random / xgb median"))
+    assert rule.endswith("geomean over 12 layers 2.68x"), rule
 
 
 def test_the_trials_plot_draws_a_missed_median_to_the_cap_hatched():
@@ -283,3 +334,19 @@ def test_the_trials_plot_draws_a_missed_median_to_the_cap_hatched():
         "random, estimated from its samples": [[1.0, 37.0]],
         "random, estimated from its samples, at least": [[0.0, 444.0]],
     }
+
+
+def test_main_keeps_each_layers_summary(tmp_path, capsys):
+    """``--summary JSON``: what a run prints, kept per layer for ``--from-summaries``."""
+    bench = _bench()
+    out = tmp_path / "sitting.json"
+    argv = ["--task", "synthetic", "--shape", "64,64,64", "--trials", "16", "--batch", "8"]
+    assert bench.main([*argv, "--seeds", "2", "--tuners", "xgb,random", "--summary", str(out)]) == 0
+    assert f"summary: {out}" in capsys.readouterr().out
+    (kept,) = bench.load_summaries([str(out)])
+    assert kept["layer"] == "synthetic" and kept["seeds"] == 2 and kept["trials"] == 16
+    assert sorted(kept["hits"]) == ["random", "xgb"] and all(
+        len(h) == 2 for h in kept["hits"].values()
+    )
+    assert bench.main(["--from-summaries", str(out)]) == 0
+    assert "| synthetic | " in capsys.readouterr().out
