@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from pyvta.driver import SimDevice
 from pyvta.driver import open as open_device
@@ -242,14 +243,6 @@ def fuzz(n_frames: int, seed: int) -> dict:
 SECRET = 0xA5  # what the hostile key holder writes; the valid client must never read it
 
 
-def _rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def _serve(key_file: str, log_path: str) -> tuple[subprocess.Popen, str]:
     cmd = [sys.executable, "-m", "pyvta.cli", "serve", "--device", "sim"]
     cmd += ["--listen", "127.0.0.1:0", "--key-file", key_file, "--request-timeout", "2"]
@@ -405,7 +398,8 @@ def _valid_client(address: str, stop: threading.Event, out: dict) -> None:
 
 def _unauth_memory(proc, address: str, n: int) -> float:
     """Bytes of server RSS per unauthenticated client feeding a 64 MiB auth frame."""
-    before = _rss_bytes(proc.pid)
+    server = psutil.Process(proc.pid)
+    before = server.memory_info().rss
     socks = []
     for _ in range(n):
         sock = _connect(address)
@@ -413,7 +407,7 @@ def _unauth_memory(proc, address: str, n: int) -> float:
         sock.sendall(struct.pack(">II", 64 << 20, 200) + bytes(500))
         socks.append(sock)
     time.sleep(0.5)
-    held = _rss_bytes(proc.pid) - before
+    held = server.memory_info().rss - before
     for sock in socks:
         sock.close()
     return held / n
@@ -427,7 +421,8 @@ def hostile(seconds: float, n_clients: int, seed: int) -> dict:
     proc, address = _serve(key_file, str(Path(tmp) / "server.log"))
     try:
         time.sleep(0.5)
-        rss0 = _rss_bytes(proc.pid)
+        server = psutil.Process(proc.pid)
+        rss0 = server.memory_info().rss
         per_unauth = _unauth_memory(proc, address, 16)
         stop, lock = threading.Event(), threading.Lock()
         tally: collections.Counter = collections.Counter()
@@ -436,7 +431,7 @@ def hostile(seconds: float, n_clients: int, seed: int) -> dict:
 
         def sample():
             while not stop.is_set():
-                rss.append(_rss_bytes(proc.pid))
+                rss.append(server.memory_info().rss)
                 time.sleep(0.05)
 
         def attacker(i: int):
@@ -470,7 +465,7 @@ def hostile(seconds: float, n_clients: int, seed: int) -> dict:
         for t in threads:
             t.join(30)
         time.sleep(1.0)
-        rss_after = _rss_bytes(proc.pid)
+        rss_after = server.memory_info().rss
         alive = proc.poll() is None
     finally:
         proc.terminate()

@@ -11,17 +11,12 @@ none (every JIT kept, as before the bound), each in a fresh process, side by sid
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-
-def _rss_mib() -> float:
-    pages = int(Path("/proc/self/statm").read_text().split()[1])
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+import psutil
 
 
 def one_process(task_text: str, candidates: int, every: int, memory_kernels: int, seed: int):
@@ -38,7 +33,8 @@ def one_process(task_text: str, candidates: int, every: int, memory_kernels: int
         entry._CACHES[folder] = KernelCache(folder, memory_kernels=memory_kernels)
         backend = CpuBackend(cache_dir=folder)
         rng = np.random.default_rng(seed)
-        rows, done, t0 = [(0, _rss_mib(), 0.0)], 0, time.perf_counter()
+        me = psutil.Process()  # rows in MiB resident
+        rows, done, t0 = [(0, me.memory_info().rss / 2**20, 0.0)], 0, time.perf_counter()
         for index in rng.permutation(len(task.space))[: 20 * candidates]:
             config = task.space.get(int(index))
             if task.space.problem(config) is not None:
@@ -46,7 +42,7 @@ def one_process(task_text: str, candidates: int, every: int, memory_kernels: int
             backend.run(task, config, backend.build(task, config), 1)
             done += 1
             if done % every == 0:
-                rows.append((done, _rss_mib(), time.perf_counter() - t0))
+                rows.append((done, me.memory_info().rss / 2**20, time.perf_counter() - t0))
             if done >= candidates:
                 break
     return rows

@@ -34,20 +34,26 @@ def parse_name(name: str) -> tuple[str, str | None]:
 
 def open_device(name: str, **kwargs) -> Device:
     """The device called ``name``; ``kwargs`` go to its backend (``config=``, ``key_file=``, ...)."""
-    return device_class(name).open(parse_name(name)[1], **kwargs)
+    kind, variant = parse_name(name)
+    return _backend(kind, name).open(variant, **kwargs)
 
 
 def device_class(name: str) -> type[Device]:
     """The backend (a ``Device`` class) a device name opens: what a command asks before
     opening it (``options``, ``remote``)."""
-    kind, _ = parse_name(name)
-    kinds = device_kinds()
-    if kind not in kinds:
-        raise DeviceError(f"unknown device {name!r} (devices: {', '.join(kinds)})")
-    return importlib.import_module(f"pyvta.driver.{_PREFIX}{kind}").DEVICE
+    return _backend(parse_name(name)[0], name)
 
 
 def device_options(name: str) -> frozenset[str]:
     """The keyword options ``open_device(name, ...)`` takes (``Device.options``): ``trace`` for
     the simulator, ``bitstream`` for a board, ``key_file`` for a served device, ..."""
-    return device_class(name).options(parse_name(name)[1])
+    kind, variant = parse_name(name)
+    return _backend(kind, name).options(variant)
+
+
+def _backend(kind: str, name: str) -> type[Device]:
+    """The ``Device`` class of backend ``kind`` (parsed from the device name ``name``)."""
+    kinds = device_kinds()
+    if kind not in kinds:
+        raise DeviceError(f"unknown device {name!r} (devices: {', '.join(kinds)})")
+    return importlib.import_module(f"pyvta.driver.{_PREFIX}{kind}").DEVICE

@@ -14,6 +14,7 @@ import struct
 import time
 
 import numpy as np
+import psutil
 import pytest
 
 from pyvta import driver
@@ -54,11 +55,6 @@ def _assert_serves(server):
 
 def _frame(head: bytes, blobs: bytes = b"") -> bytes:
     return struct.pack(">II", 4 + len(head) + len(blobs), len(head)) + head + blobs
-
-
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * 4096
 
 
 # -- 1. isolation -----------------------------------------------------------------------------
@@ -130,7 +126,7 @@ def test_a_session_ended_without_bye_frees_its_memory_without_a_gc_pass():
         gc.collect()
         gc.disable()
         try:
-            before = _rss_bytes()
+            before = psutil.Process().memory_info().rss
             for session in range(3):
                 dev = _open(s)
                 addr = dev.alloc(const_bytes)
@@ -143,7 +139,7 @@ def test_a_session_ended_without_bye_frees_its_memory_without_a_gc_pass():
                 dev._sock = None
                 del dev
                 _assert_serves(s)  # the next session has begun: the last one has ended
-            grown = _rss_bytes() - before
+            grown = psutil.Process().memory_info().rss - before
         finally:
             gc.enable()
     print(f"server + client RSS grew {grown / 2**20:.0f} MiB over 3 sessions of 360 MiB sent")
