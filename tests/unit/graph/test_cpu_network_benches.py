@@ -1,0 +1,89 @@
+"""The CPU network benchmarks run end to end on a small network (MobileNet at 32 x 32, one
+round or two): ``cpu_network.py`` (pyvta against onnxruntime, the control, the per-layer table
+from onnxruntime's profile), ``cpu_headroom.py`` (its bounds: each conv layer brought up to the
+FMA peak, or to its memory floor) and ``cpu_layers_alone.py`` (each conv layer in the network
+beside its kernel alone). The bounds' arithmetic is checked with the peak and the bandwidth
+replaced by values whose bound is known: an endless peak leaves only the other nodes, a peak of
+nothing leaves every layer as measured."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import re
+
+import pytest
+
+from pyvta.compiler.graph import zoo
+
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def mobilenet(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("benches") / f"mobilenet_{SIZE}.onnx"
+    return zoo.save_model("mobilenet", str(path), size=SIZE, seed=0)
+
+
+@pytest.fixture
+def benches(monkeypatch, request):
+    """The benchmark modules, importable by name as when run (``cpu_layers_alone`` imports
+    ``cpu_headroom``)."""
+    monkeypatch.syspath_prepend(str(request.config.rootpath / "benchmarks"))
+    return lambda name: importlib.import_module(name)
+
+
+def _args(**kw) -> argparse.Namespace:
+    return argparse.Namespace(size=SIZE, rounds=2, threads=1, peak_seconds=0.01, **kw)
+
+
+def test_headroom_bounds_follow_the_peak_and_the_memory_floor(mobilenet, benches, monkeypatch):
+    hr = benches("cpu_headroom")
+    monkeypatch.setattr(hr, "BANDWIDTH_BUFFER_MIN_BYTES", 1 << 20)
+    monkeypatch.setattr(hr, "last_level_cache_bytes", lambda: None)
+    monkeypatch.setattr(hr, "read_bandwidth_gbs", lambda buffer, threads: 1e6)
+
+    def at_peak(gflops):
+        monkeypatch.setattr(hr, "peak_gflops", lambda threads, seconds, n: [gflops])
+        return hr.headroom(mobilenet, None, _args())
+
+    endless = at_peak(1e15)  # every conv layer would take no time
+    assert endless["conv_ms"] > 0 and endless["other_ms"] > 0
+    total = endless["conv_ms"] + endless["other_ms"]
+    assert endless["bound"] == pytest.approx(total / endless["other_ms"], rel=1e-6)
+    assert endless["floor_bound"] == pytest.approx(endless["bound"], rel=1e-6)  # no floor
+    assert at_peak(1e-9)["bound"] == pytest.approx(1.0, abs=1e-9)  # every layer above it
+    # weights outgrow the cache, read at almost nothing a second: each layer's floor is its
+    # weights, above what it measured, so nothing is left by the floor
+    monkeypatch.setattr(hr, "last_level_cache_bytes", lambda: 1)
+    monkeypatch.setattr(hr, "read_bandwidth_gbs", lambda buffer, threads: 1e-12)
+    slow_memory = at_peak(1e15)
+    assert slow_memory["floor_bound"] == pytest.approx(1.0, abs=1e-9)
+    assert slow_memory["bound"] > 1.0
+
+
+def test_each_conv_layer_in_the_network_beside_its_kernel_alone(mobilenet, benches, capsys):
+    alone = benches("cpu_layers_alone")
+    hr = benches("cpu_headroom")
+    got = alone.compare(mobilenet, None, _args(alone_runs=2))
+    out = capsys.readouterr().out
+    keys = {wl.key for wl in hr.compiled_convs(mobilenet, None)[1].values()}
+    rows = [ln for ln in out.splitlines() if ln.strip().startswith("conv2d_nchwc")]
+    assert len(rows) == len(keys)  # one row per conv workload
+    assert got["network_ms"] > 0 and got["alone_ms"] > 0
+    total = re.search(r"conv layers: ([\d.]+) ms in the network, ([\d.]+) ms alone", out)
+    assert float(total[1]) == pytest.approx(got["network_ms"], abs=0.006)
+    assert float(total[2]) == pytest.approx(got["alone_ms"], abs=0.006)
+
+
+def test_the_network_benchmark_with_its_control_and_per_layer_table(benches, capsys):
+    net = benches("cpu_network")
+    ratios = net.bench_model("mobilenet", SIZE, 2, 1, None, 0, per_layer=True, control=True)
+    assert set(ratios) == {"default", "default again"} and all(r > 0 for r in ratios.values())
+    out = capsys.readouterr().out
+    assert re.search(r"mobilenet default again vs default: [\d.]+x \(medians\)", out)
+    assert out.count("relative error") == 2  # each compiled network checked against onnxruntime
+    # the per-layer table sets pyvta's nodes beside onnxruntime's of the same kind
+    assert "per layer, pyvta default against onnxruntime" in out
+    conv = re.search(r"total cpu_conv2d\s+pyvta\s+([\d.]+) ms\s+onnxruntime\s+([\d.]+) ms", out)
+    assert conv and float(conv[1]) > 0 and float(conv[2]) > 0, out  # its Conv nodes matched
