@@ -183,22 +183,47 @@ def avg_pool_nchwc(c, h, w, kernel, strides, pads, block, count_include_pad, par
     return _pool_schedule(red, out, parallel), [data, out]
 
 
+# Accumulators per channel vector of a global average pool: its pixels are summed in this
+# many interleaved partial sums (pixel p into sum p mod k), then those summed. One running sum
+# over a 42 x 42 map lost 3.6x the accuracy onnxruntime keeps (relative error 9.2e-7 against
+# 2.5e-7 from float64; a generated network's classifier then 1.4e-4 against 4.1e-5), and its
+# additions waited on each other.
+GAP_PARTIAL_SUMS = 8
+
+
 def global_avg_pool_nchwc(c, h, w, block):
     """``(sch, [data, out])``: mean over H, W of ``[1, C/c, H, W, c]`` -> ``[1, C/c, 1, 1, c]``
-    (the same bytes as NCHW ``[1, C, 1, 1]``)."""
-    data = placeholder((1, c // block, h, w, block), "float32", "data")
-    ry, rx = reduce_axis(h, "ry"), reduce_axis(w, "rx")
+    (the same bytes as NCHW ``[1, C]``), the pixels read as ``[1, C/c, H*W, c]`` (the same
+    bytes) in ``GAP_PARTIAL_SUMS`` interleaved partial sums per channel vector."""
+    npix = h * w
+    k = min(GAP_PARTIAL_SUMS, npix)
+    data = placeholder((1, c // block, npix, block), "float32", "data")
+    rp = reduce_axis(-(-npix // k), "rp")
+
+    def part(n, ch, j, ci):
+        p = rp * k + j
+        if npix % k == 0:
+            return te_sum(data[n, ch, p, ci], rp)
+        return te_sum(select(p < npix, data[n, ch, p, ci], const(0.0)), rp)  # the last row
+
+    partial = compute((1, c // block, k, block), part, name="partial")
+    rj = reduce_axis(k, "rj")
     total = compute(
         (1, c // block, 1, 1, block),
-        lambda n, ch, y, x, ci: te_sum(data[n, ch, ry, rx, ci], [ry, rx]),
+        lambda n, ch, y, x, ci: te_sum(partial[n, ch, rj, ci], rj),
         name="total",
     )
-    scale = const(1.0 / (h * w))
+    scale = const(1.0 / npix)
     out = compute(total.shape, lambda n, ch, y, x, ci: total[n, ch, y, x, ci] * scale, "out")
     s = create_schedule(out)
     s[total].set_scope("local")
     s[total].compute_at(s[out], "x")
-    s[total].reorder("n", "ch", "y", "x", "ry", "rx", "ci")
+    s[partial].set_scope("local")
+    s[partial].compute_at(s[total], "x")
+    s[partial].reorder("n", "ch", "rp", "j", "ci")  # k vector sums, one pixel row of them a step
+    s[partial].unroll("j")
+    s[partial].vectorize("ci")
+    s[total].unroll("rj")
     s[total].vectorize("ci")
     s[out].vectorize("ci")
     return s, [data, out]
