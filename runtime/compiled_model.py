@@ -362,7 +362,42 @@ def run_model(
     the operator-contract object ``vta`` (default: the numpy golden model); ``"gpu"`` nodes on
     ``gpu`` (``"cuda"``, the default, or ``"cuda-emulated"``: ``compiled.gpu_backend``);
     ``backends`` gives node backends by target directly (e.g. ``{"vta":
-    compiled.accelerator(device)}``)."""
+    compiled.accelerator(device)}``). The first run with given backends also makes them
+    (:func:`prepare` makes them ahead)."""
+    _check_model_and_device(compiled, device)
+    if not isinstance(inputs, dict | np.ndarray):
+        raise ArtifactError(
+            f"inputs must be a numpy array or a dict of them by input name, got"
+            f" {type(inputs).__name__}"
+        )
+    executor = prepare(compiled, vta, device, backends, gpu)
+    if not isinstance(inputs, dict):
+        if len(compiled.input_names) != 1:
+            raise ValueError(f"model has inputs {compiled.input_names}; pass a dict")
+        inputs = {compiled.input_names[0]: inputs}
+    return executor.run(inputs)
+
+
+def prepare(
+    compiled: CompiledModel,
+    vta: VtaBackend | None = None,
+    device=None,
+    backends: dict | None = None,
+    gpu: str | None = None,
+) -> Executor:
+    """The executor :func:`run_model` runs ``compiled`` on with these arguments (the same
+    meaning), made now: its node backends (the host's finds and loads its code generator,
+    ~10 ms in a fresh process) are made before the first inference, not in it. The model keeps
+    it: ``run_model`` with the same arguments runs on it."""
+    _check_model_and_device(compiled, device)
+    if device is not None:
+        backends = {ACCELERATOR: compiled.accelerator(device), **(backends or {})}
+    if (gpu is not None or compiled.gpu_kernels) and GPU not in (backends or {}):
+        backends = {GPU: compiled.gpu_backend(gpu), **(backends or {})}
+    return compiled.executor(vta, backends)
+
+
+def _check_model_and_device(compiled, device) -> None:
     from pyvta.driver.device import Device
 
     if not isinstance(compiled, CompiledModel):
@@ -375,17 +410,3 @@ def run_model(
             f"device must be a driver.Device (driver.open(name)), got {type(device).__name__}"
             f" {device!r:.40}"
         )
-    if not isinstance(inputs, dict | np.ndarray):
-        raise ArtifactError(
-            f"inputs must be a numpy array or a dict of them by input name, got"
-            f" {type(inputs).__name__}"
-        )
-    if not isinstance(inputs, dict):
-        if len(compiled.input_names) != 1:
-            raise ValueError(f"model has inputs {compiled.input_names}; pass a dict")
-        inputs = {compiled.input_names[0]: inputs}
-    if device is not None:
-        backends = {ACCELERATOR: compiled.accelerator(device), **(backends or {})}
-    if (gpu is not None or compiled.gpu_kernels) and GPU not in (backends or {}):
-        backends = {GPU: compiled.gpu_backend(gpu), **(backends or {})}
-    return compiled.executor(vta, backends).run(inputs)

@@ -1,5 +1,7 @@
 """pyvta compile / run / tune for the float CPU target."""
 
+import re
+
 import pytest
 
 from pyvta.cli import main
@@ -24,9 +26,14 @@ def test_compile_for_cpu_then_run_the_artifact(small_model, tmp_path, capsys):
     out = capsys.readouterr().out
     rows = out.split("share\n", 1)[1].split("device time", 1)[0].splitlines()
     assert len(rows) == 3 and "top-5 classes" in out
-    assert main(["run", artifact, "--target", "cpu", "--top", "0"]) == 0
+    assert main(["run", artifact, "--target", "cpu", "--top", "0", "--runs", "3"]) == 0
     out = capsys.readouterr().out
     assert out.count(" cpu_conv2d ") >= 20  # ResNet-18's 20 convs, none left to numpy
+    # a CPU inference's time in ms (it read "0.00 s"); the table is the last inference's
+    walls = re.findall(r"^inference (\d): (\d+\.\d\d) ms wall$", out, re.M)
+    assert [int(k) for k, _ in walls] == [1, 2, 3] and all(float(ms) > 0 for _, ms in walls)
+    assert re.search(r"^the table: inference 3; the first took [\d.]+ ms, the others", out, re.M)
+    assert out.index("the table: inference 3") < out.index(" cpu_conv2d ")
     missing = str(tmp_path / "missing.jsonl")
     assert (
         main(["compile", small_model, "--target", "cpu", "--tuning-log", missing, "-o", artifact])
