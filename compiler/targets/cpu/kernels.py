@@ -464,6 +464,10 @@ class CpuKernels(cpu_kernels.CpuKernels):
                     modules[n.name] = node_module(n, shapes, threads, features, images)
         super().__init__(graph, modules)
         self.threads = threads
+        if threads > 1 and cpu_llvm.have_llvmlite():  # loaded: the first inference finds it
+            from pyvta.compiler.backend.llvm.runtime import start_pool
+
+            start_pool(threads)
 
     def inference_scope(self):
         return pool_scope(self.threads)

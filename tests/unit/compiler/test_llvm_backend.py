@@ -462,3 +462,63 @@ def test_parallel_kernels_work_in_a_forked_child(build, rng):
         os._exit(0 if np.allclose(res, a * 2 + b) else 3)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+_START_PROBE = """
+import json, os, sys
+import numpy as np
+from pyvta.compiler.backend.llvm import runtime
+from pyvta.compiler.graph import zoo
+from pyvta.compiler.targets.cpu.kernels import CpuKernels
+from pyvta.runtime.compiled_model import CompiledModel, run_model
+
+def tasks():
+    return len(os.listdir("/proc/self/task"))
+
+counts = {"start": tasks()}
+if sys.argv[1] == "start_pool":
+    runtime.start_pool(1)  # one thread: no pool
+    counts["one thread"] = tasks()
+    runtime.start_pool(3)
+    counts["started"] = tasks()
+    runtime.start_pool(3)  # again: the same workers
+    counts["again"] = tasks()
+else:  # a model loaded on 2 threads starts the pool; its first inference adds no thread
+    cm = CompiledModel.load(sys.argv[2])
+    counts["read"] = tasks()
+    kernels = {"cpu": CpuKernels(cm.graph, 2)}
+    counts["loaded"] = tasks()
+    run_model(cm, zoo.sample_inputs(1, 32, 0)[0], backends=kernels)
+    counts["ran"] = tasks()
+print(json.dumps(counts))
+"""
+
+
+@pytest.mark.parametrize("case", ["start_pool", "a loaded model"])
+def test_the_pool_starts_where_a_model_is_loaded_not_in_its_first_inference(case, tmp_path):
+    """``start_pool(n)`` starts the ``n - 1`` workers (none for one thread, no more when
+    called again), and the CPU backend of a model calls it when made: the first inference then
+    finds its threads started (it took ~1 ms more to start them)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from pyvta.compiler.graph import zoo
+    from pyvta.compiler.graph.compile import compile_model
+
+    artifact = tmp_path / "m.npz"  # compiled here: the probe only reads it (no kernel runs)
+    onnx_file = zoo.save_model("mobilenet", str(tmp_path / "m.onnx"), size=32, seed=0)
+    compile_model(onnx_file, "cpu").save(artifact)
+    env = dict(os.environ, PYVTA_CACHE_DIR=str(tmp_path))
+    args = [sys.executable, "-c", _START_PROBE, case, str(artifact)]
+    run = subprocess.run(args, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout.splitlines()[-1])
+    print(case, seen)
+    if case == "start_pool":
+        assert seen["one thread"] == seen["start"]
+        assert seen["started"] == seen["start"] + 2 == seen["again"]
+    else:
+        assert seen["read"] == seen["start"]  # reading the artifact starts no thread
+        assert seen["loaded"] == seen["start"] + 1 == seen["ran"]
