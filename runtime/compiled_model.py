@@ -387,8 +387,9 @@ def prepare(
 ) -> Executor:
     """The executor :func:`run_model` runs ``compiled`` on with these arguments (the same
     meaning), made now: its node backends (the host's finds and loads its code generator,
-    ~10 ms in a fresh process) are made before the first inference, not in it. The model keeps
-    it: ``run_model`` with the same arguments runs on it."""
+    ~6-9 ms in a fresh process) are made before the first inference, not in it. The model keeps
+    it: ``run_model`` given the same backend objects runs on it (a ``device`` makes a new
+    accelerator backend each call: run on the executor returned)."""
     _check_model_and_device(compiled, device)
     if device is not None:
         backends = {ACCELERATOR: compiled.accelerator(device), **(backends or {})}
