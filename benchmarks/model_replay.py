@@ -22,6 +22,13 @@ the best: the model's and GA's picks), so random picking from it is much faster 
 space: the figures rank models, they are not the sitting's trials to 95%, which only a sitting
 measures. No searching of the space (SA), no points the space refuses.
 
+``--pool random`` keeps only the configs the sitting's random search drew (its runs replayed
+on the logged costs, ``--sitting SEEDS,TRIALS,BATCH``: the kept sittings' 5,128,8): a uniform
+sample of the space, its bad configs included, so a model's steering away from them shows. On
+C2's and C6's 640 such configs random / model came out near the sittings' own ratio (2.49x and
+2.74x at 40 seeds; the sittings, every layer by the rule: 2.68x), where the whole pool gives
+1.23x and 1.76x.
+
     .venv/bin/python benchmarks/model_replay.py benchmarks/results/zen5/C2_ga.jsonl.gz \\
         --models xgb,xgb-reg,xgb@max_depth=6 --seeds 40 --trials 128 --batch 8
 """
@@ -52,18 +59,20 @@ def _slowdown(curves, k: int, best: float) -> float:
     return float(np.exp(np.mean([np.log(c[min(k, len(c)) - 1] / best) for c in curves])))
 
 
-def pools(log: str, templates: dict | None = None) -> list[tuple]:
+def pools(log: str, templates: dict | None = None, random_of=None) -> list[tuple]:
     """``(task, indices, seen, judged)`` per task of ``log`` (JSON lines, or gzipped as
     ``benchmarks/results`` keeps them; of ``templates``, default the tuner's,
     ``tuner.task.known_templates``): each
     config's first record, the fastest of its repeats (what the search saw; ``inf`` if it
-    failed) and their median (what it is judged by)."""
+    failed) and their median (what it is judged by). ``random_of=(seeds, trials, batch)``:
+    only the configs the sitting's random search drew (:func:`random_draws`), a uniform
+    sample of the space."""
     if str(log).endswith(".gz"):
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / Path(log).stem
             with gzip.open(log, "rb") as src, open(plain, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-            return pools(str(plain), templates)
+            return pools(str(plain), templates, random_of)
     from pyvta.tuner.log import read_records, tasks_in_log
     from pyvta.tuner.task import known_templates
 
@@ -72,11 +81,50 @@ def pools(log: str, templates: dict | None = None) -> list[tuple]:
         first = {}
         for r in read_records(log, task):
             first.setdefault(r.index, r.result)
+        if random_of is not None:
+            drawn = random_draws(task, first, *random_of)
+            first = {i: first[i] for i in dict.fromkeys(drawn)}
         idx = np.fromiter(first, np.int64, len(first))
         seen = np.array([result_stat(m, "min") for m in first.values()])
         judged = np.array([result_stat(m, "median") for m in first.values()])
         out.append((task, idx, seen, judged))
     return out
+
+
+class _PoolMeasurer:
+    """What the sitting measured for each config (its first record); a config it never
+    measured is an error: the replay measures nothing."""
+
+    how = ""
+
+    def __init__(self, results: dict):
+        self.results = results
+
+    def measure(self, task, configs, callback=None):
+        missing = [c.index for c in configs if c.index not in self.results]
+        if missing:
+            raise SystemExit(
+                f"--pool random: the log has no record of config {missing[0]} of {task.key}, which"
+                " the sitting's random search drew: other --sitting-seeds/-trials/-batch?"
+            )
+        out = [self.results[c.index] for c in configs]
+        for k, r in enumerate(out):
+            if callback is not None:
+                callback(k, r)
+        return out
+
+
+def random_draws(task, results: dict, seeds: int, trials: int, batch: int) -> list[int]:
+    """The configs ``tune_search.py``'s random search drew on ``task`` in a sitting of
+    ``seeds`` seeds, ``trials`` trials and batches of ``batch`` (its runs again, on the costs the
+    sitting measured, ``results``: random search's draws do not depend on them)."""
+    from tune_search import run_one
+
+    drawn = []
+    for seed in range(seeds):
+        res, _ = run_one("random", task, seed, trials, batch, _PoolMeasurer(results))
+        drawn += [i for _, i, _ in res.history]
+    return drawn
 
 
 class PoolFeatures:
@@ -187,7 +235,25 @@ def main() -> None:
         "--trend", type=float, default=0.0, help="the models' linear-trend weight (the kept"
         " sittings' --trend 0; @trend=W per model)"
     )  # fmt: skip
+    ap.add_argument(
+        "--pool", choices=("all", "random"), default="all",
+        help="all: every config the sitting measured; random: only those its random search"
+        " drew (a uniform sample of the space, its bad configs included)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--sitting", default="5,128,8", metavar="SEEDS,TRIALS,BATCH",
+        help="with --pool random: the sitting's seeds, trials and batch (default: the kept"
+        " sittings')",
+    )  # fmt: skip
     a = ap.parse_args()
+    random_of = None
+    if a.pool == "random":
+        try:
+            random_of = tuple(int(v) for v in a.sitting.split(","))
+        except ValueError:
+            random_of = ()
+        if len(random_of) != 3 or min(random_of) < 1:
+            raise SystemExit(f"--sitting {a.sitting!r}: SEEDS,TRIALS,BATCH, three counts >= 1")
     names = [m.strip() for m in a.models.split(",") if m.strip()]
     if "random" in names:
         raise SystemExit("--models: random is always run (the baseline)")
@@ -195,10 +261,11 @@ def main() -> None:
     print(
         f"pool replay: {a.seeds} seeds (0..{a.seeds - 1}), {a.trials} trials, batch {a.batch},"
         f" eps {a.eps:g}, trend {a.trend:g}; a run reaches {QUALITY:.0%} of the best of the pool"
+        + ("" if random_of is None else f" (the configs random search drew: {a.sitting})")
     )
     ratios: dict[str, list[float]] = {n: [] for n in names[1:]}
     for log in a.logs:
-        for pool in pools(log):
+        for pool in pools(log, random_of=random_of):
             med = compare(pool, names, a.seeds, a.trials, a.batch, a.eps, a.trend)
             for n in names[1:]:
                 ratios[n].append(med["random"] / med[n])

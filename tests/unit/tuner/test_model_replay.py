@@ -82,3 +82,25 @@ def test_a_setting_names_what_is_allowed(bench, sitting):
         bench.make_model("xgb@rounds", task, 0, 8, 0.0, idx)
     model = bench.make_model("xgb@rounds=20@max_depth=3", task, 0, 8, 0.0, idx)
     assert (model.num_rounds, model.params["max_depth"]) == (20, 3)
+
+
+def test_the_random_pool_is_what_the_sittings_random_search_drew(bench, tmp_path):
+    """``--pool random``: of a sitting's log, only the configs its random search drew (its runs
+    replayed on the logged costs, nothing measured), not those another tuner added; a sitting
+    of other seeds or trials than said is refused by name (a draw without a record)."""
+    from tune_search import run_one
+
+    task = tiled_gemm_task(256, 256, 256)
+    log = tmp_path / "sitting.jsonl"
+    meas = CachedMeasurer(InProcessMeasurer(SyntheticBackend(noise=0.05), repeats=3), str(log))
+    drawn = set()
+    for seed in range(2):  # as tune_search runs them: seeds outermost, each tuner in turn
+        drawn.update(i for _, i, _ in run_one("random", task, seed, 24, 8, meas)[0].history)
+        run_one("xgb", task, seed, 24, 8, meas)
+    [(_, every, _, _)] = bench.pools(str(log))
+    [(_, idx, seen, judged)] = bench.pools(str(log), random_of=(2, 24, 8))
+    print(f"{every.size} configs in the log, {idx.size} drawn by random search")
+    assert set(idx.tolist()) == drawn and every.size > idx.size
+    assert seen.size == judged.size == idx.size
+    with pytest.raises(SystemExit, match="no record of config"):
+        bench.pools(str(log), random_of=(3, 24, 8))  # a seed the sitting did not run
