@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pyvta.tuner import search_summary as summ
 from pyvta.tuner.measure import InProcessMeasurer
 from pyvta.tuner.synthetic import SyntheticBackend, tiled_gemm_task
 
@@ -255,22 +256,22 @@ def test_a_kept_summary_reads_back_as_compare_returned_it(capsys, tmp_path):
     bench = _bench()
     task = tiled_gemm_task(64, 64, 64)  # random reaches 95% in 48 trials, the model not
     row = bench.compare(task, _min_meas(None), ["xgb", "random"], 48, 8, 3)
-    kept = bench.sitting_summary("C7", task, row, 48, 8, 3)
+    kept = summ.sitting_summary("C7", task, row, 48, 8, 3)
     path = tmp_path / "run.json"
     path.write_text(json.dumps([kept]))  # as main writes it: a list, one summary per layer
-    (read,) = bench.load_summaries([str(path)])
+    (read,) = summ.load_summaries([str(path)])
     assert read["points"] == len(task.space) and read["trials"] == 48
     assert row["random"] <= 48 < row["xgb"]  # one median that hit, one that missed
     assert read["hits"] == {n: row["hits"][n] for n in ("xgb", "random")}
     assert None in read["hits"]["xgb"]  # a run that missed: null
-    back = bench.row_of(read)
+    back = summ.row_of(read)
     for name in ("xgb", "random", "random (sampled)", "random (valid)"):
         assert back[name] == row[name], name
     assert back["at"]["xgb"] == row["at"]["xgb"]
     eq = row["at random's level"]
     assert back["equal"]["xgb"] == eq["random"] / eq["xgb"]
     capsys.readouterr()
-    table = bench.summarize_sittings([str(path)], plot=str(tmp_path / "trials.png"))
+    table = summ.summarize_sittings([str(path)], plot=str(tmp_path / "trials.png"))
     assert table.startswith("| layer | points | random | xgb |") and "| C7 |" in table
     assert table.endswith(f"plot: {tmp_path / 'trials.png'}")
     assert (tmp_path / "trials.png").read_bytes()[:4] == b"\x89PNG"
@@ -287,7 +288,6 @@ def test_a_layers_sittings_combine_by_the_geometric_mean_of_their_ratios(tmp_pat
     import json
     from statistics import geometric_mean
 
-    bench = _bench()
     sittings = [
         _sitting("C2", 10, 40),  # 4x
         _sitting("C10", 20, 129),  # random missed: >= 6.45x, counted as 6.45
@@ -296,7 +296,7 @@ def test_a_layers_sittings_combine_by_the_geometric_mean_of_their_ratios(tmp_pat
     ]
     path = tmp_path / "s.json"
     path.write_text(json.dumps(sittings))
-    text = bench.summarize_sittings([str(path)])
+    text = summ.summarize_sittings([str(path)])
     print(text)
     assert text.index("| C2 #1 |") < text.index("| C2 #2 |") < text.index("| C10 |")
     rule = next(ln for ln in text.splitlines() if ln.startswith("random / xgb median"))
@@ -304,19 +304,18 @@ def test_a_layers_sittings_combine_by_the_geometric_mean_of_their_ratios(tmp_pat
     assert rule.endswith(f"geomean over 2 layers {geometric_mean([2.0, 129 / 20]):.2f}x")
     path.write_text(json.dumps([_sitting("C2", 10, 40, trials=64), _sitting("C3", 10, 40)]))
     with pytest.raises(SystemExit, match="different trial counts"):
-        bench.summarize_sittings([str(path)])
+        summ.summarize_sittings([str(path)])
     path.write_text(json.dumps({"layer": "C2"}))
     with pytest.raises(SystemExit, match="not a summary of this benchmark"):
-        bench.summarize_sittings([str(path)])
+        summ.summarize_sittings([str(path)])
 
 
 def test_the_kept_zen5_sittings_give_the_rules_figure():
     """The figure docs/measurements.md gives for the model against random search on Zen 5
     (C1-C12, every sitting counted) is the one the kept summaries give."""
-    bench = _bench()
     kept = BENCH.parent / "results" / "zen5"
     paths = [kept / "search_sittings_transcribed.json", *sorted(kept.glob("C*_ga.summary.json"))]
-    text = bench.summarize_sittings([str(p) for p in paths])
+    text = summ.summarize_sittings([str(p) for p in paths])
     rule = next(ln for ln in text.splitlines() if ln.startswith("random / xgb median"))
     assert rule.endswith("geomean over 12 layers 2.68x"), rule
 
@@ -343,7 +342,7 @@ def test_main_keeps_each_layers_summary(tmp_path, capsys):
     argv = ["--task", "synthetic", "--shape", "64,64,64", "--trials", "16", "--batch", "8"]
     assert bench.main([*argv, "--seeds", "2", "--tuners", "xgb,random", "--summary", str(out)]) == 0
     assert f"summary: {out}" in capsys.readouterr().out
-    (kept,) = bench.load_summaries([str(out)])
+    (kept,) = summ.load_summaries([str(out)])
     assert kept["layer"] == "synthetic" and kept["seeds"] == 2 and kept["trials"] == 16
     assert sorted(kept["hits"]) == ["random", "xgb"] and all(
         len(h) == 2 for h in kept["hits"].values()
