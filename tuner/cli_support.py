@@ -97,12 +97,9 @@ model, what ``--target vta`` measures on without ``--device``)."""
 
 
 def _nchwc_task(rest: str):
-    from pyvta.tuner.cpu import CONV2D_NCHWC
+    from pyvta.tuner.cpu import CONV2D_NCHWC, nchwc_task_args
 
-    wl = resnet18_nchwc_workload(rest)
-    return CONV2D_NCHWC.task(
-        wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob
-    )
+    return CONV2D_NCHWC.task(*nchwc_task_args(resnet18_nchwc_workload(rest)))
 
 
 def _vta_task(rest: str):

@@ -16,13 +16,15 @@ import itertools
 
 import numpy as np
 
-from pyvta.tuner.cpu_depthwise import DEPTHWISE_NCHWC
+from pyvta.tuner.cpu_depthwise import DEPTHWISE_NCHWC, depthwise_task_args
 from pyvta.tuner.cpu_measure import ON_CPU, cpu_measured_on, cpu_nearness  # noqa: F401 (theirs)
 from pyvta.tuner.cpu_nchwc import (
     TILE_PARTS,
     conv_tiles,
     graph_conv,
+    nchwc_inputs,
     nchwc_reference,
+    nchwc_task_args,
     nchwc_workload,
     schedule_of_template,
 )
@@ -186,7 +188,7 @@ def _nchwc_space(*args) -> ConfigSpace:
 
     wl = nchwc_workload(*args)
     oh, ow = wl.out_hw
-    c_blocks = wl.c // wl.ib
+    c_blocks = wl.in_blocks_read  # a grouped conv's reduction: its span of blocks
     return ConfigSpace(
         [
             TileKnob("tile", ("ow_block", "oc_tile"), conv_tiles(ow, wl.ob)),
@@ -216,7 +218,7 @@ def oc_block_counts(wl) -> list[int]:
     a register tile that fits (``conv_tiles`` of that many blocks)."""
     from pyvta.compiler.ops.cpu.nchwc_direct import OC_BLOCK_CHOICES, NchwcConvKnobs
 
-    dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    dims = (wl.out_hw, wl.o // wl.ob, wl.in_blocks_read, wl.ib, wl.ob)
     return [1] + [
         b
         for b in OC_BLOCK_CHOICES
@@ -246,7 +248,7 @@ def _direct_problem(args: tuple, config) -> str | None:
     reduction past ``MAX_UNROLLED_FMAS``), or None."""
     wl = nchwc_workload(*args)
     k = direct_knobs(config)
-    why = k.size_problem(wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    why = k.size_problem(wl.out_hw, wl.o // wl.ob, wl.in_blocks_read, wl.ib, wl.ob)
     return why or _spill_problem(wl, k) or _unroll_problem(wl, k) or k.loop_problem(any(wl.pads))
 
 
@@ -291,7 +293,7 @@ def direct_valid_count(task: Task) -> int:
     visiting every point of small spaces."""
     sp, wl = task.space, nchwc_workload(*task.args)
     vals = {k.name: k.values for k in sp.knobs}
-    dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    dims = (wl.out_hw, wl.o // wl.ob, wl.in_blocks_read, wl.ib, wl.ob)
     padded = any(wl.pads)
 
     base = {k.name: k.default for k in sp.knobs if k.default is not None}
@@ -458,6 +460,7 @@ CONV2D_NCHWC = Template(
     _nchwc_space,
     _nchwc_instantiate,
     reference_fn=nchwc_reference,
+    inputs_fn=nchwc_inputs,
     **ON_CPU,
 )
 WINOGRAD_NCHWC = Template("cpu.winograd_nchwc", _winograd_space, _winograd_instantiate, **ON_CPU)
@@ -480,8 +483,8 @@ def nchwc_conv_tasks(wl) -> list[Task]:
     where it applies (3x3 stride 1, a channel tile: ``winograd_k_blocks``) and pointwise where it
     does (1x1 stride 1, no padding)."""
     if wl.depthwise:
-        return [DEPTHWISE_NCHWC.task(wl.c, wl.h, wl.w, *wl.kernel, *wl.strides, *wl.pads, wl.ob)]
-    args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
+        return [DEPTHWISE_NCHWC.task(*depthwise_task_args(wl))]
+    args = nchwc_task_args(wl)
     tasks = [CONV2D_NCHWC.task(*args)]
     if wl.winograd_ok and winograd_k_blocks(wl):
         tasks.append(WINOGRAD_NCHWC.task(*args))

@@ -1,6 +1,6 @@
 """The depthwise NCHWc conv template (group = channels, ``compiler.ops.cpu.depthwise``) as a
-tuning task: its space, build and reference. Arguments: ``(c, h, w, kh, kw, sh, sw, pt, pl, pb,
-pr, block)``."""
+tuning task: its space, build and reference. Arguments (:func:`depthwise_task_args`): ``(c, h,
+w, kh, kw, sh, sw, pt, pl, pb, pr, block)``, then ``(dh, dw)`` for a dilated conv."""
 
 from __future__ import annotations
 
@@ -15,8 +15,20 @@ from pyvta.tuner.task import Template
 def _depthwise_workload(*args):
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload
 
-    c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, block = args
-    return ConvWorkload(c, h, w, c, (kh, kw), (sh, sw), (pt, pl, pb, pr), block, block, True)
+    if len(args) not in (12, 14):
+        raise ValueError(f"a depthwise task has 12 or 14 arguments, not {len(args)}")
+    c, h, w, kh, kw, sh, sw, pt, pl, pb, pr, block = args[:12]
+    dilations = tuple(args[12:]) if len(args) == 14 else (1, 1)
+    return ConvWorkload(
+        c, h, w, c, (kh, kw), (sh, sw), (pt, pl, pb, pr), block, block, True, dilations=dilations
+    )
+
+
+def depthwise_task_args(wl) -> tuple:
+    """The task arguments of the depthwise conv ``wl``, its dilations where it has them (a
+    dilated layer is tuned as itself; an undilated one keeps the task it always had)."""
+    args = (wl.c, wl.h, wl.w, *wl.kernel, *wl.strides, *wl.pads, wl.ob)
+    return args + wl.dilations if wl.dilations != (1, 1) else args
 
 
 def _depthwise_space(*args) -> ConfigSpace:
@@ -45,14 +57,17 @@ def _depthwise_instantiate(config, *args):
 
 
 def _depthwise_reference(arrays, *args):
-    """float64 depthwise conv of NCHW{c}c data with ``[C/c, KH, KW, c]`` weights plus bias."""
+    """float64 depthwise conv of NCHW{c}c data with ``[C/c, KH, KW, c]`` weights plus bias
+    (dilated taps)."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     wl = _depthwise_workload(*args)
     data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
     t, lft, b, r = wl.pads
     x = np.pad(data[0], ((0, 0), (t, b), (lft, r), (0, 0)))
-    win = sliding_window_view(x, wl.kernel, axis=(1, 2))[:, :: wl.strides[0], :: wl.strides[1]]
+    (kh, kw), (sh, sw), (dh, dw) = wl.kernel, wl.strides, wl.dilations
+    reach = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+    win = sliding_window_view(x, reach, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
     oh, ow = wl.out_hw
     y = np.einsum("fyxcij,fijc->fyxc", win[:, :oh, :ow], wgt)
     return (y + bias.reshape(y.shape[0], 1, 1, -1))[None]

@@ -133,6 +133,7 @@ class CpuBackend(Backend):
         clock = time.thread_time if self.timer == "thread" else time.perf_counter
         rng = np.random.default_rng(0)
         values = [rng.standard_normal(t.shape).astype(t.dtype) for t in args]
+        values = task.template.inputs(values, task.args)
         arrays = fresh_copies(values)
         time_ms = mod.time_ms if self.cache == "warm" else self._cold_time_ms(mod)
         est_ms = time_ms(*arrays, number=1, repeat=1, clock=clock)

@@ -27,11 +27,34 @@ TILE_PARTS = {
 @functools.cache  # pure, and a model's search checks points of one workload by the thousand
 def nchwc_workload(*args):
     """The ``compiler.targets.cpu.kernels.ConvWorkload`` of an NCHWc conv task's arguments
-    ``(c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob)``."""
+    (:func:`nchwc_task_args`): ``(c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob)``, then
+    for a dilated conv ``(dh, dw)``, for a grouped one ``(dh, dw, group, group_in,
+    group_out)``."""
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload
 
-    c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = args
-    return ConvWorkload(c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob)
+    if len(args) not in (14, 16, 19):
+        raise ValueError(f"an NCHWc conv task has 14, 16 or 19 arguments, not {len(args)}")
+    c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob = args[:14]
+    dilations = tuple(args[14:16]) if len(args) > 14 else (1, 1)
+    groups = GroupSpan(*args[16:]) if len(args) == 19 else None
+    return ConvWorkload(
+        c, h, w, o, (kh, kw), (sh, sw), (pt, pl, pb, pr), ib, ob,
+        dilations=dilations, groups=groups,
+    )  # fmt: skip
+
+
+def nchwc_task_args(wl) -> tuple:
+    """The task arguments of the conv ``wl`` (``ConvWorkload``): its shape and blocks, and
+    where it has them its dilations and groups (:func:`nchwc_workload` reads them back), so a
+    grouped or dilated layer is tuned as itself and an ordinary one keeps the task (and the
+    logged records) it always had. ``nchw_input`` is not among them: knobs tuned on the blocked
+    input serve the NCHW one the same."""
+    args = (wl.c, wl.h, wl.w, wl.o, *wl.kernel, *wl.strides, *wl.pads, wl.ib, wl.ob)
+    g = wl.groups
+    if g is not None:
+        return args + (*wl.dilations, g.group, g.group_in, g.group_out)
+    return args + wl.dilations if wl.dilations != (1, 1) else args
 
 
 def conv_tiles(out_width: int, out_block: int, oc_blocks: int = 1) -> list[tuple[int, int]]:
@@ -80,20 +103,44 @@ def graph_conv(wl, template: str, config):
         raise InvalidConfig(str(e)) from None
 
 
+def nchwc_inputs(arrays, *args):
+    """The measured arrays of an NCHWc conv task (``Template.inputs_fn``): a grouped conv's
+    packed weights zero past the input blocks each output block reads (``GroupSpan.reads``),
+    as ``GroupSpan.pack`` leaves them, so a schedule that skips those blocks and one that does
+    not (``oc_blocks`` above 1) compute the same."""
+    wl = nchwc_workload(*args)
+    if wl.groups is None:
+        return arrays
+    wgt = arrays[1].copy()
+    span = wgt.shape[1]
+    for f in range(wgt.shape[0]):
+        wgt[f, len(wl.groups.reads(f, wl.ib, wl.ob, wl.c // wl.ib, span)) :] = 0.0
+    return [arrays[0], wgt, *arrays[2:]]
+
+
 def nchwc_reference(arrays, *args):
     """float64 conv of NCHW{ib}c data with OIHW{ib}i{ob}o weights plus bias, NCHW{ob}c out
-    in the shape of ``arrays[-1]`` (a flat config's ``[1, O/ob, OH * OW, ob]``)."""
+    in the shape of ``arrays[-1]`` (a flat config's ``[1, O/ob, OH * OW, ob]``); dilated taps,
+    and for a grouped conv each output block over the input blocks it reads
+    (``GroupSpan.reads``) with its packed weights."""
     from numpy.lib.stride_tricks import sliding_window_view
 
     wl = nchwc_workload(*args)
     data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
     x = data[0].transpose(0, 3, 1, 2).reshape(wl.c, wl.h, wl.w)
-    ob_, cb, kh, kw, ib, ob = wgt.shape
+    o_blocks, span, kh, kw, ib, ob = wgt.shape
+    if wl.groups is not None:  # the block-diagonal weights the packed ones stand for
+        full = np.zeros((o_blocks, wl.c // ib) + wgt.shape[2:])
+        for f in range(o_blocks):
+            read = wl.groups.reads(f, ib, ob, wl.c // ib, span)
+            full[f, read] = wgt[f, : len(read)]
+        wgt = full
     oihw = wgt.transpose(0, 5, 1, 4, 2, 3).reshape(wl.o, wl.c, kh, kw)
     t, lft, b, r = wl.pads
     x = np.pad(x, ((0, 0), (t, b), (lft, r)))
-    sh, sw = wl.strides
-    win = sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::sh, ::sw]
+    (sh, sw), (dh, dw) = wl.strides, wl.dilations
+    reach = ((kh - 1) * dh + 1, (kw - 1) * dw + 1)
+    win = sliding_window_view(x, reach, axis=(1, 2))[:, ::sh, ::sw, ::dh, ::dw]
     y = np.tensordot(oihw, win, axes=([1, 2, 3], [0, 3, 4])) + bias[:, None, None]
     oh, ow = wl.out_hw
     want = y[:, :oh, :ow].reshape(wl.o // ob, ob, oh, ow).transpose(0, 2, 3, 1)[None]

@@ -120,7 +120,7 @@ class CpuDeviceBackend(Backend):
 
         if self._device is None:
             self._device = driver.open(self.device_name, **self.device_kwargs)
-        values = _inputs(artifact.sig)
+        values = task.template.inputs(_inputs(artifact.sig), task.args)
         costs, _, outs = self._device.measure_cpu(
             artifact.triple, artifact.shared, artifact.sig, values, repeats, 0, self.min_repeat_ms
         )

@@ -51,6 +51,9 @@ class Template:
     cost_unit: str = "s"
     lower_fn: Callable[..., object] | None = None  # (config, *args) -> loop IR, for features
     reference_fn: Callable[..., object] | None = None  # (arrays, *args) -> expected output
+    # (arrays, *args) -> the seeded arrays made what the kernel assumes of its inputs before
+    # it is measured (a grouped conv: its packed weights zero past its groups' blocks)
+    inputs_fn: Callable[..., list] | None = None
     context_fn: Callable[..., np.ndarray] | None = None  # (config, *args) -> float32 [width]
     prior_fn: Callable[..., list] | None = None  # (task, n) -> the backend's n best points
     # () -> the machine a measurement is made on (a tuning record's ``target``), and
@@ -62,6 +65,11 @@ class Template:
 
     def task(self, *args) -> Task:
         return Task(self, tuple(args), self.space_fn(*args))
+
+    def inputs(self, arrays: list, args: tuple) -> list:
+        """The arrays a measurement of a task with ``args`` runs on, made of the seeded
+        ``arrays`` (``inputs_fn``; unchanged without one)."""
+        return arrays if self.inputs_fn is None else self.inputs_fn(arrays, *args)
 
 
 @dataclass(frozen=True)

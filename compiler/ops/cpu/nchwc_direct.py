@@ -330,6 +330,12 @@ class GroupSpan:
         last = ((g1 + 1) * self.group_in - 1) // const(ic)
         return last - self.start(f, ic, oc, c_blocks, count) + 1
 
+    def reads(self, f: int, ic: int, oc: int, c_blocks: int, count: int) -> range:
+        """The input blocks output block ``f`` reads: the first :meth:`needed` of the ``count``
+        from :meth:`start` on (as the template's reduction skips the rest)."""
+        first = self.start(f, ic, oc, c_blocks, count)
+        return range(first, min(first + count, self._first_last(f, ic, oc)[1] + 1))
+
     def pack(self, packed: np.ndarray) -> np.ndarray:
         """:func:`pack_conv_weights` of the block-diagonal weights ``[O/oc, C/ic, KH, KW, ic,
         oc]`` -> the ``count`` input blocks each output block reads ``[O/oc, count, ...]``."""

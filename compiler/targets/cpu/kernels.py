@@ -111,6 +111,15 @@ class ConvWorkload:
         return 2 * self.o * oh * ow * per_out
 
     @property
+    def in_blocks_read(self) -> int:
+        """Input channel blocks one output block's reduction runs over: all of them, or for a
+        grouped conv the span its groups' channels fall in (``GroupSpan.count``)."""
+        c_blocks = self.c // self.ib
+        if self.groups is None:
+            return c_blocks
+        return self.groups.count(self.ib, self.ob, c_blocks, self.o // self.ob)
+
+    @property
     def weight_bytes(self) -> int:
         """Its float32 weights (padded channels included): what it reads from memory when
         nothing of it is left in the caches."""

@@ -339,3 +339,56 @@ def test_budget_tasks_mark_the_template_the_untuned_network_runs(small_resnet):
         assert schedule_of(untuned.task, untuned.initial[0])["template"] == picked
         assert not untuned.stand_in  # ResNet-18's untuned schedules are points of the spaces
         assert all(t.flops == layer.workload.flops > 0 and t.weight == layer.count for t in mine)
+
+
+GROUPED_AND_DILATED = {
+    # blocks of 16 straddling groups of 38 -> 71 (a span of 4 of the 5 input blocks)
+    "straddling groups": dict(c=80, o=144, groups=(2, 38, 71)),
+    "groups aligned with the blocks": dict(c=64, o=64, groups=(4, 16, 16)),
+    "groups within a block": dict(c=32, o=32, groups=(8, 4, 4)),
+    "dilated": dict(c=32, o=48, dilations=(2, 2)),
+    "dilated and grouped": dict(c=32, o=32, groups=(2, 16, 16), dilations=(2, 1)),
+    "dilated depthwise": dict(c=32, o=32, depthwise=True, dilations=(2, 2)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GROUPED_AND_DILATED))
+def test_grouped_and_dilated_layers_are_tuned_as_themselves(name):
+    """A grouped or dilated layer's tasks stand for that layer (their arguments give its
+    workload back), not the dense undilated conv of its shape, and its configs measure against
+    a reference of the layer itself (a grouped conv's packed weights, dilated taps); an
+    ordinary layer's task keeps the arguments it always had (logged records still match)."""
+    from dataclasses import replace
+
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload
+    from pyvta.tuner.cpu_measure import CpuBackend
+
+    spec = dict(GROUPED_AND_DILATED[name])
+    groups = spec.pop("groups", None)
+    dil = spec.pop("dilations", (1, 1))
+    c, o = spec.pop("c"), spec.pop("o")
+    wl = ConvWorkload(
+        c, 9, 10, o, (3, 3), (1, 1), (2, 1, 2, 1), 16, 16, dilations=dil,
+        groups=GroupSpan(*groups) if groups else None, **spec,
+    )  # fmt: skip
+    tasks = nchwc_conv_tasks(wl)
+    plain = nchwc_conv_tasks(replace(wl, dilations=(1, 1), groups=None))
+    for task, dense in zip(tasks, plain, strict=True):
+        assert task.key != dense.key
+        assert len(dense.args) == (12 if wl.depthwise else 14)  # the keys logs always had
+    from pyvta.tuner.cpu_depthwise import _depthwise_workload
+    from pyvta.tuner.cpu_nchwc import nchwc_workload
+
+    read = _depthwise_workload if wl.depthwise else nchwc_workload
+    assert read(*tasks[0].args) == wl
+    backend = CpuBackend(min_repeat_ms=1.0)
+    rng = np.random.default_rng(5)
+    print("seed 5")
+    for task in tasks:
+        draws = (task.space.get(int(i)) for i in rng.permutation(task.space.size)[:400])
+        valid = [cfg for cfg in draws if task.space.problem(cfg) is None][:2]
+        assert valid, task.key
+        for config in valid:
+            (res,) = InProcessMeasurer(backend, repeats=1).measure(task, [config])
+            assert res.ok, (task.key, config.to_dict(), res.error, res.msg[-300:])
