@@ -197,7 +197,9 @@ def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     oh, ow = wl.out_hw
     target = _host(features)
     block_bytes = wl.c * wl.kernel[0] * wl.kernel[1] * wl.ob * 4  # one output block's weights
-    k = nchwc_direct.NchwcConvKnobs.for_target(target, ow, wl.ob, oh, wl.o // wl.ob, block_bytes)
+    k = nchwc_direct.NchwcConvKnobs.for_target(
+        target, ow, wl.ob, oh, wl.o // wl.ob, block_bytes, shared_input=wl.groups is None
+    )
     return k.to_dict()
 
 

@@ -580,6 +580,43 @@ def test_untuned_direct_tiles_span_blocks_of_one_vector_on_avx2_only():
 
 
 @pytest.mark.parametrize("level", ["avx2", "avx512"])
+def test_an_untuned_grouped_conv_tile_takes_one_block_with_32_registers(level):
+    """A grouped conv's blocks read different input blocks, so with 32 registers its untuned
+    direct tile takes one block (where a dense conv's takes two), with the dense tile's
+    columns; with 16 (AVX2) it is the dense conv's tile."""
+    from dataclasses import replace
+
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.targets.cpu.kernels import (
+        ConvWorkload,
+        default_conv_schedule,
+        default_direct_knobs,
+    )
+    from pyvta.host_cpu import CpuFeatureError
+
+    try:
+        wide = CpuTarget.host(1, level).vector_registers >= 32
+    except CpuFeatureError as e:
+        pytest.skip(f"the host cannot run {level}: {e}")
+    hits = 0
+    for c, hw, group, block in ((64, 56, 4, 16), (128, 28, 8, 16), (96, 28, 4, 16), (48, 20, 3, 8)):
+        grouped = ConvWorkload(
+            c, hw, hw, c, (3, 3), (1, 1), (1, 1, 1, 1), block, block,
+            groups=GroupSpan(group, c // group, c // group),
+        )  # fmt: skip
+        assert default_conv_schedule(grouped, level)["template"] == "direct"
+        dense = default_direct_knobs(replace(grouped, groups=None), level)
+        got = default_direct_knobs(grouped, level)
+        if dense["oc_blocks"] == 1 or not wide:
+            assert got == dense
+        else:
+            assert got == {**dense, "oc_blocks": 1}
+            hits += 1
+    assert hits == (3 if wide else 0)  # the first three: blocks of one AVX-512 vector
+
+
+@pytest.mark.parametrize("level", ["avx2", "avx512"])
 def test_untuned_schedules_follow_the_host_model(level):
     """The untuned choice per layer kind (``default_conv_schedule``) at two feature levels the
     host may be limited to: F(4x4, 3x3) from 28 columns, F(2x2, 3x3) below; 7-wide 3x3 layers
