@@ -430,8 +430,9 @@ def stale_choices(log: str | os.PathLike, model: str | os.PathLike) -> str | Non
     untuned schedule, is not the code they were timed on (:func:`changed_code`; a change to
     the code generator ran the old MobileNet choices at 0.97x the untuned schedules). Choices
     that record no code (written before it was) are judged by the ``compiler_version`` they
-    were timed under, or by its absence. None where they were timed on today's code, or there
-    are none for this host. They are applied either way."""
+    were timed under, or by its absence. None where they were timed on today's code, there
+    are none for this host, or those with code are of layers ``model`` does not have. They are
+    applied either way."""
     from pyvta.tuner.cpu_measure import cpu_measured_on
 
     here = in_network_hosts(log).get(cpu_measured_on())
@@ -442,8 +443,13 @@ def stale_choices(log: str | os.PathLike, model: str | os.PathLike) -> str | Non
         f"To time them again: pyvta tune MODEL --target cpu --log {log} --trials 0 --in-network 3"
     )
     if "code" in here:
+        from pyvta.tuner.in_network_code import conv_keys, plan_network
+
         chosen = {key: d["chosen"] for key, d in here["layers"].items()}
-        now, then = changed_code(model, chosen, here["threads"]), here["code"]
+        # another network's layers (a log applied to a model it was not made for) say nothing
+        mine = set(conv_keys(plan_network(model, {})).values())
+        now = changed_code(model, chosen, here["threads"])
+        then = {k: v for k, v in here["code"].items() if k in mine}
         moved = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
         if not moved:
             return None

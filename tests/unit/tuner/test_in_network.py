@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+from dataclasses import replace
 
 import onnx
 import pytest
@@ -339,6 +340,13 @@ def test_choices_say_when_the_code_they_were_timed_on_is_not_made_now(
     later = "0123456789abcdef|llvm99.0.0"  # a change to the compiler's sources, say
     monkeypatch.setattr(in_network, "compiler_version", lambda: later)
     assert stale_choices(log, path) is None  # that changes no layer's code: nothing said
+    foreign = json.loads(json.dumps(doc))  # and a layer of another network: not this one's
+    wl = layers[0].workload
+    other_key = replace(wl, c=wl.c + wl.ib, h=wl.h + 1).key
+    foreign["hosts"][cpu_measured_on()]["code"][other_key] = {"chosen": "1" * 16, "untuned": "2"}
+    in_network_path(log).write_text(json.dumps(foreign))
+    assert stale_choices(log, path) is None
+    in_network_path(log).write_text(json.dumps(doc))
 
     for which in ("chosen", "untuned"):  # timed on other code: of the choice, of the untuned
         other = json.loads(json.dumps(doc))
