@@ -212,6 +212,41 @@ def mobilenet(
     return nb.model(1, size, classes)
 
 
+def resnext(
+    depth: int = 50,
+    size: int = 224,
+    classes: int = 1000,
+    width: int = 64,
+    groups: int = 32,
+    group_width: int = 4,
+    seed: int = 0,
+    stat_samples: int = 8,
+    residual_gamma: tuple[float, float] = (0.2, 0.5),
+) -> onnx.ModelProto:
+    """ResNeXt-50 (``depth=50``, 32x4d) or ResNeXt-26 (``depth=26``): bottleneck blocks whose
+    3x3 conv is grouped, ``groups`` groups of ``group_width`` channels in the first stage (128
+    channels), doubling each stage; the stride on the 3x3 conv; blocks widen ``width`` x 4 x
+    2^stage. The residual branch's last batch norm as in :func:`resnet`."""
+    blocks = {26: (2, 2, 2, 2), 50: (3, 4, 6, 3)}
+    if depth not in blocks:
+        raise ValueError(f"depth {depth} is not supported (allowed: 26, 50)")
+    nb = _NetBuilder(f"resnext{depth}", _stat_samples(size, seed, stat_samples), seed)
+    x = nb.max_pool(nb.relu(nb.bn(nb.conv("input", width, 7, 2))))
+    for stage, count in enumerate(blocks[depth]):
+        mid, out = groups * group_width * 2**stage, width * 4 * 2**stage
+        for i in range(count):
+            stride = 2 if stage > 0 and i == 0 else 1
+            shortcut = x
+            if stride != 1 or nb.acts[x].shape[1] != out:
+                shortcut = nb.bn(nb.conv(x, out, 1, stride))
+            h = nb.relu(nb.bn(nb.conv(x, mid, 1, 1)))
+            h = nb.relu(nb.bn(nb.conv(h, mid, 3, stride, group=groups)))
+            h = nb.bn(nb.conv(h, out, 1, 1), residual_gamma)
+            x = nb.relu(nb.add(h, shortcut))
+    nb.classifier(x, classes)
+    return nb.model(1, size, classes)
+
+
 @dataclass(frozen=True)
 class ZooModel:
     build: Callable[..., onnx.ModelProto]  # keyword arguments: size, classes, seed, ...
@@ -224,11 +259,18 @@ ZOO = {
     ),
     "resnet34": ZooModel(lambda **kw: resnet(34, **kw), "ResNet-34, basic blocks"),
     "mobilenet": ZooModel(mobilenet, "MobileNet-v1 style: depthwise 3x3 + pointwise 1x1, relu6"),
+    "resnext26": ZooModel(
+        lambda **kw: resnext(26, **kw), "ResNeXt-26 32x4d: bottlenecks, grouped 3x3 convs"
+    ),
+    "resnext50": ZooModel(
+        lambda **kw: resnext(50, **kw), "ResNeXt-50 32x4d: bottlenecks, grouped 3x3 convs"
+    ),
 }
 
 
 def build_model(name: str, **kwargs) -> onnx.ModelProto:
-    """A zoo model by name (``resnet18``, ``resnet34``, ``mobilenet``)."""
+    """A zoo model by name (``resnet18``, ``resnet34``, ``mobilenet``, ``resnext26``,
+    ``resnext50``)."""
     if name not in ZOO:
         raise ValueError(f"model {name!r} is not in the zoo (allowed: {', '.join(sorted(ZOO))})")
     return ZOO[name].build(**kwargs)
