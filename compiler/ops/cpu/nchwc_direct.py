@@ -270,8 +270,8 @@ class NchwcConvKnobs:
         blocks of exactly one vector run ``nchwc.VECTOR_BLOCK_TILE_BLOCKS`` per tile where that
         divides ``out_blocks`` (whatever their weights weigh: the tile is 14 columns wide).
         Without ``shared_input`` (a grouped conv: each output block reads its own groups'
-        input blocks, so no broadcast value feeds two), with 32 registers, the tile keeps
-        those columns but takes one block."""
+        input blocks, so no broadcast value feeds two), with 32 registers, a tile of rows (not
+        flat) keeps those columns but takes one block."""
 
         oc_blocks = 1
         lanes = target.vector_lanes("float32")
@@ -294,7 +294,7 @@ class NchwcConvKnobs:
         else:
             ow_block, oc_tile = min(tiles, key=lambda dt: (-dt[1], -(-out_width // dt[0]), dt[0]))
         oc_tile = oc_tile if oc_tile != out_block else 0
-        if not shared_input and target.vector_registers >= WIDE_REGISTER_FILE:
+        if not shared_input and not flat and target.vector_registers >= WIDE_REGISTER_FILE:
             # a grouped conv's blocks read different input blocks (their groups'), so a tile of
             # several broadcasts each value for one block anyway, and does not skip the blocks
             # past its groups' (``GroupSpan.needed``): one block, the same columns. Zen 5, 2
@@ -302,8 +302,10 @@ class NchwcConvKnobs:
             # 56 x 56 0.408 -> 0.348 ms (2 blocks x 14 columns -> 1 x 14; 1 x 28, the widest
             # tile of one block, ran 0.02-0.09 ms slower than 1 x 14), 128 -> 128 group 32
             # 0.785 -> 0.690, 96 -> 96 group 4 at 28 x 28 0.340 -> 0.252, 256 -> 256 group 32
-            # at 28 x 28 0.393 -> 0.317, 128 -> 128 group 8 0.223 -> 0.180. With AVX2's 16
-            # registers (blocks of 8, several a tile) not measured: left as it was.
+            # at 28 x 28 0.393 -> 0.317, 128 -> 128 group 8 0.223 -> 0.180. Not a flat tile:
+            # 1024 -> 1024 group 32 at 7 x 7 ran 0.176 ms against 0.158 with two blocks (the
+            # tile's 7 positions alone hold too few accumulators; benchmarks/cpu_grouped.py).
+            # With AVX2's 16 registers (blocks of 8, several a tile) not measured: as it was.
             oc_blocks = 1
         return NchwcConvKnobs(ow_block, oc_tile, flat=flat, oc_blocks=oc_blocks)
 

@@ -2,7 +2,8 @@
 round or two): ``cpu_network.py`` (pyvta against onnxruntime, the control, the per-layer table
 from onnxruntime's profile), ``cpu_headroom.py`` (its bounds: each conv layer brought up to the
 FMA peak, or to its memory floor) and ``cpu_layers_alone.py`` (each conv layer in the network
-beside its kernel alone). The bounds' arithmetic is checked with the peak and the bandwidth
+beside its kernel alone), and ``cpu_grouped.py`` (grouped convs, untuned beside the dense rule's
+tile, on one case and a small ResNeXt). The bounds' arithmetic is checked with the peak and the bandwidth
 replaced by values whose bound is known: an endless peak leaves only the other nodes, a peak of
 nothing leaves every layer as measured."""
 
@@ -87,3 +88,22 @@ def test_the_network_benchmark_with_its_control_and_per_layer_table(benches, cap
     assert "per layer, pyvta default against onnxruntime" in out
     conv = re.search(r"total cpu_conv2d\s+pyvta\s+([\d.]+) ms\s+onnxruntime\s+([\d.]+) ms", out)
     assert conv and float(conv[1]) > 0 and float(conv[2]) > 0, out  # its Conv nodes matched
+
+
+def test_grouped_bench_runs_untuned_beside_the_dense_rule(benches, capsys):
+    """``cpu_grouped.py`` on one case and a small ResNeXt: a row each, onnxruntime and the
+    untuned network timed; where the host has 32 registers the dense rule's tiles differ (two
+    blocks a tile, of rows) and run beside them, else the row says they are the same."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+
+    cg = benches("cpu_grouped")
+    args = ["--rounds", "2", "--threads", "1", "--cases", "group width 16 at 28"]
+    assert cg.main([*args, "--network", "resnext26", "--size", str(SIZE)]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("  ")]
+    assert len(rows) == 2 and all("onnxruntime" in r and "untuned" in r for r in rows)
+    wide = CpuTarget.host().vector_registers >= 32
+    assert ("dense rule " in rows[0]) == wide
+    assert ("the dense rule's tile is the untuned one" in rows[0]) == (not wide)
+    with pytest.raises(SystemExit):
+        cg.main(["--cases", "no such case"])
