@@ -179,19 +179,36 @@ def resnet(
     if depth not in blocks:
         raise ValueError(f"depth {depth} is not supported (allowed: 18, 34)")
     nb = _NetBuilder(f"resnet{depth}", _stat_samples(size, seed, stat_samples), seed)
-    x = nb.max_pool(nb.relu(nb.bn(nb.conv("input", width, 7, 2))))
-    for stage, count in enumerate(blocks[depth]):
+
+    def basic(x: str, stage: int, stride: int) -> str:
         ch = width * 2**stage
+        h = nb.relu(nb.bn(nb.conv(x, ch, 3, stride)))
+        return nb.bn(nb.conv(h, ch, 3, 1), residual_gamma)
+
+    x = _residual_stages(nb, _resnet_stem(nb, width), blocks[depth], lambda s: width * 2**s, basic)
+    nb.classifier(x, classes)
+    return nb.model(1, size, classes)
+
+
+def _resnet_stem(nb: _NetBuilder, width: int) -> str:
+    """7x7 stride-2 conv of ``width`` channels, batch norm, relu, 3x3 stride-2 max pool."""
+    return nb.max_pool(nb.relu(nb.bn(nb.conv("input", width, 7, 2))))
+
+
+def _residual_stages(nb: _NetBuilder, x: str, blocks, out_of, branch) -> str:
+    """A residual network's stages after its stem: ``blocks[stage]`` blocks of ``out_of(stage)``
+    channels, the first of each stage after the first of stride 2, each the sum of
+    ``branch(x, stage, stride)`` and the input (through a 1x1 conv and batch norm where the
+    shape changes), then relu."""
+    for stage, count in enumerate(blocks):
+        out = out_of(stage)
         for i in range(count):
             stride = 2 if stage > 0 and i == 0 else 1
             shortcut = x
-            if stride != 1 or nb.acts[x].shape[1] != ch:
-                shortcut = nb.bn(nb.conv(x, ch, 1, stride))
-            h = nb.relu(nb.bn(nb.conv(x, ch, 3, stride)))
-            h = nb.bn(nb.conv(h, ch, 3, 1), residual_gamma)
-            x = nb.relu(nb.add(h, shortcut))
-    nb.classifier(x, classes)
-    return nb.model(1, size, classes)
+            if stride != 1 or nb.acts[x].shape[1] != out:
+                shortcut = nb.bn(nb.conv(x, out, 1, stride))
+            x = nb.relu(nb.add(branch(x, stage, stride), shortcut))
+    return x
 
 
 def mobilenet(
@@ -231,18 +248,17 @@ def resnext(
     if depth not in blocks:
         raise ValueError(f"depth {depth} is not supported (allowed: 26, 50)")
     nb = _NetBuilder(f"resnext{depth}", _stat_samples(size, seed, stat_samples), seed)
-    x = nb.max_pool(nb.relu(nb.bn(nb.conv("input", width, 7, 2))))
-    for stage, count in enumerate(blocks[depth]):
-        mid, out = groups * group_width * 2**stage, width * 4 * 2**stage
-        for i in range(count):
-            stride = 2 if stage > 0 and i == 0 else 1
-            shortcut = x
-            if stride != 1 or nb.acts[x].shape[1] != out:
-                shortcut = nb.bn(nb.conv(x, out, 1, stride))
-            h = nb.relu(nb.bn(nb.conv(x, mid, 1, 1)))
-            h = nb.relu(nb.bn(nb.conv(h, mid, 3, stride, group=groups)))
-            h = nb.bn(nb.conv(h, out, 1, 1), residual_gamma)
-            x = nb.relu(nb.add(h, shortcut))
+
+    def bottleneck(x: str, stage: int, stride: int) -> str:
+        mid = groups * group_width * 2**stage
+        h = nb.relu(nb.bn(nb.conv(x, mid, 1, 1)))
+        h = nb.relu(nb.bn(nb.conv(h, mid, 3, stride, group=groups)))
+        return nb.bn(nb.conv(h, width * 4 * 2**stage, 1, 1), residual_gamma)
+
+    stages = blocks[depth]
+    x = _residual_stages(
+        nb, _resnet_stem(nb, width), stages, lambda s: width * 4 * 2**s, bottleneck
+    )
     nb.classifier(x, classes)
     return nb.model(1, size, classes)
 
