@@ -26,8 +26,9 @@ the same level; ``pyvta.testing.cpuid_mask``), so it too runs the kernels it wou
 host, not its AVX-512 VNNI or AMX ones. ``--ort-level host`` compares with onnxruntime at the
 host's own level.
 
-Runs are interleaved one inference at a time per round (after one warm-up each); each reports
-its median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more
+Runs are interleaved one inference at a time per round (after one warm-up each), each round
+starting with the next run (as ``cpu_network.py``: a run always after the same other is
+favoured or not); each reports its median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more
 (up to 200) until its slowest run has had ``--min-ms`` of timed work: a sub-millisecond network
 gets enough samples for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta
 is faster). The worst three networks of each kind get a per-layer table: pyvta's per-node times
@@ -139,14 +140,18 @@ def bench_network(
     attempt("cpu", fp32)
     attempt("cpu-int8", int8)
     attempt("onnxruntime int8 QDQ", ort_int8)
-    attempt("vta", vta)
     times: dict[str, list[float]] = {k: [] for k in runs}
     warm_ms = max(timed_ms(fn) for fn in runs.values())  # each run's warm-up
     info["rounds"] = max(rounds, min(MAX_ROUNDS, math.ceil(min_ms / max(warm_ms, 1e-3))))
-    for _ in range(info["rounds"]):
-        for key, fn in runs.items():
-            times[key].append(timed_ms(fn))
+    names = list(runs)
+    for r in range(info["rounds"]):
+        for key in names[r % len(names) :] + names[: r % len(names)]:
+            times[key].append(timed_ms(runs[key]))
     info["ms"] = {k: float(np.median(v)) for k, v in times.items()}
+    # after the timing: the vta compile's multi-threaded BLAS work leaves OpenBLAS's threads
+    # spinning for about 0.1 s, a core taken from what runs next (net823 right after it: pyvta
+    # 1.10-1.16 ms a run against 0.67-0.69 with OPENBLAS_NUM_THREADS=1 or a while later)
+    attempt("vta", vta)
     for key, graph in graphs.items():  # where pyvta's time goes: one more run's table
         info["slowest"][key] = slowest_nodes(graph, runs[key]()[1])
         onnx_file = info.get("qdq") if key == "pyvta int8" else path
