@@ -60,7 +60,7 @@ from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.ir import HOST
 from pyvta.testing import netgen
 from pyvta.testing.cpuid_mask import mask_cpuid
-from pyvta.testing.side_by_side import onnxruntime_node_ms, qdq_model, rel_err, timed_ms
+from pyvta.testing.side_by_side import onnxruntime_node_ms, qdq_model, rel_err, rotated, timed_ms
 
 MAX_REL_ERR = 1e-4
 MAX_ROUNDS = 200
@@ -145,7 +145,7 @@ def bench_network(
     info["rounds"] = max(rounds, min(MAX_ROUNDS, math.ceil(min_ms / max(warm_ms, 1e-3))))
     names = list(runs)
     for r in range(info["rounds"]):
-        for key in names[r % len(names) :] + names[: r % len(names)]:
+        for key in rotated(names, r):
             times[key].append(timed_ms(runs[key]))
     info["ms"] = {k: float(np.median(v)) for k, v in times.items()}
     # after the timing: the vta compile's multi-threaded BLAS work leaves OpenBLAS's threads

@@ -37,7 +37,7 @@ from pyvta.compiler.targets.cpu.kernels import (
     default_direct_knobs,
 )
 from pyvta.runtime.compiled_model import run_model
-from pyvta.testing.side_by_side import rel_err, timed_ms
+from pyvta.testing.side_by_side import rel_err, rotated, timed_ms
 from pyvta.tuner.cpu_measure import cpu_target_info
 from pyvta.tuner.cpu_network import cpu_network_layers
 from pyvta.tuner.in_network_confirm import paired_ratio
@@ -113,7 +113,7 @@ def side_by_side(path: str, feeds: dict, rounds: int, threads: int) -> dict:
     names = list(runs)
     times: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
-        for k in names[r % len(names) :] + names[: r % len(names)]:
+        for k in rotated(names, r):
             times[k].append(timed_ms(runs[k]))
     out = {k: float(np.median(v)) for k, v in times.items()}
     out["layers"] = len(dense)

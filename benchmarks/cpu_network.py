@@ -49,7 +49,7 @@ from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.executor import Executor
-from pyvta.testing.side_by_side import rel_err, timed_ms
+from pyvta.testing.side_by_side import rel_err, rotated, timed_ms
 from pyvta.tuner.in_network_confirm import paired_ratio
 
 MAX_REL_ERR = 1e-4
@@ -178,7 +178,7 @@ def bench_model(
     times: dict[str, list[float]] = {k: [] for k in runs}
     order = list(runs)
     for r in range(rounds):
-        for key in order[r % len(order) :] + order[: r % len(order)]:  # the first rotating
+        for key in rotated(order, r):
             times[key].append(timed_ms(runs[key], clock))
         if per_layer:
             profiled.run(None, {"input": x})

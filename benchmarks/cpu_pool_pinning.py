@@ -93,6 +93,7 @@ def _child(conn, path: str, seed: int, size: int, threads: int, setting: str) ->
 
 def bench_model(name: str, between: list[str], rounds: int, threads: int, seed: int) -> None:
     from pyvta.compiler.graph import zoo
+    from pyvta.testing.side_by_side import rotated
 
     size = 224
     path = str(Path(tempfile.mkdtemp(prefix="pyvta-pin-")) / f"{name}.onnx")
@@ -113,7 +114,7 @@ def bench_model(name: str, between: list[str], rounds: int, threads: int, seed: 
         order = list(conns)
         for r in range(rounds):
             for b in between:
-                for setting in order[r % 3 :] + order[: r % 3]:
+                for setting in rotated(order, r):
                     conns[setting].send((b, 1))
                     times[b, setting] += conns[setting].recv()
         for b in between:

@@ -50,7 +50,7 @@ from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
-from pyvta.testing.side_by_side import rel_err, timed_ms
+from pyvta.testing.side_by_side import rel_err, rotated, timed_ms
 
 MAX_REL_ERR = 1e-4
 
@@ -109,8 +109,7 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
         f"{model}: {threads} threads, {what}, {args.rounds} rounds; load average before: {load()}"
     )
     for r in range(args.rounds):
-        for j in range(len(names)):
-            key = names[(r + j) % len(names)]
+        for key in rotated(names, r):
             times[key].append(timed_ms(runs[key], clock))
     med = {k: float(np.median(v)) for k, v in times.items()}
     quart = {k: np.percentile(v, [25, 75]) for k, v in times.items()}

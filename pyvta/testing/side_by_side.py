@@ -38,6 +38,15 @@ def qdq_model(path: str, samples: list[dict], out_path: str, per_channel: bool =
     return out_path
 
 
+def rotated(names: list, r: int) -> list:
+    """The order of round ``r`` of runs timed in turn: ``names`` from the ``r``-th (modulo) on,
+    then the rest, so each run comes first in a round as often as any other (in a fixed order
+    the last of a round was favoured: ResNet-18's tuned network, the default's code, ran
+    1.009-1.017x the default timed before it, ``benchmarks/cpu_network.py``)."""
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
 def timed_ms(fn, clock=time.perf_counter) -> float:
     t0 = clock()
     fn()
