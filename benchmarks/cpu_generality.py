@@ -27,9 +27,8 @@ host, not its AVX-512 VNNI or AMX ones. ``--ort-level host`` compares with onnxr
 host's own level.
 
 Runs are interleaved one inference at a time per round (after one warm-up each), each round
-starting with the next run (as ``cpu_network.py``: a run always after the same other is
-favoured or not); each reports its median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more
-(up to 200) until its slowest run has had ``--min-ms`` of timed work: a sub-millisecond network
+starting with the next run (``side_by_side.rotated``); each reports its median over the rounds
+(wall clock). A network runs at least ``--rounds`` rounds, and more (up to 200) until its slowest run has had ``--min-ms`` of timed work: a sub-millisecond network
 gets enough samples for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta
 is faster). The worst three networks of each kind get a per-layer table: pyvta's per-node times
 beside onnxruntime's own (its profiler), by ONNX node, an activation counted with the conv it

@@ -447,8 +447,9 @@ def stale_choices(log: str | os.PathLike, model: str | os.PathLike) -> str | Non
 
         chosen = {key: d["chosen"] for key, d in here["layers"].items()}
         # another network's layers (a log applied to a model it was not made for) say nothing
-        mine = set(conv_keys(plan_network(model, {})).values())
-        now = changed_code(model, chosen, here["threads"])
+        untuned = plan_network(model, {})
+        mine = set(conv_keys(untuned).values())
+        now = changed_code(model, chosen, here["threads"], untuned)
         then = {k: v for k, v in here["code"].items() if k in mine}
         moved = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
         if not moved:

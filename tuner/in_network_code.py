@@ -44,13 +44,13 @@ def code_digests(graph, threads: int, only) -> dict[str, str]:
     return out
 
 
-def changed_code(model, chosen: dict, threads: int) -> dict[str, dict]:
+def changed_code(model, chosen: dict, threads: int, untuned=None) -> dict[str, dict]:
     """``{workload key: {"chosen": digest, "untuned": digest}}`` (:func:`code_digests`) of the
     conv layers of ``model`` (an ONNX path) whose schedule in ``chosen`` ({workload key:
     schedule}) is not the untuned one: their code in the network planned with ``chosen``, and
     in the untuned network, built for ``threads`` threads (whole networks planned, as they
-    run)."""
-    untuned = plan_network(model, {})
+    run; ``untuned``: the untuned network's plan, if the caller has it)."""
+    untuned = plan_network(model, {}) if untuned is None else untuned
     keys = conv_keys(untuned)
     default = {keys[n.name]: n.attrs["schedule"] for n in untuned.nodes if n.name in keys}
     changed = {k for k, s in chosen.items() if k in default and s != default[k]}
