@@ -1,20 +1,21 @@
 """Grouped convs on the CPU (ResNeXt's and RegNet's kinds): pyvta's untuned schedule beside the
-tile the dense rule gives the same layer (on AVX-512, two output blocks a tile: what grouped
-convs ran before their tile took one block) and onnxruntime, side by side in one run, as
-one-conv networks and as a zoo network.
+schedules grouped layers ran before, and onnxruntime, side by side in one run, as one-conv
+networks and as a zoo network.
 
 Run: .venv/bin/python benchmarks/cpu_grouped.py [--rounds 40] [--threads 2]
      [--network resnext50] [--size 224] [--cases all]
 
 Each one-conv network is a 3x3 grouped conv with bias and relu on a seeded input (``CASES``:
 ResNeXt-50 32x4d's four stages and RegNet-like groups of 16-24 channels); the network is the
-zoo's (``--network none``: none). Three runs each, interleaved one inference at a time per
+zoo's (``--network none``: none). Up to four runs each, interleaved one inference at a time per
 round, the first of each round the next one: onnxruntime (spinning off), pyvta's untuned
-network (``compile_model(..., "cpu")``), and pyvta with each grouped direct layer on the dense
-rule's tile (``default_direct_knobs`` of the layer without its groups; the same when that is
-already one block, as with AVX2's blocks of two vectors: then the row says so and runs two).
-Medians over the rounds, untuned / dense rule as a ratio of medians and paired per round;
-outputs must agree with onnxruntime within 1e-4. Ratio = onnxruntime / pyvta.
+network (``compile_model(..., "cpu")``), and where they differ from it: pyvta with each layer
+of groups narrower than the channel block (now on the depthwise template) on the direct
+template ("direct": its untuned grouped tile, as before), and with each grouped direct layer
+on the dense rule's tile ("dense rule": ``default_direct_knobs`` of the layer without its
+groups, two output blocks a tile on AVX-512, as before grouped tiles took one). Medians over
+the rounds, untuned / variant as a ratio of medians and paired per round; outputs must agree
+with onnxruntime within 1e-4. Ratio = onnxruntime / pyvta.
 """
 
 from __future__ import annotations
@@ -73,14 +74,32 @@ def grouped_conv_model(channels: int, size: int, groups: int, seed: int = 0) -> 
     return zoo.float_model(nodes, {"input": shape}, {"out": shape}, inits, name="grouped")
 
 
+def _grouped_layers(path: str):
+    """``(workload, untuned schedule)`` of each grouped layer of ``path``."""
+    for layer in cpu_network_layers(path):
+        if layer.workload.groups is not None:
+            yield layer.workload, default_conv_schedule(layer.workload)
+
+
+def direct_schedules(path: str) -> dict:
+    """``{workload key: schedule}``: the layers of ``path`` whose groups are narrower than the
+    channel block (untuned: the depthwise template) on the direct template, its untuned knobs."""
+    return {
+        wl.key: {
+            "template": "direct",
+            "knobs": {**default_direct_knobs(wl), "parallel": untuned["knobs"]["parallel"]},
+        }
+        for wl, untuned in _grouped_layers(path)
+        if untuned["template"] == "depthwise"
+    }
+
+
 def dense_rule_schedules(path: str) -> dict:
     """``{workload key: schedule}`` of the grouped direct layers of ``path`` whose tile under the
     dense rule (the layer's untuned knobs as if it had no groups) is not their untuned one."""
     out = {}
-    for layer in cpu_network_layers(path):
-        wl = layer.workload
-        untuned = default_conv_schedule(wl)
-        if wl.groups is None or untuned["template"] != "direct":
+    for wl, untuned in _grouped_layers(path):
+        if untuned["template"] != "direct":
             continue
         knobs = {
             **default_direct_knobs(replace(wl, groups=None)),
@@ -91,16 +110,22 @@ def dense_rule_schedules(path: str) -> dict:
     return out
 
 
+VARIANTS = {"direct": direct_schedules, "dense rule": dense_rule_schedules}
+
+
 def side_by_side(path: str, feeds: dict, rounds: int, threads: int) -> dict:
-    """Medians (ms) of onnxruntime, pyvta untuned and (where it differs) pyvta with the dense
-    rule's tiles, interleaved; ``paired``: untuned against the dense rule per round."""
+    """Medians (ms) of onnxruntime, pyvta untuned and each of ``VARIANTS`` that differs from
+    it, interleaved; ``paired``: untuned against each variant per round; ``layers``: the
+    layers each variant changes."""
     sess = onnxruntime_session(path, threads=threads, spin=False)
     ref = sess.run(None, feeds)[0]
     runs = {"onnxruntime": lambda: sess.run(None, feeds)}
     variants = {"untuned": None}
-    dense = dense_rule_schedules(path)
-    if dense:
-        variants["dense rule"] = dense
+    layers = {}
+    for name, fn in VARIANTS.items():
+        schedules = fn(path)
+        if schedules:
+            variants[name], layers[name] = schedules, len(schedules)
     for name, schedules in variants.items():
         cm = compile_model(path, "cpu", cpu_schedules=schedules)
         backends = {"cpu": CpuKernels(cm.graph, threads)}
@@ -116,23 +141,22 @@ def side_by_side(path: str, feeds: dict, rounds: int, threads: int) -> dict:
         for k in rotated(names, r):
             times[k].append(timed_ms(runs[k]))
     out = {k: float(np.median(v)) for k, v in times.items()}
-    out["layers"] = len(dense)
-    if dense:
-        out["paired"] = paired_ratio(times["dense rule"], times["untuned"])
+    out["layers"] = layers
+    out["paired"] = {k: paired_ratio(times[k], times["untuned"]) for k in layers}
     return out
 
 
 def row(name: str, ms: dict) -> str:
     ort = ms["onnxruntime"]
     text = f"  {name:24s} onnxruntime {ort:7.3f}  untuned {ms['untuned']:7.3f} ({ort / ms['untuned']:.2f}x)"
-    if "dense rule" in ms:
-        d = ms["dense rule"]
+    for k, paired in ms["paired"].items():
+        v = ms[k]
         text += (
-            f"  dense rule {d:7.3f} ({ort / d:.2f}x)  untuned / dense rule"
-            f" {d / ms['untuned']:.3f}x (paired {ms['paired']:.3f}x)"
+            f"  {k} {v:7.3f} ({ort / v:.2f}x)  untuned / {k} {v / ms['untuned']:.3f}x"
+            f" (paired {paired:.3f}x)"
         )
-    else:
-        text += "  (the dense rule's tile is the untuned one here)"
+    if not ms["paired"]:
+        text += "  (every grouped layer's schedule is the one it ran before)"
     return text
 
 
@@ -165,12 +189,8 @@ def main(argv=None) -> int:
         path = zoo.save_model(a.network, str(folder / f"{a.network}.onnx"), size=a.size, seed=0)
         feeds = {"input": zoo.sample_inputs(1, a.size, 0)[0]}
         ms = side_by_side(path, feeds, a.rounds, a.threads)
-        print(
-            row(
-                f"{a.network} {a.size}x{a.size} ({ms['layers']} layers on the dense rule's tile)",
-                ms,
-            )
-        )
+        changed = ", ".join(f"{n} {k}" for k, n in ms["layers"].items()) or "none"
+        print(row(f"{a.network} {a.size}x{a.size} (layers changed: {changed})", ms))
     return 0
 
 

@@ -479,13 +479,16 @@ _SCHEDULE_TEMPLATES = {
 
 def nchwc_conv_tasks(wl) -> list[Task]:
     """The tasks of a network's conv layer (``compiler.targets.cpu.kernels.ConvWorkload``,
-    bias only): the depthwise template for a depthwise layer; else direct NCHWc, Winograd
-    where it applies (3x3 stride 1, a channel tile: ``winograd_k_blocks``) and pointwise where it
-    does (1x1 stride 1, no padding)."""
+    bias only): the depthwise template for a depthwise layer; else direct NCHWc, the
+    depthwise template for groups narrower than the block (``ConvWorkload.group_width``),
+    Winograd where it applies (3x3 stride 1, a channel tile: ``winograd_k_blocks``) and
+    pointwise where it does (1x1 stride 1, no padding)."""
     if wl.depthwise:
         return [DEPTHWISE_NCHWC.task(*depthwise_task_args(wl))]
     args = nchwc_task_args(wl)
     tasks = [CONV2D_NCHWC.task(*args)]
+    if wl.group_width is not None:
+        tasks.append(DEPTHWISE_NCHWC.task(*depthwise_task_args(wl)))
     if wl.winograd_ok and winograd_k_blocks(wl):
         tasks.append(WINOGRAD_NCHWC.task(*args))
     if wl.pointwise_ok:

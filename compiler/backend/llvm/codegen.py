@@ -30,6 +30,7 @@ from pyvta.compiler.backend.llvm.vector import (
     lane_coef,
     masked_load_ok,
     row_column,
+    row_gather,
     vectorizable,
     walk_exprs,
 )
@@ -264,6 +265,9 @@ class CodeGen(IntDots):
         col = row_column(e.index, var, coef, e.buffer) if coef is not None else None
         if col is not None:
             return self._column_load(e, coef, col)
+        gather = row_gather(e.index, var, n, e.buffer) if coef is None else None
+        if gather is not None:
+            return self._row_gather_load(e, *gather)
         idx = self._bcast(self.expr(e.index), n)
         out = ir.Constant(ir.VectorType(ety, n), ir.Undefined)
         for lane in range(n):
@@ -497,6 +501,19 @@ class CodeGen(IntDots):
         rows = self.b.load(p, align=ELEM_BYTES[ld.buffer.dtype])
         picks = ir.Constant(ir.VectorType(I32, n), [col + stride * i for i in range(n)])
         return self.b.shuffle_vector(rows, ir.Constant(vt, ir.Undefined), picks)
+
+    def _row_gather_load(self, ld: Load, col0: int, columns: tuple[int, ...]):
+        """The lanes' elements of one row (:func:`row_gather`): one load of the row (from lane
+        0's element less ``col0``), a shuffle picking ``columns``."""
+        var, n, _ = self.lanes
+        row = ld.buffer.shape[-1]
+        vt = ir.VectorType(MEM_TYPE[ld.buffer.dtype], row)
+        start = self.expr(substitute(ld.index, {var: IntImm(0)}))
+        start = self.b.sub(start, ir.Constant(start.type, col0)) if col0 else start
+        p = self.b.bitcast(self._ptr(ld.buffer, start), vt.as_pointer())
+        got = self.b.load(p, align=ELEM_BYTES[ld.buffer.dtype])
+        picks = ir.Constant(ir.VectorType(I32, n), list(columns))
+        return self.b.shuffle_vector(got, ir.Constant(vt, ir.Undefined), picks)
 
     def cast(self, e: Cast):
         v = self.expr(e.value)

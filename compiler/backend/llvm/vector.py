@@ -3,7 +3,7 @@ whether a ``vectorized`` loop body can be emitted as straight-line vector code."
 
 from __future__ import annotations
 
-from pyvta.compiler.ir.expr import IntImm, Load, Select, children, free_vars
+from pyvta.compiler.ir.expr import IntImm, Load, Select, children, free_vars, substitute
 from pyvta.compiler.ir.simplify import linear_form, simplify, var_coef
 from pyvta.compiler.ir.stmt import Allocate, For, IfThenElse, Store, stmt_children, stmt_exprs
 
@@ -59,6 +59,34 @@ def row_column(index, var, stride: int, buffer) -> int | None:
     if any(c % stride for atom, c in terms.values() if atom is not var):
         return None
     return const % stride
+
+
+MAX_GATHER_ROW = 64  # a lane permutation's row, at most this many elements (one wide load)
+
+
+def row_gather(index, var, lanes: int, buffer) -> tuple[int, tuple[int, ...]] | None:
+    """Where lane ``var``'s load ``buffer[index]``, not affine in it (a permutation of the
+    lanes, such as a narrow group's input channel ``(fi // g) * g + j``), reads for each of
+    its ``lanes`` lanes an element of the same row of a ``global`` buffer's innermost axis
+    (at most ``MAX_GATHER_ROW`` elements; the index's other terms whole rows plus a
+    constant): ``(col0, columns)``, lane 0 reading column ``col0`` of that row and lane ``k``
+    column ``columns[k]``. Else None. The load is one load of the row and a shuffle; the loads
+    of an unrolled loop's other permutations of the same row load it once."""
+    row = buffer.shape[-1]
+    if buffer.scope != "global" or not isinstance(row, int) or row > MAX_GATHER_ROW:
+        return None
+    base = simplify(substitute(index, {var: IntImm(0)}))
+    terms, const = linear_form(base)
+    if any(c % row for _, c in terms.values()):
+        return None
+    col0 = const % row
+    columns = []
+    for k in range(lanes):
+        d = simplify(substitute(index, {var: IntImm(k)}) - base)
+        if not isinstance(d, IntImm) or not 0 <= col0 + d.value < row:
+            return None
+        columns.append(col0 + d.value)
+    return col0, tuple(columns)
 
 
 def masked_load_ok(e: Select, var) -> bool:

@@ -1,7 +1,9 @@
-"""Depthwise conv (group = C) in the blocked NCHW{c}c layout, float32 batch 1, fused epilogue.
+"""Depthwise conv (group = C) in the blocked NCHW{c}c layout, float32 batch 1, fused epilogue;
+also a grouped conv of narrow groups (``group_width`` g input and g output channels each, g
+dividing the block: every output channel reads g channels of its own block).
 
-data ``[1, C/c, H, W, c]``, weight ``[C/c, KH, KW, c]`` (:func:`pack_depthwise_weights`),
-bias ``[C]``, out (and residual) ``[1, C/c, OH, OW, c]``.
+data ``[1, C/c, H, W, c]``, weight ``[C/c, KH, KW, c]`` (:func:`pack_depthwise_weights`; with
+groups ``[C/c, KH, KW, g, c]``), bias ``[C]``, out (and residual) ``[1, C/c, OH, OW, c]``.
 
 The schedule never materialises a padded copy of the input: a register tile of ``ow_block``
 output columns x the channel block (``c / lanes`` vectors each) reads the input directly, a
@@ -12,6 +14,11 @@ accumulators as they are stored. A task is one channel block x ``y_block`` outpu
 AVX2 (MobileNet, one thread, in the network) this ran the 112- to 28-wide layers 1.1-1.6x
 faster than padding each task's input rows into a buffer first (at 112 x 112 the rows of a
 task outgrew L1) and storing the accumulators for a separate epilogue pass.
+
+With groups, output lane ``k`` reads input lane ``(k // g) * g + j`` for each of its group's
+``j``: one load of the input vector, a shuffle per ``j`` (``codegen``'s row gather), and g FMAs
+where the direct template, on block-diagonal weights, does ``c`` (three of four on zeros for
+ResNeXt's groups of 4 in blocks of 16).
 """
 
 from __future__ import annotations
@@ -31,14 +38,39 @@ SPARE_REGISTERS = 2  # vector registers a tile leaves for the weight and input v
 # input read through a select, 7 x 16 ran 5-15% slower than 4 x 16 (MobileNet's 112- to
 # 28-wide layers, AVX2, one thread, min of 30); 3 to 5 columns were within the noise.
 DEFAULT_TILE_VECTORS = 8
+# With groups of 4 or more (g shuffles and FMAs per column and tap, g weight vectors live), at
+# most 4 columns: ResNeXt's 3x3 layers of groups of 4 (56 x 56) and 8 (28 x 28, and 56 x 56
+# stride 2), Zen 5, 2 threads, kernel alone: 4 columns 0.100, 0.120, 0.123 ms; the 8-vector
+# rule's 8, 7, 7 columns 0.106, 0.175, 0.167 ms (groups of 2: 8 columns 0.047 ms, 4 0.058).
+GROUP_TILE_VECTORS = 4
+GROUP_TILE_MIN_WIDTH = 4
 MAX_Y_BLOCK = 4  # output rows per task, at most (dividing the height: no partial block)
 
 
 def pack_depthwise_weights(kernel: np.ndarray, block: int) -> np.ndarray:
-    """``[C, 1, KH, KW]`` -> ``[C/c, KH, KW, c]`` (float32, contiguous)."""
-    c, _, kh, kw = kernel.shape
-    w = kernel.astype(np.float32).reshape(c // block, block, kh, kw)
-    return np.ascontiguousarray(w.transpose(0, 2, 3, 1))
+    """``[C, g, KH, KW]`` -> ``[C/c, KH, KW, c]`` (g = 1) or ``[C/c, KH, KW, g, c]`` (float32,
+    contiguous)."""
+    c, g, kh, kw = kernel.shape
+    w = kernel.astype(np.float32).reshape(c // block, block, g, kh, kw)
+    if g == 1:
+        return np.ascontiguousarray(w[:, :, 0].transpose(0, 2, 3, 1))
+    return np.ascontiguousarray(w.transpose(0, 3, 4, 2, 1))
+
+
+def group_weights(dense: np.ndarray, group_width: int) -> np.ndarray:
+    """A grouped conv's block-diagonal ``[O, C, KH, KW]`` weights (groups of ``group_width``
+    input and output channels) -> its own ``[O, group_width, KH, KW]``."""
+    o = dense.shape[0]
+    first = (np.arange(o) // group_width) * group_width
+    cols = first[:, None] + np.arange(group_width)[None, :]
+    return dense[np.arange(o)[:, None], cols]
+
+
+def spare_registers(vecs: int, group_width: int) -> int:
+    """Vector registers a tile leaves besides its accumulators: ``SPARE_REGISTERS``, and with
+    groups their ``group_width`` weight vectors of ``vecs`` registers each, live across the
+    tile's columns."""
+    return SPARE_REGISTERS + (group_width * vecs if group_width > 1 else 0)
 
 
 @dataclass(frozen=True)
@@ -55,13 +87,17 @@ class DepthwiseKnobs:
         return asdict(self)
 
     @staticmethod
-    def for_target(target, out_hw: tuple[int, int], block: int) -> DepthwiseKnobs:
-        """The widest tile of at most ``DEFAULT_TILE_VECTORS`` accumulators that fit the
-        vector registers (less ``SPARE_REGISTERS``), in the fewest tiles per row (7 columns as
-        4 + 3); the most rows per task dividing the height up to ``MAX_Y_BLOCK``."""
+    def for_target(
+        target, out_hw: tuple[int, int], block: int, group_width: int = 1
+    ) -> DepthwiseKnobs:
+        """The widest tile of at most ``DEFAULT_TILE_VECTORS`` accumulators (groups of
+        ``GROUP_TILE_MIN_WIDTH`` or more: ``GROUP_TILE_VECTORS``) that fit the vector
+        registers (less ``spare_registers``), in the fewest tiles per row (7 columns as 4 +
+        3); the most rows per task dividing the height up to ``MAX_Y_BLOCK``."""
         oh, ow = out_hw
         vecs = max(1, block // target.vector_lanes("float32"))
-        regs = min(target.vector_registers - SPARE_REGISTERS, DEFAULT_TILE_VECTORS)
+        most = GROUP_TILE_VECTORS if group_width >= GROUP_TILE_MIN_WIDTH else DEFAULT_TILE_VECTORS
+        regs = min(target.vector_registers - spare_registers(vecs, group_width), most)
         room = max(1, regs // vecs)
         tiles = -(-ow // min(room, ow))
         rows = max(y for y in range(1, min(oh, MAX_Y_BLOCK) + 1) if oh % y == 0)
@@ -69,16 +105,21 @@ class DepthwiseKnobs:
 
 
 def depthwise_nchwc(
-    c, h, w, kernel, strides, pads, block, knobs=None, epilogue=None, dilations=(1, 1)
-):
+    c, h, w, kernel, strides, pads, block, knobs=None, epilogue=None, dilations=(1, 1),
+    group_width=1,
+):  # fmt: skip
     """``(sch, [data, weight, bias, (residual,) out])`` (see the module docstring);
-    ``dilations`` (rows, columns) space the kernel's taps."""
+    ``dilations`` (rows, columns) space the kernel's taps; ``group_width`` the channels of a
+    group (1: depthwise)."""
     from pyvta.compiler.ops.cpu.nchwc import Epilogue, conv_output_hw
 
     knobs = knobs or DepthwiseKnobs()
     epilogue = epilogue or Epilogue()
     if c % block:
         raise ValueError(f"depthwise: {c} channels must be a multiple of the block {block}")
+    g = group_width
+    if g < 1 or block % g:
+        raise ValueError(f"depthwise: group width {g} must divide the block {block}")
     kh, kw = kernel
     sh, sw = strides
     dh, dw = dilations
@@ -92,7 +133,9 @@ def depthwise_nchwc(
         )
     cb = c // block
     data = placeholder((1, cb, h, w, block), "float32", "data")
-    wgt = placeholder((cb, kh, kw, block), "float32", "weight")
+    wgt = placeholder(
+        (cb, kh, kw, block) if g == 1 else (cb, kh, kw, g, block), "float32", "weight"
+    )
     bias = placeholder((c,), "float32", "bias")
     args = [data, wgt, bias]
     res = None
@@ -108,13 +151,22 @@ def depthwise_nchwc(
 
     dp = compute((1, cb, h + t + b, w + lft + r, block), pad_fn, name="data.pad")
     ry, rx = reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
-    acc = compute(
-        (1, cb, oh, ow, block),
-        lambda n, f, y, x, fi: te_sum(
-            dp[n, f, y * sh + ry * dh, x * sw + rx * dw, fi] * wgt[f, ry, rx, fi], [ry, rx]
-        ),
-        name="acc",
-    )
+    if g == 1:
+
+        def acc_fn(n, f, y, x, fi):
+            return te_sum(
+                dp[n, f, y * sh + ry * dh, x * sw + rx * dw, fi] * wgt[f, ry, rx, fi], [ry, rx]
+            )
+
+    else:
+        rj = reduce_axis(g, "rj")
+
+        def acc_fn(n, f, y, x, fi):  # lane fi reads channel j of its group
+            yy, xx = y * sh + ry * dh, x * sw + rx * dw
+            read = dp[n, f, yy, xx, (fi // g) * g + rj] * wgt[f, ry, rx, rj, fi]
+            return te_sum(read, [ry, rx, rj])
+
+    acc = compute((1, cb, oh, ow, block), acc_fn, name="acc")
 
     def out_fn(n, f, y, x, fi):
         rv = res[n, f, y, x, fi] if res is not None else None
@@ -130,8 +182,9 @@ def depthwise_nchwc(
     task = s[out].fuse("f", yo)
     s[acc].set_scope("local")
     s[acc].compute_at(s[out], xo)  # the tile's accumulators: the epilogue stores them
-    s[acc].reorder("n", "f", "y", "ry", "rx", "x", "fi")  # a weight vector serves the tile
-    for a in ("ry", "rx", "x"):
+    inner = ("x", "rj") if g > 1 else ("x",)  # a weight vector (g of them) serves the tile
+    s[acc].reorder("n", "f", "y", "ry", "rx", *inner, "fi")
+    for a in ("ry", "rx", *inner):
         s[acc].unroll(a)
     s[acc].vectorize("fi")
     s[dp].compute_inline()

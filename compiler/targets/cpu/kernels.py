@@ -19,7 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyvta.compiler.ops.cpu import nchwc, nchwc_direct
-from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, depthwise_nchwc, pack_depthwise_weights
+from pyvta.compiler.ops.cpu.depthwise import (
+    DepthwiseKnobs,
+    depthwise_nchwc,
+    group_weights,
+    pack_depthwise_weights,
+)
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
@@ -42,7 +47,8 @@ class ConvWorkload:
     ``nchw_input``: it reads the NCHW image (the direct template pads it as NCHW)
     (not part of ``key``: the knobs tuned on the blocked input serve it the same);
     ``dilations``: (rows, columns) between kernel taps (in ``key`` when not 1); ``groups``: a
-    grouped conv (not depthwise) on the direct template (in ``key`` when set)."""
+    grouped conv (not depthwise; in ``key`` when set): the direct template's, or where its
+    groups are narrower than the block (``group_width``) also the depthwise template's."""
 
     c: int
     h: int
@@ -109,6 +115,20 @@ class ConvWorkload:
         oh, ow = self.out_hw
         per_out = self.kernel[0] * self.kernel[1] * (1 if self.depthwise else self.c)
         return 2 * self.o * oh * ow * per_out
+
+    @property
+    def group_width(self) -> int | None:
+        """The channels each output channel reads where they are all in its own channel block,
+        so the depthwise template runs it: 1 for a depthwise conv; ``g`` for a grouped conv of
+        groups of ``g`` input and ``g`` output channels, ``g`` dividing the (same) channel
+        block and narrower than it (a group as wide as the block is a dense block: direct);
+        else None."""
+        if self.depthwise:
+            return 1
+        g = self.groups
+        if g is None or g.group_in != g.group_out or self.ib != self.ob or self.c != self.o:
+            return None
+        return g.group_in if g.group_in < self.ob and self.ob % g.group_in == 0 else None
 
     @property
     def in_blocks_read(self) -> int:
@@ -240,7 +260,8 @@ def winograd_k_block(channels: int, lanes: int) -> int | None:
 
 
 def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict:
-    """The untuned choice: depthwise for group = C; pointwise (a GEMM over the pixels) for
+    """The untuned choice: depthwise for group = C and for groups narrower than the channel
+    block (``ConvWorkload.group_width``); pointwise (a GEMM over the pixels) for
     1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
     with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise. Layers of fewer than
     ``PARALLEL_MIN_FLOPS`` run on the calling thread alone (``parallel`` False)."""
@@ -251,8 +272,8 @@ def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict
 
 
 def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
-    if wl.depthwise:
-        knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob)
+    if wl.group_width is not None:
+        knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob, wl.group_width)
         return {"template": "depthwise", "knobs": knobs.to_dict()}
     if wl.pointwise_ok:
         knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob, wl.o // wl.ob)
@@ -278,7 +299,9 @@ def conv_weights(
             w, schedule["knobs"]["k_block"], schedule["knobs"].get("out_tile", 2)
         )
     if t == "depthwise":
-        return pack_depthwise_weights(w, ob)
+        return pack_depthwise_weights(
+            w if groups is None else group_weights(w, groups.group_in), ob
+        )
     raise ValueError(
         f"conv schedule template {t!r} (allowed: direct, winograd, pointwise, depthwise)"
     )
@@ -309,9 +332,12 @@ def conv_schedule(wl: ConvWorkload, schedule: dict, clip=None, residual: bool = 
         return pointwise_nchwc(wl.c, wl.h, wl.w, wl.o, wl.ib, wl.ob, k, ep)
     if t == "depthwise":
         k = DepthwiseKnobs(**knobs)
+        if wl.group_width is None:
+            raise ValueError(f"depthwise does not apply to {wl.key}")
         return depthwise_nchwc(
-            wl.c, wl.h, wl.w, wl.kernel, wl.strides, wl.pads, wl.ob, k, ep, wl.dilations
-        )
+            wl.c, wl.h, wl.w, wl.kernel, wl.strides, wl.pads, wl.ob, k, ep, wl.dilations,
+            wl.group_width,
+        )  # fmt: skip
     raise ValueError(
         f"conv schedule template {t!r} (allowed: direct, winograd, pointwise, depthwise)"
     )
@@ -329,8 +355,8 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
         _, cb, h, w, ib = x_shape
         c = cb * ib
     ob = a["out_block"]
-    depthwise = a["schedule"]["template"] == "depthwise"
     groups = nchwc_direct.GroupSpan(*a["groups"]) if a.get("groups") else None
+    depthwise = a["schedule"]["template"] == "depthwise" and groups is None
     return ConvWorkload(
         c, h, w, -(-a["channels"] // ob) * ob, tuple(a["kernel"]), tuple(a["strides"]),
         tuple(a["pads"]), ib, ob, depthwise, nchw, tuple(a.get("dilations", (1, 1))), groups,

@@ -56,6 +56,54 @@ def test_depthwise_template(build, rng, c, h, w, stride, block, knobs):
 
 
 @pytest.mark.parametrize(
+    "c,h,w,g,stride,dilation,block,knobs",
+    [
+        (32, 14, 14, 4, 1, 1, 16, DepthwiseKnobs(4, 2)),  # ResNeXt's groups of 4
+        (32, 13, 11, 8, 1, 1, 16, DepthwiseKnobs(3, 3)),  # tiles and row blocks that do not divide
+        (48, 15, 9, 2, 2, 1, 16, DepthwiseKnobs(3, 4, parallel=False)),  # stride 2
+        (16, 9, 9, 4, 1, 2, 8, DepthwiseKnobs(5, 1)),  # dilated, AVX2's blocks of 8
+        (16, 7, 7, 8, 1, 1, 16, DepthwiseKnobs(7, 7)),  # half a block
+    ],
+)
+def test_narrow_groups_on_the_depthwise_template(
+    build, rng, c, h, w, g, stride, dilation, block, knobs
+):
+    """A grouped conv of groups of ``g`` channels narrower than the block: lane ``k`` of a
+    block reads its group's ``g`` input lanes, against a float64 grouped conv."""
+    ep = Epilogue(residual=True, clip=(0.0, 6.0))
+    st, dil = (stride, stride), (dilation, dilation)
+    pads = (dilation,) * 4
+    s, args = depthwise_nchwc(c, h, w, (3, 3), st, pads, block, knobs, ep, dil, group_width=g)
+    x = rng.standard_normal((1, c, h, w)).astype(np.float32)
+    k = rng.standard_normal((c, g, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    out_shape = args[-1].shape
+    res = rng.standard_normal(out_shape).astype(np.float32)
+    out = np.full(out_shape, np.nan, np.float32)  # every element must be written
+    build(s, args)(_blocked(x, block), pack_depthwise_weights(k, block), bias, res, out)
+    xp = np.pad(x[0].astype(np.float64), ((0, 0), (dilation,) * 2, (dilation,) * 2))
+    oh, ow = out_shape[2:4]
+    y = np.zeros((c, oh, ow))
+    for o in range(c):
+        first = (o // g) * g
+        for j in range(g):
+            for ky in range(3):
+                for kx in range(3):
+                    y0, x0 = ky * dilation, kx * dilation
+                    tap = xp[
+                        first + j, y0 : y0 + stride * oh : stride, x0 : x0 + stride * ow : stride
+                    ]
+                    y[o] += k[o, j, ky, kx] * tap
+    want = _epilogue(y, bias, block, res, (0.0, 6.0))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+def test_narrow_groups_must_divide_the_block():
+    with pytest.raises(ValueError, match="group width 3 must divide the block 16"):
+        depthwise_nchwc(48, 7, 7, (3, 3), (1, 1), (1,) * 4, 16, group_width=3)
+
+
+@pytest.mark.parametrize(
     "c,h,w,o,ib,ob,knobs",
     [
         (32, 7, 7, 32, 16, 16, PointwiseKnobs(6, 0)),  # 49 pixels: 8 tiles of 6 and one of 1

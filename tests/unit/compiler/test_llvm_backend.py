@@ -443,6 +443,43 @@ def test_strided_loads_of_whole_rows_load_the_rows_once(build, rng, block):
     np.testing.assert_array_equal(out, x.T + 1.0)
 
 
+@pytest.mark.parametrize("block,width", [(16, 4), (16, 8), (8, 2), (16, 1)])
+def test_lane_permutations_within_a_row_load_the_row_once(build, rng, block, width):
+    """Lane ``k`` reading element ``(k // width) * width + j`` of a row of ``block`` floats
+    (a narrow group's input channel, an unrolled loop over ``j``): one load of the row and a
+    shuffle per ``j`` (``row_gather``), not a scalar load per lane; a permutation reaching past
+    the row (``k + 1``) still gathers, lane by lane."""
+    rows = 5
+    a = te.placeholder((rows, block), "float32", "A")
+    j = te.reduce_axis(width, "j")
+    b = te.compute(
+        (rows, block),
+        lambda r, k: te.sum(a[r, (k // width) * width + j] * (j + 1).astype("float32"), [j]),
+        name="B",
+    )
+    s = compiler.create_schedule(b)
+    if width > 1:
+        s[b].unroll("j")
+    s[b].vectorize("k")
+    mod = build(s, [a, b])
+    scalar_loads = mod.llvm_ir.count("load float")
+    assert f"load <{block} x float>" in mod.llvm_ir and scalar_loads == 0
+    x = rng.standard_normal(a.shape).astype(np.float32)
+    out = np.zeros(a.shape, np.float32)
+    mod(x, out)
+    k = np.arange(block)
+    want = sum((jj + 1) * x[:, (k // width) * width + jj] for jj in range(width))
+    np.testing.assert_allclose(out, want, rtol=1e-5)  # FMA rounding
+    c = te.compute((rows, block - 1), lambda r, k: a[r, k + 1] * a[r, (k // 2) * 2], name="C")
+    s = compiler.create_schedule(c)
+    s[c].vectorize("k")  # 15 lanes: k + 1 is affine; (k // 2) * 2 a row gather
+    mod = build(s, [a, c])
+    out = np.zeros((rows, block - 1), np.float32)
+    mod(x, out)
+    k = np.arange(block - 1)
+    np.testing.assert_allclose(out, x[:, k + 1] * x[:, (k // 2) * 2], rtol=1e-6)
+
+
 def test_parallel_kernels_work_in_a_forked_child(build, rng):
     """A child forked after the thread pool started (e.g. a tuner's measurement process)
     starts its own pool instead of waiting for the parent's workers."""

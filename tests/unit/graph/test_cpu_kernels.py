@@ -465,6 +465,47 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     assert _rel_err(got, ref) < MAX_REL_ERR
 
 
+@pytest.mark.parametrize(
+    "c,group,stride,dilation",
+    [(64, 16, 1, 1), (72, 18, 1, 1), (48, 24, 2, 1), (64, 8, 1, 2), (96, 4, 1, 1)],
+)
+def test_narrow_groups_run_on_the_depthwise_template(tmp_path, c, group, stride, dilation):
+    """A grouped conv (bias, relu; a residual add) whose groups are narrower than the channel
+    block runs the depthwise template, each output lane reading its group's lanes (72 channels
+    in groups of 4: blocks of 8 at AVX-512, padded to 80 in blocks of 16 at AVX2); groups as
+    wide as the block or wider (96 in groups of 24) stay on the direct template; the network
+    agrees with onnxruntime."""
+    rng = np.random.default_rng(12)
+    print("seed", 12)
+    h = 13
+    w = rng.standard_normal((c, c // group, 3, 3)) * np.sqrt(2 / (c // group * 9))
+    oh = (h + 2 * dilation - 2 * dilation - 1) // stride + 1
+    nodes = [
+        helper.make_node("Conv", ["input", "w", "b"], ["y"], name="conv", kernel_shape=[3, 3],
+                         pads=[dilation] * 4, strides=[stride] * 2, dilations=[dilation] * 2,
+                         group=group),
+        helper.make_node("Relu", ["y"], ["r"], name="relu"),
+        helper.make_node("Add", ["r", "skip"], ["out"], name="add"),
+    ]  # fmt: skip
+    inits = {
+        "w": w.astype(np.float32),
+        "b": rng.standard_normal(c).astype(np.float32),
+        "skip": rng.standard_normal((1, c, oh, oh)).astype(np.float32),
+    }
+    model = float_model(nodes, {"input": (1, c, h, h)}, {"out": (1, c, oh, oh)}, inits)
+    path = tmp_path / "grouped.onnx"
+    onnx.save(model, path)
+    cm = compile_model(path, "cpu")
+    (conv,) = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
+    width, block = c // group, conv.attrs["out_block"]
+    narrow = width < block and block % width == 0
+    assert conv.attrs["schedule"]["template"] == ("depthwise" if narrow else "direct")
+    assert (c, group) != (64, 16) or narrow  # groups of 4 in blocks of 8 or 16
+    x = rng.standard_normal((1, c, h, h)).astype(np.float32)
+    (ref,) = run_onnxruntime(model, {"input": x})
+    assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
+
+
 def test_winograd_k_block_is_a_vector_width_dividing_the_channels():
     from pyvta.compiler.targets.cpu.kernels import winograd_k_block
 

@@ -2,10 +2,10 @@
 round or two): ``cpu_network.py`` (pyvta against onnxruntime, the control, the per-layer table
 from onnxruntime's profile), ``cpu_headroom.py`` (its bounds: each conv layer brought up to the
 FMA peak, or to its memory floor) and ``cpu_layers_alone.py`` (each conv layer in the network
-beside its kernel alone), and ``cpu_grouped.py`` (grouped convs, untuned beside the dense rule's
-tile, on one case and a small ResNeXt). The bounds' arithmetic is checked with the peak and the bandwidth
-replaced by values whose bound is known: an endless peak leaves only the other nodes, a peak of
-nothing leaves every layer as measured."""
+beside its kernel alone), and ``cpu_grouped.py`` (grouped convs, untuned beside what they ran
+before, on two cases and a small ResNeXt). The bounds' arithmetic is checked with the peak and
+the bandwidth replaced by values whose bound is known: an endless peak leaves only the other
+nodes, a peak of nothing leaves every layer as measured."""
 
 from __future__ import annotations
 
@@ -90,20 +90,25 @@ def test_the_network_benchmark_with_its_control_and_per_layer_table(benches, cap
     assert conv and float(conv[1]) > 0 and float(conv[2]) > 0, out  # its Conv nodes matched
 
 
-def test_grouped_bench_runs_untuned_beside_the_dense_rule(benches, capsys):
-    """``cpu_grouped.py`` on one case and a small ResNeXt: a row each, onnxruntime and the
-    untuned network timed; where the host has 32 registers the dense rule's tiles differ (two
-    blocks a tile, of rows) and run beside them, else the row says they are the same."""
+def test_grouped_bench_runs_untuned_beside_what_grouped_layers_ran_before(benches, capsys):
+    """``cpu_grouped.py`` on two cases and a small ResNeXt: a row each, onnxruntime and the
+    untuned network timed; groups narrower than the block (ResNeXt-50's stage 1, the small
+    ResNeXt's stages 2 and 3) run beside the direct template; groups of a block, where the
+    host has 32 registers, beside the dense rule's tiles (two blocks a tile, of rows), else the
+    row says every schedule is the one it ran before."""
     from pyvta.compiler.backend.llvm import CpuTarget
 
     cg = benches("cpu_grouped")
-    args = ["--rounds", "2", "--threads", "1", "--cases", "group width 16 at 28"]
+    cases = "group width 16 at 28,resnext50 stage 1"
+    args = ["--rounds", "2", "--threads", "1", "--cases", cases]
     assert cg.main([*args, "--network", "resnext26", "--size", str(SIZE)]) == 0
     out = capsys.readouterr().out
     rows = [ln for ln in out.splitlines() if ln.startswith("  ")]
-    assert len(rows) == 2 and all("onnxruntime" in r and "untuned" in r for r in rows)
+    assert len(rows) == 3 and all("onnxruntime" in r and "untuned" in r for r in rows)
     wide = CpuTarget.host().vector_registers >= 32
-    assert ("dense rule " in rows[0]) == wide
-    assert ("the dense rule's tile is the untuned one" in rows[0]) == (not wide)
+    assert ("dense rule " in rows[0]) == wide and "direct " not in rows[0]
+    assert ("the one it ran before" in rows[0]) == (not wide)
+    assert "untuned / direct" in rows[1] and "dense rule" not in rows[1]
+    assert "untuned / direct" in rows[2] and re.search(r"layers changed: \d+ direct\)", rows[2])
     with pytest.raises(SystemExit):
         cg.main(["--cases", "no such case"])

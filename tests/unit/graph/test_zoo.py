@@ -62,9 +62,10 @@ def test_full_size_resnext50_shapes():
 
 def test_resnext_compiles_for_the_cpu_with_grouped_kernels(tmp_path):
     """A small ResNeXt on the float CPU target: the grouped convs of stages 2-4 run compiled
-    grouped kernels (the direct template's groups; stage 1's 16 channels are one block, which
-    every group reads: a plain conv over the block-diagonal weights) and the network agrees
-    with onnxruntime."""
+    grouped kernels (groups narrower than the channel block on the depthwise template, the
+    others on the direct template's groups; stage 1's 16 channels are one block, which every
+    group reads: a plain conv over the block-diagonal weights) and the network agrees with
+    onnxruntime."""
     from pyvta.compiler.graph.compile import compile_model
     from pyvta.runtime.compiled_model import run_model
 
@@ -75,7 +76,11 @@ def test_resnext_compiles_for_the_cpu_with_grouped_kernels(tmp_path):
     convs = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
     grouped = [n for n in convs if n.attrs.get("groups")]
     assert len(convs) == 29 and len(grouped) == 6  # 1 + 8 x 3 + 4 projections
-    assert {n.attrs["schedule"]["template"] for n in grouped} == {"direct"}
+    for n in grouped:
+        _, width, _ = n.attrs["groups"]
+        narrow = width < n.attrs["out_block"] and n.attrs["out_block"] % width == 0
+        assert n.attrs["schedule"]["template"] == ("depthwise" if narrow else "direct")
+    assert {n.attrs["schedule"]["template"] for n in grouped} == {"depthwise", "direct"}
     x = zoo.sample_inputs(1, 32, seed=22)[0]
     (ref,) = run_onnxruntime(model, {"input": x})
     out = run_model(cm, x)[0][0]
