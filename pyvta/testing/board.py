@@ -3,7 +3,8 @@ the compiler) and the outputs the host computes for them, for ``tests/board`` to
 board's Python (3.10, numpy 1.x, no llvmlite/onnx).
 
     python -m pyvta.testing.board OUT_DIR [ARCH ...]  # OUT_DIR/{vta,cpu}.npz, expected.npz,
-        # bitstream/, {cpu,cpu-int8,vta}-ARCH.npz (ARCH: armhf, always, and those named)
+        # bitstream/, {cpu,cpu-grouped,cpu-int8,vta}-ARCH.npz (ARCH: armhf, always, and those
+        # named)
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ ARM_CPUS = {"armhf": "cortex-a9", "arm64": "cortex-a53"}
 
 
 def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CPUS)) -> Path:
-    """A small ResNet-18 of the zoo compiled for ``vta`` and ``cpu``, a seeded input, and the
-    outputs the host gets for them (float CPU layers in numpy, as on a board). ``vta.npz`` keeps
+    """A small ResNet-18 of the zoo compiled for ``vta`` and ``cpu`` (and a small ResNeXt-26 for
+    ``cpu``: its grouped convs' kernels), a seeded input, and the outputs the host gets for them (float CPU layers in numpy, as on a board). ``vta.npz`` keeps
     the legacy partition (float stem conv, pools and classifier on the board's CPU: what the CPU
     side of the runtime is tested on); ``vta-whole.npz`` is the default, the whole network on
     the accelerator (only quantize, the stem's fold, unpack and dequantize on the CPU)."""
@@ -40,6 +41,9 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     vta.save(out / "vta.npz")
     whole.save(out / "vta-whole.npz")
     cpu.save(out / "cpu.npz")  # compiled CPU kernels: a board without llvmlite refuses it
+    grouped_path = out / "rx.onnx"  # grouped convs: groups of 4 and 8 on the depthwise template
+    save_model("resnext26", str(grouped_path), **{**MODEL, "groups": 8})
+    grouped = compile_model(grouped_path, "cpu")
     from pyvta.compiler.backend.llvm.target import CpuTarget
     from pyvta.compiler.graph import KeepFloat
     from pyvta.compiler.graph.cpu_cross import cross_compile_cpu
@@ -50,7 +54,8 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
     int8_all = compile_model(onnx_path, "cpu-int8", keep_float=KeepFloat.NONE)
     for arch in dict.fromkeys(("armhf", *arches)):  # x86's tests read the armhf ones
         name = ARM_CPUS[arch]  # the same models with their CPU kernels for the board
-        models = ((cpu, "cpu"), (int8, "cpu-int8"), (int8_all, "cpu-int8-all"), (vta, "vta"))
+        models = ((cpu, "cpu"), (grouped, "cpu-grouped"), (int8, "cpu-int8"),
+                  (int8_all, "cpu-int8-all"), (vta, "vta"))  # fmt: skip
         for cm, stem in models:
             cm.cpu_code = cross_compile_cpu(cm.graph, CpuTarget.cross(name))
             cm.save(out / f"{stem}-{arch}.npz")
@@ -65,6 +70,7 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
         (y_golden,), _ = run_model(vta, x)  # the golden integer model for the vta nodes
         (y_whole,), _ = run_model(whole, x, device=driver.open("sim", config=whole.hw))
     (y_cpu,), _ = run_model(cpu, x)  # the host's JIT kernels
+    (y_grouped,), _ = run_model(grouped, x)
     with cpu_llvm.numpy_only():
         (y_int8,), _ = run_model(int8, x)  # as a board runs it without kernels for its CPU
     (y_int8_all,), _ = run_model(int8_all, x)  # the host's JIT kernels (AVX-512 here)
@@ -75,13 +81,15 @@ def build_board_fixtures(out: str | Path, arches: tuple[str, ...] = tuple(ARM_CP
         golden=y_golden,
         whole=y_whole,
         cpu=y_cpu,
+        cpu_grouped=y_grouped,
         int8=y_int8,
         int8_all=y_int8_all,
     )
     from pyvta.testing.board_model import write_model_bitstream
 
     write_model_bitstream(out / "bitstream", vta.hw)  # for PynqDevice on the model board
-    onnx_path.unlink()  # the board never sees the ONNX file
+    onnx_path.unlink()  # the board never sees the ONNX files
+    grouped_path.unlink()
     return out
 
 

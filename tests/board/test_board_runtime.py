@@ -147,28 +147,30 @@ def test_the_cli_runs_an_artifact_on_the_board_python(fixtures, tmp_path):
     assert same_as_host(np.load(out), expected["vta"])
 
 
-def test_cpu_artifact_with_kernels_for_the_boards_cpu(fixtures):
+@pytest.mark.parametrize("stem", ["cpu", "cpu-grouped"])
+def test_cpu_artifact_with_kernels_for_the_boards_cpu(fixtures, stem):
     """``pyvta compile --target cpu --board ...``: on the board's CPU the artifact's shared
     object runs every compiled CPU node (ctypes, no llvmlite), to float32 tolerance of the host's
-    JIT (Cortex-A9 has no fused multiply-add); on another CPU it is refused, naming its CPU."""
+    JIT (Cortex-A9 has no fused multiply-add); on another CPU it is refused, naming its CPU.
+    ``cpu-grouped``: a ResNeXt's grouped convs, groups narrower than the block on the depthwise
+    template (lane permutations as a row load and shuffles)."""
     from pyvta.runtime.cpu_code import SharedKernel
 
     expected = np.load(fixtures / "expected.npz")
     if ARCH is None:
         with pytest.raises(ArtifactError, match="cortex-a9.*no llvmlite"):
-            run_model(CompiledModel.load(fixtures / "cpu-armhf.npz"), expected["x"])
+            run_model(CompiledModel.load(fixtures / f"{stem}-armhf.npz"), expected["x"])
         return
-    cm = CompiledModel.load(fixtures / f"cpu-{ARCH}.npz")
+    cm = CompiledModel.load(fixtures / f"{stem}-{ARCH}.npz")
     assert cm.cpu_code.runs_here(), cm.cpu_code.description
     (y,), table = run_model(cm, expected["x"])
     modules = cm.cpu_backend().modules
     assert len(modules) == len(cm.cpu_code.kernels) > 0
     assert all(isinstance(m, SharedKernel) for m in modules.values())
-    print(
-        f"{ARCH}: {cm.cpu_code.description}, max |y - host| {np.abs(y - expected['cpu']).max():.3g}"
-    )
-    assert np.allclose(y, expected["cpu"], **ARM_FLOAT_TOL)
-    other = fixtures / f"cpu-{'arm64' if ARCH == 'armhf' else 'armhf'}.npz"
+    want = expected[stem.replace("-", "_")]
+    print(f"{ARCH} {stem}: {cm.cpu_code.description}, max |y - host| {np.abs(y - want).max():.3g}")
+    assert np.allclose(y, want, **ARM_FLOAT_TOL)
+    other = fixtures / f"{stem}-{'arm64' if ARCH == 'armhf' else 'armhf'}.npz"
     if other.exists():  # (make test builds the armhf fixtures only: x86's leg checks the refusal)
         with pytest.raises(ArtifactError, match="no llvmlite"):
             run_model(CompiledModel.load(other), expected["x"])
