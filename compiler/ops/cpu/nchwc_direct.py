@@ -306,6 +306,10 @@ class NchwcConvKnobs:
             # 1024 -> 1024 group 32 at 7 x 7 ran 0.176 ms against 0.158 with two blocks (the
             # tile's 7 positions alone hold too few accumulators; benchmarks/cpu_grouped.py).
             # With AVX2's 16 registers (blocks of 8, several a tile) not measured: as it was.
+            # (Groups narrower than the block, such as group 32 of 128 or 256 channels, now run
+            # the depthwise template untuned: ``ConvWorkload.group_width``.) Kernels alone,
+            # later: 512 -> 512 group 32 at 14 x 14 0.101 ms either way, stride 2 (28 -> 14)
+            # 0.136 against 0.178 with two blocks.
             oc_blocks = 1
         return NchwcConvKnobs(ow_block, oc_tile, flat=flat, oc_blocks=oc_blocks)
 
