@@ -99,9 +99,12 @@ def _default_knobs(task, layer: CpuLayer) -> dict | None:
         passes = next(knob for knob in task.space.knobs if knob.name == "k_blocks")
         if d["k_blocks"] in passes.values:  # else one pass as the space's default runs it
             k["k_blocks"] = d["k_blocks"]
-    else:  # depthwise
-        k = default_conv_schedule(wl)["knobs"]
-        k = {"tile": (k["ow_block"], k["y_block"])}
+    else:  # depthwise (for narrow groups the template's untuned tile, untuned or not)
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs
+
+        k = DepthwiseKnobs.for_target(CpuTarget.host(), wl.out_hw, wl.ob, wl.group_width)
+        k = {"tile": (k.ow_block, k.y_block)}
     return k
 
 

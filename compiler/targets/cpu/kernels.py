@@ -22,6 +22,7 @@ from pyvta.compiler.ops.cpu import nchwc, nchwc_direct
 from pyvta.compiler.ops.cpu.depthwise import (
     DepthwiseKnobs,
     depthwise_nchwc,
+    group_tile_fits,
     group_weights,
     pack_depthwise_weights,
 )
@@ -261,9 +262,10 @@ def winograd_k_block(channels: int, lanes: int) -> int | None:
 
 def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict:
     """The untuned choice: depthwise for group = C and for groups narrower than the channel
-    block (``ConvWorkload.group_width``); pointwise (a GEMM over the pixels) for
-    1x1 stride-1 layers; Winograd for 3x3 stride-1 layers at least ``WINOGRAD_MIN_WIDTH`` wide
-    with ``WINOGRAD_MIN_CHANNELS`` inputs; direct NCHWc otherwise. Layers of fewer than
+    block (``ConvWorkload.group_width``) whose tile fits the registers (``group_tile_fits``);
+    pointwise (a GEMM over the pixels) for 1x1 stride-1 layers; Winograd for 3x3 stride-1
+    layers at least ``WINOGRAD_MIN_WIDTH`` wide with ``WINOGRAD_MIN_CHANNELS`` inputs; direct
+    NCHWc otherwise. Layers of fewer than
     ``PARALLEL_MIN_FLOPS`` run on the calling thread alone (``parallel`` False)."""
     schedule = _default_template(wl, features)
     if wl.flops < PARALLEL_MIN_FLOPS:
@@ -272,8 +274,9 @@ def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict
 
 
 def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
-    if wl.group_width is not None:
-        knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob, wl.group_width)
+    g = wl.group_width
+    if g is not None and (wl.depthwise or group_tile_fits(_host(features), wl.ob, g)):
+        knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob, g)
         return {"template": "depthwise", "knobs": knobs.to_dict()}
     if wl.pointwise_ok:
         knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob, wl.o // wl.ob)

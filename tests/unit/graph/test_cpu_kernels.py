@@ -475,6 +475,9 @@ def test_narrow_groups_run_on_the_depthwise_template(tmp_path, c, group, stride,
     in groups of 4: blocks of 8 at AVX-512, padded to 80 in blocks of 16 at AVX2); groups as
     wide as the block or wider (96 in groups of 24) stay on the direct template; the network
     agrees with onnxruntime."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.depthwise import group_tile_fits
+
     rng = np.random.default_rng(12)
     print("seed", 12)
     h = 13
@@ -499,11 +502,40 @@ def test_narrow_groups_run_on_the_depthwise_template(tmp_path, c, group, stride,
     (conv,) = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
     width, block = c // group, conv.attrs["out_block"]
     narrow = width < block and block % width == 0
+    narrow = narrow and group_tile_fits(CpuTarget.host(), block, width)
     assert conv.attrs["schedule"]["template"] == ("depthwise" if narrow else "direct")
     assert (c, group) != (64, 16) or narrow  # groups of 4 in blocks of 8 or 16
     x = rng.standard_normal((1, c, h, h)).astype(np.float32)
     (ref,) = run_onnxruntime(model, {"input": x})
     assert _rel_err(run_model(cm, x)[0][0], ref) < MAX_REL_ERR
+
+
+@pytest.mark.parametrize("level", ["avx2", "avx512"])
+def test_narrow_groups_stay_direct_where_their_weights_fill_the_registers(level):
+    """Groups narrower than the block run the depthwise template untuned where a tile has room
+    for 2 columns beside the groups' weight vectors: not AVX2's groups of 8 in blocks of 16
+    (two vectors a block: 16 weight registers of 16), which stay direct; groups of 4 there, and
+    of 8 with AVX-512's 32 registers, do."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.depthwise import group_tile_fits
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload, default_conv_schedule
+    from pyvta.host_cpu import CpuFeatureError
+
+    try:
+        target = CpuTarget.host(1, level)
+    except CpuFeatureError as e:
+        pytest.skip(f"the host cannot run {level}: {e}")
+    avx2 = target.vector_registers == 16
+    for width, block, fits in ((4, 16, True), (8, 16, not avx2), (2, 8, True), (4, 8, True)):
+        assert group_tile_fits(target, block, width) == fits, (width, block)
+        wl = ConvWorkload(
+            64, 14, 14, 64, (3, 3), (1, 1), (1, 1, 1, 1), block, block,
+            groups=GroupSpan(64 // width, width, width),
+        )  # fmt: skip
+        assert wl.group_width == width
+        got = default_conv_schedule(wl, level)["template"]
+        assert got == ("depthwise" if fits else "direct"), (width, block)
 
 
 def test_winograd_k_block_is_a_vector_width_dividing_the_channels():

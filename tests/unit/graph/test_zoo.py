@@ -66,7 +66,9 @@ def test_resnext_compiles_for_the_cpu_with_grouped_kernels(tmp_path):
     others on the direct template's groups; stage 1's 16 channels are one block, which every
     group reads: a plain conv over the block-diagonal weights) and the network agrees with
     onnxruntime."""
+    from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.graph.compile import compile_model
+    from pyvta.compiler.ops.cpu.depthwise import group_tile_fits
     from pyvta.runtime.compiled_model import run_model
 
     model = MODELS["resnext26"]()
@@ -75,12 +77,16 @@ def test_resnext_compiles_for_the_cpu_with_grouped_kernels(tmp_path):
     cm = compile_model(path, "cpu")
     convs = [n for n in cm.graph.nodes if n.op == "cpu_conv2d"]
     grouped = [n for n in convs if n.attrs.get("groups")]
+    host = CpuTarget.host()
     assert len(convs) == 29 and len(grouped) == 6  # 1 + 8 x 3 + 4 projections
     for n in grouped:
-        _, width, _ = n.attrs["groups"]
-        narrow = width < n.attrs["out_block"] and n.attrs["out_block"] % width == 0
+        (_, width, _), block = n.attrs["groups"], n.attrs["out_block"]
+        narrow = width < block and block % width == 0
+        narrow = narrow and group_tile_fits(host, block, width)
         assert n.attrs["schedule"]["template"] == ("depthwise" if narrow else "direct")
-    assert {n.attrs["schedule"]["template"] for n in grouped} == {"depthwise", "direct"}
+    templates = {n.attrs["schedule"]["template"] for n in grouped}
+    # groups of 8 in blocks of 16 (stage 2): depthwise where 8 weight vectors leave room
+    assert templates == ({"depthwise", "direct"} if group_tile_fits(host, 16, 8) else {"direct"})
     x = zoo.sample_inputs(1, 32, seed=22)[0]
     (ref,) = run_onnxruntime(model, {"input": x})
     out = run_model(cm, x)[0][0]
