@@ -28,11 +28,12 @@ host's own level.
 
 Runs are interleaved one inference at a time per round (after one warm-up each), each round
 starting with the next run (``side_by_side.rotated``); each reports its median over the rounds
-(wall clock). A network runs at least ``--rounds`` rounds, and more (up to 200) until its slowest run has had ``--min-ms`` of timed work: a sub-millisecond network
-gets enough samples for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta
-is faster). The worst three networks of each kind get a per-layer table: pyvta's per-node times
-beside onnxruntime's own (its profiler), by ONNX node, an activation counted with the conv it
-follows (both fuse it).
+(wall clock). A network runs at least ``--rounds`` rounds, and more (up to 200) until its
+slowest run has had ``--min-ms`` of timed work: a sub-millisecond network gets enough samples
+for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta is faster). The
+worst three networks of each kind get a per-layer table: pyvta's per-node times beside
+onnxruntime's own (its profiler), by ONNX node, an activation counted with the conv it follows
+(both fuse it).
 A network that fails to compile or run on a target is counted and listed with its error; the
 run goes on.
 """

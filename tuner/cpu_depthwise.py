@@ -45,7 +45,8 @@ def _depthwise_space(*args) -> ConfigSpace:
     whole row) x rows per task (1, 2, 4, 7, 8, 14, up to the height); the compiler's untuned
     tile last if not among them."""
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs, spare_registers
+    from pyvta.compiler.ops.cpu.depthwise import spare_registers
+    from pyvta.compiler.targets.cpu.kernels import default_depthwise_knobs
 
     wl = _depthwise_workload(*args)
     t = CpuTarget.host()
@@ -56,9 +57,9 @@ def _depthwise_space(*args) -> ConfigSpace:
     lo = min(ow, max(1, int(MIN_TILE_SHARE * room))) if wl.group_width == 1 else 1
     cols = range(lo, min(room, ow) + 1)
     tiles = [(d, y) for d in cols for y in (1, 2, 4, 7, 8, 14) if y <= oh]
-    untuned = DepthwiseKnobs.for_target(t, (oh, ow), wl.ob, wl.group_width)
+    untuned = default_depthwise_knobs(wl)
     knob = TileKnob("tile", ("ow_block", "y_block"), tiles)
-    return ConfigSpace([with_tile(knob, (untuned.ow_block, untuned.y_block))])
+    return ConfigSpace([with_tile(knob, (untuned["ow_block"], untuned["y_block"]))])
 
 
 def _depthwise_instantiate(config, *args):

@@ -82,6 +82,7 @@ def _default_knobs(task, layer: CpuLayer) -> dict | None:
     (None: the template has no untuned choice here: a Winograd tile that does not fit)."""
     from pyvta.compiler.targets.cpu.kernels import (
         default_conv_schedule,
+        default_depthwise_knobs,
         default_direct_knobs,
         default_winograd_knobs,
     )
@@ -100,11 +101,8 @@ def _default_knobs(task, layer: CpuLayer) -> dict | None:
         if d["k_blocks"] in passes.values:  # else one pass as the space's default runs it
             k["k_blocks"] = d["k_blocks"]
     else:  # depthwise (for narrow groups the template's untuned tile, untuned or not)
-        from pyvta.compiler.backend.llvm import CpuTarget
-        from pyvta.compiler.ops.cpu.depthwise import DepthwiseKnobs
-
-        k = DepthwiseKnobs.for_target(CpuTarget.host(), wl.out_hw, wl.ob, wl.group_width)
-        k = {"tile": (k.ow_block, k.y_block)}
+        k = default_depthwise_knobs(wl)
+        k = {"tile": (k["ow_block"], k["y_block"])}
     return k
 
 

@@ -224,6 +224,12 @@ def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     return k.to_dict()
 
 
+def default_depthwise_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
+    """The depthwise template's untuned knobs for ``wl`` (a depthwise conv, or groups narrower
+    than the block: ``DepthwiseKnobs.for_target`` with its ``group_width``)."""
+    return DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob, wl.group_width).to_dict()
+
+
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
     """Winograd's untuned tile (``WINOGRAD_P_BLOCKS`` tiles x ``winograd_k_block`` channels;
     F(4x4, 3x3) from ``WINOGRAD_OUT_TILE_4_MIN_WIDTH`` on), or None where the untuned choice
@@ -276,8 +282,7 @@ def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict
 def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
     g = wl.group_width
     if g is not None and (wl.depthwise or group_tile_fits(_host(features), wl.ob, g)):
-        knobs = DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob, g)
-        return {"template": "depthwise", "knobs": knobs.to_dict()}
+        return {"template": "depthwise", "knobs": default_depthwise_knobs(wl, features)}
     if wl.pointwise_ok:
         knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob, wl.o // wl.ob)
         return {"template": "pointwise", "knobs": knobs.to_dict()}
