@@ -135,7 +135,7 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
 
 
 def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
-    from pyvta.tuner.in_network import rerank_in_network
+    from pyvta.tuner.in_network import descend_in_network, in_network_choices
 
     folder = Path(args.logs)
     folder.mkdir(parents=True, exist_ok=True)
@@ -144,19 +144,20 @@ def bench(model: str, args, clock) -> dict[str, dict[str, float]]:
         zoo.save_model(model, str(onnx), size=args.size, seed=0)
     log = folder / f"{model}_{args.size}_cpu.jsonl"
     tune_log(model, onnx, log, args)
-    chosen = None
-    for sweep_pass in range(0 if args.no_rerank else args.sweep_passes):
-        t0 = time.perf_counter()
-        rr = rerank_in_network(
-            onnx, log, top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads,
-            clock=clock, explore=args.explore, screen_rounds=args.screen_rounds,
-            sweep=args.sweep, sweep_from=chosen, confirm_rounds=args.confirm_rounds,
-        )  # fmt: skip
-        chosen = rr.chosen
+    # --continue: the first pass sweeps from the choices already beside the log (this host's)
+    start = in_network_choices(log) if args.resume_sweep else None
+    t0 = time.perf_counter()
+    passes = descend_in_network(
+        onnx, log, 0 if args.no_rerank else args.sweep_passes, args.sweep, start,
+        top_k=args.top_k, rounds=args.rerank_rounds, threads=args.threads, clock=clock,
+        explore=args.explore, screen_rounds=args.screen_rounds, confirm_rounds=args.confirm_rounds,
+    )  # fmt: skip
+    for sweep_pass, rr in enumerate(passes, 1):
         print(f"{model}: re-ranked in the network in {time.perf_counter() - t0:.0f} s"
-              f" (pass {sweep_pass + 1}: top {args.top_k} + {args.sweep} one-knob moves"
+              f" (pass {sweep_pass}: top {args.top_k} + {args.sweep} one-knob moves"
               f" + {args.explore} from the spaces, {args.rerank_rounds} final rounds;"
               f" * = chosen; ms per inference, all launches):")  # fmt: skip
+        t0 = time.perf_counter()
         print(rr.summary())
         print(f"{model}: per layer, the default and the chosen schedule in the network:")
         print(rr.table())
@@ -187,6 +188,8 @@ def main() -> None:
                     help="per layer, one-knob moves from the default, tried in the network")  # fmt: skip
     ap.add_argument("--sweep-passes", dest="sweep_passes", type=int, default=1,
                     help="re-rankings, each sweeping from the last one's choices")  # fmt: skip
+    ap.add_argument("--continue", dest="resume_sweep", action="store_true",
+                    help="the first sweep starts from the choices beside the log")  # fmt: skip
     ap.add_argument("--screen-rounds", dest="screen_rounds", type=int, default=4)
     ap.add_argument("--rerank-rounds", dest="rerank_rounds", type=int, default=15)
     ap.add_argument("--confirm-rounds", dest="confirm_rounds", type=int, default=20,

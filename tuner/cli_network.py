@@ -60,6 +60,16 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
         if args.in_network < 0 or (args.in_network and not args.log):
             print("error: --in-network K needs K >= 0 and --log", file=sys.stderr)
             return 2
+        if args.sweep < 0 or args.passes < 1:
+            print(
+                f"error: --sweep N needs N >= 0 and --passes P P >= 1; got {args.sweep},"
+                f" {args.passes}",
+                file=sys.stderr,
+            )
+            return 2
+        if (args.sweep or args.passes > 1) and not args.in_network:
+            print("error: --sweep and --passes refine --in-network K: give it", file=sys.stderr)
+            return 2
         if getattr(args, "budget", None) is not None:
             from pyvta.tuner.cpu_network import (
                 cpu_budget_tasks,
@@ -192,17 +202,29 @@ def _tune_network_budget(args, tasks, default_measurer=None) -> int:
 
 
 def _rerank_in_network(args) -> int:
-    """``--in-network K``: the log's top-K schedules per conv layer re-ranked in the network."""
-    from pyvta.tuner.in_network import in_network_path, rerank_in_network
+    """``--in-network K``: the log's top-K schedules per conv layer re-ranked in the network;
+    with ``--sweep N`` also N one-knob moves per layer from its current choice, ``--passes P``
+    times, each pass from the last one's choices, the first from those already beside the log
+    for this kind of host (each pass writes them: a stopped run goes on from the last)."""
+    import time
 
-    rr = rerank_in_network(
-        args.workload,
-        args.log,
-        top_k=args.in_network,
-        progress=None if args.no_progress else _flushed,
-    )
-    print(rr.summary())
-    print(rr.confirmed())
+    from pyvta.tuner.in_network import descend_in_network, in_network_choices, in_network_path
+
+    start = in_network_choices(args.log) if args.sweep else None
+    progress = None if args.no_progress else _flushed
+    t0 = time.perf_counter()
+    passes = descend_in_network(
+        args.workload, args.log, args.passes, args.sweep, start, top_k=args.in_network,
+        progress=progress,
+    )  # fmt: skip
+    for n, rr in enumerate(passes, 1):
+        if args.sweep:
+            print(
+                f"in-network pass {n} of {args.passes} ({time.perf_counter() - t0:.0f} s in all):"
+                f" the top {args.in_network} logged and {args.sweep} one-knob moves per layer"
+            )
+        print(rr.summary())
+        print(rr.confirmed())
     print(f"in-network choices: {in_network_path(args.log)}")
     return 0
 

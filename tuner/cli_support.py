@@ -265,6 +265,24 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         " and K best logged schedules inside the running network and keep the fastest there"
         " (LOG.network.json, applied by --tuning-log LOG); 0 (the default): do not",
     )
+    p.add_argument(
+        "--sweep",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --in-network K: also time per layer N schedules one knob away from its"
+        " current choice in the network (the first pass: the choices already in LOG.network.json"
+        " for this CPU, else the defaults)",
+    )
+    p.add_argument(
+        "--passes",
+        type=int,
+        default=1,
+        metavar="P",
+        help="with --in-network K --sweep N: P re-rankings in the network, each sweeping from the"
+        " last one's choices (a coordinate descent; each pass is written to LOG.network.json, so"
+        " a run stopped between passes goes on from the last one)",
+    )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p
 

@@ -300,6 +300,19 @@ def rerank_in_network(
     return out
 
 
+def descend_in_network(model, log, passes: int, sweep: int, start: dict | None = None, **kw):
+    """A coordinate descent in the network: ``passes`` calls of :func:`rerank_in_network`
+    (``kw`` its other arguments), each with ``sweep`` one-knob moves per layer from the last
+    one's choices (the first from ``start``: {workload key: schedule}, e.g.
+    :func:`in_network_choices` of ``log``; else the defaults). Yields each pass's
+    :class:`Rerank` as it ends (written beside ``log`` unless ``write=False``)."""
+    chosen = start
+    for _ in range(passes):
+        rr = rerank_in_network(model, log, sweep=sweep, sweep_from=chosen, **kw)
+        chosen = rr.chosen
+        yield rr
+
+
 def _timed(executor, keys, x) -> tuple[float, dict[str, float]]:
     """One inference: its ms (all nodes) and each conv layer's (all its launches)."""
     total, per_key = 0.0, {}

@@ -540,3 +540,58 @@ def test_a_second_sweep_starts_from_the_first_ones_choices(small_net, seed):
     said = [ln for ln in lines if "candidates dropped: the same code" in ln]
     print(f"{no_move} of {len(layers)} layers without a move: {said}")
     assert no_move == 0  # a move of its default's code gives its place to the next
+
+
+def test_the_command_descends_in_passes_from_the_choices_beside_the_log(
+    small_net, tmp_path, monkeypatch, capsys
+):
+    """``pyvta tune MODEL --target cpu --trials 0 --in-network 1 --sweep 1 --passes 2``: two
+    re-rankings in the network, the first sweeping from the choices already beside the log
+    for this host (a run stopped between passes goes on from the last written), the second
+    from the first's choices; the last pass's choices are written. ``--sweep`` or ``--passes``
+    without ``--in-network``, or out of range, is refused."""
+    import shutil
+
+    from pyvta.cli import main
+    from pyvta.tuner import in_network
+    from pyvta.tuner.cpu_measure import cpu_measured_on
+    from pyvta.tuner.in_network import Candidate, Rerank, _write
+
+    path, layers, fixture_log = small_net
+    log = tmp_path / "cpu.jsonl"
+    shutil.copy(fixture_log, log)
+    chosen = {la.workload.key: default_conv_schedule(la.workload) for la in layers}
+    key = layers[0].workload.key
+    chosen[key] = top_candidates(log, layers[0], 1)[1].schedule  # not the default
+    cands = {k: [Candidate("default", s, None, [1.0])] for k, s in chosen.items()}
+    _write(in_network_path(log), Rerank(cands, chosen, 1, 1), cpu_measured_on())
+    starts, real = [], in_network.rerank_in_network
+
+    def recorded(*a, **kw):
+        starts.append(kw["sweep_from"])
+        rr = real(*a, **kw)
+        starts.append(rr.chosen)
+        return rr
+
+    monkeypatch.setattr(in_network, "rerank_in_network", recorded)
+    tune = ["tune", str(path), "--target", "cpu", "--log", str(log), "--no-progress"]
+    assert main([*tune, "--trials", "0", "--in-network", "1", "--sweep", "1", "--passes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "in-network pass 1 of 2" in out and "in-network pass 2 of 2" in out
+    first_from, first_chose, second_from, second_chose = starts
+    assert first_from == chosen  # the choices beside the log
+    assert second_from == first_chose  # then the first pass's
+    assert in_network_choices(log) == second_chose  # the last pass's, written
+    doc = json.loads(in_network_path(log).read_text())["hosts"][cpu_measured_on()]
+    sources = [c["source"] for d in doc["layers"].values() for c in d["candidates"]]
+    assert any(s.startswith("sweep") for s in sources), sources
+
+    def code(argv):  # the parser's own refusals exit
+        try:
+            return main(argv)
+        except SystemExit as e:
+            return e.code
+
+    for bad in (["--sweep", "1"], ["--passes", "2"], ["--in-network", "1", "--sweep", "-1"],
+                ["--in-network", "1", "--passes", "0"]):  # fmt: skip
+        assert code([*tune, "--trials", "0", *bad]) == 2, bad
