@@ -3,7 +3,7 @@ and tuned ones from a tuning log) against onnxruntime on the same thread count.
 
 Run: .venv/bin/python benchmarks/cpu_network.py [--models resnet18,resnet34,mobilenet]
      [--rounds 10] [--threads 2] [--tuning-log LOG.jsonl] [--per-layer] [--cpu-time]
-     [--control]
+     [--control] [--also-log LOG2]
 
 The zoo's models (``pyvta.compiler.graph.zoo``) at 224x224, one seeded input. pyvta runs
 ``compile_model(..., "cpu")``'s artifact through ``run_model`` (the path ``pyvta run --target
@@ -16,7 +16,9 @@ this shared machine, each round starting with the next one (a run always after t
 was favoured: ResNet-18's tuned network, the same code as the default's, ran 1.009-1.017x it);
 each reports its median over the rounds, and tuned against default also the median of the
 per-round ratios (paired). ``--control`` adds the default network compiled a second time (the
-same code): what the comparison reports for no change, in the same run. Outputs must agree with
+same code): what the comparison reports for no change, in the same run; each tuned network is
+also set beside it. ``--also-log LOG`` (again for more) adds the choices of another tuning log
+in the same rounds ("tuned 2", ...): two sets of choices compared side by side. Outputs must agree with
 onnxruntime within 1e-4 (max abs difference / max abs value). Ratio = onnxruntime / pyvta.
 Both run on ``--threads`` threads (pyvta's kernels are built for that many).
 
@@ -120,7 +122,7 @@ def per_layer_table(tables, ort_rows) -> str:
 
 def bench_model(
     name: str, size: int, rounds: int, threads: int, log: str | None, seed: int,
-    per_layer: bool = False, clock=time.perf_counter, control: bool = False,
+    per_layer: bool = False, clock=time.perf_counter, control: bool = False, also=(),
 ):  # fmt: skip
     import onnxruntime as ort
 
@@ -137,16 +139,19 @@ def bench_model(
     models = {"default": compile_model(path, "cpu")}
     if control:  # compiled again: the same code, its own weights and arena
         models["default again"] = compile_model(path, "cpu")
-    if log is not None:
+    # the log's choices ("tuned"), then each --also-log's ("tuned 2", ...) in the same rounds
+    tuned_logs = {"tuned": log} if log is not None else {}
+    tuned_logs.update({f"tuned {i}": other for i, other in enumerate(also, 2)})
+    for key, tlog in tuned_logs.items():
         foreign: dict[str, str] = {}  # as pyvta compile: other CPUs' records left out
-        schedules = tuned_schedules(path, log, foreign)
+        schedules = tuned_schedules(path, tlog, foreign)
         if foreign:
             print(f"{name}: {len(foreign)} layers with records only of other CPUs"
                   f" ({', '.join(sorted(set(foreign.values())))}) left untuned")  # fmt: skip
         if schedules:
-            models["tuned"] = compile_model(path, "cpu", cpu_schedules=schedules)
-            print(f"{name}: {len(schedules)} tuned layer schedules from {log}")
-        stale = stale_choices(log, path)
+            models[key] = compile_model(path, "cpu", cpu_schedules=schedules)
+            print(f"{name} {key}: {len(schedules)} tuned layer schedules from {tlog}")
+        stale = stale_choices(tlog, path)
         if stale:
             print(f"{name}: {stale}")
     tables: dict[str, list] = {k: [] for k in models}
@@ -190,8 +195,9 @@ def bench_model(
     print(f"{name} {size}x{size}: {parts} ({what}, median of {rounds}); vs onnxruntime: {rtxt}")
     # the tuned network against each build of the default (the second: the stricter where
     # the control strays above 1)
-    for key, base in (("tuned", "default"), ("default again", "default"),
-                      ("tuned", "default again")):  # fmt: skip
+    tuned = [k for k in times if k.startswith("tuned")]
+    pairs = [(k, "default") for k in tuned] + [("default again", "default")]
+    for key, base in pairs + [(k, "default again") for k in tuned]:
         if key in times and base in times:
             paired = paired_ratio(times[base], times[key])
             print(f"{name} {key} vs {base}: {med[base] / med[key]:.3f}x (medians),"
@@ -217,6 +223,10 @@ def main() -> None:
     ap.add_argument(
         "--tuning-log", dest="tuning_log",
         help="default: each model's shipped log, else the shipped ResNet-18 one",
+    )  # fmt: skip
+    ap.add_argument(
+        "--also-log", dest="also_logs", action="append", default=[], metavar="LOG",
+        help="another tuning log whose choices run in the same rounds (tuned 2, 3, ...)",
     )  # fmt: skip
     ap.add_argument(
         "--per-layer", dest="per_layer", action="store_true",
@@ -246,7 +256,8 @@ def main() -> None:
     print(f"host: {cpu_target_info()}; pyvta and onnxruntime on {args.threads} threads")
     print(f"load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in os.getloadavg())}")
     summary = {m: bench_model(m, args.size, args.rounds, args.threads, log_of(m),
-                              args.seed, args.per_layer, clock, args.control)
+                              args.seed, args.per_layer, clock, args.control,
+                              args.also_logs)
                for m in args.models.split(",")}  # fmt: skip
     for key, target in (("tuned", 1.0), ("default", 0.8)):
         got = {m: r[key] for m, r in summary.items() if key in r}

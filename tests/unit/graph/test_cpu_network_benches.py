@@ -112,3 +112,35 @@ def test_grouped_bench_runs_untuned_beside_what_grouped_layers_ran_before(benche
     assert "untuned / direct" in rows[2] and re.search(r"layers changed: \d+ direct\)", rows[2])
     with pytest.raises(SystemExit):
         cg.main(["--cases", "no such case"])
+
+
+def test_the_network_benchmark_sets_two_logs_choices_side_by_side(
+    mobilenet, benches, tmp_path, capsys
+):
+    """``cpu_network.py --tuning-log A --also-log B --control``: both logs' choices compiled,
+    checked against onnxruntime and timed in the same rounds, each against the default and the
+    default built again."""
+    from pyvta.tuner.cpu_network import cpu_network_layers, tune_cpu_network
+    from pyvta.tuner.measure import Backend, InProcessMeasurer
+
+    class ByIndex(Backend):  # builds nothing; each seed's random draws log other bests
+        def build(self, task, config):
+            return None
+
+        def run(self, task, config, artifact, repeats):
+            return [1e-3 * (1 + 1e-6 * config.index)] * repeats
+
+    layers = cpu_network_layers(mobilenet)
+    logs = [str(tmp_path / f"log{seed}.jsonl") for seed in (0, 1)]
+    for seed, log in enumerate(logs):
+        measurer = InProcessMeasurer(ByIndex(), repeats=1)
+        tune_cpu_network(layers, 2, log=log, tuner="random", seed=seed, measurer=measurer,
+                         progress=False, final_check=0)  # fmt: skip
+    net = benches("cpu_network")
+    ratios = net.bench_model("mobilenet", SIZE, 2, 1, logs[0], 0, control=True, also=logs[1:])
+    assert set(ratios) == {"default", "default again", "tuned", "tuned 2"}
+    out = capsys.readouterr().out
+    assert out.count("relative error") == 4
+    for key in ("tuned", "tuned 2"):
+        for base in ("default", "default again"):
+            assert re.search(rf"mobilenet {key} vs {base}: [\d.]+x \(medians\)", out), (key, base)
