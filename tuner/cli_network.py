@@ -62,8 +62,8 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
             return 2
         if args.sweep < 0 or args.passes < 1:
             print(
-                f"error: --sweep N needs N >= 0 and --passes P P >= 1; got {args.sweep},"
-                f" {args.passes}",
+                f"error: --sweep N needs N >= 0 and --passes P needs P >= 1; got --sweep"
+                f" {args.sweep} --passes {args.passes}",
                 file=sys.stderr,
             )
             return 2
