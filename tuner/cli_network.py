@@ -208,7 +208,13 @@ def _rerank_in_network(args) -> int:
     for this kind of host (each pass writes them: a stopped run goes on from the last)."""
     import time
 
-    from pyvta.tuner.in_network import descend_in_network, in_network_choices, in_network_path
+    from pyvta.tuner.in_network import (
+        descend_in_network,
+        descent_path,
+        in_network_choices,
+        in_network_path,
+    )
+    from pyvta.tuner.plot import plot_descent
 
     start = in_network_choices(args.log) if args.sweep else None
     progress = None if args.no_progress else _flushed
@@ -217,7 +223,9 @@ def _rerank_in_network(args) -> int:
         args.workload, args.log, args.passes, args.sweep, start, top_k=args.in_network,
         progress=progress,
     )  # fmt: skip
+    done = []
     for n, rr in enumerate(passes, 1):
+        done.append(rr)
         if args.sweep:
             print(
                 f"in-network pass {n} of {args.passes} ({time.perf_counter() - t0:.0f} s in all):"
@@ -225,7 +233,11 @@ def _rerank_in_network(args) -> int:
             )
         print(rr.summary())
         print(rr.confirmed())
+        if args.sweep:  # each pass drawn as it ends
+            plot_descent(done, descent_path(args.log), f"{Path(args.workload).name}: {n} passes")
     print(f"in-network choices: {in_network_path(args.log)}")
+    if args.sweep:
+        print(f"the passes' confirmations: {descent_path(args.log)}")
     return 0
 
 

@@ -83,6 +83,12 @@ def in_network_path(log: str | os.PathLike) -> Path:
     return Path(f"{log}.network.json")
 
 
+def descent_path(log: str | os.PathLike) -> Path:
+    """Where ``pyvta tune --in-network K --sweep N`` draws its passes (:func:`descend_in_network`,
+    ``tuner.plot.plot_descent``), next to the tuning ``log``."""
+    return Path(f"{log}.descent.png")
+
+
 @dataclass
 class Rerank:
     """Per layer (workload key) its candidates, and the schedule chosen (the ranking's

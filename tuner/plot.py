@@ -177,3 +177,40 @@ def plot_latency(run, path: str, unit: str = "cycles", title: str = "") -> str:
     fig.tight_layout()
     fig.savefig(path)
     return str(path)
+
+
+def plot_descent(reranks: list, path: str, title: str = "") -> str:
+    """A coordinate descent in the network (``tuner.in_network.descend_in_network``), pass by
+    pass: each confirmation's paired speed-up of the changed network over the default one
+    (dots), the one whose layers the pass kept (a large marker; none where no network beat the
+    default beyond its control) and each confirmation's control (the default built again: what
+    no change measures, grey); returns ``path``."""
+    from matplotlib.figure import Figure
+
+    from pyvta.tuner.in_network_confirm import fastest
+
+    fig = Figure(figsize=(6, 4), dpi=100)
+    ax = fig.subplots()
+    for n, rr in enumerate(reranks, 1):
+        confs = rr.confirmations
+        first = n == 1
+        ax.scatter([n] * len(confs), [c.speedup for c in confs], s=12, color="tab:blue",
+                   label="confirmations" if first else None)  # fmt: skip
+        controls = [c.control for c in confs if c.control is not None]
+        ax.scatter([n] * len(controls), controls, s=12, color="gray", marker="x",
+                   label="their controls" if first else None)  # fmt: skip
+        kept = fastest(confs)
+        if kept is not None:
+            ax.scatter([n], [kept.speedup], s=80, facecolors="none", edgecolors="tab:red",
+                       label="kept" if first else None)  # fmt: skip
+    ax.axhline(1.0, color="k", lw=0.6)
+    ax.set_xticks(range(1, len(reranks) + 1))
+    ax.set_xlabel("pass")
+    ax.set_ylabel("network speed-up over the defaults (paired)")
+    ax.set_title(title, fontsize=8 if len(title) > 60 else None)
+    ax.grid(alpha=0.3)
+    if any(rr.confirmations for rr in reranks):
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    return str(path)

@@ -548,14 +548,14 @@ def test_the_command_descends_in_passes_from_the_choices_beside_the_log(
     """``pyvta tune MODEL --target cpu --trials 0 --in-network 1 --sweep 1 --passes 2``: two
     re-rankings in the network, the first sweeping from the choices already beside the log
     for this host (a run stopped between passes goes on from the last written), the second
-    from the first's choices; the last pass's choices are written. ``--sweep`` or ``--passes``
+    from the first's choices; the last pass's choices are written, the passes drawn. ``--sweep`` or ``--passes``
     without ``--in-network``, or out of range, is refused."""
     import shutil
 
     from pyvta.cli import main
     from pyvta.tuner import in_network
     from pyvta.tuner.cpu_measure import cpu_measured_on
-    from pyvta.tuner.in_network import Candidate, Rerank, _write
+    from pyvta.tuner.in_network import Candidate, Rerank, _write, descent_path
 
     path, layers, fixture_log = small_net
     log = tmp_path / "cpu.jsonl"
@@ -585,6 +585,8 @@ def test_the_command_descends_in_passes_from_the_choices_beside_the_log(
     doc = json.loads(in_network_path(log).read_text())["hosts"][cpu_measured_on()]
     sources = [c["source"] for d in doc["layers"].values() for c in d["candidates"]]
     assert any(s.startswith("sweep") for s in sources), sources
+    png = descent_path(log)  # the passes' confirmations drawn
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and str(png) in out
 
     def code(argv):  # the parser's own refusals exit
         try:
@@ -595,3 +597,34 @@ def test_the_command_descends_in_passes_from_the_choices_beside_the_log(
     for bad in (["--sweep", "1"], ["--passes", "2"], ["--in-network", "1", "--sweep", "-1"],
                 ["--in-network", "1", "--passes", "0"]):  # fmt: skip
         assert code([*tune, "--trials", "0", *bad]) == 2, bad
+
+
+def test_the_descent_plot_marks_each_passes_kept_confirmation(tmp_path, monkeypatch):
+    """``plot_descent``: per pass every confirmation and its control drawn, the kept one
+    marked; a pass that kept nothing, or had no confirmation, draws no mark."""
+    from pathlib import Path
+
+    from matplotlib.axes import Axes
+
+    from pyvta.tuner.in_network import Confirmation, Rerank
+    from pyvta.tuner.plot import plot_descent
+
+    def conf(ratio, control):
+        net = {"default": [10.0] * 5, "chosen": [10.0 * ratio] * 5, "control": [10.0 * control] * 5}
+        return Confirmation(5, net, {})
+
+    passes = [[conf(0.9, 1.0), conf(0.95, 1.0)], [conf(1.0, 0.97)], []]  # kept, none, none
+    reranks = [Rerank({}, {}, 1, 1, confirmations=c) for c in passes]
+    drawn, real = [], Axes.scatter
+
+    def scatter(ax, x, y, **kw):  # what is drawn, then drawn
+        drawn.append((list(x), list(y), kw))
+        return real(ax, x, y, **kw)
+
+    monkeypatch.setattr(Axes, "scatter", scatter)
+    path = plot_descent(reranks, str(tmp_path / "d.png"), "three passes")
+    assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    kept = [(x, y) for x, y, kw in drawn if kw.get("s") == 80]
+    assert kept == [([1], [pytest.approx(1 / 0.9)])]  # pass 1's faster confirmation only
+    dots = [(x, y) for x, y, kw in drawn if kw.get("marker") is None and kw.get("s") == 12]
+    assert [len(x) for x, _ in dots] == [2, 1, 0]
