@@ -71,10 +71,12 @@ def test_each_conv_layer_in_the_network_beside_its_kernel_alone(mobilenet, bench
     keys = {wl.key for wl in hr.compiled_convs(mobilenet, None)[1].values()}
     rows = [ln for ln in out.splitlines() if ln.strip().startswith("conv2d_nchwc")]
     assert len(rows) == len(keys)  # one row per conv workload
-    assert got["network_ms"] > 0 and got["alone_ms"] > 0
+    assert got["network_ms"] > 0 and got["alone_ms"] > 0 and got["cold_ms"] > 0
     total = re.search(r"conv layers: ([\d.]+) ms in the network, ([\d.]+) ms alone", out)
     assert float(total[1]) == pytest.approx(got["network_ms"], abs=0.006)
     assert float(total[2]) == pytest.approx(got["alone_ms"], abs=0.006)
+    cold = re.search(r"([\d.]+) ms alone cold", out)
+    assert float(cold[1]) == pytest.approx(got["cold_ms"], abs=0.006)
 
 
 def test_the_network_benchmark_with_its_control_and_per_layer_table(benches, capsys):
