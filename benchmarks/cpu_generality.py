@@ -27,7 +27,7 @@ host, not its AVX-512 VNNI or AMX ones. ``--ort-level host`` compares with onnxr
 host's own level.
 
 Runs are interleaved one inference at a time per round (after one warm-up each), each round
-starting with the next run (``side_by_side.rotated``); each reports its median over the rounds
+in its own seeded random order (``side_by_side.round_order``); each reports its median over the rounds
 (wall clock). A network runs at least ``--rounds`` rounds, and more (up to 200) until its
 slowest run has had ``--min-ms`` of timed work: a sub-millisecond network gets enough samples
 for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta is faster). The
@@ -60,7 +60,13 @@ from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.ir import HOST
 from pyvta.testing import netgen
 from pyvta.testing.cpuid_mask import mask_cpuid
-from pyvta.testing.side_by_side import onnxruntime_node_ms, qdq_model, rel_err, rotated, timed_ms
+from pyvta.testing.side_by_side import (
+    onnxruntime_node_ms,
+    qdq_model,
+    rel_err,
+    round_order,
+    timed_ms,
+)
 
 MAX_REL_ERR = 1e-4
 MAX_ROUNDS = 200
@@ -145,7 +151,7 @@ def bench_network(
     info["rounds"] = max(rounds, min(MAX_ROUNDS, math.ceil(min_ms / max(warm_ms, 1e-3))))
     names = list(runs)
     for r in range(info["rounds"]):
-        for key in rotated(names, r):
+        for key in round_order(names, r):
             times[key].append(timed_ms(runs[key]))
     info["ms"] = {k: float(np.median(v)) for k, v in times.items()}
     # after the timing: the vta compile's multi-threaded BLAS work leaves OpenBLAS's threads

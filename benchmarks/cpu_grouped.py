@@ -8,7 +8,7 @@ Run: .venv/bin/python benchmarks/cpu_grouped.py [--rounds 40] [--threads 2]
 Each one-conv network is a 3x3 grouped conv with bias and relu on a seeded input (``CASES``:
 ResNeXt-50 32x4d's four stages and RegNet-like groups of 16-24 channels); the network is the
 zoo's (``--network none``: none). Up to four runs each, interleaved one inference at a time per
-round, the first of each round the next one: onnxruntime (spinning off), pyvta's untuned
+round, each round in its own seeded random order: onnxruntime (spinning off), pyvta's untuned
 network (``compile_model(..., "cpu")``), and where they differ from it: pyvta with each layer
 of groups narrower than the channel block (now on the depthwise template) on the direct
 template ("direct": its untuned grouped tile, as before), and with each grouped direct layer
@@ -38,7 +38,7 @@ from pyvta.compiler.targets.cpu.kernels import (
     default_direct_knobs,
 )
 from pyvta.runtime.compiled_model import run_model
-from pyvta.testing.side_by_side import rel_err, rotated, timed_ms
+from pyvta.testing.side_by_side import rel_err, round_order, timed_ms
 from pyvta.tuner.cpu_measure import cpu_target_info
 from pyvta.tuner.cpu_network import cpu_network_layers
 from pyvta.tuner.in_network_confirm import paired_ratio
@@ -138,7 +138,7 @@ def side_by_side(path: str, feeds: dict, rounds: int, threads: int) -> dict:
     names = list(runs)
     times: dict[str, list[float]] = {k: [] for k in names}
     for r in range(rounds):
-        for k in rotated(names, r):
+        for k in round_order(names, r):
             times[k].append(timed_ms(runs[k]))
     out = {k: float(np.median(v)) for k, v in times.items()}
     out["layers"] = layers

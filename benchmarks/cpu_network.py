@@ -12,8 +12,8 @@ when a log has records for the model's layers (``pyvta tune MODEL --target cpu``
 model's shipped log ``tuner/pretuned/MODEL_224_cpu.jsonl``, else ResNet-18's), the tuned ones.
 onnxruntime runs the same ONNX file (``onnxruntime_session``, spinning off, so its idle pool
 does not slow what runs beside it). Runs are interleaved one inference at a time per round on
-this shared machine, each round starting with the next one (a run always after the same other
-was favoured: ResNet-18's tuned network, the same code as the default's, ran 1.009-1.017x it);
+this shared machine, each round in its own seeded random order (``side_by_side.round_order``:
+a run always after the same other was favoured, by up to 2% on Zen 5);
 each reports its median over the rounds, and tuned against default also the median of the
 per-round ratios (paired). ``--control`` adds the default network compiled a second time (the
 same code): what the comparison reports for no change, in the same run; each tuned network is
@@ -51,7 +51,7 @@ from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.executor import Executor
-from pyvta.testing.side_by_side import rel_err, rotated, timed_ms
+from pyvta.testing.side_by_side import rel_err, round_order, timed_ms
 from pyvta.tuner.in_network_confirm import paired_ratio
 
 MAX_REL_ERR = 1e-4
@@ -183,7 +183,7 @@ def bench_model(
     times: dict[str, list[float]] = {k: [] for k in runs}
     order = list(runs)
     for r in range(rounds):
-        for key in rotated(order, r):
+        for key in round_order(order, r):
             times[key].append(timed_ms(runs[key], clock))
         if per_layer:
             profiled.run(None, {"input": x})

@@ -14,8 +14,8 @@ network with the default schedules (``compile_model(..., "cpu")``, run by ``run_
 - ``workers``: the workers bound, the caller free;
 - ``free``: neither (as with ``PYVTA_PIN_THREADS=0``).
 
-In each round, for each kind of work between inferences, each child in turn (the first
-rotating) times one inference after that work:
+In each round, for each kind of work between inferences, each child in turn (in a seeded
+random order) times one inference after that work:
 
 - ``nothing``: inferences back to back;
 - ``threads``: two Python threads summing a range (about 10 ms of work each), then joined;
@@ -93,7 +93,7 @@ def _child(conn, path: str, seed: int, size: int, threads: int, setting: str) ->
 
 def bench_model(name: str, between: list[str], rounds: int, threads: int, seed: int) -> None:
     from pyvta.compiler.graph import zoo
-    from pyvta.testing.side_by_side import rotated
+    from pyvta.testing.side_by_side import round_order
 
     size = 224
     path = str(Path(tempfile.mkdtemp(prefix="pyvta-pin-")) / f"{name}.onnx")
@@ -114,7 +114,7 @@ def bench_model(name: str, between: list[str], rounds: int, threads: int, seed: 
         order = list(conns)
         for r in range(rounds):
             for b in between:
-                for setting in rotated(order, r):
+                for setting in round_order(order, r):
                     conns[setting].send((b, 1))
                     times[b, setting] += conns[setting].recv()
         for b in between:

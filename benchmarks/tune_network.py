@@ -13,7 +13,7 @@ layer's default and ``--top-k`` best logged schedules timed node by node in the 
 network, with ``--explore`` more drawn from the layer's spaces and screening stages keeping
 the faster half, then ``--confirm-rounds`` of the chosen network against the default one,
 keeping only the choices borne out; ``--no-rerank`` keeps the choices already beside the log).
-Then four runs, interleaved one inference at a time per round (the first rotating): onnxruntime, pyvta with the
+Then four runs, interleaved one inference at a time per round (in a seeded random order): onnxruntime, pyvta with the
 compiler's default schedules, with the log's isolated per-layer bests ("alone", what
 ``cpu_schedules`` chose before re-ranking), and with the in-network choices ("in network").
 Each reports its median over ``--rounds``; ratios: default / tuned (> 1: tuning helps) and
@@ -50,7 +50,7 @@ from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
-from pyvta.testing.side_by_side import rel_err, rotated, timed_ms
+from pyvta.testing.side_by_side import rel_err, round_order, timed_ms
 
 MAX_REL_ERR = 1e-4
 
@@ -109,7 +109,7 @@ def compare(model: str, onnx: Path, log: Path, args, threads: int, clock) -> dic
         f"{model}: {threads} threads, {what}, {args.rounds} rounds; load average before: {load()}"
     )
     for r in range(args.rounds):
-        for key in rotated(names, r):
+        for key in round_order(names, r):
             times[key].append(timed_ms(runs[key], clock))
     med = {k: float(np.median(v)) for k, v in times.items()}
     quart = {k: np.percentile(v, [25, 75]) for k, v in times.items()}
