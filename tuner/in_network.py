@@ -13,9 +13,9 @@ a layer reads what the previous one just wrote, its weights come cold from memor
 each distinct schedule over the layer's templates) and the compiler's default, and builds the
 network ``k + 1`` times: variant ``v`` runs each layer's ``v``-th candidate (a layer with fewer
 candidates runs them again in turn). The variants run interleaved, one inference each per
-round (the first variant rotating), for ``rounds`` rounds, every node timed by the executor
-(its timing table), so each candidate is timed in the layout, cache state and threads the
-network gives it, under the same load as its rivals. Per layer the candidate with the lowest
+round (in a seeded random order, ``round_order``), for ``rounds`` rounds, every node timed by
+the executor (its timing table), so each candidate is timed in the layout, cache state and
+threads the network gives it, under the same load as its rivals. Per layer the candidate with the lowest
 median time per inference (all its launches added) wins.
 
 A search in the network: ``explore`` more candidates per layer, local steps in its templates'
@@ -57,6 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.compiler.backend.llvm.cache import compiler_version
+from pyvta.testing.side_by_side import round_order
 from pyvta.tuner.in_network_candidates import (
     Candidate,
     space_candidates,
@@ -331,8 +332,9 @@ def _timed(executor, keys, x) -> tuple[float, dict[str, float]]:
 
 def _confirm(variants: _Variants, pick: dict, x, rounds: int) -> Confirmation:
     """The network of ``pick`` (workload key -> candidate index) against every layer's default
-    (0) and against the default network built again (the control), interleaved (the first
-    rotating), ``rounds`` rounds."""
+    (0) and against the default network built again (the control), interleaved (each round in
+    a seeded random order: rotated, each followed the same one in most rounds), ``rounds``
+    rounds."""
     default = {k: 0 for k in pick}
     built = {"default": variants.get(default), "chosen": variants.get(pick)}
     built["control"] = variants.fresh(default)
@@ -341,7 +343,7 @@ def _confirm(variants: _Variants, pick: dict, x, rounds: int) -> Confirmation:
     per_layer = {k: {name: [] for name in ("default", "chosen")} for k in changed}
     names = list(built)
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in round_order(names, r):
             executor, keys, _ = built[name]
             total, per_key = _timed(executor, keys, x)
             net[name].append(total)
@@ -371,14 +373,13 @@ def _confirm_all(variants: _Variants, best: dict, x, rounds: int, progress) -> l
 
 
 def _time_rounds(stage, cands, x, rounds: int) -> None:
-    """Run the ``stage``'s variants interleaved, one inference each per round (the first
-    rotating), adding each conv node's time (summed per layer) to its candidate's."""
-    n_var = len(stage)
+    """Run the ``stage``'s variants interleaved, one inference each per round (in a seeded
+    random order), adding each conv node's time (summed per layer) to its candidate's."""
     for r in range(rounds):
-        for j in range(n_var):
-            executor, keys, pick = stage[(r + j) % n_var]
+        for v in round_order(range(len(stage)), r):
+            executor, keys, pick = stage[v]
             for key, ms in _timed(executor, keys, x)[1].items():
-                if pick[key] in (p[key] for _, _, p in stage[: (r + j) % n_var]):
+                if pick[key] in (p[key] for _, _, p in stage[:v]):
                     continue  # a candidate that runs in two variants of a stage: timed once
                 cands[key][pick[key]].ms.append(ms)
 
