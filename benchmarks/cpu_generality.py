@@ -27,8 +27,8 @@ host, not its AVX-512 VNNI or AMX ones. ``--ort-level host`` compares with onnxr
 host's own level.
 
 Runs are interleaved one inference at a time per round (after one warm-up each), each round
-in its own seeded random order (``side_by_side.round_order``); each reports its median over the rounds
-(wall clock). A network runs at least ``--rounds`` rounds, and more (up to 200) until its
+in its own seeded random order (``tuner.in_network_confirm.round_order``); each reports its
+median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more (up to 200) until its
 slowest run has had ``--min-ms`` of timed work: a sub-millisecond network gets enough samples
 for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta is faster). The
 worst three networks of each kind get a per-layer table: pyvta's per-node times beside
@@ -64,9 +64,9 @@ from pyvta.testing.side_by_side import (
     onnxruntime_node_ms,
     qdq_model,
     rel_err,
-    round_order,
     timed_ms,
 )
+from pyvta.tuner.in_network_confirm import round_order
 
 MAX_REL_ERR = 1e-4
 MAX_ROUNDS = 200

@@ -38,10 +38,10 @@ from pyvta.compiler.targets.cpu.kernels import (
     default_direct_knobs,
 )
 from pyvta.runtime.compiled_model import run_model
-from pyvta.testing.side_by_side import rel_err, round_order, timed_ms
+from pyvta.testing.side_by_side import rel_err, timed_ms
 from pyvta.tuner.cpu_measure import cpu_target_info
 from pyvta.tuner.cpu_network import cpu_network_layers
-from pyvta.tuner.in_network_confirm import paired_ratio
+from pyvta.tuner.in_network_confirm import paired_ratio, round_order
 
 MAX_REL_ERR = 1e-4
 # name -> (channels in and out, height and width, groups): a 3x3 stride-1 grouped conv

@@ -12,15 +12,15 @@ when a log has records for the model's layers (``pyvta tune MODEL --target cpu``
 model's shipped log ``tuner/pretuned/MODEL_224_cpu.jsonl``, else ResNet-18's), the tuned ones.
 onnxruntime runs the same ONNX file (``onnxruntime_session``, spinning off, so its idle pool
 does not slow what runs beside it). Runs are interleaved one inference at a time per round on
-this shared machine, each round in its own seeded random order (``side_by_side.round_order``:
-a run always after the same other was favoured, by up to 2% on Zen 5);
-each reports its median over the rounds, and tuned against default also the median of the
-per-round ratios (paired). ``--control`` adds the default network compiled a second time (the
-same code): what the comparison reports for no change, in the same run; each tuned network is
-also set beside it. ``--also-log LOG`` (again for more) adds the choices of another tuning log
-in the same rounds ("tuned 2", ...): two sets of choices compared side by side. Outputs must agree with
-onnxruntime within 1e-4 (max abs difference / max abs value). Ratio = onnxruntime / pyvta.
-Both run on ``--threads`` threads (pyvta's kernels are built for that many).
+this shared machine, each round in its own seeded random order
+(``tuner.in_network_confirm.round_order``: a run always after the same other was favoured, by
+up to 2% on Zen 5); each reports its median over the rounds, and tuned against default also
+the median of the per-round ratios (paired). ``--control`` adds the default network compiled a
+second time (the same code): what the comparison reports for no change, in the same run; each
+tuned network is also set beside it. ``--also-log LOG`` (again for more) adds the choices of
+another tuning log in the same rounds ("tuned 2", ...): two sets of choices compared side by
+side. Outputs must agree with onnxruntime within 1e-4 (max abs difference / max abs value).
+Ratio = onnxruntime / pyvta. Both run on ``--threads`` threads (pyvta's kernels are built for that many).
 
 ``--cpu-time`` (with ``--threads 1``) times each inference by the CPU time of the thread that
 runs it (``time.thread_time``), not the wall clock: on a machine shared with other work it
@@ -51,8 +51,8 @@ from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.executor import Executor
-from pyvta.testing.side_by_side import rel_err, round_order, timed_ms
-from pyvta.tuner.in_network_confirm import paired_ratio
+from pyvta.testing.side_by_side import rel_err, timed_ms
+from pyvta.tuner.in_network_confirm import paired_ratio, round_order
 
 MAX_REL_ERR = 1e-4
 # pyvta op -> the onnxruntime op kinds (its profile's op_name) doing the same work

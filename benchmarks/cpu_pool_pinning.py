@@ -93,7 +93,7 @@ def _child(conn, path: str, seed: int, size: int, threads: int, setting: str) ->
 
 def bench_model(name: str, between: list[str], rounds: int, threads: int, seed: int) -> None:
     from pyvta.compiler.graph import zoo
-    from pyvta.testing.side_by_side import round_order
+    from pyvta.tuner.in_network_confirm import round_order
 
     size = 224
     path = str(Path(tempfile.mkdtemp(prefix="pyvta-pin-")) / f"{name}.onnx")

@@ -50,7 +50,8 @@ from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.compile import compile_model
 from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
-from pyvta.testing.side_by_side import rel_err, round_order, timed_ms
+from pyvta.testing.side_by_side import rel_err, timed_ms
+from pyvta.tuner.in_network_confirm import round_order
 
 MAX_REL_ERR = 1e-4
 

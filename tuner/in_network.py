@@ -57,7 +57,6 @@ from pathlib import Path
 import numpy as np
 
 from pyvta.compiler.backend.llvm.cache import compiler_version
-from pyvta.testing.side_by_side import round_order
 from pyvta.tuner.in_network_candidates import (
     Candidate,
     space_candidates,
@@ -71,6 +70,7 @@ from pyvta.tuner.in_network_confirm import (
     confirmed_layers,
     fastest,
     paired_ratio,
+    round_order,
 )
 
 # 2: {"v": 2, "hosts": {machine: one host's choices}}, each host kind's kept when another

@@ -1,17 +1,34 @@
 """The confirmation that ends a re-ranking in the network (``tuner.in_network``): the network
 with the ranked choices against the one of defaults, timed interleaved, paired round by round,
-and the rule that decides which layers keep their choice (:func:`confirmed_layers`)."""
+and the rule that decides which layers keep their choice (:func:`confirmed_layers`); the order
+and the pairing of runs timed in turn (:func:`round_order`, :func:`paired_ratio`), which the
+side-by-side benchmarks use too."""
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
 
+import numpy as np
+
 from pyvta.isa.errors import PyvtaError
 
 
 class InNetworkError(PyvtaError, ValueError):
     """A re-ranking that cannot run or a choices file that cannot be read."""
+
+
+def round_order(names: list, r: int) -> list:
+    """The order of round ``r`` of runs timed in turn: a permutation of ``names`` drawn with seed
+    ``r``, so over the rounds each run comes in each place, and after each other, about equally
+    often. In a fixed order the last of a round was favoured (ResNet-18's tuned network, the
+    default's code, ran 1.009-1.017x the default timed before it, ``benchmarks/cpu_network.py``);
+    rotated (``names`` from the ``r``-th on) each run still followed the same one in most rounds,
+    and the same MobileNet built three times ran 1.019x and 1.023x paired between the first and
+    the third, 60 rounds each, against 1.007x both in random orders (Zen 5)."""
+    if len(names) < 2:
+        return list(names)
+    return [names[i] for i in np.random.default_rng(r).permutation(len(names))]
 
 
 def paired_ratio(base_ms, new_ms) -> float:

@@ -38,19 +38,6 @@ def qdq_model(path: str, samples: list[dict], out_path: str, per_channel: bool =
     return out_path
 
 
-def round_order(names: list, r: int) -> list:
-    """The order of round ``r`` of runs timed in turn: a permutation of ``names`` drawn with seed
-    ``r``, so over the rounds each run comes in each place, and after each other, about equally
-    often. In a fixed order the last of a round was favoured (ResNet-18's tuned network, the
-    default's code, ran 1.009-1.017x the default timed before it, ``benchmarks/cpu_network.py``);
-    rotated (``names`` from the ``r``-th on) each run still followed the same one in most rounds,
-    and the same MobileNet built three times ran 1.019x and 1.023x paired between the first and
-    the third, 60 rounds each, against 1.007x both in random orders (Zen 5)."""
-    if len(names) < 2:
-        return list(names)
-    return [names[i] for i in np.random.default_rng(r).permutation(len(names))]
-
-
 def timed_ms(fn, clock=time.perf_counter) -> float:
     t0 = clock()
     fn()

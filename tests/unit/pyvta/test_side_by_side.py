@@ -1,11 +1,11 @@
-"""``pyvta.testing.side_by_side.round_order``: the order the benchmarks time their runs in,
+"""``tuner.in_network_confirm.round_order``: the order the benchmarks time their runs in,
 round by round."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from pyvta.testing.side_by_side import round_order
+from pyvta.tuner.in_network_confirm import round_order
 
 
 def test_each_run_comes_in_each_place_and_after_each_other_about_equally_often():
