@@ -20,7 +20,8 @@ second time (the same code): what the comparison reports for no change, in the s
 tuned network is also set beside it. ``--also-log LOG`` (again for more) adds the choices of
 another tuning log in the same rounds ("tuned 2", ...): two sets of choices compared side by
 side. Outputs must agree with onnxruntime within 1e-4 (max abs difference / max abs value).
-Ratio = onnxruntime / pyvta. Both run on ``--threads`` threads (pyvta's kernels are built for that many).
+Ratio = onnxruntime / pyvta. Both run on ``--threads`` threads (pyvta's kernels are built for
+that many).
 
 ``--cpu-time`` (with ``--threads 1``) times each inference by the CPU time of the thread that
 runs it (``time.thread_time``), not the wall clock: on a machine shared with other work it
