@@ -28,9 +28,9 @@ host's own level.
 
 Runs are interleaved one inference at a time per round (after one warm-up each), each round
 in its own seeded random order (``tuner.in_network_confirm.round_order``); each reports its
-median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more (up to 200) until its
-slowest run has had ``--min-ms`` of timed work: a sub-millisecond network gets enough samples
-for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta is faster). The
+median over the rounds (wall clock). A network runs at least ``--rounds`` rounds, and more (up
+to 200) until its slowest run has had ``--min-ms`` of timed work: a sub-millisecond network
+gets enough samples for its median to hold still. Ratio = onnxruntime / pyvta (above 1: pyvta is faster). The
 worst three networks of each kind get a per-layer table: pyvta's per-node times beside
 onnxruntime's own (its profiler), by ONNX node, an activation counted with the conv it follows
 (both fuse it).

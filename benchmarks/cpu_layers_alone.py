@@ -37,7 +37,7 @@ from cpu_headroom import add_model_arguments, compiled_convs, each_variant
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.targets.cpu.kernels import CpuKernels
 from pyvta.runtime.compiled_model import run_model
-from pyvta.tuner.cpu_measure import DEFAULT_EVICT_BYTES, evict
+from pyvta.tuner.cpu_measure import DEFAULT_EVICT_BYTES, evict, evict_buffer
 
 
 def bound_calls(module, rng: np.random.Generator):
@@ -81,7 +81,7 @@ def compare(onnx: str, schedules, args) -> dict[str, float]:
     in_net: dict[str, list[float]] = defaultdict(list)
     alone: dict[str, list[float]] = defaultdict(list)
     cold: dict[str, list[float]] = defaultdict(list)
-    buf = np.zeros(DEFAULT_EVICT_BYTES // 8)
+    buf = evict_buffer(DEFAULT_EVICT_BYTES)
     count = Counter(wl.key for wl in work.values())
     for _ in range(args.rounds):  # the two measured in turn: the host's speed drifts
         run_model(cm, x, backends={"cpu": kernels})  # the caches as the inference before left them

@@ -13,8 +13,8 @@ layer's default and ``--top-k`` best logged schedules timed node by node in the 
 network, with ``--explore`` more drawn from the layer's spaces and screening stages keeping
 the faster half, then ``--confirm-rounds`` of the chosen network against the default one,
 keeping only the choices borne out; ``--no-rerank`` keeps the choices already beside the log).
-Then four runs, interleaved one inference at a time per round (in a seeded random order): onnxruntime, pyvta with the
-compiler's default schedules, with the log's isolated per-layer bests ("alone", what
+Then four runs, interleaved one inference at a time per round (in a seeded random order):
+onnxruntime, pyvta with the compiler's default schedules, with the log's isolated per-layer bests ("alone", what
 ``cpu_schedules`` chose before re-ranking), and with the in-network choices ("in network").
 Each reports its median over ``--rounds``; ratios: default / tuned (> 1: tuning helps) and
 onnxruntime / pyvta, and the median of the per-round ratio default / in network (both timed

@@ -152,7 +152,7 @@ class CpuBackend(Backend):
     def _cold_time_ms(self, mod):
         """A ``time_ms`` that streams the caches before each call and times that call alone
         (``cache="cold"``): no warm-up call between the eviction and the timed one."""
-        buf = _evict_buffer(self.evict_bytes)
+        buf = evict_buffer(self.evict_bytes)
 
         def time_ms(*arrays, number: int, repeat: int, clock) -> float:
             call = mod.bind(*arrays)  # checked once, outside the clock
@@ -171,7 +171,7 @@ class CpuBackend(Backend):
 
 
 @functools.lru_cache(maxsize=1)
-def _evict_buffer(nbytes: int) -> np.ndarray:
+def evict_buffer(nbytes: int) -> np.ndarray:
     """The eviction buffer of this process (one size at a time: a measurer's)."""
     return np.zeros(max(1, nbytes // 8), np.float64)
 

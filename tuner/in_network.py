@@ -15,8 +15,8 @@ network ``k + 1`` times: variant ``v`` runs each layer's ``v``-th candidate (a l
 candidates runs them again in turn). The variants run interleaved, one inference each per
 round (in a seeded random order, ``round_order``), for ``rounds`` rounds, every node timed by
 the executor (its timing table), so each candidate is timed in the layout, cache state and
-threads the network gives it, under the same load as its rivals. Per layer the candidate with the lowest
-median time per inference (all its launches added) wins.
+threads the network gives it, under the same load as its rivals. Per layer the candidate with
+the lowest median time per inference (all its launches added) wins.
 
 A search in the network: ``explore`` more candidates per layer, local steps in its templates'
 spaces from the default and the log's bests (no isolated measurement vouches for them:

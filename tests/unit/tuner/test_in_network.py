@@ -548,8 +548,8 @@ def test_the_command_descends_in_passes_from_the_choices_beside_the_log(
     """``pyvta tune MODEL --target cpu --trials 0 --in-network 1 --sweep 1 --passes 2``: two
     re-rankings in the network, the first sweeping from the choices already beside the log
     for this host (a run stopped between passes goes on from the last written), the second
-    from the first's choices; the last pass's choices are written, the passes drawn. ``--sweep`` or ``--passes``
-    without ``--in-network``, or out of range, is refused."""
+    from the first's choices; the last pass's choices are written, the passes drawn.
+    ``--sweep`` or ``--passes`` without ``--in-network``, or out of range, is refused."""
     import shutil
 
     from pyvta.cli import main
