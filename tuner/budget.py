@@ -78,6 +78,14 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+IN_NETWORK_SHARE = 0.25
+"""With ``--in-network K``, the share of a CPU network's ``--budget`` kept for its re-rankings in
+the running network (``tuner.in_network``), the per-layer tuning getting the rest: a pass times
+every candidate in whole inferences, so on ResNet-18 (Zen 5, 2 threads) one pass of the top 3
+took about as long as 30-40 trials of per-layer tuning (docs/measurements.md, "A budget that
+holds the re-rankings in the network")."""
+
+
 def sessions_path(log: str | os.PathLike) -> Path:
     """Where a budgeted run keeps its sessions' spans, next to its ``log``."""
     return Path(f"{log}.budget.json")
@@ -144,7 +152,9 @@ class BudgetRun:
     ``n_measured``: measured in this session; ``n_cut``: candidates dropped at the budget's end
     (not started, or timed out under a bound cut to the time left); ``picks``: the task index
     of each slice; ``default_costs``: per task its default's measured cost (None: not
-    measured); ``first_pass_s``: the tuning time the first pass ended (None: not ended)."""
+    measured); ``first_pass_s``: the tuning time the first pass ended (None: not ended);
+    ``in_network_s``: the spans of time the re-rankings in the network took (``counted_span``),
+    ``budget_total_s`` the budget they shared with the tuning (``budget_s``: its share)."""
 
     tasks: list
     trials: list  # per task: [(t, cost), ...] in order
@@ -155,6 +165,8 @@ class BudgetRun:
     n_cut: int = 0
     picks: list = field(default_factory=list)
     session_starts_s: list = field(default_factory=list)  # tuning time each session began
+    in_network_s: list = field(default_factory=list)  # (start, end): re-rankings in the network
+    budget_total_s: float | None = None  # the whole budget, where the tuning had a share of it
     default_costs: list = field(default_factory=list)
     first_pass_s: float | None = None
 
@@ -264,22 +276,52 @@ def _deadline(measurer, seconds: float):
         m.deadline = saved
 
 
-def _read_sessions(path: Path) -> list[list[float]]:
+def _read_sessions(path: Path, key: str = "sessions") -> list:
+    """The sessions file's ``[start, end]`` wall-clock spans (``key`` "in_network": the starts
+    of those the re-rankings in the network took, ``counted_span``)."""
     if not path.exists():
         return []
     try:
-        spans = json.loads(path.read_text())["sessions"]
-        return [[float(a), float(b)] for a, b in spans]
+        doc = json.loads(path.read_text())
+        if key == "in_network":
+            return [float(a) for a in doc.get(key, [])]
+        return [[float(a), float(b)] for a, b in doc[key]]
     except (ValueError, KeyError, TypeError) as e:
         raise BudgetError(
             f"{path} is not a budget sessions file ({e}); remove it to restart"
         ) from e
 
 
-def _write_sessions(path: Path, spans) -> None:
+def _write_sessions(path: Path, spans, in_network: list | None = None) -> None:
+    """The spans written (``in_network``: the starts of the re-rankings' spans; None: those
+    already in the file kept)."""
+    if in_network is None:
+        in_network = _read_sessions(path, "in_network")
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"sessions": spans}))
+    tmp.write_text(json.dumps({"sessions": spans, "in_network": in_network}))
     os.replace(tmp, path)
+
+
+@contextmanager
+def counted_span(log: str | os.PathLike):
+    """Time spent on a budgeted run's ``log`` outside ``tune_with_budget`` (the re-rankings in
+    the network) counted against its budget: a span appended to ``<log>.budget.json`` (so a
+    session resumed later finds it spent); the yielded callable writes the span's end as of
+    now (call it after each step: a run killed in a step loses that step's time only)."""
+    path = sessions_path(log)
+    spans, starts = _read_sessions(path), _read_sessions(path, "in_network")
+    spans.append([time.time(), time.time()])
+    starts.append(spans[-1][0])
+
+    def mark() -> None:
+        spans[-1][1] = time.time()
+        _write_sessions(path, spans, starts)
+
+    mark()
+    try:
+        yield mark
+    finally:
+        mark()
 
 
 def _extend_spans(spans, stamps) -> list[list[float]]:
@@ -357,6 +399,8 @@ def tune_with_budget(
     spans = _extend_spans(spans, stamps)  # written back so: the time counted is the time shown
     clock, starts = _tuning_clock(spans, stamps)
     spent0 = starts.pop()
+    in_network = set(_read_sessions(sessions_path(log), "in_network")) if log is not None else ()
+    ranked = [k for k, (a, _) in enumerate(spans) if a in in_network]
     pos = 0
     for st, rs in zip(states, resumed, strict=True):
         for _ts, index, cost in rs:
@@ -365,7 +409,8 @@ def tune_with_budget(
     n_resumed = pos
     run = BudgetRun([s.spec for s in states], [s.times for s in states], spent0, budget_s)
     run.n_resumed = n_resumed
-    run.session_starts_s = [*starts, spent0]
+    run.session_starts_s = [t for k, t in enumerate(starts) if k not in ranked] + [spent0]
+    run.in_network_s = [(starts[k], starts[k] + spans[k][1] - spans[k][0]) for k in ranked]
     # the first pass: every default not measured yet, alone; the untuned network's first
     first_pass = [
         k for k, s in enumerate(states) if s.default is not None and s.initial[:1] == [s.default]
@@ -376,8 +421,8 @@ def tune_with_budget(
         run.first_pass_s = _first_pass_end(states)
     if progress and n_resumed:
         progress(
-            f"resumed {n_resumed} records from {log}; {spent0:.1f} s of the"
-            f" {budget_s:.0f} s budget already spent"
+            f"resumed {n_resumed} records from {log}; {spent0:.1f} s already spent (this"
+            f" tuning's budget: {budget_s:.0f} s)"
         )
     t_start = time.time()
     spans.append([t_start, t_start])

@@ -60,17 +60,19 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
         if args.in_network < 0 or (args.in_network and not args.log):
             print("error: --in-network K needs K >= 0 and --log", file=sys.stderr)
             return 2
-        if args.sweep < 0 or args.passes < 1:
+        if args.sweep < 0 or (args.passes is not None and args.passes < 1):
             print(
                 f"error: --sweep N needs N >= 0 and --passes P needs P >= 1; got --sweep"
                 f" {args.sweep} --passes {args.passes}",
                 file=sys.stderr,
             )
             return 2
-        if (args.sweep or args.passes > 1) and not args.in_network:
+        if (args.sweep or args.passes is not None) and not args.in_network:
             print("error: --sweep and --passes refine --in-network K: give it", file=sys.stderr)
             return 2
+        left_s = None  # with --budget: the seconds left to the re-rankings in the network
         if getattr(args, "budget", None) is not None:
+            from pyvta.tuner.budget import IN_NETWORK_SHARE
             from pyvta.tuner.cpu_network import (
                 cpu_budget_tasks,
                 cpu_network_layers,
@@ -78,15 +80,24 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
             )
 
             cpu_layers = cpu_network_layers(args.workload)
-            code = _tune_network_budget(
-                args, cpu_budget_tasks(cpu_layers), lambda: network_measurer(cpu_layers)
-            )
+            share = 1.0 - IN_NETWORK_SHARE if args.in_network else 1.0
+            code, run = _tune_network_budget(
+                args, cpu_budget_tasks(cpu_layers), lambda: network_measurer(cpu_layers),
+                budget_s=share * args.budget_s, plot=not args.in_network,
+            )  # fmt: skip
+            left_s = None if run is None else args.budget_s - run.spent_s
         elif args.trials > 0:
             code = _tune_cpu_network(args)
         else:  # --trials 0 --in-network K (tune_command checked): the log's bests re-ranked
             code = 0
         if code == 0 and args.in_network:
-            code = _rerank_in_network(args)
+            code, ranked_s = _rerank_in_network(args, left_s)
+            if left_s is not None:  # the budget's plot with the passes' time in it
+                if ranked_s:
+                    run.in_network_s.append((run.spent_s, run.spent_s + ranked_s))
+                    run.spent_s += ranked_s
+                run.budget_total_s = args.budget_s
+                _plot_budget(args, run)
         elif code == 0 and args.log:
             print(
                 "note: per-layer bests measured alone can run slower inside the network (0.89-0.91x"
@@ -101,7 +112,7 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
     if getattr(args, "budget", None) is not None:
         from pyvta.tuner.network import budget_tasks
 
-        return _tune_network_budget(args, budget_tasks(layers, args.first))
+        return _tune_network_budget(args, budget_tasks(layers, args.first))[0]
     launches = sum(layer.count for layer in layers)
     print(
         f"tuning {len(layers)} distinct accelerator layers ({launches} launches per inference),"
@@ -132,34 +143,41 @@ def _flushed(line: str) -> None:
     print(line, flush=True)  # a progress line seen at once, also in a file
 
 
-def _tune_network_budget(args, tasks, default_measurer=None) -> int:
+def _tune_network_budget(args, tasks, default_measurer=None, budget_s=None, plot=True):
     """``--budget``: the network's tasks (``tuner.budget.BudgetTask``: a VTA network's layers,
-    a CPU network's layers' templates) under one time budget (``tuner.budget``), measured by
-    ``--device``'s measurer, else ``default_measurer()`` (None: the first task's target's)."""
-    from pyvta.tuner.budget import plot_path, tune_with_budget
-    from pyvta.tuner.plot import plot_latency
+    a CPU network's layers' templates) under one time budget (``tuner.budget``; ``budget_s``
+    of it, else all), measured by ``--device``'s measurer, else ``default_measurer()`` (None:
+    the first task's target's); the latency over time drawn unless not ``plot``. Returns the
+    exit code and the run (None where it failed)."""
+    from pyvta.tuner.budget import tune_with_budget
     from pyvta.tuner.tune import default_measurer as target_measurer
 
     if not tasks:
         print(f"error: {args.workload} has no layers to tune", file=sys.stderr)
-        return 1
+        return 1, None
+    budget_s = args.budget_s if budget_s is None else budget_s
     unit = tasks[0].task.cost_unit
     slice_trials = min(args.batch, 16)
     what = len({t.group or t.name for t in tasks})
+    rest = (
+        f" of the {args.budget_s:.0f} s budget (the rest: the re-rankings in the network)"
+        if budget_s < args.budget_s
+        else " in all"
+    )
     print(
-        f"tuning {what} distinct layers ({len(tasks)} tasks) for {args.budget_s:.0f} s in all,"
+        f"tuning {what} distinct layers ({len(tasks)} tasks) for {budget_s:.0f} s{rest},"
         f" {slice_trials} trials per slice, {args.tuner}, seed {args.seed}"
     )
     try:
         measurer = measurer_for(args)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return 2, None
     if measurer is None:
         measurer = default_measurer() if default_measurer else target_measurer(tasks[0].task)
     try:
         run = tune_with_budget(
-            tasks, args.budget_s, measurer, log=args.log, tuner=args.tuner, seed=args.seed,
+            tasks, budget_s, measurer, log=args.log, tuner=args.tuner, seed=args.seed,
             slice_trials=slice_trials, progress=None if args.no_progress else _flushed,
             unit=unit,
         )  # fmt: skip
@@ -184,61 +202,112 @@ def _tune_network_budget(args, tasks, default_measurer=None) -> int:
             f"one inference: {curve[0][1] * scale:.4f} {shown} untuned{est} ->"
             f" {curve[-1][1] * scale:.4f} {shown} ({curve[0][1] / curve[-1][1]:.3f}x);"
             f" every default measured at {first};"
-            f" {run.spent_s:.0f} s of {args.budget_s:.0f} s spent, {run.n_measured} measured now,"
+            f" {run.spent_s:.0f} s of {budget_s:.0f} s spent, {run.n_measured} measured now,"
             f" {run.n_resumed} resumed, {run.n_cut} cut at the budget"
         )
-    plot = args.plot or (str(plot_path(args.log)) if args.log else None)
     if plot:
-        plot_latency(
-            run, plot, unit=unit, title=f"{Path(args.workload).name}: budget {args.budget}"
-        )
-        print(f"latency over time: {plot}")
+        _plot_budget(args, run)
     if args.log:
         cpu = " --target cpu" if unit == "s" else ""
         print(
             f"log: {args.log} (apply with: pyvta run {args.workload}{cpu} --tuning-log {args.log})"
         )
-    return 0
+    return 0, run
 
 
-def _rerank_in_network(args) -> int:
+def _plot_budget(args, run) -> None:
+    """The budgeted ``run``'s latency over time to ``--plot``, else beside ``--log``."""
+    from pyvta.tuner.budget import plot_path
+    from pyvta.tuner.plot import plot_latency
+
+    plot = args.plot or (str(plot_path(args.log)) if args.log else None)
+    if plot:
+        title = f"{Path(args.workload).name}: budget {args.budget}"
+        plot_latency(run, plot, unit=run.tasks[0].task.cost_unit, title=title)
+        print(f"latency over time: {plot}")
+
+
+def _rerank_in_network(args, left_s: float | None = None) -> tuple[int, float]:
     """``--in-network K``: the log's top-K schedules per conv layer re-ranked in the network;
     with ``--sweep N`` also N one-knob moves per layer from its current choice, ``--passes P``
     times, each pass from the last one's choices, the first from those already beside the log
-    for this kind of host (each pass writes them: a stopped run goes on from the last)."""
-    import time
+    for this kind of host (each pass writes them: a stopped run goes on from the last).
 
+    ``left_s`` (``--budget``): the seconds of the budget left to the passes, whose time is
+    counted in the budget's sessions (``tuner.budget.counted_span``). Where this host has
+    choices already, a pass starts only while the time left holds one more (as long as the
+    last one took, as recorded with the choices); ``--passes`` caps them (without it: a sweep
+    runs passes until the budget is spent, a re-ranking alone once). Returns the exit code
+    and the seconds the passes took (0 where none started)."""
+    import time
+    from contextlib import nullcontext
+
+    from pyvta.tuner.budget import counted_span
+    from pyvta.tuner.cpu_measure import cpu_measured_on
     from pyvta.tuner.in_network import (
         descend_in_network,
         descent_path,
         in_network_choices,
+        in_network_hosts,
         in_network_path,
     )
     from pyvta.tuner.plot import plot_descent
 
-    start = in_network_choices(args.log) if args.sweep else None
-    progress = None if args.no_progress else _flushed
+    budgeted = left_s is not None
+    passes_max = args.passes or (None if budgeted and args.sweep else 1)
+    start = in_network_choices(args.log)
+    last_s = in_network_hosts(args.log).get(cpu_measured_on(), {}).get("seconds") or 0.0
+    done, of = [], passes_max or "as many as the budget holds"
+
+    def no_room(left: float) -> bool:  # with choices made, no pass started past the budget
+        if not (budgeted and (start or done) and (left <= 0 or left < last_s)):
+            return False
+        print(
+            f"in the network: {max(left, 0):.0f} s of the budget left, less than the last pass"
+            f" took ({last_s:.0f} s): {f'stopped after {len(done)}' if done else 'none started'};"
+            f" the choices in {in_network_path(args.log)} stand"
+        )
+        return True
+
+    if budgeted and no_room(left_s):
+        return 0, 0.0
+    if budgeted:
+        print(f"in the network: {max(left_s, 0.0):.0f} s of the budget left")
     t0 = time.perf_counter()
-    passes = descend_in_network(
-        args.workload, args.log, args.passes, args.sweep, start, top_k=args.in_network,
-        progress=progress,
-    )  # fmt: skip
-    done = []
-    for n, rr in enumerate(passes, 1):
-        done.append(rr)
-        if args.sweep:
-            print(
-                f"in-network pass {n} of {args.passes} ({time.perf_counter() - t0:.0f} s in all):"
-                f" the top {args.in_network} logged and {args.sweep} one-knob moves per layer"
-            )
-        print(rr.summary())
-        print(rr.confirmed())
-        if args.sweep:  # each pass drawn as it ends
-            plot_descent(done, descent_path(args.log), f"{Path(args.workload).name}: {n} passes")
+    with counted_span(args.log) if budgeted else nullcontext(lambda: None) as mark:
+
+        def progress(line: str) -> None:  # the budget's span written as the pass goes
+            mark()
+            if not args.no_progress:
+                _flushed(line)
+
+        passes = descend_in_network(
+            args.workload, args.log, passes_max, args.sweep, start if args.sweep else None,
+            top_k=args.in_network, progress=progress,
+        )  # fmt: skip
+        while passes_max is None or len(done) < passes_max:
+            if budgeted and no_room(left_s - (time.perf_counter() - t0)):
+                break
+            rr = next(passes)
+            mark()
+            done.append(rr)
+            last_s = rr.seconds if rr.seconds is not None else last_s
+            n = len(done)
+            if args.sweep:
+                print(
+                    f"in-network pass {n} of {of} ({time.perf_counter() - t0:.0f} s in all):"
+                    f" the top {args.in_network} logged and {args.sweep} one-knob moves per layer"
+                )
+            print(rr.summary())
+            print(rr.confirmed())
+            if args.sweep:  # each pass drawn as it ends
+                plot_descent(
+                    done, descent_path(args.log), f"{Path(args.workload).name}: {n} passes"
+                )
     print(f"in-network choices: {in_network_path(args.log)}")
     if args.sweep:
         print(f"the passes' confirmations: {descent_path(args.log)}")
-    return 0
+    return 0, time.perf_counter() - t0
 
 
 def _run_network(args, layers, measurer):

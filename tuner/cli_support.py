@@ -251,7 +251,8 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="DURATION",
         help="a network (--target vta or cpu): tune for this much wall time in all (90s, 20m,"
         " 1.5h) instead of --trials per layer, slices of min(--batch, 16) trials to the layer"
-        " with the largest expected gain; with --log, running again continues the run recorded"
+        " with the largest expected gain; with --in-network K, a share of it goes to the"
+        " re-rankings in the network (tuner.budget.IN_NETWORK_SHARE); with --log, running again continues the run recorded"
         " there (the time spent counts) and the network's latency over time goes to"
         " LOG.latency.png",
     )
@@ -277,11 +278,12 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument(
         "--passes",
         type=int,
-        default=1,
+        default=None,
         metavar="P",
         help="with --in-network K --sweep N: P re-rankings in the network, each sweeping from the"
         " last one's choices (a coordinate descent; each pass is written to LOG.network.json, so"
-        " a run stopped between passes goes on from the last one)",
+        " a run stopped between passes goes on from the last one); default 1, with --budget as"
+        " many as the budget's share for them holds",
     )
     p.add_argument("--no-progress", action="store_true", dest="no_progress")
     return p

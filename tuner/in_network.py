@@ -47,6 +47,7 @@ changes only other code says nothing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -102,6 +103,7 @@ class Rerank:
     confirmations: list = field(default_factory=list)  # [Confirmation]: none, none needed
     ranked_index: dict = field(default_factory=dict)  # key -> its fastest finalist's index
     code: dict = field(default_factory=dict)  # key -> the code timed: changed_code's
+    seconds: float | None = None  # wall seconds the re-ranking took (a budget's next pass)
 
     def ranked(self, key: str) -> Candidate:
         """The layer's fastest candidate by the ranking (of those timed in the last stage)."""
@@ -258,6 +260,7 @@ def rerank_in_network(
     if clock is time.thread_time and threads != 1:
         raise InNetworkError("clock time.thread_time times the calling thread: needs threads=1")
     threads = threads or os.cpu_count() or 1
+    t0 = time.perf_counter()
     cands, moves = {}, {}
     for k, layer in enumerate(cpu_network_layers(str(model))):
         c = top_candidates(log, layer, top_k)
@@ -301,20 +304,20 @@ def rerank_in_network(
     kept = confirmed_layers(confs) if confirm_rounds else set(best)
     chosen = {key: c[best[key] if key in kept else 0].schedule for key, c in cands.items()}
     code = changed_code(model, chosen, threads)
-    out = Rerank(cands, chosen, rounds, threads, confs, best, code)
+    out = Rerank(cands, chosen, rounds, threads, confs, best, code, time.perf_counter() - t0)
     if write:
         _write(in_network_path(log), out, cpu_measured_on())
     return out
 
 
-def descend_in_network(model, log, passes: int, sweep: int, start: dict | None = None, **kw):
+def descend_in_network(model, log, passes: int | None, sweep: int, start: dict | None = None, **kw):
     """A coordinate descent in the network: ``passes`` calls of :func:`rerank_in_network`
-    (``kw`` its other arguments), each with ``sweep`` one-knob moves per layer from the last
-    one's choices (the first from ``start``: {workload key: schedule}, e.g.
-    :func:`in_network_choices` of ``log``; else the defaults). Yields each pass's
-    :class:`Rerank` as it ends (written beside ``log`` unless ``write=False``)."""
+    (``kw`` its other arguments; None: until the caller stops asking), each with ``sweep``
+    one-knob moves per layer from the last one's choices (the first from ``start``: {workload
+    key: schedule}, e.g. :func:`in_network_choices` of ``log``; else the defaults). Yields each
+    pass's :class:`Rerank` as it ends (written beside ``log`` unless ``write=False``)."""
     chosen = start
-    for _ in range(passes):
+    for _ in itertools.count() if passes is None else range(passes):
         rr = rerank_in_network(model, log, sweep=sweep, sweep_from=chosen, **kw)
         chosen = rr.chosen
         yield rr
@@ -412,6 +415,8 @@ def _write(path: Path, rerank: Rerank, machine: str) -> None:
     }
     if rerank.confirmations:
         hosts[machine]["confirmations"] = [c.to_json() for c in rerank.confirmations]
+    if rerank.seconds is not None:
+        hosts[machine]["seconds"] = rerank.seconds
     doc = {"v": IN_NETWORK_VERSION, "hosts": dict(sorted(hosts.items()))}
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1))
@@ -437,9 +442,10 @@ def _read_hosts(path: Path) -> dict[str, dict]:
 
 
 def in_network_hosts(log: str | os.PathLike) -> dict[str, dict]:
-    """``{machine: {"threads", "rounds", "ts", "layers": {workload key: {"chosen",
+    """``{machine: {"threads", "rounds", "ts", "seconds", "layers": {workload key: {"chosen",
     "candidates"}}}}``: the in-network choices beside ``log`` by the kind of host they were
-    made on (``tuner.cpu_measure.cpu_measured_on``); ``{}`` if there are none."""
+    made on (``tuner.cpu_measure.cpu_measured_on``; ``seconds``: how long the re-ranking
+    that made them took, where it was recorded); ``{}`` if there are none."""
     path = in_network_path(log)
     return _read_hosts(path) if path.exists() else {}
 

@@ -144,8 +144,9 @@ def trials_figure(medians: dict, trials: int, title: str = "", estimates: dict |
 def plot_latency(run, path: str, unit: str = "cycles", title: str = "") -> str:
     """A budgeted run's (``tuner.budget.BudgetRun``) estimated network cost over tuning time,
     from 0 (the untuned network: ``BudgetRun.latency_curve``) as a step per improvement, with
-    the budget, the end of the first pass (every default measured) and each resumed session's
-    start; returns ``path``."""
+    the budget (and the tuning's share of it, where re-rankings in the network had the rest:
+    their spans shaded), the end of the first pass (every default measured) and each resumed
+    session's start; returns ``path``."""
     from matplotlib.figure import Figure
 
     curve = run.latency_curve()
@@ -166,10 +167,16 @@ def plot_latency(run, path: str, unit: str = "cycles", title: str = "") -> str:
         ax.set_title(title)
     if run.first_pass_s is not None:
         ax.axvline(run.first_pass_s, ls="--", color="g", lw=0.8, label="every default measured")
-    ax.axvline(run.budget_s, ls=":", color="r", lw=1.0, label="budget")
+    budget_s = run.budget_total_s or run.budget_s
+    ax.axvline(budget_s, ls=":", color="r", lw=1.0, label="budget")
+    if run.budget_total_s:
+        ax.axvline(run.budget_s, ls=":", color="orange", lw=1.0, label="the tuning's share")
+    for k, (a, b) in enumerate(run.in_network_s):
+        ax.axvspan(a, b, color="tab:purple", alpha=0.15, lw=0,
+                   label=None if k else "re-ranking in the network")  # fmt: skip
     for k, t in enumerate(run.session_starts_s[1:]):
         ax.axvline(t, ls="-.", color="b", lw=0.8, label=None if k else "a session resumed")
-    ax.set_xlim(0, max(run.budget_s, run.spent_s) * 1.03)
+    ax.set_xlim(0, max(budget_s, run.spent_s) * 1.03)
     ax.legend(fontsize=8)
     ax.set_xlabel("tuning time (s, sessions end to end)")
     ax.set_ylabel(label)

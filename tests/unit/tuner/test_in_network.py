@@ -628,3 +628,85 @@ def test_the_descent_plot_marks_each_passes_kept_confirmation(tmp_path, monkeypa
     assert kept == [([1], [pytest.approx(1 / 0.9)])]  # pass 1's faster confirmation only
     dots = [(x, y) for x, y, kw in drawn if kw.get("marker") is None and kw.get("s") == 12]
     assert [len(x) for x, _ in dots] == [2, 1, 0]
+
+
+def test_a_budget_holds_the_passes_in_the_network_and_counts_their_time(
+    small_net, tmp_path, monkeypatch, capsys
+):
+    """``pyvta tune MODEL --target cpu --budget 8s --in-network 1 --sweep 1``: the per-layer
+    tuning gets ``1 - IN_NETWORK_SHARE`` of the budget, the passes in the network the rest (as
+    many as it holds: none started with less time left than the last took); their time goes to
+    the budget's sessions file, so the run resumed finds the whole budget spent, tunes nothing
+    and keeps the choices written; the latency plot shades the passes' time, not counted as a
+    session resumed. The per-layer costs are faked (``SmallTilesFirst``) and each pass is a
+    stand-in that takes 0.6 s and writes its choices, so only the budget's arithmetic is
+    timed."""
+    import shutil
+
+    from pyvta.cli import main
+    from pyvta.tuner import cpu_network, in_network, plot
+    from pyvta.tuner.budget import IN_NETWORK_SHARE, sessions_path
+    from pyvta.tuner.cpu_measure import cpu_measured_on
+    from pyvta.tuner.in_network import Candidate, Rerank, _write
+
+    path, layers, fixture_log = small_net
+    log = tmp_path / "cpu.jsonl"
+    shutil.copy(fixture_log, log)
+    monkeypatch.setattr(
+        cpu_network, "network_measurer", lambda _: InProcessMeasurer(SmallTilesFirst(), repeats=1)
+    )
+    pass_s, passes = 0.6, []
+
+    def a_pass(model, log, sweep, sweep_from, **kw):
+        passes.append(time.time())
+        time.sleep(pass_s)
+        chosen = {la.workload.key: default_conv_schedule(la.workload) for la in layers}
+        cands = {k: [Candidate("default", s, None, [1.0])] for k, s in chosen.items()}
+        rr = Rerank(cands, chosen, 1, 1, seconds=pass_s)
+        _write(in_network_path(log), rr, cpu_measured_on())
+        return rr
+
+    monkeypatch.setattr(in_network, "rerank_in_network", a_pass)
+    drawn, real_plot = [], plot.plot_latency
+
+    def plot_latency(run, path, **kw):
+        drawn.append((run.budget_s, run.budget_total_s, run.in_network_s, run.session_starts_s))
+        return real_plot(run, path, **kw)
+
+    monkeypatch.setattr(plot, "plot_latency", plot_latency)
+    budget_s = 8.0
+    argv = ["tune", str(path), "--target", "cpu", "--log", str(log), "--tuner", "random",
+            "--budget", f"{budget_s:g}s", "--in-network", "1", "--sweep", "1"]  # fmt: skip
+    t0 = time.time()
+    assert main(argv) == 0
+    wall = time.time() - t0
+    out = capsys.readouterr().out
+    spans = json.loads(sessions_path(log).read_text())["sessions"]
+    spent = sum(b - a for a, b in spans)
+    tuning_s = (1 - IN_NETWORK_SHARE) * budget_s
+    print(f"{len(passes)} passes; spans {spans}; {spent:.2f} s counted of {wall:.2f} s wall")
+    assert f"for {tuning_s:.0f} s of the {budget_s:.0f} s budget" in out
+    assert len(spans) == 2  # the per-layer tuning's, the passes'
+    assert tuning_s - 0.5 <= spans[0][1] - spans[0][0] <= tuning_s + 1.0
+    assert spans[0][1] <= spans[1][0] <= passes[0] and spans[1][1] >= passes[-1] + pass_s
+    left_s = budget_s - (spans[0][1] - spans[0][0])  # what the passes had: 2 s, about
+    # passes go on while the time left holds another: floor(left / pass) of them, one fewer
+    # where drawing each pass's plot ate into the last one's room
+    assert 2 <= len(passes) and int(left_s / pass_s) - 1 <= len(passes) <= int(left_s / pass_s)
+    assert f"stopped after {len(passes)}" in out
+    assert budget_s - pass_s <= spent <= budget_s + pass_s and spent <= wall
+    assert json.loads(sessions_path(log).read_text())["in_network"] == [spans[1][0]]
+    [(share_s, total_s, ranked, starts)] = drawn
+    assert (share_s, total_s, starts) == (tuning_s, budget_s, [0.0])
+    [(a, b)] = ranked
+    assert a == pytest.approx(spans[0][1] - spans[0][0], abs=0.05) and b - a >= len(passes) * pass_s
+
+    n_passes = len(passes)
+    assert main(argv) == 0  # resumed: nothing left to spend, no pass
+    again = capsys.readouterr().out
+    assert "none started" in again and "stand" in again and len(passes) == n_passes
+    assert len(json.loads(sessions_path(log).read_text())["sessions"]) == 3  # its tuning's
+    _, _, ranked_again, starts_again = drawn[1]  # the passes' span read back, not a session
+    assert ranked_again == [pytest.approx((a, a + spans[1][1] - spans[1][0]), abs=0.05)]
+    assert starts_again == [0.0, pytest.approx(spent, abs=0.05)]
+    print(again[-300:])
