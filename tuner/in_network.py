@@ -144,8 +144,10 @@ class Rerank:
         lines = []
         for n, conf in enumerate(self.confirmations, 1):
             med = {k: statistics.median(v) for k, v in conf.network_ms.items()}
+            start = " (the pass's start)" if conf.incumbent else ""
             lines.append(
-                f"confirmation {n}, {conf.rounds} rounds, {len(conf.layer_ms)} layers changed:"
+                f"confirmation {n}{start}, {conf.rounds} rounds, {len(conf.layer_ms)} layers"
+                " changed:"
                 f" default network {med['default']:.3f} ms, changed {med['chosen']:.3f} ms,"
                 f" paired {conf.speedup:.3f}x"
                 + ("" if conf.control is None else f"; the default built again {conf.control:.3f}x")
@@ -156,8 +158,9 @@ class Rerank:
         best = fastest(self.confirmations)
         if best is not None:
             n = 1 + self.confirmations.index(best)
+            start = ", the pass's start" if best.incumbent else ""
             lines.append(f"kept: the {len(best.layer_ms)} changed layers of confirmation {n} (its"
-                         " network the fastest); the rest run their default")  # fmt: skip
+                         f" network the fastest{start}); the rest run their default")  # fmt: skip
         else:
             lines.append("kept: none (no network faster than the default's by more than its"
                          " control strayed)")  # fmt: skip
@@ -266,7 +269,7 @@ def rerank_in_network(
         c = top_candidates(log, layer, top_k)
         start = (sweep_from or {}).get(layer.workload.key)
         if start is not None and all(x.schedule != start for x in c):
-            c.append(Candidate("start", start))
+            c.insert(1, Candidate("start", start))  # before the logged: kept if their code
         # one thread runs a parallel loop as any other: no move of the threads' split
         fixed = ("parallel_loops",) if threads == 1 else ()
         # every move, in order: one of an earlier candidate's code gives its place to the next
@@ -301,8 +304,9 @@ def rerank_in_network(
     # each layer's fastest finalist (one dropped early has fewer, earlier rounds)
     best = {key: min(a, key=lambda i, k=key: cands[k][i].median_ms) for key, a in alive.items()}
     confs = _confirm_all(variants, best, x, confirm_rounds, progress) if confirm_rounds else []
-    kept = confirmed_layers(confs) if confirm_rounds else set(best)
-    chosen = {key: c[best[key] if key in kept else 0].schedule for key, c in cands.items()}
+    if confirm_rounds and sweep_from:  # the pass's start timed beside the ranking's networks
+        confs += _confirm_incumbent(variants, cands, sweep_from, confs, x, confirm_rounds, progress)
+    chosen = _chosen(cands, best, confs if confirm_rounds else None)
     code = changed_code(model, chosen, threads)
     out = Rerank(cands, chosen, rounds, threads, confs, best, code, time.perf_counter() - t0)
     if write:
@@ -352,7 +356,7 @@ def _confirm(variants: _Variants, pick: dict, x, rounds: int) -> Confirmation:
             net[name].append(total)
             for k in per_layer if name != "control" else ():
                 per_layer[k][name].append(per_key[k])
-    return Confirmation(rounds, net, per_layer)
+    return Confirmation(rounds, net, per_layer, {k: pick[k] for k in changed})
 
 
 def _confirm_all(variants: _Variants, best: dict, x, rounds: int, progress) -> list:
@@ -373,6 +377,38 @@ def _confirm_all(variants: _Variants, best: dict, x, rounds: int, progress) -> l
             break  # kept; or every layer faster but not the network: none kept
         trying = conf.faster()
     return out
+
+
+def _chosen(cands: dict, best: dict, confs: list | None) -> dict:
+    """Per layer the schedule kept: that of the confirmation whose network was the fastest
+    (:func:`fastest`; the ranking's fastest, ``best``, or the pass's start), the default where
+    it changes nothing or none was borne out; with ``confs`` None (no confirmations), ``best``."""
+    kept = set(best) if confs is None else confirmed_layers(confs)
+    win = fastest(confs or [])
+    index = win.pick if win is not None and win.incumbent else best
+    return {key: c[index[key] if key in kept else 0].schedule for key, c in cands.items()}
+
+
+def _confirm_incumbent(variants, cands, start: dict, confs, x, rounds: int, progress) -> list:
+    """The network the pass started from (``start``: {workload key: schedule}, the last pass's
+    choices) confirmed as the ranking's networks are, where it changes a layer and none of
+    them is it: so a pass whose own networks are not borne out keeps the choices it started
+    from where they are (a descent on MobileNet fell back to the defaults in 3 of 23 passes),
+    and one of the ranking's is kept only where it beat them in the same pass."""
+    pick = {}
+    for key, c in cands.items():  # its candidate: the start (before the logged), else 0
+        pick[key] = next((i for i, x in enumerate(c) if x.schedule == start.get(key)), 0)
+    if not any(pick.values()) or any(c.pick == {k: i for k, i in pick.items() if i} for c in confs):
+        return []
+    conf = _confirm(variants, pick, x, rounds)
+    conf.incumbent = True
+    if progress:
+        progress(
+            f"confirmation {len(confs) + 1} (the pass's start): {len(conf.layer_ms)} layers"
+            f" changed, {conf.speedup:.3f}x the defaults (paired; the defaults built again:"
+            f" {conf.control:.3f}x)"
+        )
+    return [conf]
 
 
 def _time_rounds(stage, cands, x, rounds: int) -> None:

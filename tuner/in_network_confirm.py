@@ -7,7 +7,7 @@ side-by-side benchmarks use too."""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,11 +49,16 @@ class Confirmation:
     launches); and the default network built a second time ("control"), which says what the
     timing gives for no change: a speed-up must pass 1 by more than the control strays from
     it. Two builds of the same default network (ResNet-18, MobileNet) on a Zen 1 host ran
-    0.986-1.010x each other, and a confirmation's 1.025x was 0.990x in the next run."""
+    0.986-1.010x each other, and a confirmation's 1.025x was 0.990x in the next run.
+
+    ``pick``: each changed layer's candidate index; ``incumbent``: the network timed is the
+    one the pass started from (the last pass's choices), not the ranking's."""
 
     rounds: int
     network_ms: dict  # "default" | "chosen" | "control" (if timed) -> [ms per round]
     layer_ms: dict  # changed layer's workload key -> {"default": [ms per round], "chosen": [...]}
+    pick: dict = field(default_factory=dict)  # changed layer's workload key -> candidate index
+    incumbent: bool = False
 
     @property
     def speedup(self) -> float:
@@ -89,6 +94,7 @@ class Confirmation:
     def to_json(self) -> dict:
         faster = self.faster()
         return {
+            **({"incumbent": True} if self.incumbent else {}),
             "rounds": self.rounds,
             "speedup": self.speedup,
             "control": self.control,
