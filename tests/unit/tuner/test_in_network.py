@@ -631,6 +631,7 @@ def test_the_command_descends_in_passes_from_the_choices_beside_the_log(
     assert main([*tune, "--trials", "0", "--in-network", "1", "--sweep", "1", "--passes", "2"]) == 0
     out = capsys.readouterr().out
     assert "in-network pass 1 of 2" in out and "in-network pass 2 of 2" in out
+    assert "kept after pass 2: " in out  # what the last pass kept, in one line
     first_from, first_chose, second_from, second_chose = starts
     assert first_from == chosen  # the choices beside the log
     assert second_from == first_chose  # then the first pass's
@@ -747,6 +748,7 @@ def test_a_budget_holds_the_passes_in_the_network_and_counts_their_time(
     # where drawing each pass's plot ate into the last one's room
     assert len(passes) >= 2 and int(left_s / pass_s) - 1 <= len(passes) <= int(left_s / pass_s)
     assert f"stopped after {len(passes)}" in out
+    assert f"kept after pass {len(passes)}: each layer's fastest in the ranking" in out
     assert budget_s - pass_s <= spent <= budget_s + pass_s and spent <= wall
     assert json.loads(sessions_path(log).read_text())["in_network"] == [spans[1][0]]
     [(share_s, total_s, ranked, starts)] = drawn
