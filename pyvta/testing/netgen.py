@@ -3,7 +3,8 @@
 ``random_network(seed)`` draws a small CNN: a stem conv (kernel 3/5/7, stride 1-2, symmetric or
 TF-SAME-like asymmetric pads), then 2-5 blocks drawn from plain convs (kernel 1/3/5/7, dilation
 1-3), residual pairs (identity or 1x1 projection shortcut), bottlenecks (1x1-3x3-1x1 + add),
-two-branch concats, grouped convs (2, 4), depthwise + pointwise pairs and pools (MaxPool,
+two-branch concats, grouped convs (2, 4; with ``narrow_groups``, half of them groups of 2, 4
+or 8 channels, as ResNeXt's), depthwise + pointwise pairs and pools (MaxPool,
 AveragePool, with asymmetric pads sometimes), then GlobalAveragePool, Flatten and a Gemm
 classifier. Channels are 3-200, mostly not multiples of 16; batch 1 or 4; inputs 16-224
 (mostly 16-64, and the channel cap shrinks as the input grows, so every network stays small).
@@ -29,8 +30,9 @@ from pyvta.compiler.graph.zoo import float_model
 FEATURES = (
     "batch4", "large_input", "k1", "k3", "k5", "k7", "stride2", "asym_pad", "dilation",
     "group", "depthwise", "residual", "bottleneck", "concat", "relu", "max_pool", "avg_pool",
-    "global_avg_pool", "gemm", "odd_channels",
+    "global_avg_pool", "gemm", "odd_channels", "narrow_group",
 )  # fmt: skip
+NARROW_WIDTHS = (2, 4, 8)  # channels a group with ``narrow_groups``: they divide a vector block
 
 
 def _same_pads(size: int, k: int, stride: int, dil: int) -> list[int]:
@@ -42,8 +44,10 @@ def _same_pads(size: int, k: int, stride: int, dil: int) -> list[int]:
 
 
 class _Gen:
-    def __init__(self, seed: int, batch: int, size: int, max_ch: int) -> None:
+    def __init__(self, seed: int, batch: int, size: int, max_ch: int, narrow: bool = False) -> None:
         self.rng = np.random.default_rng(seed)
+        # its own stream: without narrow groups, the networks are those of before
+        self.narrow = np.random.default_rng([seed, 2]) if narrow else None
         self.nodes: list[onnx.NodeProto] = []
         self.inits: dict[str, np.ndarray] = {}
         self.shape = {"input": (batch, 3, size, size)}
@@ -141,12 +145,26 @@ class _Gen:
         return self.op("Concat", [a, b], (n, ca + self.shape[b][1], h, w), axis=1)
 
     def grouped(self, x: str) -> str:
+        if self.narrow is not None and self.narrow.random() < 0.5:
+            return self.narrow_grouped(x)
         group = int(self.rng.choice([2, 4]))
         c = self.shape[x][1]
         if c % group:  # a 1x1 conv to a channel count the groups divide (at least 4)
             x = self.relu(self.conv(x, max(4, c // group * group), 1))
         out = group * int(self.rng.integers(4 // group, max(3, self.max_ch // group + 1)))
         return self.relu(self.conv(x, out, 3, 1, group=group))
+
+    def narrow_grouped(self, x: str) -> str:
+        """A 3x3 conv of groups ``NARROW_WIDTHS`` wide, as many channels out as in (after a
+        1x1 conv to a count they divide: a multiple of 16 one time in two)."""
+        width = int(self.narrow.choice(NARROW_WIDTHS))
+        c = self.shape[x][1]
+        step = 16 if self.narrow.random() < 0.5 else width
+        cn = max(2 * step, c // step * step) if step == 16 else max(2 * width, c // width * width)
+        if cn != c:
+            x = self.relu(self.conv(x, cn, 1))
+        stride = 2 if self.shape[x][2] >= 8 and self.narrow.random() < 0.3 else 1
+        return self.relu(self.conv(x, cn, 3, stride, group=cn // width))
 
     def depthwise(self, x: str) -> str:
         c = self.shape[x][1]
@@ -168,17 +186,23 @@ def _size_and_cap(rng: np.random.Generator) -> tuple[int, int]:
 
 
 def random_network(
-    seed: int, batch: int | None = None, size: int | None = None, blocks: int | None = None
+    seed: int,
+    batch: int | None = None,
+    size: int | None = None,
+    blocks: int | None = None,
+    narrow_groups: bool = False,
 ) -> onnx.ModelProto:
     """A seeded random CNN (see the module docstring): input ``"input"`` float32
     ``[batch, 3, size, size]``, output ``"logits"`` ``[batch, classes]``. ``batch`` (1 or 4),
     ``size`` and ``blocks`` (count) are drawn from the seed unless given; giving one leaves the
-    other draws as they were (``batch=1`` keeps a batch-4 network's layers)."""
+    other draws as they were (``batch=1`` keeps a batch-4 network's layers). ``narrow_groups``:
+    half the grouped blocks have groups of ``NARROW_WIDTHS`` channels (drawn from a stream of
+    their own: without it, each seed's network is the one it always was)."""
     rng = np.random.default_rng(seed)
     drawn_size, cap = _size_and_cap(rng)
     drawn_batch, drawn_blocks = (4 if rng.random() < 0.25 else 1), int(rng.integers(2, 6))
     size, batch, nblocks = size or drawn_size, batch or drawn_batch, blocks or drawn_blocks
-    g = _Gen(seed + 7919, batch, size, cap)
+    g = _Gen(seed + 7919, batch, size, cap, narrow_groups)
     k = int(rng.choice([3, 5, 7]))
     x = g.relu(g.conv("input", g.channels(8), k, 2 if size > 32 else int(rng.integers(1, 3))))
     if size > 64:
@@ -238,6 +262,19 @@ def _conv_stats(model: onnx.ModelProto) -> tuple[list[onnx.NodeProto], dict[str,
     return [n for n in model.graph.node if n.op_type == "Conv"], shapes
 
 
+def narrow_group_convs(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The model's grouped convs whose groups (as wide in as out) are narrower than a vector
+    block of 16 and divide it: 2, 4 or 8 channels (``NARROW_WIDTHS``)."""
+    convs, shapes = _conv_stats(model)
+    out = []
+    for n in convs:
+        o, cg = shapes[n.input[1]][:2]
+        group = _attr(n, "group", 1)
+        if group > 1 and 1 < cg < 16 and 16 % cg == 0 and o == group * cg:
+            out.append(n)
+    return out
+
+
 def features(model: onnx.ModelProto) -> set[str]:
     """The features (names in ``FEATURES``) the model's graph uses."""
     convs, shapes = _conv_stats(model)
@@ -267,6 +304,8 @@ def features(model: onnx.ModelProto) -> set[str]:
         group = _attr(n, "group", 1)
         if group > 1:
             out.add("depthwise" if cg == 1 and group == o else "group")
+        if n in narrow_group_convs(model):
+            out.add("narrow_group")
         if o % 16:
             out.add("odd_channels")
         later = convs[i + 1 : i + 3]

@@ -42,6 +42,10 @@ from pyvta.runtime.compiled_model import run_model
 from pyvta.testing import netgen
 
 SEEDS = (1, 2, 3, 5, 7, 9)
+# with narrow_groups=True: each draws a conv of groups narrower than a vector block (ResNeXt's
+# kind; 4 of seeds 0-39 do); 33 and 39 run one on the depthwise template, 19's (4-16 channels)
+# on the direct one
+NARROW_SEEDS = (19, 33, 39)
 MAX_REL_ERR = 1e-4
 MIN_COSINE = 0.95
 # seeds 1-9, whole: 0.989-0.9993 (legacy 0.978-0.9993); 0.926 on seed 1 before the classifier's
@@ -49,9 +53,9 @@ MIN_COSINE = 0.95
 MIN_COSINE_WHOLE = MIN_COSINE
 
 
-def _net(tmp_path_factory, seed: int, batch: int | None = None):
-    model = netgen.random_network(seed, batch=batch)
-    path = tmp_path_factory.mktemp("netgen") / f"net{seed}.onnx"
+def _net(tmp_path_factory, seed: int, batch: int | None = None, narrow: bool = False):
+    model = netgen.random_network(seed, batch=batch, narrow_groups=narrow)
+    path = tmp_path_factory.mktemp("netgen") / f"net{seed}{'n' if narrow else ''}.onnx"
     onnx.save(model, path)
     x = netgen.sample_input(model, seed + 100)
     print(f"seed {seed}: {netgen.describe(model)}")
@@ -60,7 +64,16 @@ def _net(tmp_path_factory, seed: int, batch: int | None = None):
 
 def test_the_seeds_cover_every_feature():
     used = set().union(*(netgen.features(netgen.random_network(s)) for s in SEEDS))
-    assert used == set(netgen.FEATURES), set(netgen.FEATURES) - used
+    assert used == set(netgen.FEATURES) - {"narrow_group"}, set(netgen.FEATURES) - used
+    for s in NARROW_SEEDS:
+        assert "narrow_group" in netgen.features(netgen.random_network(s, narrow_groups=True)), s
+    # narrow groups come from a stream of their own: without them, the networks of before
+    for s in SEEDS:
+        plain = netgen.random_network(s)
+        assert "narrow_group" not in netgen.features(plain)
+        again = netgen.random_network(s, narrow_groups=True)
+        if "group" not in netgen.features(plain):  # no grouped block to make narrow
+            assert again.SerializeToString() == plain.SerializeToString()
 
 
 def test_the_generator_is_seeded_and_describes_its_networks():
@@ -84,6 +97,29 @@ def test_cpu_matches_onnxruntime(tmp_path_factory, seed):
     err = float(np.abs(out - ref).max() / np.abs(ref).max())
     print(f"relative error {err:.2e}")
     assert out.shape == ref.shape and err < MAX_REL_ERR
+
+
+@pytest.mark.parametrize("seed", NARROW_SEEDS)
+def test_narrow_groups_match_onnxruntime_on_every_target(tmp_path_factory, seed):
+    """Groups of 2, 4 or 8 channels (``narrow_groups``): ``cpu`` within ``MAX_REL_ERR`` of
+    onnxruntime with every layer compiled, the int8 targets close to float; where the rule
+    puts them on the depthwise template (a vector block of whole groups), they run it."""
+    model, path, x, ref = _net(tmp_path_factory, seed, narrow=True)
+    cm = compile_model(path, "cpu")
+    assert numpy_nodes(cm.graph) == []
+    out = run_model(cm, {"input": x})[0][0]
+    err = float(np.abs(out - ref).max() / np.abs(ref).max())
+    narrow = netgen.narrow_group_convs(model)
+    templates = {n.name: n.attrs["schedule"]["template"] for n in cm.graph.nodes
+                 if n.op == "cpu_conv2d"}  # fmt: skip
+    on = {n.name: templates.get(n.name) for n in narrow}
+    print(f"relative error {err:.2e}; narrow-group convs and their templates: {on}")
+    assert out.shape == ref.shape and err < MAX_REL_ERR
+    assert narrow and (seed == 19 or "depthwise" in on.values())
+    for kind, extra in (("cpu-int8", {}), ("vta", {"vta_partition": "whole"})):
+        cos = cosine(run_model(compile_model(path, kind, **extra), {"input": x})[0][0], ref)
+        print(f"{kind} {extra}: cosine {cos:.4f}")
+        assert cos > MIN_COSINE
 
 
 @pytest.mark.parametrize("target", ["cpu-int8", "vta", "vta-whole"])
