@@ -2,12 +2,13 @@
 onnxruntime in one process, and how much of each network the accelerator target takes.
 
 Run: .venv/bin/python benchmarks/cpu_generality.py [--count 30] [--first-seed 0] [--rounds 5]
-     [--threads 2]
+     [--threads 2] [--narrow-groups]
 
 Networks: ``pyvta.testing.netgen.random_network(seed)`` for ``--count`` seeds from
 ``--first-seed`` (odd channel counts, kernels 1-7, stride 2, asymmetric pads, dilation,
 groups, depthwise, residuals, bottlenecks, concats, pools, batch 1 or 4, inputs 16-224), one
-seeded input each.
+seeded input each; with ``--narrow-groups``, the networks the generator draws with groups of
+2, 4 or 8 channels (``narrow_groups=True``), only the seeds whose network has such a conv.
 
 - fp32: ``compile_model(..., "cpu")`` run through ``run_model`` with kernels built for
   ``--threads`` threads, against onnxruntime on the same ONNX file (spinning off); its output
@@ -83,7 +84,13 @@ def vta_coverage(path: str) -> tuple[int, int, dict[str, int]]:
 
 
 def bench_network(
-    seed: int, folder: Path, rounds: int, min_ms: float, threads: int, failures: dict
+    seed: int,
+    folder: Path,
+    rounds: int,
+    min_ms: float,
+    threads: int,
+    failures: dict,
+    narrow: bool = False,
 ) -> dict:
     """Times (median ms) by run name, the int8 cosines and the vta coverage of one network, and
     what its per-layer tables need (``info["layers"]``: by run name, the pyvta run, its graph and
@@ -91,7 +98,7 @@ def bench_network(
     from pyvta.compiler.targets.cpu.kernels import CpuKernels
     from pyvta.compiler.targets.cpu_int8.kernels import CpuInt8Kernels
 
-    model = netgen.random_network(seed)
+    model = netgen.random_network(seed, narrow_groups=narrow)
     name = f"net{seed}"
     path = str(folder / f"{name}.onnx")
     onnx.save(model, path)
@@ -306,6 +313,12 @@ def main() -> None:
     )
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument(
+        "--narrow-groups",
+        dest="narrow",
+        action="store_true",
+        help="networks drawn with groups of 2, 4 or 8 channels; only the seeds that have one",
+    )
+    ap.add_argument(
         "--ort-level",
         dest="ort_level",
         default=os.environ.get(FEATURES_ENV) or "host",
@@ -324,8 +337,18 @@ def main() -> None:
     failures: dict[str, list[tuple[str, str]]] = {}
     results = []
     t0 = time.perf_counter()
-    for seed in range(args.first_seed, args.first_seed + args.count):
-        r = bench_network(seed, folder, args.rounds, args.min_ms, args.threads, failures)
+    models = {
+        f"net{s}": netgen.random_network(s, narrow_groups=args.narrow)
+        for s in range(args.first_seed, args.first_seed + args.count)
+    }
+    if args.narrow:
+        models = {k: m for k, m in models.items() if netgen.narrow_group_convs(m)}
+        print(f"{len(models)} of {args.count} networks have narrow groups: {', '.join(models)}")
+    for name in models:
+        seed = int(name[3:])
+        r = bench_network(
+            seed, folder, args.rounds, args.min_ms, args.threads, failures, args.narrow
+        )
         times = ", ".join(f"{k} {v:.2f} ms" for k, v in r["ms"].items())
         print(f"{r['describe']}: {times} ({r['rounds']} rounds)")
         results.append(r)
@@ -334,10 +357,6 @@ def main() -> None:
         f" {args.rounds}-{max((r['rounds'] for r in results), default=0)} rounds"
         f" (at least {args.min_ms:.0f} ms of each network's slowest run)"
     )
-    models = {
-        f"net{s}": netgen.random_network(s)
-        for s in range(args.first_seed, args.first_seed + args.count)
-    }
     summary("fp32", results, "pyvta fp32", "ort fp32", models)
     summary("int8", results, "pyvta int8", "ort int8", models)
     covered = [r for r in results if "vta" in r]
