@@ -105,6 +105,13 @@ def tune_network_command(args: argparse.Namespace, spec) -> int:
                 " there with --in-network 3 (writes LOG.network.json, which --tuning-log applies)"
             )
         return code
+    if args.in_network or args.sweep or args.passes is not None:
+        print(
+            "error: --in-network, --sweep and --passes re-rank a CPU network's schedules in the"
+            f" running network: --target cpu only, not {spec.name}",
+            file=sys.stderr,
+        )
+        return 2
     layers = network_layers(args.workload)
     if not layers:
         print(f"error: {args.workload} has no accelerator layers to tune", file=sys.stderr)

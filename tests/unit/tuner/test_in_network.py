@@ -651,6 +651,9 @@ def test_the_command_descends_in_passes_from_the_choices_beside_the_log(
     for bad in (["--sweep", "1"], ["--passes", "2"], ["--in-network", "1", "--sweep", "-1"],
                 ["--in-network", "1", "--passes", "0"]):  # fmt: skip
         assert code([*tune, "--trials", "0", *bad]) == 2, bad
+    capsys.readouterr()
+    vta = [*tune[:2], "--target", "vta", *tune[4:], "--trials", "0", "--in-network", "1"]
+    assert code(vta) == 2 and "--target cpu only, not vta" in capsys.readouterr().err
 
 
 def test_the_descent_plot_marks_each_passes_kept_confirmation(tmp_path, monkeypatch):
