@@ -316,7 +316,13 @@ def _rerank_in_network(args, left_s: float | None = None) -> tuple[int, float]:
     print(f"in-network choices: {in_network_path(args.log)}")
     if args.sweep:
         print(f"the passes' confirmations: {descent_path(args.log)}")
-    return 0, time.perf_counter() - t0
+    spent = time.perf_counter() - t0
+    if budgeted and not args.sweep and left_s - spent > 0:
+        print(
+            f"in the network: {left_s - spent:.0f} s of the budget unused (a re-ranking without"
+            " --sweep runs once; --sweep N spends the rest on passes)"
+        )
+    return 0, spent
 
 
 def _kept_line(rr, n: int) -> str:

@@ -268,8 +268,11 @@ def rerank_in_network(
     for k, layer in enumerate(cpu_network_layers(str(model))):
         c = top_candidates(log, layer, top_k)
         start = (sweep_from or {}).get(layer.workload.key)
-        if start is not None and all(x.schedule != start for x in c):
-            c.insert(1, Candidate("start", start))  # before the logged: kept if their code
+        if start is not None and c[0].schedule != start:
+            # first after the default, so that where a logged one compiles to its code the
+            # start is the one kept (``_distinct_code``), and the pass can confirm it
+            logged = [x for x in c[1:] if x.schedule == start] or [Candidate("start", start)]
+            c = [c[0], *logged, *(x for x in c[1:] if x.schedule != start)]
         # one thread runs a parallel loop as any other: no move of the threads' split
         fixed = ("parallel_loops",) if threads == 1 else ()
         # every move, in order: one of an earlier candidate's code gives its place to the next
