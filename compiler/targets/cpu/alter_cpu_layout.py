@@ -17,8 +17,9 @@ Rewrites (float32, ``target == HOST``, any batch; anything else is left alone):
   the last axis of ``[M, N]`` -> ``cpu_softmax``.
 
 Each value's channel block is :func:`channel_block` of its channel count and the host's vector
-width: 16 or 8, the one whose padded channels cost least when a block of fewer vectors costs
-more per channel (44 channels: three blocks of 16, the last 4 padding). Padded channels hold zeros from a conv (zero weights and bias) and finite values from
+width and CPU: 16 or 8, the one whose padded channels cost least when a block of fewer vectors
+costs more per channel (44 channels: three blocks of 16, the last 4 padding; 40 channels on
+AVX-512: five blocks of 8 on a Zen 4, three of 16 on a Zen 5, ``HALF_VECTOR_COST``). Padded channels hold zeros from a conv (zero weights and bias) and finite values from
 any op; a conv reading them multiplies them by zero weights. A blocked value keeps its NCHW name
 for readers that need NCHW: a ``layout_transform`` under that name follows every blocked
 producer, and ``remove_dead_code`` drops those nobody reads. The image (fewer than 8 channels,
@@ -43,25 +44,39 @@ MIN_CHANNEL_BLOCK = 8  # an input of fewer channels is always read as one block 
 # or more: 1). A block of one vector feeds one FMA per broadcast input value; on a Zen 4 (2
 # threads, convs alone, AVX2) 56 -> 72 channels 5x5 at 24 x 24 ran 1.76 ms with output blocks
 # of 8 and 1.48 ms with 16 (80 channels), 48 -> 40 3x3 at 32 x 32 0.65 and 0.50 ms (48), inputs
-# in blocks of 8 cost about as much again: 4/3. Half a vector (8 of AVX-512's 16 lanes, run as
-# 256-bit ops, which a Zen 4 issues at twice the 512-bit rate) cost about 10% more per
-# channel than one vector: 22 channels 7x7 at 49 x 49 ran 1.33 ms as 24 (blocks of 8) and 2.13
-# ms as 32 (16), 40 channels 3x3 at 25 x 25 0.19 and 0.25 ms.
-BLOCK_COST_BY_VECTORS = {2.0: 1.0, 1.0: 4 / 3, 0.5: 4 / 3 * 1.1}
+# in blocks of 8 cost about as much again: 4/3. Half a vector: ``HALF_VECTOR_COST``.
+BLOCK_COST_BY_VECTORS = {2.0: 1.0, 1.0: 4 / 3}
+# The cost per channel of a block of half a vector (8 of AVX-512's 16 lanes, run as 256-bit
+# ops) over one vector's, by LLVM CPU name (else ``HALF_VECTOR_COST_DEFAULT``). A Zen 4 issues
+# 256-bit ops at twice the rate of its double-pumped 512-bit ones: about 10% more per channel
+# (22 channels 7x7 at 49 x 49 ran 1.33 ms as 24, blocks of 8, and 2.13 ms as 32, blocks of 16;
+# 40 channels 3x3 at 25 x 25 0.19 and 0.25 ms). A Zen 5's 512-bit datapath runs a 256-bit op in
+# the slot of a 512-bit one: two convs in a row, 2 threads, interleaved (docs/measurements.md),
+# blocks of 16 ran 40 -> 40 3x3 at 25 x 25 1.25x faster than blocks of 8 (48 channels padded
+# against 40), 24 -> 24 3x3 at 56 1.56x, 40 -> 40 5x5 at 28 1.28x, 72 -> 72 3x3 at 14 1.31x,
+# 56 -> 72 5x5 at 24 1.44x: 1.46-2.07 per channel; 1.5.
+HALF_VECTOR_COST = {"znver5": 1.5}
+HALF_VECTOR_COST_DEFAULT = 1.1
 
 
-def channel_block(channels: int, lanes: int | None = None) -> int:
+def channel_block(channels: int, lanes: int | None = None, cpu: str | None = None) -> int:
     """The block of a value of ``channels`` channels: of ``CHANNEL_BLOCKS``, the one of least
-    modelled cost on a host of ``lanes`` float32 vector lanes (default: this host's): the padded
-    channels times ``BLOCK_COST_BY_VECTORS`` of the vectors a block fills. Ties go to the block
-    that pads least, then the first. AVX2 (8 lanes): 40 -> 16 (48 x 1 < 40 x 4/3), 72 -> 16,
-    24 -> 8 (a tie); AVX-512 (16 lanes): 16 unless 8 pads at least 10% less (40 -> 8, 44 -> 16)."""
-    lanes = lanes or cpu_kernels.host_lanes()
+    modelled cost on a host of ``lanes`` float32 vector lanes and LLVM CPU name ``cpu``
+    (default: this host's): the padded channels times ``BLOCK_COST_BY_VECTORS`` of the vectors
+    a block fills (half a vector: ``HALF_VECTOR_COST``). Ties go to the block that pads least,
+    then the first. AVX2 (8 lanes): 40 -> 16 (48 x 1 < 40 x 4/3), 72 -> 16, 24 -> 8 (a tie);
+    AVX-512 (16 lanes): 16 unless 8 pads at least 10% less (40 -> 8, 44 -> 16), on a Zen 5
+    unless it pads a third less (40 -> 16, 24 -> 16, 8 -> 8)."""
+    host = None if lanes and cpu else cpu_kernels.host_target()
+    lanes = lanes or host.vector_lanes("float32")
+    cpu = cpu or host.cpu
+    half = HALF_VECTOR_COST.get(cpu, HALF_VECTOR_COST_DEFAULT)
 
     def cost(block: int) -> tuple[float, int]:
         padded = -(-channels // block) * block
         vectors = min(2.0, block / lanes)
-        return padded * BLOCK_COST_BY_VECTORS[max(0.5, vectors)], padded
+        per = BLOCK_COST_BY_VECTORS[1.0] * half if vectors < 1 else BLOCK_COST_BY_VECTORS[vectors]
+        return padded * per, padded
 
     return min(CHANNEL_BLOCKS, key=cost)
 
@@ -106,7 +121,8 @@ class _Layouts:
 
     def block_for(self, channels: int) -> int:
         """:func:`channel_block` of ``channels`` at this layout's feature level's vector width."""
-        return channel_block(channels, cpu_kernels.host_lanes(self.features))
+        host = cpu_kernels.host_target(self.features)
+        return channel_block(channels, host.vector_lanes("float32"), host.cpu)
 
     def get(self, name: str, block: int) -> str:
         """``name`` in NCHW{block}c, transformed from its NCHW or other blocked form."""

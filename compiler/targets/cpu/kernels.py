@@ -170,6 +170,12 @@ def _host(features: str | None = None):
     return CpuTarget.host(None, features)
 
 
+def host_target(features: str | None = None):
+    """The host CPU at the feature level ``features`` (see ``_host``): its vector lanes and
+    LLVM CPU name decide the layout plan's channel blocks."""
+    return _host(features)
+
+
 def host_lanes(features: str | None = None) -> int:
     """float32 lanes of the host's vectors at the feature level ``features`` (see ``_host``;
     the layout plan's channel blocks follow them)."""
