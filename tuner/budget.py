@@ -277,16 +277,15 @@ def _deadline(measurer, seconds: float):
         m.deadline = saved
 
 
-def _read_sessions(path: Path, key: str = "sessions") -> list:
-    """The sessions file's ``[start, end]`` wall-clock spans (``key`` "in_network": the starts
-    of those the re-rankings in the network took, ``counted_span``)."""
+def _read_doc(path: Path) -> tuple[list[list[float]], list[float]]:
+    """The sessions file's ``[start, end]`` wall-clock spans, and the starts of those the
+    re-rankings in the network took (``counted_span``)."""
     if not path.exists():
-        return []
+        return [], []
     try:
         doc = json.loads(path.read_text())
-        if key == "in_network":
-            return [float(a) for a in doc.get(key, [])]
-        return [[float(a), float(b)] for a, b in doc[key]]
+        spans = [[float(a), float(b)] for a, b in doc["sessions"]]
+        return spans, [float(a) for a in doc.get("in_network", [])]
     except (ValueError, KeyError, TypeError) as e:
         raise BudgetError(
             f"{path} is not a budget sessions file ({e}); remove it to restart"
@@ -297,7 +296,7 @@ def _write_sessions(path: Path, spans, in_network: list | None = None) -> None:
     """The spans written (``in_network``: the starts of the re-rankings' spans; None: those
     already in the file kept)."""
     if in_network is None:
-        in_network = _read_sessions(path, "in_network")
+        in_network = _read_doc(path)[1]
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"sessions": spans, "in_network": in_network}))
     os.replace(tmp, path)
@@ -310,7 +309,7 @@ def counted_span(log: str | os.PathLike):
     session resumed later finds it spent); the yielded callable writes the span's end as of
     now (call it after each step: a run killed in a step loses that step's time only)."""
     path = sessions_path(log)
-    spans, starts = _read_sessions(path), _read_sessions(path, "in_network")
+    spans, starts = _read_doc(path)
     spans.append([time.time(), time.time()])
     starts.append(spans[-1][0])
 
@@ -381,7 +380,7 @@ def tune_with_budget(
             f"slice_trials and chunk_trials must be >= 1, got {slice_trials} and {chunk_trials}"
         )
     rng = np.random.default_rng(seed)
-    spans = _read_sessions(sessions_path(log)) if log is not None else []
+    spans, in_network = _read_doc(sessions_path(log)) if log is not None else ([], [])
     states = []
     resumed = []  # per task: [(ts, cost)]
     for k, spec in enumerate(tasks):
@@ -400,8 +399,7 @@ def tune_with_budget(
     spans = _extend_spans(spans, stamps)  # written back so: the time counted is the time shown
     clock, starts = _tuning_clock(spans, stamps)
     spent0 = starts.pop()
-    in_network = set(_read_sessions(sessions_path(log), "in_network")) if log is not None else ()
-    ranked = [k for k, (a, _) in enumerate(spans) if a in in_network]
+    ranked = [k for k, (a, _) in enumerate(spans) if a in set(in_network)]
     pos = 0
     for st, rs in zip(states, resumed, strict=True):
         for _ts, index, cost in rs:

@@ -160,7 +160,7 @@ class _Gen:
         width = int(self.narrow.choice(NARROW_WIDTHS))
         c = self.shape[x][1]
         step = 16 if self.narrow.random() < 0.5 else width
-        cn = max(2 * step, c // step * step) if step == 16 else max(2 * width, c // width * width)
+        cn = max(2 * step, c // step * step)
         if cn != c:
             x = self.relu(self.conv(x, cn, 1))
         stride = 2 if self.shape[x][2] >= 8 and self.narrow.random() < 0.3 else 1
@@ -270,7 +270,7 @@ def narrow_group_convs(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     for n in convs:
         o, cg = shapes[n.input[1]][:2]
         group = _attr(n, "group", 1)
-        if group > 1 and 1 < cg < 16 and 16 % cg == 0 and o == group * cg:
+        if group > 1 and cg in NARROW_WIDTHS and o == group * cg:
             out.append(n)
     return out
 

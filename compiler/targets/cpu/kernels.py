@@ -154,14 +154,14 @@ def dense_block(out_features: int, features: str | None = None) -> int:
     ``out_features`` (a batch-1 dense is a chain of FMAs per vector: more vectors per panel,
     more chains in flight; 1000 -> 40 on AVX2), else the widest of ``DENSE_SMALL_BLOCKS``
     dividing it, else (an odd count) one vector, the last panel padded with zero weights."""
-    lanes = _host(features).vector_lanes("float32")
+    lanes = host_target(features).vector_lanes("float32")
     for vecs in range(DENSE_PANEL_VECTORS, 0, -1):
         if out_features % (vecs * lanes) == 0:
             return vecs * lanes
     return next((b for b in DENSE_SMALL_BLOCKS if out_features % b == 0), lanes)
 
 
-def _host(features: str | None = None):
+def host_target(features: str | None = None):
     """The host CPU limited to the feature level ``features`` (a compile target's,
     ``compiler.targets.cpu.CpuTarget.features``; None: ``$PYVTA_CPU_FEATURES``, else the
     host's own)."""
@@ -170,16 +170,10 @@ def _host(features: str | None = None):
     return CpuTarget.host(None, features)
 
 
-def host_target(features: str | None = None):
-    """The host CPU at the feature level ``features`` (see ``_host``): its vector lanes and
-    LLVM CPU name decide the layout plan's channel blocks."""
-    return _host(features)
-
-
 def host_lanes(features: str | None = None) -> int:
-    """float32 lanes of the host's vectors at the feature level ``features`` (see ``_host``;
+    """float32 lanes of the host's vectors at the feature level ``features`` (see ``host_target``;
     the layout plan's channel blocks follow them)."""
-    return _host(features).vector_lanes("float32")
+    return host_target(features).vector_lanes("float32")
 
 
 # Winograd F(2x2, 3x3) is the untuned choice for 3x3 stride-1 layers at least this wide and
@@ -222,7 +216,7 @@ WINOGRAD_MIN_K_BLOCK = 8  # output channels per register tile, at least (the sma
 def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """Direct NCHWc with register tiles sized to the host's vector registers."""
     oh, ow = wl.out_hw
-    target = _host(features)
+    target = host_target(features)
     block_bytes = wl.c * wl.kernel[0] * wl.kernel[1] * wl.ob * 4  # one output block's weights
     k = nchwc_direct.NchwcConvKnobs.for_target(
         target, ow, wl.ob, oh, wl.o // wl.ob, block_bytes, shared_input=wl.groups is None
@@ -233,7 +227,9 @@ def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
 def default_depthwise_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
     """The depthwise template's untuned knobs for ``wl`` (a depthwise conv, or groups narrower
     than the block: ``DepthwiseKnobs.for_target`` with its ``group_width``)."""
-    return DepthwiseKnobs.for_target(_host(features), wl.out_hw, wl.ob, wl.group_width).to_dict()
+    return DepthwiseKnobs.for_target(
+        host_target(features), wl.out_hw, wl.ob, wl.group_width
+    ).to_dict()
 
 
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
@@ -244,7 +240,7 @@ def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dic
     channels."""
     from pyvta.compiler.ops.cpu.nchwc import WIDE_REGISTER_FILE
 
-    target = _host(features)
+    target = host_target(features)
     wide = target.vector_registers >= WIDE_REGISTER_FILE
     min_width = WINOGRAD_MIN_WIDTH_32_REGISTERS if wide else WINOGRAD_MIN_WIDTH
     if not wl.winograd_ok or wl.w < min_width or wl.c < WINOGRAD_MIN_CHANNELS:
@@ -287,10 +283,10 @@ def default_conv_schedule(wl: ConvWorkload, features: str | None = None) -> dict
 
 def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
     g = wl.group_width
-    if g is not None and (wl.depthwise or group_tile_fits(_host(features), wl.ob, g)):
+    if g is not None and (wl.depthwise or group_tile_fits(host_target(features), wl.ob, g)):
         return {"template": "depthwise", "knobs": default_depthwise_knobs(wl, features)}
     if wl.pointwise_ok:
-        knobs = PointwiseKnobs.for_target(_host(features), wl.h * wl.w, wl.ob, wl.o // wl.ob)
+        knobs = PointwiseKnobs.for_target(host_target(features), wl.h * wl.w, wl.ob, wl.o // wl.ob)
         return {"template": "pointwise", "knobs": knobs.to_dict()}
     wino = default_winograd_knobs(wl, features)
     if wino is not None:
@@ -379,7 +375,7 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
 
 def node_schedule(node: Node, in_shapes: list[tuple[int, ...]], features: str | None = None):
     """``(sch, args)`` of a compiled op's node given its input shapes (``features``: the
-    host's feature level it is for, ``_host``)."""
+    host's feature level it is for, ``host_target``)."""
     a, op = node.attrs, node.op
     if op == "cpu_conv2d":
         wl = node_workload(node, in_shapes[0])
@@ -404,7 +400,7 @@ def node_schedule(node: Node, in_shapes: list[tuple[int, ...]], features: str | 
         (m, k), (_, _, blk), (n,) = in_shapes[0], in_shapes[1], in_shapes[2]
         ep = nchwc.Epilogue(len(in_shapes) == 4, tuple(a["clip"]) if a.get("clip") else None)
         return nchwc.dense_nc(
-            m, k, n, blk, ep, vector_lanes=_host(features).vector_lanes("float32")
+            m, k, n, blk, ep, vector_lanes=host_target(features).vector_lanes("float32")
         )
     if op == "cpu_elementwise":
         return nchwc.elementwise(a["op"], int(np.prod(in_shapes[0])), a)
