@@ -68,7 +68,7 @@ def _default_point(wl, task):
         knobs = kernels.default_winograd_knobs(wl) or WinogradKnobs().to_dict()
     elif name == cpu.POINTWISE_NCHWC.name:
         knobs = PointwiseKnobs.for_target(
-            kernels.host_target(), wl.h * wl.w, wl.ob, wl.o // wl.ob
+            kernels.host_target(), wl.h * wl.w, wl.ob, wl.o // wl.ob, wl.c // wl.ib
         ).to_dict()
     else:
         knobs = kernels.default_conv_schedule(wl)["knobs"]

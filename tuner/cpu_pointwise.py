@@ -48,7 +48,7 @@ def _pointwise_space(*args) -> ConfigSpace:
     lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
     tiles = conv_tiles(wl.h * wl.w, wl.ob)
     big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room] or tiles
-    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob, wl.o // wl.ob)
+    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob, wl.o // wl.ob, wl.c // wl.ib)
     tile = with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob))
     # each tier after the tiles of before: records of the older knobs still read
     tile = with_tiles(tile, [(p, k) for p, k in tiles if p in BLOCK_TILE_PIXELS and k == wl.ob])
@@ -92,7 +92,8 @@ def _pointwise_problem(args: tuple, config) -> str | None:
             f"{accs} accumulators ({k.p_block} pixels x {k.oc_blocks} blocks) spill: at most"
             f" {room} vector registers"
         )
-    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob, wl.o // wl.ob).p_block
+    blocks = (wl.o // wl.ob, wl.c // wl.ib)
+    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob, *blocks).p_block
     if k.oc_blocks == 1 and accs < MIN_TILE_SHARE * room and k.p_block != untuned:
         return f"{accs} accumulators fill under {MIN_TILE_SHARE:.0%} of the {room} registers"
     if (

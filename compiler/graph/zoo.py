@@ -195,15 +195,15 @@ def _resnet_stem(nb: _NetBuilder, width: int) -> str:
     return nb.max_pool(nb.relu(nb.bn(nb.conv("input", width, 7, 2))))
 
 
-def _residual_stages(nb: _NetBuilder, x: str, blocks, out_of, branch) -> str:
+def _residual_stages(nb: _NetBuilder, x: str, blocks, out_of, branch, first_stride: int = 1) -> str:
     """A residual network's stages after its stem: ``blocks[stage]`` blocks of ``out_of(stage)``
-    channels, the first of each stage after the first of stride 2, each the sum of
-    ``branch(x, stage, stride)`` and the input (through a 1x1 conv and batch norm where the
-    shape changes), then relu."""
+    channels, the first of each stage of stride 2 (of the first stage ``first_stride``), each
+    the sum of ``branch(x, stage, stride)`` and the input (through a 1x1 conv and batch norm
+    where the shape changes), then relu."""
     for stage, count in enumerate(blocks):
         out = out_of(stage)
         for i in range(count):
-            stride = 2 if stage > 0 and i == 0 else 1
+            stride = (2 if stage > 0 else first_stride) if i == 0 else 1
             shortcut = x
             if stride != 1 or nb.acts[x].shape[1] != out:
                 shortcut = nb.bn(nb.conv(x, out, 1, stride))
@@ -263,6 +263,45 @@ def resnext(
     return nb.model(1, size, classes)
 
 
+# RegNetX (Radosavovic et al., 2020; pycls's RegNetX-400MF and -600MF): blocks per stage,
+# each stage's width and the width of one group of its 3x3 convs
+REGNETX = {
+    "400mf": ((1, 2, 7, 12), (32, 64, 160, 384), 16),
+    "600mf": ((1, 3, 5, 7), (48, 96, 240, 528), 24),
+}
+
+
+def regnetx(
+    flops: str = "600mf",
+    size: int = 224,
+    classes: int = 1000,
+    seed: int = 0,
+    stat_samples: int = 8,
+    residual_gamma: tuple[float, float] = (0.2, 0.5),
+    stem: int = 32,
+) -> onnx.ModelProto:
+    """RegNetX (``flops``: a key of ``REGNETX``): a 3x3 stride-2 stem of ``stem`` channels, then
+    stages of X blocks (1x1 conv, 3x3 conv in groups of the stage's group width with the stride,
+    1x1 conv; bottleneck ratio 1), the first block of each stage of stride 2. Its stage widths
+    are not powers of two (RegNetX-600MF: 48, 96, 240, 528 channels in groups of 24, which
+    straddle channel blocks of 16). The residual branch's last batch norm as in :func:`resnet`."""
+    if flops not in REGNETX:
+        raise ValueError(f"RegNetX-{flops} is not supported (allowed: {', '.join(REGNETX)})")
+    depths, widths, group_width = REGNETX[flops]
+    nb = _NetBuilder(f"regnetx{flops}", _stat_samples(size, seed, stat_samples), seed)
+
+    def block(x: str, stage: int, stride: int) -> str:
+        w = widths[stage]
+        h = nb.relu(nb.bn(nb.conv(x, w, 1, 1)))
+        h = nb.relu(nb.bn(nb.conv(h, w, 3, stride, group=w // group_width)))
+        return nb.bn(nb.conv(h, w, 1, 1), residual_gamma)
+
+    x = nb.relu(nb.bn(nb.conv("input", stem, 3, 2)))
+    x = _residual_stages(nb, x, depths, lambda s: widths[s], block, first_stride=2)
+    nb.classifier(x, classes)
+    return nb.model(1, size, classes)
+
+
 @dataclass(frozen=True)
 class ZooModel:
     build: Callable[..., onnx.ModelProto]  # keyword arguments: size, classes, seed, ...
@@ -281,12 +320,19 @@ ZOO = {
     "resnext50": ZooModel(
         lambda **kw: resnext(50, **kw), "ResNeXt-50 32x4d: bottlenecks, grouped 3x3 convs"
     ),
+    "regnetx400mf": ZooModel(
+        lambda **kw: regnetx("400mf", **kw), "RegNetX-400MF: X blocks, groups of 16 channels"
+    ),
+    "regnetx600mf": ZooModel(
+        lambda **kw: regnetx("600mf", **kw),
+        "RegNetX-600MF: X blocks, groups of 24 channels (straddling blocks of 16)",
+    ),
 }
 
 
 def build_model(name: str, **kwargs) -> onnx.ModelProto:
-    """A zoo model by name (``resnet18``, ``resnet34``, ``mobilenet``, ``resnext26``,
-    ``resnext50``)."""
+    """A zoo model by name (a key of ``ZOO``: ``resnet18``, ``mobilenet``, ``regnetx600mf``,
+    ...)."""
     if name not in ZOO:
         raise ValueError(f"model {name!r} is not in the zoo (allowed: {', '.join(sorted(ZOO))})")
     return ZOO[name].build(**kwargs)

@@ -15,14 +15,21 @@ starts, on the block's partial sums in a ``local`` buffer, so a pass's weights (
 128 x 16 channels) stay in L1 for all the tiles and a tile's inputs are 128 channels, not
 all of them. In MobileNet (one thread, in the network, CPU time) this took the 256- to
 1024-channel pointwise layers ~4% faster; layers whose partial sums would outgrow
-``MAX_PARTIAL_SUM_BYTES`` take all channels in one pass.
+``MAX_PARTIAL_SUM_BYTES``, or whose input blocks ``k_blocks`` does not divide, take all
+channels in one pass. A pass's register tile is a stage of its own (``part``: its sums start at
+zero, in registers) added into the partial sums after the pass: accumulated in the partial sums
+themselves, LLVM kept them in registers only up to about 16 vectors (3 blocks x 7 pixels stored
+every FMA: 0.36-0.42x one pass, Zen 5) and not across a last, shorter pass (480 -> 480 at 7 x 7:
+0.38x).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
+from pyvta.compiler.ir.expr import const
 from pyvta.compiler.schedule.schedule import create_schedule
+from pyvta.compiler.te.expr_ops import minimum
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 
@@ -37,6 +44,13 @@ MAX_SINGLE_VECTOR_PIXELS = 8
 
 
 TILE_ORDERS = ("channels", "pixels")  # which register-tile loop of a block runs outside
+# output blocks of one vector an untuned tile spans (AVX-512: 32 registers), the first of these
+# that divides the layer's blocks and leaves two tiles or more. Zen 5, 2 threads, kernels alone:
+# 96 -> 96 at 28 x 28 and 56 x 56 (6 blocks) 3 x 8 pixels ran 1.26x and 1.41x 2 x 8, 192, 384
+# and 768 channels 0.98-1.01x; RegNetX's odd counts, where 2 does not divide (before: one
+# block, 7-8 pixels): 528 -> 528 at 7 x 7 (33 blocks) 1.15x, 240 -> 240 at 14 x 14 and 28 x 28
+# 1.01x and 1.05x. Layers of 3 blocks stay at one (all 3 a tile: one tile, one thread, 0.78x)
+TILE_BLOCKS = (3, 2)
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,9 @@ class PointwiseKnobs:
         return asdict(self)
 
     @staticmethod
-    def for_target(target, pixels: int, out_block: int, out_blocks: int = 1) -> PointwiseKnobs:
+    def for_target(
+        target, pixels: int, out_block: int, out_blocks: int = 1, in_blocks: int | None = None
+    ) -> PointwiseKnobs:
         """The whole output block per tile (one broadcast feeds the most FMAs) and, of the
         pixel counts that leave ``SPARE_REGISTERS`` of the vector registers free (AVX2: up to
         6 x 16), the one computing the layer in the least time when a tile costs as much as
@@ -82,23 +98,19 @@ class PointwiseKnobs:
         one vector takes at most ``MAX_SINGLE_VECTOR_PIXELS`` pixels per tile. Layers whose
         tiles do not divide the pixels take all input channels in one pass (``k_blocks`` 0):
         the passes' partial sums with a last, narrower tile ran 2.4x slower (160 -> 64
-        channels at 14 x 14, tiles of 8, Zen 4, 2 threads: 0.086 ms; one pass 0.035 ms).
-        A block of one vector (of ``out_blocks`` in the layer) spans ``VECTOR_BLOCK_TILE_BLOCKS``
-        blocks per tile where they divide ``out_blocks``, with ``WIDE_REGISTER_FILE`` registers
-        (``compiler.ops.cpu.nchwc``)."""
-        from pyvta.compiler.ops.cpu.nchwc import (
-            SPARE_REGISTERS,
-            VECTOR_BLOCK_TILE_BLOCKS,
-            WIDE_REGISTER_FILE,
-        )
+        channels at 14 x 14, tiles of 8, Zen 4, 2 threads: 0.086 ms; one pass 0.035 ms);
+        given the layer's ``in_blocks``, ``K_BLOCKS`` stands where it runs one pass anyway
+        (the tuning space's point for one pass). A block of one vector (of ``out_blocks`` in the layer) spans the first of
+        ``TILE_BLOCKS`` blocks per tile that divides ``out_blocks`` and leaves two tiles or
+        more, with ``WIDE_REGISTER_FILE`` registers (``compiler.ops.cpu.nchwc``)."""
+        from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS, WIDE_REGISTER_FILE
 
         lanes = target.vector_lanes("float32")
         vecs = max(1, out_block // lanes)
         free = target.vector_registers - SPARE_REGISTERS
         blocks = 1
-        wide = target.vector_registers >= WIDE_REGISTER_FILE
-        if wide and out_block == lanes and out_blocks % VECTOR_BLOCK_TILE_BLOCKS == 0:
-            blocks = VECTOR_BLOCK_TILE_BLOCKS
+        if target.vector_registers >= WIDE_REGISTER_FILE and out_block == lanes:
+            blocks = next((b for b in TILE_BLOCKS if out_blocks % b == 0 and out_blocks > b), 1)
         room = max(1, free // (vecs * blocks))
         if vecs == 1:
             room = min(room, MAX_SINGLE_VECTOR_PIXELS)
@@ -106,8 +118,10 @@ class PointwiseKnobs:
             range(min(room, pixels), 0, -1),
             key=lambda p: -(-pixels // p) * (p + TILE_COST_PIXELS),
         )
-        k_blocks = K_BLOCKS if pixels % best == 0 else 0
-        return PointwiseKnobs(best, 0, k_blocks=k_blocks, oc_blocks=blocks)
+        knobs = PointwiseKnobs(best, 0, k_blocks=K_BLOCKS, oc_blocks=blocks)
+        if pixels % best and (in_blocks is None or _in_passes(knobs, in_blocks, pixels, out_block)):
+            return replace(knobs, k_blocks=0)  # a last, narrower tile: one pass
+        return knobs  # K_BLOCKS also where it runs one pass (the space's point for it)
 
 
 def pointwise_nchwc(c, h, w, o, ic, oc, knobs=None, epilogue=None):
@@ -133,23 +147,44 @@ def pointwise_nchwc(c, h, w, o, ic, oc, knobs=None, epilogue=None):
     if epilogue.residual:
         res = placeholder((1, o // oc, npix, oc), "float32", "residual")
         args.append(res)
-    rco, rci = reduce_axis(c // ic, "rco"), reduce_axis(ic, "rci")
-    conv = compute(
-        (1, o // oc, npix, oc),
-        lambda n, f, p, fi: te_sum(data[n, rco, p, rci] * wgt[f, rco, rci, fi], [rco, rci]),
-        name="conv",
-    )
+    c_blocks = c // ic
+    passes = _in_passes(knobs, c_blocks, npix, oct_)
+    why = _loop_problem(knobs, passes, ic) or _blocks_problem(knobs, o // oc, oct_ == oc)
+    if why:
+        raise ValueError(why)
+    part = None
+    if passes:  # each pass's register tile a stage of its own, added into the partial sums
+        kb = knobs.k_blocks
+        p_pad = -(-npix // pb) * pb  # whole tiles: the last one's extra pixels read the last
+        rki, rci = reduce_axis(kb, "rki"), reduce_axis(ic, "rci")
+        part = compute(
+            (c_blocks // kb, 1, o // oc, p_pad, oc),
+            lambda ko, n, f, p, fi: te_sum(
+                data[n, ko * kb + rki, minimum(p, const(npix - 1)), rci]
+                * wgt[f, ko * kb + rki, rci, fi],
+                [rki, rci],
+            ),
+            name="part",
+        )
+        rko = reduce_axis(c_blocks // kb, "rko")
+        conv = compute(
+            (1, o // oc, npix, oc),
+            lambda n, f, p, fi: te_sum(part[rko, n, f, p, fi], [rko]),
+            name="conv",
+        )
+    else:
+        rco, rci = reduce_axis(c_blocks, "rco"), reduce_axis(ic, "rci")
+        conv = compute(
+            (1, o // oc, npix, oc),
+            lambda n, f, p, fi: te_sum(data[n, rco, p, rci] * wgt[f, rco, rci, fi], [rco, rci]),
+            name="conv",
+        )
 
     def out_fn(n, f, p, fi):
         r = res[n, f, p, fi] if res is not None else None
         return epilogue.apply(conv[n, f, p, fi], bias[f * oc + fi], r)
 
     out = compute(conv.shape, out_fn, name="out")
-    kb = knobs.k_blocks
-    passes = _in_passes(knobs, c // ic, npix, oct_)
-    why = _loop_problem(knobs, passes, ic) or _blocks_problem(knobs, o // oc, oct_ == oc)
-    if why:
-        raise ValueError(why)
     s = create_schedule(out)
     s[conv].set_scope("local")
     f_loop, blocks = "f", []
@@ -165,37 +200,46 @@ def pointwise_nchwc(c, h, w, o, ic, oc, knobs=None, epilogue=None):
         s[out].unroll(f_in)
     s[out].vectorize(fi)
     f_conv = ["f"] if blocks else []  # the conv's blocks loop, inside its pixels
+    outer = ["n"] if blocks else ["n", "f"]
+    tile = s[part] if part is not None else s[conv]  # the stage of the register tile
     rci = ["rci"]
     if 1 < knobs.unroll_rci < ic:
-        rci = [a.name for a in s[conv].split("rci", knobs.unroll_rci)]
-    if passes:
+        rci = [a.name for a in tile.split("rci", knobs.unroll_rci)]
+    if part is not None:
         s[conv].compute_at(s[out], fo)  # the output block's partial sums, pass by pass
         cpo, cpi = s[conv].split("p", pb)
-        ko, ki = s[conv].split("rco", kb)
-        outer = ["n"] if blocks else ["n", "f"]
-        s[conv].reorder(*outer, ko, cpo, ki, *rci, cpi, *f_conv, "fi")
+        s[conv].reorder(*outer, "rko", cpo, cpi, *f_conv, "fi")
         s[conv].unroll(cpi)
+        s[conv].vectorize("fi")
+        for f in f_conv:
+            s[conv].unroll(f)
+        tile.set_scope("local")
+        tile.compute_at(s[conv], cpo)  # one pass's sums of a tile: registers, added after
+        tile.reorder("ko", *outer, "rki", *rci, "p", *f_conv, "fi")
     else:
         s[conv].compute_at(s[out], tiles[-1])
-        outer = ["n"] if blocks else ["n", "f"]
-        s[conv].reorder(*outer, "rco", *rci, "p", *f_conv, "fi")
-        s[conv].unroll("p")
+        tile.reorder(*outer, "rco", *rci, "p", *f_conv, "fi")
+    tile.unroll("p")
     for f in f_conv:
-        s[conv].unroll(f)
+        tile.unroll(f)
     if knobs.unroll_rci > 1:
-        s[conv].unroll(rci[-1])
-    s[conv].vectorize("fi")
+        tile.unroll(rci[-1])
+    tile.vectorize("fi")
     if knobs.parallel:
         s[out].parallel(f_loop if knobs.parallel_loops == 1 else s[out].fuse(f_loop, tiles[0]))
     return s, args + [out]
 
 
 def _in_passes(knobs: PointwiseKnobs, c_blocks: int, pixels: int, oc_tile: int) -> bool:
-    """Whether the input channels run in passes of ``k_blocks`` blocks (the partial sums of
-    an output block within ``MAX_PARTIAL_SUM_BYTES``)."""
+    """Whether the input channels run in passes of ``k_blocks`` blocks (dividing them; the
+    partial sums of an output block within ``MAX_PARTIAL_SUM_BYTES``)."""
     partial_sum_bytes = -(-pixels // knobs.p_block) * knobs.p_block * oc_tile * 4
     partial_sum_bytes *= knobs.oc_blocks
-    return 0 < knobs.k_blocks < c_blocks and partial_sum_bytes <= MAX_PARTIAL_SUM_BYTES
+    return (
+        0 < knobs.k_blocks < c_blocks
+        and c_blocks % knobs.k_blocks == 0
+        and partial_sum_bytes <= MAX_PARTIAL_SUM_BYTES
+    )
 
 
 def in_passes(knobs: PointwiseKnobs, wl) -> bool:

@@ -112,10 +112,15 @@ class ConvWorkload:
         )
 
     @property
+    def channels_read(self) -> int:
+        """Input channels one output channel reads: 1 (depthwise), its group's (grouped), or
+        all of them (padded channels included)."""
+        return 1 if self.depthwise else self.groups.group_in if self.groups else self.c
+
+    @property
     def flops(self) -> int:
         oh, ow = self.out_hw
-        per_out = self.kernel[0] * self.kernel[1] * (1 if self.depthwise else self.c)
-        return 2 * self.o * oh * ow * per_out
+        return 2 * self.o * oh * ow * self.kernel[0] * self.kernel[1] * self.channels_read
 
     @property
     def group_width(self) -> int | None:
@@ -144,8 +149,7 @@ class ConvWorkload:
     def weight_bytes(self) -> int:
         """Its float32 weights (padded channels included): what it reads from memory when
         nothing of it is left in the caches."""
-        per_out = 1 if self.depthwise else self.groups.group_in if self.groups else self.c
-        return 4 * self.o * per_out * self.kernel[0] * self.kernel[1]
+        return 4 * self.o * self.channels_read * self.kernel[0] * self.kernel[1]
 
 
 def dense_block(out_features: int, features: str | None = None) -> int:
@@ -286,7 +290,9 @@ def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
     if g is not None and (wl.depthwise or group_tile_fits(host_target(features), wl.ob, g)):
         return {"template": "depthwise", "knobs": default_depthwise_knobs(wl, features)}
     if wl.pointwise_ok:
-        knobs = PointwiseKnobs.for_target(host_target(features), wl.h * wl.w, wl.ob, wl.o // wl.ob)
+        knobs = PointwiseKnobs.for_target(
+            host_target(features), wl.h * wl.w, wl.ob, wl.o // wl.ob, wl.c // wl.ib
+        )
         return {"template": "pointwise", "knobs": knobs.to_dict()}
     wino = default_winograd_knobs(wl, features)
     if wino is not None:

@@ -2,6 +2,8 @@
 tiles along the width, stride 2) and pointwise 1x1 (a GEMM over the flattened pixels), each
 with its fused epilogue, against float64 numpy in the blocked NCHW{c}c layout."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -110,7 +112,9 @@ def test_narrow_groups_must_divide_the_block():
         (16, 5, 6, 32, 16, 32, PointwiseKnobs(3, 16)),  # channel tiles of a 32-block
         (3, 4, 4, 16, 3, 16, PointwiseKnobs(16, 0, parallel=False)),  # one tile, odd channels
         (64, 5, 5, 32, 16, 16, PointwiseKnobs(6, 0, k_blocks=2)),  # two accumulation passes
-        (64, 3, 5, 32, 16, 16, PointwiseKnobs(4, 8, k_blocks=3)),  # passes of 3 + 1 blocks
+        (64, 3, 5, 32, 16, 16, PointwiseKnobs(4, 8, k_blocks=3)),  # 3 does not divide 4: one
+        (96, 3, 5, 32, 16, 16, PointwiseKnobs(4, 8, k_blocks=2)),  # 3 passes, the last tile short
+        (96, 7, 7, 96, 16, 16, PointwiseKnobs(7, 0, k_blocks=2, oc_blocks=3)),  # 3 blocks, passes
         (32, 7, 7, 64, 16, 16, PointwiseKnobs(5, 0, oc_blocks=2)),  # tiles of 2 output blocks
         (64, 5, 5, 64, 16, 16, PointwiseKnobs(6, 0, k_blocks=2, oc_blocks=4)),  # 4, in passes
         (32, 3, 5, 64, 16, 16, PointwiseKnobs(4, 0, tile_order="pixels", oc_blocks=2)),
@@ -163,6 +167,55 @@ def test_pointwise_oc_blocks_1_is_the_loops_of_before_and_2_changes_them():
     assert two != ir()
     assert "for f in range(0, 2) unrolled" in two and "for f in range(0, 2)" not in ir()
     assert "for f.outer in range(0, 2) parallel" in two
+
+
+def _fma_blocks(asm: str) -> list[tuple[int, int]]:
+    """``(vector FMAs, vector stores)`` of each basic block of ``asm`` with FMAs in it."""
+    blocks = re.split(r"\n(?=\.LBB\d+_\d+:)", asm)
+    counts = [(len(re.findall(r"vfmadd\w*ps", b)), len(re.findall(r"vmovu?a?ps\s+%zmm\d+, ", b)))
+              for b in blocks]  # fmt: skip
+    return [c for c in counts if c[0]]
+
+
+@pytest.mark.parametrize("c,knobs", [(384, PointwiseKnobs(7, 0, k_blocks=8, oc_blocks=3)),
+                                     (480, PointwiseKnobs(7, 0, k_blocks=8, oc_blocks=2))])  # fmt: skip
+def test_pointwise_passes_keep_a_tile_in_registers(c, knobs):
+    """A pass's register tile is a stage of its own (``part``, one tile's sums from zero) added
+    into the block's partial sums after the pass, so its accumulators stay in registers: summed
+    in the partial sums themselves, LLVM stored them after every FMA for 3 blocks x 7 pixels
+    (21 vectors) and where a last pass was shorter (30 blocks in passes of 8), on 2 threads: a
+    Zen 5 ran both 0.36-0.42x one pass. A ``k_blocks`` that does not divide the input blocks
+    now runs one pass."""
+    from pyvta.compiler import lower
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.backend.llvm.build import assembly
+
+    sch, args = pointwise_nchwc(c, 7, 7, c, 16, 16, knobs)
+    ir = str(lower(sch, args))
+    if c // 16 % knobs.k_blocks == 0:
+        assert f"allocate part: float32[1, 1, {knobs.oc_blocks}, 7, 16] in 'local'" in ir
+    else:
+        assert "part" not in ir and "rco.outer" not in ir  # one pass
+    asm = assembly(lower(sch, args), CpuTarget.of_cpu("znver5", "avx512", num_threads=2))
+    counts = _fma_blocks(asm)
+    assert counts and all(stores < fmas for fmas, stores in counts), counts
+
+
+def test_default_pointwise_tile_spans_three_blocks_where_two_do_not_divide():
+    """With 32 vector registers a one-vector block's untuned tile spans the first of
+    ``TILE_BLOCKS`` that divides the layer's blocks and leaves two tiles: RegNetX's 33 and 15
+    blocks 3 (one before), 6 blocks 3, 64 blocks 2 (as before), 3 and 5 blocks one; AVX2's
+    16 registers one."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.pointwise import TILE_BLOCKS
+
+    wide, avx2 = CpuTarget.of_cpu("znver5", "avx512"), CpuTarget.of_cpu("znver2", "avx2")
+    got = {n: PointwiseKnobs.for_target(wide, 49, 16, n).oc_blocks for n in (33, 15, 6, 64, 3, 5)}
+    assert TILE_BLOCKS == (3, 2)
+    assert got == {33: 3, 15: 3, 6: 3, 64: 2, 3: 1, 5: 1}
+    assert PointwiseKnobs.for_target(avx2, 49, 8, 33).oc_blocks == 1
+    three = PointwiseKnobs.for_target(wide, 49, 16, 33)
+    assert three.p_block * 3 <= wide.vector_registers - 4  # the tile fits the registers
 
 
 @pytest.mark.parametrize(

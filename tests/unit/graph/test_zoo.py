@@ -16,6 +16,7 @@ MODELS = {
     "resnet34": lambda: zoo.resnet(34, size=32, width=16, classes=10, seed=1),
     "mobilenet": lambda: zoo.mobilenet(size=32, width=8, classes=10, seed=1),
     "resnext26": lambda: zoo.resnext(26, size=32, width=16, groups=4, classes=10, seed=1),
+    "regnetx600mf": lambda: zoo.regnetx("600mf", size=32, classes=10, seed=1),
 }
 
 
@@ -58,6 +59,31 @@ def test_full_size_resnext50_shapes():
         (128, 4, 3, 3), (256, 8, 3, 3), (512, 16, 3, 3), (1024, 32, 3, 3)
     ]  # fmt: skip
     assert g.values[g.nodes[-3].inputs[0]].shape == (1, 2048, 7, 7)
+
+
+@pytest.mark.parametrize(
+    "flops,convs,groups,multiply_adds",
+    [("400mf", 71, {2, 4, 10, 24}, 398e6), ("600mf", 53, {2, 4, 10, 22}, 601e6)],
+)
+def test_full_size_regnetx_shapes(flops, convs, groups, multiply_adds):
+    """RegNetX-400MF and -600MF as pycls builds them: a 32-channel stem, X blocks whose 3x3
+    convs run groups of 16 (400MF) or 24 (600MF) channels, stage widths 32-384 and 48-528,
+    about 400 and 600 M multiply-adds at 224 x 224."""
+    g = import_onnx(zoo.regnetx(flops, stat_samples=1))
+    assert g.values["logits"].shape == (1, 1000)
+    nodes = [n for n in g.nodes if n.op == "conv2d"]
+    assert len(nodes) == convs
+    grouped = [n for n in nodes if n.attrs.get("group", 1) > 1]
+    assert {n.attrs["group"] for n in grouped} == groups
+    width = {"400mf": 16, "600mf": 24}[flops]
+    assert all(g.constants[n.inputs[1]].shape[1] == width for n in grouped)
+    macs = 0
+    for n in nodes:
+        w = g.constants[n.inputs[1]].shape
+        out = g.values[n.outputs[0]].shape
+        macs += int(np.prod(out[1:])) * int(np.prod(w[1:]))
+    macs += 1000 * g.values[g.nodes[-3].inputs[0]].shape[1]
+    assert abs(macs / multiply_adds - 1) < 0.01, macs
 
 
 def test_resnext_compiles_for_the_cpu_with_grouped_kernels(tmp_path):
