@@ -327,15 +327,12 @@ def _rerank_in_network(args, left_s: float | None = None) -> tuple[int, float]:
 
 def _kept_line(rr, n: int) -> str:
     """One line on what the last pass (``rr``, the ``n``-th) kept and how fast it ran."""
-    from pyvta.tuner.in_network_confirm import fastest
-
     if not rr.confirmations:
         return f"kept after pass {n}: each layer's fastest in the ranking (no confirmation)"
-    win = fastest(rr.confirmations)
-    if win is None:
+    kept = rr.kept()
+    if kept is None:
         return f"kept after pass {n}: every layer's default (no network beat its control)"
-    k = 1 + rr.confirmations.index(win)
-    start = ", the pass's start" if win.incumbent else ""
+    k, win, start = kept
     again = "" if win.control is None else f"; the defaults built again {win.control:.3f}x"
     return (
         f"kept after pass {n}: {len(win.layer_ms)} layers changed, {win.speedup:.3f}x the"

@@ -136,6 +136,15 @@ class Rerank:
         lines.append(f"{'all conv layers':<62} {tot_d:10.3f} {tot_c:9.3f} {tot_d / tot_c:6.3f}")
         return "\n".join(lines)
 
+    def kept(self) -> tuple[int, Confirmation, str] | None:
+        """The confirmation whose network is kept (:func:`fastest`): its number (from 1), it,
+        and ", the pass's start" where it timed the pass's start; None where none was kept."""
+        best = fastest(self.confirmations)
+        if best is None:
+            return None
+        start = ", the pass's start" if best.incumbent else ""
+        return 1 + self.confirmations.index(best), best, start
+
     def confirmed(self) -> str:
         """Each :class:`Confirmation`: both networks' median ms and the paired speed-up, per
         changed layer its paired speed-up; then the layers that keep their choice."""
@@ -155,10 +164,9 @@ class Rerank:
             for key, t in conf.layer_ms.items():
                 r = paired_ratio(t["default"], t["chosen"])
                 lines.append(f"  {key[:60]:<60} paired {r:6.3f}x")
-        best = fastest(self.confirmations)
-        if best is not None:
-            n = 1 + self.confirmations.index(best)
-            start = ", the pass's start" if best.incumbent else ""
+        kept = self.kept()
+        if kept is not None:
+            n, best, start = kept
             lines.append(f"kept: the {len(best.layer_ms)} changed layers of confirmation {n} (its"
                          f" network the fastest{start}); the rest run their default")  # fmt: skip
         else:
