@@ -56,7 +56,6 @@ def _tasks(names: list[str], mobilenet: bool, size: int):
 def _default_point(wl, task):
     """The untuned point of ``task``'s template for ``wl`` (its first point where the
     compiler's untuned knobs are not one of the space's)."""
-    from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs
     from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
     from pyvta.compiler.targets.cpu import kernels
     from pyvta.tuner import cpu
@@ -67,9 +66,7 @@ def _default_point(wl, task):
     elif name == cpu.WINOGRAD_NCHWC.name:
         knobs = kernels.default_winograd_knobs(wl) or WinogradKnobs().to_dict()
     elif name == cpu.POINTWISE_NCHWC.name:
-        knobs = PointwiseKnobs.for_target(
-            kernels.host_target(), wl.h * wl.w, wl.ob, wl.o // wl.ob, wl.c // wl.ib
-        ).to_dict()
+        knobs = kernels.default_pointwise_knobs(wl).to_dict()
     else:
         knobs = kernels.default_conv_schedule(wl)["knobs"]
     try:

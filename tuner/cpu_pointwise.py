@@ -41,14 +41,15 @@ def _pointwise_space(*args) -> ConfigSpace:
     for blocks is refused (below the share, as before)."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
-    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS, PointwiseKnobs
+    from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, TILE_ORDERS
+    from pyvta.compiler.targets.cpu.kernels import default_pointwise_knobs
 
     wl = nchwc_workload(*args)
     t = CpuTarget.host()
     lanes, room = t.vector_lanes("float32"), t.vector_registers - SPARE_REGISTERS
     tiles = conv_tiles(wl.h * wl.w, wl.ob)
     big = [(p, k) for p, k in tiles if p * max(1, k // lanes) >= MIN_TILE_SHARE * room] or tiles
-    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob, wl.o // wl.ob, wl.c // wl.ib)
+    untuned = default_pointwise_knobs(wl)
     tile = with_tile(TileKnob("tile", ("p_block", "oc_tile"), big), (untuned.p_block, wl.ob))
     # each tier after the tiles of before: records of the older knobs still read
     tile = with_tiles(tile, [(p, k) for p, k in tiles if p in BLOCK_TILE_PIXELS and k == wl.ob])
@@ -81,6 +82,7 @@ def _pointwise_problem(args: tuple, config) -> str | None:
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS
     from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes, loop_problem
+    from pyvta.compiler.targets.cpu.kernels import default_pointwise_knobs
 
     wl = nchwc_workload(*args)
     k = PointwiseKnobs(**schedule_of_template("pointwise", config)["knobs"])
@@ -92,8 +94,7 @@ def _pointwise_problem(args: tuple, config) -> str | None:
             f"{accs} accumulators ({k.p_block} pixels x {k.oc_blocks} blocks) spill: at most"
             f" {room} vector registers"
         )
-    blocks = (wl.o // wl.ob, wl.c // wl.ib)
-    untuned = PointwiseKnobs.for_target(t, wl.h * wl.w, wl.ob, *blocks).p_block
+    untuned = default_pointwise_knobs(wl).p_block
     if k.oc_blocks == 1 and accs < MIN_TILE_SHARE * room and k.p_block != untuned:
         return f"{accs} accumulators fill under {MIN_TILE_SHARE:.0%} of the {room} registers"
     if (

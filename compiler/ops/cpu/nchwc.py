@@ -57,10 +57,10 @@ SPARE_REGISTERS = 4  # vector registers a conv tile leaves for the input broadca
 # With at least WIDE_REGISTER_FILE vector registers (AVX-512's 32; not AVX2's 16), an untuned
 # direct register tile whose output block is exactly one vector (16 channels) spans
 # VECTOR_BLOCK_TILE_BLOCKS blocks where they divide the layer's (pointwise: its TILE_BLOCKS), so
-# each broadcast input value feeds that many FMAs. Intel AVX-512 host (LLVM: rocketlake; 2 cores), one thread, in the
-# network, CPU time, 16-20 interleaved runs: MobileNet 10.5 -> 8.6 ms (its pointwise layers
-# 1.07-1.56x; 4 blocks x 6 pixels no better); ResNet-18's stride-2 3x3 convs 1.14-1.46x, its 1x1
-# stride-2 ones 1.17-1.20x, the 7x7 stem about 1.05x. On a Zen 5 the pointwise tuned choices of
+# each broadcast input value feeds that many FMAs. Intel AVX-512 host (LLVM: rocketlake; 2
+# cores), one thread, in the network, CPU time, 16-20 interleaved runs: MobileNet 10.5 -> 8.6
+# ms (its pointwise layers 1.07-1.56x; 4 blocks x 6 pixels no better); ResNet-18's stride-2 3x3
+# convs 1.14-1.46x, its 1x1 stride-2 ones 1.17-1.20x, the 7x7 stem about 1.05x. On a Zen 5 the pointwise tuned choices of
 # tuner/pretuned/mobilenet_224_cpu.jsonl (mostly two blocks) ran about 1.27x the one-block
 # default. Blocks of 8 (half a vector) on AVX-512 gained nothing on a Zen 4 (nchwc_direct).
 WIDE_REGISTER_FILE = 32

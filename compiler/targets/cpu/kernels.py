@@ -236,6 +236,13 @@ def default_depthwise_knobs(wl: ConvWorkload, features: str | None = None) -> di
     ).to_dict()
 
 
+def default_pointwise_knobs(wl: ConvWorkload, features: str | None = None) -> PointwiseKnobs:
+    """The pointwise template's untuned knobs for 1x1 layer ``wl``
+    (``PointwiseKnobs.for_target`` with its pixels and channel blocks)."""
+    blocks = (wl.o // wl.ob, wl.c // wl.ib)
+    return PointwiseKnobs.for_target(host_target(features), wl.h * wl.w, wl.ob, *blocks)
+
+
 def default_winograd_knobs(wl: ConvWorkload, features: str | None = None) -> dict | None:
     """Winograd's untuned tile (``WINOGRAD_P_BLOCKS`` tiles x ``winograd_k_block`` channels;
     F(4x4, 3x3) from ``WINOGRAD_OUT_TILE_4_MIN_WIDTH`` on), or None where the untuned choice
@@ -290,10 +297,7 @@ def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
     if g is not None and (wl.depthwise or group_tile_fits(host_target(features), wl.ob, g)):
         return {"template": "depthwise", "knobs": default_depthwise_knobs(wl, features)}
     if wl.pointwise_ok:
-        knobs = PointwiseKnobs.for_target(
-            host_target(features), wl.h * wl.w, wl.ob, wl.o // wl.ob, wl.c // wl.ib
-        )
-        return {"template": "pointwise", "knobs": knobs.to_dict()}
+        return {"template": "pointwise", "knobs": default_pointwise_knobs(wl, features).to_dict()}
     wino = default_winograd_knobs(wl, features)
     if wino is not None:
         return {"template": "winograd", "knobs": wino}
