@@ -12,8 +12,9 @@ Side by side in one process (2 threads, wall clock, each round in a seeded rando
   RegNetX's (33 and 15 blocks, which 2 does not divide; 6 blocks), one whose passes do not
   divide its 30 input blocks, and two of MobileNet's;
 - networks: the zoo's ``--models`` and the generated networks of ``--seeds`` with a pointwise
-  layer the rule changes, compiled with ``pointwise.TILE_BLOCKS`` as before (2 or one block:
-  ``(2,)``) and as it is, beside onnxruntime; outputs compared, the paired speed-up.
+  layer the rules change, compiled by the rules of before (``pointwise.TILE_BLOCKS`` ``(2,)``:
+  2 blocks or one; no layer's pixels across threads, ``PIXEL_TASKS_BELOW_TILES`` 0) and as
+  they are, beside onnxruntime; outputs compared, the paired speed-up.
 
 Blocks of one vector only (AVX-512's 16 lanes, 32 registers): elsewhere the rule takes one
 block per tile and there is nothing to compare.
@@ -43,29 +44,31 @@ from pyvta.runtime.compiled_model import run_model
 from pyvta.testing import netgen
 from pyvta.tuner.in_network_confirm import paired_ratio, round_order
 
-LAYERS = ((528, 7), (240, 14), (96, 28), (480, 7), (1024, 7), (256, 28))
-"""(C = K, H = W) of 1x1 stride-1 layers: RegNetX-600MF's 528 and 240 channels, RegNetX's 96,
-480 (passes of 8 blocks do not divide 30), MobileNet's 1024 and 256."""
+LAYERS = ((528, 528, 7), (240, 240, 14), (96, 96, 28), (480, 480, 7), (1024, 1024, 7),
+          (256, 256, 28), (32, 16, 112), (48, 48, 56))  # fmt: skip
+"""(C, K, H = W) of 1x1 stride-1 layers: RegNetX-600MF's 528 and 240 channels, RegNetX's 96,
+480 (passes of 8 blocks do not divide 30), MobileNet's 1024 and 256, MobileNetV2's 32 -> 16
+(one block: one tile), RegNetX's 48 (3 blocks)."""
 THREADS = 2
 
 
 def layer_variants(wl) -> dict[str, dict]:
     """The untuned knobs of 1x1 layer ``wl`` and tiles of 1, 2 and 3 blocks (the untuned pixel
-    count for that many blocks), in passes of ``K_BLOCKS`` (where they run) and in one pass."""
+    count for that many blocks, blocks across threads), in passes of ``K_BLOCKS`` (where they
+    run) and in one pass, and in one pass with the pixel tiles across threads too."""
     target = kernels.host_target()
     room = target.vector_registers - SPARE_REGISTERS
     blocks = wl.o // wl.ob
-    untuned = kernels.default_conv_schedule(wl)["knobs"]
-    out = {"untuned": untuned}
+    out = {"untuned": kernels.default_conv_schedule(wl)["knobs"]}
     for b in (1, 2, 3):
-        if blocks % b or b >= blocks:
+        if blocks % b or (b > 1 and b >= blocks):
             continue
-        saved = pointwise.TILE_BLOCKS
-        pointwise.TILE_BLOCKS = (b,)
+        saved = pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES
+        pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES = (b,), 0
         try:
             k = pointwise.PointwiseKnobs.for_target(target, wl.h * wl.w, wl.ob, blocks).to_dict()
         finally:
-            pointwise.TILE_BLOCKS = saved
+            pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES = saved
         if k["p_block"] * b > room:
             continue
         for kb in (pointwise.K_BLOCKS, 0):
@@ -73,6 +76,8 @@ def layer_variants(wl) -> dict[str, dict]:
             passes = pointwise.in_passes(pointwise.PointwiseKnobs(**knobs), wl)
             name = f"{b} x {k['p_block']}, {f'passes of {kb}' if passes else 'one pass'}"
             out.setdefault(name, knobs)  # k_blocks 0 where K_BLOCKS runs one pass: the same
+        pixels = {**k, "k_blocks": 0, "tile_order": "pixels", "parallel_loops": 2}
+        out[f"{b} x {k['p_block']}, one pass, pixels across threads"] = pixels
     return out
 
 
@@ -85,11 +90,11 @@ def bench_layers(rounds: int) -> None:
 
 def _bench_layers(rounds: int) -> None:
     rng = np.random.default_rng(0)
-    for c, hw in LAYERS:
-        wl = kernels.ConvWorkload(c, hw, hw, c, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)
+    for c, o, hw in LAYERS:
+        wl = kernels.ConvWorkload(c, hw, hw, o, (1, 1), (1, 1), (0, 0, 0, 0), 16, 16)
         x = aligned_copy(rng.standard_normal((1, c // 16, hw * hw, 16)).astype(np.float32))
-        w = (rng.standard_normal((c, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
-        b = rng.standard_normal(c).astype(np.float32)
+        w = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype(np.float32)
+        b = rng.standard_normal(o).astype(np.float32)
         calls, outs = {}, {}
         for name, knobs in layer_variants(wl).items():
             schedule = {"template": "pointwise", "knobs": knobs}
@@ -111,10 +116,12 @@ def _bench_layers(rounds: int) -> None:
                 calls[n]()
                 ms[n].append((time.perf_counter() - t0) * 1e3)
         k = layer_variants(wl)["untuned"]
+        order = ", pixels across threads" if k["tile_order"] == "pixels" else ""
         print(
-            f"{c} -> {c} 1x1 at {hw} x {hw} ({c // 16} blocks; untuned {k['oc_blocks']} x"
+            f"{c} -> {o} 1x1 at {hw} x {hw} ({o // 16} blocks; untuned {k['oc_blocks']} x"
             f" {k['p_block']}, k_blocks {k['k_blocks']}, "
-            f"{'passes' if pointwise.in_passes(pointwise.PointwiseKnobs(**k), wl) else 'one pass'}):"
+            f"{'passes' if pointwise.in_passes(pointwise.PointwiseKnobs(**k), wl) else 'one pass'}"
+            f"{order}):"
         )
         for n, v in ms.items():
             med = statistics.median(v)
@@ -124,14 +131,16 @@ def _bench_layers(rounds: int) -> None:
             )
 
 
-def compiled(path: str, tile_blocks=None):
-    """The cpu artifact of ``path`` with ``pointwise.TILE_BLOCKS`` replaced for the compile."""
-    saved = pointwise.TILE_BLOCKS
+def compiled(path: str, before: bool = False):
+    """The cpu artifact of ``path``; ``before``: by the rules of before (``TILE_BLOCKS`` (2,),
+    no layer's pixels across threads: ``PIXEL_TASKS_BELOW_TILES`` 0)."""
+    saved = pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES
     try:
-        pointwise.TILE_BLOCKS = tile_blocks or saved
+        if before:
+            pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES = (2,), 0
         return compile_model(path, "cpu")
     finally:
-        pointwise.TILE_BLOCKS = saved
+        pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES = saved
 
 
 def pointwise_knobs(cm) -> list[str]:
@@ -143,7 +152,7 @@ def pointwise_knobs(cm) -> list[str]:
 
 
 def bench_network(name: str, path: str, x: dict, rounds: int) -> float | None:
-    built = {"before": compiled(path, (2,)), "now": compiled(path)}
+    built = {"before": compiled(path, before=True), "now": compiled(path)}
     before, now = (pointwise_knobs(built[k]) for k in ("before", "now"))
     changed = sum(a != b for a, b in zip(before, now, strict=True))
     if not changed:
@@ -173,7 +182,7 @@ def bench_network(name: str, path: str, x: dict, rounds: int) -> float | None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=60)
-    ap.add_argument("--models", default="regnetx600mf,regnetx400mf,mobilenet")
+    ap.add_argument("--models", default="regnetx600mf,regnetx400mf,mobilenet_v2,mobilenet")
     ap.add_argument("--seeds", default=None, metavar="A-B", help="generated networks A..B too")
     ap.add_argument("--no-layers", action="store_true", help="the networks only")
     args = ap.parse_args()
@@ -181,7 +190,8 @@ def main() -> None:
     print(
         f"host: {host.cpu}, {host.vector_lanes('float32')} float32 lanes,"
         f" {host.vector_registers} vector registers; {THREADS} threads; TILE_BLOCKS"
-        f" {pointwise.TILE_BLOCKS}, before (2,)"
+        f" {pointwise.TILE_BLOCKS}, before (2,); PIXEL_TASKS_BELOW_TILES"
+        f" {pointwise.PIXEL_TASKS_BELOW_TILES}, before 0"
     )
     if host.vector_lanes("float32") < 16:
         raise SystemExit(

@@ -81,9 +81,9 @@ def _default_knobs(task, layer: CpuLayer) -> dict | None:
     """The compiler's untuned knobs of the task's template, named as its space names them
     (None: the template has no untuned choice here: a Winograd tile that does not fit)."""
     from pyvta.compiler.targets.cpu.kernels import (
-        default_conv_schedule,
         default_depthwise_knobs,
         default_direct_knobs,
+        default_pointwise_knobs,
         default_winograd_knobs,
     )
 
@@ -95,8 +95,9 @@ def _default_knobs(task, layer: CpuLayer) -> dict | None:
         k = default_winograd_knobs(wl)
         k = None if k is None else {"tile": (k["p_block"], k["k_block"]), "out_tile": k["out_tile"]}
     elif task.name == "cpu.pointwise_nchwc":
-        d = default_conv_schedule(wl)["knobs"]
-        k = {"tile": (d["p_block"], d["oc_tile"] or wl.ob), "oc_blocks": d["oc_blocks"]}
+        d = default_pointwise_knobs(wl).to_dict()
+        k = {"tile": (d["p_block"], d["oc_tile"] or wl.ob)}
+        k.update({n: d[n] for n in ("oc_blocks", "tile_order", "parallel_loops")})
         passes = next(knob for knob in task.space.knobs if knob.name == "k_blocks")
         if d["k_blocks"] in passes.values:  # else one pass as the space's default runs it
             k["k_blocks"] = d["k_blocks"]

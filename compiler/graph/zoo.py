@@ -229,6 +229,41 @@ def mobilenet(
     return nb.model(1, size, classes)
 
 
+# MobileNetV2 (Sandler et al., 2018): per stage of inverted residuals its expansion, output
+# channels, blocks and the first block's stride
+MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
+
+
+def mobilenet_v2(
+    size: int = 224,
+    classes: int = 1000,
+    seed: int = 0,
+    stat_samples: int = 8,
+    residual_gamma: tuple[float, float] = (0.2, 0.5),
+) -> onnx.ModelProto:
+    """MobileNetV2 (width 1.0): a 3x3 stride-2 stem of 32 channels, then ``MOBILENET_V2``'s
+    inverted residuals (1x1 expansion, 3x3 depthwise with the stride, relu6 after both, a linear
+    1x1 projection; the input added where the shape stays), a 1x1 conv to 1280 channels and the
+    classifier. Its channel counts (24, 144, 96, 576, 160, 960, 320) are not powers of two. Where
+    the input is added, the projection's batch norm draws its scale from ``residual_gamma`` (as
+    :func:`resnet`'s)."""
+    nb = _NetBuilder("mobilenet_v2", _stat_samples(size, seed, stat_samples), seed)
+    x = nb.relu6(nb.bn(nb.conv("input", 32, 3, 2)))
+    for expand, out, count, first_stride in MOBILENET_V2:
+        for i in range(count):
+            stride = first_stride if i == 0 else 1
+            c = nb.acts[x].shape[1]
+            h = x if expand == 1 else nb.relu6(nb.bn(nb.conv(x, c * expand, 1, 1)))
+            h = nb.relu6(nb.bn(nb.conv(h, c * expand, 3, stride, group=c * expand)))
+            keep = stride == 1 and c == out
+            h = nb.bn(nb.conv(h, out, 1, 1), residual_gamma if keep else (0.8, 1.2))
+            x = nb.add(h, x) if keep else h
+    x = nb.relu6(nb.bn(nb.conv(x, 1280, 1, 1)))
+    nb.classifier(x, classes)
+    return nb.model(1, size, classes)
+
+
 def resnext(
     depth: int = 50,
     size: int = 224,
@@ -314,6 +349,9 @@ ZOO = {
     ),
     "resnet34": ZooModel(lambda **kw: resnet(34, **kw), "ResNet-34, basic blocks"),
     "mobilenet": ZooModel(mobilenet, "MobileNet-v1 style: depthwise 3x3 + pointwise 1x1, relu6"),
+    "mobilenet_v2": ZooModel(
+        mobilenet_v2, "MobileNetV2: inverted residuals, linear bottlenecks, relu6"
+    ),
     "resnext26": ZooModel(
         lambda **kw: resnext(26, **kw), "ResNeXt-26 32x4d: bottlenecks, grouped 3x3 convs"
     ),

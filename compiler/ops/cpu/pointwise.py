@@ -51,6 +51,14 @@ TILE_ORDERS = ("channels", "pixels")  # which register-tile loop of a block runs
 # block, 7-8 pixels): 528 -> 528 at 7 x 7 (33 blocks) 1.15x, 240 -> 240 at 14 x 14 and 28 x 28
 # 1.01x and 1.05x. Layers of 3 blocks stay at one (all 3 a tile: one tile, one thread, 0.78x)
 TILE_BLOCKS = (3, 2)
+# An untuned layer of fewer than PIXEL_TASKS_BELOW_TILES tiles of output blocks that do not
+# spread evenly over SPREAD_THREADS threads (the hosts measured have 2) runs its pixel tiles
+# outside its channel tiles and across threads with its blocks (``tile_order`` "pixels",
+# ``parallel_loops`` 2; one pass). Zen 5, 2 threads, kernels alone: 32 -> 16 at 112 x 112 (one
+# tile: one thread before) 1.59x, 48 -> 48 at 56 x 56 (3 tiles) 1.13x; layers of 2 tiles ran
+# 0.95-0.99x so, and keep their blocks across threads
+PIXEL_TASKS_BELOW_TILES = 4
+SPREAD_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,8 @@ class PointwiseKnobs:
         the passes' partial sums with a last, narrower tile ran 2.4x slower (160 -> 64
         channels at 14 x 14, tiles of 8, Zen 4, 2 threads: 0.086 ms; one pass 0.035 ms);
         given the layer's ``in_blocks``, ``K_BLOCKS`` stands where it runs one pass anyway
-        (the tuning space's point for one pass). A block of one vector (of ``out_blocks`` in the layer) spans the first of
+        (the tuning space's point for one pass). A layer of few tiles of output blocks runs
+        its pixels across threads too (``PIXEL_TASKS_BELOW_TILES``). A block of one vector (of ``out_blocks`` in the layer) spans the first of
         ``TILE_BLOCKS`` blocks per tile that divides ``out_blocks`` and leaves two tiles or
         more, with ``WIDE_REGISTER_FILE`` registers (``compiler.ops.cpu.nchwc``)."""
         from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS, WIDE_REGISTER_FILE
@@ -119,8 +128,12 @@ class PointwiseKnobs:
             key=lambda p: -(-pixels // p) * (p + TILE_COST_PIXELS),
         )
         knobs = PointwiseKnobs(best, 0, k_blocks=K_BLOCKS, oc_blocks=blocks)
-        if pixels % best and (in_blocks is None or _in_passes(knobs, in_blocks, pixels, out_block)):
-            return replace(knobs, k_blocks=0)  # a last, narrower tile: one pass
+        tiles = out_blocks // blocks
+        if tiles < PIXEL_TASKS_BELOW_TILES and tiles % SPREAD_THREADS:
+            knobs = replace(knobs, tile_order="pixels", parallel_loops=2)  # one pass only
+        one_pass = pixels % best or knobs.tile_order == "pixels"
+        if one_pass and (in_blocks is None or _in_passes(knobs, in_blocks, pixels, out_block)):
+            return replace(knobs, k_blocks=0)  # a last, narrower tile, or pixels outside
         return knobs  # K_BLOCKS also where it runs one pass (the space's point for it)
 
 

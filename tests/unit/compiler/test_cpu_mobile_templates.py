@@ -218,6 +218,26 @@ def test_default_pointwise_tile_spans_three_blocks_where_two_do_not_divide():
     assert three.p_block * 3 <= wide.vector_registers - 4  # the tile fits the registers
 
 
+def test_default_pointwise_layers_of_few_tiles_run_their_pixels_across_threads():
+    """A layer of 1 or 3 tiles of output blocks (fewer than ``PIXEL_TASKS_BELOW_TILES``, not
+    spread evenly over ``SPREAD_THREADS``) runs its pixel tiles outside and across threads with
+    its blocks, in one pass (before: 16 output channels ran on one thread); 2 tiles, and 4 or
+    more, keep the blocks across threads; on AVX2 too (its blocks of two vectors)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu.pointwise import PIXEL_TASKS_BELOW_TILES, SPREAD_THREADS
+
+    assert (PIXEL_TASKS_BELOW_TILES, SPREAD_THREADS) == (4, 2)
+    wide, avx2 = CpuTarget.of_cpu("znver5", "avx512"), CpuTarget.of_cpu("znver2", "avx2")
+    for target, lanes in ((wide, 16), (avx2, 8)):
+        for out_blocks, pixels in ((1, True), (3, True), (2, False), (4, False), (33, False)):
+            k = PointwiseKnobs.for_target(target, 49, 16, out_blocks, in_blocks=32)
+            tiles = out_blocks // k.oc_blocks
+            assert (k.tile_order == "pixels") == pixels, (lanes, out_blocks, tiles, k)
+            assert (k.parallel_loops == 2) == pixels
+            if pixels:
+                assert k.k_blocks == 0  # one pass: K_BLOCKS runs passes over 32 blocks
+
+
 @pytest.mark.parametrize(
     "m,k,n,block,lanes",
     [

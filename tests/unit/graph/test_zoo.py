@@ -17,6 +17,7 @@ MODELS = {
     "mobilenet": lambda: zoo.mobilenet(size=32, width=8, classes=10, seed=1),
     "resnext26": lambda: zoo.resnext(26, size=32, width=16, groups=4, classes=10, seed=1),
     "regnetx600mf": lambda: zoo.regnetx("600mf", size=32, classes=10, seed=1),
+    "mobilenet_v2": lambda: zoo.mobilenet_v2(size=32, classes=10, seed=1),
 }
 
 
@@ -84,6 +85,25 @@ def test_full_size_regnetx_shapes(flops, convs, groups, multiply_adds):
         macs += int(np.prod(out[1:])) * int(np.prod(w[1:]))
     macs += 1000 * g.values[g.nodes[-3].inputs[0]].shape[1]
     assert abs(macs / multiply_adds - 1) < 0.01, macs
+
+
+def test_full_size_mobilenet_v2_shapes():
+    """MobileNetV2: 52 convs (the stem, 17 inverted residuals, the 1280-channel 1x1), 17
+    depthwise, 10 residual adds, about 300 M multiply-adds at 224 x 224."""
+    g = import_onnx(zoo.mobilenet_v2(stat_samples=1))
+    assert g.values["logits"].shape == (1, 1000)
+    nodes = [n for n in g.nodes if n.op == "conv2d"]
+    assert len(nodes) == 52
+    depthwise = [n for n in nodes if n.attrs.get("group", 1) > 1]
+    assert len(depthwise) == 17
+    assert all(g.constants[n.inputs[1]].shape[1] == 1 for n in depthwise)
+    assert sum(n.op == "add" for n in g.nodes) == 10
+    macs = sum(
+        int(np.prod(g.values[n.outputs[0]].shape[1:]))
+        * int(np.prod(g.constants[n.inputs[1]].shape[1:]))
+        for n in nodes
+    )
+    assert abs((macs + 1280 * 1000) / 300.8e6 - 1) < 0.01, macs
 
 
 def test_resnext_compiles_for_the_cpu_with_grouped_kernels(tmp_path):

@@ -400,12 +400,15 @@ def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
 
 
 @pytest.mark.parametrize(
-    "c,hw,o", [(240, 14, 240), (240, 14, 528), (480, 7, 480), (528, 7, 528), (96, 28, 96)]
-)
+    "c,hw,o",
+    [(240, 14, 240), (240, 14, 528), (480, 7, 480), (528, 7, 528), (96, 28, 96), (32, 112, 16),
+     (512, 7, 48)],  # the last two: few tiles of output blocks, pixels across threads
+)  # fmt: skip
 def test_the_untuned_pointwise_schedule_is_a_valid_point_of_its_space(c, hw, o):
-    """RegNetX's 1x1 layers: the compiler's untuned knobs are a point the space measures (a
-    ``k_blocks`` of 0 where ``K_BLOCKS`` also runs one pass, here because 8 does not divide 15
-    or 33 input blocks, is the space's duplicate of it: the untuned knobs give ``K_BLOCKS``)."""
+    """RegNetX's 1x1 layers and two of few output blocks: the compiler's untuned knobs are a
+    point the space measures (a ``k_blocks`` of 0 where ``K_BLOCKS`` also runs one pass, here
+    because 8 does not divide 15 or 33 input blocks, is the space's duplicate of it: the
+    untuned knobs give ``K_BLOCKS``; pixels across threads need one pass)."""
     from pyvta.compiler.ops.cpu.pointwise import K_BLOCKS, PointwiseKnobs, in_passes
     from pyvta.compiler.targets.cpu.kernels import default_conv_schedule
     from pyvta.tuner.cpu_network import CpuLayer, _default_point
@@ -415,9 +418,8 @@ def test_the_untuned_pointwise_schedule_is_a_valid_point_of_its_space(c, hw, o):
     knobs = default_conv_schedule(wl)["knobs"]
     point = _default_point(task, CpuLayer(wl, 1))
     assert task.space.problem(point) is None, (knobs, task.space.problem(point))
-    assert {k: point[k] for k in ("k_blocks", "oc_blocks")} == {
-        k: knobs[k] for k in ("k_blocks", "oc_blocks")
-    }
+    same = ("k_blocks", "oc_blocks", "tile_order", "parallel_loops")
+    assert {k: point[k] for k in same} == {k: knobs[k] for k in same}
     if (c // 16) % K_BLOCKS:  # one pass, by the K_BLOCKS the space offers
         assert knobs["k_blocks"] == K_BLOCKS and not in_passes(PointwiseKnobs(**knobs), wl)
 
