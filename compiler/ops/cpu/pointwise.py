@@ -54,9 +54,10 @@ TILE_BLOCKS = (3, 2)
 # An untuned layer of fewer than PIXEL_TASKS_BELOW_TILES tiles of output blocks that do not
 # spread evenly over SPREAD_THREADS threads (the hosts measured have 2) runs its pixel tiles
 # outside its channel tiles and across threads with its blocks (``tile_order`` "pixels",
-# ``parallel_loops`` 2; one pass). Zen 5, 2 threads, kernels alone: 32 -> 16 at 112 x 112 (one
-# tile: one thread before) 1.59x, 48 -> 48 at 56 x 56 (3 tiles) 1.13x; layers of 2 tiles ran
-# 0.95-0.99x so, and keep their blocks across threads
+# ``parallel_loops`` 2; one pass). Zen 5, 2 threads, kernels alone (two runs): 32 -> 16 at
+# 112 x 112 (one tile: one thread before) 1.59x and 1.76x, 48 -> 48 at 56 x 56 (3 tiles) 1.13x
+# and 1.21x (masked to AVX2: 1.46x, 1.23x); layers of 2 tiles ran 0.95-0.99x so, and keep their
+# blocks across threads
 PIXEL_TASKS_BELOW_TILES = 4
 SPREAD_THREADS = 2
 
@@ -108,10 +109,11 @@ class PointwiseKnobs:
         the passes' partial sums with a last, narrower tile ran 2.4x slower (160 -> 64
         channels at 14 x 14, tiles of 8, Zen 4, 2 threads: 0.086 ms; one pass 0.035 ms);
         given the layer's ``in_blocks``, ``K_BLOCKS`` stands where it runs one pass anyway
-        (the tuning space's point for one pass). A layer of few tiles of output blocks runs
-        its pixels across threads too (``PIXEL_TASKS_BELOW_TILES``). A block of one vector (of ``out_blocks`` in the layer) spans the first of
-        ``TILE_BLOCKS`` blocks per tile that divides ``out_blocks`` and leaves two tiles or
-        more, with ``WIDE_REGISTER_FILE`` registers (``compiler.ops.cpu.nchwc``)."""
+        (the tuning space's point for one pass). A block of one vector (of ``out_blocks`` in
+        the layer) spans the first of ``TILE_BLOCKS`` blocks per tile that divides
+        ``out_blocks`` and leaves two tiles or more, with ``WIDE_REGISTER_FILE`` registers
+        (``compiler.ops.cpu.nchwc``). A layer of few tiles of output blocks runs its pixels
+        across threads too (``PIXEL_TASKS_BELOW_TILES``)."""
         from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS, WIDE_REGISTER_FILE
 
         lanes = target.vector_lanes("float32")
