@@ -399,7 +399,8 @@ def tune_with_budget(
     spans = _extend_spans(spans, stamps)  # written back so: the time counted is the time shown
     clock, starts = _tuning_clock(spans, stamps)
     spent0 = starts.pop()
-    ranked = [k for k, (a, _) in enumerate(spans) if a in set(in_network)]
+    marks = set(in_network)
+    ranked = [k for k, (a, _) in enumerate(spans) if a in marks]
     pos = 0
     for st, rs in zip(states, resumed, strict=True):
         for _ts, index, cost in rs:

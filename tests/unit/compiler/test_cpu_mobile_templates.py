@@ -119,6 +119,16 @@ def test_narrow_groups_must_divide_the_block():
         (64, 5, 5, 64, 16, 16, PointwiseKnobs(6, 0, k_blocks=2, oc_blocks=4)),  # 4, in passes
         (32, 3, 5, 64, 16, 16, PointwiseKnobs(4, 0, tile_order="pixels", oc_blocks=2)),
         (32, 4, 4, 96, 16, 16, PointwiseKnobs(3, 0, parallel_loops=2, oc_blocks=3)),
+        # one block: its pixel tiles across threads (the untuned order of few tiles)
+        (
+            32,
+            7,
+            7,
+            16,
+            16,
+            16,
+            PointwiseKnobs(8, 0, k_blocks=0, tile_order="pixels", parallel_loops=2),
+        ),
     ],
 )
 def test_pointwise_template(build, rng, c, h, w, o, ib, ob, knobs):
