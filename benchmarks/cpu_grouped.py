@@ -13,7 +13,10 @@ network (``compile_model(..., "cpu")``), and where they differ from it: pyvta wi
 of groups narrower than the channel block (now on the depthwise template) on the direct
 template ("direct": its untuned grouped tile, as before), and with each grouped direct layer
 on the dense rule's tile ("dense rule": ``default_direct_knobs`` of the layer without its
-groups, two output blocks a tile on AVX-512, as before grouped tiles took one). Medians over
+groups, two output blocks a tile on AVX-512, as before grouped tiles took one), and with each
+layer whose groups straddle the blocks (now read exactly: ``GroupSpan.exact_tile``) on the
+span of its groups' input blocks ("span": its untuned tile before, zeros past each channel's
+group). Medians over
 the rounds, untuned / variant as a ratio of medians and paired per round; outputs must agree
 with onnxruntime within 1e-4. Ratio = onnxruntime / pyvta.
 """
@@ -54,6 +57,7 @@ CASES = {
     "group width 24 at 28": (96, 28, 4),
     "group width 16 at 28": (128, 28, 8),
     "group width 24 at 14": (240, 14, 10),
+    "group width 24 at 7": (528, 7, 22),
 }
 
 
@@ -110,7 +114,24 @@ def dense_rule_schedules(path: str) -> dict:
     return out
 
 
-VARIANTS = {"direct": direct_schedules, "dense rule": dense_rule_schedules}
+def span_schedules(path: str) -> dict:
+    """``{workload key: schedule}`` of the grouped direct layers of ``path`` whose untuned tile
+    reads exactly their groups' channels (``GroupSpan.exact_tile``), on the tile they had
+    before: their groups' span of input blocks, zeros past each channel's group."""
+    out = {}
+    for wl, untuned in _grouped_layers(path):
+        if untuned["template"] != "direct":
+            continue
+        knobs = {
+            **default_direct_knobs(wl, exact_groups=False),
+            "parallel": untuned["knobs"]["parallel"],
+        }
+        if knobs != untuned["knobs"]:
+            out[wl.key] = {"template": "direct", "knobs": knobs}
+    return out
+
+
+VARIANTS = {"direct": direct_schedules, "dense rule": dense_rule_schedules, "span": span_schedules}
 
 
 def side_by_side(path: str, feeds: dict, rounds: int, threads: int) -> dict:

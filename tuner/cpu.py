@@ -248,8 +248,14 @@ def _direct_problem(args: tuple, config) -> str | None:
     reduction past ``MAX_UNROLLED_FMAS``), or None."""
     wl = nchwc_workload(*args)
     k = direct_knobs(config)
-    why = k.size_problem(wl.out_hw, wl.o // wl.ob, wl.in_blocks_read, wl.ib, wl.ob)
-    return why or _spill_problem(wl, k) or _unroll_problem(wl, k) or k.loop_problem(any(wl.pads))
+    why = _layer_problem(wl, k)
+    return why or _spill_problem(wl, k) or _unroll_problem(wl, k)
+
+
+def _layer_problem(wl, k) -> str | None:
+    """``NchwcConvKnobs.layer_problem`` of the direct knobs ``k`` for the workload ``wl``."""
+    dims = (wl.out_hw, wl.o // wl.ob, wl.c // wl.ib, wl.ib, wl.ob)
+    return k.layer_problem(*dims, any(wl.pads), wl.groups)
 
 
 def _unroll_problem(wl, k) -> str | None:
@@ -332,15 +338,21 @@ def direct_valid_count(task: Task) -> int:
                 for r in vals["reduce_order"])
         for rx in vals["unroll_rx"]
     }  # fmt: skip
-    pads = sum(knobs(pad_at=p).loop_problem(padded) is None for p in vals["pad_at"])
-    sizes = {  # unroll_rci -> fitting reduction chunks
-        u: sum(knobs(rco_block=r, unroll_rci=u).size_problem(*dims) is None
-               for r in vals["rco_block"])
+    # oc_blocks -> fitting padding places, and unroll_rci -> fitting reduction chunks (a
+    # grouped conv's exact tile reduces over its groups' channels: ``_layer_problem``)
+    pads = {
+        b: sum(_layer_problem(wl, knobs(pad_at=p, oc_blocks=b)) is None for p in vals["pad_at"])
+        for b in vals["oc_blocks"]
+    }
+    sizes = {
+        (b, u): sum(_layer_problem(wl, knobs(rco_block=r, unroll_rci=u, oc_blocks=b)) is None
+                    for r in vals["rco_block"])
+        for b in vals["oc_blocks"]
         for u in vals["unroll_rci"]
     }  # fmt: skip
     unrolled = itertools.product(total, vals["unroll_rx"], vals["unroll_ry"], vals["unroll_rci"])
-    return pads * sum(
-        total[tile, b] * reduce[rx] * sizes[u]
+    return sum(
+        pads[b] * total[tile, b] * reduce[rx] * sizes[b, u]
         for (tile, b), rx, ry, u in unrolled
         if _unroll_problem(wl, knobs(tile=tile, oc_blocks=b, unroll_rx=rx, unroll_ry=ry,
                                      unroll_rci=u)) is None

@@ -109,7 +109,7 @@ def nchwc_inputs(arrays, *args):
     as ``GroupSpan.pack`` leaves them, so a schedule that skips those blocks and one that does
     not (``oc_blocks`` above 1) compute the same."""
     wl = nchwc_workload(*args)
-    if wl.groups is None:
+    if wl.groups is None or arrays[1].ndim == 5:  # the exact form reads no zeros
         return arrays
     wgt = arrays[1].copy()
     span = wgt.shape[1]
@@ -125,11 +125,15 @@ def nchwc_reference(arrays, *args):
     (``GroupSpan.reads``) with its packed weights."""
     from numpy.lib.stride_tricks import sliding_window_view
 
+    from pyvta.compiler.ops.cpu.nchwc import pack_conv_weights
+
     wl = nchwc_workload(*args)
     data, wgt, bias = (a.astype(np.float64) for a in arrays[:3])
     x = data[0].transpose(0, 3, 1, 2).reshape(wl.c, wl.h, wl.w)
+    if wgt.ndim == 5:  # a grouped conv's exact form (``GroupSpan.pack_exact``)
+        wgt = pack_conv_weights(wl.groups.unpack_exact(wgt, wl.c), wl.ib, wl.ob)
     o_blocks, span, kh, kw, ib, ob = wgt.shape
-    if wl.groups is not None:  # the block-diagonal weights the packed ones stand for
+    if wl.groups is not None and span != wl.c // ib:  # block-diagonal weights they stand for
         full = np.zeros((o_blocks, wl.c // ib) + wgt.shape[2:])
         for f in range(o_blocks):
             read = wl.groups.reads(f, ib, ob, wl.c // ib, span)

@@ -101,6 +101,14 @@ def masked_load_ok(e: Select, var) -> bool:
     )
 
 
+def lane_blend_ok(e: Select, var) -> bool:
+    """``select(c, a, b)`` whose sides do not vary over the lanes (a straddling grouped conv's
+    two groups' input values): both read, broadcast and blended by the lanes' condition. Both
+    sides are loaded for every lane, so their reads must be inside their buffers whatever the
+    condition (the template's to ensure)."""
+    return var not in free_vars(e.t) and var not in free_vars(e.f)
+
+
 def vectorizable(s: For) -> bool:
     """Whether loop ``s`` can be emitted as straight-line SIMD code (else: a scalar loop)."""
     if not isinstance(s.extent, IntImm) or not isinstance(s.min, IntImm) or s.min.value:
@@ -118,6 +126,7 @@ def vectorizable(s: For) -> bool:
             isinstance(e, Select)
             and v in free_vars(e.cond)
             and not masked_load_ok(e, v)
+            and not lane_blend_ok(e, v)
             and (has_load(e.t) or has_load(e.f))
         ):
             return False

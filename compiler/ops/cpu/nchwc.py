@@ -89,6 +89,35 @@ def pad_nchwc(data, pads, fill: float, name: str):
     return compute((1, cb, h + t + b, w + lft + r, blk), f, name=name)
 
 
+def pad_channels_last(data, pads, name: str, channels: int):
+    """``data [1, C/c, H, W, c]`` (or NCHW ``[1, C, H, W]``) -> channels last ``[1, H + t +
+    b, W + l + r, C]`` (``channels`` C), zero padded by ``pads`` (top, left, bottom, right): a
+    conv reading any run of channels (a group straddling the blocks) reads them at
+    consecutive addresses."""
+    h, w = data.shape[-3:-1] if len(data.shape) == 5 else data.shape[-2:]
+    t, lft, b, r = pads
+
+    def f(n, y, x, ch):
+        inside = all_(y >= t, y < h + t, x >= lft, x < w + lft)
+        if len(data.shape) == 5:
+            blk = data.shape[-1]
+            value = data[n, ch // blk, y - t, x - lft, ch % blk]
+        else:
+            value = data[n, ch, y - t, x - lft]
+        return select(inside, value, const(0.0))
+
+    return compute((1, h + t + b, w + lft + r, channels), f, name=name)
+
+
+def schedule_channels_last(stage, block: int, parallel: bool) -> None:
+    """:func:`pad_channels_last`'s schedule: a block's channels a vector, rows across
+    threads (``parallel``)."""
+    _, inner = stage.split("ch", block)
+    stage.vectorize(inner)
+    if parallel:
+        stage.parallel(stage.fuse("n", "y"))
+
+
 def pad_nchw(data, pads, fill: float, name: str):
     """NCHW ``data [1, C, H, W]`` with ``pads`` (top, left, bottom, right) of ``fill``, in NCHW
     (a stage even without padding)."""

@@ -11,6 +11,7 @@ weight packing, :class:`~compiler.ops.cpu.nchwc.Epilogue`) live in ``nchwc.py``.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -23,11 +24,13 @@ from pyvta.compiler.ops.cpu.nchwc import (
     WIDE_REGISTER_FILE,
     Epilogue,
     conv_output_hw,
+    pad_channels_last,
     pad_nchw,
     pad_nchwc,
+    schedule_channels_last,
 )
 from pyvta.compiler.schedule.schedule import create_schedule
-from pyvta.compiler.te.expr_ops import minimum
+from pyvta.compiler.te.expr_ops import minimum, select
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 
@@ -247,6 +250,33 @@ class NchwcConvKnobs:
             return f"pad_at {self.pad_at!r}: the conv has no padding stage (root only)"
         return None
 
+    def layer_problem(
+        self,
+        out_hw: tuple[int, int],
+        out_blocks: int,
+        in_blocks: int,
+        ib: int,
+        ob: int,
+        padded: bool,
+        groups: GroupSpan | None = None,
+    ) -> str | None:
+        """Why the knobs do not fit a layer (:meth:`size_problem` and :meth:`loop_problem`; a
+        grouped conv's reduction runs over its groups' span of blocks, or in an exact tile,
+        ``GroupSpan.exact_tile``, over ``group_in`` channels of a channels-last copy of its
+        input made at the root), or None."""
+        if groups is not None and self.oc_blocks == groups.exact_tile(ib, ob, out_blocks):
+            why = self.size_problem(out_hw, out_blocks, 1, groups.group_in, ob)
+            why = why or self.loop_problem(True)
+            if not why and self.pad_at != "root":
+                why = (
+                    f"pad_at {self.pad_at!r}: a grouped conv's exact tile reads a channels-last"
+                    " copy of its input (root only)"
+                )
+            return why
+        if groups is not None:
+            in_blocks = groups.count(ib, ob, in_blocks, out_blocks)
+        return self.size_problem(out_hw, out_blocks, in_blocks, ib, ob) or self.loop_problem(padded)
+
     @staticmethod
     def for_target(
         target,
@@ -256,6 +286,7 @@ class NchwcConvKnobs:
         out_blocks: int = 1,
         block_weight_bytes: int = 0,
         shared_input: bool = True,
+        exact_tile: int | None = None,
     ) -> NchwcConvKnobs:
         """Of :func:`register_tiles`: the widest channel tile (one broadcast of an input value
         feeds the most FMAs; whole cache lines of weights), then the fewest tiles per output
@@ -271,7 +302,18 @@ class NchwcConvKnobs:
         divides ``out_blocks`` (whatever their weights weigh: the tile is 14 columns wide).
         Without ``shared_input`` (a grouped conv: each output block reads its own groups'
         input blocks, so no broadcast value feeds two), with 32 registers, a tile of rows (not
-        flat) keeps those columns but takes one block."""
+        flat) keeps those columns but takes one block. A grouped conv of an ``exact_tile``
+        (:meth:`GroupSpan.exact_tile`) takes that tile's blocks in rows of the fewest tiles,
+        where at least ``MIN_FLAT_TILE`` columns of them fit the registers."""
+        tiles = register_tiles(target, out_width, out_block, exact_tile or 1)
+        if exact_tile is not None and max(d for d, _ in tiles) >= MIN_FLAT_TILE:
+            # RegNetX-600MF's groups of 24 in blocks of 16 (tiles of 3 blocks, 7-8 columns),
+            # Zen 5, 2 threads, kernels alone, 40 interleaved rounds, medians, against the
+            # span's untuned tile (one block): 240 ch at 14 x 14 1.38x, 528 at 7 x 7 1.86x, 96
+            # at 28 x 28 1.71x; stride 2: 96 at 56 1.55x, 240 at 28 1.48x, 528 at 14 1.41x, 48
+            # at 112 1.51x. Rows, not flat: 528 at 7 x 7 flat ran 1.5x slower (prototype)
+            ow_block, _ = min(tiles, key=lambda dt: (-(-out_width // dt[0]), dt[0]))
+            return NchwcConvKnobs(ow_block, 0, oc_blocks=exact_tile)
 
         oc_blocks = 1
         lanes = target.vector_lanes("float32")
@@ -312,6 +354,11 @@ class NchwcConvKnobs:
             # 0.136 against 0.178 with two blocks.
             oc_blocks = 1
         return NchwcConvKnobs(ow_block, oc_tile, flat=flat, oc_blocks=oc_blocks)
+
+
+# Output blocks a grouped conv's exact tile may span (``GroupSpan.exact_tile``): its
+# accumulators are that many blocks' per column, so longer repeats leave too few columns.
+MAX_EXACT_TILE = 3
 
 
 @dataclass(frozen=True)
@@ -357,6 +404,42 @@ class GroupSpan:
         first = self.start(f, ic, oc, c_blocks, count)
         return range(first, min(first + count, self._first_last(f, ic, oc)[1] + 1))
 
+    def exact_tile(self, ib: int, ob: int, o_blocks: int) -> int | None:
+        """The output blocks of a register tile in which the template reads exactly each
+        output channel's ``group_in`` input channels (:func:`conv2d_nchwc` with ``oc_blocks``
+        this many): the blocks over which the groups' boundaries repeat (``group_out`` 24 in
+        blocks of 16: 3 blocks, 2 groups; the middle block's lanes blend two groups' broadcast
+        inputs). None where the span reads no zeros (groups of whole blocks), where a block
+        holds more than two groups' channels (``group_out`` below the block), or the repeat
+        is longer than ``MAX_EXACT_TILE`` blocks or does not divide the ``o_blocks``."""
+        if self.group_in % ib == 0 and self.group_out % ob == 0:
+            return None
+        period = math.lcm(self.group_out, ob) // ob
+        if self.group_out < ob or period > MAX_EXACT_TILE or o_blocks % period:
+            return None
+        return period
+
+    def pack_exact(self, w: np.ndarray, ob: int) -> np.ndarray:
+        """The block-diagonal weights ``[O, C, KH, KW]`` -> each output channel's own group's
+        ``[O/ob, group_in, KH, KW, ob]`` (the exact form; padded output channels past the
+        groups read the last group's channels, with zero weights)."""
+        o = w.shape[0]
+        first = np.minimum(np.arange(o) // self.group_out, self.group - 1) * self.group_in
+        own = w[np.arange(o)[:, None], first[:, None] + np.arange(self.group_in)[None, :]]
+        blocked = own.reshape(o // ob, ob, self.group_in, *w.shape[2:])
+        return np.ascontiguousarray(blocked.transpose(0, 2, 3, 4, 1).astype(np.float32))
+
+    def unpack_exact(self, packed: np.ndarray, c: int) -> np.ndarray:
+        """:meth:`pack_exact`'s inverse: ``[O/ob, group_in, KH, KW, ob]`` -> the
+        block-diagonal ``[O, C, KH, KW]``."""
+        o_blocks, gin, kh, kw, ob = packed.shape
+        o = o_blocks * ob
+        own = packed.transpose(0, 4, 1, 2, 3).reshape(o, gin, kh, kw)
+        first = np.minimum(np.arange(o) // self.group_out, self.group - 1) * self.group_in
+        full = np.zeros((o, c, kh, kw), packed.dtype)
+        full[np.arange(o)[:, None], first[:, None] + np.arange(gin)[None, :]] = own
+        return full
+
     def pack(self, packed: np.ndarray) -> np.ndarray:
         """:func:`pack_conv_weights` of the block-diagonal weights ``[O/oc, C/ic, KH, KW, ic,
         oc]`` -> the ``count`` input blocks each output block reads ``[O/oc, count, ...]``."""
@@ -397,8 +480,12 @@ def conv2d_nchwc(
     owb, oct_ = knobs.ow_block, knobs.oc_tile or oc
     c_blocks = c // ic
     span = groups.count(ic, oc, c_blocks, o // oc) if groups is not None else c_blocks
+    # a grouped conv whose tile spans its groups' repeat reads exactly their channels
+    period = groups.exact_tile(ic, oc, o // oc) if groups is not None else None
+    exact = knobs.oc_blocks == period
+    gin = groups.group_in if exact else None
     padded = nchw_input or any(pads)
-    why = knobs.size_problem((oh, ow), o // oc, span, ic, oc) or knobs.loop_problem(padded)
+    why = knobs.layer_problem((oh, ow), o // oc, c_blocks, ic, oc, padded, groups)
     if why:
         raise ValueError(why)
     # flat: the output positions as one axis (the same bytes as [1, O/oc, OH, OW, oc]), so
@@ -406,7 +493,8 @@ def conv2d_nchwc(
     oshape = (1, o // oc, oh * ow, oc) if knobs.flat else (1, o // oc, oh, ow, oc)
     dshape = (1, c, h, w) if nchw_input else (1, c // ic, h, w, ic)
     data = placeholder(dshape, "float32", "data")
-    wgt = placeholder((o // oc, span, kh, kw, ic, oc), "float32", "weight")
+    wshape = (o // oc, gin, kh, kw, oc) if exact else (o // oc, span, kh, kw, ic, oc)
+    wgt = placeholder(wshape, "float32", "weight")
     bias = placeholder((o,), "float32", "bias")
     args = [data, wgt, bias]
     res = None
@@ -416,7 +504,9 @@ def conv2d_nchwc(
     # an NCHW input is padded as NCHW (rows copied as rows) and read from its channel planes:
     # blocking it in the padding copy (NCHW3c, 3-lane vectors) cost 5-9% more (first convs of
     # 3 channels, one thread, Zen 4)
-    if nchw_input:
+    if exact:
+        dp = pad_channels_last(data, pads, "data.pad", c)
+    elif nchw_input:
         dp = pad_nchw(data, pads, 0.0, "data.pad")
 
         def read(n, cb, yy, xx, ci):
@@ -427,8 +517,12 @@ def conv2d_nchwc(
         def read(n, cb, yy, xx, ci):
             return dp[n, cb, yy, xx, ci]
 
-    rco, ry, rx = reduce_axis(span, "rco"), reduce_axis(kh, "ry"), reduce_axis(kw, "rx")
-    rci = reduce_axis(ic, "rci")
+    rco, ry, rx = (
+        reduce_axis(1 if exact else span, "rco"),
+        reduce_axis(kh, "ry"),
+        reduce_axis(kw, "rx"),
+    )
+    rci = reduce_axis(gin if exact else ic, "rci")
 
     def skip(y, x):
         # the kernel rows that read the zero padding, a test per row and register tile; not
@@ -446,7 +540,7 @@ def conv2d_nchwc(
         # 16 straddle groups: a span of 7 of 12 blocks, 3-7 needed) 0.337 -> 0.269 ms AVX2,
         # 0.182 -> 0.147 AVX-512 (1 thread); not where a tile spans several blocks (the test
         # would run per block inside the reduction)
-        if groups is None or knobs.oc_blocks > 1:
+        if groups is None or knobs.oc_blocks > 1 or exact:
             return None
         return rco < groups.needed(f, ic, oc, c_blocks, span)
 
@@ -454,16 +548,29 @@ def conv2d_nchwc(
     f_blocks = o // oc
     f_pad = -(-f_blocks // knobs.oc_blocks) * knobs.oc_blocks
 
+    def exact_read(n, f, yy, xx, fi):
+        # the tile's blocks f % period (unrolled: constants) hold groups lo and hi (the same
+        # group, or a block straddling two: its lanes before hi's first channel read lo's),
+        # both broadcast from the channels-last copy and blended by lane
+        first, t = (f // period) * (period * oc // groups.group_out), f % period
+        last = const(groups.group - 1)
+        lo = minimum(first + t * oc // groups.group_out, last)
+        hi = minimum(first + (t * oc + oc - 1) // groups.group_out, last)
+        lane_in_lo = t * oc + fi < (hi - first) * groups.group_out
+        a, b = (dp[n, yy, xx, g * gin + rco + rci] for g in (lo, hi))
+        return select(lane_in_lo, a, b) * wgt[f, rci, ry, rx, fi]
+
     def conv_fn(n, f, y, x, fi):
         if f_pad > f_blocks:
             f = minimum(f, const(f_blocks - 1))
-        cb = rco if groups is None else groups.start(f, ic, oc, c_blocks, span) + rco
+        yy, xx = y * sh + ry * dh, x * sw + rx * dw
+        if exact:
+            term = exact_read(n, f, yy, xx, fi)
+        else:
+            cb = rco if groups is None else groups.start(f, ic, oc, c_blocks, span) + rco
+            term = read(n, cb, yy, xx, rci) * wgt[f, rco, ry, rx, rci, fi]
         where = [t for t in (skip(y, x), group_blocks(f)) if t is not None]
-        return te_sum(
-            read(n, cb, y * sh + ry * dh, x * sw + rx * dw, rci) * wgt[f, rco, ry, rx, rci, fi],
-            [rco, ry, rx, rci],
-            where=all_(*where) if where else None,
-        )
+        return te_sum(term, [rco, ry, rx, rci], where=all_(*where) if where else None)
 
     def out_fn(*idx):
         r = res[idx] if res is not None else None
@@ -487,7 +594,11 @@ def conv2d_nchwc(
         conv = compute(cshape, lambda n, f, y, x, fi: conv_fn(n, f, y, last(x), fi), "conv")
         out = compute(oshape, lambda n, f, y, x, fi: out_fn(n, f, y, x, fi), name="out")
     s = create_schedule(out)
-    _schedule_direct(s, conv, out, dp if dp is not data else None, knobs, oct_, ic, nchw_input)
+    if exact:
+        _schedule_direct(s, conv, out, None, knobs, oct_, gin)
+        schedule_channels_last(s[dp], ic, knobs.parallel)
+    else:
+        _schedule_direct(s, conv, out, dp if dp is not data else None, knobs, oct_, ic, nchw_input)
     return s, args + [out]
 
 

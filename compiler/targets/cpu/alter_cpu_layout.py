@@ -8,7 +8,8 @@ Rewrites (float32, ``target == HOST``, any batch; anything else is left alone):
   NCHWc, Winograd, pointwise or depthwise) and the schedule choice in ``attrs["schedule"]``
   (``compiler.targets.cpu.kernels``): any kernel, stride, pads and dilation; a group of 1 or
   depthwise (group = C = O) runs as such, other groups on the direct template with
-  block-diagonal weights, each output block reading only its groups' input blocks,
+  block-diagonal weights, each output block reading only its groups' input blocks (or,
+  where groups straddle the blocks, exactly their channels: ``GroupSpan.exact_tile``),
 - ``max_pool`` / ``avg_pool`` -> ``cpu_max_pool`` / ``cpu_avg_pool``, ``global_avg_pool`` ->
   ``cpu_global_avg_pool`` (its output is NCHW ``[N, C, 1, 1]`` byte for byte when the block
   divides C: the border is then a ``reshape``), ``concat`` of channels -> ``cpu_concat``,
@@ -178,7 +179,11 @@ def _conv(g: Graph, n: Node, lay: _Layouts, tuned: dict) -> bool:
     ib = ob if depthwise else (c if nchw_read else lay.block_of(x))
     c_pad, o_pad = -(-c // ib) * ib, -(-o // ob) * ob
     dil = tuple(a.get("dilations", (1, 1)))
-    if groups is not None and groups.count(ib, ob, c_pad // ib, o_pad // ob) == c_pad // ib:
+    if (
+        groups is not None
+        and groups.count(ib, ob, c_pad // ib, o_pad // ob) == c_pad // ib
+        and groups.exact_tile(ib, ob, o_pad // ob) is None
+    ):
         groups = None  # every output block reads every input block: a plain conv (any template)
     wl = cpu_kernels.ConvWorkload(c_pad, h, wd, o_pad, (kh, kw), tuple(a["strides"]),
                                   tuple(a["pads"]), ib, ob, depthwise, dilations=dil,

@@ -217,14 +217,22 @@ PARALLEL_MIN_FLOPS = 2_000_000
 WINOGRAD_MIN_K_BLOCK = 8  # output channels per register tile, at least (the smallest block)
 
 
-def default_direct_knobs(wl: ConvWorkload, features: str | None = None) -> dict:
-    """Direct NCHWc with register tiles sized to the host's vector registers."""
+def default_direct_knobs(
+    wl: ConvWorkload, features: str | None = None, exact_groups: bool = True
+) -> dict:
+    """Direct NCHWc with register tiles sized to the host's vector registers; a grouped conv
+    whose groups straddle the blocks in a tile of their repeat (``GroupSpan.exact_tile``; not
+    with ``exact_groups`` False: the tile it had before, over its groups' span of blocks)."""
     oh, ow = wl.out_hw
     target = host_target(features)
     block_bytes = wl.c * wl.kernel[0] * wl.kernel[1] * wl.ob * 4  # one output block's weights
+    exact = None
+    if wl.groups is not None and exact_groups:
+        exact = wl.groups.exact_tile(wl.ib, wl.ob, wl.o // wl.ob)
     k = nchwc_direct.NchwcConvKnobs.for_target(
-        target, ow, wl.ob, oh, wl.o // wl.ob, block_bytes, shared_input=wl.groups is None
-    )
+        target, ow, wl.ob, oh, wl.o // wl.ob, block_bytes, shared_input=wl.groups is None,
+        exact_tile=exact,
+    )  # fmt: skip
     return k.to_dict()
 
 
@@ -311,6 +319,9 @@ def conv_weights(
     block-diagonal ``[O, C, KH, KW]``, packed to the input blocks each output block reads)."""
     t = schedule["template"]
     if t == "direct" and groups is not None:
+        blocks = schedule["knobs"].get("oc_blocks", 1)
+        if blocks == groups.exact_tile(ib, ob, w.shape[0] // ob):
+            return groups.pack_exact(w, ob)
         return groups.pack(nchwc.pack_conv_weights(w, ib, ob))
     if t in ("direct", "pointwise"):
         return nchwc.pack_conv_weights(w, ib, ob)

@@ -120,6 +120,25 @@ def test_padding_rows_read_behind_a_branch_not_a_masked_load(build, rng):
     np.testing.assert_array_equal(out, np.pad(x, ((pad, pad), (0, 0)), constant_values=-3.0))
 
 
+def test_a_lane_blend_of_two_broadcasts_stays_vectorized(build, rng):
+    """A select over the lanes between two values the same for every lane (a straddling
+    grouped conv's two groups' inputs) is a vector blend of two broadcasts, not a scalar loop:
+    lanes below ``split`` take ``A[i]``, the rest ``A[i + 5]``."""
+    n, lanes, split = 8, 16, 6
+    a = te.placeholder((n + 5,), "float32", "A")
+    p = te.compute((n, lanes), lambda i, j: te.select(j < split, a[i], a[i + 5]) * 2.0, name="P")
+    s = compiler.create_schedule(p)
+    s[p].vectorize("j")
+    mod = build(s, [a, p])
+    ir = mod.llvm_ir  # LLVM turns the select of constant lanes into a shuffle
+    assert "select <16 x i1>" in ir or "shufflevector <16 x float>" in ir
+    x = rng.standard_normal(n + 5).astype(np.float32)
+    out = np.zeros((n, lanes), np.float32)
+    mod(x, out)
+    want = np.where(np.arange(lanes)[None, :] < split, x[:n, None], x[5:, None]) * 2.0
+    np.testing.assert_array_equal(out, want)
+
+
 def test_strided_vector_access_and_math_intrinsics(build, rng):
     a = te.placeholder((8, 6), "float32", "A")
     b = te.compute((6, 8), lambda i, j: te.exp(a[j, i]) + te.sqrt(a[j, i] * a[j, i]), name="B")

@@ -341,6 +341,40 @@ def test_budget_tasks_mark_the_template_the_untuned_network_runs(small_resnet):
         assert all(t.flops == layer.workload.flops > 0 and t.weight == layer.count for t in mine)
 
 
+def test_straddling_groups_are_tuned_in_their_exact_tiles():
+    """RegNet's groups of 24 in blocks of 16: the space holds tiles of their 3-block repeat
+    (``GroupSpan.exact_tile``, reading each group's channels exactly, its weights packed so)
+    and of one block (the span of their groups' blocks); both measure against a reference of
+    the layer, and where the compiler's untuned tile is the exact one it is the space's
+    default point."""
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.targets.cpu.kernels import ConvWorkload, default_conv_schedule
+    from pyvta.tuner.cpu_measure import CpuBackend
+    from pyvta.tuner.cpu_nchwc import conv_tiles
+    from pyvta.tuner.cpu_network import CpuLayer, _default_point
+
+    wl = ConvWorkload(96, 9, 10, 96, (3, 3), (1, 1), (1, 1, 1, 1), 16, 16,
+                      groups=GroupSpan(4, 24, 24))  # fmt: skip
+    assert wl.groups.exact_tile(16, 16, 6) == 3
+    task = nchwc_conv_tasks(wl)[0]
+    untuned = default_conv_schedule(wl)["knobs"]
+    point = _default_point(task, CpuLayer(wl, 1))
+    print(f"untuned {untuned}, default point {point.to_dict()}")
+    assert point["oc_blocks"] == untuned["oc_blocks"]
+    widest = max(conv_tiles(wl.out_hw[1], wl.ob, 3))  # of 3 blocks, in the registers
+    exact = {**point.to_dict(), "tile": widest, "oc_blocks": 3, "unroll_rci": 8}
+    span = {**point.to_dict(), "tile": (4, wl.ob), "oc_blocks": 1, "unroll_rci": 8}
+    pick = [task.space.config(span), task.space.config(exact)]
+    assert [task.space.problem(c) for c in pick] == [None, None]
+    backend = CpuBackend(min_repeat_ms=1.0)
+    measured = InProcessMeasurer(backend, repeats=1).measure(task, [point, *pick])
+    for config, res in zip([point, *pick], measured, strict=True):
+        assert res.ok, (config.to_dict(), res.error, res.msg[-300:])
+    # the exact tile reads a channels-last copy made at the root: other places are refused
+    inline = task.space.config({**pick[1].to_dict(), "pad_at": "inline"})
+    assert "pad_at 'inline'" in task.space.problem(inline)
+
+
 GROUPED_AND_DILATED = {
     # blocks of 16 straddling groups of 38 -> 71 (a span of 4 of the 5 input blocks)
     "straddling groups": dict(c=80, o=144, groups=(2, 38, 71)),

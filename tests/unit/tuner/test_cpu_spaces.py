@@ -190,9 +190,21 @@ def test_shipped_logs_read_in_the_new_spaces():
         pytest.skip(f"the shipped logs have no direct records measured at {here}")
 
 
-def _small_direct_task(keep: dict) -> Task:
+SMALL_DIRECT = ConvWorkload(16, 4, 4, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16)
+
+
+def _small_straddling() -> ConvWorkload:
+    """Two groups of one and a half blocks of one vector (24 in 16s on AVX-512, 12 in 8s on
+    AVX2): tiles of 3 blocks read their channels exactly (root padding only)."""
+    from pyvta.compiler.targets.cpu.kernels import host_lanes
+
+    b = host_lanes()
+    span = nchwc_direct.GroupSpan(2, 3 * b // 2, 3 * b // 2)
+    return ConvWorkload(3 * b, 4, 4, 3 * b, (3, 3), (1, 1), (1,) * 4, b, b, groups=span)
+
+
+def _small_direct_task(keep: dict, wl: ConvWorkload = SMALL_DIRECT) -> Task:
     """A small layer's direct task with only the first ``keep[name]`` values of some knobs."""
-    wl = ConvWorkload(16, 4, 4, 32, (3, 3), (1, 1), (1, 1, 1, 1), 8, 16)
     task = cpu.nchwc_conv_tasks(wl)[0]
     knobs = []
     for k in task.space.knobs:
@@ -205,15 +217,26 @@ def _small_direct_task(keep: dict) -> Task:
     return Task(task.template, task.args, ConfigSpace(knobs, task.space.problem_fn))
 
 
-def test_direct_valid_count_agrees_with_visiting_every_point():
+@pytest.mark.parametrize("straddling", [False, True], ids=["dense", "straddling"])
+def test_direct_valid_count_agrees_with_visiting_every_point(straddling):
     """``direct_valid_count`` on a space small enough to visit (a small layer, fewer values of
-    the knobs that do not interact with the others) equals counting ``problem`` None."""
-    keep = {"tile": 2, "tile_x": 3, "reduce_order": 3, "unroll_ry": 1, "unroll_rci": 1}
-    small = _small_direct_task({**keep, "pad_at": 2, "rco_block": 2})
+    the knobs that do not interact with the others) equals counting ``problem`` None; for
+    groups straddling the blocks, their exact tile's points too (root padding, their own
+    reduction's chunks and unrolling)."""
+    keep = {"tile": 2, "tile_x": 3, "reduce_order": 3, "unroll_ry": 1}
+    keep.update(unroll_rci=5 if straddling else 1, pad_at=2, rco_block=2)
+    if straddling:
+        keep.update(outer_order=2, inner_order=2, tile_f=2)
+    small = _small_direct_task(keep, _small_straddling() if straddling else SMALL_DIRECT)
     assert 10_000 < small.space.size < 100_000, small.space
     visited = sum(small.space.problem(small.space.get(i)) is None for i in range(small.space.size))
     assert 0 < visited < small.space.size
     assert cpu.direct_valid_count(small) == visited
+    if straddling:  # the exact tile's points are there, only with root padding
+        exact = [small.space.get(i) for i in range(0, small.space.size, 7)]
+        exact = [c for c in exact if c["oc_blocks"] == 3]
+        assert exact and any(small.space.problem(c) is None for c in exact)
+        assert all(small.space.problem(c) for c in exact if c["pad_at"] != "root")
 
 
 def test_the_unroll_bound_refuses_points_and_the_count_agrees(monkeypatch):
