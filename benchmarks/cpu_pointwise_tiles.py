@@ -3,6 +3,7 @@ rule of 3 blocks changes in whole networks.
 
     .venv/bin/python benchmarks/cpu_pointwise_tiles.py [--rounds 60]
         [--models regnetx600mf,regnetx400mf,mobilenet] [--seeds 0-59]
+        [--before tile_blocks=3:2,pixel_tiles=4]
 
 Side by side in one process (2 threads, wall clock, each round in a seeded random order):
 
@@ -12,9 +13,10 @@ Side by side in one process (2 threads, wall clock, each round in a seeded rando
   RegNetX's (33 and 15 blocks, which 2 does not divide; 6 blocks), one whose passes do not
   divide its 30 input blocks, and two of MobileNet's;
 - networks: the zoo's ``--models`` and the generated networks of ``--seeds`` with a pointwise
-  layer the rules change, compiled by the rules of before (``pointwise.TILE_BLOCKS`` ``(2,)``:
-  2 blocks or one; no layer's pixels across threads, ``PIXEL_TASKS_BELOW_TILES`` 0) and as
-  they are, beside onnxruntime; outputs compared, the paired speed-up.
+  layer the rules change, compiled by the rules of before (``--before``; by default
+  ``pointwise.TILE_BLOCKS`` ``(2,)``: 2 blocks or one; no layer's pixels across threads,
+  ``PIXEL_TASKS_BELOW_TILES`` 0) and as they are, beside onnxruntime; outputs compared, the
+  paired speed-up.
 
 Blocks of one vector only (AVX-512's 16 lanes, 32 registers): elsewhere the rule takes one
 block per tile and there is nothing to compare.
@@ -131,16 +133,21 @@ def _bench_layers(rounds: int) -> None:
             )
 
 
+BEFORE = {"TILE_BLOCKS": (2,), "PIXEL_TASKS_BELOW_TILES": 0}
+"""The rules a network is compiled by "before" (``--before``): ``pointwise``'s constants."""
+
+
 def compiled(path: str, before: bool = False):
-    """The cpu artifact of ``path``; ``before``: by the rules of before (``TILE_BLOCKS`` (2,),
-    no layer's pixels across threads: ``PIXEL_TASKS_BELOW_TILES`` 0)."""
-    saved = pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES
+    """The cpu artifact of ``path``; ``before``: by the rules of ``BEFORE``."""
+    saved = {k: getattr(pointwise, k) for k in BEFORE}
     try:
         if before:
-            pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES = (2,), 0
+            for k, v in BEFORE.items():
+                setattr(pointwise, k, v)
         return compile_model(path, "cpu")
     finally:
-        pointwise.TILE_BLOCKS, pointwise.PIXEL_TASKS_BELOW_TILES = saved
+        for k, v in saved.items():
+            setattr(pointwise, k, v)
 
 
 def pointwise_knobs(cm) -> list[str]:
@@ -185,13 +192,26 @@ def main() -> None:
     ap.add_argument("--models", default="regnetx600mf,regnetx400mf,mobilenet_v2,mobilenet")
     ap.add_argument("--seeds", default=None, metavar="A-B", help="generated networks A..B too")
     ap.add_argument("--no-layers", action="store_true", help="the networks only")
+    ap.add_argument(
+        "--before",
+        default="tile_blocks=2,pixel_tiles=0",
+        help="the rules of before: tile_blocks=B[:B...] (TILE_BLOCKS), pixel_tiles=N"
+        " (PIXEL_TASKS_BELOW_TILES)",
+    )
     args = ap.parse_args()
+    names = {"tile_blocks": "TILE_BLOCKS", "pixel_tiles": "PIXEL_TASKS_BELOW_TILES"}
+    for item in args.before.split(","):
+        key, _, value = item.partition("=")
+        if key not in names:
+            ap.error(f"--before {item!r}: allowed keys {', '.join(names)}")
+        parts = tuple(int(v) for v in value.split(":"))
+        BEFORE[names[key]] = parts if key == "tile_blocks" else parts[0]
     host = kernels.host_target()
     print(
         f"host: {host.cpu}, {host.vector_lanes('float32')} float32 lanes,"
         f" {host.vector_registers} vector registers; {THREADS} threads; TILE_BLOCKS"
-        f" {pointwise.TILE_BLOCKS}, before (2,); PIXEL_TASKS_BELOW_TILES"
-        f" {pointwise.PIXEL_TASKS_BELOW_TILES}, before 0"
+        f" {pointwise.TILE_BLOCKS}, before {BEFORE['TILE_BLOCKS']}; PIXEL_TASKS_BELOW_TILES"
+        f" {pointwise.PIXEL_TASKS_BELOW_TILES}, before {BEFORE['PIXEL_TASKS_BELOW_TILES']}"
     )
     if host.vector_lanes("float32") < 16:
         raise SystemExit(

@@ -57,8 +57,11 @@ TILE_BLOCKS = (3, 2)
 # ``parallel_loops`` 2; one pass). Zen 5, 2 threads, kernels alone (two runs): 32 -> 16 at
 # 112 x 112 (one tile: one thread before) 1.59x and 1.76x, 48 -> 48 at 56 x 56 (3 tiles) 1.13x
 # and 1.21x (masked to AVX2: 1.46x, 1.23x); layers of 2 tiles ran 0.95-0.99x so, and keep their
-# blocks across threads
-PIXEL_TASKS_BELOW_TILES = 4
+# blocks across threads. Odd counts up to 9 (60 rounds, medians): 5 tiles (240 -> 240 at 14 x
+# 14, 96 -> 240 at 28, 160 at 14 and 28, 80 at 28, 48 -> 80 at 56) 1.10-1.17x, 7 (112 at 14)
+# 1.06x; masked to AVX2 (blocks of 8, one a tile) 5 and 7 tiles 1.07x, 9 1.01x, 11 0.96x and
+# 15 1.00x (with 32 registers 11, 13 and 21 tiles 1.02-1.04x)
+PIXEL_TASKS_BELOW_TILES = 10
 SPREAD_THREADS = 2
 
 

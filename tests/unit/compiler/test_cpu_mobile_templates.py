@@ -229,17 +229,20 @@ def test_default_pointwise_tile_spans_three_blocks_where_two_do_not_divide():
 
 
 def test_default_pointwise_layers_of_few_tiles_run_their_pixels_across_threads():
-    """A layer of 1 or 3 tiles of output blocks (fewer than ``PIXEL_TASKS_BELOW_TILES``, not
-    spread evenly over ``SPREAD_THREADS``) runs its pixel tiles outside and across threads with
-    its blocks, in one pass (before: 16 output channels ran on one thread); 2 tiles, and 4 or
-    more, keep the blocks across threads; on AVX2 too (its blocks of two vectors)."""
+    """A layer of an odd number of tiles of output blocks below ``PIXEL_TASKS_BELOW_TILES``
+    (not spread evenly over ``SPREAD_THREADS``) runs its pixel tiles outside and across threads
+    with its blocks, in one pass (before: 16 output channels ran on one thread); even counts
+    and 11 tiles or more keep the blocks across threads; on AVX2 too (its blocks of two vectors
+    a tile each: 15 blocks are 15 tiles there, 5 of 3 blocks with 32 registers)."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.pointwise import PIXEL_TASKS_BELOW_TILES, SPREAD_THREADS
 
-    assert (PIXEL_TASKS_BELOW_TILES, SPREAD_THREADS) == (4, 2)
+    assert (PIXEL_TASKS_BELOW_TILES, SPREAD_THREADS) == (10, 2)
     wide, avx2 = CpuTarget.of_cpu("znver5", "avx512"), CpuTarget.of_cpu("znver2", "avx2")
+    always = {1: True, 3: True, 5: True, 7: True, 9: True, 2: False, 4: False, 11: False}
     for target, lanes in ((wide, 16), (avx2, 8)):
-        for out_blocks, pixels in ((1, True), (3, True), (2, False), (4, False), (33, False)):
+        cases = {**always, 33: False, 15: lanes == 16}
+        for out_blocks, pixels in cases.items():
             k = PointwiseKnobs.for_target(target, 49, 16, out_blocks, in_blocks=32)
             tiles = out_blocks // k.oc_blocks
             assert (k.tile_order == "pixels") == pixels, (lanes, out_blocks, tiles, k)
