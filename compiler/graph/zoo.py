@@ -303,6 +303,7 @@ def resnext(
 REGNETX = {
     "400mf": ((1, 2, 7, 12), (32, 64, 160, 384), 16),
     "600mf": ((1, 3, 5, 7), (48, 96, 240, 528), 24),
+    "4.0gf": ((2, 5, 14, 2), (80, 240, 560, 1360), 40),
 }
 
 
@@ -364,6 +365,10 @@ ZOO = {
     "regnetx600mf": ZooModel(
         lambda **kw: regnetx("600mf", **kw),
         "RegNetX-600MF: X blocks, groups of 24 channels (straddling blocks of 16)",
+    ),
+    "regnetx4gf": ZooModel(
+        lambda **kw: regnetx("4.0gf", **kw),
+        "RegNetX-4.0GF: X blocks, groups of 40 channels (straddling blocks of 16)",
     ),
 }
 

@@ -357,8 +357,12 @@ class NchwcConvKnobs:
 
 
 # Output blocks a grouped conv's exact tile may span (``GroupSpan.exact_tile``): its
-# accumulators are that many blocks' per column, so longer repeats leave too few columns.
-MAX_EXACT_TILE = 3
+# accumulators are that many blocks' per column, so longer repeats leave too few columns. Zen 5,
+# 2 threads, kernels alone, against the span's untuned tile: groups of 40 (5 blocks, 4-5
+# columns) 240 at 28 x 28 1.65x, 560 at 14 1.30x, 1360 at 7 1.54x, 80 at 56 (one tile) 0.93x;
+# RegNetX-4.0GF 1.09x paired (``benchmarks/cpu_grouped.py``). Groups of 56 (7 blocks, 4
+# columns) 224 at 28 0.86x, 448 at 14 1.04x, 896 at 7 1.57x: not taken
+MAX_EXACT_TILE = 5
 
 
 @dataclass(frozen=True)

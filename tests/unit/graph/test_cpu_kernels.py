@@ -712,9 +712,10 @@ def test_exact_group_weights_unpack_to_the_block_diagonal_weights():
     np.testing.assert_array_equal(span.unpack_exact(packed, 48), w)
     assert GroupSpan(4, 32, 32).exact_tile(16, 16, 8) is None  # whole blocks
     assert GroupSpan(8, 12, 12).exact_tile(16, 16, 6) is None  # narrower than the block
-    assert GroupSpan(2, 40, 40).exact_tile(16, 16, 5) is None  # repeats every 5 blocks
+    assert GroupSpan(2, 56, 56).exact_tile(16, 16, 7) is None  # repeats every 7 blocks
     assert GroupSpan(4, 24, 24).exact_tile(16, 16, 5) is None  # 3 does not divide 5
     assert GroupSpan(4, 24, 24).exact_tile(16, 16, 6) == 3
+    assert GroupSpan(6, 40, 40).exact_tile(16, 16, 15) == 5  # RegNetX-4.0GF's
 
 
 def test_untuned_direct_tiles_span_blocks_of_one_vector_on_avx2_only():

@@ -64,19 +64,23 @@ def test_full_size_resnext50_shapes():
 
 @pytest.mark.parametrize(
     "flops,convs,groups,multiply_adds",
-    [("400mf", 71, {2, 4, 10, 24}, 398e6), ("600mf", 53, {2, 4, 10, 22}, 601e6)],
+    [
+        ("400mf", 71, {2, 4, 10, 24}, 398e6),
+        ("600mf", 53, {2, 4, 10, 22}, 601e6),
+        ("4.0gf", 74, {2, 6, 14, 34}, 3.96e9),
+    ],
 )
 def test_full_size_regnetx_shapes(flops, convs, groups, multiply_adds):
-    """RegNetX-400MF and -600MF as pycls builds them: a 32-channel stem, X blocks whose 3x3
-    convs run groups of 16 (400MF) or 24 (600MF) channels, stage widths 32-384 and 48-528,
-    about 400 and 600 M multiply-adds at 224 x 224."""
+    """RegNetX-400MF, -600MF and -4.0GF as pycls builds them: a 32-channel stem, X blocks whose
+    3x3 convs run groups of 16, 24 or 40 channels, stage widths 32-384, 48-528 and 80-1360,
+    about 400 and 600 M and 4 G multiply-adds at 224 x 224."""
     g = import_onnx(zoo.regnetx(flops, stat_samples=1))
     assert g.values["logits"].shape == (1, 1000)
     nodes = [n for n in g.nodes if n.op == "conv2d"]
     assert len(nodes) == convs
     grouped = [n for n in nodes if n.attrs.get("group", 1) > 1]
     assert {n.attrs["group"] for n in grouped} == groups
-    width = {"400mf": 16, "600mf": 24}[flops]
+    width = {"400mf": 16, "600mf": 24, "4.0gf": 40}[flops]
     assert all(g.constants[n.inputs[1]].shape[1] == width for n in grouped)
     macs = 0
     for n in nodes:
@@ -134,6 +138,44 @@ def test_resnext_compiles_for_the_cpu_with_grouped_kernels(tmp_path):
     # groups of 8 in blocks of 16 (stage 2): depthwise where 8 weight vectors leave room
     assert templates == ({"depthwise", "direct"} if group_tile_fits(host, 16, 8) else {"direct"})
     x = zoo.sample_inputs(1, 32, seed=22)[0]
+    (ref,) = run_onnxruntime(model, {"input": x})
+    out = run_model(cm, x)[0][0]
+    assert float(np.abs(out - ref).max() / np.abs(ref).max()) < 1e-4
+
+
+@pytest.mark.parametrize("flops,repeat", [("600mf", 3), ("4.0gf", 5)])
+def test_regnetx_groups_straddling_the_blocks_run_exact_tiles(tmp_path, flops, repeat):
+    """RegNetX's groups of 24 and 40 channels straddle blocks of 16: on the float CPU target
+    their untuned tiles span the groups' repeat of ``repeat`` blocks and read exactly their
+    channels (``GroupSpan.exact_tile``, weights ``[O/ob, group_in, KH, KW, ob]``) where the
+    blocks are 16 channels and the tile's columns fit the registers; the network agrees with
+    onnxruntime."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.graph.compile import compile_model
+    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.runtime.compiled_model import run_model
+
+    model = zoo.regnetx(flops, size=32, classes=10, seed=1)
+    path = tmp_path / f"regnetx{flops}.onnx"
+    onnx.save(model, path)
+    cm = compile_model(path, "cpu")
+    exact = 0
+    for n in cm.graph.nodes:
+        if n.op != "cpu_conv2d" or not n.attrs.get("groups"):
+            continue
+        span, block = GroupSpan(*n.attrs["groups"]), n.attrs["out_block"]
+        knobs = n.attrs["schedule"]["knobs"]
+        tile = span.exact_tile(n.attrs["in_block"], block, -(-n.attrs["channels"] // block))
+        if knobs.get("oc_blocks") == tile:
+            exact += 1
+            assert tile == repeat and cm.graph.constants[n.inputs[1]].ndim == 5
+    host = CpuTarget.host()
+    print(f"{flops}: {exact} exact grouped layers, {host.vector_lanes('float32')} lanes")
+    if host.vector_lanes("float32") == 16:  # AVX-512: blocks of 16, 32 registers
+        assert exact >= 4  # each stage's
+    else:  # AVX2: groups of 24 and 40 fill blocks of 8; blocks of 16 leave too few columns
+        assert exact == 0
+    x = zoo.sample_inputs(1, 32, seed=23)[0]
     (ref,) = run_onnxruntime(model, {"input": x})
     out = run_model(cm, x)[0][0]
     assert float(np.abs(out - ref).max() / np.abs(ref).max()) < 1e-4

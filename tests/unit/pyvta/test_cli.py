@@ -97,8 +97,8 @@ def test_zoo_writes_a_model_compile_takes(tmp_path, capsys):
     assert set(capsys.readouterr().out.split()) >= {"resnet18", "resnet34", "mobilenet"}
     assert main(["zoo", "resnet99"]) == 2
     assert (
-        "allowed: mobilenet, mobilenet_v2, regnetx400mf, regnetx600mf, resnet18, resnet34,"
-        " resnext26, resnext50" in capsys.readouterr().err
+        "allowed: mobilenet, mobilenet_v2, regnetx400mf, regnetx4gf, regnetx600mf, resnet18,"
+        " resnet34, resnext26, resnext50" in capsys.readouterr().err
     )
     assert main(["zoo", "resnet18", "--size", "16"]) == 2
     assert "--size 16 is too small" in capsys.readouterr().err
