@@ -19,7 +19,7 @@ from pyvta.tuner.cpu_nchwc import (
 from pyvta.tuner.space import ChoiceKnob, ConfigSpace, TileKnob, divisors
 from pyvta.tuner.task import Template
 
-OC_BLOCKS = (2, 3, 4)  # output blocks a register tile may span, besides 1
+OC_BLOCKS = (2, 3, 4, 5)  # output blocks a register tile may span, besides 1
 BLOCK_TILE_PIXELS = range(4, 16)  # pixels of the tiles added for several blocks per tile
 # pixels of the tiles added last, for several blocks of several vectors each (AVX2's blocks of
 # 16 channels: 4 pixels x 2 blocks spill). MobileNet 224, Zen 1 (AVX2), 2 threads, in the

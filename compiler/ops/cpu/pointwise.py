@@ -49,8 +49,13 @@ TILE_ORDERS = ("channels", "pixels")  # which register-tile loop of a block runs
 # 96 -> 96 at 28 x 28 and 56 x 56 (6 blocks) 3 x 8 pixels ran 1.26x and 1.41x 2 x 8, 192, 384
 # and 768 channels 0.98-1.01x; RegNetX's odd counts, where 2 does not divide (before: one
 # block, 7-8 pixels): 528 -> 528 at 7 x 7 (33 blocks) 1.15x, 240 -> 240 at 14 x 14 and 28 x 28
-# 1.01x and 1.05x. Layers of 3 blocks stay at one (all 3 a tile: one tile, one thread, 0.78x)
-TILE_BLOCKS = (3, 2)
+# 1.01x and 1.05x. Layers of 3 blocks stay at one (all 3 a tile: one tile, one thread, 0.78x).
+# 5 where neither divides (RegNetX-4.0GF's 35 and 85 blocks): a tile of 5 blocks x 4 pixels
+# (its 5 weight vectors beside the 20 accumulators), pixels outside (PIXEL_ORDER_FROM_BLOCKS),
+# against one block of 8 pixels: 560 -> 560 at 14 x 14 1.17x, 1360 -> 1360 at 7 x 7 1.19x, 560
+# -> 1360 at 14 x 14 1.12x (channels outside: 1.02x, 1.10x, 1.08x; 5 pixels: 0.97x, 1.22x, 0.98x)
+TILE_BLOCKS = (3, 2, 5)
+PIXEL_ORDER_FROM_BLOCKS = 5  # tiles of this many blocks or more run their pixels outside
 # An untuned layer of fewer than PIXEL_TASKS_BELOW_TILES tiles of output blocks that do not
 # spread evenly over SPREAD_THREADS threads (the hosts measured have 2) runs its pixel tiles
 # outside its channel tiles and across threads with its blocks (``tile_order`` "pixels",
@@ -115,8 +120,10 @@ class PointwiseKnobs:
         (the tuning space's point for one pass). A block of one vector (of ``out_blocks`` in
         the layer) spans the first of ``TILE_BLOCKS`` blocks per tile that divides
         ``out_blocks`` and leaves two tiles or more, with ``WIDE_REGISTER_FILE`` registers
-        (``compiler.ops.cpu.nchwc``). A layer of few tiles of output blocks runs its pixels
-        across threads too (``PIXEL_TASKS_BELOW_TILES``)."""
+        (``compiler.ops.cpu.nchwc``), its pixels as many as leave room for the blocks' weight
+        vectors too. A layer of few tiles of output blocks (``PIXEL_TASKS_BELOW_TILES``), or
+        of tiles of ``PIXEL_ORDER_FROM_BLOCKS`` blocks or more, runs its pixels outside and
+        across threads too."""
         from pyvta.compiler.ops.cpu.nchwc import SPARE_REGISTERS, WIDE_REGISTER_FILE
 
         lanes = target.vector_lanes("float32")
@@ -125,7 +132,7 @@ class PointwiseKnobs:
         blocks = 1
         if target.vector_registers >= WIDE_REGISTER_FILE and out_block == lanes:
             blocks = next((b for b in TILE_BLOCKS if out_blocks % b == 0 and out_blocks > b), 1)
-        room = max(1, free // (vecs * blocks))
+        room = max(1, (free - blocks) // (vecs * blocks))  # beside the blocks' weights
         if vecs == 1:
             room = min(room, MAX_SINGLE_VECTOR_PIXELS)
         best = min(
@@ -134,7 +141,8 @@ class PointwiseKnobs:
         )
         knobs = PointwiseKnobs(best, 0, k_blocks=K_BLOCKS, oc_blocks=blocks)
         tiles = out_blocks // blocks
-        if tiles < PIXEL_TASKS_BELOW_TILES and tiles % SPREAD_THREADS:
+        few = tiles < PIXEL_TASKS_BELOW_TILES and tiles % SPREAD_THREADS
+        if few or blocks >= PIXEL_ORDER_FROM_BLOCKS:
             knobs = replace(knobs, tile_order="pixels", parallel_loops=2)  # one pass only
         one_pass = pixels % best or knobs.tile_order == "pixels"
         if one_pass and (in_blocks is None or _in_passes(knobs, in_blocks, pixels, out_block)):

@@ -214,18 +214,22 @@ def test_pointwise_passes_keep_a_tile_in_registers(c, knobs):
 def test_default_pointwise_tile_spans_three_blocks_where_two_do_not_divide():
     """With 32 vector registers a one-vector block's untuned tile spans the first of
     ``TILE_BLOCKS`` that divides the layer's blocks and leaves two tiles: RegNetX's 33 and 15
-    blocks 3 (one before), 6 blocks 3, 64 blocks 2 (as before), 3 and 5 blocks one; AVX2's
+    blocks 3 (one before), 6 blocks 3, 64 blocks 2 (as before), RegNetX-4.0GF's 35 and 85
+    blocks 5 (4 pixels: 20 accumulators beside 5 weight vectors), 3 and 5 blocks one; AVX2's
     16 registers one."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.pointwise import TILE_BLOCKS
 
     wide, avx2 = CpuTarget.of_cpu("znver5", "avx512"), CpuTarget.of_cpu("znver2", "avx2")
-    got = {n: PointwiseKnobs.for_target(wide, 49, 16, n).oc_blocks for n in (33, 15, 6, 64, 3, 5)}
-    assert TILE_BLOCKS == (3, 2)
-    assert got == {33: 3, 15: 3, 6: 3, 64: 2, 3: 1, 5: 1}
+    counts = (33, 15, 6, 64, 35, 85, 3, 5)
+    got = {n: PointwiseKnobs.for_target(wide, 49, 16, n).oc_blocks for n in counts}
+    assert TILE_BLOCKS == (3, 2, 5)
+    assert got == {33: 3, 15: 3, 6: 3, 64: 2, 35: 5, 85: 5, 3: 1, 5: 1}
     assert PointwiseKnobs.for_target(avx2, 49, 8, 33).oc_blocks == 1
-    three = PointwiseKnobs.for_target(wide, 49, 16, 33)
-    assert three.p_block * 3 <= wide.vector_registers - 4  # the tile fits the registers
+    for n, blocks in ((33, 3), (85, 5)):  # the tile and its weight vectors fit the registers
+        k = PointwiseKnobs.for_target(wide, 196, 16, n)
+        assert k.p_block * blocks + blocks <= wide.vector_registers - 4, k
+    assert PointwiseKnobs.for_target(wide, 196, 16, 85).p_block == 4
 
 
 def test_default_pointwise_layers_of_few_tiles_run_their_pixels_across_threads():
@@ -241,7 +245,8 @@ def test_default_pointwise_layers_of_few_tiles_run_their_pixels_across_threads()
     wide, avx2 = CpuTarget.of_cpu("znver5", "avx512"), CpuTarget.of_cpu("znver2", "avx2")
     always = {1: True, 3: True, 5: True, 7: True, 9: True, 2: False, 4: False, 11: False}
     for target, lanes in ((wide, 16), (avx2, 8)):
-        cases = {**always, 33: False, 15: lanes == 16}
+        # 85 blocks: 17 tiles of 5 with 32 registers (pixels outside: PIXEL_ORDER_FROM_BLOCKS)
+        cases = {**always, 33: False, 15: lanes == 16, 85: lanes == 16}
         for out_blocks, pixels in cases.items():
             k = PointwiseKnobs.for_target(target, 49, 16, out_blocks, in_blocks=32)
             tiles = out_blocks // k.oc_blocks

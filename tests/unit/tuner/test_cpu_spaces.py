@@ -425,7 +425,8 @@ def test_pointwise_space_offers_tiles_of_several_output_blocks(seed):
 @pytest.mark.parametrize(
     "c,hw,o",
     [(240, 14, 240), (240, 14, 528), (480, 7, 480), (528, 7, 528), (96, 28, 96), (32, 112, 16),
-     (512, 7, 48)],  # the last two: few tiles of output blocks, pixels across threads
+     (512, 7, 48),  # these two: few tiles of output blocks, pixels across threads
+     (560, 14, 560)],  # 35 blocks: tiles of 5 (RegNetX-4.0GF)
 )  # fmt: skip
 def test_the_untuned_pointwise_schedule_is_a_valid_point_of_its_space(c, hw, o):
     """RegNetX's 1x1 layers and two of few output blocks: the compiler's untuned knobs are a
