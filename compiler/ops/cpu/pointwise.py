@@ -132,7 +132,8 @@ class PointwiseKnobs:
         blocks = 1
         if target.vector_registers >= WIDE_REGISTER_FILE and out_block == lanes:
             blocks = next((b for b in TILE_BLOCKS if out_blocks % b == 0 and out_blocks > b), 1)
-        room = max(1, (free - blocks) // (vecs * blocks))  # beside the blocks' weights
+        # SPARE_REGISTERS hold one block's weight vectors; a tile of several keeps one more each
+        room = max(1, (free - (blocks - 1)) // (vecs * blocks))
         if vecs == 1:
             room = min(room, MAX_SINGLE_VECTOR_PIXELS)
         best = min(
