@@ -98,37 +98,30 @@ def direct_schedules(path: str) -> dict:
     }
 
 
-def dense_rule_schedules(path: str) -> dict:
-    """``{workload key: schedule}`` of the grouped direct layers of ``path`` whose tile under the
-    dense rule (the layer's untuned knobs as if it had no groups) is not their untuned one."""
+def _direct_rule_schedules(path: str, rule) -> dict:
+    """``{workload key: schedule}`` of the grouped direct layers of ``path`` whose knobs by
+    ``rule`` (workload -> direct knobs) are not their untuned ones (threads as untuned)."""
     out = {}
     for wl, untuned in _grouped_layers(path):
         if untuned["template"] != "direct":
             continue
-        knobs = {
-            **default_direct_knobs(replace(wl, groups=None)),
-            "parallel": untuned["knobs"]["parallel"],
-        }
+        knobs = {**rule(wl), "parallel": untuned["knobs"]["parallel"]}
         if knobs != untuned["knobs"]:
             out[wl.key] = {"template": "direct", "knobs": knobs}
     return out
+
+
+def dense_rule_schedules(path: str) -> dict:
+    """The grouped direct layers of ``path`` whose tile under the dense rule (the layer's
+    untuned knobs as if it had no groups) is not their untuned one."""
+    return _direct_rule_schedules(path, lambda wl: default_direct_knobs(replace(wl, groups=None)))
 
 
 def span_schedules(path: str) -> dict:
-    """``{workload key: schedule}`` of the grouped direct layers of ``path`` whose untuned tile
-    reads exactly their groups' channels (``GroupSpan.exact_tile``), on the tile they had
-    before: their groups' span of input blocks, zeros past each channel's group."""
-    out = {}
-    for wl, untuned in _grouped_layers(path):
-        if untuned["template"] != "direct":
-            continue
-        knobs = {
-            **default_direct_knobs(wl, exact_groups=False),
-            "parallel": untuned["knobs"]["parallel"],
-        }
-        if knobs != untuned["knobs"]:
-            out[wl.key] = {"template": "direct", "knobs": knobs}
-    return out
+    """The grouped direct layers of ``path`` whose untuned tile reads exactly their groups'
+    channels (``GroupSpan.exact_tile``), on the tile they had before: their groups' span of
+    input blocks, zeros past each channel's group."""
+    return _direct_rule_schedules(path, lambda wl: default_direct_knobs(wl, exact_groups=False))
 
 
 VARIANTS = {"direct": direct_schedules, "dense rule": dense_rule_schedules, "span": span_schedules}

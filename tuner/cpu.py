@@ -338,18 +338,19 @@ def direct_valid_count(task: Task) -> int:
                 for r in vals["reduce_order"])
         for rx in vals["unroll_rx"]
     }  # fmt: skip
+
     # oc_blocks -> fitting padding places, and unroll_rci -> fitting reduction chunks (a
-    # grouped conv's exact tile reduces over its groups' channels: ``_layer_problem``)
-    pads = {
-        b: sum(_layer_problem(wl, knobs(pad_at=p, oc_blocks=b)) is None for p in vals["pad_at"])
-        for b in vals["oc_blocks"]
-    }
+    # grouped conv's exact tile reduces over its groups' channels: ``_layer_problem``), on a
+    # register tile of whole blocks (what a tile of several blocks takes)
+    def of_blocks(b, **kw):
+        return _layer_problem(wl, knobs(tile=(1, wl.ob), oc_blocks=b, **kw)) is None
+
+    pads = {b: sum(of_blocks(b, pad_at=p) for p in vals["pad_at"]) for b in vals["oc_blocks"]}
     sizes = {
-        (b, u): sum(_layer_problem(wl, knobs(rco_block=r, unroll_rci=u, oc_blocks=b)) is None
-                    for r in vals["rco_block"])
+        (b, u): sum(of_blocks(b, rco_block=r, unroll_rci=u) for r in vals["rco_block"])
         for b in vals["oc_blocks"]
         for u in vals["unroll_rci"]
-    }  # fmt: skip
+    }
     unrolled = itertools.product(total, vals["unroll_rx"], vals["unroll_ry"], vals["unroll_rci"])
     return sum(
         pads[b] * total[tile, b] * reduce[rx] * sizes[b, u]

@@ -264,7 +264,7 @@ class NchwcConvKnobs:
         grouped conv's reduction runs over its groups' span of blocks, or in an exact tile,
         ``GroupSpan.exact_tile``, over ``group_in`` channels of a channels-last copy of its
         input made at the root), or None."""
-        if groups is not None and self.oc_blocks == groups.exact_tile(ib, ob, out_blocks):
+        if groups is not None and groups.reads_exactly(self.oc_blocks, ib, ob, out_blocks):
             why = self.size_problem(out_hw, out_blocks, 1, groups.group_in, ob)
             why = why or self.loop_problem(True)
             if not why and self.pad_at != "root":
@@ -423,6 +423,11 @@ class GroupSpan:
             return None
         return period
 
+    def reads_exactly(self, oc_blocks: int, ib: int, ob: int, o_blocks: int) -> bool:
+        """Whether a tile of ``oc_blocks`` output blocks is :meth:`exact_tile` (the template
+        then reads a channels-last input and weights of :meth:`pack_exact`)."""
+        return oc_blocks == self.exact_tile(ib, ob, o_blocks)
+
     def pack_exact(self, w: np.ndarray, ob: int) -> np.ndarray:
         """The block-diagonal weights ``[O, C, KH, KW]`` -> each output channel's own group's
         ``[O/ob, group_in, KH, KW, ob]`` (the exact form; padded output channels past the
@@ -485,9 +490,8 @@ def conv2d_nchwc(
     c_blocks = c // ic
     span = groups.count(ic, oc, c_blocks, o // oc) if groups is not None else c_blocks
     # a grouped conv whose tile spans its groups' repeat reads exactly their channels
-    period = groups.exact_tile(ic, oc, o // oc) if groups is not None else None
-    exact = knobs.oc_blocks == period
-    gin = groups.group_in if exact else None
+    exact = groups is not None and groups.reads_exactly(knobs.oc_blocks, ic, oc, o // oc)
+    period, gin = (knobs.oc_blocks, groups.group_in) if exact else (None, None)
     padded = nchw_input or any(pads)
     why = knobs.layer_problem((oh, ow), o // oc, c_blocks, ic, oc, padded, groups)
     if why:

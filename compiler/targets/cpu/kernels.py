@@ -319,8 +319,7 @@ def conv_weights(
     block-diagonal ``[O, C, KH, KW]``, packed to the input blocks each output block reads)."""
     t = schedule["template"]
     if t == "direct" and groups is not None:
-        blocks = schedule["knobs"].get("oc_blocks", 1)
-        if blocks == groups.exact_tile(ib, ob, w.shape[0] // ob):
+        if groups.reads_exactly(schedule["knobs"].get("oc_blocks", 1), ib, ob, w.shape[0] // ob):
             return groups.pack_exact(w, ob)
         return groups.pack(nchwc.pack_conv_weights(w, ib, ob))
     if t in ("direct", "pointwise"):
