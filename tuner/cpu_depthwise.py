@@ -14,7 +14,7 @@ from pyvta.tuner.task import Template
 
 
 def _depthwise_workload(*args):
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload
 
     if len(args) not in (12, 14, 15):

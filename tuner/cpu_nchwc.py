@@ -30,7 +30,7 @@ def nchwc_workload(*args):
     (:func:`nchwc_task_args`): ``(c, h, w, o, kh, kw, sh, sw, pt, pl, pb, pr, ib, ob)``, then
     for a dilated conv ``(dh, dw)``, for a grouped one ``(dh, dw, group, group_in,
     group_out)``."""
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload
 
     if len(args) not in (14, 16, 19):

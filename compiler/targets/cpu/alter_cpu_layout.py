@@ -33,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.compiler.graph.passes.rewrite import NodeEmitter
+from pyvta.compiler.ops.cpu.groups import GroupSpan
 from pyvta.compiler.ops.cpu.nchwc import conv_output_hw
-from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
 from pyvta.runtime.ir import HOST, Graph, Node
 from pyvta.runtime.layout import dense_group_oihw

@@ -26,6 +26,7 @@ from pyvta.compiler.ops.cpu.depthwise import (
     group_weights,
     pack_depthwise_weights,
 )
+from pyvta.compiler.ops.cpu.groups import GroupSpan
 from pyvta.compiler.ops.cpu.nchwc import pack_dense_weights
 from pyvta.compiler.ops.cpu.pointwise import PointwiseKnobs, pointwise_nchwc
 from pyvta.compiler.ops.cpu.winograd import transform_weights
@@ -63,7 +64,7 @@ class ConvWorkload:
     depthwise: bool = False
     nchw_input: bool = False
     dilations: tuple[int, int] = (1, 1)
-    groups: nchwc_direct.GroupSpan | None = None
+    groups: GroupSpan | None = None
 
     @property
     def key(self) -> str:
@@ -313,7 +314,7 @@ def _default_template(wl: ConvWorkload, features: str | None = None) -> dict:
 
 
 def conv_weights(
-    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: nchwc_direct.GroupSpan | None = None
+    schedule: dict, w: np.ndarray, ib: int, ob: int, groups: GroupSpan | None = None
 ) -> np.ndarray:
     """OIHW weights in the form ``schedule``'s template reads (a grouped conv's: the
     block-diagonal ``[O, C, KH, KW]``, packed to the input blocks each output block reads)."""
@@ -385,7 +386,7 @@ def node_workload(node: Node, x_shape) -> ConvWorkload:
         _, cb, h, w, ib = x_shape
         c = cb * ib
     ob = a["out_block"]
-    groups = nchwc_direct.GroupSpan(*a["groups"]) if a.get("groups") else None
+    groups = GroupSpan(*a["groups"]) if a.get("groups") else None
     depthwise = a["schedule"]["template"] == "depthwise" and groups is None
     return ConvWorkload(
         c, h, w, -(-a["channels"] // ob) * ob, tuple(a["kernel"]), tuple(a["strides"]),

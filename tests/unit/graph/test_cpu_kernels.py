@@ -450,7 +450,7 @@ def test_grouped_conv_reads_only_its_groups(c, o, group):
     """A grouped conv on the direct template: block-diagonal weights packed to the input
     blocks each output block reads (fewer than all where the groups allow), against numpy."""
     from pyvta import compiler
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
     from pyvta.runtime.cpu_ops import conv2d
     from pyvta.runtime.layout import dense_group_oihw
@@ -532,7 +532,7 @@ def test_narrow_groups_stay_direct_where_their_weights_fill_the_registers(level)
     of 8 with AVX-512's 32 registers, do."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.depthwise import group_tile_fits
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, default_conv_schedule
     from pyvta.host_cpu import CpuFeatureError
 
@@ -610,7 +610,7 @@ def test_direct_conv_tiles_span_several_output_blocks(
     """``oc_blocks`` output blocks per register tile (whole blocks, the last tile of the
     blocks maybe short), dilated and grouped too, against numpy; the output starts as NaN."""
     from pyvta import compiler
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, conv_weights
     from pyvta.runtime.cpu_ops import conv2d
     from pyvta.runtime.layout import dense_group_oihw
@@ -657,7 +657,7 @@ def test_grouped_conv_of_straddling_groups_reads_exactly_its_channels(
     channels-last copy, its weights ``[O/ob, group_in, KH, KW, ob]`` (no zeros); the
     untuned schedule takes that tile; against numpy, the output starting as NaN."""
     from pyvta import compiler
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import (
         ConvWorkload,
         conv_schedule,
@@ -699,7 +699,7 @@ def test_exact_group_weights_unpack_to_the_block_diagonal_weights():
     """``GroupSpan.pack_exact`` and ``unpack_exact`` are inverse on block-diagonal weights,
     padded output channels (past the groups) included; groups of whole blocks, groups
     narrower than the block and repeats longer than ``MAX_EXACT_TILE`` have no exact tile."""
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.runtime.layout import dense_group_oihw
 
     rng = np.random.default_rng(5)
@@ -753,7 +753,7 @@ def test_an_untuned_grouped_conv_tile_takes_one_block_with_32_registers(level):
     from dataclasses import replace
 
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import (
         ConvWorkload,
         default_conv_schedule,

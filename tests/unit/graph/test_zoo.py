@@ -152,7 +152,7 @@ def test_regnetx_groups_straddling_the_blocks_run_exact_tiles(tmp_path, flops, r
     onnxruntime."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.graph.compile import compile_model
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.runtime.compiled_model import run_model
 
     model = zoo.regnetx(flops, size=32, classes=10, seed=1)

@@ -347,7 +347,7 @@ def test_straddling_groups_are_tuned_in_their_exact_tiles():
     and of one block (the span of their groups' blocks); both measure against a reference of
     the layer, and where the compiler's untuned tile is the exact one it is the space's
     default point."""
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload, default_conv_schedule
     from pyvta.tuner.cpu_measure import CpuBackend
     from pyvta.tuner.cpu_nchwc import conv_tiles
@@ -394,7 +394,7 @@ def test_grouped_and_dilated_layers_are_tuned_as_themselves(name):
     ordinary layer's task keeps the arguments it always had (logged records still match)."""
     from dataclasses import replace
 
-    from pyvta.compiler.ops.cpu.nchwc_direct import GroupSpan
+    from pyvta.compiler.ops.cpu.groups import GroupSpan
     from pyvta.compiler.targets.cpu.kernels import ConvWorkload
     from pyvta.tuner.cpu_measure import CpuBackend
 

@@ -11,6 +11,7 @@ import pytest
 
 from pyvta import compiler
 from pyvta.compiler.ops.cpu import nchwc, nchwc_direct
+from pyvta.compiler.ops.cpu.groups import GroupSpan
 from pyvta.compiler.ops.cpu.winograd import WinogradKnobs
 from pyvta.compiler.schedule.schedule import create_schedule
 from pyvta.compiler.targets.cpu.kernels import ConvWorkload, conv_schedule, default_direct_knobs
@@ -199,7 +200,7 @@ def _small_straddling() -> ConvWorkload:
     from pyvta.compiler.targets.cpu.kernels import host_lanes
 
     b = host_lanes()
-    span = nchwc_direct.GroupSpan(2, 3 * b // 2, 3 * b // 2)
+    span = GroupSpan(2, 3 * b // 2, 3 * b // 2)
     return ConvWorkload(3 * b, 4, 4, 3 * b, (3, 3), (1, 1), (1,) * 4, b, b, groups=span)
 
 
