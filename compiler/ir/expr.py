@@ -164,11 +164,14 @@ class BinOp(Expr):
     """Arithmetic ``a op b``; ``//`` and ``%`` are floor division and modulo on integers."""
 
     # lin: ``compiler.ir.simplify.linear_form`` of the node, kept once computed (nodes are
-    # immutable; a bottom-up simplification asks again for each enclosing sum)
-    __slots__ = ("op", "a", "b", "lin")
+    # immutable; a bottom-up simplification asks again for each enclosing sum); canon: the node
+    # is the canonical form of its linear form (``simplify.from_linear`` made it), so folding
+    # it again would only rebuild it
+    __slots__ = ("op", "a", "b", "lin", "canon")
 
     def __init__(self, op: str, a: Expr, b: Expr):
         self.lin = None
+        self.canon = False
         if op not in BINARY_OPS:
             raise ValueError(f"unknown binary op {op!r} (allowed: {BINARY_OPS})")
         self.op, self.a, self.b = op, a, b
@@ -314,64 +317,85 @@ def all_(*conds) -> Expr:
     return out if out is not None else IntImm(1, "bool")
 
 
+# Each node type's children (in ``rebuild``'s order) and how to rebuild it from new ones: one
+# table, looked up by the exact type (no node type is subclassed), so a walk of a large unrolled
+# body pays one dict lookup a node, not a chain of isinstance tests. Leaves have no entry.
+_NODE_KIDS = {
+    BinOp: (lambda e: (e.a, e.b), lambda e, k: BinOp(e.op, k[0], k[1])),
+    Compare: (lambda e: (e.a, e.b), lambda e, k: Compare(e.op, k[0], k[1])),
+    Not: (lambda e: (e.a,), lambda e, k: Not(k[0])),
+    Select: (lambda e: (e.cond, e.t, e.f), lambda e, k: Select(*k)),
+    Cast: (lambda e: (e.value,), lambda e, k: Cast(e.dtype, k[0])),
+    Load: (lambda e: (e.index,), lambda e, k: Load(e.buffer, k[0])),
+    Call: (lambda e: e.args, lambda e, k: Call(e.name, k, e.dtype)),
+    TensorRead: (lambda e: e.indices, lambda e, k: TensorRead(e.tensor, k)),
+    Reduce: (
+        lambda e: (e.source,) if e.where is None else (e.source, e.where),
+        lambda e, k: Reduce(e.combiner, k[0], e.axes, k[1] if len(k) > 1 else None),
+    ),
+}
+LEAF_TYPES = (Var, IntImm, FloatImm)
+
+
 def children(e: Expr) -> tuple:
-    if isinstance(e, BinOp | Compare):
-        return (e.a, e.b)
-    if isinstance(e, Not):
-        return (e.a,)
-    if isinstance(e, Select):
-        return (e.cond, e.t, e.f)
-    if isinstance(e, Cast):
-        return (e.value,)
-    if isinstance(e, Load):
-        return (e.index,)
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, TensorRead):
-        return e.indices
-    if isinstance(e, Reduce):
-        return (e.source,) if e.where is None else (e.source, e.where)
-    return ()
+    entry = _NODE_KIDS.get(type(e))
+    return () if entry is None else entry[0](e)
+
+
+def _same(kids: tuple, old: tuple) -> bool:
+    # a loop, not all() over a generator: called once a node of every walk, it is the faster
+    for k, c in zip(kids, old, strict=True):  # noqa: SIM110
+        if k is not c:
+            return False
+    return True
 
 
 def rebuild(e: Expr, kids: tuple) -> Expr:
     """A copy of ``e`` with new children (same order as ``children``)."""
-    if all(k is c for k, c in zip(kids, children(e), strict=True)):
+    entry = _NODE_KIDS.get(type(e))
+    if entry is None:
+        if kids:
+            raise TypeError(f"cannot rebuild {type(e).__name__}")
         return e
-    if isinstance(e, BinOp):
-        return BinOp(e.op, *kids)
-    if isinstance(e, Compare):
-        return Compare(e.op, *kids)
-    if isinstance(e, Not):
-        return Not(kids[0])
-    if isinstance(e, Select):
-        return Select(*kids)
-    if isinstance(e, Cast):
-        return Cast(e.dtype, kids[0])
-    if isinstance(e, Load):
-        return Load(e.buffer, kids[0])
-    if isinstance(e, Call):
-        return Call(e.name, kids, e.dtype)
-    if isinstance(e, TensorRead):
-        return TensorRead(e.tensor, kids)
-    if isinstance(e, Reduce):
-        return Reduce(e.combiner, kids[0], e.axes, kids[1] if len(kids) > 1 else None)
-    raise TypeError(f"cannot rebuild {type(e).__name__}")
+    return e if _same(kids, entry[0](e)) else entry[1](e, kids)
 
 
 def transform(e: Expr, fn) -> Expr:
     """Post-order rewrite: ``fn(node_with_rewritten_children)`` returns a node or None (keep)."""
-    kids = tuple(transform(c, fn) for c in children(e))
-    e = rebuild(e, kids)
+    entry = _NODE_KIDS.get(type(e))
+    if entry is not None:
+        old = entry[0](e)
+        kids = tuple(transform(c, fn) for c in old)
+        if not _same(kids, old):
+            e = entry[1](e, kids)
     out = fn(e)
     return e if out is None else out
 
 
-def substitute(e: Expr, vmap: dict) -> Expr:
-    """Replace Vars (keys are Var objects) by expressions."""
+def substitute(e: Expr, vmap: dict, memo: dict | None = None) -> Expr:
+    """Replace Vars (keys are Var objects) by expressions. ``memo`` (a dict, empty at first,
+    for one ``vmap``): each node's result already found, for many expressions that share
+    sub-expressions (an unrolled body's statements)."""
     if not vmap:
         return e
-    return transform(e, lambda n: vmap.get(n) if isinstance(n, Var) else None)
+    return _substitute(e, vmap, {} if memo is None else memo)
+
+
+def _substitute(e: Expr, vmap: dict, memo: dict) -> Expr:
+    t = type(e)
+    if t is Var:
+        return vmap.get(e, e)
+    entry = _NODE_KIDS.get(t)
+    if entry is None:
+        return e
+    hit = memo.get(id(e))
+    if hit is not None and hit[0] is e:  # the node itself kept: its id is not reused
+        return hit[1]
+    old = entry[0](e)
+    kids = tuple(_substitute(c, vmap, memo) for c in old)
+    out = e if _same(kids, old) else entry[1](e, kids)
+    memo[id(e)] = (e, out)
+    return out
 
 
 def free_vars(e: Expr, out: set | None = None) -> set:

@@ -9,6 +9,7 @@ decide them. ``ranges`` maps ``Var`` to an inclusive ``(lo, hi)`` pair of ints.
 from __future__ import annotations
 
 from pyvta.compiler.ir.expr import (
+    LEAF_TYPES,
     BinOp,
     Cast,
     Compare,
@@ -87,22 +88,30 @@ def from_linear(lin: Linear, dtype: str = "int32") -> Expr:
     return out
 
 
+def _canon(op: str, a: Expr, b: Expr) -> BinOp:
+    """A node of ``from_linear``'s output: each is the canonical form of its own linear form
+    (its terms, in order, and no constant but the root's), so ``simplify`` keeps it as is."""
+    out = BinOp(op, a, b)
+    out.canon = True
+    return out
+
+
 def _from_linear(lin: Linear, dtype: str) -> Expr:
     terms, c = lin
     out: Expr | None = None
     for v, k in terms.values():
         if out is None:
-            out = v if k == 1 else BinOp("*", v, IntImm(k, dtype))
+            out = v if k == 1 else _canon("*", v, IntImm(k, dtype))
         elif k > 0:
-            out = BinOp("+", out, v if k == 1 else BinOp("*", v, IntImm(k, dtype)))
+            out = _canon("+", out, v if k == 1 else _canon("*", v, IntImm(k, dtype)))
         else:
-            out = BinOp("-", out, v if k == -1 else BinOp("*", v, IntImm(-k, dtype)))
+            out = _canon("-", out, v if k == -1 else _canon("*", v, IntImm(-k, dtype)))
     if out is None:
         return IntImm(c, dtype)
     if c > 0:
-        return BinOp("+", out, IntImm(c, dtype))
+        return _canon("+", out, IntImm(c, dtype))
     if c < 0:
-        return BinOp("-", out, IntImm(-c, dtype))
+        return _canon("-", out, IntImm(-c, dtype))
     return out
 
 
@@ -177,7 +186,7 @@ def _fold(e: Expr, ranges: dict) -> Expr:
         if isinstance(a, IntImm | FloatImm) and isinstance(b, IntImm | FloatImm):
             return _fold_const(e.op, a, b)
         if e.op in ("+", "-", "*") and is_int(e.dtype):
-            return from_linear(linear_form(e), e.dtype)
+            return e if e.canon else from_linear(linear_form(e), e.dtype)
         if e.op in ("//", "%") and isinstance(b, IntImm):
             if b.value == 1:
                 return a if e.op == "//" else IntImm(0, e.dtype)
@@ -273,8 +282,20 @@ def _fold_const(op: str, a, b) -> Expr:
     return IntImm(_wrap(v, a.dtype) if a.dtype != "bool" else v, a.dtype)
 
 
-def simplify(e: Expr, ranges: dict | None = None) -> Expr:
-    """Bottom-up simplification of ``e`` under the variable ``ranges``."""
-    ranges = ranges or {}
-    kids = tuple(simplify(c, ranges) for c in children(e))
-    return _fold(rebuild(e, kids), ranges)
+def simplify(e: Expr, ranges: dict | None = None, memo: dict | None = None) -> Expr:
+    """Bottom-up simplification of ``e`` under the variable ``ranges``. ``memo`` (a dict,
+    empty at first, for one ``ranges``): each node's result already found, for many
+    expressions that share sub-expressions (an unrolled body's statements)."""
+    return _simplify(e, ranges or {}, {} if memo is None else memo)
+
+
+def _simplify(e: Expr, ranges: dict, memo: dict) -> Expr:
+    if type(e) in LEAF_TYPES:  # nothing folds a leaf
+        return e
+    hit = memo.get(id(e))
+    if hit is not None and hit[0] is e:  # the node itself kept: its id is not reused
+        return hit[1]
+    kids = tuple(_simplify(c, ranges, memo) for c in children(e))
+    out = _fold(rebuild(e, kids), ranges)
+    memo[id(e)] = (e, out)
+    return out

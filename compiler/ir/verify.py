@@ -9,7 +9,16 @@ vectorized / unrolled loop, or one bound to a GPU index, whose extent is not a c
 
 from __future__ import annotations
 
-from pyvta.compiler.ir.expr import IntImm, Load, Reduce, Select, TensorRead, Var, children
+from pyvta.compiler.ir.expr import (
+    FloatImm,
+    IntImm,
+    Load,
+    Reduce,
+    Select,
+    TensorRead,
+    Var,
+    children,
+)
 from pyvta.compiler.ir.printer import expr_str
 from pyvta.compiler.ir.simplify import linear_form
 from pyvta.compiler.ir.stmt import (
@@ -47,17 +56,21 @@ def _check_expr(e, vars_in_scope: set, bufs: set, where: Stmt, ranges: dict | No
     stack = [(e, ranges)]
     while stack:
         n, rng = stack.pop()
-        if isinstance(n, Var) and n not in vars_in_scope:
-            raise IRError(f"variable {n.name} used outside its binding in: {_where(where, True)}")
-        if isinstance(n, TensorRead | Reduce):
+        t = type(n)  # by the exact type: node types are not subclassed (``expr.children``)
+        if t is Var:
+            if n not in vars_in_scope:
+                raise IRError(
+                    f"variable {n.name} used outside its binding in: {_where(where, True)}"
+                )
+        elif t is TensorRead or t is Reduce:
             raise IRError(
                 f"tensor-expression node {expr_str(n)} left in loop IR: {_where(where, True)}"
             )
-        if isinstance(n, Load):
-            _check_access(n.buffer, n.index, bufs, where, rng, True)
-        if isinstance(n, Select):  # a branch may be a guarded (padding) read: not range-checked
+        elif t is Select:  # a branch may be a guarded (padding) read: not range-checked
             stack.extend([(n.cond, rng), (n.t, None), (n.f, None)])
-        else:
+        elif t is not IntImm and t is not FloatImm:
+            if t is Load:
+                _check_access(n.buffer, n.index, bufs, where, rng, True)
             stack.extend((c, rng) for c in children(n))
 
 

@@ -16,12 +16,11 @@ def unroll_loops(func: PrimFunc) -> PrimFunc:
                 raise ValueError(
                     f"unrolled loop {s.var.name} has extent {n}; at most {MAX_UNROLL} is allowed"
                 )
-            return Seq(
-                [
-                    stmt_map(s.body, None, lambda e, i=i: substitute(e, {s.var: IntImm(lo + i)}))
-                    for i in range(n)
-                ]
-            )
+            copies = []
+            for i in range(n):
+                vmap, memo = {s.var: IntImm(lo + i)}, {}  # the body's shared nodes once a copy
+                copies.append(stmt_map(s.body, None, lambda e, m=vmap, d=memo: substitute(e, m, d)))
+            return Seq(copies)
         return None
 
     return func.with_body(stmt_map(func.body, f))
