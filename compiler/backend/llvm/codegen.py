@@ -24,6 +24,7 @@ from pyvta.compiler.backend.llvm.frame import (
     MEM_TYPE,
     FnState,
 )
+from pyvta.compiler.backend.llvm.indices import AFFINE_OPS, AffineIndices
 from pyvta.compiler.backend.llvm.parallel import emit_parallel
 from pyvta.compiler.backend.llvm.vector import (
     MAX_SHUFFLED_STRIDE,
@@ -66,7 +67,7 @@ class CodegenError(PyvtaError, ValueError):
     pass
 
 
-class CodeGen(IntDots):
+class CodeGen(IntDots, AffineIndices):
     """Emits one ``PrimFunc`` (plus its outlined parallel bodies) into an LLVM module."""
 
     def __init__(self, func: PrimFunc, target, scopes):
@@ -134,17 +135,19 @@ class CodeGen(IntDots):
             self.allocate(s)
         elif isinstance(s, Let):
             self.st.vars[s.var] = self.expr(s.value)
-            self.stmt(s.body)
+            with self.st.scope():
+                self.stmt(s.body)
         elif isinstance(s, IfThenElse):
+            self._hoist_index_parts([s.then] if s.orelse is None else [s.then, s.orelse])
             cond = self.expr(s.cond)
             if s.orelse is None:
-                with self.b.if_then(cond):
+                with self.b.if_then(cond), self.st.scope():
                     self.stmt(s.then)
             else:
                 with self.b.if_else(cond) as (then, orelse):
-                    with then:
+                    with then, self.st.scope():
                         self.stmt(s.then)
-                    with orelse:
+                    with orelse, self.st.scope():
                         self.stmt(s.orelse)
         elif isinstance(s, Evaluate):
             self.expr(s.value)
@@ -189,7 +192,8 @@ class CodeGen(IntDots):
         b.cbranch(b.icmp_signed("<", phi, end), body, exit_)
         b.position_at_end(body)
         self.st.vars[var] = phi
-        emit_body()
+        with self.st.scope():
+            emit_body()
         nxt = b.add(phi, ir.Constant(I32, step), flags=["nsw"])
         phi.add_incoming(nxt, b.block)
         b.branch(header)
@@ -201,7 +205,7 @@ class CodeGen(IntDots):
             n = s.extent.value
             self.st.vars[s.var] = ir.Constant(I32, 0)
             self.lanes = (s.var, n, lo)
-            try:
+            try:  # straight-line code: what it emits (no lane's index) serves what follows
                 self.stmt(s.body)
             finally:
                 self.lanes = None
@@ -212,10 +216,12 @@ class CodeGen(IntDots):
         self._serial_loop(s.var, lo, ext, lambda: self.stmt(s.body))
 
     # -- memory ----------------------------------------------------------------------------
-    def _ptr(self, buf, index_value):
+    def _ptr(self, buf, index_value, vector=None):
+        """``&buf[index_value]`` (``vector``: as a pointer to that vector type), emitted once
+        in scope (``FnState.pointer``)."""
         if buf not in self.st.bufs:
             raise CodegenError(f"buffer {buf.name} is not allocated here")
-        return self.b.gep(self.st.bufs[buf], [index_value], inbounds=True)
+        return self.st.pointer(self.st.bufs[buf], index_value, vector)
 
     def store(self, s: Store) -> None:
         if self.lanes is None:
@@ -233,9 +239,7 @@ class CodeGen(IntDots):
         val = self._bcast(val, n)
         if coef == 1:
             base = self.expr(substitute(s.index, {var: IntImm(0)}))
-            p = self.b.bitcast(
-                self._ptr(s.buffer, base), ir.VectorType(MEM_TYPE[s.buffer.dtype], n).as_pointer()
-            )
+            p = self._ptr(s.buffer, base, ir.VectorType(MEM_TYPE[s.buffer.dtype], n))
             self.b.store(val, p, align=ELEM_BYTES[s.buffer.dtype])
             return
         idx = self._bcast(self.expr(s.index), n)
@@ -256,7 +260,7 @@ class CodeGen(IntDots):
             return self.b.load(self._ptr(e.buffer, self.expr(e.index)))
         if coef == 1:
             base = self.expr(substitute(e.index, {var: IntImm(0)}))
-            p = self.b.bitcast(self._ptr(e.buffer, base), ir.VectorType(ety, n).as_pointer())
+            p = self._ptr(e.buffer, base, ir.VectorType(ety, n))
             return self.b.load(p, align=ELEM_BYTES[e.buffer.dtype])
         if coef is not None and 1 < coef <= MAX_SHUFFLED_STRIDE:
             true = ir.Constant(ir.VectorType(I1, n), [1] * n)
@@ -349,6 +353,10 @@ class CodeGen(IntDots):
         return self.b.call(fn, [x, y, z])
 
     def binop(self, e: BinOp):
+        if e.op in AFFINE_OPS:
+            v = self._affine(e)
+            if v is not None:
+                return v
         if (
             e.op == "+"
             and is_float(e.dtype)
@@ -424,16 +432,19 @@ class CodeGen(IntDots):
             elif self._is_vec(c):
                 t, f = self._bcast(t, c.type.count), self._bcast(f, c.type.count)
             return self.b.select(c, t, f)
+        self._hoist_index_parts(exprs=(e.t, e.f))
         b = self.b
         then_bb = b.append_basic_block("sel.then")
         else_bb = b.append_basic_block("sel.else")
         join = b.append_basic_block("sel.join")
         b.cbranch(cond, then_bb, else_bb)
         b.position_at_end(then_bb)
-        tv = self.expr(e.t)
+        with self.st.scope():
+            tv = self.expr(e.t)
         then_end = b.block
         b.position_at_end(else_bb)
-        fv = self.expr(e.f)
+        with self.st.scope():
+            fv = self.expr(e.f)
         else_end = b.block
         n = next((v.type.count for v in (tv, fv) if self._is_vec(v)), None)
         b.position_at_end(then_end)
@@ -497,7 +508,7 @@ class CodeGen(IntDots):
         vt = ir.VectorType(MEM_TYPE[ld.buffer.dtype], n * stride)
         start = self.expr(substitute(ld.index, {var: IntImm(0)}))
         start = self.b.sub(start, ir.Constant(start.type, col)) if col else start
-        p = self.b.bitcast(self._ptr(ld.buffer, start), vt.as_pointer())
+        p = self._ptr(ld.buffer, start, vt)
         rows = self.b.load(p, align=ELEM_BYTES[ld.buffer.dtype])
         picks = ir.Constant(ir.VectorType(I32, n), [col + stride * i for i in range(n)])
         return self.b.shuffle_vector(rows, ir.Constant(vt, ir.Undefined), picks)
@@ -510,7 +521,7 @@ class CodeGen(IntDots):
         vt = ir.VectorType(MEM_TYPE[ld.buffer.dtype], row)
         start = self.expr(substitute(ld.index, {var: IntImm(0)}))
         start = self.b.sub(start, ir.Constant(start.type, col0)) if col0 else start
-        p = self.b.bitcast(self._ptr(ld.buffer, start), vt.as_pointer())
+        p = self._ptr(ld.buffer, start, vt)
         got = self.b.load(p, align=ELEM_BYTES[ld.buffer.dtype])
         picks = ir.Constant(ir.VectorType(I32, n), list(columns))
         return self.b.shuffle_vector(got, ir.Constant(vt, ir.Undefined), picks)
