@@ -295,7 +295,11 @@ def _simplify(e: Expr, ranges: dict, memo: dict) -> Expr:
     hit = memo.get(id(e))
     if hit is not None and hit[0] is e:  # the node itself kept: its id is not reused
         return hit[1]
-    kids = tuple(_simplify(c, ranges, memo) for c in children(e))
-    out = _fold(rebuild(e, kids), ranges)
+    cond = _simplify(e.cond, ranges, memo) if type(e) is Select else None
+    if type(cond) is IntImm:  # only the side it picks (a transform's table of selects)
+        out = _simplify(e.t if cond.value else e.f, ranges, memo)
+    else:
+        kids = tuple(_simplify(c, ranges, memo) for c in children(e))
+        out = _fold(rebuild(e, kids), ranges)
     memo[id(e)] = (e, out)
     return out
