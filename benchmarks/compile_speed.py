@@ -35,9 +35,21 @@ from pathlib import Path
 from statistics import geometric_mean
 
 ROOT = Path(__file__).resolve().parents[1]
-# the folders that install as pyvta.<name> (setup.py's SUBPACKAGES), and pyvta/ itself
-SUBPACKAGES = ("isa", "sim", "hw", "compiler", "tuner", "driver", "runtime")
 KERNEL_THREADS = 2  # the kernels are built, and timed by --kernels, for 2 threads
+
+
+def _subpackages(checkout: Path) -> tuple[str, ...]:
+    """The folders ``checkout``'s setup.py installs as ``pyvta.<name>`` (its
+    ``SUBPACKAGES``), read from the file, not run."""
+    import ast
+
+    tree = ast.parse((checkout / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "SUBPACKAGES" for t in node.targets
+        ):
+            return tuple(ast.literal_eval(node.value))
+    raise RuntimeError(f"{checkout / 'setup.py'} defines no SUBPACKAGES")
 
 
 def package_view(checkout: Path, into: Path) -> Path:
@@ -48,7 +60,7 @@ def package_view(checkout: Path, into: Path) -> Path:
     pkg.mkdir(parents=True)
     for f in (checkout / "pyvta").iterdir():
         (pkg / f.name).symlink_to(f)
-    for name in SUBPACKAGES:
+    for name in _subpackages(checkout):
         (pkg / name).symlink_to(checkout / name)
     return into
 
