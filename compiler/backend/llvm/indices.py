@@ -3,8 +3,10 @@ stores index their buffers by the same sum of loop variables times constants, pl
 of their own. Each prefix of that sum is emitted once where it dominates its uses
 (``FnState.affine_index``, forgotten at the end of a loop's body or a branch) and, before a
 branch, the parts its arms will need (a guarded column of an unrolled tile: one branch each).
-LLVM finds the same values itself (the optimised code is unchanged), but from IR of about half
-the instructions: the time to generate and optimise a large kernel is mostly its size.
+LLVM would find the same values itself, but from IR of about twice the instructions: the
+time to generate and optimise a large kernel is mostly its size. (What LLVM makes of the
+smaller IR differs in places: on 36 tuning configs the kernels ran 1.05x faster in the
+geomean, 0.77-2.89x; docs/measurements.md.)
 
 A mixin of :class:`~pyvta.compiler.backend.llvm.codegen.CodeGen`: it uses the generator's
 ``expr``, ``_is_vec``, ``lanes`` and ``st``.
