@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from pyvta.tuner.space import Config
 from pyvta.tuner.task import InvalidConfig, Task, WrongAnswer
-from pyvta.tuner.workers import WorkerPool
+from pyvta.workers import WorkerPool
 
 ERRORS = ("invalid", "build", "build_timeout", "run", "run_timeout", "crash", "wrong_answer")
 

@@ -127,7 +127,7 @@ def test_workers_start_with_single_threaded_library_pools(monkeypatch):
     the kernel being timed; the parent's own environment is left as it was."""
     import os
 
-    from pyvta.tuner.workers import WorkerPool
+    from pyvta.workers import WorkerPool
 
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "7")
     pool = WorkerPool(1)
@@ -145,7 +145,7 @@ def test_a_worker_is_replaced_by_a_fresh_process_after_max_jobs():
     and every job still gets its result, in order of submission per worker."""
     import os
 
-    from pyvta.tuner.workers import WorkerPool
+    from pyvta.workers import WorkerPool
 
     with pytest.raises(ValueError, match="max_jobs"):
         WorkerPool(1, max_jobs=0)

@@ -1,28 +1,35 @@
-"""A small pool of killable worker processes.
+"""A small pool of killable worker processes: the tuner's builds and timings of candidates
+(``tuner.measure``) and a network's kernels built on more than one core
+(``compiler.targets.cpu.parallel_build``).
 
 Each job is a picklable ``(fn, args)`` run in a worker; the pool reports per job either
 ``("ok", value)``, ``("error", traceback_text)``, ``("timeout", msg)`` or
 ``("crash", msg)``. A worker that exceeds the job's timeout is killed, one that dies (segfault,
-``os._exit``) is noticed through its sentinel; both are replaced and the pool goes on.
-Workers start with the ``spawn`` method (no state inherited from the tuner process). A worker
-that has done ``max_jobs`` jobs is retired and replaced: what a job leaves behind in a process
-(LLVM's own state of every kernel JIT-compiled there, about 0.4-1 MB a candidate, not freed with
-the kernel) does not pile up over a long tuning session.
+``os._exit``) is noticed when its end of the pipe closes; both are replaced and the pool goes
+on. A worker is a fresh interpreter (``python -c``, this process's ``sys.path``) that imports
+this module and nothing else of its parent: not the parent's main module, as
+``multiprocessing``'s ``spawn`` does, so a user's script that compiles a network at its top
+level, without an ``if __name__ == "__main__"`` guard, is not run again in each worker. A
+worker that has done ``max_jobs`` jobs is retired and replaced: what a job leaves behind in a
+process (LLVM's own state of every kernel JIT-compiled there, about 0.4-1 MB a candidate, not
+freed with the kernel) does not pile up over a long tuning session. A worker whose parent dies
+reads the end of its pipe and exits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import os
+import subprocess
+import sys
 import time
 import traceback
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 
 # Library thread pools in a worker stay single-threaded: a candidate is timed with the machine's
 # cores to itself, and a multi-threaded BLAS call (e.g. a reference check) would leave spinning
-# threads that halve a parallel kernel's measured speed. Set before the worker starts, since a
-# spawned worker imports the parent's main module (and numpy's OpenBLAS) before any of our code.
+# threads that halve a parallel kernel's measured speed. Set in the worker's environment when it
+# starts, before numpy (OpenBLAS) is imported there.
 _ENV = {
     "OMP_WAIT_POLICY": "passive",
     "OMP_NUM_THREADS": "1",
@@ -36,29 +43,22 @@ MAX_JOBS_PER_WORKER = 200
 the 1-30 s a candidate's build or run takes)."""
 
 
-@contextlib.contextmanager
-def _child_env():
-    """``_ENV`` in ``os.environ`` while a worker process starts (it inherits it), then restored."""
-    old = {k: os.environ.get(k) for k in _ENV}
-    os.environ.update(_ENV)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+_BOOT = (
+    "import sys; sys.path[:] = {path!r}; "
+    "from pyvta.workers import _worker_main; _worker_main({jobs}, {results})"
+)
+"""A worker's program: this process's import path, then the loop of ``_worker_main`` on the
+two pipes' descriptors it inherits (jobs in, results out)."""
 
 
-def _worker_main(conn) -> None:
-    for k, v in _ENV.items():
-        os.environ.setdefault(k, v)
+def _worker_main(jobs_fd: int, results_fd: int) -> None:
+    jobs = Connection(jobs_fd, writable=False)
+    results = Connection(results_fd, readable=False)
     while True:
         try:
-            job = conn.recv()
+            job = jobs.recv()
         except EOFError:
-            return
+            return  # the pool closed its end (or its process ended)
         if job is None:
             return
         fn, args = job
@@ -67,33 +67,60 @@ def _worker_main(conn) -> None:
         except BaseException:  # noqa: BLE001 - any failure is a result to record
             out = ("error", traceback.format_exc(limit=8))
         try:
-            conn.send(out)
+            results.send(out)
         except Exception:  # noqa: BLE001 - unpicklable result
-            conn.send(("error", traceback.format_exc(limit=4)))
+            results.send(("error", traceback.format_exc(limit=4)))
 
 
 class _Worker:
-    def __init__(self, ctx):
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        with _child_env():
-            self.proc.start()
-        child.close()
+    def __init__(self):
+        jobs_r, jobs_w = os.pipe()
+        results_r, results_w = os.pipe()
+        boot = _BOOT.format(path=list(sys.path), jobs=jobs_r, results=results_w)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", boot],
+                pass_fds=(jobs_r, results_w),
+                env={**os.environ, **_ENV},
+            )
+        except BaseException:
+            for fd in (jobs_r, jobs_w, results_r, results_w):
+                os.close(fd)
+            raise
+        os.close(jobs_r)  # the worker's ends: a worker that dies closes the results pipe
+        os.close(results_w)
+        self.jobs = Connection(jobs_w, readable=False)
+        self.conn = Connection(results_r, writable=False)  # what the pool waits on
         self.jobs_done = 0
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def exit_code(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(1)
+        return self.proc.returncode
+
     def kill(self) -> None:
-        if self.proc.is_alive():
+        if self.alive():
             self.proc.kill()
-        self.proc.join(5)
-        self.conn.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(5)
+        self._close_pipes()
 
     def close(self) -> None:
         with contextlib.suppress(BrokenPipeError, OSError):
-            self.conn.send(None)
-        self.proc.join(2)
-        if self.proc.is_alive():
+            self.jobs.send(None)
+        try:
+            self.proc.wait(2)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.proc.join(2)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(2)
+        self._close_pipes()
+
+    def _close_pipes(self) -> None:
+        self.jobs.close()
         self.conn.close()
 
 
@@ -107,14 +134,13 @@ class WorkerPool:
             raise ValueError(f"n_workers must be >= 1, got {n_workers}")
         if max_jobs is not None and max_jobs < 1:
             raise ValueError(f"max_jobs must be >= 1 or None, got {max_jobs}")
-        self._ctx = mp.get_context("spawn")
         self.n_workers, self.max_jobs = n_workers, max_jobs
         self._workers: list[_Worker] = []
 
     def _ensure(self) -> None:
-        self._workers = [w for w in self._workers if w.proc.is_alive()]
+        self._workers = [w for w in self._workers if w.alive()]
         while len(self._workers) < self.n_workers:
-            self._workers.append(_Worker(self._ctx))
+            self._workers.append(_Worker())
 
     def map(self, jobs, timeout_s: float):
         self._ensure()
@@ -125,7 +151,7 @@ class WorkerPool:
                 if todo and w not in busy:
                     pos, job = todo.pop()
                     try:
-                        w.conn.send(job)
+                        w.jobs.send(job)
                     except Exception as e:  # noqa: BLE001 - e.g. an unpicklable job
                         yield pos, "error", f"could not send the job to a worker: {e!r}"
                         continue
@@ -134,7 +160,7 @@ class WorkerPool:
                 continue
             now = time.monotonic()
             wait_s = max(0.0, min(d for _, d in busy.values()) - now)
-            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], wait_s)
+            ready = wait([w.conn for w in busy], wait_s)
             replaced, retired = [], []
             for w, (pos, deadline) in list(busy.items()):
                 if w.conn in ready:
@@ -144,16 +170,10 @@ class WorkerPool:
                         if self.max_jobs is not None and w.jobs_done >= self.max_jobs:
                             retired.append(w)
                     except (EOFError, OSError):
-                        w.proc.join(1)
-                        status, value = "crash", f"worker died (exit code {w.proc.exitcode})"
+                        status, value = "crash", f"worker died (exit code {w.exit_code()})"
                         replaced.append(w)
                     del busy[w]
                     yield pos, status, value
-                elif w.proc.sentinel in ready:
-                    w.proc.join(1)
-                    del busy[w]
-                    replaced.append(w)
-                    yield pos, "crash", f"worker died (exit code {w.proc.exitcode})"
                 elif time.monotonic() >= deadline:
                     del busy[w]
                     replaced.append(w)
@@ -164,7 +184,7 @@ class WorkerPool:
                 w.close()  # idle: it has just sent its result
             for w in replaced + retired:
                 self._workers.remove(w)
-                self._workers.append(_Worker(self._ctx))
+                self._workers.append(_Worker())
 
     def close(self) -> None:
         for w in self._workers:

@@ -1,0 +1,95 @@
+"""The worker pool's processes (``pyvta.workers``): what they import from their parent, and
+that they end with it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "user_script.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_a_worker_does_not_run_the_parents_main_module(tmp_path):
+    """A user's script that starts workers at its top level, with no ``__main__`` guard, runs
+    once: ``multiprocessing``'s spawn would import it again in every worker."""
+    script = _script(
+        tmp_path,
+        """
+        import os
+        from pyvta.workers import WorkerPool
+
+        print("the script's top level", os.getpid(), flush=True)
+        with WorkerPool(2) as pool:
+            got = list(pool.map([(os.getpid, ())] * 4, timeout_s=60))
+        print("jobs", sorted(status for _, status, _ in got), len({pid for *_, pid in got}))
+        """,
+    )
+    p = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("the script's top level") == 1, p.stdout
+    assert "jobs ['ok', 'ok', 'ok', 'ok'] 2" in p.stdout, p.stdout
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie, dead but not reaped, is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_worker_ends_when_its_parent_dies(tmp_path):
+    """A parent killed with its pool open leaves no worker behind: the worker reads the end of
+    its pipe and exits."""
+    script = _script(
+        tmp_path,
+        """
+        import os
+        from pyvta.workers import WorkerPool
+
+        pool = WorkerPool(1)
+        (_, status, pid), = pool.map([(os.getpid, ())], timeout_s=60)
+        print("worker", pid, flush=True)
+        os._exit(0)  # no close, no atexit
+        """,
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    pid = int(p.stdout.split("worker")[1].split()[0])
+    deadline = time.monotonic() + 20
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid), f"worker {pid} outlived its parent"
+
+
+def test_a_worker_imports_through_its_parents_path(tmp_path):
+    """A job's function in a module the parent found through a folder it put on ``sys.path``
+    (not the environment's ``PYTHONPATH``) runs in the worker."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "user_jobs.py").write_text("def where():\n    return __file__\n")
+    script = _script(
+        tmp_path,
+        f"""
+        import sys
+        sys.path.insert(0, {str(lib)!r})
+        import user_jobs
+        from pyvta.workers import WorkerPool
+
+        with WorkerPool(1) as pool:
+            print(list(pool.map([(user_jobs.where, ())], timeout_s=60)))
+        """,
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert f"[(0, 'ok', {str(lib / 'user_jobs.py')!r})]" in p.stdout, p.stdout
