@@ -26,15 +26,16 @@ def code_digests(graph, threads: int, only) -> dict[str, str]:
 
     from pyvta.compiler.backend.llvm.cache import llvm_version
     from pyvta.compiler.targets.cpu.kernels import node_module
+    from pyvta.compiler.targets.cpu.parallel_build import build_missing
     from pyvta.runtime.cpu_kernels import kernel_shapes
 
     keys = conv_keys(graph)
+    jobs = [(n, *kernel_shapes(graph, n)) for n in graph.nodes if keys.get(n.name) in only]
+    build_missing(jobs, threads, None)  # into the disk cache, on every core
     irs: dict[str, set] = {}
-    for n in graph.nodes:
-        if keys.get(n.name) in only:
-            shapes, images = kernel_shapes(graph, n)
-            code = node_module(n, shapes, threads, None, images).llvm_ir
-            irs.setdefault(keys[n.name], set()).add(code)
+    for n, shapes, images in jobs:
+        code = node_module(n, shapes, threads, None, images).llvm_ir
+        irs.setdefault(keys[n.name], set()).add(code)
     out = {}
     for key, texts in irs.items():
         h = hashlib.sha256(llvm_version().encode())

@@ -131,6 +131,10 @@ class KernelCache:
         except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
             return None
 
+    def has_func(self, key: str) -> bool:
+        """Whether a lowered function is kept on disk under ``key``."""
+        return self.directory is not None and (self.directory / f"{key}.func").is_file()
+
     def write_func(self, key: str, func) -> None:
         self._write(f"{key}.func", pickle.dumps(func, protocol=pickle.HIGHEST_PROTOCOL))
 

@@ -39,6 +39,11 @@ class LlvmBackend:
         target = CpuTarget.host(num_threads, cpu_features)
         return cached_func(func_key, target, _cache(cache_dir))
 
+    def keeps(self, func_key, cache_dir=...) -> bool:
+        """Whether ``cached`` finds a function kept under ``func_key`` on disk (a fresh
+        process would too); false where the cache is in memory only."""
+        return _cache(cache_dir).has_func(func_key)
+
 
 def _cache(cache_dir):
     from pyvta.compiler.backend.llvm.cache import KernelCache

@@ -473,19 +473,11 @@ def node_module(
     which inputs are per image)`` of a node run on a batch (``cpu_kernels.kernel_shapes``;
     ``in_shapes`` are one image's): one kernel for the batch (``batch_images``)."""
     from pyvta import compiler
-    from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.backend.llvm.cache import func_key
     from pyvta.compiler.backend.llvm.entry import BACKEND
 
-    target = CpuTarget.host(num_threads, features)  # schedules and code follow its features
-    key = json.dumps(
-        [node.op, node.attrs, in_shapes, num_threads, target.key, images],
-        sort_keys=True,
-        default=str,
-    )
+    key, fkey = module_keys(node, in_shapes, num_threads, features, images)
     mod = _MODULES.get(key)
     if mod is None:
-        fkey = func_key(key)
         mod = BACKEND.cached(fkey, num_threads=num_threads, cpu_features=features)
         if mod is None:
             sch, args = node_schedule(node, in_shapes, features)
@@ -499,6 +491,28 @@ def node_module(
             )
         _MODULES[key] = mod
     return mod
+
+
+def module_keys(
+    node: Node, in_shapes, num_threads: int, features: str | None, images
+) -> tuple[str, str]:
+    """``node_module``'s keys of a node's kernel: in this process's modules, and of its
+    lowered function in the disk cache (``cache.func_key``)."""
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.backend.llvm.cache import func_key
+
+    target = CpuTarget.host(num_threads, features)  # schedules and code follow its features
+    key = json.dumps(
+        [node.op, node.attrs, in_shapes, num_threads, target.key, images],
+        sort_keys=True,
+        default=str,
+    )
+    return key, func_key(key)
+
+
+def built_here(key: str) -> bool:
+    """Whether this process holds the module of ``module_keys``'s first key."""
+    return key in _MODULES
 
 
 def _images_in_parallel(node: Node, in_shapes, batch: int) -> bool:
@@ -526,10 +540,16 @@ class CpuKernels(cpu_kernels.CpuKernels):
         threads = num_threads or os.cpu_count() or 1
         modules = dict(modules or {})
         if cpu_llvm.have_llvmlite():
-            for n in cpu_kernels.compiled_nodes(graph):
-                if n.name not in modules:
-                    shapes, images = cpu_kernels.kernel_shapes(graph, n)
-                    modules[n.name] = node_module(n, shapes, threads, features, images)
+            from pyvta.compiler.targets.cpu.parallel_build import build_missing
+
+            jobs = {
+                n.name: (n, *cpu_kernels.kernel_shapes(graph, n))
+                for n in cpu_kernels.compiled_nodes(graph)
+                if n.name not in modules
+            }
+            build_missing(list(jobs.values()), threads, features)  # into the disk cache
+            for name, (n, shapes, images) in jobs.items():
+                modules[name] = node_module(n, shapes, threads, features, images)
         super().__init__(graph, modules)
         self.threads = threads
         if threads > 1 and cpu_llvm.have_llvmlite():  # loaded: the first inference finds it
