@@ -139,7 +139,11 @@ def _model_path(model: str, into: Path) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--before", help="a git revision to compare with (default: this checkout alone)")
-    p.add_argument("--layers", default="C1-C12", help="ResNet-18 conv layers (default C1-C12)")
+    p.add_argument(
+        "--layers",
+        default="C1-C12",
+        help="ResNet-18 conv layers (default C1-C12; 'none': no build)",
+    )
     p.add_argument("--configs", type=int, default=4, help="configs a layer (default 4)")
     p.add_argument("--seed", type=int, default=0, help="the configs' seed (default 0)")
     p.add_argument(
@@ -165,9 +169,10 @@ def main(argv=None) -> int:
     from pyvta.tuner.cli_support import layer_names, parse_workload
     from pyvta.tuner.in_network_confirm import round_order
 
-    layers = layer_names(a.layers)
+    layers = [] if a.layers == "none" else layer_names(a.layers)
     models = [] if a.models == "none" else a.models.split(",")
-    print(f"configs: {a.configs} a layer, seed {a.seed}; rounds {a.rounds}")
+    builds = f"configs: {a.configs} a layer, seed {a.seed}; " if layers else ""
+    print(f"{builds}rounds {a.rounds}")
     indices = {}
     for layer in layers:
         indices[layer] = random_configs(parse_workload("nchwc:" + layer), a.configs, a.seed)

@@ -108,9 +108,13 @@ class _Worker:
             self.proc.wait(5)
         self._close_pipes()
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Ask the worker to end (it finishes its job first); ``close`` waits for it."""
         with contextlib.suppress(BrokenPipeError, OSError):
             self.jobs.send(None)
+
+    def close(self) -> None:
+        self.stop()
         try:
             self.proc.wait(2)
         except subprocess.TimeoutExpired:
@@ -187,6 +191,8 @@ class WorkerPool:
                 self._workers.append(_Worker())
 
     def close(self) -> None:
+        for w in self._workers:  # every worker told first: they end side by side
+            w.stop()
         for w in self._workers:
             w.close()
         self._workers = []
