@@ -8,7 +8,8 @@ Two kinds of work, each timed in a fresh process with an empty cache (``PYVTA_CA
   checkouts), each lowered, optimised and JIT-compiled (``compiler.build``), timed inside the
   process (its start and imports left out);
 - **a network's first run** (``--models``, zoo names or ONNX files): ``pyvta run MODEL --target
-  cpu --runs 1``, the whole process by the wall clock: what a user's first run waits.
+  T --runs 1`` (``--target``, default ``cpu``; ``cpu-int8`` also calibrates and quantizes), the
+  whole process by the wall clock: what a user's first run waits.
 
 ``--before REV`` checks REV out into a temporary git worktree and runs the same work there
 (imported through a folder of links laid out as the installed package), in a random order
@@ -149,6 +150,7 @@ def main(argv=None) -> int:
     p.add_argument(
         "--models", default="resnet18,mobilenet", help="networks' first runs ('none': no network)"
     )
+    p.add_argument("--target", default="cpu", help="the networks' target (default cpu)")
     p.add_argument("--rounds", type=int, default=1, help="rounds of everything (default 1)")
     p.add_argument(
         "--kernels",
@@ -225,7 +227,7 @@ def _compare(a, layers, models, indices, sides, tmp, round_order) -> dict:
                     times[side] = sum(json.loads(text.strip().splitlines()[-1]))
                 else:
                     model = _model_path(item, tmp)
-                    argv = ["-m", "pyvta.cli", "run", model, "--target", "cpu", "--runs", "1"]
+                    argv = ["-m", "pyvta.cli", "run", model, "--target", a.target, "--runs", "1"]
                     times[side], _ = _run(sides[side], argv, cache)
                 out[kind].setdefault(item, {}).setdefault(side, []).append(times[side])
             what = f"{len(indices[item])} builds" if kind == "build" else "first run"

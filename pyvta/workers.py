@@ -1,6 +1,6 @@
 """A small pool of killable worker processes: the tuner's builds and timings of candidates
 (``tuner.measure``) and a network's kernels built on more than one core
-(``compiler.targets.cpu.parallel_build``).
+(``compiler.targets.cpu.builds``).
 
 Each job is a picklable ``(fn, args)`` run in a worker; the pool reports per job either
 ``("ok", value)``, ``("error", traceback_text)``, ``("timeout", msg)`` or

@@ -152,7 +152,7 @@ def compiled_scale(node: Node, graph: Graph) -> bool:
 
 class ScaleKernel:
     """A ``quantize`` / ``dequantize`` node's kernel (built by
-    ``compiler.targets.cpu_int8.kernels.build_scale_kernel``, the whole batch in one call,
+    ``compiler.targets.cpu_int8.kernels.scale_spec``, the whole batch in one call,
     bit-exact with ``run_cpu_op``). A quantize that reads the blocked form of padded channels
     writes ``[N, C_pad, H, W]`` (as ``[N, C_pad/b, b, H * W]``) and keeps the first ``C``. Its
     output buffer is written every inference (a graph output, or a non-contiguous one, is

@@ -25,17 +25,15 @@ def code_digests(graph, threads: int, only) -> dict[str, str]:
     import hashlib
 
     from pyvta.compiler.backend.llvm.cache import llvm_version
-    from pyvta.compiler.targets.cpu.kernels import node_module
-    from pyvta.compiler.targets.cpu.parallel_build import build_missing
-    from pyvta.runtime.cpu_kernels import kernel_shapes
+    from pyvta.compiler.targets.cpu.builds import build_all
+    from pyvta.compiler.targets.cpu.kernels import graph_spec
 
     keys = conv_keys(graph)
-    jobs = [(n, *kernel_shapes(graph, n)) for n in graph.nodes if keys.get(n.name) in only]
-    build_missing(jobs, threads, None)  # into the disk cache, on every core
+    nodes = [n for n in graph.nodes if keys.get(n.name) in only]
+    specs = [graph_spec(graph, n, threads) for n in nodes]
     irs: dict[str, set] = {}
-    for n, shapes, images in jobs:
-        code = node_module(n, shapes, threads, None, images).llvm_ir
-        irs.setdefault(keys[n.name], set()).add(code)
+    for n, module in zip(nodes, build_all(specs), strict=True):  # missing ones on every core
+        irs.setdefault(keys[n.name], set()).add(module.llvm_ir)
     out = {}
     for key, texts in irs.items():
         h = hashlib.sha256(llvm_version().encode())

@@ -44,16 +44,22 @@ def gemm_n_pad(n: int) -> int:
 
 
 def gemm_kernel(m: int, n: int, k: int) -> tuple[object, int]:
-    """The float32 ``(M, K) @ (K, N')`` kernel of this host (``N'``: ``n`` padded), built once
-    per process (the disk cache skips code generation)."""
+    """The float32 ``(M, K) @ (K, N')`` kernel of this host (``N'``: ``n`` padded) on all its
+    cores, built once per process (``compiler.targets.cpu.builds``: a fresh process finds its
+    lowered function and code on disk)."""
     key = (m, n, k)
     if key not in _GEMMS:
-        from pyvta import compiler
-        from pyvta.compiler.ops.cpu import matmul_packed
+        import json
 
-        n_pad = gemm_n_pad(n)
-        sch, args = matmul_packed(m, n_pad, k, _gemm_knobs())
-        _GEMMS[key] = (compiler.build(sch, args), n_pad)
+        from pyvta.compiler.backend.llvm import CpuTarget
+        from pyvta.compiler.ops.cpu import matmul_packed
+        from pyvta.compiler.targets.cpu.builds import KernelSpec, built, lowered
+
+        host = CpuTarget.host()
+        knobs, n_pad = _gemm_knobs(), gemm_n_pad(n)
+        what = json.dumps(["gemm", m, n_pad, k, repr(knobs), host.key])
+        spec = KernelSpec(what, lowered, (matmul_packed, m, n_pad, k, knobs), host.num_threads)
+        _GEMMS[key] = (built(spec), n_pad)
     return _GEMMS[key]
 
 

@@ -26,11 +26,14 @@ FORBIDDEN = {
 # and the compiler's estimate reads them instead of keeping a second set (one cost model).
 # ``pyvta.cache`` (the one cache root, ``cache`` below) is every package's: all of them keep
 # work on disk under it. ``pyvta.host_cpu`` (the host CPU and its x86 feature levels) is every
-# package's above isa that generates machine code.
+# package's above isa that generates machine code. ``pyvta.workers`` (a pool of worker processes,
+# no import of ours) is the compiler's, which builds a network's kernels in it, and the tuner's,
+# which builds and times candidates in it.
 ALLOWED_LEAVES = {
     "isa": {"cache"},
-    "compiler": {"sim.timing", "cache", "host_cpu"},
-    **{p: {"cache", "host_cpu"} for p in ("sim", "hw", "driver", "tuner")},
+    "compiler": {"sim.timing", "cache", "host_cpu", "workers"},
+    **{p: {"cache", "host_cpu"} for p in ("sim", "hw", "driver")},
+    "tuner": {"cache", "host_cpu", "workers"},
     "runtime": {"cache", "host_cpu"},
 }
 # what a leaf may import: isa's errors (isa imports nothing of ours, so the leaf stays below

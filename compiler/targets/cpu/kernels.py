@@ -456,9 +456,6 @@ def numpy_nodes(graph: Graph) -> list[tuple[str, str, str]]:
     return out
 
 
-_MODULES: dict[str, object] = {}  # (op, attrs, input shapes) -> built module, per process
-
-
 def node_module(
     node: Node,
     in_shapes,
@@ -467,52 +464,59 @@ def node_module(
     images: tuple[int, list[bool]] | None = None,
 ):
     """The built kernel of a compiled node for the host limited to ``features`` (``_host``),
-    once per process. On disk, the kernel cache keeps the node's lowered function (keyed by the
-    node, its shapes, the CPU and the compiler's sources) and its code, so after
-    ``compile_model`` a fresh process neither lowers nor generates code. ``images``: ``(N,
-    which inputs are per image)`` of a node run on a batch (``cpu_kernels.kernel_shapes``;
-    ``in_shapes`` are one image's): one kernel for the batch (``batch_images``)."""
-    from pyvta import compiler
-    from pyvta.compiler.backend.llvm.entry import BACKEND
+    once per process (``builds.built`` of its ``node_spec``): after ``compile_model`` a fresh
+    process finds its lowered function and code on disk, and neither lowers nor generates
+    code."""
+    from pyvta.compiler.targets.cpu.builds import built
 
-    key, fkey = module_keys(node, in_shapes, num_threads, features, images)
-    mod = _MODULES.get(key)
-    if mod is None:
-        mod = BACKEND.cached(fkey, num_threads=num_threads, cpu_features=features)
-        if mod is None:
-            sch, args = node_schedule(node, in_shapes, features)
-            func = compiler.lower(sch, args)
-            if images is not None:
-                batch, per_image = images
-                parallel = _images_in_parallel(node, in_shapes, batch)
-                func = batch_images(func, batch, [*per_image, True], parallel)
-            mod = compiler.build(
-                func, num_threads=num_threads, func_key=fkey, cpu_features=features
-            )
-        _MODULES[key] = mod
-    return mod
+    return built(node_spec(node, in_shapes, num_threads, features, images))
 
 
-def module_keys(
-    node: Node, in_shapes, num_threads: int, features: str | None, images
-) -> tuple[str, str]:
-    """``node_module``'s keys of a node's kernel: in this process's modules, and of its
-    lowered function in the disk cache (``cache.func_key``)."""
+def node_spec(
+    node: Node,
+    in_shapes,
+    num_threads: int,
+    features: str | None = None,
+    images: tuple[int, list[bool]] | None = None,
+):
+    """The ``builds.KernelSpec`` of a compiled node's kernel: described by the node, its shapes,
+    the threads and the CPU; lowered by :func:`lower_node`. ``images``: ``(N, which inputs are
+    per image)`` of a node run on a batch (``cpu_kernels.kernel_shapes``; ``in_shapes`` are one
+    image's): one kernel for the batch (``batch_images``)."""
     from pyvta.compiler.backend.llvm import CpuTarget
-    from pyvta.compiler.backend.llvm.cache import func_key
+    from pyvta.compiler.targets.cpu.builds import KernelSpec
 
     target = CpuTarget.host(num_threads, features)  # schedules and code follow its features
-    key = json.dumps(
+    what = json.dumps(
         [node.op, node.attrs, in_shapes, num_threads, target.key, images],
         sort_keys=True,
         default=str,
     )
-    return key, func_key(key)
+    if node.op == "cpu_conv2d":  # Winograd's transforms unroll into the largest code
+        winograd = node.attrs["schedule"]["template"] == "winograd"
+        order = (int(winograd), node_workload(node, in_shapes[0]).flops)
+    else:
+        order = (0, 0)
+    args = (node, in_shapes, features, images)
+    return KernelSpec(what, lower_node, args, num_threads, features, order)
 
 
-def built_here(key: str) -> bool:
-    """Whether this process holds the module of ``module_keys``'s first key."""
-    return key in _MODULES
+def graph_spec(graph: Graph, node: Node, num_threads: int, features: str | None = None):
+    """:func:`node_spec` of a compiled node of ``graph`` (its shapes there)."""
+    shapes, images = cpu_kernels.kernel_shapes(graph, node)
+    return node_spec(node, shapes, num_threads, features, images)
+
+
+def lower_node(node: Node, in_shapes, features: str | None, images):
+    """A compiled node's lowered function (its schedule's, over a batch where ``images``)."""
+    from pyvta import compiler
+
+    func = compiler.lower(*node_schedule(node, in_shapes, features))
+    if images is not None:
+        batch, per_image = images
+        parallel = _images_in_parallel(node, in_shapes, batch)
+        func = batch_images(func, batch, [*per_image, True], parallel)
+    return func
 
 
 def _images_in_parallel(node: Node, in_shapes, batch: int) -> bool:
@@ -540,16 +544,14 @@ class CpuKernels(cpu_kernels.CpuKernels):
         threads = num_threads or os.cpu_count() or 1
         modules = dict(modules or {})
         if cpu_llvm.have_llvmlite():
-            from pyvta.compiler.targets.cpu.parallel_build import build_missing
+            from pyvta.compiler.targets.cpu.builds import build_all
 
-            jobs = {
-                n.name: (n, *cpu_kernels.kernel_shapes(graph, n))
+            specs = {
+                n.name: graph_spec(graph, n, threads, features)
                 for n in cpu_kernels.compiled_nodes(graph)
                 if n.name not in modules
             }
-            build_missing(list(jobs.values()), threads, features)  # into the disk cache
-            for name, (n, shapes, images) in jobs.items():
-                modules[name] = node_module(n, shapes, threads, features, images)
+            modules.update(zip(specs, build_all(list(specs.values())), strict=True))
         super().__init__(graph, modules)
         self.threads = threads
         if threads > 1 and cpu_llvm.have_llvmlite():  # loaded: the first inference finds it

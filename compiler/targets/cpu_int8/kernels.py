@@ -12,7 +12,7 @@ constructed (the backend that runs them is the runtime's, ``runtime.int8_kernels
 pipeline's ``build_cpu_kernels`` pass makes one at compile time, so the kernels are in the disk
 cache before the first inference). Grouped convs run the template per group (each group's
 output channels padded to the vector), depthwise ones (``on_depthwise_kernel``) on
-:func:`build_grouped_int8_kernel`; a conv's kernel takes its whole batch (one call; the threads
+:func:`grouped_int8_spec`; a conv's kernel takes its whole batch (one call; the threads
 split output channel blocks x images x rows); output channels that no vector divides are
 padded with zero weights. Nodes it does not compile (batched dense, every other op) run on the
 graph's float CPU backend (compiled float kernels for its float layers, numpy for the rest); a
@@ -44,12 +44,12 @@ from pyvta.runtime.vta_ops import FusedParams
 
 # a grouped conv runs the template (each group's channels padded to the vector, its input
 # channels to whole lanes) unless that computes more than this many times its products: then
-# (depthwise) build_grouped_int8_kernel, one output channel's few products at a time
+# (depthwise) grouped_int8_spec's kernel, one output channel's few products at a time
 MAX_TEMPLATE_WASTE = 4
 
 
 def on_depthwise_kernel(node: Node, graph: Graph, dot: str) -> bool:
-    """Whether a compiled ``qconv2d`` runs :func:`build_grouped_int8_kernel`'s kernel (one
+    """Whether a compiled ``qconv2d`` runs :func:`grouped_int8_spec`'s kernel (one
     shift per layer, and the template would compute over ``MAX_TEMPLATE_WASTE`` times the
     layer's products with ``dot``'s lanes) rather than the template's."""
     from pyvta.compiler.ops.cpu.int8 import DOTS
@@ -112,8 +112,6 @@ def node_dot_form(node: Node, graph: Graph, features: dict[str, bool]) -> str:
     return dot_form(dot_isa(features), nonnegative(node.inputs[0], graph))
 
 
-_MODULES: dict[str, object] = {}  # (layer, params, knobs, threads) -> built module, per process
-
 # Below these a node's kernel runs on one thread: waking the pool's worker and splitting the
 # work cost more than the half it would do. Per node, AVX2, 1 vs 2 threads (Zen 5, load ~2):
 # net16's depthwise 3x3 (0.23 M MACs) 0.032 vs 0.055 ms, its 1x1 32 -> 35 (0.88 M) 0.036 vs
@@ -171,36 +169,30 @@ def int8_layer(node: Node, graph: Graph, target) -> tuple[tuple, np.ndarray, np.
     return layer, weight, bias
 
 
-def build_int8_kernel(
-    node: Node, graph: Graph, num_threads: int, features: str | None = None
-) -> Int8Kernel:
-    """The :class:`~runtime.int8_kernels.Int8Kernel` of a compiled node for this host limited
-    to the feature level ``features`` (the JIT, or the disk cache), its weight and bias packed
-    for that tile."""
-    from pyvta import compiler
+def int8_spec(node: Node, graph: Graph, num_threads: int, features: str | None = None):
+    """A compiled node's ``builds.KernelSpec`` on :func:`qconv2d_nchw`'s template for this
+    host limited to the feature level ``features``, its weight and bias packed for that tile,
+    and the tile's knobs (:func:`int8_layer`)."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.int8 import qconv2d_nchw
+    from pyvta.compiler.targets.cpu.builds import KernelSpec, lowered
 
     host = CpuTarget.host(num_threads, features)  # its vector width: AVX2 8 lanes, AVX-512 16
     layer, weight, bias = int8_layer(node, graph, host)
-    key = json.dumps([*layer, num_threads, host.key], default=repr)
-    if key not in _MODULES:  # lowered once per process (the disk cache skips codegen)
-        sch, args = qconv2d_nchw(*layer)
-        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads, cpu_features=features)
-    kernel = Int8Kernel(_MODULES[key], weight, bias, node, graph)
-    kernel.knobs = layer[7]
-    return kernel
+    what = json.dumps([*layer, num_threads, host.key], default=repr)
+    order = (0, int(np.prod(graph.values[node.outputs[0]].shape)))
+    spec = KernelSpec(what, lowered, (qconv2d_nchw, *layer), num_threads, features, order)
+    return spec, weight, bias, layer[7]
 
 
-def build_grouped_int8_kernel(
-    node: Node, graph: Graph, num_threads: int, features: str | None = None
-) -> Int8Kernel:
-    """A grouped ``qconv2d`` that :func:`on_depthwise_kernel` takes (depthwise): each output
-    channel sums its own group (``compiler.ops.cpu.int8.qconv2d_grouped_nchw``), same
-    contract; one shift per layer (per-channel grouped convs run :func:`build_int8_kernel`'s)."""
-    from pyvta import compiler
+def grouped_int8_spec(node: Node, graph: Graph, num_threads: int, features: str | None = None):
+    """A grouped ``qconv2d`` that :func:`on_depthwise_kernel` takes (depthwise): its
+    ``builds.KernelSpec`` on ``compiler.ops.cpu.int8.qconv2d_grouped_nchw`` (each output channel
+    sums its own group, same contract; one shift per layer: per-channel grouped convs run
+    :func:`int8_spec`'s), its weight and bias packed, and None (no tile's knobs)."""
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.int8 import pack_qconv_grouped, qconv2d_grouped_nchw
+    from pyvta.compiler.targets.cpu.builds import KernelSpec, lowered
 
     params = FusedParams.from_attrs(node.attrs)
     _, c, h, w = graph.values[node.inputs[0]].shape
@@ -212,26 +204,22 @@ def build_grouped_int8_kernel(
     lanes = host.vector_lanes("int32")
     n = graph.values[node.inputs[0]].shape[0]
     layer = [c, h, w, o, kernel, params, group, residual, dil, lanes, n, num_threads]
-    key = json.dumps(["grouped"] + layer + [host.key], default=repr)
-    if key not in _MODULES:
-        sch, args = qconv2d_grouped_nchw(
-            c, h, w, o, kernel, params, group, residual, dil, lanes, batch=n
-        )
-        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads, cpu_features=features)
+    what = json.dumps(["grouped"] + layer + [host.key], default=repr)
+    template = functools.partial(qconv2d_grouped_nchw, batch=n)
+    args = (template, c, h, w, o, kernel, params, group, residual, dil, lanes)
+    spec = KernelSpec(what, lowered, args, num_threads, features)
     weight, bias = pack_qconv_grouped(wt, graph.constants[node.inputs[2]])
-    return Int8Kernel(_MODULES[key], weight, bias, node, graph)
+    return spec, weight, bias, None
 
 
-def build_scale_kernel(
-    node: Node, graph: Graph, num_threads: int, features: str | None = None
-) -> ScaleKernel:
-    """The :class:`~runtime.int8_kernels.ScaleKernel` of a ``quantize`` / ``dequantize``
-    node (:func:`compiler.ops.cpu.int8_scale.quantize_nchw` / ``dequantize_nchw`` over the whole
+def scale_spec(node: Node, graph: Graph, num_threads: int, features: str | None = None):
+    """The ``builds.KernelSpec`` of a ``quantize`` / ``dequantize`` node's kernel
+    (:func:`compiler.ops.cpu.int8_scale.quantize_nchw` / ``dequantize_nchw`` over the whole
     batch, reading or writing the float layers' blocked form where the node says:
     ``fuse_borders``)."""
-    from pyvta import compiler
     from pyvta.compiler.backend.llvm import CpuTarget
     from pyvta.compiler.ops.cpu.int8_scale import dequantize_nchw, quantize_nchw
+    from pyvta.compiler.targets.cpu.builds import KernelSpec, lowered
 
     a = node.attrs
     host = CpuTarget.host(num_threads, features)
@@ -241,11 +229,8 @@ def build_scale_kernel(
     else:
         layer = [graph.values[node.inputs[0]].shape, a["frac_bits"], a.get("dst_block")]
         template = functools.partial(dequantize_nchw, vector_lanes=host.vector_lanes("float32"))
-    key = json.dumps([node.op, *layer, num_threads, host.key], default=repr)
-    if key not in _MODULES:
-        sch, args = template(*layer)
-        _MODULES[key] = compiler.build(sch, args, num_threads=num_threads, cpu_features=features)
-    return ScaleKernel(_MODULES[key], node, graph)
+    what = json.dumps([node.op, *layer, num_threads, host.key], default=repr)
+    return KernelSpec(what, lowered, (template, *layer), num_threads, features)
 
 
 class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
@@ -267,12 +252,13 @@ class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
 
         fallback = fallback if fallback is not None else cpu_backend_for(graph, features)
         built, dense_wt, scales = dict(kernels or {}), {}, {}
+        specs, convs, quantizers = {}, {}, []  # node -> its kernel's spec; what else it needs
         if cpu_llvm.have_llvmlite():  # the (de)quantize kernels, also beside given kernels
             threads = num_threads or os.cpu_count() or 1
             for n in graph.nodes:
                 if compiled_scale(n, graph):
-                    nt = node_threads(n, graph, threads)
-                    scales[n.name] = build_scale_kernel(n, graph, nt, features)
+                    specs[n.name] = scale_spec(n, graph, node_threads(n, graph, threads), features)
+                    quantizers.append(n)
         if kernels is None and cpu_llvm.have_llvmlite():
             from pyvta.compiler.backend.llvm import CpuTarget
 
@@ -280,12 +266,21 @@ class CpuInt8Kernels(int8_kernels.CpuInt8Kernels):
             host = CpuTarget.host(threads, features).feature_dict
             for n in graph.nodes:
                 if compiled_int8(n, graph):
-                    dot = node_dot_form(n, graph, host)
-                    depthwise = on_depthwise_kernel(n, graph, dot)
-                    build = build_grouped_int8_kernel if depthwise else build_int8_kernel
-                    built[n.name] = build(n, graph, node_threads(n, graph, threads), features)
+                    nt = node_threads(n, graph, threads)
+                    depthwise = on_depthwise_kernel(n, graph, node_dot_form(n, graph, host))
+                    spec_of = grouped_int8_spec if depthwise else int8_spec
+                    specs[n.name], *packed = spec_of(n, graph, nt, features)
+                    convs[n.name] = (n, *packed)
                 elif n.op == "dense" and n.target == HOST and n.inputs[1] in graph.constants:
                     dense_wt[n.name] = cpu_llvm.gemm_operand(graph.constants[n.inputs[1]].T)
+        from pyvta.compiler.targets.cpu.builds import build_all
+
+        modules = dict(zip(specs, build_all(list(specs.values())), strict=True))
+        scales = {n.name: ScaleKernel(modules[n.name], n, graph) for n in quantizers}
+        for name, (n, weight, bias, knobs) in convs.items():
+            built[name] = Int8Kernel(modules[name], weight, bias, n, graph)
+            if knobs is not None:
+                built[name].knobs = knobs
         super().__init__(graph, fallback, built, dense_wt, scales)
         self.threads = num_threads or os.cpu_count() or 1
 

@@ -120,9 +120,17 @@ def test_executor_and_pipeline_use_the_int8_kernels(resnet_int8, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(compiler, "build", no_build)
         assert len(CpuInt8Kernels(g).kernels) == 19
-    # ... and, lowered again, generates no code: the kernels are in the compiler's caches
-    monkeypatch.setattr(ck, "_MODULES", {})
-    sources = {k.module.from_cache for k in CpuInt8Kernels(g).kernels.values()}
+    # ... and, in a fresh process, neither lowers nor generates code: the kernels' lowered
+    # functions and code are in the disk cache (``compiler.targets.cpu.builds``)
+    from pyvta.compiler.targets.cpu import builds
+
+    def no_lower(*args, **kwargs):
+        raise AssertionError("a kernel was lowered again")
+
+    monkeypatch.setattr(builds, "_MODULES", {})
+    with monkeypatch.context() as m:
+        m.setattr(compiler, "lower", no_lower)
+        sources = {k.module.from_cache for k in CpuInt8Kernels(g).kernels.values()}
     assert sources and "none" not in sources
 
 

@@ -346,9 +346,9 @@ def test_an_inference_on_the_pool_binds_its_caller_to_a_cpu(resnet_file):
 def _fresh_process(monkeypatch):
     """Forget every kernel built in this process (what a fresh ``pyvta run`` starts from)."""
     from pyvta.compiler.backend.llvm import entry
-    from pyvta.compiler.targets.cpu import kernels as cpu_kernels
+    from pyvta.compiler.targets.cpu import builds
 
-    monkeypatch.setattr(cpu_kernels, "_MODULES", {})
+    monkeypatch.setattr(builds, "_MODULES", {})
     monkeypatch.setattr(entry, "_CACHES", {})
 
 

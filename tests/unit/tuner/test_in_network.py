@@ -364,7 +364,7 @@ def test_choices_say_when_the_code_they_were_timed_on_is_not_made_now(
     from pyvta.cli import main
     from pyvta.commands.network import cpu_tuned_schedules
     from pyvta.compiler.backend.llvm.cache import compiler_version
-    from pyvta.compiler.targets.cpu import kernels
+    from pyvta.compiler.targets.cpu import builds
     from pyvta.tuner import in_network
     from pyvta.tuner.cpu_measure import cpu_measured_on
     from pyvta.tuner.in_network import Candidate, Rerank, _write, changed_code, stale_choices
@@ -385,7 +385,7 @@ def test_choices_say_when_the_code_they_were_timed_on_is_not_made_now(
     assert host["compiler"] == compiler_version()
     assert list(host["code"]) == [key]  # the one layer changed
     assert host["code"][key]["chosen"] != host["code"][key]["untuned"]
-    monkeypatch.setattr(kernels, "_MODULES", {})  # built again, from the disk cache
+    monkeypatch.setattr(builds, "_MODULES", {})  # built again, from the disk cache
     assert changed_code(path, chosen, 1) == code
     lines = []
     assert cpu_tuned_schedules(path, log, log=lines.append) == chosen

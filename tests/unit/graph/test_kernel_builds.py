@@ -1,6 +1,5 @@
-"""A network's kernels built in worker processes (``compiler.targets.cpu.parallel_build``):
-who builds, what the workers leave in the disk cache, and what this process does with a kernel
-no worker built."""
+"""The host's kernels built (``compiler.targets.cpu.builds``): who builds, what the workers
+leave in the disk cache, and what this process does with a kernel no worker built."""
 
 from __future__ import annotations
 
@@ -14,9 +13,9 @@ from pyvta.compiler.backend.llvm import entry
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.onnx_import import import_onnx
 from pyvta.compiler.graph.pipeline import options_for, run_pipeline
+from pyvta.compiler.targets.cpu import builds
 from pyvta.compiler.targets.cpu import kernels as cpu_kernels
-from pyvta.compiler.targets.cpu import parallel_build
-from pyvta.compiler.targets.cpu.kernels import CpuKernels, module_keys
+from pyvta.compiler.targets.cpu.kernels import CpuKernels, graph_spec
 from pyvta.runtime import cpu_kernels as runtime_kernels
 from pyvta.runtime.compiled_model import CompiledModel, run_model
 
@@ -33,21 +32,14 @@ def plan(tmp_path_factory):
     return run_pipeline(import_onnx(path), opts)
 
 
-def _jobs(graph):
-    return [
-        (n, *runtime_kernels.kernel_shapes(graph, n)) for n in runtime_kernels.compiled_nodes(graph)
-    ]
-
-
-def _kernels(jobs, threads) -> int:
-    """The distinct kernels of ``jobs`` (equal layers share one)."""
-    return len({module_keys(n, shapes, threads, None, images)[0] for n, shapes, images in jobs})
+def _specs(graph, threads):
+    return [graph_spec(graph, n, threads) for n in runtime_kernels.compiled_nodes(graph)]
 
 
 def _fresh_process(monkeypatch, cache):
     """An empty disk cache at ``cache`` and no kernel built in this process."""
     monkeypatch.setenv("PYVTA_CACHE_DIR", str(cache))
-    monkeypatch.setattr(cpu_kernels, "_MODULES", {})
+    monkeypatch.setattr(builds, "_MODULES", {})
     monkeypatch.setattr(entry, "_CACHES", {})
 
 
@@ -67,20 +59,20 @@ def _run(graph, threads):
 def test_who_builds(monkeypatch):
     """Workers for 4 or more missing kernels on 2 or more CPUs, capped by the environment; a
     bad value is refused by name."""
-    monkeypatch.setattr(parallel_build.os, "sched_getaffinity", lambda _pid: {0, 1, 2})
-    monkeypatch.delenv(parallel_build.WORKERS_ENV, raising=False)
-    assert parallel_build.build_workers(3) == 0
-    assert parallel_build.build_workers(4) == 3
-    monkeypatch.setenv(parallel_build.WORKERS_ENV, "2")
-    assert parallel_build.build_workers(10) == 2
-    monkeypatch.setenv(parallel_build.WORKERS_ENV, "1")
-    assert parallel_build.build_workers(10) == 0
-    monkeypatch.setenv(parallel_build.WORKERS_ENV, "two")
+    monkeypatch.setattr(builds.os, "sched_getaffinity", lambda _pid: {0, 1, 2})
+    monkeypatch.delenv(builds.WORKERS_ENV, raising=False)
+    assert builds.build_workers(3) == 0
+    assert builds.build_workers(4) == 3
+    monkeypatch.setenv(builds.WORKERS_ENV, "2")
+    assert builds.build_workers(10) == 2
+    monkeypatch.setenv(builds.WORKERS_ENV, "1")
+    assert builds.build_workers(10) == 0
+    monkeypatch.setenv(builds.WORKERS_ENV, "two")
     with pytest.raises(ValueError, match="PYVTA_BUILD_WORKERS must be a whole number"):
-        parallel_build.build_workers(10)
-    monkeypatch.setattr(parallel_build.os, "sched_getaffinity", lambda _pid: {0})
-    monkeypatch.delenv(parallel_build.WORKERS_ENV)
-    assert parallel_build.build_workers(10) == 0
+        builds.build_workers(10)
+    monkeypatch.setattr(builds.os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.delenv(builds.WORKERS_ENV)
+    assert builds.build_workers(10) == 0
 
 
 def test_kernels_built_in_workers_are_found_on_disk(plan, tmp_path, monkeypatch):
@@ -88,18 +80,18 @@ def test_kernels_built_in_workers_are_found_on_disk(plan, tmp_path, monkeypatch)
     network then lowers nothing here, and it computes what kernels built here compute, bit for
     bit."""
     _fresh_process(monkeypatch, tmp_path / "serial")
-    monkeypatch.setenv(parallel_build.WORKERS_ENV, "0")
+    monkeypatch.setenv(builds.WORKERS_ENV, "0")
     want, lowered = _run(plan, 2)
-    jobs = _jobs(plan)
-    assert len(lowered) == _kernels(jobs, 2) >= parallel_build.PARALLEL_MIN_KERNELS
+    specs = _specs(plan, 2)
+    kernels = len({spec.what for spec in specs})  # equal layers share one
+    assert len(lowered) == kernels >= builds.PARALLEL_MIN_KERNELS
 
     _fresh_process(monkeypatch, tmp_path / "workers")
-    assert parallel_build.build_missing(jobs, 2, None, workers=2) == 2
-    assert cpu_kernels._MODULES == {}  # nothing built in this process
-    for node, shapes, images in jobs:
-        _, fkey = module_keys(node, shapes, 2, None, images)
-        assert entry.BACKEND.keeps(fkey), node.name
-    assert parallel_build.build_missing(jobs, 2, None, workers=2) == 0  # none missing now
+    assert builds.build_missing(specs, workers=2) == 2
+    assert builds._MODULES == {}  # nothing built in this process
+    for spec in specs:
+        assert entry.BACKEND.keeps(spec.func_key), spec.what
+    assert builds.build_missing(specs, workers=2) == 0  # none missing now
     got, lowered = _run(plan, 2)
     assert lowered == []
     np.testing.assert_array_equal(got, want)
@@ -109,14 +101,14 @@ def test_a_kernel_no_worker_built_is_built_here(plan, tmp_path, monkeypatch):
     """Workers that time out on every kernel (killed) leave nothing on disk; this process builds
     each kernel itself and computes the same output."""
     _fresh_process(monkeypatch, tmp_path / "serial")
-    monkeypatch.setenv(parallel_build.WORKERS_ENV, "0")
+    monkeypatch.setenv(builds.WORKERS_ENV, "0")
     want, _ = _run(plan, 1)
     _fresh_process(monkeypatch, tmp_path / "timeouts")
-    monkeypatch.delenv(parallel_build.WORKERS_ENV)
-    monkeypatch.setattr(parallel_build, "BUILD_TIMEOUT_S", 0.0)
-    jobs = _jobs(plan)
-    assert parallel_build.build_missing(jobs, 1, None, workers=2) == 2
+    monkeypatch.delenv(builds.WORKERS_ENV)
+    monkeypatch.setattr(builds, "BUILD_TIMEOUT_S", 0.0)
+    specs = _specs(plan, 1)
+    assert builds.build_missing(specs, workers=2) == 2
     assert not list((tmp_path / "timeouts").rglob("*.func"))
     got, lowered = _run(plan, 1)
-    assert len(lowered) == _kernels(jobs, 1)
+    assert len(lowered) == len({spec.what for spec in specs})
     np.testing.assert_array_equal(got, want)
