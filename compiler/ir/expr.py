@@ -25,6 +25,24 @@ def is_int(dtype: str) -> bool:
     return dtype.startswith("int")
 
 
+INT_BITS = {"int8": 8, "int32": 32, "int64": 64}
+"""Bits of the loop IR's integer dtypes (signed, two's complement): their ranges
+(``int_range``) and wrapping (``wrap_int``) follow from it."""
+
+
+def int_range(dtype: str) -> tuple[int, int]:
+    """The least and the greatest value of the integer ``dtype``."""
+    half = 1 << (INT_BITS[dtype] - 1)
+    return -half, half - 1
+
+
+def wrap_int(v: int, dtype: str) -> int:
+    """``v`` wrapped to the integer ``dtype`` (two's complement), as the hardware computes."""
+    bits = INT_BITS[dtype]
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if v >= 1 << (bits - 1) else v
+
+
 def const(value, dtype: str | None = None) -> Expr:
     """Wrap a Python number (or pass an Expr through)."""
     if isinstance(value, Expr):
@@ -281,11 +299,10 @@ class Reduce(Expr):
     def identity(self) -> Expr:
         if self.combiner == "sum":
             return const(0.0 if is_float(self.dtype) else 0, self.dtype)
-        lim = {"int8": 127, "int32": 2**31 - 1, "int64": 2**63 - 1, "float32": float("inf")}
-        v = lim[self.dtype]
-        if self.combiner == "max":
-            v = -v - (0 if is_float(self.dtype) else 1)
-        return const(float(v) if is_float(self.dtype) else v, self.dtype)
+        if is_float(self.dtype):
+            return const(float("-inf") if self.combiner == "max" else float("inf"), self.dtype)
+        lowest, highest = int_range(self.dtype)
+        return const(lowest if self.combiner == "max" else highest, self.dtype)
 
 
 def binary(op: str, a, b) -> Expr:

@@ -23,6 +23,7 @@ from pyvta.compiler.ir.expr import (
     free_vars,
     is_int,
     rebuild,
+    wrap_int,
 )
 
 Linear = tuple[dict, int]  # ({key: (atom, coef)}, constant); atoms are Vars or non-affine parts
@@ -244,16 +245,10 @@ def _fold(e: Expr, ranges: dict) -> Expr:
         if v.dtype == e.dtype:
             return v
         if isinstance(v, IntImm) and is_int(e.dtype):
-            return IntImm(_wrap(v.value, e.dtype), e.dtype)
+            return IntImm(wrap_int(v.value, e.dtype), e.dtype)
         if isinstance(v, IntImm | FloatImm) and e.dtype == "float32":
             return FloatImm(float(v.value))
     return e
-
-
-def _wrap(v: int, dtype: str) -> int:
-    bits = {"int8": 8, "int32": 32, "int64": 64}[dtype]
-    v &= (1 << bits) - 1
-    return v - (1 << bits) if v >= 1 << (bits - 1) else v
 
 
 def _fold_const(op: str, a, b) -> Expr:
@@ -279,7 +274,7 @@ def _fold_const(op: str, a, b) -> Expr:
     v = fn()
     if isinstance(a, FloatImm):
         return FloatImm(float(v), a.dtype)
-    return IntImm(_wrap(v, a.dtype) if a.dtype != "bool" else v, a.dtype)
+    return IntImm(wrap_int(v, a.dtype) if a.dtype != "bool" else v, a.dtype)
 
 
 def simplify(e: Expr, ranges: dict | None = None, memo: dict | None = None) -> Expr:

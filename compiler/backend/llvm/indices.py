@@ -18,11 +18,10 @@ from llvmlite import ir
 
 from pyvta.compiler.backend.llvm.frame import I32
 from pyvta.compiler.backend.llvm.vector import walk_exprs, walk_stmts
-from pyvta.compiler.ir.expr import INDEX_DTYPE, BinOp, Load, Var
+from pyvta.compiler.ir.expr import INDEX_DTYPE, BinOp, Load, Var, int_range
 from pyvta.compiler.ir.simplify import linear_form
 from pyvta.compiler.ir.stmt import For, Let, Store, stmt_exprs
 
-I32_MIN, I32_MAX = -(2**31), 2**31 - 1
 AFFINE_OPS = ("+", "-", "*")
 
 
@@ -35,7 +34,8 @@ def affine_terms(e) -> tuple[list, int] | None:
     pairs = list(terms.values())
     if any(type(v) is not Var for v, _ in pairs):
         return None
-    if not all(I32_MIN <= c <= I32_MAX for c in (const, *(c for _, c in pairs))):
+    lowest, highest = int_range(INDEX_DTYPE)
+    if not all(lowest <= c <= highest for c in (const, *(c for _, c in pairs))):
         return None
     return pairs, const
 

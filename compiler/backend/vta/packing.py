@@ -7,7 +7,6 @@ import numpy as np
 from pyvta.compiler.backend.vta.workload import WorkloadError
 from pyvta.isa import DEFAULT_CONFIG
 
-INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 DEFAULT_BLOCK = DEFAULT_CONFIG.block_in  # a config's own block: ``HwConfig.block_in``
 
 
@@ -54,10 +53,11 @@ def check_int32(name: str, a) -> np.ndarray:
             f"{name} must be an integer array (int32 range), got {got}; round and convert it"
             " explicitly, e.g. np.round(b).astype(np.int32)"
         )
-    if a.size and (a.min() < INT32_MIN or a.max() > INT32_MAX):
+    int32 = np.iinfo(np.int32)
+    if a.size and (a.min() < int32.min or a.max() > int32.max):
         raise WorkloadError(
             f"{name} holds values in [{a.min()}, {a.max()}], outside int32"
-            f" [{INT32_MIN}, {INT32_MAX}]"
+            f" [{int32.min}, {int32.max}]"
         )
     return a.astype(np.int32)
 
