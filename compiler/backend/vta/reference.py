@@ -5,10 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
-
-
-def _wrap32(v: np.ndarray) -> np.ndarray:
-    return (v + 2**31) % 2**32 - 2**31
+from pyvta.runtime.vta_ops import wrap_int32
 
 
 def reference_conv(
@@ -28,8 +25,8 @@ def reference_conv(
         for kw in range(wl.kernel_w):
             patch = xp[:, kh * d : kh * d + s * wl.out_h : s, kw * d : kw * d + s * wl.out_w : s]
             out += np.einsum("chw,oc->ohw", patch, w[:, :, kh, kw].astype(np.int64))
-    acc = _wrap32(out + (b.astype(np.int64)[:, None, None] if ep.bias else 0))
+    acc = wrap_int32(out + (b.astype(np.int64)[:, None, None] if ep.bias else 0))
     if ep.residual:
-        acc = _wrap32(acc + (residual[0].astype(np.int64) << ep.residual_shift))
+        acc = wrap_int32(acc + (residual[0].astype(np.int64) << ep.residual_shift))
     acc = acc >> ep.shift
     return np.clip(acc, ep.lo, ep.hi).astype(np.int8)[None]

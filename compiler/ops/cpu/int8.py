@@ -57,7 +57,7 @@ from pyvta.compiler.te.expr_ops import (
 from pyvta.compiler.te.tensor import compute, placeholder, reduce_axis
 from pyvta.compiler.te.tensor import sum as te_sum
 from pyvta.isa.errors import PyvtaError
-from pyvta.runtime.vta_ops import FusedParams
+from pyvta.runtime.vta_ops import FusedParams, wrap_int32
 
 U8_OFFSET = 128  # u = x + 128 maps int8 onto 0..255
 # accumulators per register tile, at most: on AVX-512 VNNI (32 registers) ResNet-18's 3x3
@@ -255,10 +255,6 @@ def conv_out_hw(h, w, kernel, strides, pads, dilations=(1, 1)) -> tuple[int, int
     return oh, ow
 
 
-def _wrap32(a: np.ndarray) -> np.ndarray:
-    return (((a.astype(np.int64) + 2**31) & 0xFFFFFFFF) - 2**31).astype(np.int32)
-
-
 def pack_qconv(
     w: np.ndarray, bias: np.ndarray, oc_block: int, dot: str = "pmaddwd"
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -280,9 +276,9 @@ def pack_qconv(
     wpad = np.zeros((o, cg * group, kh, kw), np.int64)
     wpad[:, :c] = w
     lanes = sum((wpad[:, j::group] & ((1 << bits) - 1)) << (bits * j) for j in range(group))
-    wp = _wrap32(lanes).reshape(o // oc_block, oc_block, cg, kh, kw).transpose(0, 2, 3, 4, 1)
+    wp = wrap_int32(lanes).reshape(o // oc_block, oc_block, cg, kh, kw).transpose(0, 2, 3, 4, 1)
     corr = bias.astype(np.int64) - offset * w.reshape(o, -1).astype(np.int64).sum(axis=1)
-    return np.ascontiguousarray(wp), _wrap32(corr)
+    return np.ascontiguousarray(wp), wrap_int32(corr)
 
 
 def _offset_lanes(data, pads, group: int, groups: int = 1, offset: int = U8_OFFSET, steps=1):
