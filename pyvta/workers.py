@@ -51,6 +51,13 @@ _BOOT = (
 two pipes' descriptors it inherits (jobs in, results out)."""
 
 
+_UNPICKLABLE = (
+    "the worker could not load the job: its function, or a class of its arguments, must be"
+    " importable by name in a fresh interpreter (defined in a module, not in the main script"
+    " or inside a function)\n"
+)
+
+
 def _worker_main(jobs_fd: int, results_fd: int) -> None:
     jobs = Connection(jobs_fd, writable=False)
     results = Connection(results_fd, readable=False)
@@ -59,6 +66,9 @@ def _worker_main(jobs_fd: int, results_fd: int) -> None:
             job = jobs.recv()
         except EOFError:
             return  # the pool closed its end (or its process ended)
+        except Exception:  # noqa: BLE001 - a job this process cannot unpickle
+            results.send(("error", _UNPICKLABLE + traceback.format_exc(limit=2)))
+            continue
         if job is None:
             return
         fn, args = job

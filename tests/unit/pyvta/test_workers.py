@@ -93,3 +93,27 @@ def test_a_worker_imports_through_its_parents_path(tmp_path):
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert f"[(0, 'ok', {str(lib / 'user_jobs.py')!r})]" in p.stdout, p.stdout
+
+
+def test_a_job_defined_in_the_main_script_is_an_error_that_says_why(tmp_path):
+    """A worker does not import the parent's main script, so a job's function defined there
+    cannot be loaded: the job's result is an error naming the cause, and the pool goes on."""
+    script = _script(
+        tmp_path,
+        """
+        import os
+        from pyvta.workers import WorkerPool
+
+        def mine():
+            return 1
+
+        if __name__ == "__main__":
+            with WorkerPool(1) as pool:
+                for pos, status, value in pool.map([(mine, ()), (os.getpid, ())], timeout_s=60):
+                    print(pos, status, value.splitlines()[0] if status == "error" else "")
+        """,
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "0 error the worker could not load the job" in p.stdout, p.stdout
+    assert "1 ok" in p.stdout, p.stdout
