@@ -68,6 +68,7 @@ from pyvta.tuner.in_network_code import _distinct_code, changed_code, conv_keys,
 from pyvta.tuner.in_network_confirm import (
     Confirmation,
     InNetworkError,
+    comparable,
     confirmed_layers,
     fastest,
     paired_ratio,
@@ -150,16 +151,18 @@ class Rerank:
         changed layer its paired speed-up; then the layers that keep their choice."""
         if not self.confirmations:
             return "confirmation: none (every layer's choice is its ranked fastest)"
-        lines = []
+        lines, same = [], {id(c) for c in comparable(self.confirmations)}
         for n, conf in enumerate(self.confirmations, 1):
             med = {k: statistics.median(v) for k, v in conf.network_ms.items()}
             start = " (the pass's start)" if conf.incumbent else ""
+            aside = "" if id(conf) in same else "; set aside: the host ran slower (SAME_HOST_SPEED)"
             lines.append(
                 f"confirmation {n}{start}, {conf.rounds} rounds, {len(conf.layer_ms)} layers"
                 " changed:"
                 f" default network {med['default']:.3f} ms, changed {med['chosen']:.3f} ms,"
                 f" paired {conf.speedup:.3f}x"
                 + ("" if conf.control is None else f"; the default built again {conf.control:.3f}x")
+                + aside
             )
             for key, t in conf.layer_ms.items():
                 r = paired_ratio(t["default"], t["chosen"])

@@ -20,7 +20,9 @@ from pyvta.runtime.compiled_model import run_model
 from pyvta.tuner.cpu_network import cpu_network_layers, cpu_schedules, tune_cpu_network
 from pyvta.tuner.in_network import (
     InNetworkError,
+    comparable,
     confirmed_layers,
+    fastest,
     in_network_choices,
     in_network_path,
     paired_ratio,
@@ -207,6 +209,14 @@ def test_a_confirmation_bears_out_a_faster_network_of_faster_layers():
     assert worse.faster() == {"faster"} and not worse.borne_out  # the network decides too
     assert confirmed_layers([worse]) == set() and confirmed_layers([]) == set()
     assert confirmed_layers([worse, first]) == set(layers)
+    # a confirmation timed while the host ran slower (its default network 1.4x the others')
+    # is not compared with them: its 1.11x is the slow spell's, and 1.05x at the normal speed
+    # is kept (the MobileNetV2 descent's two speeds, SAME_HOST_SPEED)
+    normal = Confirmation(5, pair(20.0, 0.95), {"faster": pair(5.0, 0.8)})
+    slower = Confirmation(5, pair(28.0, 0.9), {"faster": pair(7.0, 0.8)})
+    assert slower.default_ms / normal.default_ms == pytest.approx(1.4)
+    assert comparable([slower, normal]) == [normal] and fastest([slower, normal]) is normal
+    assert fastest([slower]) is slower  # alone, it is its own speed
     # paired: a round's times against the same round's, not against the medians
     drift = {"default": [10.0, 20.0, 20.0], "chosen": [9.0, 18.0, 10.5]}
     assert statistics.median(drift["default"]) / statistics.median(drift["chosen"]) > 1.5
