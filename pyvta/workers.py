@@ -13,17 +13,20 @@ level, without an ``if __name__ == "__main__"`` guard, is not run again in each 
 worker that has done ``max_jobs`` jobs is retired and replaced: what a job leaves behind in a
 process (LLVM's own state of every kernel JIT-compiled there, about 0.4-1 MB a candidate, not
 freed with the kernel) does not pile up over a long tuning session. A worker whose parent dies
-reads the end of its pipe and exits.
+reads the end of its pipe and exits; those still alive when the parent's interpreter exits are
+killed then (what ``multiprocessing`` did for its daemonic workers).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import subprocess
 import sys
 import time
 import traceback
+import weakref
 from multiprocessing.connection import Connection, wait
 
 # Library thread pools in a worker stay single-threaded: a candidate is timed with the machine's
@@ -39,7 +42,7 @@ _ENV = {
 
 
 MAX_JOBS_PER_WORKER = 200
-"""Jobs a worker does before it is replaced (a new process: about a second to start, beside
+"""Jobs a worker does before it is replaced (a fresh interpreter; its start is small beside
 the 1-30 s a candidate's build or run takes)."""
 
 
@@ -78,8 +81,19 @@ def _worker_main(jobs_fd: int, results_fd: int) -> None:
             out = ("error", traceback.format_exc(limit=8))
         try:
             results.send(out)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the pool is gone: nobody to tell
         except Exception:  # noqa: BLE001 - unpicklable result
             results.send(("error", traceback.format_exc(limit=4)))
+
+
+_LIVE: weakref.WeakSet = weakref.WeakSet()  # workers not yet closed or killed
+
+
+@atexit.register
+def _kill_live_workers() -> None:
+    for w in list(_LIVE):
+        w.kill()
 
 
 class _Worker:
@@ -102,6 +116,7 @@ class _Worker:
         self.jobs = Connection(jobs_w, readable=False)
         self.conn = Connection(results_r, writable=False)  # what the pool waits on
         self.jobs_done = 0
+        _LIVE.add(self)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -136,6 +151,7 @@ class _Worker:
     def _close_pipes(self) -> None:
         self.jobs.close()
         self.conn.close()
+        _LIVE.discard(self)
 
 
 class WorkerPool:

@@ -117,3 +117,32 @@ def test_a_job_defined_in_the_main_script_is_an_error_that_says_why(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "0 error the worker could not load the job" in p.stdout, p.stdout
     assert "1 ok" in p.stdout, p.stdout
+
+
+def test_a_busy_worker_is_killed_when_its_parent_exits(tmp_path):
+    """A parent that exits while a worker still runs a job (no close) does not leave it running
+    the job out: the workers still alive are killed at the parent's exit."""
+    script = _script(
+        tmp_path,
+        """
+        import threading, time
+        from pyvta.workers import WorkerPool
+
+        pool = WorkerPool(1)
+        busy = threading.Thread(
+            target=lambda: list(pool.map([(time.sleep, (60,))], timeout_s=120)), daemon=True
+        )
+        busy.start()
+        while not pool._workers:
+            time.sleep(0.01)
+        time.sleep(0.5)  # the job sent
+        print("worker", pool._workers[0].proc.pid, flush=True)
+        """,
+    )
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    pid = int(p.stdout.split("worker")[1].split()[0])
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid), f"worker {pid} still runs its job after its parent exited"
