@@ -38,6 +38,16 @@ def _windows(x: np.ndarray, kernel, strides, pads, dilations=(1, 1), fill=0.0) -
     return cols
 
 
+def conv_gemm(w_shape, out_shape, attrs) -> tuple[int, int, int] | None:
+    """The ``(M, N, K)`` of the compiled GEMM :func:`_conv_sum` runs per image for a float conv
+    with weights of ``w_shape`` and output of ``out_shape`` (its output channels by its window's
+    values, times the window's values by its pixels); None where it runs numpy's (groups)."""
+    if attrs["group"] != 1:
+        return None
+    o, cg, kh, kw = w_shape
+    return o, out_shape[2] * out_shape[3], cg * kh * kw
+
+
 def _conv_sum(x, w, attrs, dtype) -> np.ndarray:
     """Grouped convolution without bias in ``dtype`` arithmetic: ``(N, O, OH, OW)``."""
     o, cg, kh, kw = w.shape

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pyvta.isa.errors import PyvtaError
-from pyvta.runtime.cpu_ops import run_cpu_op
+from pyvta.runtime.cpu_ops import conv_gemm, run_cpu_op
 from pyvta.runtime.ir import Graph, GraphError
 
 MIN_FRAC_BITS, MAX_FRAC_BITS = -16, 30
@@ -87,6 +87,32 @@ def calibrate(
     return Calibration(fracs, {k: v / len(samples) for k, v in sums.items()}, ranges_c)
 
 
+def conv_gemms(graph: Graph) -> set[tuple[int, int, int]]:
+    """The ``(M, N, K)`` of the compiled GEMMs the float convs of ``graph`` run on in a float
+    run (``runtime.cpu_ops.conv_gemm``)."""
+    out = set()
+    for n in graph.nodes:
+        if n.op == "conv2d" and n.inputs[1] in graph.constants:
+            w = graph.constants[n.inputs[1]].shape
+            shape = conv_gemm(w, graph.values[n.outputs[0]].shape, n.attrs)
+            if shape is not None:
+                out.add(shape)
+    return out
+
+
+def build_conv_gemms(graph: Graph) -> int:
+    """Build the GEMM kernels of the float runs ahead (:func:`conv_gemms`) missing from the
+    cache on every core, not one at a time as the runs meet them (``targets.jit.build_gemms``;
+    nothing without llvmlite). The workers started."""
+    from pyvta.runtime.cpu_llvm import have_llvmlite
+
+    if not have_llvmlite():
+        return 0
+    from pyvta.compiler.targets.jit import build_gemms
+
+    return build_gemms(conv_gemms(graph))
+
+
 def collect_ranges(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[str, float]:
     """Max ``|x|`` of every float value (inputs and node outputs) over the sample inputs.
 
@@ -95,6 +121,7 @@ def collect_ranges(graph: Graph, samples: list[dict[str, np.ndarray]]) -> dict[s
     """
     if not samples:
         raise ValueError("calibration needs at least one sample input (got none)")
+    build_conv_gemms(graph)
     ranges: dict[str, float] = {}
 
     def note(name: str, a: np.ndarray) -> None:

@@ -49,18 +49,35 @@ def gemm_kernel(m: int, n: int, k: int) -> tuple[object, int]:
     lowered function and code on disk)."""
     key = (m, n, k)
     if key not in _GEMMS:
-        import json
+        from pyvta.compiler.targets.cpu.builds import built
 
-        from pyvta.compiler.backend.llvm import CpuTarget
-        from pyvta.compiler.ops.cpu import matmul_packed
-        from pyvta.compiler.targets.cpu.builds import KernelSpec, built, lowered
-
-        host = CpuTarget.host()
-        knobs, n_pad = _gemm_knobs(), gemm_n_pad(n)
-        what = json.dumps(["gemm", m, n_pad, k, repr(knobs), host.key])
-        spec = KernelSpec(what, lowered, (matmul_packed, m, n_pad, k, knobs), host.num_threads)
+        spec, n_pad = gemm_spec(m, n, k)
         _GEMMS[key] = (built(spec), n_pad)
     return _GEMMS[key]
+
+
+def gemm_spec(m: int, n: int, k: int):
+    """:func:`gemm_kernel`'s ``builds.KernelSpec``, and ``n`` padded."""
+    import json
+
+    from pyvta.compiler.backend.llvm import CpuTarget
+    from pyvta.compiler.ops.cpu import matmul_packed
+    from pyvta.compiler.targets.cpu.builds import KernelSpec, lowered
+
+    host = CpuTarget.host()
+    knobs, n_pad = _gemm_knobs(), gemm_n_pad(n)
+    what = json.dumps(["gemm", m, n_pad, k, repr(knobs), host.key])
+    args = (matmul_packed, m, n_pad, k, knobs)
+    return KernelSpec(what, lowered, args, host.num_threads, order=(0, m * n * k)), n_pad
+
+
+def build_gemms(shapes) -> int:
+    """Build the :func:`gemm_kernel` kernels of ``shapes`` (``(M, N, K)`` each) missing from
+    the cache on every core (``builds.build_missing``), before they are asked for one at a
+    time; the workers started (0: none)."""
+    from pyvta.compiler.targets.cpu.builds import build_missing
+
+    return build_missing([gemm_spec(*s)[0] for s in sorted(set(shapes))])
 
 
 def gpu_backend(

@@ -112,3 +112,29 @@ def test_a_kernel_no_worker_built_is_built_here(plan, tmp_path, monkeypatch):
     got, lowered = _run(plan, 1)
     assert len(lowered) == len({spec.what for spec in specs})
     np.testing.assert_array_equal(got, want)
+
+
+def test_calibration_builds_its_conv_gemms_before_it_runs(tmp_path, monkeypatch):
+    """The GEMMs calibration's float convs run on (``calibrate.conv_gemms``, from
+    ``runtime.cpu_ops.conv_gemm``) are the ones its runs ask for, so building them first on
+    every core leaves none of them to build one at a time."""
+    from pyvta.compiler.graph import calibrate
+    from pyvta.compiler.targets import jit
+
+    path = tmp_path / "resnet18_32.onnx"
+    onnx.save(zoo.resnet(18, size=32, width=16, classes=10, seed=SEED), path)
+    graph = import_onnx(path)
+    asked, op = set(), [None]
+    real_op, real_gemm = calibrate.run_cpu_op, jit.gemm_kernel
+
+    def run_op(name, *a):
+        op[0] = name
+        return real_op(name, *a)
+
+    monkeypatch.setattr(calibrate, "run_cpu_op", run_op)
+    monkeypatch.setattr(jit, "gemm_kernel", lambda *s: asked.add((op[0], s)) or real_gemm(*s))
+    monkeypatch.setattr(calibrate, "build_conv_gemms", lambda g: 0)  # asked, not built ahead
+    calibrate.collect_ranges(graph, [{graph.inputs[0]: zoo.sample_inputs(1, 32, seed=SEED)[0]}])
+    shapes = calibrate.conv_gemms(graph)
+    assert len(shapes) >= builds.PARALLEL_MIN_KERNELS
+    assert shapes == {s for name, s in asked if name == "conv2d"}
