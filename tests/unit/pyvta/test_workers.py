@@ -48,6 +48,20 @@ def _running(pid: int) -> bool:
     return state != "Z"
 
 
+def _worker_left_by(script: Path) -> int:
+    """Run ``script``, which prints ``worker PID`` and exits; the worker's process id."""
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return int(p.stdout.split("worker")[1].split()[0])
+
+
+def _ends_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _running(pid)
+
+
 def test_a_worker_ends_when_its_parent_dies(tmp_path):
     """A parent killed with its pool open leaves no worker behind: the worker reads the end of
     its pipe and exits."""
@@ -63,13 +77,8 @@ def test_a_worker_ends_when_its_parent_dies(tmp_path):
         os._exit(0)  # no close, no atexit
         """,
     )
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    pid = int(p.stdout.split("worker")[1].split()[0])
-    deadline = time.monotonic() + 20
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _running(pid), f"worker {pid} outlived its parent"
+    pid = _worker_left_by(script)
+    assert _ends_within(pid, 20), f"worker {pid} outlived its parent"
 
 
 def test_a_worker_imports_through_its_parents_path(tmp_path):
@@ -139,10 +148,5 @@ def test_a_busy_worker_is_killed_when_its_parent_exits(tmp_path):
         print("worker", pool._workers[0].proc.pid, flush=True)
         """,
     )
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stderr
-    pid = int(p.stdout.split("worker")[1].split()[0])
-    deadline = time.monotonic() + 10
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _running(pid), f"worker {pid} still runs its job after its parent exited"
+    pid = _worker_left_by(script)
+    assert _ends_within(pid, 10), f"worker {pid} still runs its job after its parent exited"
