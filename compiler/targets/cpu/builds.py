@@ -96,8 +96,8 @@ def lowered(template: Callable, *args):
 
 def build_workers(missing: int) -> int:
     """Worker processes for ``missing`` kernels: 0 (build here) below ``PARALLEL_MIN_KERNELS``,
-    on one CPU, inside a daemonic process (which may not start any) or where ``WORKERS_ENV``
-    says at most 1."""
+    on one CPU, inside a daemonic ``multiprocessing`` worker (someone's process pool, whose
+    cores are spoken for) or where ``WORKERS_ENV`` says at most 1."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     most = os.environ.get(WORKERS_ENV, "").strip()
     if most:
