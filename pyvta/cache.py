@@ -15,6 +15,7 @@ The root is ``$PYVTA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/pyvta``, else
   dse         design-space exploration results per config
   bitstreams  bitstreams uploaded to ``pyvta serve``
   cpu-code    artifacts' CPU kernels for this machine's CPU (shared objects, loaded with ctypes)
+  vta-configs the accelerator's default config per layer shape (the cost model's ranking)
   arm-userland  emulated ARM root file systems (``scripts/arm_userland.sh``)
 
 This module imports nothing of ours, so every package may use it (tests/unit/test_layering.py
@@ -40,6 +41,7 @@ FOLDERS = {
     "dse": "design-space exploration results",
     "bitstreams": "uploaded bitstreams",
     "cpu-code": "artifacts' CPU kernels (shared objects)",
+    "vta-configs": "the accelerator's default layer configs",
     "arm-userland": "emulated ARM userlands",
     "cpuid-mask": "the CPUID handler of fair baselines (pyvta.testing.cpuid_mask)",
 }

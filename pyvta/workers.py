@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import multiprocessing as mp
 import os
 import subprocess
 import sys
@@ -39,6 +40,30 @@ _ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
 }
+
+
+WORKERS_ENV = "PYVTA_BUILD_WORKERS"
+"""Environment variable: the most worker processes compile work starts (a network's missing
+kernels, ``compiler.targets.cpu.builds``; the accelerator's default layer configs,
+``compiler.backend.vta.default``); default: one per CPU this process may run on; 0 or 1: none,
+the work is done in the process."""
+
+
+def workers_for(jobs: int, least: int) -> int:
+    """Worker processes for ``jobs`` independent jobs: 0 (do them in this process) below
+    ``least`` jobs, on one CPU, inside a daemonic ``multiprocessing`` worker (someone's process
+    pool, whose cores are spoken for) or where ``WORKERS_ENV`` says at most 1."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    most = os.environ.get(WORKERS_ENV, "").strip()
+    if most:
+        try:
+            cpus = min(cpus or 1, int(most))
+        except ValueError:
+            raise ValueError(f"${WORKERS_ENV} must be a whole number, got {most!r}") from None
+    n = min(cpus or 1, jobs)
+    if jobs < least or n < 2 or mp.current_process().daemon:
+        return 0
+    return n
 
 
 MAX_JOBS_PER_WORKER = 200

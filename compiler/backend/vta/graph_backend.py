@@ -241,6 +241,15 @@ def compile_kernels(
     default, or with ``search`` > 0 the best of that many candidates on ``measure(insns)``."""
     kernels: dict[str, Kernel] = {}
     t0 = time.perf_counter()
+    if not search:  # the analytic defaults the layers will ask for, ranked on every core
+        from pyvta.compiler.backend.vta.default import rank_missing
+
+        layers = [node_layer(graph, n) for n in accelerator_nodes(graph) if n.op != CONV_POOL]
+        rank_missing(
+            (nl.workload, lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0], hw)
+            for nl in layers
+            if config_for(configs or {}, nl) is None
+        )
     for node in graph.nodes:
         if node.target == VTA.placement and node.op in POOL_OPS:
             kernels[node.name] = pool_kernel(graph, node, hw)

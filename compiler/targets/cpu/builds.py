@@ -21,18 +21,12 @@ the workers save time and never decide a result.
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 PARALLEL_MIN_KERNELS = 4
 """Missing kernels below which they are built in this process: a worker takes about 0.3 s to
 start, as long as a few small kernels take to build."""
-
-WORKERS_ENV = "PYVTA_BUILD_WORKERS"
-"""Environment variable: the most worker processes ``build_missing`` starts (default: one per
-CPU this process may run on; 0 or 1 builds every kernel in this process)."""
 
 BUILD_TIMEOUT_S = 600.0
 """A worker's time for one kernel before it is killed (and the kernel left to this process)."""
@@ -94,35 +88,20 @@ def lowered(template: Callable, *args):
     return compiler.lower(*template(*args))
 
 
-def build_workers(missing: int) -> int:
-    """Worker processes for ``missing`` kernels: 0 (build here) below ``PARALLEL_MIN_KERNELS``,
-    on one CPU, inside a daemonic ``multiprocessing`` worker (someone's process pool, whose
-    cores are spoken for) or where ``WORKERS_ENV`` says at most 1."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    most = os.environ.get(WORKERS_ENV, "").strip()
-    if most:
-        try:
-            cpus = min(cpus or 1, int(most))
-        except ValueError:
-            raise ValueError(f"${WORKERS_ENV} must be a whole number, got {most!r}") from None
-    n = min(cpus or 1, missing)
-    if missing < PARALLEL_MIN_KERNELS or n < 2 or mp.current_process().daemon:
-        return 0
-    return n
-
-
 def build_missing(specs, workers: int | None = None) -> int:
     """Build in worker processes, into the disk cache, the ``specs`` that neither this process
-    nor the disk cache holds. ``workers``: how many (default ``build_workers``'s rule). Returns
+    nor the disk cache holds. ``workers``: how many (default ``pyvta.workers.workers_for``, at
+    least ``PARALLEL_MIN_KERNELS`` missing; ``$PYVTA_BUILD_WORKERS`` caps them). Returns
     the workers started (0: none; ``built`` then builds the kernels here, as before)."""
     from pyvta.compiler.backend.llvm.entry import BACKEND
-    from pyvta.workers import WorkerPool
+    from pyvta.workers import WorkerPool, workers_for
 
     missing = {}
     for spec in specs:
         if not built_here(spec) and not BACKEND.keeps(spec.func_key):
             missing.setdefault(spec.what, spec)
-    n = build_workers(len(missing)) if workers is None else min(workers, len(missing))
+    n = workers_for(len(missing), PARALLEL_MIN_KERNELS) if workers is None else workers
+    n = min(n, len(missing))
     if n < 1:
         return 0
     order = sorted(missing.values(), key=lambda s: s.order, reverse=True)  # the longest first

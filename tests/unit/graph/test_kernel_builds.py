@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 
+from pyvta import workers
 from pyvta.compiler.backend.llvm import entry
 from pyvta.compiler.graph import zoo
 from pyvta.compiler.graph.onnx_import import import_onnx
@@ -58,21 +59,22 @@ def _run(graph, threads):
 
 def test_who_builds(monkeypatch):
     """Workers for 4 or more missing kernels on 2 or more CPUs, capped by the environment; a
-    bad value is refused by name."""
-    monkeypatch.setattr(builds.os, "sched_getaffinity", lambda _pid: {0, 1, 2})
-    monkeypatch.delenv(builds.WORKERS_ENV, raising=False)
-    assert builds.build_workers(3) == 0
-    assert builds.build_workers(4) == 3
-    monkeypatch.setenv(builds.WORKERS_ENV, "2")
-    assert builds.build_workers(10) == 2
-    monkeypatch.setenv(builds.WORKERS_ENV, "1")
-    assert builds.build_workers(10) == 0
-    monkeypatch.setenv(builds.WORKERS_ENV, "two")
+    bad value is refused by name (``pyvta.workers.workers_for``)."""
+    least = builds.PARALLEL_MIN_KERNELS
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda _pid: {0, 1, 2})
+    monkeypatch.delenv(workers.WORKERS_ENV, raising=False)
+    assert workers.workers_for(least - 1, least) == 0
+    assert workers.workers_for(least, least) == 3
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    assert workers.workers_for(10, least) == 2
+    monkeypatch.setenv(workers.WORKERS_ENV, "1")
+    assert workers.workers_for(10, least) == 0
+    monkeypatch.setenv(workers.WORKERS_ENV, "two")
     with pytest.raises(ValueError, match="PYVTA_BUILD_WORKERS must be a whole number"):
-        builds.build_workers(10)
-    monkeypatch.setattr(builds.os, "sched_getaffinity", lambda _pid: {0})
-    monkeypatch.delenv(builds.WORKERS_ENV)
-    assert builds.build_workers(10) == 0
+        workers.workers_for(10, least)
+    monkeypatch.setattr(workers.os, "sched_getaffinity", lambda _pid: {0})
+    monkeypatch.delenv(workers.WORKERS_ENV)
+    assert workers.workers_for(10, least) == 0
 
 
 def test_kernels_built_in_workers_are_found_on_disk(plan, tmp_path, monkeypatch):
@@ -80,7 +82,7 @@ def test_kernels_built_in_workers_are_found_on_disk(plan, tmp_path, monkeypatch)
     network then lowers nothing here, and it computes what kernels built here compute, bit for
     bit."""
     _fresh_process(monkeypatch, tmp_path / "serial")
-    monkeypatch.setenv(builds.WORKERS_ENV, "0")
+    monkeypatch.setenv(workers.WORKERS_ENV, "0")
     want, lowered = _run(plan, 2)
     specs = _specs(plan, 2)
     kernels = len({spec.what for spec in specs})  # equal layers share one
@@ -101,10 +103,10 @@ def test_a_kernel_no_worker_built_is_built_here(plan, tmp_path, monkeypatch):
     """Workers that time out on every kernel (killed) leave nothing on disk; this process builds
     each kernel itself and computes the same output."""
     _fresh_process(monkeypatch, tmp_path / "serial")
-    monkeypatch.setenv(builds.WORKERS_ENV, "0")
+    monkeypatch.setenv(workers.WORKERS_ENV, "0")
     want, _ = _run(plan, 1)
     _fresh_process(monkeypatch, tmp_path / "timeouts")
-    monkeypatch.delenv(builds.WORKERS_ENV)
+    monkeypatch.delenv(workers.WORKERS_ENV)
     monkeypatch.setattr(builds, "BUILD_TIMEOUT_S", 0.0)
     specs = _specs(plan, 1)
     assert builds.build_missing(specs, workers=2) == 2
