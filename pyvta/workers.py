@@ -66,6 +66,20 @@ def workers_for(jobs: int, least: int) -> int:
     return n
 
 
+def in_workers(jobs: list, least: int, timeout_s: float, workers: int | None = None) -> int:
+    """Run ``jobs`` (``[(fn, args), ...]``, each leaving its result where the caller finds it,
+    e.g. a disk cache) in ``workers`` processes (default :func:`workers_for`'s rule with
+    ``least``), their results not sent back: a job that failed is the caller's to do again.
+    Returns the workers started (0: none, nothing run)."""
+    n = min(workers_for(len(jobs), least) if workers is None else workers, len(jobs))
+    if n < 1:
+        return 0
+    with WorkerPool(n, max_jobs=None) as pool:
+        for _ in pool.map(jobs, timeout_s):
+            pass
+    return n
+
+
 MAX_JOBS_PER_WORKER = 200
 """Jobs a worker does before it is replaced (a fresh interpreter; its start is small beside
 the 1-30 s a candidate's build or run takes)."""

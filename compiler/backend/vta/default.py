@@ -125,21 +125,15 @@ def rank_missing(layers) -> int:
     largest first; each worker keeps its choices there. Returns the workers started (0: none,
     the layers are ranked as they are asked for). A layer a worker did not rank is ranked when
     it is asked for, so the workers never decide a choice."""
-    from pyvta.workers import WorkerPool, workers_for
+    from pyvta.workers import in_workers
 
     missing = {}
     for wl, ep, hw in layers:
         path = _kept_at(wl, ep, hw)
         if not path.exists():
             missing.setdefault(path, (wl, ep, hw))
-    n = workers_for(len(missing), PARALLEL_MIN_LAYERS)
-    if n == 0:
-        return 0
     order = sorted(missing.values(), key=lambda t: -t[0].out_h * t[0].out_w * t[0].out_channels)
-    with WorkerPool(n, max_jobs=None) as pool:
-        for _ in pool.map([(analytic_default, layer) for layer in order], 600.0):
-            pass
-    return n
+    return in_workers([(analytic_default, layer) for layer in order], PARALLEL_MIN_LAYERS, 600.0)
 
 
 def _chosen_config(wl, ep, hw, vthreads, measure, candidates, explore, seed, timing):

@@ -94,21 +94,15 @@ def build_missing(specs, workers: int | None = None) -> int:
     least ``PARALLEL_MIN_KERNELS`` missing; ``$PYVTA_BUILD_WORKERS`` caps them). Returns
     the workers started (0: none; ``built`` then builds the kernels here, as before)."""
     from pyvta.compiler.backend.llvm.entry import BACKEND
-    from pyvta.workers import WorkerPool, workers_for
+    from pyvta.workers import in_workers
 
     missing = {}
     for spec in specs:
         if not built_here(spec) and not BACKEND.keeps(spec.func_key):
             missing.setdefault(spec.what, spec)
-    n = workers_for(len(missing), PARALLEL_MIN_KERNELS) if workers is None else workers
-    n = min(n, len(missing))
-    if n < 1:
-        return 0
     order = sorted(missing.values(), key=lambda s: s.order, reverse=True)  # the longest first
-    with WorkerPool(n, max_jobs=None) as pool:
-        for _ in pool.map([(_build, (spec,)) for spec in order], BUILD_TIMEOUT_S):
-            pass  # what failed there is built, or raises, here
-    return n
+    jobs = [(_build, (spec,)) for spec in order]  # what fails there is built, or raises, here
+    return in_workers(jobs, PARALLEL_MIN_KERNELS, BUILD_TIMEOUT_S, workers)
 
 
 def build_all(specs) -> list:
