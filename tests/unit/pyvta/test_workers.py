@@ -82,16 +82,15 @@ def test_a_worker_ends_when_its_parent_dies(tmp_path):
 
 
 def test_a_worker_imports_through_its_parents_path(tmp_path):
-    """A job's function in a module the parent found through a folder it put on ``sys.path``
-    (not the environment's ``PYTHONPATH``) runs in the worker."""
+    """A job's function in a module the parent imports from its script's folder (where Python
+    looks first for a script, not the environment's ``PYTHONPATH`` nor the working folder)
+    runs in the worker, which is started from another folder."""
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "user_jobs.py").write_text("def where():\n    return __file__\n")
     script = _script(
-        tmp_path,
-        f"""
-        import sys
-        sys.path.insert(0, {str(lib)!r})
+        lib,
+        """
         import user_jobs
         from pyvta.workers import WorkerPool
 
@@ -99,7 +98,11 @@ def test_a_worker_imports_through_its_parents_path(tmp_path):
             print(list(pool.map([(user_jobs.where, ())], timeout_s=60)))
         """,
     )
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=elsewhere
+    )
     assert p.returncode == 0, p.stderr
     assert f"[(0, 'ok', {str(lib / 'user_jobs.py')!r})]" in p.stdout, p.stdout
 
