@@ -241,13 +241,13 @@ def compile_kernels(
     default, or with ``search`` > 0 the best of that many candidates on ``measure(insns)``."""
     kernels: dict[str, Kernel] = {}
     t0 = time.perf_counter()
+    layers = {n.name: node_layer(graph, n) for n in accelerator_nodes(graph) if n.op != CONV_POOL}
     if not search:  # the analytic defaults the layers will ask for, ranked on every core
         from pyvta.compiler.backend.vta.default import rank_missing
 
-        layers = [node_layer(graph, n) for n in accelerator_nodes(graph) if n.op != CONV_POOL]
         rank_missing(
             (nl.workload, lowering_epilogue(nl.workload, nl.epilogue, nl.bias)[0], hw)
-            for nl in layers
+            for nl in layers.values()
             if config_for(configs or {}, nl) is None
         )
     for node in graph.nodes:
@@ -255,11 +255,8 @@ def compile_kernels(
             kernels[node.name] = pool_kernel(graph, node, hw)
         if node.target == VTA.placement and node.op == CONV_POOL:
             kernels.update(conv_pool_kernels(graph, node, hw, configs, measure, search))
-    for node in accelerator_nodes(graph):
-        if node.op == CONV_POOL:
-            continue  # (above)
-        nl = node_layer(graph, node)
-        kernels[node.name] = build_kernel(
+    for name, nl in layers.items():  # (conv + pool nodes above)
+        kernels[name] = build_kernel(
             nl.workload,
             nl.epilogue,
             nl.weights,
