@@ -56,6 +56,16 @@ def root() -> Path:
     return Path(base).expanduser() / "pyvta"
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (its folder made) through a temporary file renamed over it:
+    a concurrent reader (another process of the same cache) sees the old file or the whole
+    new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
 def folder(name: str) -> Path:
     """The folder ``name`` under ``root()`` (not created here)."""
     if name not in FOLDERS:

@@ -139,9 +139,7 @@ class KernelCache:
         self._write(f"{key}.func", pickle.dumps(func, protocol=pickle.HIGHEST_PROTOCOL))
 
     def _write(self, name: str, data: bytes) -> None:
-        if self.directory is None:
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / f".{name}.{os.getpid()}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, self.directory / name)
+        from pyvta.cache import write_atomic
+
+        if self.directory is not None:
+            write_atomic(self.directory / name, data)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable
 
 from pyvta.compiler.backend.vta.config import ConvConfig, FitError, all_configs
@@ -90,16 +89,15 @@ def analytic_default(
 ) -> ConvConfig:
     """:func:`default_config` without a measurement: the best estimate that lowers, from the
     disk cache where an earlier process ranked the same layer (module docstring)."""
+    from pyvta import cache
+
     path = _kept_at(wl, ep, hw, vthreads, timing)
     try:
         return ConvConfig.from_dict(json.loads(path.read_text()))
     except (OSError, ValueError, TypeError):
         pass  # none yet, or damaged: ranked again
     config = _chosen_config(wl, ep, hw, vthreads, None, 1, 0, 0, timing)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(config.to_json())
-    os.replace(tmp, path)
+    cache.write_atomic(path, config.to_json().encode())
     return config
 
 
