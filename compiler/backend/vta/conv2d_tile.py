@@ -38,18 +38,26 @@ KERNEL_ORDER = ("ci", "kh", "kw", "co", "oh", "ow")  # outermost first; outputs 
 
 
 def chunk_gemm(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: int, wgt0: int):
+    """One input-channel chunk's GEMM instruction and its kernel's micro-ops (``chunk_rows``)."""
+    insn, rows = chunk_rows(wl, c, g, acc0, inp0, wgt0)
+    columns = (rows[n].tolist() for n in ("dst", "src", "wgt"))
+    kernel = [Uop(a, b, w) for a, b, w in zip(*columns, strict=True)]
+    return insn, kernel
+
+
+def chunk_rows(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: int, wgt0: int):
+    """One input-channel chunk's GEMM: its instruction (``c.gemm_loops`` the two hardware
+    loops) and its kernel's rows (``dst``, ``src``, ``wgt`` arrays, one entry per micro-op,
+    the other axes in ``KERNEL_ORDER``), from ``acc0``, ``inp0`` and ``wgt0``. ``FitError``
+    where consecutive micro-ops would write one ACC row."""
     dims = gemm_dims(wl, c, g)
     outer, inner = c.gemm_loops
     kernel_dims = [d for d in KERNEL_ORDER if d not in (outer, inner)]
     grids = np.meshgrid(*[np.arange(dims[d][0]) for d in kernel_dims], indexing="ij")
     flat = [x.reshape(-1) for x in grids]
-    base = {}
+    rows = {}
     for k, (name, off) in enumerate((("dst", acc0), ("src", inp0), ("wgt", wgt0))):
-        base[name] = off + sum(f * dims[d][1 + k] for f, d in zip(flat, kernel_dims, strict=True))
-    kernel = [
-        Uop(int(a), int(b), int(w))
-        for a, b, w in zip(base["dst"], base["src"], base["wgt"], strict=True)
-    ]
+        rows[name] = off + sum(f * dims[d][1 + k] for f, d in zip(flat, kernel_dims, strict=True))
     eo, ei = dims[outer], dims[inner]
     insn = GemmInsn(
         iter_out=eo[0],
@@ -61,8 +69,8 @@ def chunk_gemm(wl: ConvWorkload, c: ConvConfig, g: Geometry, acc0: int, inp0: in
         src_factor_in=ei[2],
         wgt_factor_in=ei[3],
     )
-    _check_hazard(insn, base["dst"], c)
-    return insn, kernel
+    _check_hazard(insn, rows["dst"], c)
+    return insn, rows
 
 
 def _check_hazard(insn: GemmInsn, dst: np.ndarray, c: ConvConfig) -> None:

@@ -29,7 +29,7 @@ from pyvta.compiler.backend.vta.config import (
     reserved_rows,
     shared_inputs,
 )
-from pyvta.compiler.backend.vta.conv2d_tile import chunk_gemm
+from pyvta.compiler.backend.vta.conv2d_tile import chunk_rows
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.isa import GemmInsn, HwConfig, MemType, encode_uops
 from pyvta.sim.timing import Timing, expanded_rows
@@ -109,7 +109,7 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         alu.append((rows, True, 0))
     alu += [(rows, True, 0)] * len(clip_ops(ep, c))  # CLIP, or MAX lo and MIN hi
     chunk = c.tile_co * c.tile_ci * wl.kernel_h * wl.kernel_w * g.pixels
-    insn, kernel = chunk_gemm(wl, c, g, 0, 0, 0)
+    insn, rows = chunk_rows(wl, c, g, 0, 0, 0)
     return TileCompute(
         tuple(start),
         chunk,
@@ -117,7 +117,7 @@ def tile_compute_insns(wl: ConvWorkload, ep: Epilogue, c: ConvConfig, g: Geometr
         tuple(epi_gemm),
         tuple(alu),
         insn,
-        tuple(u.dst for u in kernel),
+        tuple(rows["dst"].tolist()),
     )
 
 
