@@ -24,7 +24,9 @@ lists it as an allowed leaf). ``pyvta cache info|clear`` shows and empties the f
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from pathlib import Path
 
 ROOT_VAR = "PYVTA_CACHE_DIR"
@@ -57,13 +59,38 @@ def root() -> Path:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (its folder made) through a temporary file renamed over it:
-    a concurrent reader (another process of the same cache) sees the old file or the whole
-    new one, never a part."""
+    """Write ``data`` to ``path`` (its folder made) through :func:`atomic_output`: a concurrent
+    reader (another process of the same cache) sees the old file or the whole new one, never a
+    part."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    with atomic_output(path) as tmp:
+        tmp.write_bytes(data)
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path):
+    """Yield a temporary path next to ``path`` (same suffix, a name no other process uses); on
+    success it is renamed onto ``path`` in one step (with the permissions a new file gets),
+    on an exception it is removed and ``path`` is left as it was."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(
+        dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}"
+    )
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def folder(name: str) -> Path:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvta.cache import atomic_output
 from pyvta.driver.kernel import Kernel, Region, RegionKind
 from pyvta.isa import HwConfig, PyvtaError
 from pyvta.runtime.cpu_code import CpuCode
@@ -220,17 +221,12 @@ class CompiledModel:
         }
         text = json.dumps(meta)
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # written whole, then renamed
-        try:
-            with tmp.open("wb") as f:
-                np.savez(
-                    f,
-                    **{GRAPH_KEY: np.array(text), DIGEST_KEY: np.array(_sha256(text.encode()))},
-                    **arrays,
-                )
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        with atomic_output(path) as tmp, tmp.open("wb") as f:  # written whole, then renamed
+            np.savez(
+                f,
+                **{GRAPH_KEY: np.array(text), DIGEST_KEY: np.array(_sha256(text.encode()))},
+                **arrays,
+            )
         return path
 
     @classmethod

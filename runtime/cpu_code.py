@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import os
 import platform
 import struct
 import threading
@@ -201,12 +200,9 @@ def _load_library(data: bytes) -> ctypes.CDLL:
 
     digest = hashlib.sha256(data).hexdigest()[:32]
     folder = cache.folder("cpu-code")
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{digest}.so"
     if not path.exists() or path.read_bytes() != data:
-        tmp = folder / f".{digest}.{os.getpid()}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        cache.write_atomic(path, data)
     return ctypes.CDLL(str(Path(path)))
 
 

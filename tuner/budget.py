@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvta.cache import write_atomic
 from pyvta.isa.errors import PyvtaError
 from pyvta.tuner.log import TuningLog, make_record, read_records
 from pyvta.tuner.task import Task
@@ -297,9 +298,7 @@ def _write_sessions(path: Path, spans, in_network: list | None = None) -> None:
     already in the file kept)."""
     if in_network is None:
         in_network = _read_doc(path)[1]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({"sessions": spans, "in_network": in_network}))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"sessions": spans, "in_network": in_network}).encode())
 
 
 @contextmanager

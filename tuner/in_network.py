@@ -57,6 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pyvta.cache import write_atomic
 from pyvta.compiler.backend.llvm.cache import compiler_version
 from pyvta.tuner.in_network_candidates import (
     Candidate,
@@ -468,9 +469,7 @@ def _write(path: Path, rerank: Rerank, machine: str) -> None:
     if rerank.seconds is not None:
         hosts[machine]["seconds"] = rerank.seconds
     doc = {"v": IN_NETWORK_VERSION, "hosts": dict(sorted(hosts.items()))}
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(doc, indent=1).encode())
 
 
 def _read_hosts(path: Path) -> dict[str, dict]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -106,27 +105,3 @@ def _check_writable(p: Path, parent: Path, flag: str) -> None:
         ) from exc
     os.close(fd)
     os.unlink(probe)
-
-
-@contextlib.contextmanager
-def atomic_output(path: Path):
-    """Yield a temporary path next to ``path`` (same suffix); on success it is renamed onto
-    ``path`` in one step, on an exception it is removed and ``path`` is left as it was."""
-    fd, tmp = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}"
-    )
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -9,10 +9,10 @@ import time
 
 import numpy as np
 
+from pyvta.cache import atomic_output
 from pyvta.commands.common import (
     CommandError,
     add_config_argument,
-    atomic_output,
     config_from,
     count_or_all,
     output_path,

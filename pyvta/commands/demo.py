@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from pyvta import cache, sim
-from pyvta.commands.common import CommandError, atomic_output, output_path
+from pyvta.cache import atomic_output
+from pyvta.commands.common import CommandError, output_path
 from pyvta.sim.programs import matmul_program
 
 HELP = "run the main demo: ResNet-18 on the simulated accelerator (or: demo gemm)"

@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyvta.commands.common import CommandError, atomic_output, output_path
+    from pyvta.cache import atomic_output
+    from pyvta.commands.common import CommandError, output_path
     from pyvta.hw import cli_support
 
     if args.hw_command == "run":

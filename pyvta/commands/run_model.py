@@ -83,7 +83,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyvta.commands.common import CommandError, atomic_output, config_from, output_path
+    from pyvta.cache import atomic_output
+    from pyvta.commands.common import CommandError, config_from, output_path
 
     if args.runs < 1:
         raise CommandError(f"--runs must be >= 1, got {args.runs}")

@@ -10,7 +10,8 @@ import time
 import numpy as np
 
 from pyvta import sim
-from pyvta.commands.common import atomic_output, output_path
+from pyvta.cache import atomic_output
+from pyvta.commands.common import output_path
 from pyvta.sim import Program
 
 HELP = "run a program bundle (.npz) on the simulator (or --device NAME); write the final DRAM"

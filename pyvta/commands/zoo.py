@@ -20,7 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pyvta.commands.common import CommandError, atomic_output, output_path
+    from pyvta.cache import atomic_output
+    from pyvta.commands.common import CommandError, output_path
     from pyvta.compiler.graph import zoo
 
     if args.model is None:

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pyvta.cache import atomic_output
 from pyvta.cli import main
-from pyvta.commands.common import CommandError, atomic_output, output_path
+from pyvta.commands.common import CommandError, output_path
 from pyvta.sim.random_program import random_program
 
 SEED = 3

@@ -84,3 +84,22 @@ def test_warmup_compiles_the_default_configs_kernels_into_the_root(
     monkeypatch.setattr(native, "_kernels", {})  # a new process: the object code is on disk
     assert main(["warmup"]) == 0
     assert "already in the cache, loaded in" in capsys.readouterr().out
+
+
+def test_atomic_writes_of_one_path_never_share_a_temporary_file(tmp_path):
+    """Two writers of one path (two processes of one tuning log, say) each write their own
+    temporary file: the path holds one whole version, the other's write is not cut into it,
+    and nothing is left beside it. A fixed temporary name (``path + ".tmp"``, as two of the
+    tuner's files had) would let the second writer's file be renamed by the first."""
+    path = tmp_path / "sub" / "choices.json"
+    first, second = b"a" * 100_000, b"b" * 10
+    path.parent.mkdir()
+    with cache.atomic_output(path) as tmp1, cache.atomic_output(path) as tmp2:
+        assert tmp1 != tmp2 and tmp1.parent == tmp2.parent == path.parent
+        assert tmp1.suffix == tmp2.suffix == ".json"  # np.savez & co. keep the name given
+        tmp1.write_bytes(first)
+        tmp2.write_bytes(second)
+    assert path.read_bytes() == first  # the outer context renames last
+    cache.write_atomic(tmp_path / "new" / "x.bin", second)  # its folder made
+    assert (tmp_path / "new" / "x.bin").read_bytes() == second
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["choices.json", "x.bin"]
