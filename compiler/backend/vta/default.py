@@ -2,7 +2,7 @@
 (``cost.conv_cost``: the lowering's instructions costed with the cycle model's ``Timing``,
 without running it); the tuner measures for real.
 
-Ranking a layer's space costs 0.3-1.5 s (ResNet-18's 20 layers: about 15 s, each ``pyvta run
+Ranking a layer's space costs 0.1-0.7 s (ResNet-18's 20 layers: about 7 s, each ``pyvta run
 --target vta`` of it), so the analytic choice is kept on disk (``pyvta.cache`` folder
 ``vta-configs``), keyed by the layer, its epilogue, the hardware config, the timing and the
 sources of the compiler and the simulator (whose ``Timing`` the estimate reads).
