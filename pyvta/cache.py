@@ -16,6 +16,7 @@ The root is ``$PYVTA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/pyvta``, else
   bitstreams  bitstreams uploaded to ``pyvta serve``
   cpu-code    artifacts' CPU kernels for this machine's CPU (shared objects, loaded with ctypes)
   vta-configs the accelerator's default config per layer shape (the cost model's ranking)
+  vta-programs  the accelerator's lowered layer programs (instructions, micro-ops) per layer
   arm-userland  emulated ARM root file systems (``scripts/arm_userland.sh``)
 
 This module imports nothing of ours, so every package may use it (tests/unit/test_layering.py
@@ -25,6 +26,7 @@ lists it as an allowed leaf). ``pyvta cache info|clear`` shows and empties the f
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -44,6 +46,7 @@ FOLDERS = {
     "bitstreams": "uploaded bitstreams",
     "cpu-code": "artifacts' CPU kernels (shared objects)",
     "vta-configs": "the accelerator's default layer configs",
+    "vta-programs": "the accelerator's lowered layer programs",
     "arm-userland": "emulated ARM userlands",
     "cpuid-mask": "the CPUID handler of fair baselines (pyvta.testing.cpuid_mask)",
 }
@@ -91,6 +94,14 @@ def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def keyed_file(name: str, what: str, digest: str, suffix: str) -> Path:
+    """The file of folder ``name`` that keeps the result for ``what`` (the caller's full
+    description of its inputs) made by code whose sources hash to ``digest``: named by the
+    SHA-256 of both, so a change of either is another file."""
+    key = hashlib.sha256(f"{digest}\0{what}".encode()).hexdigest()
+    return folder(name) / f"{key}{suffix}"
 
 
 def folder(name: str) -> Path:

@@ -10,7 +10,6 @@ sources of the compiler and the simulator (whose ``Timing`` the estimate reads).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 
@@ -107,9 +106,7 @@ def _kept_at(wl, ep, hw, vthreads=None, timing=None):
     from pyvta.compiler.backend.llvm.cache import source_digest
 
     what = repr((wl, ep, hw, vthreads, timing or Timing()))
-    digest = source_digest("compiler", "sim")
-    key = hashlib.sha256(f"{digest}\0{what}".encode()).hexdigest()
-    return cache.folder("vta-configs") / f"{key}.json"
+    return cache.keyed_file("vta-configs", what, source_digest("compiler", "sim"), ".json")
 
 
 PARALLEL_MIN_LAYERS = 2

@@ -5,6 +5,8 @@ compile time), placed on a device (``driver.kernel.load_kernel``), then run on p
 from __future__ import annotations
 
 import dataclasses
+import io
+import zipfile
 
 import numpy as np
 
@@ -151,7 +153,7 @@ def build_kernel(
         ).tobytes(),
         "ones": ones_row(wl.block).tobytes(),
     }
-    return _lowered_kernel(wl, ep, config, hw, consts, layer_ep)
+    return _lowered_kernel(wl, ep, config, hw, consts, layer_ep, keep=True)
 
 
 def measurement_kernel(wl: ConvWorkload, ep: Epilogue, config: ConvConfig, hw: HwConfig) -> Kernel:
@@ -176,8 +178,11 @@ def _lowered_kernel(
     hw: HwConfig,
     consts: dict[str, bytes],
     layer_ep: Epilogue,
+    keep: bool = False,
 ) -> Kernel:
-    """Place the regions from byte 0, lower the stream against them, build the relocation table."""
+    """Place the regions from byte 0, lower the stream against them, build the relocation table.
+    ``keep``: the program from the cache where an earlier process lowered the same one, else
+    kept there (``_program``)."""
     out_bytes = wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
     in_bytes = wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes
     sizes = [
@@ -187,8 +192,7 @@ def _lowered_kernel(
     if ep.residual:
         sizes.append(("residual", RegionKind.INPUT, out_bytes))
     sizes += [(name, RegionKind.CONST, len(data)) for name, data in consts.items() if data]
-    sizes.append(("uops", RegionKind.CONST, 0))  # last before the stream: its size comes after
-    base = {r.name: r.offset for r in layout_regions(sizes)}
+    base = {r.name: r.offset for r in _with_program(sizes, b"", b"")}
     dram = DramMap(
         data=base["input"] // hw.inp_elem_bytes,
         weights=base["weights"] // hw.wgt_elem_bytes,
@@ -199,28 +203,72 @@ def _lowered_kernel(
         wgt_consts=base["consts"] // hw.wgt_elem_bytes,
         ones=base["ones"] // hw.inp_elem_bytes,
     )
-    lowered = lower_conv2d(wl, ep, config, hw, dram)
+    program = _program(wl, ep, config, hw, dram, sizes, keep)
     consts = {k: v for k, v in consts.items() if v}
-    consts["uops"] = encode_uops(lowered.uops, hw) if lowered.uops else b""
-    consts["insns"] = encode_insns(lowered.insns, hw)
-    sizes[-1] = ("uops", RegionKind.CONST, len(consts["uops"]))
-    sizes.append(("insns", RegionKind.CONST, len(consts["insns"])))
-    regions = layout_regions(sizes)
+    consts["uops"], consts["insns"] = program.uops, program.insns
     info = {
         "workload": wl.to_dict(),
         "epilogue": dataclasses.asdict(ep),
         "layer_epilogue": dataclasses.asdict(layer_ep),
         "config": config.to_dict(),
-        "uops": len(lowered.uops),
+        "uops": program.uop_count,
     }
-    return Kernel(
-        hw.tag,
-        regions,
-        consts,
-        relocation_table(lowered.insns, regions, hw),
-        len(lowered.insns),
-        info,
+    regions = _with_program(sizes, program.uops, program.insns)
+    return Kernel(hw.tag, regions, consts, program.relocs, program.insn_count, info)
+
+
+def _with_program(sizes: list, uops: bytes, insns: bytes):
+    """The kernel's regions: ``sizes``' then the micro-ops' and the stream's (last, as the
+    lowering addresses the micro-ops at the end of the constants before their size is known)."""
+    return layout_regions(
+        [*sizes, ("uops", RegionKind.CONST, len(uops)), ("insns", RegionKind.CONST, len(insns))]
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class _Program:
+    """A lowered layer's program: its micro-ops and instructions encoded, the relocation table."""
+
+    uops: bytes
+    insns: bytes
+    relocs: np.ndarray
+    insn_count: int
+    uop_count: int
+
+
+def _program(wl, ep, config, hw, dram, sizes, keep: bool) -> _Program:
+    """``lower_conv2d``'s program for the regions ``sizes`` at ``dram``; with ``keep`` read from
+    (or written to) the cache folder ``vta-programs``, keyed by every input of the lowering and
+    the sources of the compiler, the ISA and the driver (the encodings and the relocation)."""
+    from pyvta import cache
+    from pyvta.compiler.backend.llvm.cache import source_digest
+
+    path = None
+    if keep:
+        what = repr((wl, ep, config, hw, dram, sizes))
+        digest = source_digest("compiler", "isa", "driver")
+        path = cache.keyed_file("vta-programs", what, digest, ".npz")
+        try:
+            with np.load(path) as z:
+                return _Program(
+                    z["uops"].tobytes(), z["insns"].tobytes(), z["relocs"].astype(np.int32),
+                    int(z["insn_count"]), int(z["uop_count"]),
+                )  # fmt: skip
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            pass  # none yet, or damaged: lowered again
+    lowered = lower_conv2d(wl, ep, config, hw, dram)
+    uops = encode_uops(lowered.uops, hw) if lowered.uops else b""
+    insns = encode_insns(lowered.insns, hw)
+    relocs = relocation_table(lowered.insns, _with_program(sizes, uops, insns), hw)
+    program = _Program(uops, insns, relocs, len(lowered.insns), len(lowered.uops))
+    if path is not None:
+        buf = io.BytesIO()
+        np.savez(
+            buf, uops=np.frombuffer(uops, np.uint8), insns=np.frombuffer(insns, np.uint8),
+            relocs=relocs, insn_count=program.insn_count, uop_count=program.uop_count,
+        )  # fmt: skip
+        cache.write_atomic(path, buf.getvalue())
+    return program
 
 
 def kernel_epilogue(kernel: Kernel, layer: bool = False) -> Epilogue | None:
