@@ -17,6 +17,7 @@ The root is ``$PYVTA_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/pyvta``, else
   cpu-code    artifacts' CPU kernels for this machine's CPU (shared objects, loaded with ctypes)
   vta-configs the accelerator's default config per layer shape (the cost model's ranking)
   vta-programs  the accelerator's lowered layer programs (instructions, micro-ops) per layer
+  calibration the int8 targets' calibrations (frac bits, channel means per graph and samples)
   arm-userland  emulated ARM root file systems (``scripts/arm_userland.sh``)
 
 This module imports nothing of ours, so every package may use it (tests/unit/test_layering.py
@@ -47,6 +48,7 @@ FOLDERS = {
     "cpu-code": "artifacts' CPU kernels (shared objects)",
     "vta-configs": "the accelerator's default layer configs",
     "vta-programs": "the accelerator's lowered layer programs",
+    "calibration": "int8 calibrations (a graph's value ranges on its samples)",
     "arm-userland": "emulated ARM userlands",
     "cpuid-mask": "the CPUID handler of fair baselines (pyvta.testing.cpuid_mask)",
 }

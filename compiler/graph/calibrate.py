@@ -9,14 +9,18 @@ the candidate with the smallest squared quantization error over the samples.
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import math
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pyvta.isa.errors import PyvtaError
 from pyvta.runtime.cpu_ops import conv_gemm, run_cpu_op
-from pyvta.runtime.ir import Graph, GraphError
+from pyvta.runtime.ir import Graph, GraphError, format_graph
 
 MIN_FRAC_BITS, MAX_FRAC_BITS = -16, 30
 
@@ -63,7 +67,62 @@ def calibrate(
 ) -> Calibration:
     """Frac bits per float value: the max-range choice or up to ``extra_bits`` finer, whichever
     gives the least squared int8 quantization error over ``samples``; and channel means (two
-    float runs per sample)."""
+    float runs per sample). Kept in the cache (folder ``calibration``): a process that
+    calibrates the same graph (its structure and constants) on the same samples reads it back
+    (:func:`_kept_at`)."""
+    from pyvta import cache
+
+    path = _kept_at(graph, samples, extra_bits)
+    try:
+        return _read_calibration(path)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        pass  # none yet, or damaged: calibrated again
+    cal = _calibrate(graph, samples, extra_bits)
+    cache.write_atomic(path, _calibration_bytes(cal))
+    return cal
+
+
+def _kept_at(graph: Graph, samples: list[dict[str, np.ndarray]], extra_bits: int):
+    """Where :func:`calibrate` keeps its result: keyed by the graph's text form, the bytes of
+    its constants and of the samples, ``extra_bits``, and the sources of the compiler and the
+    runtime (whose float ops run the samples)."""
+    from pyvta import cache
+    from pyvta.compiler.backend.llvm.cache import source_digest
+
+    h = hashlib.sha256(format_graph(graph).encode())
+    arrays = [(f"const {k}", graph.constants[k]) for k in sorted(graph.constants)]
+    arrays += [
+        (f"sample {i} {k}", np.asarray(s[k])) for i, s in enumerate(samples) for k in sorted(s)
+    ]
+    for name, a in arrays:
+        h.update(f"\0{name} {a.dtype} {a.shape}\0".encode())
+        h.update(np.ascontiguousarray(a).tobytes())
+    what = f"calibration {h.hexdigest()} extra_bits {extra_bits}"
+    return cache.keyed_file("calibration", what, source_digest("compiler", "runtime"), ".npz")
+
+
+def _calibration_bytes(cal: Calibration) -> bytes:
+    means, ranges = sorted(cal.channel_means), sorted(cal.channel_ranges)
+    arrays = {f"mean{i}": cal.channel_means[k] for i, k in enumerate(means)}
+    arrays |= {f"lo{i}": cal.channel_ranges[k][0] for i, k in enumerate(ranges)}
+    arrays |= {f"hi{i}": cal.channel_ranges[k][1] for i, k in enumerate(ranges)}
+    names = {"frac_bits": cal.frac_bits, "means": means, "ranges": ranges}
+    buf = io.BytesIO()
+    np.savez(buf, names=np.array(json.dumps(names)), **arrays)
+    return buf.getvalue()
+
+
+def _read_calibration(path) -> Calibration:
+    with np.load(path) as z:
+        names = json.loads(str(z["names"]))
+        return Calibration(
+            {k: int(v) for k, v in names["frac_bits"].items()},
+            {k: z[f"mean{i}"] for i, k in enumerate(names["means"])},
+            {k: (z[f"lo{i}"], z[f"hi{i}"]) for i, k in enumerate(names["ranges"])},
+        )
+
+
+def _calibrate(graph: Graph, samples: list[dict[str, np.ndarray]], extra_bits: int) -> Calibration:
     ranges = collect_ranges(graph, samples)
     base = {k: frac_bits_for(m) for k, m in ranges.items()}
     errors = {k: np.zeros(extra_bits + 1) for k in base}
