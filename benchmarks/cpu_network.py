@@ -21,7 +21,8 @@ tuned network is also set beside it. ``--also-log LOG`` (again for more) adds th
 another tuning log in the same rounds ("tuned 2", ...): two sets of choices compared side by
 side. Outputs must agree with onnxruntime within 1e-4 (max abs difference / max abs value).
 Ratio = onnxruntime / pyvta. Both run on ``--threads`` threads (pyvta's kernels are built for
-that many).
+that many). Each model's line is followed by what else had the host's CPUs over its rounds
+(``tuner.host_load``: the hypervisor's steal, other processes): a slow spell shows its cause.
 
 ``--cpu-time`` (with ``--threads 1``) times each inference by the CPU time of the thread that
 runs it (``time.thread_time``), not the wall clock: on a machine shared with other work it
@@ -53,6 +54,7 @@ from pyvta.compiler.graph.reference import onnxruntime_session
 from pyvta.runtime.compiled_model import run_model
 from pyvta.runtime.executor import Executor
 from pyvta.testing.side_by_side import rel_err, timed_ms
+from pyvta.tuner.host_load import LoadMeter
 from pyvta.tuner.in_network_confirm import paired_ratio, round_order
 
 MAX_REL_ERR = 1e-4
@@ -183,17 +185,20 @@ def bench_model(
         profiled.run(None, {"input": x})  # warm-up (left out of the medians)
     times: dict[str, list[float]] = {k: [] for k in runs}
     order = list(runs)
-    for r in range(rounds):
-        for key in round_order(order, r):
-            times[key].append(timed_ms(runs[key], clock))
-        if per_layer:
-            profiled.run(None, {"input": x})
+    with LoadMeter() as meter:
+        for r in range(rounds):
+            for key in round_order(order, r):
+                times[key].append(timed_ms(runs[key], clock))
+            if per_layer:
+                profiled.run(None, {"input": x})
     med = {k: float(np.median(v)) for k, v in times.items()}
     parts = ", ".join(f"{k} {ms:.2f} ms" for k, ms in med.items())
     ratios = {k: med["onnxruntime"] / med[k] for k in models}
     rtxt = ", ".join(f"{k} {r:.2f}x" for k, r in ratios.items())
     what = "CPU time" if clock is time.thread_time else "wall"
     print(f"{name} {size}x{size}: {parts} ({what}, median of {rounds}); vs onnxruntime: {rtxt}")
+    if meter.load is not None:
+        print(f"{name}: over the rounds, {meter.load} of the host's {meter.load.cpus} CPUs")
     # the tuned network against each build of the default (the second: the stricter where
     # the control strays above 1)
     tuned = [k for k in times if k.startswith("tuned")]

@@ -59,6 +59,7 @@ import numpy as np
 
 from pyvta.cache import write_atomic
 from pyvta.compiler.backend.llvm.cache import compiler_version
+from pyvta.tuner.host_load import LoadMeter
 from pyvta.tuner.in_network_candidates import (
     Candidate,
     space_candidates,
@@ -163,6 +164,7 @@ class Rerank:
                 f" default network {med['default']:.3f} ms, changed {med['chosen']:.3f} ms,"
                 f" paired {conf.speedup:.3f}x"
                 + ("" if conf.control is None else f"; the default built again {conf.control:.3f}x")
+                + ("" if conf.host is None else f"; host: {conf.host}")
                 + aside
             )
             for key, t in conf.layer_ms.items():
@@ -364,14 +366,16 @@ def _confirm(variants: _Variants, pick: dict, x, rounds: int) -> Confirmation:
     net = {name: [] for name in built}
     per_layer = {k: {name: [] for name in ("default", "chosen")} for k in changed}
     names = list(built)
-    for r in range(rounds):
-        for name in round_order(names, r):
-            executor, keys, _ = built[name]
-            total, per_key = _timed(executor, keys, x)
-            net[name].append(total)
-            for k in per_layer if name != "control" else ():
-                per_layer[k][name].append(per_key[k])
-    return Confirmation(rounds, net, per_layer, {k: pick[k] for k in changed})
+    with LoadMeter() as meter:
+        for r in range(rounds):
+            for name in round_order(names, r):
+                executor, keys, _ = built[name]
+                total, per_key = _timed(executor, keys, x)
+                net[name].append(total)
+                for k in per_layer if name != "control" else ():
+                    per_layer[k][name].append(per_key[k])
+    picked = {k: pick[k] for k in changed}
+    return Confirmation(rounds, net, per_layer, picked, host=meter.load)
 
 
 def _confirm_all(variants: _Variants, best: dict, x, rounds: int, progress) -> list:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pyvta.isa.errors import PyvtaError
+from pyvta.tuner.host_load import HostLoad
 
 
 class InNetworkError(PyvtaError, ValueError):
@@ -59,6 +60,7 @@ class Confirmation:
     layer_ms: dict  # changed layer's workload key -> {"default": [ms per round], "chosen": [...]}
     pick: dict = field(default_factory=dict)  # changed layer's workload key -> candidate index
     incumbent: bool = False
+    host: HostLoad | None = None  # what else had the CPUs over its rounds (``tuner.host_load``)
 
     @property
     def default_ms(self) -> float:
@@ -105,6 +107,7 @@ class Confirmation:
             "control": self.control,
             "network_ms": self.network_ms,
             "layers": {k: {**t, "faster": k in faster} for k, t in self.layer_ms.items()},
+            **({"host": self.host.to_json()} if self.host is not None else {}),
         }
 
 
