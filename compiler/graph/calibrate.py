@@ -96,7 +96,7 @@ def _kept_at(graph: Graph, samples: list[dict[str, np.ndarray]], extra_bits: int
     ]
     for name, a in arrays:
         h.update(f"\0{name} {a.dtype} {a.shape}\0".encode())
-        h.update(np.ascontiguousarray(a).tobytes())
+        h.update(np.ascontiguousarray(a))  # its buffer, not a copy
     what = f"calibration {h.hexdigest()} extra_bits {extra_bits}"
     return cache.keyed_file("calibration", what, source_digest("compiler", "runtime"), ".npz")
 
