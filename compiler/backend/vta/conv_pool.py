@@ -161,8 +161,8 @@ def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig, channel_shifts=N
     import numpy as np
 
     from pyvta.compiler.backend.vta.conv2d import DramMap
-    from pyvta.driver.kernel import Kernel, RegionKind, layout_regions, relocation_table
-    from pyvta.isa import encode_insns, encode_uops
+    from pyvta.compiler.backend.vta.operator import lowered_program, program_regions
+    from pyvta.driver.kernel import Kernel, RegionKind
 
     out_bytes = wl.batch * wl.co_blocks * (wl.out_h // 2) * (wl.out_w // 2) * hw.out_elem_bytes
     consts = {
@@ -181,9 +181,8 @@ def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig, channel_shifts=N
         ),
         ("output", RegionKind.OUTPUT, out_bytes),
         *[(k, RegionKind.CONST, len(v)) for k, v in consts.items()],
-        ("uops", RegionKind.CONST, 0),
     ]
-    base = {r.name: r.offset for r in layout_regions(sizes)}
+    base = {r.name: r.offset for r in program_regions(sizes, b"", b"")}
     dram = DramMap(
         data=base["input"] // hw.inp_elem_bytes,
         weights=base["weights"] // hw.wgt_elem_bytes,
@@ -191,17 +190,17 @@ def build_conv_pool_kernel(wl, ep, weights, bias, hw: HwConfig, channel_shifts=N
         output=base["output"] // hw.out_elem_bytes,
         uops=base["uops"] // hw.uop_elem_bytes,
     )
-    insns, uops = lower_conv_pool(wl, ep, hw, dram)
-    consts["uops"] = encode_uops(uops, hw)
-    consts["insns"] = encode_insns(insns, hw)
-    sizes[-1] = ("uops", RegionKind.CONST, len(consts["uops"]))
-    sizes.append(("insns", RegionKind.CONST, len(consts["insns"])))
-    regions = layout_regions(sizes)
+    program = lowered_program(
+        ("conv_pool", wl, ep, hw, dram), lambda: lower_conv_pool(wl, ep, hw, dram), sizes, hw,
+        keep=True,
+    )  # fmt: skip
+    consts["uops"], consts["insns"] = program.uops, program.insns
+    regions = program_regions(sizes, program.uops, program.insns)
     info = {
         "kind": "conv_pool",
         "workload": wl.to_dict(),
         "epilogue": dataclasses.asdict(ep),
         "config": {},
-        "uops": len(uops),
+        "uops": program.uop_count,
     }
-    return Kernel(hw.tag, regions, consts, relocation_table(insns, regions, hw), len(insns), info)
+    return Kernel(hw.tag, regions, consts, program.relocs, program.insn_count, info)

@@ -182,7 +182,7 @@ def _lowered_kernel(
 ) -> Kernel:
     """Place the regions from byte 0, lower the stream against them, build the relocation table.
     ``keep``: the program from the cache where an earlier process lowered the same one, else
-    kept there (``_program``)."""
+    kept there (:func:`lowered_program`)."""
     out_bytes = wl.batch * wl.co_blocks * wl.out_h * wl.out_w * hw.out_elem_bytes
     in_bytes = wl.batch * wl.ci_blocks * wl.height * wl.width * hw.inp_elem_bytes
     sizes = [
@@ -192,7 +192,7 @@ def _lowered_kernel(
     if ep.residual:
         sizes.append(("residual", RegionKind.INPUT, out_bytes))
     sizes += [(name, RegionKind.CONST, len(data)) for name, data in consts.items() if data]
-    base = {r.name: r.offset for r in _with_program(sizes, b"", b"")}
+    base = {r.name: r.offset for r in program_regions(sizes, b"", b"")}
     dram = DramMap(
         data=base["input"] // hw.inp_elem_bytes,
         weights=base["weights"] // hw.wgt_elem_bytes,
@@ -203,7 +203,12 @@ def _lowered_kernel(
         wgt_consts=base["consts"] // hw.wgt_elem_bytes,
         ones=base["ones"] // hw.inp_elem_bytes,
     )
-    program = _program(wl, ep, config, hw, dram, sizes, keep)
+
+    def lower():
+        low = lower_conv2d(wl, ep, config, hw, dram)
+        return low.insns, low.uops
+
+    program = lowered_program((wl, ep, config, hw, dram), lower, sizes, hw, keep)
     consts = {k: v for k, v in consts.items() if v}
     consts["uops"], consts["insns"] = program.uops, program.insns
     info = {
@@ -213,11 +218,11 @@ def _lowered_kernel(
         "config": config.to_dict(),
         "uops": program.uop_count,
     }
-    regions = _with_program(sizes, program.uops, program.insns)
+    regions = program_regions(sizes, program.uops, program.insns)
     return Kernel(hw.tag, regions, consts, program.relocs, program.insn_count, info)
 
 
-def _with_program(sizes: list, uops: bytes, insns: bytes):
+def program_regions(sizes: list, uops: bytes, insns: bytes):
     """The kernel's regions: ``sizes``' then the micro-ops' and the stream's (last, as the
     lowering addresses the micro-ops at the end of the constants before their size is known)."""
     return layout_regions(
@@ -226,7 +231,7 @@ def _with_program(sizes: list, uops: bytes, insns: bytes):
 
 
 @dataclasses.dataclass(frozen=True)
-class _Program:
+class Program:
     """A lowered layer's program: its micro-ops and instructions encoded, the relocation table."""
 
     uops: bytes
@@ -236,35 +241,36 @@ class _Program:
     uop_count: int
 
 
-def _program(wl, ep, config, hw, dram, sizes, keep: bool) -> _Program:
-    """``lower_conv2d``'s program for the regions ``sizes`` at ``dram``; with ``keep`` read from
-    (or written to) the cache folder ``vta-programs``, keyed by every input of the lowering and
-    the sources of the compiler, the ISA and the driver (the encodings and the relocation)."""
+def lowered_program(what: tuple, lower, sizes: list, hw: HwConfig, keep: bool) -> Program:
+    """The program ``lower()`` makes (``(insns, uops)``, lowered against the regions ``sizes``
+    then the micro-ops and the stream: :func:`program_regions`); with ``keep`` read from (or
+    written to) the cache folder ``vta-programs``, keyed by ``what`` (every input of the
+    lowering), ``sizes`` and the sources of the compiler, the ISA and the driver (the encodings
+    and the relocation)."""
     from pyvta import cache
     from pyvta.compiler.backend.llvm.cache import source_digest
 
     path = None
     if keep:
-        what = repr((wl, ep, config, hw, dram, sizes))
         digest = source_digest("compiler", "isa", "driver")
-        path = cache.keyed_file("vta-programs", what, digest, ".npz")
+        path = cache.keyed_file("vta-programs", repr((*what, sizes)), digest, ".npz")
         try:
             with np.load(path) as z:
-                return _Program(
+                return Program(
                     z["uops"].tobytes(), z["insns"].tobytes(), z["relocs"].astype(np.int32),
                     int(z["insn_count"]), int(z["uop_count"]),
                 )  # fmt: skip
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             pass  # none yet, or damaged: lowered again
-    lowered = lower_conv2d(wl, ep, config, hw, dram)
-    uops = encode_uops(lowered.uops, hw) if lowered.uops else b""
-    insns = encode_insns(lowered.insns, hw)
-    relocs = relocation_table(lowered.insns, _with_program(sizes, uops, insns), hw)
-    program = _Program(uops, insns, relocs, len(lowered.insns), len(lowered.uops))
+    insns, uop_list = lower()
+    uops = encode_uops(uop_list, hw) if uop_list else b""
+    encoded = encode_insns(insns, hw)
+    relocs = relocation_table(insns, program_regions(sizes, uops, encoded), hw)
+    program = Program(uops, encoded, relocs, len(insns), len(uop_list))
     if path is not None:
         buf = io.BytesIO()
         np.savez(
-            buf, uops=np.frombuffer(uops, np.uint8), insns=np.frombuffer(insns, np.uint8),
+            buf, uops=np.frombuffer(uops, np.uint8), insns=np.frombuffer(encoded, np.uint8),
             relocs=relocs, insn_count=program.insn_count, uop_count=program.uop_count,
         )  # fmt: skip
         cache.write_atomic(path, buf.getvalue())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pyvta.compiler.backend.vta import operator
+from pyvta.compiler.backend.vta import conv_pool, operator
 from pyvta.compiler.backend.vta.config import ConvConfig
 from pyvta.compiler.backend.vta.workload import ConvWorkload, Epilogue
 from pyvta.isa import HwConfig
@@ -16,7 +16,7 @@ from pyvta.isa import HwConfig
 SEED = 7
 WL = ConvWorkload(8, 8, 32, 32, 3, 3, 1, 1)
 EP = Epilogue(bias=True, shift=6)
-_PROGRAM = operator._program  # unpatched: the reference lowers through it, never kept
+_LOWERED = operator.lowered_program  # unpatched: the reference lowers through it, never kept
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_a_layers_program_is_lowered_once_and_read_back(tmp_path, monkeypatch, l
     monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
     hw = HwConfig()
     with monkeypatch.context() as m:  # the reference: never kept
-        m.setattr(operator, "_program", lambda *a: _PROGRAM(*a[:-1], False))
+        m.setattr(operator, "lowered_program", lambda *a: _LOWERED(*a[:-1], False))
         want = operator.build_kernel(WL, EP, *layer, hw)
     assert _programs(tmp_path) == []
     _same(operator.build_kernel(WL, EP, *layer, hw), want)
@@ -86,3 +86,18 @@ def test_a_tuning_candidates_program_is_not_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
     kernel = operator.measurement_kernel(WL, EP, ConvConfig(8, 8, 1, 1, vthreads=1), HwConfig())
     assert kernel.insn_count > 0 and _programs(tmp_path) == []
+
+
+def test_a_fused_stems_program_is_kept_too(tmp_path, monkeypatch):
+    """The conv + max pool kernel (``conv_pool``, a network's stem) goes through the same
+    cache: built again with ``lower_conv_pool`` patched to fail, the same kernel."""
+    monkeypatch.setenv("PYVTA_CACHE_DIR", str(tmp_path))
+    rng = np.random.default_rng(SEED)
+    wl = ConvWorkload(23, 20, 48, 64, 4, 1, 1, 0)
+    ep = Epilogue(bias=True, shift=10, lo=0, hi=127)
+    w = rng.integers(-128, 128, (4, 3, 4, 1, 16, 16), dtype=np.int8)
+    b = rng.integers(-20000, 20000, (4, 16)).astype(np.int32)
+    first = conv_pool.build_conv_pool_kernel(wl, ep, w, b, HwConfig())
+    assert first.info["kind"] == "conv_pool" and len(_programs(tmp_path)) == 1
+    monkeypatch.setattr(conv_pool, "lower_conv_pool", _no_lowering)
+    _same(conv_pool.build_conv_pool_kernel(wl, ep, w, b, HwConfig()), first)
