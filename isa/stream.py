@@ -6,6 +6,7 @@ a micro-op is 4 bytes, little-endian.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -48,9 +49,21 @@ def insn_words(data: bytes | np.ndarray) -> list[int]:
     ]
 
 
+DECODED_STREAMS = 16
+"""Instruction streams whose decoding a process keeps, the most recently used (a launch on the
+simulator decodes its stream for the functional run and again for the cycle model; the
+instructions are immutable, so both share one decoding)."""
+
+
 def decode_insns(data: bytes | np.ndarray, cfg: HwConfig) -> list[Insn]:
     """Decode a byte stream of instructions; errors name the instruction index."""
-    return [decode(word, cfg, index=i) for i, word in enumerate(insn_words(data))]
+    raw = np.asarray(data, dtype=np.uint8).tobytes() if isinstance(data, np.ndarray) else data
+    return list(_decoded(bytes(raw), cfg))
+
+
+@functools.lru_cache(maxsize=DECODED_STREAMS)
+def _decoded(raw: bytes, cfg: HwConfig) -> tuple[Insn, ...]:
+    return tuple(decode(word, cfg, index=i) for i, word in enumerate(insn_words(raw)))
 
 
 def encode_uops(uops: Iterable[Uop], cfg: HwConfig) -> bytes:
