@@ -81,3 +81,25 @@ def test_disassembly_shows_clip_bounds():
     assert clip_bounds(clip_imm(3, -7)) == (3, -7)
     with pytest.raises(FieldRangeError, match=r"CLIP hi 128 .* \(allowed: -128..127\)"):
         clip_imm(0, 128)
+
+
+def test_a_streams_decoding_is_kept_and_shared_safely():
+    """``decode_insns`` keeps recent streams' decodings (``DECODED_STREAMS``): the same stream
+    (bytes or a uint8 array of them) gives the same instructions each time, in a list of its
+    own (a caller may change its list); a bad stream raises every time."""
+    import numpy as np
+
+    from pyvta.isa import stream
+
+    insns = [Load(MemType.INP, y_size=1, x_size=4, x_stride=4), FinishInsn()]
+    raw = encode_insns(insns, CFG)
+    first = decode_insns(raw, CFG)
+    first.append(FinishInsn())  # the caller's list, not the kept one
+    again = decode_insns(np.frombuffer(raw, np.uint8), CFG)
+    assert again == insns and again is not first
+    assert all(a is b for a, b in zip(again, first, strict=False))  # one decoding, shared
+    assert stream._decoded.cache_info().currsize <= stream.DECODED_STREAMS
+    bad = raw[:16] + bytes([0xFF] * 16)
+    for _ in range(2):
+        with pytest.raises(DecodeError, match="instruction 1"):
+            decode_insns(bad, CFG)
