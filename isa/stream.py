@@ -49,10 +49,11 @@ def insn_words(data: bytes | np.ndarray) -> list[int]:
     ]
 
 
-DECODED_STREAMS = 16
+DECODED_STREAMS = 4
 """Instruction streams whose decoding a process keeps, the most recently used (a launch on the
-simulator decodes its stream for the functional run and again for the cycle model; the
-instructions are immutable, so both share one decoding)."""
+simulator decodes its stream for the functional run and again for the cycle model, one right
+after the other; the instructions are immutable, so both share one decoding). Few: a stream of
+20,000 instructions decodes to some 4.6 MB of objects, and a tuner decodes one per candidate."""
 
 
 def decode_insns(data: bytes | np.ndarray, cfg: HwConfig) -> list[Insn]:
