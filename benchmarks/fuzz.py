@@ -51,6 +51,16 @@ from pyvta.isa import (
 from pyvta.isa.errors import PyvtaError
 from pyvta.sim.random_program import random_program
 
+
+def fuzzed_targets() -> list[str]:
+    """The compile targets whose networks run on this machine without a GPU (found by their
+    ``placement``, not by name): what the model and artifact campaigns compile for."""
+    from pyvta.compiler.targets import get_target, target_names
+    from pyvta.runtime.ir import GPU
+
+    return [n for n in target_names() if get_target(n).placement != GPU]
+
+
 CFG = HwConfig()
 LIMITS = sim.SimLimits(max_iters_per_insn=1 << 16, chunk_iters=1 << 12)
 MEMORY_LIMIT_BYTES = 6 << 30  # a mutated shape of 10^12 elements is a MemoryError, not swapping
@@ -345,7 +355,7 @@ def fuzz_models(rng, n: int, folder: Path, timeout_s: float) -> Tally:
             data = mutate_model(base, rng).SerializeToString()
         else:
             data = corrupt_bytes(base.SerializeToString(), rng)
-        target = str(rng.choice(["cpu", "cpu-int8", "vta"]))
+        target = str(rng.choice(fuzzed_targets()))
 
         def case(data=data, target=target):
             path.write_bytes(data)
@@ -402,7 +412,7 @@ def fuzz_artifacts(rng, n: int, folder: Path, timeout_s: float) -> list[Tally]:
     src = folder / "tiny.onnx"
     onnx.save(tiny_model(0), src)
     originals = {}
-    for target in ("cpu", "cpu-int8", "vta"):
+    for target in fuzzed_targets():
         p = folder / f"tiny.{target}.npz"
         compile_model(src, target).save(p)
         originals[target] = p.read_bytes()
