@@ -98,12 +98,16 @@ def _umask() -> int:
     return mask
 
 
+def key(what: str, digest: str) -> str:
+    """The key of a result kept for ``what`` (the caller's full description of its inputs) made
+    by code whose sources hash to ``digest``: the SHA-256 of both, so a change of either is
+    another key."""
+    return hashlib.sha256(f"{digest}\0{what}".encode()).hexdigest()
+
+
 def keyed_file(name: str, what: str, digest: str, suffix: str) -> Path:
-    """The file of folder ``name`` that keeps the result for ``what`` (the caller's full
-    description of its inputs) made by code whose sources hash to ``digest``: named by the
-    SHA-256 of both, so a change of either is another file."""
-    key = hashlib.sha256(f"{digest}\0{what}".encode()).hexdigest()
-    return folder(name) / f"{key}{suffix}"
+    """The file of folder ``name`` that keeps the result for ``what`` (:func:`key`)."""
+    return folder(name) / f"{key(what, digest)}{suffix}"
 
 
 def folder(name: str) -> Path:

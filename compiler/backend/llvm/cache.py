@@ -68,7 +68,9 @@ def source_digest(*packages: str) -> str:
 def func_key(what: str) -> str:
     """The key of a lowered function cached for ``what`` (the caller's description of it) under
     today's compiler sources."""
-    return hashlib.sha256(f"{source_digest('compiler')}\0{what}".encode()).hexdigest()
+    from pyvta import cache
+
+    return cache.key(what, source_digest("compiler"))
 
 
 MEMORY_KERNELS = 64
